@@ -1,0 +1,1 @@
+//! Reports, comparisons, parsers for real RDMA tools' output, and the doctor.

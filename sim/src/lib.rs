@@ -1,0 +1,1 @@
+//! Discrete-event simulator of RoCEv2 fabrics.

@@ -1,0 +1,31 @@
+//! `rocelab`: the one command-line binary. It parses arguments and calls the
+//! libraries; no logic lives here. One module per subcommand.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
+/// and tools to read and compare real NICs' output.
+#[derive(Debug, Parser)]
+#[command(name = "rocelab", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the version and the crates it is built from.
+    Version,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("rocelab {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+    }
+}

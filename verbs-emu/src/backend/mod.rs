@@ -1,0 +1,1 @@
+//! backend: work in progress, see the architecture map.

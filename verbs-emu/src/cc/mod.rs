@@ -1,0 +1,1 @@
+//! cc: work in progress, see the architecture map.

@@ -1,0 +1,1 @@
+//! perftest: work in progress, see the architecture map.

@@ -1,0 +1,1 @@
+//! Integer time: picoseconds in a `u64` (see the architecture contracts).

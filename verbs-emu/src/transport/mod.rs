@@ -1,0 +1,1 @@
+//! transport: work in progress, see the architecture map.

@@ -1,0 +1,1 @@
+//! verbs: work in progress, see the architecture map.
