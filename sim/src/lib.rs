@@ -1,1 +1,8 @@
 //! Discrete-event simulator of RoCEv2 fabrics.
+//!
+//! Models (engine, fabric, NIC) know nothing of files; the topology,
+//! workload and scenario layers build them (STYLE.md rule 9). The types in
+//! [`topology`] and [`workload`] are the contract between the two sides.
+
+pub mod topology;
+pub mod workload;
