@@ -36,9 +36,9 @@ const CREDIT_TABLE: [u32; 31] = [
 
 /// RNR timer codes 0..=31 in microseconds (code 0 is the longest, 655.36 ms).
 const RNR_TIMER_US: [u64; 32] = [
-    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
-    3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
-    163_840, 245_760, 327_680, 491_520,
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840,
+    5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840,
+    245_760, 327_680, 491_520,
 ];
 
 /// The number of credits an ACK credit code grants; `None` for code 31
@@ -378,7 +378,10 @@ mod tests {
     fn display() {
         assert_eq!(
             repr().to_string(),
-            format!("AETH RNR NAK timer=14 ({}) (syndrome 0x2e) msn=3", Duration::from_us(1280))
+            format!(
+                "AETH RNR NAK timer=14 ({}) (syndrome 0x2e) msn=3",
+                Duration::from_us(1280)
+            )
         );
     }
 }

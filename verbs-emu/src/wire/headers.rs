@@ -14,7 +14,7 @@
 use core::fmt;
 
 use super::{
-    atomic_ack_eth, atomic_eth, aeth, bth, deth, ieth, immdt, reth, AethRepr, AtomicAckEthRepr,
+    aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, reth, AethRepr, AtomicAckEthRepr,
     AtomicEthRepr, BthRepr, DethRepr, Error, Opcode, Result, RethRepr, Rkey, RoceHeaders,
 };
 

@@ -177,7 +177,8 @@ impl Icrc {
                 identification,
                 dont_fragment,
             } => {
-                let total = u16::try_from(IPV4_HEADER_LEN + udp_len).map_err(|_| Error::Malformed)?;
+                let total =
+                    u16::try_from(IPV4_HEADER_LEN + udp_len).map_err(|_| Error::Malformed)?;
                 let mut h = [0u8; IPV4_HEADER_LEN];
                 h[0] = 0x45;
                 h[2..4].copy_from_slice(&total.to_be_bytes());
@@ -390,10 +391,16 @@ mod tests {
             q[i] ^= 0x5A;
             assert_eq!(Icrc::for_ip_packet(&q).unwrap(), base, "byte {i} is masked");
         }
-        for i in [2usize, 3, 4, 5, 6, 7, 9, 12, 19, 20, 24, 28, 29, 30, 36, 39, 40, 47] {
+        for i in [
+            2usize, 3, 4, 5, 6, 7, 9, 12, 19, 20, 24, 28, 29, 30, 36, 39, 40, 47,
+        ] {
             let mut q = body.to_vec();
             q[i] ^= 0x01;
-            assert_ne!(Icrc::for_ip_packet(&q).unwrap(), base, "byte {i} is covered");
+            assert_ne!(
+                Icrc::for_ip_packet(&q).unwrap(),
+                base,
+                "byte {i} is covered"
+            );
         }
     }
 

@@ -71,7 +71,9 @@ impl Repr {
     /// Parse an IETH.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
         packet.check_len()?;
-        Ok(Repr { rkey: packet.rkey() })
+        Ok(Repr {
+            rkey: packet.rkey(),
+        })
     }
 
     /// Bytes [`emit`](Self::emit) writes: 4.

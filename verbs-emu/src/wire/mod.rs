@@ -23,11 +23,11 @@ pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod reth;
+pub mod roce;
 pub mod types;
 
 pub use aeth::{
-    credit_code_for, credit_count, rnr_timer_code_for, rnr_timer_duration,
-    Packet as AethPacket,
+    credit_code_for, credit_count, rnr_timer_code_for, rnr_timer_duration, Packet as AethPacket,
 };
 pub use atomic_ack_eth::Packet as AtomicAckEthPacket;
 pub use atomic_eth::Packet as AtomicEthPacket;
@@ -37,6 +37,9 @@ pub use icrc::{Icrc, IpEncap, UdpEncap};
 pub use ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
 pub use reth::Packet as RethPacket;
+pub use roce::{
+    Framing, IpRepr, IpVersion, Packet as RocePacket, PayloadSource, Repr as RoceRepr, UdpChecksum,
+};
 pub use types::{
     AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Lkey, Msn,
     NakCode, Opcode, Psn, Qpn, RethRepr, Rkey, RoceHeaders, Transport,

@@ -182,6 +182,9 @@ mod tests {
 
     #[test]
     fn display() {
-        assert_eq!(repr().to_string(), "RETH va=0x7f0000001000 rkey=0x1234 len=16");
+        assert_eq!(
+            repr().to_string(),
+            "RETH va=0x7f0000001000 rkey=0x1234 len=16"
+        );
     }
 }
