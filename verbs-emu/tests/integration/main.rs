@@ -1,0 +1,3 @@
+//! verbs-emu integration tests: one binary, one module per area.
+
+mod wire;
