@@ -17,11 +17,13 @@ pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+pub mod cnp;
 pub mod deth;
 pub mod headers;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod pfc;
 pub mod reth;
 pub mod roce;
 pub mod types;
@@ -32,10 +34,13 @@ pub use aeth::{
 pub use atomic_ack_eth::Packet as AtomicAckEthPacket;
 pub use atomic_eth::Packet as AtomicEthPacket;
 pub use bth::Packet as BthPacket;
+pub use cnp::{Packet as CnpPacket, Repr as CnpRepr};
 pub use deth::Packet as DethPacket;
 pub use icrc::{Icrc, IpEncap, UdpEncap};
 pub use ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
+pub use pfc::{Packet as PfcPacket, Repr as PfcRepr};
+pub use pnet_base::MacAddr;
 pub use reth::Packet as RethPacket;
 pub use roce::{
     Framing, IpRepr, IpVersion, Packet as RocePacket, PayloadSource, Repr as RoceRepr, UdpChecksum,
