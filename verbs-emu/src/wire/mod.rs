@@ -19,6 +19,7 @@ pub mod atomic_eth;
 pub mod bth;
 pub mod cnp;
 pub mod deth;
+pub mod dissect;
 pub mod headers;
 pub mod icrc;
 pub mod ieth;
@@ -27,6 +28,7 @@ pub mod pcap;
 pub mod pfc;
 pub mod reth;
 pub mod roce;
+pub mod samples;
 pub mod types;
 
 pub use aeth::{
