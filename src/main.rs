@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_wire;
+
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.
 #[derive(Debug, Parser)]
@@ -18,6 +20,8 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// RoCEv2 wire format: write sample captures, decode pcap files.
+    Wire(cmd_wire::WireArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +31,6 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Wire(args) => cmd_wire::run(args),
     }
 }

@@ -1,0 +1,4 @@
+//! rocelab integration tests: one binary, one module per area. They run the
+//! built `rocelab` binary.
+
+mod wire;
