@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use verbs_emu::time::{Duration, Rate, Size};
 
 /// Everything a run needs besides the topology and the flows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
     /// Switches and links.
@@ -29,17 +29,6 @@ pub struct SimConfig {
     pub record: RecordConfig,
     /// Faults injected on links.
     pub faults: Vec<FaultConfig>,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        SimConfig {
-            fabric: FabricConfig::default(),
-            nic: NicConfig::default(),
-            record: RecordConfig::default(),
-            faults: Vec::new(),
-        }
-    }
 }
 
 /// Switch buffer, PFC, ECN and scheduling settings, shared by every switch.
@@ -144,25 +133,20 @@ impl Default for PfcThreshold {
 }
 
 /// How much headroom each ingress (port, lossless priority) gets.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case", tag = "mode")]
 pub enum HeadroomConfig {
     /// The mlx5 `calculate_xoff` formula of VALIDATION.md AN-4:
     /// `(301 + 2.16 * cable_m) * Gbps + 2.72 * MTU` bytes (speed at least
     /// 40 Gbps), with the cable length taken from the link (or from its
     /// propagation delay at 5 ns/m).
+    #[default]
     Computed,
     /// The same number of bytes on every port.
     Fixed {
         /// Headroom bytes per ingress (port, priority).
         size: Size,
     },
-}
-
-impl Default for HeadroomConfig {
-    fn default() -> Self {
-        HeadroomConfig::Computed
-    }
 }
 
 /// A switch's packet buffer.
@@ -226,10 +210,11 @@ impl Default for EcnConfig {
 /// Egress scheduling among the priority queues of a port. PFC frames
 /// always go first (after the frame in flight); within a priority, frames
 /// leave in arrival order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case", tag = "mode")]
 pub enum SchedulerConfig {
     /// Highest priority number first.
+    #[default]
     Strict,
     /// Deficit weighted round robin with one weight per priority 0-7;
     /// a priority with weight 0 is served strictly before the others.
@@ -239,12 +224,6 @@ pub enum SchedulerConfig {
         /// Bytes of credit per unit of weight per round.
         quantum: Size,
     },
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig::Strict
-    }
 }
 
 /// Host NIC settings.
