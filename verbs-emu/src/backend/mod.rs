@@ -31,6 +31,7 @@ use crate::verbs::{
 };
 use crate::wire::{Lkey, Qpn, Rkey};
 
+pub mod ibverbs;
 pub mod sys;
 
 macro_rules! handle {
