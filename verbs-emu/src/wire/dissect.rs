@@ -362,4 +362,29 @@ mod tests {
         .unwrap();
         assert_eq!(built, f);
     }
+
+    #[test]
+    fn short_frames_are_padded_and_the_padding_is_ignored() {
+        use crate::wire::{BthRepr, Ecn, Opcode, Psn, Qpn, RoceHeaders};
+        let h = RoceHeaders::new(BthRepr::new(Opcode::RcSendOnly, Qpn::new(7), Psn::new(1)));
+        let ip = IpRepr::ipv4([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), Ecn::Ect0);
+        let repr = RoceRepr::new(ip, 0xC000, h, 0);
+        let f = ethernet_frame(
+            MacAddr(2, 0, 0, 0, 0, 1),
+            MacAddr(2, 0, 0, 0, 0, 2),
+            &repr,
+            roce::PayloadSource::Zeroed(0),
+        )
+        .unwrap();
+        assert_eq!(repr.buffer_len(), 44);
+        assert_eq!(f.len(), 60);
+        match decode_frame(&f) {
+            Decoded::Roce {
+                repr: got,
+                icrc: Ok(()),
+                ..
+            } => assert_eq!(got, repr),
+            d => panic!("{d}"),
+        }
+    }
 }
