@@ -15,6 +15,7 @@ fn parse_everything(bytes: &[u8]) {
     let _ = Icrc::for_ip_packet(bytes);
     let _ = icrc::verify_ip_packet(bytes);
     let _ = Icrc::for_udp_payload(&encap, bytes);
+    let _ = icrc::recover_ipv4_identification(&encap, bytes);
     if let Ok(p) = pfc::Packet::new_checked(bytes) {
         let _ = PfcRepr::parse(&p);
     }
