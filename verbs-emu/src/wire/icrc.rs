@@ -20,7 +20,7 @@
 //! around a UDP payload, so a sender or receiver that only sees BTH..ICRC
 //! can still compute the ICRC ([`Icrc::for_udp_payload`]).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{Error, Result};
 
@@ -412,6 +412,30 @@ impl UdpEncap {
         }
     }
 
+    /// From the source and destination socket addresses of a datagram, as
+    /// a Linux socket with DF set sends it (identification 0, DF). Both
+    /// must be of the same family ([`Error::Malformed`] otherwise).
+    pub fn from_sockets(src: SocketAddr, dst: SocketAddr) -> Result<UdpEncap> {
+        let ip = match (src, dst) {
+            (SocketAddr::V4(s), SocketAddr::V4(d)) => IpEncap::V4 {
+                src: *s.ip(),
+                dst: *d.ip(),
+                identification: 0,
+                dont_fragment: true,
+            },
+            (SocketAddr::V6(s), SocketAddr::V6(d)) => IpEncap::V6 {
+                src: *s.ip(),
+                dst: *d.ip(),
+            },
+            _ => return Err(Error::Malformed),
+        };
+        Ok(UdpEncap {
+            ip,
+            src_port: src.port(),
+            dst_port: dst.port(),
+        })
+    }
+
     /// The same flow seen from the other end (addresses and ports swapped),
     /// e.g. to describe a received packet from the receiver's view of the
     /// sender.
@@ -542,6 +566,18 @@ mod tests {
             Err(Error::BadIcrc { .. })
         ));
         assert_eq!(encap.reversed().reversed(), encap);
+        let from = UdpEncap::from_sockets(
+            "192.168.1.10:49651".parse().unwrap(),
+            "192.168.1.20:4791".parse().unwrap(),
+        );
+        assert_eq!(from, Ok(wrong_id));
+        assert_eq!(
+            UdpEncap::from_sockets(
+                "192.168.1.10:1".parse().unwrap(),
+                "[::1]:4791".parse().unwrap()
+            ),
+            Err(Error::Malformed)
+        );
     }
 
     #[test]

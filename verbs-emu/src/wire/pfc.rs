@@ -44,6 +44,9 @@ pub const DEST_MAC: MacAddr = MacAddr(0x01, 0x80, 0xC2, 0x00, 0x00, 0x01);
 pub const BODY_LEN: usize = 46;
 /// Length of a whole MAC control frame without FCS.
 pub const FRAME_LEN: usize = 14 + BODY_LEN;
+/// Link bytes one MAC control frame occupies: the frame, FCS (4),
+/// preamble, SFD and inter-frame gap (20).
+pub const WIRE_LEN: usize = FRAME_LEN + 4 + 20;
 /// Bit times in one pause quantum.
 pub const BITS_PER_QUANTUM: u64 = 512;
 
