@@ -1,0 +1,3 @@
+//! The integration tests of verbs-emu, one module per area.
+
+mod transport;
