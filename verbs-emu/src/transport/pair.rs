@@ -474,9 +474,15 @@ impl<M: Memory> Pair<M> {
                     None => break,
                 }
             }
+        }
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        for ep in [&mut self.a, &mut self.b] {
             while let Some(c) = ep.qp.poll_completion() {
                 ep.completed += 1;
-                self.last_progress = now;
+                self.last_progress = self.now;
                 if self.collect {
                     ep.completions.push(c);
                 }
@@ -546,6 +552,7 @@ impl<M: Memory> Pair<M> {
                 ep.qp.handle_timeout(now);
             }
         }
+        self.drain();
         true
     }
 

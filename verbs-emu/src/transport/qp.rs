@@ -151,7 +151,8 @@ pub struct Qp {
     pkts_since_ackreq: u32,
     next_send_time: Instant,
     pacing_blocked: bool,
-    /// A gap in READ responses already triggered a retry for this comp_psn.
+    /// A retry started by an implied NAK or a READ response gap; cleared by
+    /// progress.
     gap_retried: bool,
 
     // Responder.
@@ -1008,8 +1009,7 @@ impl Qp {
             QpType::Uc | QpType::Ud => {
                 if msg_done {
                     // Unreliable: complete when the last packet leaves.
-                    let wqe = self.sq.pop_front().expect("the WQE just sent is queued");
-                    self.send_idx -= 1;
+                    let wqe = self.pop_head().expect("the WQE just sent is queued");
                     self.comp_psn = self.next_psn;
                     self.retx_until = self.next_psn;
                     self.complete_send(&wqe, WcStatus::Success);
@@ -1116,7 +1116,7 @@ impl Qp {
                                 if progress {
                                     self.on_progress(now);
                                 }
-                                self.retry_or_fail(now);
+                                self.implied_retry(now);
                             }
                         }
                     }
@@ -1208,8 +1208,7 @@ impl Qp {
                         break;
                     }
                     if !w.wr.op.is_read_or_atomic() && w.last_psn().is_before(p) {
-                        let w = self.sq.pop_front().expect("front exists");
-                        self.send_idx = self.send_idx.saturating_sub(1);
+                        let w = self.pop_head().expect("front exists");
                         self.comp_psn = w.last_psn().next();
                         self.complete_send(&w, WcStatus::Success);
                         progress = true;
@@ -1219,18 +1218,15 @@ impl Qp {
                     if progress {
                         self.on_progress(now);
                     }
-                    self.retry_or_fail(now);
+                    self.implied_retry(now);
                     return;
                 }
                 if progress {
                     self.on_progress(now);
                 }
                 if p != self.comp_psn {
-                    // A gap in the responses: retry once from comp_psn.
-                    if !self.gap_retried {
-                        self.gap_retried = true;
-                        self.retry_or_fail(now);
-                    }
+                    // A gap in the responses: retry from comp_psn.
+                    self.implied_retry(now);
                     return;
                 }
                 let w = self.sq[0];
@@ -1257,8 +1253,7 @@ impl Qp {
                 self.comp_psn = p.next();
                 self.on_progress(now);
                 if last {
-                    let w = self.sq.pop_front().expect("front exists");
-                    self.send_idx = self.send_idx.saturating_sub(1);
+                    let w = self.pop_head().expect("front exists");
                     self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
                     self.complete_send(&w, WcStatus::Success);
                     self.after_completion(now);
@@ -1274,7 +1269,7 @@ impl Qp {
                         if progress {
                             self.on_progress(now);
                         }
-                        self.retry_or_fail(now);
+                        self.implied_retry(now);
                         return;
                     }
                 }
@@ -1297,8 +1292,7 @@ impl Qp {
                     self.fail_head(WcStatus::LocProtErr);
                     return;
                 }
-                self.sq.pop_front();
-                self.send_idx = self.send_idx.saturating_sub(1);
+                self.pop_head();
                 self.comp_psn = p.next();
                 self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
                 self.complete_send(&w, WcStatus::Success);
@@ -1327,8 +1321,7 @@ impl Qp {
                 }
                 break;
             }
-            let w = self.sq.pop_front().expect("front exists");
-            self.send_idx = self.send_idx.saturating_sub(1);
+            let w = self.pop_head().expect("front exists");
             self.comp_psn = w.last_psn().next();
             self.complete_send(&w, WcStatus::Success);
             progress = true;
@@ -1337,6 +1330,19 @@ impl Qp {
             self.check_drained();
         }
         AckOutcome::Done { progress }
+    }
+
+    /// Remove the completed head WQE, keeping the send cursor on the same
+    /// WQE (or on the new head, from its first packet, when the cursor was
+    /// on the removed one).
+    fn pop_head(&mut self) -> Option<SendWqe> {
+        let w = self.sq.pop_front()?;
+        if self.send_idx == 0 {
+            self.send_pkt = 0;
+        } else {
+            self.send_idx -= 1;
+        }
+        Some(w)
     }
 
     fn on_progress(&mut self, now: Instant) {
@@ -1370,6 +1376,19 @@ impl Qp {
         }
         self.retries_left -= 1;
         true
+    }
+
+    /// An implied NAK or a gap in READ responses: retry once, then ignore
+    /// further out-of-order responses until one makes progress (rxe's
+    /// `started_retry`), so that the tail of a stream that was already in
+    /// flight does not use up `retry_cnt`.
+    fn implied_retry(&mut self, now: Instant) {
+        if self.gap_retried {
+            self.stats.stale_responses += 1;
+            return;
+        }
+        self.gap_retried = true;
+        self.retry_or_fail(now);
     }
 
     fn retry_or_fail(&mut self, now: Instant) {
