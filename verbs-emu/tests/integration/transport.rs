@@ -445,3 +445,578 @@ fn psn_wraps_around_2_pow_24_mid_message() {
     let next = p.a.qp.next_psn().value();
     assert!(next < 0x10_0000, "the PSN wrapped: next {next:#x}");
 }
+
+fn one_send(s: &mut Setup, wr_id: u64, len: u32) {
+    let sge = Sge {
+        addr: BASE,
+        length: len,
+        lkey: s.a.lkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(wr_id, SendOp::Send, sge))
+        .unwrap();
+}
+
+fn short_limits() -> Limits {
+    Limits {
+        max_time: Instant::from_ps(Duration::from_secs(2).as_ps()),
+        stall: Duration::from_secs(1),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn retry_exhaustion_gives_retry_exc_err_after_exactly_retry_cnt_retransmissions() {
+    for retry_cnt in [0u8, 3, 7] {
+        let dead = WireConfig {
+            loss: Loss::Random(1.0),
+            ..link()
+        };
+        let attrs = ConnectAttrs {
+            timeout: 1,
+            retry_cnt,
+            ..ConnectAttrs::default()
+        };
+        let mut s = setup(attrs, dead, link(), |_| {});
+        one_send(&mut s, 1, 100);
+        one_send(&mut s, 2, 100);
+        s.pair
+            .run_until(short_limits(), |p| p.a.completions.len() == 2)
+            .unwrap();
+        let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+        assert_eq!(st, [WcStatus::RetryExcErr, WcStatus::WrFlushErr]);
+        let stats = s.pair.a.qp.stats();
+        assert_eq!(stats.tx_requests, 2);
+        // Each retry resends both outstanding packets.
+        assert_eq!(
+            stats.tx_retransmits,
+            2 * retry_cnt as u64,
+            "retry_cnt {retry_cnt}"
+        );
+        assert_eq!(stats.timeouts, retry_cnt as u64 + 1);
+        assert_eq!(s.pair.a.qp.state(), QpState::Err);
+        // Posting after the error flushes at once.
+        one_send(&mut s, 3, 1);
+        assert_eq!(
+            s.pair.a.qp.poll_completion().unwrap().status,
+            WcStatus::WrFlushErr
+        );
+    }
+}
+
+#[test]
+fn local_ack_timeout_follows_4096ns_times_2_pow_timeout() {
+    assert_eq!(local_ack_timeout(0), None);
+    assert_eq!(local_ack_timeout(1), Some(Duration::from_ps(8_192_000)));
+    assert_eq!(local_ack_timeout(14), Some(Duration::from_ns(4096 << 14)));
+    assert_eq!(rnr_timer(0), Duration::from_us(655_360));
+    assert_eq!(rnr_timer(1), Duration::from_us(10));
+    assert_eq!(rnr_timer(25), Duration::from_us(61_440));
+    assert_eq!(rnr_timer(31), Duration::from_us(491_520));
+    // The first timeout fires exactly one Local ACK Timeout after the send.
+    let dead = WireConfig {
+        loss: Loss::Random(1.0),
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 3,
+        retry_cnt: 0,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, dead, link(), |_| {});
+    one_send(&mut s, 1, 8);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.now, Instant::from_ps(4096 * 8 * 1000));
+}
+
+#[test]
+fn rnr_exhaustion_gives_rnr_retry_exc_err_and_rnr_retry_7_waits_forever() {
+    let attrs = ConnectAttrs {
+        rnr_retry: 2,
+        min_rnr_timer: 1,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), link(), |_| {});
+    one_send(&mut s, 1, 100);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(s.pair.b.qp.stats().tx_rnr_naks, 3);
+    assert_eq!(s.pair.a.qp.stats().tx_retransmits, 2);
+    // The responder is not harmed by RNR (Class B).
+    assert_eq!(s.pair.b.qp.state(), QpState::Rts);
+
+    let attrs = ConnectAttrs {
+        rnr_retry: 7,
+        min_rnr_timer: 14,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), link(), |_| {});
+    one_send(&mut s, 1, 100);
+    let t = Instant::from_ps(Duration::from_ms(20).as_ps());
+    let err = s.pair.run_until(short_limits(), |p| p.now >= t);
+    assert!(err.is_ok());
+    assert!(s.pair.a.completions.is_empty());
+    let naks = s.pair.b.qp.stats().tx_rnr_naks;
+    // 1.28 ms between tries: about 16 tries in 20 ms.
+    assert!((14..=17).contains(&naks), "{naks} RNR NAKs");
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 9,
+            sges: SgeList::one(BASE, 100, s.b.lkey),
+        })
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.b.completions[0].byte_len, 100);
+}
+
+#[test]
+fn bad_rkey_gives_rem_access_err_and_leaves_memory_untouched() {
+    for (name, op) in [
+        (
+            "bad key",
+            SendOp::Write {
+                remote_addr: BASE,
+                rkey: Rkey::new(0x999),
+            },
+        ),
+        (
+            "out of bounds",
+            SendOp::Write {
+                remote_addr: BASE + REGION - 100,
+                rkey: Rkey::new(0),
+            },
+        ),
+        (
+            "read out of bounds",
+            SendOp::Read {
+                remote_addr: BASE + REGION - 100,
+                rkey: Rkey::new(0),
+            },
+        ),
+    ] {
+        let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+        fill(&mut s.pair.a.mem, s.a.lkey, BASE, 8192, 3);
+        let op = match op {
+            SendOp::Write { remote_addr, rkey } if rkey.value() == 0 => SendOp::Write {
+                remote_addr,
+                rkey: s.b.rkey,
+            },
+            SendOp::Read { remote_addr, .. } => SendOp::Read {
+                remote_addr,
+                rkey: s.b.rkey,
+            },
+            op => op,
+        };
+        let sge = Sge {
+            addr: BASE,
+            length: 4096,
+            lkey: s.a.lkey,
+        };
+        s.pair.a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
+        one_send(&mut s, 2, 10);
+        s.pair
+            .run_until(short_limits(), |p| p.a.completions.len() == 2)
+            .unwrap();
+        let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+        assert_eq!(st, [WcStatus::RemAccessErr, WcStatus::WrFlushErr], "{name}");
+        assert!(s
+            .pair
+            .b
+            .mem
+            .bytes(s.b.lkey, BASE, REGION)
+            .unwrap()
+            .iter()
+            .all(|&b| b == 0));
+        assert_eq!(s.pair.a.qp.state(), QpState::Err);
+        assert_eq!(
+            s.pair.b.qp.state(),
+            QpState::Err,
+            "{name}: the responder goes to ERR too"
+        );
+    }
+}
+
+#[test]
+fn atomics_run_once_under_duplicated_requests_and_lost_acks() {
+    let ab = WireConfig {
+        duplicate: 1.0,
+        ..link()
+    };
+    let ba = WireConfig {
+        loss: Loss::Random(0.3),
+        seed: 9,
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 2,
+        max_rd_atomic: 4,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, ab, ba, |_| {});
+    let n = 50u64;
+    for i in 0..n {
+        let sge = Sge {
+            addr: BASE + 8 * i,
+            length: 8,
+            lkey: s.a.lkey,
+        };
+        let op = SendOp::FetchAdd {
+            remote_addr: BASE + 4096,
+            rkey: s.b.rkey,
+            add: 1,
+        };
+        s.pair.a.qp.post_send(SendWr::new(i, op, sge)).unwrap();
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == n as usize)
+        .unwrap();
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    let b = s.pair.b.qp.stats();
+    assert_eq!(b.atomics_executed, n);
+    assert!(b.rx_duplicates >= n, "every request arrived at least twice");
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE + 4096, 8).unwrap(),
+        n.to_ne_bytes()
+    );
+    for i in 0..n {
+        let v = s.pair.a.mem.bytes(s.a.lkey, BASE + 8 * i, 8).unwrap();
+        assert_eq!(v, i.to_ne_bytes(), "fetch {i} saw the value before it");
+    }
+}
+
+#[test]
+fn send_with_invalidate_revokes_the_rkey() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let (ka, kb) = (s.a.lkey, s.b.lkey);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 7,
+            sges: SgeList::one(BASE, 64, kb),
+        })
+        .unwrap();
+    let sge = Sge {
+        addr: BASE,
+        length: 16,
+        lkey: ka,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(1, SendOp::SendWithInv(s.b.rkey), sge))
+        .unwrap();
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(
+            2,
+            SendOp::Write {
+                remote_addr: BASE,
+                rkey: s.b.rkey,
+            },
+            sge,
+        ))
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    assert_eq!(s.pair.b.completions[0].invalidated_rkey, Some(s.b.rkey));
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.a.completions[1].status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn receive_buffer_too_small_is_loc_len_err_here_and_rem_inv_req_err_there() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 7,
+            sges: SgeList::one(BASE, 100, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(s.pair.b.completions[0].status, WcStatus::LocLenErr);
+    assert!(s
+        .pair
+        .b
+        .mem
+        .bytes(s.b.lkey, BASE + 100, 3000)
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+}
+
+#[test]
+fn modify_checks_transitions_and_attribute_masks() {
+    let mut qp = Qp::new(QpConfig::new(Qpn::new(5)));
+    let attr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let e = qp.modify(&attr, AttrMask::STATE).unwrap_err();
+    assert_eq!(
+        e,
+        ModifyError::InvalidTransition {
+            from: QpState::Reset,
+            to: QpState::Rtr
+        }
+    );
+    assert_eq!(e.to_string(), "invalid QP transition RESET -> RTR");
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: Access::ALL,
+        ..QpAttr::default()
+    };
+    let e = qp
+        .modify(&init, AttrMask::STATE | AttrMask::PORT)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "QP transition RESET -> INIT requires attributes ACCESS_FLAGS|PKEY_INDEX"
+    );
+    let e = qp
+        .modify(
+            &init,
+            AttrMask::STATE
+                | AttrMask::PORT
+                | AttrMask::PKEY_INDEX
+                | AttrMask::ACCESS_FLAGS
+                | AttrMask::SQ_PSN,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, ModifyError::UnexpectedAttributes { unexpected, .. } if unexpected == AttrMask::SQ_PSN)
+    );
+    assert_eq!(
+        qp.state(),
+        QpState::Reset,
+        "a refused modify changes nothing"
+    );
+    let err = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    assert!(matches!(
+        qp.modify(&err, AttrMask::STATE),
+        Err(ModifyError::InvalidTransition { .. })
+    ));
+    qp.modify(
+        &init,
+        AttrMask::STATE | AttrMask::PORT | AttrMask::PKEY_INDEX | AttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    assert_eq!(
+        qp.post_send(SendWr::new(1, SendOp::Send, Sge::default())),
+        Err(PostError::BadState(QpState::Init))
+    );
+    qp.post_recv(RecvWr {
+        wr_id: 4,
+        sges: SgeList::new(),
+    })
+    .unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let e = qp
+        .modify(&rtr, AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "QP transition INIT -> RTR requires attributes RQ_PSN|MIN_RNR_TIMER|MAX_DEST_RD_ATOMIC|DEST_QPN"
+    );
+    // Going to ERR flushes the receive queue.
+    qp.modify(&err, AttrMask::STATE).unwrap();
+    let c = qp.poll_completion().unwrap();
+    assert_eq!(
+        (c.wr_id, c.status, c.is_recv),
+        (4, WcStatus::WrFlushErr, true)
+    );
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    qp.modify(&reset, AttrMask::STATE).unwrap();
+    assert_eq!(qp.state(), QpState::Reset);
+}
+
+#[test]
+fn rts_to_sqd_drains_and_reports_it() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    for i in 0..2 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 8192, s.b.lkey),
+            })
+            .unwrap();
+    }
+    one_send(&mut s, 1, 8000);
+    one_send(&mut s, 2, 10);
+    s.pair.step();
+    let sqd = QpAttr {
+        qp_state: QpState::Sqd,
+        ..QpAttr::default()
+    };
+    s.pair.a.qp.modify(&sqd, AttrMask::STATE).unwrap();
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.qp.poll_event(), Some(QpEvent::SqDrained));
+    assert_eq!(
+        s.pair.a.qp.send_queue_len(),
+        1,
+        "the second WR did not start"
+    );
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        ..QpAttr::default()
+    };
+    s.pair.a.qp.modify(&rts, AttrMask::STATE).unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+}
+
+#[test]
+fn uc_drops_damaged_messages_and_delivers_the_rest() {
+    let ab = WireConfig {
+        loss: Loss::EveryNth { n: 10, phase: 5 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), ab, link(), |c| {
+        c.qp_type = QpType::Uc
+    });
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 100_000, 5);
+    for i in 0..20u64 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE + i * 4096, 4096, s.b.lkey),
+            })
+            .unwrap();
+        one_send(&mut s, i, 3000); // 3 packets each
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 20)
+        .unwrap();
+    let limits = Limits {
+        stall: Duration::from_ms(1),
+        ..short_limits()
+    };
+    let _ = s.pair.run_until(limits, |_| false);
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    // 60 packets, 6 lost, each in a different message: 14 messages arrive.
+    assert_eq!(s.pair.b.completions.len(), 14);
+    for c in &s.pair.b.completions {
+        assert_eq!(c.byte_len, 3000);
+    }
+    let first = s.pair.b.completions[0].wr_id;
+    assert_eq!(
+        s.pair
+            .b
+            .mem
+            .bytes(s.b.lkey, BASE + first * 4096, 3000)
+            .unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 3000).unwrap()
+    );
+}
+
+#[test]
+fn ud_sends_carry_deth_and_land_after_a_grh_area() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.qp_type = QpType::Ud
+    });
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 1000, 5);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 2000, s.b.lkey),
+        })
+        .unwrap();
+    let mut wr = SendWr::new(
+        1,
+        SendOp::SendWithImm(0xabcd),
+        Sge {
+            addr: BASE,
+            length: 1000,
+            lkey: s.a.lkey,
+        },
+    );
+    wr.ud = Some(UdDest {
+        ah: AddressHandle(2),
+        remote_qpn: Qpn::new(0x22),
+        remote_qkey: 0x1111_1111,
+    });
+    s.pair.a.qp.post_send(wr).unwrap();
+    // A wrong Q_Key is dropped.
+    wr.ud = Some(UdDest {
+        ah: AddressHandle(2),
+        remote_qpn: Qpn::new(0x22),
+        remote_qkey: 5,
+    });
+    s.pair.a.qp.post_send(wr).unwrap();
+    let too_big = SendWr {
+        sges: SgeList::one(BASE, 5000, s.a.lkey),
+        ..wr
+    };
+    assert!(matches!(
+        s.pair.a.qp.post_send(too_big),
+        Err(PostError::Invalid(_))
+    ));
+    s.pair
+        .run_until(short_limits(), |p| {
+            p.b.completions.len() == 1 && p.a.completions.len() == 2
+        })
+        .unwrap();
+    // Let the second datagram arrive too.
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+    assert_eq!(s.pair.b.completions.len(), 1);
+    let c = s.pair.b.completions[0];
+    assert_eq!(
+        (c.byte_len, c.grh, c.src_qp, c.imm_data),
+        (1040, true, Some(Qpn::new(0x11)), Some(0xabcd))
+    );
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE + 40, 1000).unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 1000).unwrap()
+    );
+    assert_eq!(s.pair.b.qp.stats().rx_dropped, 1);
+}
