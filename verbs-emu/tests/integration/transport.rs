@@ -214,7 +214,7 @@ fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<By
         };
         let imm = rng.gen::<u32>();
         let (op, sges) = match kind {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let op = match kind {
                     0 => SendOp::Send,
                     1 => SendOp::SendWithImm(imm),
@@ -1019,4 +1019,187 @@ fn ud_sends_carry_deth_and_land_after_a_grh_area() {
         s.pair.a.mem.bytes(s.a.lkey, BASE, 1000).unwrap()
     );
     assert_eq!(s.pair.b.qp.stats().rx_dropped, 1);
+}
+
+/// One long flow of WRITEs over a 40 Gb/s link with RTT about 10 µs and
+/// losses on data packets only; returns (goodput as a fraction of the link's
+/// packet slots, W in packets per loss-detection RTT, messages completed).
+fn long_flow(
+    mode: RetransmitMode,
+    loss: Loss,
+    msg_len: u32,
+    n_msgs: u64,
+    limits: Limits,
+) -> (f64, f64, u64, Result<(), DriveError>) {
+    let rate = Rate::from_gbps(40);
+    let latency = Duration::from_ns(5_085);
+    let ab = WireConfig {
+        loss,
+        loss_scope: verbs_emu::transport::pair::LossScope::Data,
+        seed: 77,
+        ..WireConfig::clean(rate, latency)
+    };
+    let ba = WireConfig::clean(rate, latency);
+    let mut ma = LengthMemory::new();
+    let mut mb = LengthMemory::new();
+    let ra = ma.register(0, msg_len as u64, Access::ALL).unwrap();
+    let rb = mb.register(0, msg_len as u64, Access::ALL).unwrap();
+    let mut ca = QpConfig::new(Qpn::new(1));
+    ca.retransmit = mode;
+    ca.max_send_wr = n_msgs as u32 + 1;
+    let mut cb = QpConfig::new(Qpn::new(2));
+    cb.retransmit = mode;
+    let attrs = ConnectAttrs {
+        timeout: 4,
+        retry_cnt: 7,
+        ..ConnectAttrs::default()
+    };
+    let mut pair = Pair::connect(ca, ma, cb, mb, attrs, ab, ba).unwrap();
+    pair.collect = false;
+    for i in 0..n_msgs {
+        let op = SendOp::Write {
+            remote_addr: 0,
+            rkey: rb.rkey,
+        };
+        let mut wr = SendWr::new(
+            i,
+            op,
+            Sge {
+                addr: 0,
+                length: msg_len,
+                lkey: ra.lkey,
+            },
+        );
+        wr.flags = SendFlags::SIGNALED;
+        pair.a.qp.post_send(wr).unwrap();
+    }
+    let res = pair.run_until(limits, |p| p.a.completed == n_msgs);
+    // One 1 KB data packet: 1024 + BTH 12 + 46 bytes of Ethernet/IP/UDP/ICRC.
+    let slot = rate.serialization_time(1024 + 12 + 46).as_ps() as f64;
+    let pkts = pair.a.completed as f64 * (msg_len / 1024) as f64;
+    let goodput = pkts * slot / pair.now.as_ps() as f64;
+    // Packets sent from a loss until the NAK comes back: the gap packet
+    // reaches the responder one slot after the lost one, the NAK returns.
+    let ack = rate.serialization_time(12 + 4 + 46).as_ps() as f64;
+    let w = (2.0 * latency.as_ps() as f64 + 2.0 * slot + ack) / slot;
+    (goodput, w, pair.a.completed, res)
+}
+
+#[test]
+fn go_back_n_goodput_matches_the_arq_formula_under_iid_loss() {
+    // VALIDATION.md AN-7: eta = (1-p)/(1+(W-1)p), 40G, 1 KB MTU, RTT 10 us.
+    for (p, n_msgs) in [(1e-3, 2500u64), (1e-2, 1500)] {
+        let (eta, w, done, res) = long_flow(
+            RetransmitMode::GoBackN,
+            Loss::Random(p),
+            64 * 1024,
+            n_msgs,
+            Limits::default(),
+        );
+        res.unwrap();
+        assert_eq!(done, n_msgs);
+        eprintln!("AN-7 p={p}: goodput {eta:.4} W {w:.1}");
+        let expect = (1.0 - p) / (1.0 + (w - 1.0) * p);
+        assert!((48.0..50.0).contains(&w), "W = {w}");
+        assert!(
+            (eta - expect).abs() < 0.03,
+            "p {p}: goodput {eta:.3}, formula {expect:.3} (W {w:.1})"
+        );
+    }
+}
+
+#[test]
+fn go_back_0_livelocks_on_4mb_messages_and_go_back_n_completes_them() {
+    // VALIDATION.md AN-8: deterministic 1-in-256 drop, 4 MB messages.
+    let drop = Loss::EveryNth { n: 256, phase: 255 };
+    let limits = Limits {
+        max_time: Instant::from_ps(Duration::from_ms(40).as_ps()),
+        stall: Duration::from_ms(20),
+        ..Limits::default()
+    };
+    let (eta0, _, done0, res0) = long_flow(RetransmitMode::GoBack0, drop, 4 << 20, 2, limits);
+    assert_eq!(done0, 0, "go-back-0 completes nothing");
+    assert_eq!(eta0, 0.0);
+    assert!(
+        matches!(res0, Err(DriveError::NoProgress { .. })),
+        "{res0:?}"
+    );
+
+    let (eta, w, done, res) =
+        long_flow(RetransmitMode::GoBackN, drop, 4 << 20, 4, Limits::default());
+    res.unwrap();
+    assert_eq!(done, 4);
+    // The drop counter runs over every packet offered, wasted ones
+    // included (as the IP-ID does), so each period of 256 packets holds one
+    // loss and W packets of waste: eta = (256 - W)/256. VALIDATION.md's
+    // 255/(256 + W - 1) is the i.i.d. approximation, which counts losses
+    // per useful packet only; it lies about 3 points higher.
+    let exact = (256.0 - w) / 256.0;
+    eprintln!("AN-8 go-back-N: goodput {eta:.4} W {w:.1}");
+    let approx = 255.0 / (256.0 + w - 1.0);
+    assert!(
+        (eta - exact).abs() < 0.03,
+        "goodput {eta:.3}, expected {exact:.3} (W {w:.1})"
+    );
+    assert!(
+        (eta - approx).abs() < 0.04,
+        "goodput {eta:.3}, approximation {approx:.3}"
+    );
+}
+
+#[test]
+fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
+    let rate = Rate::from_gbps(40);
+    let ab = WireConfig {
+        ce: 1.0,
+        ..WireConfig::clean(rate, Duration::from_us(2))
+    };
+    let ba = WireConfig::clean(rate, Duration::from_us(2));
+    let mut ma = LengthMemory::new();
+    let mut mb = LengthMemory::new();
+    let ra = ma.register(0, 1 << 20, Access::ALL).unwrap();
+    let rb = mb.register(0, 1 << 20, Access::ALL).unwrap();
+    let mut ca = QpConfig::new(Qpn::new(1));
+    ca.cc = CcConfig::Dcqcn(verbs_emu::cc::DcqcnParams::paper(rate));
+    ca.max_send_wr = 4096;
+    let mut cb = QpConfig::new(Qpn::new(2));
+    cb.min_time_between_cnps = Some(Duration::from_us(50));
+    let mut pair = Pair::connect(ca, ma, cb, mb, ConnectAttrs::default(), ab, ba).unwrap();
+    pair.collect = false;
+    for i in 0..2000 {
+        let op = SendOp::Write {
+            remote_addr: 0,
+            rkey: rb.rkey,
+        };
+        pair.a
+            .qp
+            .post_send(SendWr::new(
+                i,
+                op,
+                Sge {
+                    addr: 0,
+                    length: 65536,
+                    lkey: ra.lkey,
+                },
+            ))
+            .unwrap();
+    }
+    let end = Instant::from_ps(Duration::from_us(1000).as_ps());
+    pair.run_until(Limits::default(), |p| p.now >= end).unwrap();
+    let cnps = pair.b.qp.stats().tx_cnps;
+    assert!(cnps <= 1000 / 50 + 1, "{cnps} CNPs in 1 ms");
+    // Every packet is marked, and each CNP halves the rate (alpha stays 1),
+    // so packets, and with them CNPs, thin out as the rate falls.
+    assert!(cnps >= 10, "{cnps} CNPs in 1 ms");
+    assert_eq!(pair.a.qp.stats().rx_cnps, cnps);
+    let sent = pair.ab.stats().wire_bytes as f64 * 8.0;
+    let util = sent / (40e9 * 1e-3);
+    assert!(
+        util < 0.5,
+        "DCQCN held the sender well below line rate: {util:.2}"
+    );
+    match pair.a.qp.cc() {
+        verbs_emu::cc::AnyCc::Dcqcn(d) => assert!(d.current_rate() < rate),
+        other => panic!("{other:?}"),
+    }
 }
