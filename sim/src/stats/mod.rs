@@ -1,0 +1,1 @@
+//! Counter dumps in the real tools formats.

@@ -1,0 +1,5 @@
+//! Integration tests of the simulator (one binary, one module per area).
+
+mod support;
+
+mod fabric;
