@@ -2,4 +2,6 @@
 
 mod support;
 
+mod determinism;
 mod fabric;
+mod incast;
