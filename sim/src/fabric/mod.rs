@@ -872,6 +872,10 @@ impl<'a> World<'a> {
                     fault_drops: p.fault_drops,
                     ecn_marked: p.ecn_marked,
                     max_queue_bytes: p.max_queue,
+                    max_headroom_bytes: match self.switch_of_node[p.node as usize] {
+                        NONE => 0,
+                        sw => self.switches[sw as usize].mmu.max_headroom[usize::from(p.local)],
+                    },
                 });
             }
         }

@@ -83,6 +83,8 @@ pub struct Mmu {
     pub lossy_alpha: f64,
     /// Lossy hard cap per egress queue.
     pub lossy_limit: u64,
+    /// Most headroom bytes one (port, priority) of each port held.
+    pub max_headroom: Vec<u64>,
 }
 
 impl Mmu {
@@ -115,6 +117,7 @@ impl Mmu {
             threshold,
             lossy_alpha,
             lossy_limit: lossy_limit.unwrap_or(u64::MAX),
+            max_headroom: vec![0; ports as usize],
         })
     }
 
@@ -161,6 +164,8 @@ impl Mmu {
                 self.shared_used += len;
             } else if a.headroom + len <= self.headroom[usize::from(port)] {
                 self.acc[i].headroom += len;
+                let m = &mut self.max_headroom[usize::from(port)];
+                *m = (*m).max(a.headroom + len);
             } else {
                 return (Admit::Drop, PfcChange::None);
             }
@@ -351,5 +356,30 @@ mod tests {
         };
         assert_eq!(mark_probability(&step, 300), 0.0);
         assert_eq!(mark_probability(&step, 301), 1.0);
+    }
+
+    #[test]
+    fn an9_marked_fraction_matches_red_within_three_sigma() {
+        use rand_chacha::rand_core::SeedableRng;
+        let e = EcnConfig {
+            priority: 3,
+            kmin: Size::from_bytes(5_000),
+            kmax: Size::from_bytes(200_000),
+            pmax: 0.01,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let n = 1_000_000u32;
+        for q in [
+            4_000u64, 5_000, 50_000, 102_500, 200_000, 200_001, 1_000_000,
+        ] {
+            let p = mark_probability(&e, q);
+            let marked = (0..n).filter(|_| should_mark(&e, q, &mut rng)).count() as f64;
+            let sigma = (f64::from(n) * p * (1.0 - p)).sqrt();
+            let dev = (marked - f64::from(n) * p).abs();
+            assert!(dev <= 3.0 * sigma, "q={q}: {marked} marked, p={p}");
+            if p == 0.0 || p == 1.0 {
+                assert_eq!(dev, 0.0, "q={q}: the boundaries are exact");
+            }
+        }
     }
 }

@@ -136,6 +136,7 @@ mod tests {
             fault_drops: 0,
             ecn_marked: 0,
             max_queue_bytes: 0,
+            max_headroom_bytes: 0,
         };
         let s = ethtool_dump(&p, &[3]);
         assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));

@@ -5,3 +5,5 @@ mod support;
 mod determinism;
 mod fabric;
 mod incast;
+mod loss;
+mod pfc;
