@@ -4,5 +4,6 @@
 //! workload and scenario layers build them (STYLE.md rule 9). The types in
 //! [`topology`] and [`workload`] are the contract between the two sides.
 
+pub mod input;
 pub mod topology;
 pub mod workload;
