@@ -51,6 +51,7 @@
 //! and polling are written as rdma-core's headers and example programs do
 //! them, but are untested until run on a machine with an RDMA device.
 
+mod backend;
 pub mod error;
 pub mod ffi;
 mod library;
@@ -59,14 +60,11 @@ pub mod work;
 
 use std::sync::Arc;
 
+pub use backend::{IbverbsBackend, IbverbsProvider};
 pub use error::{IbverbsError, Result};
 pub use objects::{
     AddressHandle, CompletionQueue, Context, DeviceInfo, MemoryRegion, ProtectionDomain, QpInit,
-    QueuePair, Sge, MAX_SGE,
-};
-pub use work::{
-    AccessFlags, Completion, InitAttributes, Mtu, QpType, RemoteSegment, RtrAttributes,
-    RtsAttributes, SendFlags, SendOp, WcOpcode, WcStatus,
+    QueuePair,
 };
 
 use library::Verbs;
