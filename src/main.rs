@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_devices;
+
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.
 #[derive(Debug, Parser)]
@@ -18,6 +20,8 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// List RDMA devices, emulated and real, like `ibv_devices`.
+    Devices(cmd_devices::Args),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +31,6 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Devices(args) => cmd_devices::run(&args),
     }
 }
