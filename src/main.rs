@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_devices;
 mod cmd_wire;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
@@ -22,6 +23,8 @@ enum Command {
     Version,
     /// RoCEv2 wire format: write sample captures, decode pcap files.
     Wire(cmd_wire::WireArgs),
+    /// List RDMA devices, emulated and real, like `ibv_devices`.
+    Devices(cmd_devices::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,5 +35,6 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Wire(args) => cmd_wire::run(args),
+        Command::Devices(args) => cmd_devices::run(&args),
     }
 }

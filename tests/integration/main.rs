@@ -1,4 +1,5 @@
 //! rocelab integration tests: one binary, one module per area. They run the
 //! built `rocelab` binary.
 
+mod devices;
 mod wire;
