@@ -5,6 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_compare;
+mod cmd_doctor;
+mod cmd_parse;
+
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.
 #[derive(Debug, Parser)]
@@ -18,6 +22,12 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// Parse a real tool's output (or `auto`-detect it) and print what was understood.
+    Parse(cmd_parse::Args),
+    /// Diagnose NIC counter captures and inventory files; findings ranked by severity.
+    Doctor(cmd_doctor::Args),
+    /// Put two results side by side (perftest vs results.json, or two counter dumps).
+    Compare(cmd_compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +37,8 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Parse(args) => cmd_parse::run(args),
+        Command::Doctor(args) => cmd_doctor::run(args),
+        Command::Compare(args) => cmd_compare::run(args),
     }
 }
