@@ -26,10 +26,12 @@ pub struct CounterView {
     pub present: BTreeSet<String>,
     /// Counters that went backwards (reset between snapshots).
     pub reset: Vec<String>,
+    /// The snapshots were given newest first and were swapped.
+    pub reversed: bool,
 }
 
 impl CounterView {
-    /// Build from a series of `(time_ps, counters)` snapshots.
+    /// Build from a series of `(time_ns, counters)` snapshots.
     pub fn from_series(
         source: String,
         snaps: &[(Option<u64>, BTreeMap<String, u64>)],
@@ -39,20 +41,42 @@ impl CounterView {
             source,
             ..CounterView::default()
         };
-        let (Some(first), Some(last)) = (snaps.first(), snaps.last()) else {
+        let mut order: Vec<&(Option<u64>, BTreeMap<String, u64>)> = snaps.iter().collect();
+        if order.iter().all(|s| s.0.is_some()) {
+            order.sort_by_key(|s| s.0);
+        }
+        let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
             return v;
         };
-        v.present = last.1.keys().cloned().collect();
-        if snaps.len() == 1 {
+        if order.len() == 1 {
+            v.present = last.1.keys().cloned().collect();
             v.since_boot = true;
             v.values = last.1.clone();
             return v;
         }
+        let (mut first, mut last) = (first, last);
+        if first.0.is_none() || last.0.is_none() {
+            let fell = last
+                .1
+                .iter()
+                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b < a))
+                .count();
+            let rose = last
+                .1
+                .iter()
+                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b > a))
+                .count();
+            if fell > rose {
+                std::mem::swap(&mut first, &mut last);
+                v.reversed = true;
+            }
+        }
+        v.present = last.1.keys().cloned().collect();
         let gaps = (snaps.len() - 1) as u64;
         v.interval_ps = match interval {
             Some(d) => d.as_ps().checked_mul(gaps),
             None => match (first.0, last.0) {
-                (Some(a), Some(b)) if b > a => Some(b - a),
+                (Some(a), Some(b)) if b > a => (b - a).checked_mul(1000),
                 _ => None,
             },
         };
@@ -76,10 +100,10 @@ impl CounterView {
         self.present.contains(name)
     }
 
-    /// Microseconds as a fraction of the interval, in per-mille.
-    fn permille_of_interval(&self, us: u64) -> Option<u64> {
+    /// Microseconds as a fraction of the interval, in parts per million.
+    fn ppm_of_interval(&self, us: u64) -> Option<u64> {
         let ps = self.interval_ps.filter(|p| *p > 0)?;
-        let v = u128::from(us) * 1_000_000 * 1000 / u128::from(ps);
+        let v = u128::from(us) * 1_000_000 * 1_000_000 / u128::from(ps);
         Some(u64::try_from(v).unwrap_or(u64::MAX))
     }
 
@@ -134,8 +158,9 @@ pub(super) struct Context {
     pub nccl: Vec<(String, NcclLog)>,
 }
 
-fn pct(permille: u64) -> String {
-    format!("{}.{}%", permille / 10, permille % 10)
+/// Parts per million as a percentage with three decimals.
+fn pct(ppm: u64) -> String {
+    format!("{}.{:03}%", ppm / 10_000, (ppm % 10_000) / 10)
 }
 
 /// Run every check.
@@ -191,8 +216,8 @@ fn storm(v: &CounterView, out: &mut Vec<Finding>) {
     for p in 0u8..8 {
         let dur = v.get(&format!("tx_prio{p}_pause_duration"));
         let bytes = v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes"));
-        if let Some(pm) = v.permille_of_interval(dur) {
-            if pm >= 900 && bytes < 1_000_000 {
+        if let Some(pm) = v.ppm_of_interval(dur) {
+            if pm >= 900_000 && bytes < 1_000_000 {
                 stuck.push((p, pm, bytes));
             }
         }
@@ -235,13 +260,13 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
             if frames == 0 && dur == 0 {
                 continue;
             }
-            let pm = v.permille_of_interval(dur);
+            let pm = v.ppm_of_interval(dur);
             let sev = if v.since_boot {
                 Severity::Info
             } else {
                 match pm {
-                    Some(pm) if pm >= 100 => Severity::Error,
-                    Some(pm) if pm >= 10 => Severity::Warning,
+                    Some(pm) if pm >= 100_000 => Severity::Error,
+                    Some(pm) if pm >= 10_000 => Severity::Warning,
                     Some(_) => Severity::Info,
                     None if frames >= 100 => Severity::Warning,
                     None => Severity::Info,
@@ -320,23 +345,25 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     if from_qos {
         pfc.extend(qos_pfc);
     }
-    let (top, top_bytes) = bytes
-        .iter()
-        .enumerate()
-        .max_by_key(|(_, b)| **b)
-        .map(|(p, b)| (p as u8, *b))
+    let pfc_bytes: u64 = pfc.iter().map(|p| bytes[usize::from(*p)]).sum();
+    let (top, top_bytes) = (0u8..8)
+        .filter(|p| !pfc.contains(p))
+        .map(|p| (p, bytes[usize::from(p)]))
+        .max_by_key(|(_, b)| *b)
         .unwrap_or((0, 0));
-    if pfc.contains(&top) || u128::from(top_bytes) * 10 < u128::from(total) * 9 {
-        return;
-    }
-    let roce = v.get("rx_vport_rdma_unicast_packets") + v.get("tx_vport_rdma_unicast_packets");
-    let rdma_traffic = ctx.rdma.iter().any(|r| {
-        r.get("rx_write_requests") + r.get("rx_read_requests") + r.get("np_ecn_marked_roce_packets")
-            > 0
-    });
-    let sev = if roce > 0 || rdma_traffic {
+    let roce_bytes = v.get("rx_vport_rdma_unicast_bytes") + v.get("tx_vport_rdma_unicast_bytes");
+    let sev = if roce_bytes > 0 {
+        // Most RoCE bytes cannot be on a PFC priority.
+        if u128::from(pfc_bytes) * 2 >= u128::from(roce_bytes) {
+            return;
+        }
         Severity::Error
     } else {
+        // No RoCE byte counters: a dominant non-PFC priority carrying real
+        // volume is suspicious, no more.
+        if u128::from(top_bytes) * 10 < u128::from(total) * 9 || total < 1_000_000_000 {
+            return;
+        }
         Severity::Warning
     };
     let mut f = Finding::new(
@@ -346,9 +373,9 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     );
     f.title = format!("traffic runs on prio{top}, which has no PFC: RoCE is on a lossy priority");
     f.evidence.push(format!(
-        "prio{top} carried {top_bytes} of {total} bytes {} ({})",
+        "prio{top} carried {top_bytes} of {total} bytes {} ({}); PFC priorities carried {pfc_bytes}",
         v.how(),
-        pct(u64::try_from(u128::from(top_bytes) * 1000 / u128::from(total)).unwrap_or(1000))
+        pct(u64::try_from(u128::from(top_bytes) * 1_000_000 / u128::from(total)).unwrap_or(1_000_000))
     ));
     if pfc.is_empty() {
         f.evidence.push(
@@ -362,9 +389,9 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
             if from_qos { " (from mlnx_qos)" } else { "" }
         ));
     }
-    if roce > 0 {
+    if roce_bytes > 0 {
         f.evidence.push(format!(
-            "RoCE is flowing: rx/tx_vport_rdma_unicast_packets +{roce}"
+            "RoCE is flowing: rx/tx_vport_rdma_unicast_bytes +{roce_bytes}"
         ));
     }
     f.impact = "any congestion on this priority becomes drops instead of pause, and every drop costs a go-back-N window: bandwidth collapses under incast".into();
@@ -547,8 +574,8 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
                 if frames == 0 {
                     continue;
                 }
-                let heavy = match v.permille_of_interval(v.get(d)) {
-                    Some(pm) => pm >= 10,
+                let heavy = match v.ppm_of_interval(v.get(d)) {
+                    Some(pm) => pm >= 10_000,
                     None => frames >= 100,
                 };
                 if heavy && !v.since_boot {
@@ -993,8 +1020,14 @@ fn since_boot(ctx: &Context, out: &mut Vec<Finding>) {
             f.why = "counters are cumulative; only a delta over a known interval says what is happening now. Take two snapshots a few seconds apart".into();
             out.push(f);
         }
+        if v.reversed {
+            let mut f = Finding::new(Severity::Info, Symptom::CounterNote, v.label());
+            f.title = "snapshots were given newest first; read in counter order".into();
+            f.evidence.push("more counters fell than rose from the first to the last file: the order was swapped".into());
+            out.push(f);
+        }
         if !v.reset.is_empty() {
-            let mut f = Finding::new(Severity::Info, Symptom::SinceBoot, v.label());
+            let mut f = Finding::new(Severity::Info, Symptom::CounterNote, v.label());
             f.title = "some counters went backwards between snapshots (reset or reboot)".into();
             f.evidence.push(v.reset.join(", "));
             out.push(f);

@@ -13,6 +13,11 @@
 //! then capped at `warning`, and pause is only `info`, because a total
 //! cannot say whether the problem is still happening.
 //!
+//! When every snapshot of a source carries time metadata they are put in
+//! time order; otherwise, when more counters fell than rose between the
+//! first and the last, the order is taken as reversed (counters only grow)
+//! and the report says so.
+//!
 //! The interval is, in order: `interval` per gap between consecutive
 //! snapshots from [`Options`], else the difference of the first and last
 //! snapshot's `time`/`time_ps` metadata, else unknown (pause time cannot
@@ -100,6 +105,8 @@ pub enum Symptom {
     SlowPerftest,
     /// Counters are since-boot totals.
     SinceBoot,
+    /// Something about the snapshots themselves (order, resets).
+    CounterNote,
     /// ECN/CNP balance summary.
     EcnBalance,
     /// Summary of a healthy capture.
@@ -145,6 +152,7 @@ impl Symptom {
             Symptom::SocketFallback => "socket-fallback",
             Symptom::SlowPerftest => "slow-perftest",
             Symptom::SinceBoot => "since-boot",
+            Symptom::CounterNote => "counter-note",
             Symptom::EcnBalance => "ecn-balance",
             Symptom::Healthy => "healthy",
         }
@@ -161,7 +169,7 @@ impl Symptom {
             Symptom::LinkDegraded | Symptom::MtuMismatch | Symptom::SlowPerftest => 5,
             Symptom::GdrNotUsed | Symptom::SocketFallback => 6,
             Symptom::HostOutOfBuffer => 7,
-            Symptom::EcnBalance | Symptom::SinceBoot | Symptom::Healthy => 8,
+            Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 8,
         }
     }
 }
@@ -343,7 +351,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     eth.entry(key)
                         .or_default()
                         .snaps
-                        .push((s.time_ps, s.counters.clone()));
+                        .push((s.time_ns, s.counters.clone()));
                 }
             }
             Parsed::Rdma(snaps) => {
@@ -352,7 +360,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     rdma.entry(key)
                         .or_default()
                         .snaps
-                        .push((s.time_ps, s.totals()));
+                        .push((s.time_ns, s.totals()));
                 }
             }
             Parsed::Perftest(p) => ctx.perftest.push((input.name.clone(), p.clone())),

@@ -81,9 +81,10 @@ pub struct EthtoolSnapshot {
     pub label: Option<String>,
     /// `# host:` or the interface of an `ethtool -S IFACE` command line.
     pub host: Option<String>,
-    /// Snapshot time in picoseconds when the file says (`# time:`,
-    /// `# time_ps:`, a bare `date +%s` line).
-    pub time_ps: Option<u64>,
+    /// Snapshot time in nanoseconds when the file says (`# time:` in
+    /// seconds, `# time_ps:` in picoseconds, a bare `date +%s` line).
+    /// Nanoseconds because a Unix time in picoseconds overflows 64 bits.
+    pub time_ns: Option<u64>,
     /// Driver family guessed from the names.
     pub vendor: Vendor,
     /// Counters exactly as printed.
@@ -170,7 +171,7 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
     let mut cur: Option<EthtoolSnapshot> = None;
     let mut label: Option<String> = None;
     let mut host: Option<String> = None;
-    let mut time_ps: Option<u64> = None;
+    let mut time_ns: Option<u64> = None;
     let all = lines(input);
     let close = |cur: &mut Option<EthtoolSnapshot>, out: &mut Vec<EthtoolSnapshot>| {
         if let Some(mut s) = cur.take() {
@@ -190,16 +191,16 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             if let Some(h) = meta.strip_prefix("host:") {
                 host = Some(h.trim().to_string());
             } else if let Some(v) = meta.strip_prefix("time_ps:") {
-                time_ps = v.trim().parse().ok();
+                time_ns = v.trim().parse::<u64>().ok().map(|ps| ps / 1000);
             } else if let Some(v) = meta.strip_prefix("time:") {
-                time_ps = scaled_decimal(v, 1_000_000_000_000, 1);
+                time_ns = scaled_decimal(v, 1_000_000_000, 1);
             }
             close(&mut cur, &mut out);
             continue;
         }
         if t.starts_with("NIC statistics") {
             close(&mut cur, &mut out);
-            cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ps));
+            cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ns));
             continue;
         }
         let t = strip_ring_prefix(t);
@@ -210,7 +211,7 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             let repeated = cur.as_ref().is_some_and(|c| c.raw.contains_key(name));
             if cur.is_none() || repeated {
                 close(&mut cur, &mut out);
-                cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ps));
+                cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ns));
             }
             if let Some(c) = cur.as_mut() {
                 c.raw.insert(name.to_string(), value);
@@ -233,7 +234,7 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             continue;
         }
         if let Some(ps) = bare_epoch(&t) {
-            time_ps = Some(ps);
+            time_ns = Some(ps);
         } else {
             label = Some(t.to_string());
         }
@@ -255,13 +256,13 @@ fn new_snapshot(
     line: usize,
     label: &mut Option<String>,
     host: &Option<String>,
-    time_ps: &mut Option<u64>,
+    time_ns: &mut Option<u64>,
 ) -> EthtoolSnapshot {
     EthtoolSnapshot {
         line,
         label: label.take(),
         host: host.clone(),
-        time_ps: time_ps.take(),
+        time_ns: time_ns.take(),
         ..EthtoolSnapshot::default()
     }
 }
@@ -303,7 +304,7 @@ fn command_iface(t: &str) -> Option<String> {
 
 fn bare_epoch(t: &str) -> Option<u64> {
     if t.len() >= 9 && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        scaled_decimal(t, 1_000_000_000_000, 1)
+        scaled_decimal(t, 1_000_000_000, 1)
     } else {
         None
     }

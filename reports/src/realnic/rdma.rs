@@ -51,8 +51,8 @@ pub struct RdmaSnapshot {
     pub line: usize,
     /// `# host:` metadata.
     pub host: Option<String>,
-    /// Snapshot time in picoseconds when the file says.
-    pub time_ps: Option<u64>,
+    /// Snapshot time in nanoseconds when the file says.
+    pub time_ns: Option<u64>,
     /// The links, in order of appearance.
     pub links: Vec<RdmaLink>,
 }
@@ -103,7 +103,7 @@ struct State {
     out: Vec<RdmaSnapshot>,
     cur: RdmaSnapshot,
     host: Option<String>,
-    time_ps: Option<u64>,
+    time_ns: Option<u64>,
 }
 
 impl State {
@@ -117,7 +117,7 @@ impl State {
             if self.cur.links.is_empty() {
                 self.cur.line = line;
                 self.cur.host = self.host.clone();
-                self.cur.time_ps = self.time_ps.take();
+                self.cur.time_ns = self.time_ns.take();
             }
             self.cur.links.push(RdmaLink {
                 device: device.to_string(),
@@ -171,7 +171,7 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
         out: Vec::new(),
         cur: RdmaSnapshot::default(),
         host: None,
-        time_ps: None,
+        time_ns: None,
     };
     // Link continued by indented lines in the pretty form.
     let mut current_link: Option<(String, u32)> = None;
@@ -189,10 +189,10 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
                 st.host = Some(h.trim().to_string());
             } else if let Some(v) = meta.strip_prefix("time_ps:") {
                 st.new_snapshot();
-                st.time_ps = v.trim().parse().ok();
+                st.time_ns = v.trim().parse::<u64>().ok().map(|ps| ps / 1000);
             } else if let Some(v) = meta.strip_prefix("time:") {
                 st.new_snapshot();
-                st.time_ps = scaled_decimal(v, 1_000_000_000_000, 1);
+                st.time_ns = scaled_decimal(v, 1_000_000_000, 1);
             }
             continue;
         }
