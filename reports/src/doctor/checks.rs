@@ -192,13 +192,12 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     out
 }
 
-fn prio_names(tag: &str) -> (String, String, String, String, String) {
+fn prio_names(tag: &str) -> (String, String, String, String) {
     (
         format!("rx_{tag}_pause"),
         format!("rx_{tag}_pause_duration"),
         format!("tx_{tag}_pause"),
         format!("tx_{tag}_pause_duration"),
-        format!("{tag}"),
     )
 }
 
@@ -253,7 +252,7 @@ fn storm(v: &CounterView, out: &mut Vec<Finding>) {
 /// #1 and #2: pause received / sent, as a fraction of the interval.
 fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     for tag in tags() {
-        let (rx, rxd, tx, txd, _) = prio_names(&tag);
+        let (rx, rxd, tx, txd) = prio_names(&tag);
         for (dir_rx, frames_n, dur_n) in [(true, &rx, &rxd), (false, &tx, &txd)] {
             let frames = v.get(frames_n);
             let dur = v.get(dur_n);
@@ -568,7 +567,7 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
     let mut pause_ev = Vec::new();
     for v in &ctx.eth {
         for tag in tags() {
-            let (rx, rxd, tx, txd, _) = prio_names(&tag);
+            let (rx, rxd, tx, txd) = prio_names(&tag);
             for (n, d) in [(&rx, &rxd), (&tx, &txd)] {
                 let frames = v.get(n);
                 if frames == 0 {

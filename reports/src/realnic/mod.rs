@@ -152,10 +152,10 @@ impl Parsed {
 /// Guess the format of `input`. `None` when nothing matches.
 pub fn detect(input: &str) -> Option<Kind> {
     let trimmed = input.trim_start();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        if serde_json::from_str::<serde_json::Value>(input).is_ok() {
-            return Some(Kind::SimResults);
-        }
+    if (trimmed.starts_with('{') || trimmed.starts_with('['))
+        && serde_json::from_str::<serde_json::Value>(input).is_ok()
+    {
+        return Some(Kind::SimResults);
     }
     let ls = text::lines(input);
     let has = |pred: &dyn Fn(&str) -> bool| ls.iter().any(|l| pred(l.text.trim()));

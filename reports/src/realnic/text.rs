@@ -222,7 +222,7 @@ mod tests {
         // 11697.65 MiB/s in bit/s: 11697.65 * 8 * 2^20
         assert_eq!(
             scaled_decimal("11697.65", 8 * 1_048_576, 1),
-            Some(98_125_491_814)
+            Some(98_127_000_371)
         );
         assert_eq!(
             scaled_decimal("97.82", 1_000_000_000, 1),

@@ -1,0 +1,3 @@
+//! Integration tests of the `rocelab` binary.
+
+mod cli_reports;
