@@ -2,7 +2,11 @@
 //!
 //! Models (engine, fabric, NIC) know nothing of files; the topology,
 //! workload and scenario layers build them (STYLE.md rule 9). The types in
-//! [`topology`] and [`workload`] are the contract between the two sides.
+//! [`topology`] and [`workload`] are the contract between the two sides;
+//! [`config`] holds the model settings scenario files embed, [`run`] the
+//! entry point and [`results`] what a run produces.
 
+pub mod config;
+pub mod results;
 pub mod topology;
 pub mod workload;

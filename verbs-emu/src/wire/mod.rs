@@ -13,8 +13,33 @@
 //! contract between the packet code and the engine: the engine produces and
 //! consumes `RoceHeaders` plus a payload length, and never touches bytes.
 
+pub mod aeth;
+pub mod atomic_ack_eth;
+pub mod atomic_eth;
+pub mod bth;
+pub mod deth;
+pub mod headers;
+pub mod icrc;
+pub mod ieth;
+pub mod immdt;
+pub mod reth;
+pub mod roce;
 pub mod types;
 
+pub use aeth::{
+    credit_code_for, credit_count, rnr_timer_code_for, rnr_timer_duration, Packet as AethPacket,
+};
+pub use atomic_ack_eth::Packet as AtomicAckEthPacket;
+pub use atomic_eth::Packet as AtomicEthPacket;
+pub use bth::Packet as BthPacket;
+pub use deth::Packet as DethPacket;
+pub use icrc::{Icrc, IpEncap, UdpEncap};
+pub use ieth::{Packet as IethPacket, Repr as IethRepr};
+pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
+pub use reth::Packet as RethPacket;
+pub use roce::{
+    Framing, IpRepr, IpVersion, Packet as RocePacket, PayloadSource, Repr as RoceRepr, UdpChecksum,
+};
 pub use types::{
     AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Lkey, Msn,
     NakCode, Opcode, Psn, Qpn, RethRepr, Rkey, RoceHeaders, Transport,
@@ -44,3 +69,25 @@ pub enum Error {
 
 /// Result of parsing.
 pub type Result<T> = core::result::Result<T, Error>;
+
+/// Read a big-endian 24-bit value from the first three bytes of `b`.
+pub(crate) fn read_u24(b: &[u8]) -> u32 {
+    u32::from_be_bytes([0, b[0], b[1], b[2]])
+}
+
+/// Write the low 24 bits of `v` big-endian into the first three bytes of `b`.
+pub(crate) fn write_u24(b: &mut [u8], v: u32) {
+    b[..3].copy_from_slice(&v.to_be_bytes()[1..]);
+}
+
+/// Read a big-endian u32 from the first four bytes of `b`.
+pub(crate) fn read_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Read a big-endian u64 from the first eight bytes of `b`.
+pub(crate) fn read_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}

@@ -1,0 +1,4 @@
+//! verbs-emu integration tests: one binary, one module per area.
+
+mod ibverbs_abi;
+mod wire;
