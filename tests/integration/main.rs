@@ -3,3 +3,6 @@
 
 mod devices;
 mod wire;
+//! Integration tests of the `rocelab` binary.
+
+mod cli_reports;
