@@ -5,6 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_compare;
+mod cmd_devices;
+mod cmd_doctor;
+mod cmd_parse;
 mod cmd_wire;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
@@ -22,6 +26,14 @@ enum Command {
     Version,
     /// RoCEv2 wire format: write sample captures, decode pcap files.
     Wire(cmd_wire::WireArgs),
+    /// List RDMA devices, emulated and real, like `ibv_devices`.
+    Devices(cmd_devices::Args),
+    /// Parse a real tool's output (or `auto`-detect it) and print what was understood.
+    Parse(cmd_parse::Args),
+    /// Diagnose NIC counter captures and inventory files; findings ranked by severity.
+    Doctor(cmd_doctor::Args),
+    /// Put two results side by side (perftest vs results.json, or two counter dumps).
+    Compare(cmd_compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,5 +44,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Wire(args) => cmd_wire::run(args),
+        Command::Devices(args) => cmd_devices::run(&args),
+        Command::Parse(args) => cmd_parse::run(args),
+        Command::Doctor(args) => cmd_doctor::run(args),
+        Command::Compare(args) => cmd_compare::run(args),
     }
 }
