@@ -1,3 +1,5 @@
-//! The integration tests of verbs-emu, one module per area.
+//! verbs-emu integration tests: one binary, one module per area.
 
+mod ibverbs_abi;
 mod transport;
+mod wire;

@@ -1,0 +1,707 @@
+//! Model configuration: plain data that scenario files embed.
+//!
+//! Every struct here is `serde` with `deny_unknown_fields` and a `Default`
+//! holding realistic values, so a scenario only writes what it changes.
+//! Durations, rates and sizes are strings in files (`"1us"`, `"100Gbps"`,
+//! `"4KiB"`, `"320KB"`: KB is 1000 B, KiB is 1024 B). Field names are
+//! user-facing: they appear in scenario files and error messages.
+//!
+//! Units, once for all: sizes are bytes of Ethernet frames as they sit in a
+//! buffer (IP packet plus 18 B of Ethernet header and FCS; preamble and
+//! inter-frame gap are counted in serialization only), rates are bits per
+//! second, probabilities are in `[0, 1]`, priorities are 802.1p values 0-7.
+//!
+//! [`SimConfig::validate`] checks the cross-field rules (priorities in
+//! range, `xon <= xoff`, `kmin <= kmax`, ...) and names the key at fault.
+
+use serde::{Deserialize, Serialize};
+use verbs_emu::time::{Duration, Rate, Size};
+
+/// Everything a run needs besides the topology and the flows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Switches and links.
+    pub fabric: FabricConfig,
+    /// Host NICs (all hosts share one NIC configuration).
+    pub nic: NicConfig,
+    /// What to record besides the summary.
+    pub record: RecordConfig,
+    /// Faults injected on links.
+    pub faults: Vec<FaultConfig>,
+}
+
+/// Switch buffer, PFC, ECN and scheduling settings, shared by every switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FabricConfig {
+    /// Priority-based flow control (802.1Qbb).
+    pub pfc: PfcConfig,
+    /// The shared packet buffer of each switch.
+    pub buffer: BufferConfig,
+    /// ECN marking (RED on egress queue bytes), one entry per priority
+    /// that marks. Empty: no marking.
+    pub ecn: Vec<EcnConfig>,
+    /// Egress scheduling among the 8 priority queues of a port.
+    pub scheduler: SchedulerConfig,
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        FabricConfig {
+            pfc: PfcConfig::default(),
+            buffer: BufferConfig::default(),
+            ecn: vec![EcnConfig::default()],
+            scheduler: SchedulerConfig::default(),
+        }
+    }
+}
+
+/// PFC settings. A priority listed in `priorities` (with `enabled`) is
+/// lossless: switches pause upstream instead of dropping. Every other
+/// priority is lossy (tail drop).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcConfig {
+    /// PFC on or off. Off makes every priority lossy.
+    pub enabled: bool,
+    /// Lossless priorities (default `[3]`, the RoCE class).
+    pub priorities: Vec<u8>,
+    /// Pause time carried by an XOFF frame, in quanta of 512 bit times
+    /// (0-65535; 65535 is 335.5 us at 100 Gbps).
+    pub quanta: u16,
+    /// How often a sender of XOFF repeats it while the queue stays above
+    /// XON. Default: when half the pause time has elapsed.
+    pub refresh: Option<Duration>,
+    /// Time between a PAUSE frame's arrival and the transmitter honouring
+    /// it (the peer response time of AN-4). Frames started before then
+    /// still go.
+    pub response_time: Duration,
+    /// When to pause an ingress (port, priority).
+    pub threshold: PfcThreshold,
+    /// Headroom per ingress (port, lossless priority): where frames in
+    /// flight after XOFF land. Separate from the shared pool.
+    pub headroom: HeadroomConfig,
+}
+
+impl Default for PfcConfig {
+    fn default() -> Self {
+        PfcConfig {
+            enabled: true,
+            priorities: vec![3],
+            quanta: 0xFFFF,
+            refresh: None,
+            response_time: Duration::ZERO,
+            threshold: PfcThreshold::default(),
+            headroom: HeadroomConfig::default(),
+        }
+    }
+}
+
+/// PFC XOFF/XON thresholds for an ingress (port, priority).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "mode")]
+pub enum PfcThreshold {
+    /// Fixed byte counts of the ingress (port, priority): pause when the
+    /// bytes it holds reach `xoff`, resume when they fall to `xon`.
+    Static {
+        /// Pause at this many bytes held.
+        xoff: Size,
+        /// Resume at or below this many bytes.
+        xon: Size,
+    },
+    /// Broadcom-style dynamic threshold: pause when the ingress's share of
+    /// the shared pool reaches `alpha` times the free shared bytes (or its
+    /// headroom is in use); resume when headroom is empty and the share is
+    /// at least `resume_offset` below the threshold.
+    Dynamic {
+        /// Fraction of the free shared pool one ingress may hold (1/8 is
+        /// the HPCC setting for 100G ports).
+        alpha: f64,
+        /// Hysteresis between XOFF and XON.
+        resume_offset: Size,
+    },
+}
+
+impl Default for PfcThreshold {
+    fn default() -> Self {
+        PfcThreshold::Dynamic {
+            alpha: 0.125,
+            resume_offset: Size::from_bytes(3_000),
+        }
+    }
+}
+
+/// How much headroom each ingress (port, lossless priority) gets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "mode")]
+pub enum HeadroomConfig {
+    /// The mlx5 `calculate_xoff` formula of VALIDATION.md AN-4:
+    /// `(301 + 2.16 * cable_m) * Gbps + 2.72 * MTU` bytes (speed at least
+    /// 40 Gbps), with the cable length taken from the link (or from its
+    /// propagation delay at 5 ns/m).
+    #[default]
+    Computed,
+    /// The same number of bytes on every port.
+    Fixed {
+        /// Headroom bytes per ingress (port, priority).
+        size: Size,
+    },
+}
+
+/// A switch's packet buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BufferConfig {
+    /// Total buffer per switch (reserve, headroom and shared pool
+    /// together). Default 32 MB (Trident 3 class, the HPCC setting).
+    pub size: Size,
+    /// Guaranteed bytes per ingress (port, priority) before the shared pool
+    /// is used.
+    pub reserve_per_port: Size,
+    /// Lossy traffic: an egress queue may hold at most `lossy_alpha` times
+    /// the free shared bytes (dynamic tail drop); frames beyond are dropped.
+    pub lossy_alpha: f64,
+    /// Lossy traffic: optional hard cap on one egress (port, priority)
+    /// queue in bytes, applied on top of `lossy_alpha`.
+    pub lossy_queue_limit: Option<Size>,
+}
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        BufferConfig {
+            size: Size::from_bytes(32_000_000),
+            reserve_per_port: Size::from_bytes(4_000),
+            lossy_alpha: 1.0,
+            lossy_queue_limit: None,
+        }
+    }
+}
+
+/// RED/ECN marking of one priority's egress queues. The marking decision
+/// is taken when a frame leaves the queue, on the queue's bytes at that
+/// moment: no marking at or below `kmin`, probability rising linearly to
+/// `pmax` at `kmax`, every frame above `kmax` (VALIDATION.md AN-9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EcnConfig {
+    /// The priority whose queues mark.
+    pub priority: u8,
+    /// Lower threshold (bytes in the egress queue).
+    pub kmin: Size,
+    /// Upper threshold.
+    pub kmax: Size,
+    /// Marking probability at `kmax`.
+    pub pmax: f64,
+}
+
+impl Default for EcnConfig {
+    fn default() -> Self {
+        // HPCC artifact, 100G ports (VALIDATION.md STD-1).
+        EcnConfig {
+            priority: 3,
+            kmin: Size::from_bytes(400_000),
+            kmax: Size::from_bytes(1_600_000),
+            pmax: 0.2,
+        }
+    }
+}
+
+/// Egress scheduling among the priority queues of a port. PFC frames
+/// always go first (after the frame in flight); within a priority, frames
+/// leave in arrival order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "mode")]
+pub enum SchedulerConfig {
+    /// Highest priority number first.
+    #[default]
+    Strict,
+    /// Deficit weighted round robin with one weight per priority 0-7;
+    /// a priority with weight 0 is served strictly before the others.
+    Dwrr {
+        /// Weights for priorities 0..7.
+        weights: [u32; 8],
+        /// Bytes of credit per unit of weight per round.
+        quantum: Size,
+    },
+}
+
+/// Host NIC settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicConfig {
+    /// Path MTU: payload bytes per RoCE packet (256, 512, 1024, 2048 or
+    /// 4096).
+    pub mtu: Size,
+    /// Where the requester restarts after a NAK or timeout.
+    pub retransmit: RetransmitMode,
+    /// Local ACK timeout exponent: 4.096 us * 2^`ack_timeout` (14 is about
+    /// 67 ms; 0 means wait forever).
+    pub ack_timeout: u8,
+    /// Retransmissions after timeouts or NAKs before the WR fails.
+    pub retry_cnt: u8,
+    /// RNR NAK retries (7 = infinite).
+    pub rnr_retry: u8,
+    /// Congestion control.
+    pub cc: CcConfig,
+    /// Rate at which the NIC drains received frames into the host. `None`:
+    /// as fast as they arrive. Slower than the link, the receive buffer
+    /// fills and the NIC sends PAUSE upstream.
+    pub rx_drain_rate: Option<Rate>,
+    /// Receive buffer of the NIC port (used with `rx_drain_rate`).
+    pub rx_buffer: Size,
+    /// Send XOFF when the receive buffer holds this much.
+    pub rx_xoff: Size,
+    /// Send XON when it falls to this.
+    pub rx_xon: Size,
+    /// Priority used by RoCE data when a workload does not say.
+    pub priority: u8,
+    /// Priority CNPs travel on (6 on ConnectX).
+    pub cnp_priority: u8,
+    /// Queue pairs per (source, destination) pair.
+    pub qps_per_pair: u32,
+    /// Maximum outstanding (unacknowledged) packets per QP; `None`: no
+    /// window beyond the transport's own limits.
+    pub window: Option<u32>,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            mtu: Size::from_bytes(4096),
+            retransmit: RetransmitMode::GoBackN,
+            ack_timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            cc: CcConfig::default(),
+            rx_drain_rate: None,
+            rx_buffer: Size::from_bytes(256_000),
+            rx_xoff: Size::from_bytes(128_000),
+            rx_xon: Size::from_bytes(64_000),
+            priority: 3,
+            cnp_priority: 6,
+            qps_per_pair: 1,
+            window: None,
+        }
+    }
+}
+
+/// Retransmission start policy of the requester (VALIDATION.md AN-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RetransmitMode {
+    /// Restart from the NAKed or timed-out PSN (every modern RoCE NIC).
+    GoBackN,
+    /// Restart from the first packet of the message (early NICs).
+    #[serde(rename = "go-back-0")]
+    GoBack0,
+}
+
+/// Congestion control of the NIC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CcConfig {
+    /// The algorithm.
+    pub algorithm: CcAlgorithm,
+    /// DCQCN parameter set to start from.
+    pub preset: DcqcnPreset,
+    /// DCQCN parameters that override the preset.
+    pub dcqcn: DcqcnOverrides,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        CcConfig {
+            algorithm: CcAlgorithm::None,
+            preset: DcqcnPreset::Firmware,
+            dcqcn: DcqcnOverrides::default(),
+        }
+    }
+}
+
+/// Congestion-control algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CcAlgorithm {
+    /// Line rate (PFC only).
+    None,
+    /// DCQCN reaction and notification points.
+    Dcqcn,
+}
+
+/// DCQCN parameter presets (VALIDATION.md DCQCN-0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DcqcnPreset {
+    /// SIGCOMM'15 paper set (40 Gbps testbed).
+    Paper,
+    /// ConnectX firmware defaults as shipped.
+    Firmware,
+    /// The HPCC artifact's "Mellanox" set at 100 Gbps.
+    Hpcc,
+}
+
+/// DCQCN parameters; each one left out keeps the preset's value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcqcnOverrides {
+    /// Alpha gain g (e.g. 1/256 = 0.00390625).
+    pub g: Option<f64>,
+    /// Initial alpha (0..1).
+    pub initial_alpha: Option<f64>,
+    /// Alpha update period K without CNPs.
+    pub alpha_update_interval: Option<Duration>,
+    /// Minimum spacing between two rate decreases.
+    pub rate_decrease_interval: Option<Duration>,
+    /// Rate-increase timer T.
+    pub rate_increase_timer: Option<Duration>,
+    /// Rate-increase byte counter B.
+    pub byte_counter: Option<Size>,
+    /// Fast-recovery steps F.
+    pub fast_recovery_steps: Option<u32>,
+    /// Additive increase R_AI.
+    pub rate_ai: Option<Rate>,
+    /// Hyper increase R_HAI.
+    pub rate_hai: Option<Rate>,
+    /// Minimum rate.
+    pub min_rate: Option<Rate>,
+    /// Notification point: at most one CNP per QP per this interval.
+    pub min_time_between_cnps: Option<Duration>,
+    /// Clamp the target rate on a cut (CLAMP_TGT_RATE).
+    pub clamp_target_rate: Option<bool>,
+}
+
+/// What to record besides the summary, per-flow records and counters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecordConfig {
+    /// Egress queues whose depth is sampled over time.
+    pub queues: Vec<QueueSelector>,
+    /// Sampling period of the time series.
+    pub interval: Duration,
+    /// Keep one record per flow in the results.
+    pub flows: bool,
+    /// Keep per-port counters in the results.
+    pub ports: bool,
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        RecordConfig {
+            queues: Vec::new(),
+            interval: Duration::from_us(10),
+            flows: true,
+            ports: true,
+        }
+    }
+}
+
+/// One egress queue (or all priorities of a port) to sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSelector {
+    /// Node name (`leaf0`, `h3`).
+    pub node: String,
+    /// Port number on that node.
+    pub port: u16,
+    /// One priority, or `None` for the sum over priorities.
+    #[serde(default)]
+    pub priority: Option<u8>,
+}
+
+/// A fault on one direction of a link: frames sent by `from` towards `to`.
+/// Exactly one of `loss` and `drop_every` is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultConfig {
+    /// Node name of the transmitting end.
+    pub from: String,
+    /// Node name of the receiving end.
+    pub to: String,
+    /// Each RoCE frame is lost independently with this probability (PFC
+    /// frames are never lost).
+    #[serde(default)]
+    pub loss: Option<f64>,
+    /// Every `drop_every`-th RoCE frame on the link is lost, counting from
+    /// the first (a deterministic counter, like the IP-ID trick of AN-8).
+    #[serde(default)]
+    pub drop_every: Option<u64>,
+}
+
+/// A fault, resolved from [`FaultConfig`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FaultKind {
+    /// Independent loss with this probability.
+    Loss(f64),
+    /// Every n-th frame lost.
+    DropEvery(u64),
+}
+
+impl FaultConfig {
+    /// The fault this entry describes, or why it is not one.
+    pub fn kind(&self) -> Result<FaultKind, ConfigError> {
+        match (self.loss, self.drop_every) {
+            (Some(p), None) if (0.0..=1.0).contains(&p) => Ok(FaultKind::Loss(p)),
+            (Some(p), None) => Err(ConfigError::new(
+                "faults.loss",
+                format!("{p}: expected a probability in [0, 1]"),
+            )),
+            (None, Some(n)) if n > 0 => Ok(FaultKind::DropEvery(n)),
+            (None, Some(_)) => Err(ConfigError::new(
+                "faults.drop_every",
+                "0: expected at least 1",
+            )),
+            _ => Err(ConfigError::new(
+                "faults",
+                format!(
+                    "fault {} -> {}: expected exactly one of `loss` and `drop_every`",
+                    self.from, self.to
+                ),
+            )),
+        }
+    }
+}
+
+/// A configuration mistake, naming the key at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    /// Dotted key, e.g. `fabric.pfc.priorities`.
+    pub key: String,
+    /// What was expected.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Check the rules serde cannot: ranges and orderings between fields.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let prio = |key: &str, p: u8| {
+            if p > 7 {
+                Err(ConfigError::new(key, format!("priority {p}: expected 0-7")))
+            } else {
+                Ok(())
+            }
+        };
+        let prob = |key: &str, p: f64| {
+            if (0.0..=1.0).contains(&p) {
+                Ok(())
+            } else {
+                Err(ConfigError::new(
+                    key,
+                    format!("{p}: expected a probability in [0, 1]"),
+                ))
+            }
+        };
+        let f = &self.fabric;
+        for &p in &f.pfc.priorities {
+            prio("fabric.pfc.priorities", p)?;
+        }
+        match f.pfc.threshold {
+            PfcThreshold::Static { xoff, xon } => {
+                if xon > xoff {
+                    return Err(ConfigError::new(
+                        "fabric.pfc.threshold.xon",
+                        format!("{xon} is above xoff {xoff}: expected xon <= xoff"),
+                    ));
+                }
+            }
+            PfcThreshold::Dynamic { alpha, .. } => {
+                if !(alpha > 0.0 && alpha.is_finite()) {
+                    return Err(ConfigError::new(
+                        "fabric.pfc.threshold.alpha",
+                        format!("{alpha}: expected a positive number"),
+                    ));
+                }
+            }
+        }
+        if !(f.buffer.lossy_alpha > 0.0 && f.buffer.lossy_alpha.is_finite()) {
+            return Err(ConfigError::new(
+                "fabric.buffer.lossy_alpha",
+                format!("{}: expected a positive number", f.buffer.lossy_alpha),
+            ));
+        }
+        if f.buffer.size.bytes() == 0 {
+            return Err(ConfigError::new(
+                "fabric.buffer.size",
+                "0: expected a buffer size above zero",
+            ));
+        }
+        for e in &f.ecn {
+            prio("fabric.ecn.priority", e.priority)?;
+            prob("fabric.ecn.pmax", e.pmax)?;
+            if e.kmin > e.kmax {
+                return Err(ConfigError::new(
+                    "fabric.ecn.kmin",
+                    format!("{} is above kmax {}: expected kmin <= kmax", e.kmin, e.kmax),
+                ));
+            }
+        }
+        if let SchedulerConfig::Dwrr { quantum, .. } = f.scheduler {
+            if quantum.bytes() == 0 {
+                return Err(ConfigError::new(
+                    "fabric.scheduler.quantum",
+                    "0: expected a positive byte count",
+                ));
+            }
+        }
+        let n = &self.nic;
+        if !matches!(n.mtu.bytes(), 256 | 512 | 1024 | 2048 | 4096) {
+            return Err(ConfigError::new(
+                "nic.mtu",
+                format!("{}: expected 256, 512, 1024, 2048 or 4096", n.mtu.bytes()),
+            ));
+        }
+        if n.ack_timeout > 31 {
+            return Err(ConfigError::new(
+                "nic.ack_timeout",
+                format!("{}: expected an exponent 0-31", n.ack_timeout),
+            ));
+        }
+        if n.retry_cnt > 7 || n.rnr_retry > 7 {
+            return Err(ConfigError::new(
+                "nic.retry_cnt",
+                "expected retry_cnt and rnr_retry in 0-7",
+            ));
+        }
+        prio("nic.priority", n.priority)?;
+        prio("nic.cnp_priority", n.cnp_priority)?;
+        if n.qps_per_pair == 0 {
+            return Err(ConfigError::new(
+                "nic.qps_per_pair",
+                "0: expected at least 1",
+            ));
+        }
+        if n.rx_xon > n.rx_xoff || n.rx_xoff > n.rx_buffer {
+            return Err(ConfigError::new(
+                "nic.rx_xoff",
+                "expected rx_xon <= rx_xoff <= rx_buffer",
+            ));
+        }
+        if let Some(r) = n.rx_drain_rate {
+            if r.bps() == 0 {
+                return Err(ConfigError::new(
+                    "nic.rx_drain_rate",
+                    "0: expected a positive rate",
+                ));
+            }
+        }
+        if let Some(0) = n.window {
+            return Err(ConfigError::new("nic.window", "0: expected at least 1"));
+        }
+        if self.record.interval == Duration::ZERO {
+            return Err(ConfigError::new(
+                "record.interval",
+                "0: expected a positive duration",
+            ));
+        }
+        for q in &self.record.queues {
+            if let Some(p) = q.priority {
+                prio("record.queues.priority", p)?;
+            }
+        }
+        for fault in &self.faults {
+            fault.kind()?;
+        }
+        Ok(())
+    }
+
+    /// True when priority `p` is lossless (PFC on and `p` listed).
+    pub fn is_lossless(&self, p: u8) -> bool {
+        self.fabric.pfc.enabled && self.fabric.pfc.priorities.contains(&p)
+    }
+}
+
+/// The mlx5 `calculate_xoff` headroom (VALIDATION.md AN-4) in bytes:
+/// `(301 + 2.16 * cable_m) * Gbps + 2.72 * mtu`, speed clamped to at least
+/// 40 Gbps. Computed in integers (hundredths) so it is exact.
+pub fn mlx5_headroom(rate: Rate, cable_m: u64, mtu: u64) -> u64 {
+    let gbps = (rate.bps() / 1_000_000_000).max(40);
+    ((30_100 + 216 * cable_m) * gbps + 272 * mtu).div_ceil(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_round_trip_through_toml() {
+        let c = SimConfig::default();
+        c.validate().unwrap();
+        // Sizes whose display is exact survive a round trip unchanged.
+        let mut c = c;
+        c.fabric.buffer.size = Size::from_bytes(32 << 20);
+        let text = toml::to_string(&c).unwrap();
+        let back: SimConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn scenario_snippets_parse_with_units() {
+        let c: SimConfig = toml::from_str(
+            r#"
+            [fabric.pfc]
+            priorities = [3]
+            threshold = { mode = "static", xoff = "320KB", xon = "200KB" }
+            headroom = { mode = "fixed", size = "100KB" }
+            [fabric.buffer]
+            size = "12MB"
+            [[fabric.ecn]]
+            priority = 3
+            kmin = "5KB"
+            kmax = "200KB"
+            pmax = 0.01
+            [nic]
+            retransmit = "go-back-0"
+            cc = { algorithm = "dcqcn", preset = "paper", dcqcn = { rate_ai = "40Mbps" } }
+            [[faults]]
+            from = "sw0"
+            to = "h1"
+            loss = 0.001
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.fabric.pfc.threshold,
+            PfcThreshold::Static {
+                xoff: Size::from_bytes(320_000),
+                xon: Size::from_bytes(200_000)
+            }
+        );
+        assert_eq!(c.nic.retransmit, RetransmitMode::GoBack0);
+        assert_eq!(c.nic.cc.dcqcn.rate_ai, Some(Rate::from_bps(40_000_000)));
+        assert_eq!(c.faults[0].kind(), Ok(FaultKind::Loss(0.001)));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_orderings_are_rejected() {
+        assert!(toml::from_str::<SimConfig>("[fabric]\nbufer = 1").is_err());
+        let mut c = SimConfig::default();
+        c.fabric.ecn[0].kmin = Size::from_bytes(2_000_000);
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.key, "fabric.ecn.kmin");
+        let mut c = SimConfig::default();
+        c.fabric.pfc.priorities = vec![9];
+        assert_eq!(c.validate().unwrap_err().key, "fabric.pfc.priorities");
+    }
+
+    #[test]
+    fn mlx5_headroom_matches_the_reference_table() {
+        // VALIDATION.md AN-4: 100G, 5 m, MTU 1500 -> 35.3 KB; 100G 100 m
+        // MTU 4096 -> 62.8 KB; 40G 300 m MTU 4096 -> 49.1 KB.
+        let kb10 = |b: u64| (b + 50) / 100;
+        assert_eq!(kb10(mlx5_headroom(Rate::from_gbps(100), 5, 1500)), 353);
+        assert_eq!(kb10(mlx5_headroom(Rate::from_gbps(100), 100, 4096)), 628);
+        assert_eq!(kb10(mlx5_headroom(Rate::from_gbps(40), 300, 4096)), 491);
+        assert_eq!(kb10(mlx5_headroom(Rate::from_gbps(25), 5, 1500)), 166);
+    }
+}

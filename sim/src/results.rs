@@ -1,0 +1,252 @@
+//! What a run produces: the `results.json` structure of one variant.
+//!
+//! [`RunResult`] holds simulated quantities only (no wall-clock figures),
+//! so serialising it gives the same bytes for the same inputs and seed.
+//! Wall-clock and memory figures come back separately as [`RunStats`].
+//!
+//! Units: times are integer picoseconds (`*_ps`), sizes bytes, rates bits
+//! per second, durations of PAUSE as the mlx5 counters give them
+//! (microseconds) only in the text dumps of [`crate::stats`].
+
+use serde::{Deserialize, Serialize};
+
+/// Everything one variant of a scenario produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The headline numbers.
+    pub summary: Summary,
+    /// One record per flow, in flow id order (empty when not recorded).
+    pub flows: Vec<FlowRecord>,
+    /// Per-port counters of every node, in (node, port) order (empty when
+    /// not recorded).
+    pub ports: Vec<PortRecord>,
+    /// RDMA (transport) counters per host, in node order.
+    pub nics: Vec<NicRecord>,
+    /// Sampled egress queue depths.
+    pub queues: Vec<QueueSeries>,
+}
+
+/// Headline numbers of one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Variant name (`lossless`, `lossy`, ...).
+    pub variant: String,
+    /// Simulated time at the end of the run.
+    pub sim_time_ps: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Flows whose last byte was acknowledged.
+    pub flows_completed: u64,
+    /// Flows in the workload.
+    pub flows_total: u64,
+    /// Aggregate goodput: application bytes acknowledged (all flows) times
+    /// 8, divided by the time from the first flow start to the last flow
+    /// completion (or the end of the run when some flow did not finish).
+    pub goodput_bps: f64,
+    /// Frames dropped anywhere (buffer overflow, headroom overflow, link
+    /// faults).
+    pub drops: u64,
+    /// PFC frames sent by all ports (XOFF and XON).
+    pub pause_frames_sent: u64,
+    /// Time transmitters were held off by PAUSE, summed over ports and
+    /// priorities.
+    pub pause_time_ps: u64,
+    /// Frames marked CE by switches.
+    pub ecn_marked: u64,
+    /// CNPs sent by notification points.
+    pub cnps_sent: u64,
+    /// Data packets sent again by requesters.
+    pub retransmitted_packets: u64,
+    /// Median flow completion time of completed flows (0 when none).
+    pub fct_p50_ps: u64,
+    /// 99th percentile flow completion time (nearest rank).
+    pub fct_p99_ps: u64,
+    /// Largest flow completion time.
+    pub max_fct_ps: u64,
+    /// Time the last flow completed (0 when none).
+    pub makespan_ps: u64,
+    /// Application bytes acknowledged, all flows.
+    pub bytes_delivered: u64,
+    /// Frames put on links (all kinds).
+    pub frames_sent: u64,
+    /// Why the run stopped: `idle`, `duration` or `event_budget`.
+    pub stop_reason: String,
+}
+
+/// One flow's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowRecord {
+    /// Flow id (as in the workload).
+    pub id: u32,
+    /// Requester host name.
+    pub src: String,
+    /// Responder host name.
+    pub dst: String,
+    /// Bytes of the flow.
+    pub size: u64,
+    /// Start time.
+    pub start_ps: u64,
+    /// Completion time of the last work request, if it completed.
+    pub finish_ps: Option<u64>,
+    /// `finish - start`.
+    pub fct_ps: Option<u64>,
+    /// FCT divided by the stand-alone FCT (base RTT plus wire bytes at the
+    /// bottleneck rate), floored at 1.
+    pub slowdown: Option<f64>,
+    /// Application bytes acknowledged so far.
+    pub bytes_acked: u64,
+    /// Whether a work request ended in error (retry exhaustion ...).
+    pub failed: bool,
+}
+
+/// Counters of one port (one side of a link).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortRecord {
+    /// Node name.
+    pub node: String,
+    /// Port number on that node.
+    pub port: u16,
+    /// Node at the other end of the link.
+    pub peer: String,
+    /// True for host NIC ports.
+    pub is_nic: bool,
+    /// Counters per priority 0-7.
+    pub prio: Vec<PrioCounters>,
+    /// Frames dropped at this port's ingress for lack of buffer (or
+    /// headroom), all priorities (`rx_discards_phy`).
+    pub rx_discards: u64,
+    /// Frames lost by a fault on the link direction leaving this port.
+    pub fault_drops: u64,
+    /// Frames marked CE when leaving this port.
+    pub ecn_marked: u64,
+    /// Largest egress queue seen, all priorities, bytes.
+    pub max_queue_bytes: u64,
+    /// Most PFC headroom one ingress priority of this (switch) port used,
+    /// bytes: the smallest headroom that would have avoided drops here.
+    pub max_headroom_bytes: u64,
+}
+
+/// One priority's counters on a port.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrioCounters {
+    /// Frames sent (data, ACKs, CNPs; not PFC frames).
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// PFC frames sent for this priority (XOFF and XON).
+    pub tx_pause: u64,
+    /// Time this port asked its peer to stop (XOFF held), ps.
+    pub tx_pause_duration_ps: u64,
+    /// PFC frames received for this priority.
+    pub rx_pause: u64,
+    /// Time this port's transmitter was held off, ps.
+    pub rx_pause_duration_ps: u64,
+    /// Pause episodes ended (XOFF to XON) on the receive side.
+    pub rx_pause_transition: u64,
+    /// Frames of this priority dropped at ingress.
+    pub rx_discards: u64,
+}
+
+/// A host's transport counters, named as mlx5 `hw_counters` name them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicRecord {
+    /// Host name.
+    pub node: String,
+    /// CNPs sent (notification point).
+    pub np_cnp_sent: u64,
+    /// RoCE packets received with CE.
+    pub np_ecn_marked_roce_packets: u64,
+    /// CNPs received and acted on (reaction point).
+    pub rp_cnp_handled: u64,
+    /// Packets received with an unexpected PSN (responder).
+    pub out_of_sequence: u64,
+    /// NAK sequence errors received (requester).
+    pub packet_seq_err: u64,
+    /// ACK timeouts (requester).
+    pub local_ack_timeout_err: u64,
+    /// Duplicate requests received (responder).
+    pub duplicate_request: u64,
+    /// Implied NAKs (requester).
+    pub implied_nak_seq_err: u64,
+    /// RNR NAKs received.
+    pub rnr_nak_retry_err: u64,
+    /// Data packets retransmitted.
+    pub retransmitted_packets: u64,
+    /// RDMA WRITE requests received.
+    pub rx_write_requests: u64,
+    /// RDMA READ requests received.
+    pub rx_read_requests: u64,
+    /// WQEs completed in error on the requester.
+    pub req_cqe_error: u64,
+}
+
+/// Depth of one egress queue over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueSeries {
+    /// Node name.
+    pub node: String,
+    /// Port number.
+    pub port: u16,
+    /// Priority, or `None` for all priorities summed.
+    pub priority: Option<u8>,
+    /// Sample period.
+    pub interval_ps: u64,
+    /// `(time_ps, bytes)` samples.
+    pub samples: Vec<(u64, u64)>,
+}
+
+/// Wall-clock and memory figures of a run: printed, never written into
+/// results (they differ between runs).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RunStats {
+    /// Seconds spent building the model (ports, routes, QPs).
+    pub setup_secs: f64,
+    /// Seconds spent in the event loop.
+    pub run_secs: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Events per wall-clock second of the event loop.
+    pub events_per_sec: f64,
+    /// Simulated seconds per wall-clock second.
+    pub sim_secs_per_wall_sec: f64,
+    /// Peak resident memory of the process (VmHWM), bytes, when the OS
+    /// reports it.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl RunResult {
+    /// The JSON text of this result (pretty, stable field order).
+    pub fn to_json(&self) -> String {
+        // Serialising plain structs of numbers and strings cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Percentile by nearest rank of sorted `v` (`p` in 0..=100); 0 for empty.
+pub fn percentile(sorted: &[u64], p: u32) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let n = sorted.len() as u64;
+    let rank = (u64::from(p) * n).div_ceil(100).max(1);
+    sorted[(rank - 1) as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50), 50);
+        assert_eq!(percentile(&v, 99), 99);
+        assert_eq!(percentile(&v, 100), 100);
+        assert_eq!(percentile(&[7], 99), 7);
+        assert_eq!(percentile(&[], 50), 0);
+    }
+}

@@ -1,0 +1,846 @@
+//! Our own `#[repr(C)]` mirror of the parts of rdma-core's
+//! `<infiniband/verbs.h>` that the hardware backend uses.
+//!
+//! Names follow the C header exactly (so a reader can hold this file next to
+//! `verbs.h`), which is why the types are `snake_case`. C enums are carried as
+//! the integer type the C ABI gives them (`c_int`/`u32`), never as Rust enums:
+//! a value the library adds later must not be undefined behaviour here. The
+//! constants of those enums follow each struct that uses them.
+//!
+//! Every struct and every field below is checked against the installed C
+//! header (size, alignment and offset) by the `ibverbs_abi` integration test,
+//! which compiles a small C program against `<infiniband/verbs.h>`.
+//!
+//! Structs the backend only ever handles through pointers (SRQ, AH, MW,
+//! completion channel, ...) are opaque.
+//!
+//! Layout reference: rdma-core, `libibverbs/verbs.h` (ABI stable since
+//! `IBVERBS_1.1`; the `verbs_context` block "grows up" in front of
+//! `ibv_context`).
+
+#![allow(non_camel_case_types)]
+#![allow(missing_docs)] // Field docs live in verbs.h; the names are identical.
+
+use std::os::raw::{c_char, c_int, c_uint, c_void};
+
+/// An opaque C struct we only handle by pointer.
+macro_rules! opaque {
+    ($($(#[$m:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$m])*
+        #[repr(C)]
+        pub struct $name {
+            _private: [u8; 0],
+        }
+    )*};
+}
+
+opaque!(
+    /// `struct ibv_srq`: shared receive queue (not used by the backend).
+    ibv_srq,
+    /// `struct ibv_ah`: address handle (UD destination).
+    ibv_ah,
+    /// `struct ibv_mw`: memory window (not used by the backend).
+    ibv_mw,
+    /// `struct _compat_ibv_port_attr`: the pre-1.1 port attribute layout
+    /// that the exported `ibv_query_port` symbol takes.
+    _compat_ibv_port_attr,
+);
+
+/// An untyped C function pointer, for function-table slots the backend never
+/// calls. Only its size and position matter.
+pub type unused_fn = Option<unsafe extern "C" fn()>;
+
+/// `union ibv_gid`: a 128-bit GID, in network byte order.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_gid {
+    pub raw: [u8; 16],
+    pub global: ibv_gid_global,
+}
+
+/// The `global` view of `union ibv_gid` (both fields big-endian).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_gid_global {
+    pub subnet_prefix: u64,
+    pub interface_id: u64,
+}
+
+impl Default for ibv_gid {
+    fn default() -> Self {
+        Self { raw: [0; 16] }
+    }
+}
+
+impl ibv_gid {
+    /// The GID from its 16 wire bytes.
+    pub fn from_bytes(raw: [u8; 16]) -> Self {
+        Self { raw }
+    }
+
+    /// The GID's 16 wire bytes.
+    pub fn bytes(&self) -> [u8; 16] {
+        // SAFETY: both union views are 16 bytes of plain integers with no
+        // invalid bit patterns, so reading `raw` is always defined.
+        unsafe { self.raw }
+    }
+}
+
+impl std::fmt::Debug for ibv_gid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ibv_gid({:02x?})", self.bytes())
+    }
+}
+
+/// `struct _ibv_device_ops`: obsolete, kept for the layout of `ibv_device`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct _ibv_device_ops {
+    pub _dummy1: unused_fn,
+    pub _dummy2: unused_fn,
+}
+
+/// `IBV_SYSFS_NAME_MAX`.
+pub const IBV_SYSFS_NAME_MAX: usize = 64;
+/// `IBV_SYSFS_PATH_MAX`.
+pub const IBV_SYSFS_PATH_MAX: usize = 256;
+
+/// `struct ibv_device`: one entry of `ibv_get_device_list`.
+#[repr(C)]
+pub struct ibv_device {
+    pub _ops: _ibv_device_ops,
+    /// `enum ibv_node_type`.
+    pub node_type: c_int,
+    /// `enum ibv_transport_type`.
+    pub transport_type: c_int,
+    pub name: [c_char; IBV_SYSFS_NAME_MAX],
+    pub dev_name: [c_char; IBV_SYSFS_NAME_MAX],
+    pub dev_path: [c_char; IBV_SYSFS_PATH_MAX],
+    pub ibdev_path: [c_char; IBV_SYSFS_PATH_MAX],
+}
+
+/// `IBV_NODE_CA` (`enum ibv_node_type`).
+pub const IBV_NODE_CA: c_int = 1;
+/// `IBV_NODE_RNIC` (`enum ibv_node_type`).
+pub const IBV_NODE_RNIC: c_int = 4;
+/// `IBV_TRANSPORT_IB` (`enum ibv_transport_type`): InfiniBand and RoCE.
+pub const IBV_TRANSPORT_IB: c_int = 0;
+/// `IBV_TRANSPORT_IWARP` (`enum ibv_transport_type`).
+pub const IBV_TRANSPORT_IWARP: c_int = 1;
+
+/// `ibv_context_ops.poll_cq`.
+pub type poll_cq_fn = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+/// `ibv_context_ops.req_notify_cq`.
+pub type req_notify_cq_fn = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+/// `ibv_context_ops.post_send`.
+pub type post_send_fn =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+/// `ibv_context_ops.post_recv`.
+pub type post_recv_fn =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+/// `verbs_context.query_port`: the extended port query with a size argument.
+pub type query_port_ex_fn =
+    unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
+
+/// `struct ibv_context_ops`: the provider's function table embedded in every
+/// context. rdma-core's inline `ibv_poll_cq`, `ibv_req_notify_cq`,
+/// `ibv_post_send` and `ibv_post_recv` call through it; so do we.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_context_ops {
+    pub _compat_query_device: unused_fn,
+    pub _compat_query_port: unused_fn,
+    pub _compat_alloc_pd: unused_fn,
+    pub _compat_dealloc_pd: unused_fn,
+    pub _compat_reg_mr: unused_fn,
+    pub _compat_rereg_mr: unused_fn,
+    pub _compat_dereg_mr: unused_fn,
+    pub alloc_mw: unused_fn,
+    pub bind_mw: unused_fn,
+    pub dealloc_mw: unused_fn,
+    pub _compat_create_cq: unused_fn,
+    pub poll_cq: Option<poll_cq_fn>,
+    pub req_notify_cq: Option<req_notify_cq_fn>,
+    pub _compat_cq_event: unused_fn,
+    pub _compat_resize_cq: unused_fn,
+    pub _compat_destroy_cq: unused_fn,
+    pub _compat_create_srq: unused_fn,
+    pub _compat_modify_srq: unused_fn,
+    pub _compat_query_srq: unused_fn,
+    pub _compat_destroy_srq: unused_fn,
+    pub post_srq_recv: unused_fn,
+    pub _compat_create_qp: unused_fn,
+    pub _compat_query_qp: unused_fn,
+    pub _compat_modify_qp: unused_fn,
+    pub _compat_destroy_qp: unused_fn,
+    pub post_send: Option<post_send_fn>,
+    pub post_recv: Option<post_recv_fn>,
+    pub _compat_create_ah: unused_fn,
+    pub _compat_destroy_ah: unused_fn,
+    pub _compat_attach_mcast: unused_fn,
+    pub _compat_detach_mcast: unused_fn,
+    pub _compat_async_event: unused_fn,
+}
+
+/// `struct ibv_context`: an open device.
+#[repr(C)]
+pub struct ibv_context {
+    pub device: *mut ibv_device,
+    pub ops: ibv_context_ops,
+    pub cmd_fd: c_int,
+    pub async_fd: c_int,
+    pub num_comp_vectors: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    /// `__VERBS_ABI_IS_EXTENDED` (all ones) when a [`verbs_context`] wraps
+    /// this context.
+    pub abi_compat: *mut c_void,
+}
+
+/// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` marker of an extended context.
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+
+/// `struct verbs_context`: the extended context that modern providers
+/// allocate around `ibv_context` (which is its last field). Only
+/// `query_port`, `sz` and `context` are read; every other slot is here for
+/// its position.
+#[repr(C)]
+pub struct verbs_context {
+    pub query_port: Option<query_port_ex_fn>,
+    pub advise_mr: unused_fn,
+    pub alloc_null_mr: unused_fn,
+    pub read_counters: unused_fn,
+    pub attach_counters_point_flow: unused_fn,
+    pub create_counters: unused_fn,
+    pub destroy_counters: unused_fn,
+    pub reg_dm_mr: unused_fn,
+    pub alloc_dm: unused_fn,
+    pub free_dm: unused_fn,
+    pub modify_flow_action_esp: unused_fn,
+    pub destroy_flow_action: unused_fn,
+    pub create_flow_action_esp: unused_fn,
+    pub modify_qp_rate_limit: unused_fn,
+    pub alloc_parent_domain: unused_fn,
+    pub dealloc_td: unused_fn,
+    pub alloc_td: unused_fn,
+    pub modify_cq: unused_fn,
+    pub post_srq_ops: unused_fn,
+    pub destroy_rwq_ind_table: unused_fn,
+    pub create_rwq_ind_table: unused_fn,
+    pub destroy_wq: unused_fn,
+    pub modify_wq: unused_fn,
+    pub create_wq: unused_fn,
+    pub query_rt_values: unused_fn,
+    pub create_cq_ex: unused_fn,
+    /// C name `priv` (a Rust keyword).
+    pub priv_: *mut c_void,
+    pub query_device_ex: unused_fn,
+    pub ibv_destroy_flow: unused_fn,
+    pub abi_placeholder2: unused_fn,
+    pub ibv_create_flow: unused_fn,
+    pub abi_placeholder1: unused_fn,
+    pub open_qp: unused_fn,
+    pub create_qp_ex: unused_fn,
+    pub get_srq_num: unused_fn,
+    pub create_srq_ex: unused_fn,
+    pub open_xrcd: unused_fn,
+    pub close_xrcd: unused_fn,
+    pub _abi_placeholder3: u64,
+    /// Size of the provider's `verbs_context`, counted from the first field
+    /// it knows to the end: `verbs_get_ctx_op` compares slot offsets with it.
+    pub sz: usize,
+    pub context: ibv_context,
+}
+
+/// `struct ibv_device_attr`: `ibv_query_device` output.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_device_attr {
+    pub fw_ver: [c_char; 64],
+    /// Big-endian.
+    pub node_guid: u64,
+    /// Big-endian.
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: c_int,
+    pub max_qp_wr: c_int,
+    pub device_cap_flags: c_uint,
+    pub max_sge: c_int,
+    pub max_sge_rd: c_int,
+    pub max_cq: c_int,
+    pub max_cqe: c_int,
+    pub max_mr: c_int,
+    pub max_pd: c_int,
+    pub max_qp_rd_atom: c_int,
+    pub max_ee_rd_atom: c_int,
+    pub max_res_rd_atom: c_int,
+    pub max_qp_init_rd_atom: c_int,
+    pub max_ee_init_rd_atom: c_int,
+    /// `enum ibv_atomic_cap`.
+    pub atomic_cap: c_int,
+    pub max_ee: c_int,
+    pub max_rdd: c_int,
+    pub max_mw: c_int,
+    pub max_raw_ipv6_qp: c_int,
+    pub max_raw_ethy_qp: c_int,
+    pub max_mcast_grp: c_int,
+    pub max_mcast_qp_attach: c_int,
+    pub max_total_mcast_qp_attach: c_int,
+    pub max_ah: c_int,
+    pub max_fmr: c_int,
+    pub max_map_per_fmr: c_int,
+    pub max_srq: c_int,
+    pub max_srq_wr: c_int,
+    pub max_srq_sge: c_int,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+}
+
+impl Default for ibv_device_attr {
+    fn default() -> Self {
+        // SAFETY: every field is an integer or an integer array; all-zero is
+        // a valid value of each.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+/// `struct ibv_port_attr`: `ibv_query_port` output.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_port_attr {
+    /// `enum ibv_port_state`.
+    pub state: u32,
+    /// `enum ibv_mtu`.
+    pub max_mtu: u32,
+    /// `enum ibv_mtu`.
+    pub active_mtu: u32,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+    pub port_cap_flags2: u16,
+}
+
+/// `IBV_PORT_ACTIVE` (`enum ibv_port_state`).
+pub const IBV_PORT_ACTIVE: u32 = 4;
+/// `IBV_LINK_LAYER_INFINIBAND`.
+pub const IBV_LINK_LAYER_INFINIBAND: u8 = 1;
+/// `IBV_LINK_LAYER_ETHERNET`: RoCE.
+pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
+/// `IBV_MTU_256` .. `IBV_MTU_4096` (`enum ibv_mtu`).
+pub const IBV_MTU_256: u32 = 1;
+/// `IBV_MTU_512`.
+pub const IBV_MTU_512: u32 = 2;
+/// `IBV_MTU_1024`.
+pub const IBV_MTU_1024: u32 = 3;
+/// `IBV_MTU_2048`.
+pub const IBV_MTU_2048: u32 = 4;
+/// `IBV_MTU_4096`.
+pub const IBV_MTU_4096: u32 = 5;
+
+/// `struct ibv_pd`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_mr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `IBV_ACCESS_LOCAL_WRITE` (`enum ibv_access_flags`).
+pub const IBV_ACCESS_LOCAL_WRITE: c_uint = 1;
+/// `IBV_ACCESS_REMOTE_WRITE`.
+pub const IBV_ACCESS_REMOTE_WRITE: c_uint = 1 << 1;
+/// `IBV_ACCESS_REMOTE_READ`.
+pub const IBV_ACCESS_REMOTE_READ: c_uint = 1 << 2;
+/// `IBV_ACCESS_REMOTE_ATOMIC`.
+pub const IBV_ACCESS_REMOTE_ATOMIC: c_uint = 1 << 3;
+/// `IBV_ACCESS_OPTIONAL_FIRST` (`IB_UVERBS_ACCESS_OPTIONAL_FIRST`).
+pub const IBV_ACCESS_OPTIONAL_FIRST: c_uint = 1 << 20;
+/// `IBV_ACCESS_OPTIONAL_LAST` (`IB_UVERBS_ACCESS_OPTIONAL_LAST`).
+pub const IBV_ACCESS_OPTIONAL_LAST: c_uint = 1 << 29;
+/// `IBV_ACCESS_OPTIONAL_RANGE`: access bits a kernel may ignore; the header's
+/// `ibv_reg_mr` macro routes these to `ibv_reg_mr_iova2`.
+pub const IBV_ACCESS_OPTIONAL_RANGE: c_uint =
+    ((IBV_ACCESS_OPTIONAL_LAST << 1) - 1) & !(IBV_ACCESS_OPTIONAL_FIRST - 1);
+/// `IBV_ACCESS_RELAXED_ORDERING`.
+pub const IBV_ACCESS_RELAXED_ORDERING: c_uint = IBV_ACCESS_OPTIONAL_FIRST;
+
+/// `struct ibv_comp_channel`: a completion event channel; `fd` becomes
+/// readable when an armed CQ gets a completion.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`: `ibv_create_qp` input (and `cap` output).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    /// `enum ibv_qp_type`.
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+}
+
+/// `IBV_QPT_RC` (`enum ibv_qp_type`).
+pub const IBV_QPT_RC: u32 = 2;
+/// `IBV_QPT_UC`.
+pub const IBV_QPT_UC: u32 = 3;
+/// `IBV_QPT_UD`.
+pub const IBV_QPT_UD: u32 = 4;
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub handle: u32,
+    pub qp_num: u32,
+    /// `enum ibv_qp_state`.
+    pub state: u32,
+    /// `enum ibv_qp_type`.
+    pub qp_type: u32,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_global_route`: the GRH part of an address vector (RoCE
+/// always uses it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr`: an address vector.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr`: `ibv_modify_qp` input; `attr_mask` says which
+/// fields are meant.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_qp_attr {
+    /// `enum ibv_qp_state`.
+    pub qp_state: u32,
+    /// `enum ibv_qp_state`.
+    pub cur_qp_state: u32,
+    /// `enum ibv_mtu`.
+    pub path_mtu: u32,
+    /// `enum ibv_mig_state`.
+    pub path_mig_state: u32,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+/// `IBV_QPS_RESET` (`enum ibv_qp_state`).
+pub const IBV_QPS_RESET: u32 = 0;
+/// `IBV_QPS_INIT`.
+pub const IBV_QPS_INIT: u32 = 1;
+/// `IBV_QPS_RTR`.
+pub const IBV_QPS_RTR: u32 = 2;
+/// `IBV_QPS_RTS`.
+pub const IBV_QPS_RTS: u32 = 3;
+/// `IBV_QPS_SQD`.
+pub const IBV_QPS_SQD: u32 = 4;
+/// `IBV_QPS_SQE`.
+pub const IBV_QPS_SQE: u32 = 5;
+/// `IBV_QPS_ERR`.
+pub const IBV_QPS_ERR: u32 = 6;
+/// `IBV_QPS_UNKNOWN`.
+pub const IBV_QPS_UNKNOWN: u32 = 7;
+
+/// `IBV_QP_STATE` (`enum ibv_qp_attr_mask`).
+pub const IBV_QP_STATE: c_int = 1;
+/// `IBV_QP_CUR_STATE`.
+pub const IBV_QP_CUR_STATE: c_int = 1 << 1;
+/// `IBV_QP_ACCESS_FLAGS`.
+pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
+/// `IBV_QP_PKEY_INDEX`.
+pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
+/// `IBV_QP_PORT`.
+pub const IBV_QP_PORT: c_int = 1 << 5;
+/// `IBV_QP_QKEY`.
+pub const IBV_QP_QKEY: c_int = 1 << 6;
+/// `IBV_QP_AV`.
+pub const IBV_QP_AV: c_int = 1 << 7;
+/// `IBV_QP_PATH_MTU`.
+pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
+/// `IBV_QP_TIMEOUT`.
+pub const IBV_QP_TIMEOUT: c_int = 1 << 9;
+/// `IBV_QP_RETRY_CNT`.
+pub const IBV_QP_RETRY_CNT: c_int = 1 << 10;
+/// `IBV_QP_RNR_RETRY`.
+pub const IBV_QP_RNR_RETRY: c_int = 1 << 11;
+/// `IBV_QP_RQ_PSN`.
+pub const IBV_QP_RQ_PSN: c_int = 1 << 12;
+/// `IBV_QP_MAX_QP_RD_ATOMIC`.
+pub const IBV_QP_MAX_QP_RD_ATOMIC: c_int = 1 << 13;
+/// `IBV_QP_MIN_RNR_TIMER`.
+pub const IBV_QP_MIN_RNR_TIMER: c_int = 1 << 15;
+/// `IBV_QP_SQ_PSN`.
+pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
+/// `IBV_QP_MAX_DEST_RD_ATOMIC`.
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
+/// `IBV_QP_CAP`.
+pub const IBV_QP_CAP: c_int = 1 << 19;
+/// `IBV_QP_DEST_QPN`.
+pub const IBV_QP_DEST_QPN: c_int = 1 << 20;
+
+/// `struct ibv_sge`: one scatter/gather element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `ibv_send_wr.wr.rdma`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_send_wr_rdma {
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+/// `ibv_send_wr.wr.atomic`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_send_wr_atomic {
+    pub remote_addr: u64,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub rkey: u32,
+}
+
+/// `ibv_send_wr.wr.ud`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ibv_send_wr_ud {
+    pub ah: *mut ibv_ah,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// `ibv_send_wr.wr`: the union of the per-operation attributes; `opcode`
+/// says which view is meant.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_wr {
+    pub rdma: ibv_send_wr_rdma,
+    pub atomic: ibv_send_wr_atomic,
+    pub ud: ibv_send_wr_ud,
+}
+
+/// `ibv_send_wr.qp_type.xrc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_send_wr_xrc {
+    pub remote_srqn: u32,
+}
+
+/// `ibv_send_wr.qp_type` (a one-member union in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_send_wr_qp_type {
+    pub xrc: ibv_send_wr_xrc,
+}
+
+/// `struct ibv_mw_bind_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: c_uint,
+}
+
+/// `ibv_send_wr.bind_mw`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_send_wr_bind_mw {
+    pub mw: *mut ibv_mw,
+    pub rkey: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// `ibv_send_wr.tso`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_send_wr_tso {
+    pub hdr: *mut c_void,
+    pub hdr_sz: u16,
+    pub mss: u16,
+}
+
+/// The last, anonymous union of `ibv_send_wr` (memory-window bind or TSO).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_ext {
+    pub bind_mw: ibv_send_wr_bind_mw,
+    pub tso: ibv_send_wr_tso,
+}
+
+/// `struct ibv_send_wr`: a send-queue work request (a linked list via
+/// `next`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_send_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_send_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: u32,
+    pub send_flags: c_uint,
+    /// C: anonymous union `{ __be32 imm_data; uint32_t invalidate_rkey; }`;
+    /// both are 32 bits at this offset. Immediate data is big-endian.
+    pub imm_data: u32,
+    pub wr: ibv_send_wr_wr,
+    pub qp_type: ibv_send_wr_qp_type,
+    /// C: the anonymous union `{ bind_mw; tso; }`.
+    pub ext: ibv_send_wr_ext,
+}
+
+impl Default for ibv_send_wr {
+    fn default() -> Self {
+        // SAFETY: integers, raw pointers (null) and unions of those: the
+        // all-zero pattern is valid for every field.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+impl std::fmt::Debug for ibv_send_wr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ibv_send_wr")
+            .field("wr_id", &self.wr_id)
+            .field("next", &self.next)
+            .field("sg_list", &self.sg_list)
+            .field("num_sge", &self.num_sge)
+            .field("opcode", &self.opcode)
+            .field("send_flags", &self.send_flags)
+            .field("imm_data", &self.imm_data)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `IBV_WR_RDMA_WRITE` (`enum ibv_wr_opcode`).
+pub const IBV_WR_RDMA_WRITE: u32 = 0;
+/// `IBV_WR_RDMA_WRITE_WITH_IMM`.
+pub const IBV_WR_RDMA_WRITE_WITH_IMM: u32 = 1;
+/// `IBV_WR_SEND`.
+pub const IBV_WR_SEND: u32 = 2;
+/// `IBV_WR_SEND_WITH_IMM`.
+pub const IBV_WR_SEND_WITH_IMM: u32 = 3;
+/// `IBV_WR_RDMA_READ`.
+pub const IBV_WR_RDMA_READ: u32 = 4;
+/// `IBV_WR_ATOMIC_CMP_AND_SWP`.
+pub const IBV_WR_ATOMIC_CMP_AND_SWP: u32 = 5;
+/// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
+pub const IBV_WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+/// `IBV_WR_SEND_WITH_INV`: `imm_data` holds the rkey to invalidate.
+pub const IBV_WR_SEND_WITH_INV: u32 = 9;
+
+/// `IBV_SEND_FENCE` (`enum ibv_send_flags`).
+pub const IBV_SEND_FENCE: c_uint = 1;
+/// `IBV_SEND_SIGNALED`.
+pub const IBV_SEND_SIGNALED: c_uint = 1 << 1;
+/// `IBV_SEND_SOLICITED`.
+pub const IBV_SEND_SOLICITED: c_uint = 1 << 2;
+/// `IBV_SEND_INLINE`.
+pub const IBV_SEND_INLINE: c_uint = 1 << 3;
+
+/// `struct ibv_recv_wr`: a receive-queue work request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_wc`: a work completion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_wc {
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: u32,
+    /// `enum ibv_wc_opcode`.
+    pub opcode: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// C: anonymous union `{ __be32 imm_data; uint32_t invalidated_rkey; }`.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: c_uint,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
+/// `IBV_WC_SUCCESS` (`enum ibv_wc_status`); the other statuses follow in
+/// order up to `IBV_WC_TM_RNDV_INCOMPLETE` = 23.
+pub const IBV_WC_SUCCESS: u32 = 0;
+/// `IBV_WC_LOC_LEN_ERR`.
+pub const IBV_WC_LOC_LEN_ERR: u32 = 1;
+/// `IBV_WC_LOC_QP_OP_ERR`.
+pub const IBV_WC_LOC_QP_OP_ERR: u32 = 2;
+/// `IBV_WC_LOC_PROT_ERR`.
+pub const IBV_WC_LOC_PROT_ERR: u32 = 4;
+/// `IBV_WC_WR_FLUSH_ERR`.
+pub const IBV_WC_WR_FLUSH_ERR: u32 = 5;
+/// `IBV_WC_BAD_RESP_ERR`.
+pub const IBV_WC_BAD_RESP_ERR: u32 = 7;
+/// `IBV_WC_LOC_ACCESS_ERR`.
+pub const IBV_WC_LOC_ACCESS_ERR: u32 = 8;
+/// `IBV_WC_REM_INV_REQ_ERR`.
+pub const IBV_WC_REM_INV_REQ_ERR: u32 = 9;
+/// `IBV_WC_REM_ACCESS_ERR`.
+pub const IBV_WC_REM_ACCESS_ERR: u32 = 10;
+/// `IBV_WC_REM_OP_ERR`.
+pub const IBV_WC_REM_OP_ERR: u32 = 11;
+/// `IBV_WC_RETRY_EXC_ERR`.
+pub const IBV_WC_RETRY_EXC_ERR: u32 = 12;
+/// `IBV_WC_RNR_RETRY_EXC_ERR`.
+pub const IBV_WC_RNR_RETRY_EXC_ERR: u32 = 13;
+/// `IBV_WC_REM_ABORT_ERR`.
+pub const IBV_WC_REM_ABORT_ERR: u32 = 16;
+/// `IBV_WC_FATAL_ERR`.
+pub const IBV_WC_FATAL_ERR: u32 = 19;
+/// `IBV_WC_RESP_TIMEOUT_ERR`.
+pub const IBV_WC_RESP_TIMEOUT_ERR: u32 = 20;
+/// `IBV_WC_GENERAL_ERR`.
+pub const IBV_WC_GENERAL_ERR: u32 = 21;
+
+/// `IBV_WC_SEND` (`enum ibv_wc_opcode`).
+pub const IBV_WC_SEND: u32 = 0;
+/// `IBV_WC_RDMA_WRITE`.
+pub const IBV_WC_RDMA_WRITE: u32 = 1;
+/// `IBV_WC_RDMA_READ`.
+pub const IBV_WC_RDMA_READ: u32 = 2;
+/// `IBV_WC_COMP_SWAP`.
+pub const IBV_WC_COMP_SWAP: u32 = 3;
+/// `IBV_WC_FETCH_ADD`.
+pub const IBV_WC_FETCH_ADD: u32 = 4;
+/// `IBV_WC_RECV`: receive completions have this bit set.
+pub const IBV_WC_RECV: u32 = 1 << 7;
+/// `IBV_WC_RECV_RDMA_WITH_IMM`.
+pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = IBV_WC_RECV + 1;
+
+/// `IBV_WC_GRH` (`enum ibv_wc_flags`): a GRH precedes a UD payload.
+pub const IBV_WC_GRH: c_uint = 1;
+/// `IBV_WC_WITH_IMM`: `imm_data` is valid.
+pub const IBV_WC_WITH_IMM: c_uint = 1 << 1;
+/// `IBV_WC_WITH_INV`: `imm_data` holds the invalidated rkey.
+pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
+/// `IBV_WC_BIND_MW` (`enum ibv_wc_opcode`).
+pub const IBV_WC_BIND_MW: u32 = 5;
+/// `IBV_WC_LOCAL_INV`.
+pub const IBV_WC_LOCAL_INV: u32 = 6;

@@ -1,0 +1,938 @@
+//! The verbs vocabulary: the values of rdma-core's `verbs.h` as Rust types.
+//!
+//! Numeric values are rdma-core's (ROCEV2.md §5.8-§5.10), so a backend over
+//! libibverbs converts with `as` and a table lookup, and the emulator reports
+//! the same numbers a real NIC would.
+
+use core::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::wire::{Lkey, Qpn, Rkey};
+
+macro_rules! flags {
+    ($(#[$m:meta])* $name:ident: $repr:ty { $( $(#[$fm:meta])* $flag:ident = $val:expr, )* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+        pub struct $name(pub $repr);
+
+        impl $name {
+            $( $(#[$fm])* pub const $flag: $name = $name($val); )*
+            /// No flag set.
+            pub const EMPTY: $name = $name(0);
+
+            /// The raw bits, as rdma-core defines them.
+            pub const fn bits(self) -> $repr {
+                self.0
+            }
+            /// True when every bit of `other` is set in `self`.
+            pub const fn contains(self, other: $name) -> bool {
+                self.0 & other.0 == other.0
+            }
+            /// True when any bit of `other` is set in `self`.
+            pub const fn intersects(self, other: $name) -> bool {
+                self.0 & other.0 != 0
+            }
+            /// True when no bit is set.
+            pub const fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+            /// `self` without the bits of `other`.
+            #[must_use]
+            pub const fn difference(self, other: $name) -> $name {
+                $name(self.0 & !other.0)
+            }
+            /// Names of the set bits, for messages.
+            pub fn names(self) -> Vec<&'static str> {
+                let mut v = Vec::new();
+                $( if $val != 0 && self.contains($name($val)) { v.push(stringify!($flag)); } )*
+                v
+            }
+        }
+
+        impl core::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, rhs: $name) -> $name {
+                $name(self.0 | rhs.0)
+            }
+        }
+
+        impl core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, rhs: $name) {
+                self.0 |= rhs.0;
+            }
+        }
+
+        impl core::ops::BitAnd for $name {
+            type Output = $name;
+            fn bitand(self, rhs: $name) -> $name {
+                $name(self.0 & rhs.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.names().join(" | "))
+            }
+        }
+    };
+}
+
+flags! {
+    /// `ibv_access_flags` (ROCEV2.md §5.10).
+    AccessFlags: u32 {
+        /// The HCA may write local memory (receives, READ results).
+        LOCAL_WRITE = 1,
+        /// Remote peers may RDMA WRITE.
+        REMOTE_WRITE = 2,
+        /// Remote peers may RDMA READ.
+        REMOTE_READ = 4,
+        /// Remote peers may run atomics.
+        REMOTE_ATOMIC = 8,
+        /// Memory windows may be bound.
+        MW_BIND = 16,
+        /// Remote addresses are offsets from the MR start.
+        ZERO_BASED = 32,
+        /// On-demand paging.
+        ON_DEMAND = 64,
+        /// Backed by huge pages.
+        HUGETLB = 128,
+    }
+}
+
+flags! {
+    /// `ibv_send_flags`.
+    SendFlags: u32 {
+        /// Wait for earlier READs/atomics before starting.
+        FENCE = 1,
+        /// Generate a completion on success.
+        SIGNALED = 2,
+        /// Set the solicited-event bit.
+        SOLICITED = 4,
+        /// Copy the payload at post time; no lkey check.
+        INLINE = 8,
+        /// Ask for IP checksum offload (raw packet QPs only).
+        IP_CSUM = 16,
+    }
+}
+
+flags! {
+    /// `ibv_wc_flags`.
+    WcFlags: u32 {
+        /// A GRH is present in the receive buffer (UD).
+        GRH = 1,
+        /// `imm_data` is valid.
+        WITH_IMM = 2,
+        /// The IP checksum was checked and is good.
+        IP_CSUM_OK = 4,
+        /// `invalidated_rkey` is valid.
+        WITH_INV = 8,
+    }
+}
+
+flags! {
+    /// `ibv_qp_attr_mask` (ROCEV2.md §5.9): which fields of a [`QpAttr`]
+    /// a modify applies.
+    QpAttrMask: u32 {
+        /// `qp_state`.
+        STATE = 1,
+        /// `cur_qp_state`.
+        CUR_STATE = 1 << 1,
+        /// `en_sqd_async_notify`.
+        EN_SQD_ASYNC_NOTIFY = 1 << 2,
+        /// `qp_access_flags`.
+        ACCESS_FLAGS = 1 << 3,
+        /// `pkey_index`.
+        PKEY_INDEX = 1 << 4,
+        /// `port_num`.
+        PORT = 1 << 5,
+        /// `qkey`.
+        QKEY = 1 << 6,
+        /// `ah_attr`.
+        AV = 1 << 7,
+        /// `path_mtu`.
+        PATH_MTU = 1 << 8,
+        /// `timeout`.
+        TIMEOUT = 1 << 9,
+        /// `retry_cnt`.
+        RETRY_CNT = 1 << 10,
+        /// `rnr_retry`.
+        RNR_RETRY = 1 << 11,
+        /// `rq_psn`.
+        RQ_PSN = 1 << 12,
+        /// `max_rd_atomic`.
+        MAX_QP_RD_ATOMIC = 1 << 13,
+        /// `alt_ah_attr` and friends.
+        ALT_PATH = 1 << 14,
+        /// `min_rnr_timer`.
+        MIN_RNR_TIMER = 1 << 15,
+        /// `sq_psn`.
+        SQ_PSN = 1 << 16,
+        /// `max_dest_rd_atomic`.
+        MAX_DEST_RD_ATOMIC = 1 << 17,
+        /// `path_mig_state`.
+        PATH_MIG_STATE = 1 << 18,
+        /// `cap`.
+        CAP = 1 << 19,
+        /// `dest_qp_num`.
+        DEST_QPN = 1 << 20,
+        /// `rate_limit`.
+        RATE_LIMIT = 1 << 25,
+    }
+}
+
+macro_rules! value_enum {
+    ($(#[$m:meta])* $name:ident { $( $(#[$vm:meta])* $var:ident = $val:expr, $text:expr; )* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[repr(u32)]
+        pub enum $name {
+            $( $(#[$vm])* $var = $val, )*
+        }
+
+        impl $name {
+            /// The rdma-core value.
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+            /// From the rdma-core value.
+            pub const fn from_value(v: u32) -> Option<$name> {
+                match v {
+                    $( $val => Some($name::$var), )*
+                    _ => None,
+                }
+            }
+            /// rdma-core's string for it.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( $name::$var => $text, )* }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+value_enum! {
+    /// `ibv_wc_status`; `as_str` is `ibv_wc_status_str`.
+    WcStatus {
+        /// Success.
+        Success = 0, "success";
+        /// Local length error.
+        LocLenErr = 1, "local length error";
+        /// Local QP operation error.
+        LocQpOpErr = 2, "local QP operation error";
+        /// Local EE context operation error.
+        LocEecOpErr = 3, "local EE context operation error";
+        /// Local protection error.
+        LocProtErr = 4, "local protection error";
+        /// Work request flushed.
+        WrFlushErr = 5, "Work Request Flushed Error";
+        /// Memory window bind error.
+        MwBindErr = 6, "memory management operation error";
+        /// Bad response.
+        BadRespErr = 7, "bad response error";
+        /// Local access error.
+        LocAccessErr = 8, "local access error";
+        /// Remote invalid request.
+        RemInvReqErr = 9, "remote invalid request error";
+        /// Remote access error.
+        RemAccessErr = 10, "remote access error";
+        /// Remote operation error.
+        RemOpErr = 11, "remote operation error";
+        /// Transport retry counter exceeded.
+        RetryExcErr = 12, "transport retry counter exceeded";
+        /// RNR retry counter exceeded.
+        RnrRetryExcErr = 13, "RNR retry counter exceeded";
+        /// Local RDD violation.
+        LocRddViolErr = 14, "local RDD violation error";
+        /// Remote invalid RD request.
+        RemInvRdReqErr = 15, "remote invalid RD request";
+        /// Remote aborted.
+        RemAbortErr = 16, "aborted error";
+        /// Invalid EE context number.
+        InvEecnErr = 17, "invalid EE context number";
+        /// Invalid EE context state.
+        InvEecStateErr = 18, "invalid EE context state";
+        /// Fatal.
+        FatalErr = 19, "fatal error";
+        /// Response timeout.
+        RespTimeoutErr = 20, "response timeout error";
+        /// General error.
+        GeneralErr = 21, "general error";
+    }
+}
+
+value_enum! {
+    /// `ibv_wc_opcode`.
+    WcOpcode {
+        /// A SEND completed.
+        Send = 0, "SEND";
+        /// An RDMA WRITE completed.
+        RdmaWrite = 1, "RDMA_WRITE";
+        /// An RDMA READ completed.
+        RdmaRead = 2, "RDMA_READ";
+        /// A compare-and-swap completed.
+        CompSwap = 3, "COMP_SWAP";
+        /// A fetch-and-add completed.
+        FetchAdd = 4, "FETCH_ADD";
+        /// A memory window bind completed.
+        BindMw = 5, "BIND_MW";
+        /// A local invalidate completed.
+        LocalInv = 6, "LOCAL_INV";
+        /// A SEND was received.
+        Recv = 128, "RECV";
+        /// An RDMA WRITE with immediate was received.
+        RecvRdmaWithImm = 129, "RECV_RDMA_WITH_IMM";
+    }
+}
+
+value_enum! {
+    /// `ibv_qp_state`.
+    QpState {
+        /// Reset.
+        Reset = 0, "RESET";
+        /// Initialised.
+        Init = 1, "INIT";
+        /// Ready to receive.
+        Rtr = 2, "RTR";
+        /// Ready to send.
+        Rts = 3, "RTS";
+        /// Send queue drained.
+        Sqd = 4, "SQD";
+        /// Send queue error.
+        Sqe = 5, "SQE";
+        /// Error.
+        Err = 6, "ERR";
+    }
+}
+
+value_enum! {
+    /// `ibv_qp_type` (the ones this API supports).
+    QpType {
+        /// Reliable connected.
+        Rc = 2, "RC";
+        /// Unreliable connected.
+        Uc = 3, "UC";
+        /// Unreliable datagram.
+        Ud = 4, "UD";
+    }
+}
+
+value_enum! {
+    /// `ibv_mtu`: the path MTU, the largest payload of one packet.
+    Mtu {
+        /// 256 bytes.
+        Mtu256 = 1, "256";
+        /// 512 bytes.
+        Mtu512 = 2, "512";
+        /// 1024 bytes.
+        Mtu1024 = 3, "1024";
+        /// 2048 bytes.
+        Mtu2048 = 4, "2048";
+        /// 4096 bytes.
+        Mtu4096 = 5, "4096";
+    }
+}
+
+impl Mtu {
+    /// The MTU in bytes.
+    pub const fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+
+    /// The IB MTU of exactly `bytes`, if it is one of 256..4096.
+    pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
+        match bytes {
+            256 => Some(Mtu::Mtu256),
+            512 => Some(Mtu::Mtu512),
+            1024 => Some(Mtu::Mtu1024),
+            2048 => Some(Mtu::Mtu2048),
+            4096 => Some(Mtu::Mtu4096),
+            _ => None,
+        }
+    }
+
+    /// The largest IB MTU that fits a link MTU of `link_mtu` bytes, leaving
+    /// rxe's 80 bytes for headers (ROCEV2.md §1.8).
+    pub const fn for_link_mtu(link_mtu: u32) -> Mtu {
+        let room = link_mtu.saturating_sub(80);
+        if room >= 4096 {
+            Mtu::Mtu4096
+        } else if room >= 2048 {
+            Mtu::Mtu2048
+        } else if room >= 1024 {
+            Mtu::Mtu1024
+        } else if room >= 512 {
+            Mtu::Mtu512
+        } else {
+            Mtu::Mtu256
+        }
+    }
+}
+
+/// A 16-byte global identifier. On RoCEv2 it is the IP address, IPv4 as an
+/// IPv4-mapped IPv6 address (`::ffff:a.b.c.d`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The GID of an IP address.
+    pub fn from_ip(ip: IpAddr) -> Gid {
+        match ip {
+            IpAddr::V4(v4) => Gid(v4.to_ipv6_mapped().octets()),
+            IpAddr::V6(v6) => Gid(v6.octets()),
+        }
+    }
+
+    /// The IP address this GID stands for (IPv4 when it is IPv4-mapped).
+    pub fn to_ip(self) -> IpAddr {
+        let v6 = Ipv6Addr::from(self.0);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    }
+
+    /// The IPv4 address, when the GID is IPv4-mapped.
+    pub fn to_ipv4(self) -> Option<Ipv4Addr> {
+        Ipv6Addr::from(self.0).to_ipv4_mapped()
+    }
+
+    /// The raw bytes.
+    pub const fn raw(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gid({})", Ipv6Addr::from(self.0))
+    }
+}
+
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Ipv6Addr::from(self.0), f)
+    }
+}
+
+/// One scatter/gather element: `length` bytes at `addr` inside the memory
+/// region whose local key is `lkey` (`ibv_sge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sge {
+    /// Start address in the process's address space.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key of the memory region containing the range.
+    pub lkey: Lkey,
+}
+
+/// Where a UD send goes (`wr.ud`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    /// The address handle, from [`crate::verbs::AddressHandle::handle`].
+    pub ah: crate::backend::AhHandle,
+    /// The destination QP number.
+    pub remote_qpn: Qpn,
+    /// The destination Q_Key.
+    pub remote_qkey: u32,
+}
+
+/// The operation of a send work request (`ibv_wr_opcode` with its `wr`
+/// union member).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data (the 32 bits as they go on the wire).
+    SendWithImm(u32),
+    /// SEND with invalidate of a remote key.
+    SendWithInv(Rkey),
+    /// RDMA WRITE to `remote_addr` in the MR of `rkey`.
+    Write {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
+    /// RDMA WRITE with immediate data.
+    WriteWithImm {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// RDMA READ from `remote_addr` into the SGEs.
+    Read {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
+    /// Atomic compare-and-swap of the 8 bytes at `remote_addr`; the old
+    /// value lands in the (8-byte) SGE.
+    CompareSwap {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Compare value.
+        compare: u64,
+        /// Swap value.
+        swap: u64,
+    },
+    /// Atomic fetch-and-add.
+    FetchAdd {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Value to add.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    /// The `ibv_wr_opcode` value.
+    pub const fn wr_opcode(self) -> u32 {
+        match self {
+            SendOp::Write { .. } => 0,
+            SendOp::WriteWithImm { .. } => 1,
+            SendOp::Send => 2,
+            SendOp::SendWithImm(_) => 3,
+            SendOp::Read { .. } => 4,
+            SendOp::CompareSwap { .. } => 5,
+            SendOp::FetchAdd { .. } => 6,
+            SendOp::SendWithInv(_) => 9,
+        }
+    }
+
+    /// The completion opcode a successful WR of this kind reports.
+    pub const fn wc_opcode(self) -> WcOpcode {
+        match self {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+            SendOp::Read { .. } => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// A send work request (`ibv_send_wr`, one element; lists are slices).
+#[derive(Debug, Clone, Copy)]
+pub struct SendWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Local buffers (gathered for SEND/WRITE, scattered for READ/atomics).
+    pub sg_list: &'a [Sge],
+    /// The operation.
+    pub op: SendOp,
+    /// SIGNALED, INLINE, SOLICITED, FENCE.
+    pub flags: SendFlags,
+    /// The destination of a UD send; `None` for connected QPs.
+    pub ud: Option<UdDest>,
+}
+
+/// A receive work request (`ibv_recv_wr`).
+#[derive(Debug, Clone, Copy)]
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Buffers the received payload is scattered into.
+    pub sg_list: &'a [Sge],
+}
+
+/// A work completion (`ibv_wc`).
+///
+/// After an error only `wr_id`, `status`, `qp_num` and `vendor_err` are
+/// meaningful (ROCEV2.md §5.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The work request id.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// Vendor syndrome (0 in the emulator unless stated).
+    pub vendor_err: u32,
+    /// Bytes transferred (receives: bytes received).
+    pub byte_len: u32,
+    /// Immediate data as carried on the wire, valid with `WITH_IMM`.
+    pub imm_data: u32,
+    /// Invalidated remote key, valid with `WITH_INV`.
+    pub invalidated_rkey: u32,
+    /// The local QP.
+    pub qp_num: Qpn,
+    /// The source QP (UD receives).
+    pub src_qp: Qpn,
+    /// Completion flags.
+    pub wc_flags: WcFlags,
+}
+
+impl WorkCompletion {
+    /// A blank completion (for output arrays).
+    pub const fn empty() -> WorkCompletion {
+        WorkCompletion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            vendor_err: 0,
+            byte_len: 0,
+            imm_data: 0,
+            invalidated_rkey: 0,
+            qp_num: Qpn::new(0),
+            src_qp: Qpn::new(0),
+            wc_flags: WcFlags::EMPTY,
+        }
+    }
+
+    /// True when the status is SUCCESS.
+    pub fn is_ok(&self) -> bool {
+        self.status == WcStatus::Success
+    }
+
+    /// The immediate data, when present.
+    pub fn imm(&self) -> Option<u32> {
+        self.wc_flags
+            .contains(WcFlags::WITH_IMM)
+            .then_some(self.imm_data)
+    }
+}
+
+impl Default for WorkCompletion {
+    fn default() -> Self {
+        WorkCompletion::empty()
+    }
+}
+
+/// Address vector (`ibv_ah_attr` with its GRH): how to reach a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AhAttr {
+    /// Destination GID.
+    pub dgid: Gid,
+    /// Index of the local source GID.
+    pub sgid_index: u8,
+    /// IP TTL / hop limit.
+    pub hop_limit: u8,
+    /// IP traffic class (DSCP << 2 | ECN).
+    pub traffic_class: u8,
+    /// IPv6 flow label.
+    pub flow_label: u32,
+    /// Service level.
+    pub sl: u8,
+    /// Local port number (1-based).
+    pub port_num: u8,
+    /// Destination UDP port. Not part of `ibv_ah_attr` (always 4791 on a
+    /// real NIC); the emulator needs it when several devices share one host
+    /// address on different ports. `None` means the device's default.
+    pub dport: Option<u16>,
+}
+
+impl AhAttr {
+    /// An address vector to `dgid` with rdma-core's usual defaults (hop
+    /// limit 64, port 1).
+    pub fn to_gid(dgid: Gid) -> AhAttr {
+        AhAttr {
+            dgid,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            sl: 0,
+            port_num: 1,
+            dport: None,
+        }
+    }
+}
+
+/// QP capabilities (`ibv_qp_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Largest inline payload.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCap {
+    fn default() -> Self {
+        QpCap {
+            max_send_wr: 128,
+            max_recv_wr: 512,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 220,
+        }
+    }
+}
+
+/// The attributes a modify applies (`ibv_qp_attr` plus its mask). Each
+/// `with_*` setter also sets the mask bit, so the mask always says exactly
+/// which fields were given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    /// Which fields are set.
+    pub mask: QpAttrMask,
+    /// Target state.
+    pub qp_state: QpState,
+    /// Asserted current state.
+    pub cur_qp_state: QpState,
+    /// Remote access rights for incoming requests.
+    pub qp_access_flags: AccessFlags,
+    /// P_Key table index.
+    pub pkey_index: u16,
+    /// Port (1-based).
+    pub port_num: u8,
+    /// Q_Key (UD).
+    pub qkey: u32,
+    /// Primary path address vector.
+    pub ah_attr: AhAttr,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Local ACK timeout exponent: 4.096 us x 2^timeout (0 = infinite).
+    pub timeout: u8,
+    /// Transport retries (0..=7).
+    pub retry_cnt: u8,
+    /// RNR retries (0..=7, 7 = infinite).
+    pub rnr_retry: u8,
+    /// Expected PSN of the receive queue.
+    pub rq_psn: u32,
+    /// First PSN of the send queue.
+    pub sq_psn: u32,
+    /// Outstanding READ/atomic requests this QP may issue.
+    pub max_rd_atomic: u8,
+    /// Outstanding READ/atomic requests it accepts.
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code (ROCEV2.md §5.6).
+    pub min_rnr_timer: u8,
+    /// Destination QP number.
+    pub dest_qp_num: Qpn,
+}
+
+impl Default for QpAttr {
+    fn default() -> Self {
+        QpAttr {
+            mask: QpAttrMask::EMPTY,
+            qp_state: QpState::Reset,
+            cur_qp_state: QpState::Reset,
+            qp_access_flags: AccessFlags::EMPTY,
+            pkey_index: 0,
+            port_num: 1,
+            qkey: 0,
+            ah_attr: AhAttr::to_gid(Gid::default()),
+            path_mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            rq_psn: 0,
+            sq_psn: 0,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            dest_qp_num: Qpn::new(0),
+        }
+    }
+}
+
+macro_rules! with {
+    ($($(#[$m:meta])* $fn:ident($field:ident: $ty:ty) => $bit:ident;)*) => {
+        impl QpAttr {
+            $( $(#[$m])* #[must_use] pub fn $fn(mut self, v: $ty) -> QpAttr {
+                self.$field = v;
+                self.mask |= QpAttrMask::$bit;
+                self
+            } )*
+        }
+    };
+}
+
+with! {
+    /// Target state.
+    with_state(qp_state: QpState) => STATE;
+    /// Asserted current state.
+    with_cur_state(cur_qp_state: QpState) => CUR_STATE;
+    /// Remote access rights.
+    with_access_flags(qp_access_flags: AccessFlags) => ACCESS_FLAGS;
+    /// P_Key index.
+    with_pkey_index(pkey_index: u16) => PKEY_INDEX;
+    /// Port number.
+    with_port(port_num: u8) => PORT;
+    /// Q_Key.
+    with_qkey(qkey: u32) => QKEY;
+    /// Address vector.
+    with_av(ah_attr: AhAttr) => AV;
+    /// Path MTU.
+    with_path_mtu(path_mtu: Mtu) => PATH_MTU;
+    /// ACK timeout exponent.
+    with_timeout(timeout: u8) => TIMEOUT;
+    /// Retry count.
+    with_retry_cnt(retry_cnt: u8) => RETRY_CNT;
+    /// RNR retry count.
+    with_rnr_retry(rnr_retry: u8) => RNR_RETRY;
+    /// Receive PSN.
+    with_rq_psn(rq_psn: u32) => RQ_PSN;
+    /// Send PSN.
+    with_sq_psn(sq_psn: u32) => SQ_PSN;
+    /// Initiator depth.
+    with_max_rd_atomic(max_rd_atomic: u8) => MAX_QP_RD_ATOMIC;
+    /// Responder resources.
+    with_max_dest_rd_atomic(max_dest_rd_atomic: u8) => MAX_DEST_RD_ATOMIC;
+    /// RNR NAK timer.
+    with_min_rnr_timer(min_rnr_timer: u8) => MIN_RNR_TIMER;
+    /// Destination QP.
+    with_dest_qpn(dest_qp_num: Qpn) => DEST_QPN;
+}
+
+impl QpAttr {
+    /// An empty attribute set (no mask bits).
+    pub fn new() -> QpAttr {
+        QpAttr::default()
+    }
+}
+
+/// Creation attributes of a QP (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInitAttr {
+    /// Transport.
+    pub qp_type: QpType,
+    /// CQ for send completions.
+    pub send_cq: crate::backend::CqHandle,
+    /// CQ for receive completions.
+    pub recv_cq: crate::backend::CqHandle,
+    /// Queue sizes.
+    pub cap: QpCap,
+    /// Every send WR generates a completion.
+    pub sq_sig_all: bool,
+}
+
+/// Port attributes (`ibv_port_attr`, the fields used here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortAttr {
+    /// `ibv_port_state`: 4 = ACTIVE.
+    pub state: u32,
+    /// Largest MTU.
+    pub max_mtu: Mtu,
+    /// Active MTU.
+    pub active_mtu: Mtu,
+    /// Number of GIDs.
+    pub gid_tbl_len: u32,
+    /// Link layer: true for Ethernet (RoCE).
+    pub link_layer_ethernet: bool,
+    /// LID (0 on RoCE).
+    pub lid: u16,
+}
+
+/// What a device is (`ibv_device` plus `ibv_device_attr` essentials).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceAttr {
+    /// Device name, e.g. `rxe_lo` or `mlx5_0`.
+    pub name: String,
+    /// Node GUID (host order).
+    pub node_guid: u64,
+    /// Firmware or emulator version string.
+    pub fw_ver: String,
+    /// Vendor id.
+    pub vendor_id: u32,
+    /// Largest MR.
+    pub max_mr_size: u64,
+    /// Largest QP depth.
+    pub max_qp_wr: u32,
+    /// Largest CQ.
+    pub max_cqe: u32,
+    /// Number of physical ports.
+    pub phys_port_cnt: u8,
+}
+
+/// What a peer needs to reach one QP, exchanged out of band (over TCP,
+/// a file, anything serde writes). The MR fields are present when the QP's
+/// owner offers a buffer for RDMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// LID (0 on RoCE).
+    pub lid: u16,
+    /// QP number.
+    pub qpn: u32,
+    /// First PSN this QP sends with (the peer's `rq_psn`).
+    pub psn: u32,
+    /// GID of the QP's port.
+    pub gid: Gid,
+    /// UDP port the device listens on (4791 on real NICs).
+    pub udp_port: u16,
+    /// Path MTU the owner supports.
+    pub mtu: Mtu,
+    /// A memory region offered to the peer.
+    pub mr: Option<RemoteMr>,
+}
+
+/// A memory region as a peer sees it: address, key and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteMr {
+    /// Start address (or 0 for ZERO_BASED regions).
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_match_rdma_core() {
+        assert_eq!(WcStatus::RemAccessErr.value(), 10);
+        assert_eq!(WcStatus::RetryExcErr.value(), 12);
+        assert_eq!(WcStatus::from_value(13), Some(WcStatus::RnrRetryExcErr));
+        assert_eq!(WcOpcode::RecvRdmaWithImm.value(), 129);
+        assert_eq!(QpAttrMask::DEST_QPN.bits(), 1 << 20);
+        assert_eq!(QpAttrMask::RATE_LIMIT.bits(), 1 << 25);
+        assert_eq!(Mtu::Mtu4096.bytes(), 4096);
+        assert_eq!(Mtu::Mtu256.value(), 1);
+        assert_eq!(Mtu::for_link_mtu(1500), Mtu::Mtu1024);
+        assert_eq!(Mtu::for_link_mtu(65536), Mtu::Mtu4096);
+        assert_eq!(SendOp::SendWithInv(Rkey::new(1)).wr_opcode(), 9);
+    }
+
+    #[test]
+    fn qp_attr_setters_set_mask_bits() {
+        let a = QpAttr::new()
+            .with_state(QpState::Init)
+            .with_port(1)
+            .with_pkey_index(0)
+            .with_access_flags(AccessFlags::REMOTE_WRITE);
+        assert_eq!(
+            a.mask,
+            QpAttrMask::STATE
+                | QpAttrMask::PORT
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::ACCESS_FLAGS
+        );
+        assert_eq!(a.qp_access_flags, AccessFlags::REMOTE_WRITE);
+    }
+
+    #[test]
+    fn gid_round_trips_ipv4_mapped() {
+        let g = Gid::from_ip("10.0.0.5".parse().unwrap());
+        assert_eq!(&g.0[10..], &[255, 255, 10, 0, 0, 5]);
+        assert_eq!(g.to_ip(), "10.0.0.5".parse::<IpAddr>().unwrap());
+        let s = serde_json::to_string(&g).unwrap();
+        assert_eq!(serde_json::from_str::<Gid>(&s).unwrap(), g);
+    }
+}
