@@ -169,6 +169,8 @@ pub struct Qp {
     last_cnp: Option<Instant>,
     /// RETH length of the WRITE in progress.
     write_len: u32,
+    /// The peer's last advertised credits (`None`: not advertised).
+    peer_credits: Option<u32>,
 }
 
 /// Outcome of acknowledging requests up to a PSN.
@@ -223,6 +225,7 @@ impl Qp {
             cnp_pending: false,
             last_cnp: None,
             write_len: 0,
+            peer_credits: None,
         }
     }
 
@@ -264,6 +267,13 @@ impl Qp {
     /// The oldest unacknowledged PSN.
     pub fn comp_psn(&self) -> Psn {
         self.comp_psn
+    }
+
+    /// The receive WQEs the peer last advertised in an ACK (`None` when it
+    /// sends no credit information). Informational: like rxe, the
+    /// requester relies on RNR NAKs rather than holding SENDs back.
+    pub fn peer_credits(&self) -> Option<u32> {
+        self.peer_credits
     }
 
     /// The responder's expected PSN.
@@ -1112,7 +1122,8 @@ impl Qp {
                     return;
                 };
                 match aeth.syndrome {
-                    AethSyndrome::Ack { .. } => {
+                    AethSyndrome::Ack { credits } => {
+                        self.peer_credits = credits_from_code(credits);
                         if p.is_before(self.comp_psn) {
                             self.stats.stale_responses += 1;
                             return;
@@ -1542,9 +1553,10 @@ impl Qp {
     // ---------------------------- responder ---------------------------
 
     fn push_ack(&mut self, psn: Psn) {
+        let credit_now = self.credit_code();
         if let Some(RespItem::Ack {
             psn: p,
-            syndrome: AethSyndrome::Ack { .. },
+            syndrome: AethSyndrome::Ack { credits },
             msn,
         }) = self.resp_q.back_mut()
         {
@@ -1552,14 +1564,24 @@ impl Qp {
             if !psn.is_before(*p) {
                 *p = psn;
                 *msn = self.msn;
+                *credits = credit_now;
             }
             return;
         }
+        let credits = self.credit_code();
         self.resp_q.push_back(RespItem::Ack {
             psn,
-            syndrome: AethSyndrome::Ack { credits: 31 },
+            syndrome: AethSyndrome::Ack { credits },
             msn: self.msn,
         });
+    }
+
+    fn credit_code(&self) -> u8 {
+        if self.cfg.advertise_credits {
+            credit_code(self.rq.len() as u32)
+        } else {
+            31
+        }
     }
 
     fn push_nak(&mut self, psn: Psn, syndrome: AethSyndrome) {

@@ -1203,3 +1203,142 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn pacing_holds_packets_and_reports_the_deadline() {
+    let rate = Rate::from_gbps(10);
+    let mut params = verbs_emu::cc::DcqcnParams::paper(rate);
+    params.line_rate = rate;
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.cc = CcConfig::Dcqcn(params);
+    });
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000); // 3 packets of 1 KB
+    let qp = &mut s.pair.a.qp;
+    let now = Instant::ZERO;
+    let first = qp.poll_transmit(now, &s.pair.a.mem).unwrap();
+    assert_eq!(
+        first.headers.bth.opcode,
+        verbs_emu::wire::Opcode::RcSendFirst
+    );
+    assert!(
+        qp.poll_transmit(now, &s.pair.a.mem).is_none(),
+        "the rate limiter holds"
+    );
+    // 1024 + 12 + 46 bytes at 10 Gb/s.
+    let gap = rate.serialization_time(1024 + 12 + 46);
+    assert_eq!(qp.poll_timeout(), Some(now + gap));
+    qp.handle_timeout(now + gap);
+    assert!(qp.poll_transmit(now + gap, &s.pair.a.mem).is_some());
+}
+
+#[test]
+fn an_idle_qp_has_no_deadline() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    assert_eq!(s.pair.a.qp.poll_timeout(), None);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair.step();
+    assert!(
+        s.pair.a.qp.poll_timeout().is_some(),
+        "the ACK timer runs while PSNs are outstanding"
+    );
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.qp.poll_timeout(), None);
+    assert_eq!(s.pair.b.qp.poll_timeout(), None);
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+}
+
+#[test]
+fn a_bad_receive_sge_is_rem_op_err_there_and_loc_prot_err_here() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let bad = Lkey::new(s.b.lkey.value() + 0x100);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, bad),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 100);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RemOpErr);
+    assert_eq!(s.pair.b.completions[0].status, WcStatus::LocProtErr);
+}
+
+#[test]
+fn a_bad_local_sge_on_send_is_loc_prot_err() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let sge = Sge {
+        addr: BASE + REGION,
+        length: 10,
+        lkey: s.a.lkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(1, SendOp::Send, sge))
+        .unwrap();
+    one_send(&mut s, 2, 10);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+    assert_eq!(st, [WcStatus::LocProtErr, WcStatus::WrFlushErr]);
+    assert_eq!(
+        s.pair.a.qp.stats().tx_requests,
+        0,
+        "nothing went on the wire"
+    );
+}
+
+#[test]
+fn acks_can_advertise_credits() {
+    assert_eq!(credit_code(0), 0);
+    assert_eq!(credit_code(5), 4);
+    assert_eq!(credit_code(6), 5);
+    assert_eq!(credit_code(100_000), 30);
+    assert_eq!(credits_from_code(13), Some(96));
+    assert_eq!(credits_from_code(31), None);
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.advertise_credits = true
+    });
+    for i in 0..10 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 64, s.b.lkey),
+            })
+            .unwrap();
+    }
+    one_send(&mut s, 1, 10);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    // Nine receive WQEs left: the largest table entry not above 9 is 8.
+    assert_eq!(s.pair.a.qp.peer_credits(), Some(8));
+}
