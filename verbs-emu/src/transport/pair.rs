@@ -252,15 +252,23 @@ impl Link {
         self.queue.push(Reverse((at, self.seq, slot)));
     }
 
-    fn pop_due(&mut self, now: Instant) -> Option<Flight> {
+    /// The slot of the next packet due by `now`; the caller reads it in
+    /// place and then calls [`Link::release`].
+    fn pop_due(&mut self, now: Instant) -> Option<usize> {
         match self.queue.peek() {
             Some(Reverse((t, _, _))) if *t <= now => {}
             _ => return None,
         }
         let Reverse((_, _, slot)) = self.queue.pop()?;
-        self.free.push(slot);
         self.stats.delivered += 1;
-        self.slots[slot].take()
+        Some(slot)
+    }
+
+    fn release(&mut self, slot: usize) {
+        if let Some(Flight { bytes: Some(b), .. }) = self.slots[slot].take() {
+            self.buffers.push(b);
+        }
+        self.free.push(slot);
     }
 }
 
@@ -526,7 +534,11 @@ impl<M: Memory> Pair<M> {
                 Side::A => (&mut self.ab, &mut self.b),
                 Side::B => (&mut self.ba, &mut self.a),
             };
-            while let Some(f) = link.pop_due(now) {
+            while let Some(slot) = link.pop_due(now) {
+                let Some(f) = link.slots[slot].as_ref() else {
+                    link.release(slot);
+                    continue;
+                };
                 let payload = match &f.bytes {
                     Some(b) => Payload::Bytes(b),
                     None => Payload::Len(f.len),
@@ -542,9 +554,7 @@ impl<M: Memory> Pair<M> {
                     },
                 };
                 ep.qp.handle_packet(now, &rx, &mut ep.mem);
-                if let Some(b) = f.bytes {
-                    link.buffers.push(b);
-                }
+                link.release(slot);
             }
         }
         for ep in [&mut self.a, &mut self.b] {

@@ -507,7 +507,7 @@ impl Qp {
         if total > MAX_MESSAGE {
             return Err(PostError::Invalid("message longer than 2^31 bytes"));
         }
-        if wr.op.is_atomic() && total < 8 {
+        if wr.op.is_atomic() && wr.sges.as_slice().first().map_or(true, |s| s.length < 8) {
             return Err(PostError::Invalid("an atomic needs an 8-byte local SGE"));
         }
         if t == QpType::Ud {
@@ -907,7 +907,7 @@ impl Qp {
                 let len = (w_len as u64).saturating_sub(off) as u32;
                 h = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
                 h.reth = Some(RethRepr {
-                    va: remote_addr + off,
+                    va: remote_addr.wrapping_add(off),
                     rkey,
                     dma_len: len,
                 });
@@ -1988,7 +1988,8 @@ impl Qp {
                         && !psn.is_after(last_psn)
                         && rkey == reth.rkey
                         && reth.va >= va
-                        && reth.va + reth.dma_len as u64 <= va + len as u64 =>
+                        && reth.va.saturating_add(reth.dma_len as u64)
+                            <= va.saturating_add(len as u64) =>
                     {
                         Some(first_psn)
                     }
@@ -2316,7 +2317,7 @@ fn gather(d: &mut PayloadDesc, sges: &[Sge], off: u32, len: u32) {
         let take = (l - skip).min(want);
         d.push(Piece {
             key: s.lkey.value(),
-            addr: s.addr + skip,
+            addr: s.addr.wrapping_add(skip),
             len: take as u32,
         });
         want -= take;
@@ -2356,7 +2357,7 @@ fn scatter<M: Memory + ?Sized>(
             }
             let take = ((l - skip) as u32).min(data.len() - done);
             let key = MemKey::Local(s.lkey);
-            let addr = s.addr + skip;
+            let addr = s.addr.wrapping_add(skip);
             if pass == 0 {
                 mem.check(key, addr, take as u64, Access::LOCAL_WRITE)
                     .map_err(|_| ScatterError::Protection)?;

@@ -1342,3 +1342,159 @@ fn acks_can_advertise_credits() {
     // Nine receive WQEs left: the largest table entry not above 9 is 8.
     assert_eq!(s.pair.a.qp.peer_credits(), Some(8));
 }
+
+#[test]
+fn random_packets_never_panic_the_engine() {
+    use verbs_emu::wire::{
+        AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Msn,
+        NakCode, Opcode, Psn, RethRepr, RoceHeaders,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    for round in 0..20u64 {
+        let mut s = setup(
+            ConnectAttrs {
+                psn_a: 0xFF_FF00,
+                psn_b: 5,
+                ..ConnectAttrs::default()
+            },
+            link(),
+            link(),
+            |c| c.min_time_between_cnps = Some(Duration::from_us(1)),
+        );
+        for i in 0..4 {
+            s.pair
+                .b
+                .qp
+                .post_recv(RecvWr {
+                    wr_id: i,
+                    sges: SgeList::one(BASE, 5000, s.b.lkey),
+                })
+                .unwrap();
+            s.pair
+                .a
+                .qp
+                .post_recv(RecvWr {
+                    wr_id: i,
+                    sges: SgeList::one(BASE, 5000, s.a.lkey),
+                })
+                .unwrap();
+        }
+        one_send(&mut s, 1, 5000);
+        let rd = SendOp::Read {
+            remote_addr: BASE,
+            rkey: s.b.rkey,
+        };
+        s.pair
+            .a
+            .qp
+            .post_send(SendWr::new(
+                2,
+                rd,
+                Sge {
+                    addr: BASE,
+                    length: 3000,
+                    lkey: s.a.lkey,
+                },
+            ))
+            .unwrap();
+        let buf = vec![0xA5u8; 5000];
+        for k in 0..2000u64 {
+            let now = Instant::from_ps(k * 1_000_000 + round);
+            let op = Opcode::ALL[rng.gen_range(0..Opcode::ALL.len())];
+            let near = |rng: &mut ChaCha8Rng, base: u32| {
+                Psn::new(base.wrapping_add(rng.gen_range(0..40)).wrapping_sub(20))
+            };
+            let side_a = rng.gen_bool(0.5);
+            let base = if side_a { 0xFF_FF00 } else { 5 };
+            let rkey = if rng.gen_bool(0.5) {
+                s.b.rkey
+            } else {
+                Rkey::new(rng.gen())
+            };
+            let va = if rng.gen_bool(0.5) {
+                BASE + rng.gen_range(0..REGION)
+            } else {
+                rng.gen()
+            };
+            let syndrome = match rng.gen_range(0..4) {
+                0 => AethSyndrome::Ack {
+                    credits: rng.gen_range(0..32),
+                },
+                1 => AethSyndrome::RnrNak {
+                    timer: rng.gen_range(0..32),
+                },
+                2 => AethSyndrome::Nak(match rng.gen_range(0..6) {
+                    0 => NakCode::PsnSequenceError,
+                    1 => NakCode::InvalidRequest,
+                    2 => NakCode::RemoteAccessError,
+                    3 => NakCode::RemoteOperationalError,
+                    4 => NakCode::InvalidRdRequest,
+                    _ => NakCode::Reserved(rng.gen_range(5..32)),
+                }),
+                _ => AethSyndrome::Reserved(rng.gen_range(0..32)),
+            };
+            let h = RoceHeaders {
+                bth: BthRepr {
+                    opcode: op,
+                    solicited: rng.gen(),
+                    migreq: false,
+                    pad_count: 0,
+                    tver: 0,
+                    pkey: 0xFFFF,
+                    fecn: false,
+                    becn: rng.gen(),
+                    dest_qp: if side_a {
+                        Qpn::new(0x11)
+                    } else {
+                        Qpn::new(0x22)
+                    },
+                    ack_req: rng.gen(),
+                    psn: near(&mut rng, base),
+                },
+                deth: op.has_deth().then(|| DethRepr {
+                    qkey: rng.gen(),
+                    src_qp: Qpn::new(rng.gen()),
+                }),
+                reth: op.has_reth().then(|| RethRepr {
+                    va,
+                    rkey,
+                    dma_len: rng.gen_range(0..9000),
+                }),
+                atomic_eth: op.has_atomic_eth().then(|| AtomicEthRepr {
+                    va,
+                    rkey,
+                    swap_add: rng.gen(),
+                    compare: rng.gen(),
+                }),
+                aeth: (op.has_aeth() && rng.gen_bool(0.95)).then(|| AethRepr {
+                    syndrome,
+                    msn: Msn::new(rng.gen()),
+                }),
+                atomic_ack_eth: op
+                    .has_atomic_ack_eth()
+                    .then(|| AtomicAckEthRepr { orig: rng.gen() }),
+                immdt: op.has_immdt().then(|| rng.gen()),
+                ieth: op.has_ieth().then(|| Rkey::new(rng.gen())),
+            };
+            let len = [0usize, 1, 100, 1024, 1025, 4096, 5000][rng.gen_range(0..7)];
+            let rx = Received {
+                headers: h,
+                ecn: if rng.gen_bool(0.2) {
+                    Ecn::Ce
+                } else {
+                    Ecn::Ect0
+                },
+                payload: Payload::Bytes(&buf[..len]),
+                grh: None,
+                src: AddressHandle(3),
+            };
+            let ep = if side_a { &mut s.pair.a } else { &mut s.pair.b };
+            ep.qp.handle_packet(now, &rx, &mut ep.mem);
+            while ep.qp.poll_transmit(now, &ep.mem).is_some() {}
+            if ep.qp.poll_timeout().is_some_and(|t| t <= now) {
+                ep.qp.handle_timeout(now);
+            }
+            while ep.qp.poll_completion().is_some() {}
+        }
+    }
+}
