@@ -1498,3 +1498,117 @@ fn random_packets_never_panic_the_engine() {
         }
     }
 }
+
+#[test]
+fn a_lost_middle_packet_gets_one_nak_and_go_back_n_from_it() {
+    let ab = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 5 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), ab, link(), |_| {});
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 20 * 1024, 1);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 20 * 1024, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 20 * 1024);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.b.qp.stats().tx_nak_seq, 1, "one NAK per gap");
+    assert_eq!(
+        s.pair.a.qp.stats().tx_retransmits,
+        15,
+        "resent from the lost PSN on"
+    );
+    assert_eq!(s.pair.a.qp.stats().timeouts, 0);
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE, 20 * 1024).unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 20 * 1024).unwrap()
+    );
+}
+
+#[test]
+fn a_lost_ack_is_recovered_by_timeout_and_a_duplicate_re_ack() {
+    let ba = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 0 },
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 2,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), ba, |_| {});
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    let (a, b) = (s.pair.a.qp.stats(), s.pair.b.qp.stats());
+    assert_eq!(a.timeouts, 1);
+    assert_eq!(
+        a.tx_retransmits, 3,
+        "the whole unacknowledged message went again"
+    );
+    assert_eq!(b.rx_duplicates, 3);
+    assert_eq!(s.pair.b.completions.len(), 1, "delivered once");
+}
+
+#[test]
+fn a_lost_read_response_is_retried_for_the_missing_part_only() {
+    // B -> A: drop the 4th packet (the 4th READ response).
+    let ba = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 3 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), ba, |_| {});
+    fill(&mut s.pair.b.mem, s.b.lkey, BASE, 10 * 1024, 2);
+    let rd = SendOp::Read {
+        remote_addr: BASE,
+        rkey: s.b.rkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(
+            1,
+            rd,
+            Sge {
+                addr: BASE + 65536,
+                length: 10 * 1024,
+                lkey: s.a.lkey,
+            },
+        ))
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(
+        s.pair.a.qp.stats().tx_retransmits,
+        1,
+        "one partial READ request"
+    );
+    // The responder streamed 10 responses, then 7 again from the gap.
+    assert_eq!(s.pair.b.qp.stats().tx_responses, 17);
+    assert_eq!(
+        s.pair
+            .a
+            .mem
+            .bytes(s.a.lkey, BASE + 65536, 10 * 1024)
+            .unwrap(),
+        s.pair.b.mem.bytes(s.b.lkey, BASE, 10 * 1024).unwrap()
+    );
+}
