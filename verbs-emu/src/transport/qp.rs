@@ -2480,3 +2480,129 @@ fn transition_masks(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, 
     };
     Some(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::memory::ByteMemory;
+    use crate::wire::Lkey;
+
+    #[test]
+    fn opcodes_follow_position_and_variant() {
+        use Opcode::*;
+        let w = SendOp::Write {
+            remote_addr: 0,
+            rkey: Rkey::new(1),
+        };
+        let wi = SendOp::WriteWithImm {
+            remote_addr: 0,
+            rkey: Rkey::new(1),
+            imm: 3,
+        };
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::Send, true, true),
+            RcSendOnly
+        );
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::SendWithImm(1), false, true),
+            RcSendLastImm
+        );
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::SendWithImm(1), true, false),
+            RcSendFirst
+        );
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::SendWithInv(Rkey::new(1)), true, true),
+            RcSendOnlyInv
+        );
+        assert_eq!(data_opcode(QpType::Uc, w, false, false), UcWriteMiddle);
+        assert_eq!(data_opcode(QpType::Rc, wi, true, true), RcWriteOnlyImm);
+        assert_eq!(data_opcode(QpType::Rc, wi, false, true), RcWriteLastImm);
+        assert_eq!(
+            data_opcode(QpType::Ud, SendOp::SendWithImm(1), true, true),
+            UdSendOnlyImm
+        );
+    }
+
+    #[test]
+    fn gather_and_scatter_walk_sge_lists() {
+        let sges = [
+            Sge {
+                addr: 100,
+                length: 10,
+                lkey: Lkey::new(7),
+            },
+            Sge {
+                addr: 500,
+                length: 5,
+                lkey: Lkey::new(7),
+            },
+            Sge {
+                addr: 900,
+                length: 20,
+                lkey: Lkey::new(8),
+            },
+        ];
+        let mut d = PayloadDesc::EMPTY;
+        gather(&mut d, &sges, 8, 10);
+        let p: Vec<(u32, u64, u32)> = d.pieces().iter().map(|p| (p.key, p.addr, p.len)).collect();
+        assert_eq!(p, [(7, 108, 2), (7, 500, 5), (8, 900, 3)]);
+        assert_eq!(d.len(), 10);
+
+        let mut mem = ByteMemory::new();
+        let r = mem.register(0, 4096, Access::LOCAL_WRITE).unwrap();
+        let sges = [
+            Sge {
+                addr: 10,
+                length: 3,
+                lkey: r.lkey,
+            },
+            Sge {
+                addr: 100,
+                length: 4,
+                lkey: r.lkey,
+            },
+        ];
+        scatter(&mut mem, &sges, 1, Payload::Bytes(&[1, 2, 3, 4, 5])).unwrap();
+        assert_eq!(mem.bytes(r.lkey, 10, 3).unwrap(), &[0, 1, 2]);
+        assert_eq!(mem.bytes(r.lkey, 100, 4).unwrap(), &[3, 4, 5, 0]);
+        assert_eq!(
+            scatter(&mut mem, &sges, 3, Payload::Len(5)),
+            Err(ScatterError::TooSmall)
+        );
+        let bad = [Sge {
+            addr: 10,
+            length: 3,
+            lkey: Lkey::new(0),
+        }];
+        assert_eq!(
+            scatter(&mut mem, &bad, 0, Payload::Len(1)),
+            Err(ScatterError::Protection)
+        );
+    }
+
+    #[test]
+    fn the_transition_table_differs_by_qp_type() {
+        use QpState::*;
+        assert!(transition_masks(QpType::Rc, Reset, Err).is_none());
+        assert!(transition_masks(QpType::Rc, Sqe, Rts).is_none());
+        assert!(transition_masks(QpType::Uc, Sqe, Rts).is_some());
+        let (req, _) = transition_masks(QpType::Ud, Reset, Init).unwrap();
+        assert!(req.contains(AttrMask::QKEY));
+        let (req, _) = transition_masks(QpType::Ud, Init, Rtr).unwrap();
+        assert!(req.is_empty());
+        let (req, _) = transition_masks(QpType::Rc, Rtr, Rts).unwrap();
+        assert_eq!(
+            req,
+            AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::SQ_PSN
+                | AttrMask::MAX_QP_RD_ATOMIC
+        );
+        for from in [Init, Rtr, Rts, Sqd, Sqe, Err] {
+            assert!(transition_masks(QpType::Rc, from, Err).is_some());
+            assert!(transition_masks(QpType::Rc, from, Reset).is_some());
+        }
+    }
+}
