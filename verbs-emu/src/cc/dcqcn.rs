@@ -548,7 +548,8 @@ mod tests {
         // T = 1 >= threshold 1: additive, RT += 5 Mb/s, then RC = (RC+RT)/2.
         d.handle_timeout(us(300));
         assert_eq!(d.timer_stage(), 1);
-        let rt1 = 100_000_000_000u64.min(100_000_000_000 + 5_000_000);
+        // RT + 5 Mb/s is clamped to the line rate.
+        let rt1 = 100_000_000_000u64;
         assert_eq!(d.target_rate().bps(), rt1);
         assert_eq!(d.current_rate().bps(), (rc0 + rt1).div_ceil(2));
         // With clamp_tgt_rate = 0, RT drops to RC at a decrease only after a
