@@ -42,6 +42,20 @@ pub fn local_ack_timeout(timeout: u8) -> Option<Duration> {
     Some(Duration::from_ns(4096).saturating_mul(1u64 << (timeout.min(31))))
 }
 
+/// Time to serialise `bytes` at `rate`, rounded up to a picosecond: the
+/// same value as [`Rate::serialization_time`](crate::time::Rate), with a
+/// 64-bit fast path for packet-sized counts (the 128-bit division costs
+/// more than the rest of a packet's bookkeeping).
+pub fn wire_time(rate: crate::time::Rate, bytes: u64) -> Duration {
+    const PS_PER_S: u64 = 1_000_000_000_000;
+    let bps = rate.bps();
+    if bps != 0 && bytes < (1 << 20) {
+        Duration::from_ps((bytes * 8 * PS_PER_S).div_ceil(bps))
+    } else {
+        rate.serialization_time(bytes)
+    }
+}
+
 /// Asynchronous QP events (`ibv_event_type` subset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpEvent {
@@ -711,7 +725,7 @@ impl Qp {
         self.cc.on_transmit(now, bytes);
         if let Some(rate) = self.cc.rate() {
             let start = self.next_send_time.max(now);
-            self.next_send_time = start + rate.serialization_time(bytes);
+            self.next_send_time = start + wire_time(rate, bytes);
         }
         self.pacing_blocked = false;
     }
@@ -2486,6 +2500,22 @@ mod tests {
     use super::*;
     use crate::transport::memory::ByteMemory;
     use crate::wire::Lkey;
+
+    #[test]
+    fn wire_time_matches_the_128_bit_formula() {
+        use crate::time::Rate;
+        for bps in [1u64, 999_999_937, 25_000_000_000, 400_000_000_000] {
+            for bytes in [0u64, 1, 64, 1082, 4142, (1 << 20) - 1, 1 << 20, 1 << 30] {
+                let r = Rate::from_bps(bps);
+                assert_eq!(
+                    wire_time(r, bytes),
+                    r.serialization_time(bytes),
+                    "{bps} {bytes}"
+                );
+            }
+        }
+        assert_eq!(wire_time(Rate::from_bps(0), 10), Duration::MAX);
+    }
 
     #[test]
     fn opcodes_follow_position_and_variant() {
