@@ -184,7 +184,10 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     link_inventory(ctx, &mut out);
     mtu_inventory(ctx, &mut out);
     gdr(ctx, &mut out);
+    qos_mapping(ctx, &mut out);
+    gid_choice(ctx, &mut out);
     slow_perftest(ctx, &mut out);
+    perftest_latency(ctx, &mut out);
     since_boot(ctx, &mut out);
     if out.iter().all(|f| f.severity == Severity::Info) {
         healthy(ctx, &mut out);
@@ -1057,5 +1060,141 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
             }
         ));
         out.push(f);
+    }
+}
+
+/// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
+/// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
+fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
+    let dscp = tc >> 2;
+    q.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
+}
+
+/// #10 from configuration: the job's traffic class against mlnx_qos.
+fn qos_mapping(ctx: &Context, out: &mut Vec<Finding>) {
+    for (qfile, q) in &ctx.qos {
+        let Some(enabled) = q.pfc_enabled else {
+            continue;
+        };
+        let pfc = q.pfc_priorities();
+        if pfc.is_empty() {
+            let mut f = Finding::new(Severity::Warning, Symptom::LossyPriority, qfile.clone());
+            f.title = "PFC is enabled on no priority".into();
+            f.evidence
+                .push(format!("{qfile}: PFC enabled bits {enabled:?}"));
+            fill_qos_text(&mut f);
+            out.push(f);
+            continue;
+        }
+        for (nfile, n) in &ctx.nccl {
+            let Some(tc) = n.env.get("NCCL_IB_TC").and_then(|v| v.parse::<u8>().ok()) else {
+                continue;
+            };
+            let trust_dscp = q.trust.as_deref() == Some("dscp");
+            if !trust_dscp {
+                continue;
+            }
+            let prio = prio_of_tclass(tc, q);
+            if enabled[usize::from(prio)] {
+                continue;
+            }
+            let mut f = Finding::new(
+                Severity::Error,
+                Symptom::LossyPriority,
+                format!("NCCL_IB_TC={tc}"),
+            );
+            f.title = format!("the job's traffic class lands on prio{prio}, which has no PFC");
+            f.evidence.push(format!(
+                "{nfile}: NCCL_IB_TC={tc} -> DSCP {} -> prio{prio} (trust dscp, {qfile}); PFC is on {:?}",
+                tc >> 2,
+                pfc
+            ));
+            fill_qos_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+fn fill_qos_text(f: &mut Finding) {
+    f.impact =
+        "RoCE runs lossy: congestion becomes drops and go-back-N retransmissions instead of pause"
+            .into();
+    f.check_first = "`mlnx_qos -i`: `--pfc` bits for the RoCE priority, `--trust dscp` and dscp2prio; NCCL_IB_TC (DSCP<<2 | ECN) must map to that priority; the switch must agree".into();
+    f.why = "a GRH traffic class byte carries DSCP in its upper six bits; the NIC maps DSCP to a priority, and only PFC-enabled priorities are lossless".into();
+}
+
+/// The GID index in use against `show_gids`.
+fn gid_choice(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut chosen: Vec<(String, u32)> = Vec::new();
+    for (file, n) in &ctx.nccl {
+        if let Some(i) = n.env.get("NCCL_IB_GID_INDEX").and_then(|v| v.parse().ok()) {
+            chosen.push((format!("{file}: NCCL_IB_GID_INDEX={i}"), i));
+        }
+    }
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            if let (Some(i), Some("Ethernet")) = (run.gid_index, run.link_type.as_deref()) {
+                chosen.push((format!("{file}: perftest GID index {i}"), i));
+            }
+        }
+    }
+    for (gfile, gids) in &ctx.gids {
+        for (what, idx) in &chosen {
+            let entries: Vec<_> = gids.iter().filter(|g| g.index == *idx).collect();
+            let Some(e) = entries.first() else { continue };
+            if entries.iter().any(|g| g.is_rocev2_ipv4()) {
+                continue;
+            }
+            let good: Vec<String> = gids
+                .iter()
+                .filter(|g| g.is_rocev2_ipv4() && g.device == e.device)
+                .map(|g| g.index.to_string())
+                .collect();
+            let mut f = Finding::new(Severity::Error, Symptom::AckTimeout, what.clone());
+            f.title = "the GID index in use is not the routable RoCEv2 IPv4 entry".into();
+            f.evidence.push(format!(
+                "{gfile}: index {idx} on {} is {} {}; RoCEv2 IPv4 entries: [{}]",
+                e.device,
+                e.version,
+                e.ipv4.as_deref().unwrap_or("(link-local, no IPv4)"),
+                good.join(", ")
+            ));
+            fill_timeout_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+/// perftest latency against the usual pass marks (2.5 us write/send,
+/// 4.5 us read/atomic, small messages).
+fn perftest_latency(ctx: &Context, out: &mut Vec<Finding>) {
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            let verb = run.verb.as_deref().unwrap_or("");
+            let limit_ns = if verb.starts_with("RDMA_Read") || verb.starts_with("Atomic") {
+                4500
+            } else {
+                2500
+            };
+            for row in run.lat.iter().filter(|r| r.bytes <= 4096) {
+                if row.typical_ns > limit_ns {
+                    let mut f =
+                        Finding::new(Severity::Warning, Symptom::SlowPerftest, file.clone());
+                    f.title = format!(
+                        "{verb} latency above {}.{} us",
+                        limit_ns / 1000,
+                        (limit_ns % 1000) / 100
+                    );
+                    f.evidence.push(format!(
+                        "line {}: {} bytes t_typical {} ns (t_avg {} ns, t_max {} ns)",
+                        row.line, row.bytes, row.typical_ns, row.avg_ns, row.max_ns
+                    ));
+                    f.impact = "every small message (NCCL's control messages, small all-reduces) pays this latency".into();
+                    f.check_first = "CPU frequency scaling and pinning, the switch path (hops, pause), interrupt moderation; read latency is a full round trip and naturally about twice write latency".into();
+                    f.why = "healthy RoCE small-message write latency is a few microseconds or less; perftest prints half the round trip for write/send and the full one for read/atomic".into();
+                    out.push(f);
+                }
+            }
+        }
     }
 }

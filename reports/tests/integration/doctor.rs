@@ -331,3 +331,54 @@ fn json_output_is_stable_and_complete() {
     assert_eq!(f["playbook"], 1);
     assert!(f["check_first"].as_str().unwrap().contains("switch port"));
 }
+
+#[test]
+fn traffic_class_mapped_to_a_priority_without_pfc() {
+    let d = assert_first(
+        "extra_tc_mapping",
+        None,
+        Symptom::LossyPriority,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(ev.contains("NCCL_IB_TC=106 -> DSCP 26 -> prio3"), "{ev}");
+    assert!(ev.contains("PFC is on [4]"), "{ev}");
+}
+
+#[test]
+fn wrong_gid_index_is_named_with_the_right_one() {
+    let d = assert_first(
+        "extra_wrong_gid",
+        None,
+        Symptom::AckTimeout,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(
+        ev.contains("index 1 on mlx5_0 is v2 (link-local, no IPv4)"),
+        "{ev}"
+    );
+    assert!(ev.contains("RoCEv2 IPv4 entries: [3]"), "{ev}");
+}
+
+#[test]
+fn slow_perftest_latency_is_flagged_and_healthy_is_not() {
+    for (file, slow) in [
+        ("perftest/write_lat_slow.txt", true),
+        ("perftest/write_lat.txt", false),
+    ] {
+        let parsed = realnic::parse(None, &fixture(file)).unwrap();
+        let d = diagnose(
+            &[Input {
+                name: file.into(),
+                parsed,
+            }],
+            &Options::default(),
+        );
+        let flagged = d
+            .findings
+            .iter()
+            .any(|f| f.symptom == Symptom::SlowPerftest);
+        assert_eq!(flagged, slow, "{file}: {}", d.render_text());
+    }
+}
