@@ -158,6 +158,11 @@ pub(super) struct Context {
     pub nccl: Vec<(String, NcclLog)>,
 }
 
+/// Sum without overflow (counters can be anything in a hostile file).
+fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
+    it.fold(0u64, u64::saturating_add)
+}
+
 /// Parts per million as a percentage with three decimals.
 fn pct(ppm: u64) -> String {
     format!("{}.{:03}%", ppm / 10_000, (ppm % 10_000) / 10)
@@ -217,7 +222,9 @@ fn storm(v: &CounterView, out: &mut Vec<Finding>) {
     let mut stuck = Vec::new();
     for p in 0u8..8 {
         let dur = v.get(&format!("tx_prio{p}_pause_duration"));
-        let bytes = v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes"));
+        let bytes = v
+            .get(&format!("rx_prio{p}_bytes"))
+            .saturating_add(v.get(&format!("tx_prio{p}_bytes")));
         if let Some(pm) = v.ppm_of_interval(dur) {
             if pm >= 900_000 && bytes < 1_000_000 {
                 stuck.push((p, pm, bytes));
@@ -331,9 +338,12 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
 /// #10: traffic on a priority without PFC.
 fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     let bytes: Vec<u64> = (0..8)
-        .map(|p| v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes")))
+        .map(|p| {
+            v.get(&format!("rx_prio{p}_bytes"))
+                .saturating_add(v.get(&format!("tx_prio{p}_bytes")))
+        })
         .collect();
-    let total: u64 = bytes.iter().sum();
+    let total: u64 = saturating_sum(bytes.iter().copied());
     if total == 0 {
         return;
     }
@@ -347,13 +357,15 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     if from_qos {
         pfc.extend(qos_pfc);
     }
-    let pfc_bytes: u64 = pfc.iter().map(|p| bytes[usize::from(*p)]).sum();
+    let pfc_bytes: u64 = saturating_sum(pfc.iter().map(|p| bytes[usize::from(*p)]));
     let (top, top_bytes) = (0u8..8)
         .filter(|p| !pfc.contains(p))
         .map(|p| (p, bytes[usize::from(p)]))
         .max_by_key(|(_, b)| *b)
         .unwrap_or((0, 0));
-    let roce_bytes = v.get("rx_vport_rdma_unicast_bytes") + v.get("tx_vport_rdma_unicast_bytes");
+    let roce_bytes = v
+        .get("rx_vport_rdma_unicast_bytes")
+        .saturating_add(v.get("tx_vport_rdma_unicast_bytes"));
     let sev = if roce_bytes > 0 {
         // Most RoCE bytes cannot be on a PFC priority.
         if u128::from(pfc_bytes) * 2 >= u128::from(roce_bytes) {
@@ -520,8 +532,12 @@ fn ack_timeout(ctx: &Context, out: &mut Vec<Finding>) {
         f.title = "the QP's ACK timer expires: retransmission by timeout".into();
         f.evidence
             .push(format!("local_ack_timeout_err +{t} {}", v.how()));
-        let loss = v.get("out_of_sequence") + v.get("packet_seq_err");
-        let traffic = v.get("rx_write_requests") + v.get("rx_read_requests");
+        let loss = v
+            .get("out_of_sequence")
+            .saturating_add(v.get("packet_seq_err"));
+        let traffic = v
+            .get("rx_write_requests")
+            .saturating_add(v.get("rx_read_requests"));
         if loss > 0 {
             f.evidence.push(format!("with loss counters out_of_sequence + packet_seq_err = {loss}: timeouts under load, tail drops"));
         } else if traffic == 0 && v.has("rx_write_requests") {
@@ -561,10 +577,10 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
     if cc.is_empty() {
         return;
     }
-    let marked: u64 = cc.iter().map(|r| r.get("np_ecn_marked_roce_packets")).sum();
-    let sent: u64 = cc.iter().map(|r| r.get("np_cnp_sent")).sum();
-    let handled: u64 = cc.iter().map(|r| r.get("rp_cnp_handled")).sum();
-    let ignored: u64 = cc.iter().map(|r| r.get("rp_cnp_ignored")).sum();
+    let marked: u64 = saturating_sum(cc.iter().map(|r| r.get("np_ecn_marked_roce_packets")));
+    let sent: u64 = saturating_sum(cc.iter().map(|r| r.get("np_cnp_sent")));
+    let handled: u64 = saturating_sum(cc.iter().map(|r| r.get("rp_cnp_handled")));
+    let ignored: u64 = saturating_sum(cc.iter().map(|r| r.get("rp_cnp_ignored")));
     let since_boot = cc.iter().all(|r| r.since_boot);
     // Pause pressure anywhere.
     let mut pause_ev = Vec::new();
@@ -762,7 +778,9 @@ fn corruption_eth(v: &CounterView, out: &mut Vec<Finding>) {
     f.evidence = ev;
     let bits = v.get("rx_bits_phy");
     if bits > 0 {
-        let errs = v.get("rx_symbol_err_phy") + v.get("rx_crc_errors_phy");
+        let errs = v
+            .get("rx_symbol_err_phy")
+            .saturating_add(v.get("rx_crc_errors_phy"));
         f.evidence
             .push(format!("{errs} errors over rx_bits_phy +{bits}"));
     }
@@ -1045,7 +1063,9 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
         let pfc: Vec<String> = v.pfc_prios().iter().map(|p| format!("prio{p}")).collect();
         let bytes: Vec<String> = (0..8)
             .filter_map(|p| {
-                let b = v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes"));
+                let b = v
+                    .get(&format!("rx_prio{p}_bytes"))
+                    .saturating_add(v.get(&format!("tx_prio{p}_bytes")));
                 (b > 0).then(|| format!("prio{p} {b} bytes"))
             })
             .collect();

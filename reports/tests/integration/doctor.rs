@@ -382,3 +382,29 @@ fn slow_perftest_latency_is_flagged_and_healthy_is_not() {
         assert_eq!(flagged, slow, "{file}: {}", d.render_text());
     }
 }
+
+#[test]
+fn saturated_counters_do_not_overflow() {
+    let max = u64::MAX;
+    let text = format!(
+        "NIC statistics:\n     rx_prio3_bytes: {max}\n     tx_prio3_bytes: {max}\n     rx_prio3_pause: {max}\n     rx_prio3_pause_duration: {max}\n     rx_vport_rdma_unicast_bytes: {max}\n     tx_vport_rdma_unicast_bytes: {max}\n     rx_symbol_err_phy: {max}\n     rx_crc_errors_phy: {max}\n"
+    );
+    let rdma = format!("link mlx5_0/1 np_cnp_sent {max} out_of_sequence {max}\nlink mlx5_1/1 np_cnp_sent {max} packet_seq_err {max}\n");
+    let inputs = vec![
+        Input {
+            name: "e".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        },
+        Input {
+            name: "r".into(),
+            parsed: realnic::parse(None, &rdma).unwrap(),
+        },
+    ];
+    let d = diagnose(
+        &inputs,
+        &Options {
+            interval: Some(Duration::from_ps(1)),
+        },
+    );
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::Corruption));
+}
