@@ -185,6 +185,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     }
     loss(ctx, &mut out);
     ack_timeout(ctx, &mut out);
+    other_completion_errors(ctx, &mut out);
     ecn(ctx, &mut out);
     link_inventory(ctx, &mut out);
     mtu_inventory(ctx, &mut out);
@@ -1216,5 +1217,78 @@ fn perftest_latency(ctx: &Context, out: &mut Vec<Finding>) {
                 }
             }
         }
+    }
+}
+
+/// Completion statuses other than 12, from perftest and NCCL logs.
+fn other_completion_errors(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut seen: Vec<(u32, String)> = Vec::new();
+    for (name, p) in &ctx.perftest {
+        for e in &p.errors {
+            if let Some(st) = e.status.filter(|s| *s != 12) {
+                seen.push((
+                    st,
+                    format!("{name} line {}: perftest completion status {st}", e.line),
+                ));
+            }
+        }
+    }
+    for (name, n) in &ctx.nccl {
+        for e in &n.errors {
+            if let Some(st) = e.status.filter(|s| *s != 12) {
+                seen.push((
+                    st,
+                    format!("{name} line {}: NCCL completion status {st}", e.line),
+                ));
+            }
+        }
+    }
+    let mut statuses: Vec<u32> = seen.iter().map(|(s, _)| *s).collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    for st in statuses {
+        let (sev, title, impact, check) = match st {
+            13 => (
+                Severity::Error,
+                "RNR retry exceeded: the receiver had no receive posted",
+                "the connection fails after its RNR retries; the collective aborts",
+                "the receiving application posts receives in time (SRQ/RQ depth, rnr_retry, min RNR timer); out_of_buffer on the responder",
+            ),
+            4 => (
+                Severity::Error,
+                "local protection error: a work request used memory it may not",
+                "the first transfer fails; with GPU buffers typically at start-up",
+                "memory registration of the buffers; for GPU memory the peer-memory module (nvidia-peermem) or dma-buf support",
+            ),
+            10 => (
+                Severity::Error,
+                "remote access error: the peer refused the rkey or range",
+                "RDMA READ/WRITE to that peer fails",
+                "rkey/address exchange between the peers, MR access flags (remote read/write/atomic)",
+            ),
+            5 => (
+                Severity::Info,
+                "work requests flushed: collateral of a QP that went to error",
+                "nothing by itself; look for the first, non-flush error",
+                "the earliest completion error in the log",
+            ),
+            _ => (
+                Severity::Warning,
+                "work completions failed",
+                "the operations that failed did not happen",
+                "the status code against ibv_wc_status",
+            ),
+        };
+        let mut f = Finding::new(sev, Symptom::CompletionError, format!("status {st}"));
+        f.title = title.into();
+        f.evidence = seen
+            .iter()
+            .filter(|(s, _)| *s == st)
+            .map(|(_, e)| e.clone())
+            .collect();
+        f.impact = impact.into();
+        f.check_first = check.into();
+        f.why = "the completion status says which side and which rule stopped the work request; 12 (retry exceeded) is reported as ack-timeout".into();
+        out.push(f);
     }
 }

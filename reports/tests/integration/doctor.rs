@@ -408,3 +408,32 @@ fn saturated_counters_do_not_overflow() {
     );
     assert!(d.findings.iter().any(|f| f.symptom == Symptom::Corruption));
 }
+
+#[test]
+fn other_completion_statuses_are_explained() {
+    let log = fixture("nccl/nccl_retry_exceeded.txt")
+        .replace("status=12", "status=4")
+        .replace("error 12", "error 13");
+    let parsed = realnic::parse(None, &log).unwrap();
+    let d = diagnose(
+        &[Input {
+            name: "nccl".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    let ids: Vec<(Symptom, &str)> = d
+        .findings
+        .iter()
+        .map(|f| (f.symptom, f.subject.as_str()))
+        .collect();
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 4")),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 13")),
+        "{ids:?}"
+    );
+    assert!(!ids.iter().any(|(s, _)| *s == Symptom::AckTimeout));
+}
