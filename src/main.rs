@@ -6,8 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd_compare;
+mod cmd_devices;
 mod cmd_doctor;
 mod cmd_parse;
+mod cmd_wire;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.
@@ -22,6 +24,10 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// RoCEv2 wire format: write sample captures, decode pcap files.
+    Wire(cmd_wire::WireArgs),
+    /// List RDMA devices, emulated and real, like `ibv_devices`.
+    Devices(cmd_devices::Args),
     /// Parse a real tool's output (or `auto`-detect it) and print what was understood.
     Parse(cmd_parse::Args),
     /// Diagnose NIC counter captures and inventory files; findings ranked by severity.
@@ -37,6 +43,8 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Wire(args) => cmd_wire::run(args),
+        Command::Devices(args) => cmd_devices::run(&args),
         Command::Parse(args) => cmd_parse::run(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Compare(args) => cmd_compare::run(args),

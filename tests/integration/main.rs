@@ -1,3 +1,6 @@
-//! Integration tests of the `rocelab` binary.
+//! rocelab integration tests: one binary, one module per area. They run the
+//! built `rocelab` binary.
 
 mod cli_reports;
+mod devices;
+mod wire;
