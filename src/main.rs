@@ -1,6 +1,9 @@
 //! `rocelab`: the one command-line binary. It parses arguments and calls the
 //! libraries; no logic lives here. One module per subcommand.
 
+mod cmd_validate;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +21,11 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// Check a scenario or topology file without running it.
+    Validate {
+        /// The scenario or topology file (TOML).
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -27,5 +35,6 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Validate { file } => cmd_validate::run(&file),
     }
 }

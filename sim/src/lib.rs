@@ -9,5 +9,6 @@
 pub mod config;
 pub mod input;
 pub mod results;
+pub mod scenario;
 pub mod topology;
 pub mod workload;
