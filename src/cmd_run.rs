@@ -155,6 +155,9 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     );
 }
 
+/// A row of the side-by-side table: its name and how to show one variant.
+type Row = (&'static str, fn(&RunResult) -> String);
+
 fn print_comparison(results: &[RunResult]) {
     println!();
     print!("{:<18}", "side by side");
@@ -162,7 +165,7 @@ fn print_comparison(results: &[RunResult]) {
         print!(" {:>16}", r.summary.variant);
     }
     println!();
-    let rows: [(&str, fn(&RunResult) -> String); 8] = [
+    let rows: [Row; 8] = [
         ("flows completed", |r| {
             format!("{}/{}", r.summary.flows_completed, r.summary.flows_total)
         }),
