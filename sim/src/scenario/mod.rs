@@ -102,9 +102,10 @@ pub struct ScenarioDoc {
     /// Workloads.
     #[serde(default, rename = "workload")]
     pub workloads: Vec<WorkloadDoc>,
-    /// Variants (raw tables; merged over the base document).
+    /// Variants (raw tables with their place in the file; merged over
+    /// the base document).
     #[serde(default, rename = "variant")]
-    pub variants: Vec<toml::Table>,
+    pub variants: Vec<toml::Spanned<toml::Table>>,
 }
 
 fn default_seed() -> u64 {
@@ -206,32 +207,33 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
         docs.push(("default".to_string(), None, base, String::new()));
     } else {
         let mut seen: Vec<String> = Vec::new();
-        for (i, v) in base.variants.iter().enumerate() {
+        for (i, spanned) in base.variants.iter().enumerate() {
             let prefix = format!("variant[{i}]");
-            let mut v = v.clone();
+            let at = |e: FileError| e.at(text, spanned.span().start);
+            let mut v = spanned.get_ref().clone();
             let vname = match v.remove("name") {
                 Some(toml::Value::String(s)) if !s.is_empty() => s,
                 Some(other) => {
-                    return Err(FileError::new(
+                    return Err(at(FileError::new(
                         path,
                         &format!("{prefix}.name"),
                         format!("{other}: expected a non-empty string"),
-                    ))
+                    )))
                 }
                 None => {
-                    return Err(FileError::new(
+                    return Err(at(FileError::new(
                         path,
                         &format!("{prefix}.name"),
                         "missing: expected a name for every variant",
-                    ))
+                    )))
                 }
             };
             if seen.contains(&vname) {
-                return Err(FileError::new(
+                return Err(at(FileError::new(
                     path,
                     &format!("{prefix}.name"),
                     format!("{vname:?} is used twice: expected unique variant names"),
-                ));
+                )));
             }
             seen.push(vname.clone());
             let vdesc = match v.remove("description") {
@@ -264,7 +266,7 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
                         .and_then(|k| k.split(['.', '[']).next())
                         .map(str::to_string);
                     match top {
-                        Some(t) if keys.contains(&t) => e.under(&prefix),
+                        Some(t) if keys.contains(&t) => at(e.under(&prefix)),
                         _ => e,
                     }
                     .with_variant(&vname)

@@ -138,7 +138,7 @@ fn bad_scenarios_name_file_key_and_expectation() {
         (format!("{base}[record]\nqueues = [{{ node = \"sw0\", port = 9 }}]\n{incast}"), "record.queues[0].port", "has ports", None),
         (format!("topology = \"missing.toml\"\n{incast}"), "topology", "does not exist", None),
         (format!("topology = 5\n{incast}"), "topology", "expected a file path", None),
-        (format!("{base}{incast}[[variant]]\nname = \"x\"\nfabric.pfc.enabled = \"no\"\n"), "variant[0].fabric.pfc.enabled", "expected a boolean", None),
+        (format!("{base}{incast}[[variant]]\nname = \"x\"\nfabric.pfc.enabled = \"no\"\n"), "variant[0].fabric.pfc.enabled", "expected a boolean", Some(6)),
         (format!("{base}{incast}[[variant]]\nfabric.pfc.enabled = false\n"), "variant[0].name", "expected a name", None),
         (format!("{base}{incast}[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a\"\n"), "variant[1].name", "unique", None),
         (base.to_string(), "workload", "at least one", None),
