@@ -255,8 +255,10 @@ impl<'a> World<'a> {
             })?;
             let mut route = Vec::with_capacity(n_hosts);
             let mut hops = Vec::new();
-            for d in 0..n_hosts {
-                let h = routes.next_hops(NodeId(ni as u32), d as u32);
+            for (d, h) in (0..n_hosts as u32)
+                .map(|d| routes.next_hops(NodeId(ni as u32), d))
+                .enumerate()
+            {
                 for &p in h {
                     if usize::from(p) >= node.ports.len() {
                         return Err(SimError::Topology(format!(

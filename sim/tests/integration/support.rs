@@ -49,7 +49,7 @@ pub fn add_link(t: &mut Topology, a: usize, b: usize, rate: Rate, delay: Duratio
     });
 }
 
-/// All equal-cost shortest next hops (the topology module's BFS).
+/// All equal-cost shortest next hops.
 pub fn shortest_routes(t: &Topology) -> Routes {
     Routes::compute(t)
 }
