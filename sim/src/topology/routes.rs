@@ -135,11 +135,6 @@ impl Routes {
         }
     }
 
-    /// Number of nodes the table covers.
-    pub fn node_count(&self) -> usize {
-        self.host_index.len()
-    }
-
     /// Egress ports of `node` on shortest paths to the host with index
     /// `dest_host`, ascending; empty at the destination itself, when it is
     /// unreachable, or for ids out of range.
