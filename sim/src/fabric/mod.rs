@@ -116,6 +116,7 @@ pub struct World<'a> {
     samples: Vec<QueueSeries>,
     sample_ports: Vec<u32>,
     drops: u64,
+    pub(crate) flows_open: usize,
     last_active: Instant,
     setup_secs: f64,
     stop_reason: &'static str,
@@ -359,6 +360,7 @@ impl<'a> World<'a> {
             samples,
             sample_ports,
             drops: 0,
+            flows_open: flows.len(),
             last_active: Instant::ZERO,
             setup_secs: 0.0,
             stop_reason: "idle",
@@ -461,6 +463,12 @@ impl<'a> World<'a> {
                 self.stop_reason = "event_budget";
                 break;
             }
+            if end.is_none() && self.flows_open == 0 && !self.flows.is_empty() {
+                // Every flow finished: what is left are idle timers
+                // (congestion-control recovery, stale deadlines).
+                self.stop_reason = "flows_done";
+                break;
+            }
             let Some((now, ev)) = self.q.pop() else { break };
             if self.dispatch(now, ev) {
                 self.last_active = now;
@@ -477,7 +485,7 @@ impl<'a> World<'a> {
         // timer that found nothing to do.
         let now = match (self.stop_reason, end) {
             ("duration", Some(e)) => e,
-            ("idle", _) => self.last_active,
+            ("idle", _) | ("flows_done", _) => self.last_active,
             _ => self.q.now(),
         };
         let run_secs = wall.elapsed().as_secs_f64();

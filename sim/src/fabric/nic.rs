@@ -152,8 +152,10 @@ impl QpTable {
         }
         let a = self.qps.len() as u32;
         let b = a + 1;
-        let qa = new_qp(a, b, dst, cfg, seed, rate_src)?;
-        let qb = new_qp(b, a, src, cfg, seed, rate_dst)?;
+        // The requester only sends, the responder only receives: size the
+        // engine's queues for that (they are preallocated per QP).
+        let qa = new_qp(a, b, dst, cfg, seed, rate_src, (POST_AHEAD as u32, 1))?;
+        let qb = new_qp(b, a, src, cfg, seed, rate_dst, (1, POST_AHEAD as u32))?;
         let sport = |id: u32| 0xC000 | (splitmix(seed ^ u64::from(QPN_BASE + id)) & 0x3FFF) as u16;
         for (id, engine, host, peer) in [(a, qa, src, dst), (b, qb, dst, src)] {
             self.qps.push(SimQp {
@@ -202,12 +204,13 @@ fn new_qp(
     cfg: &SimConfig,
     seed: u64,
     line_rate: Rate,
+    (max_send_wr, max_recv_wr): (u32, u32),
 ) -> Result<Qp, String> {
     let n = &cfg.nic;
     let qpn = Qpn::new(QPN_BASE + me);
     let mut qc = QpConfig::new(qpn);
-    qc.max_send_wr = 4096;
-    qc.max_recv_wr = 4096;
+    qc.max_send_wr = max_send_wr;
+    qc.max_recv_wr = max_recv_wr;
     qc.retransmit = match n.retransmit {
         RetransmitMode::GoBackN => EngineRetransmit::GoBackN,
         RetransmitMode::GoBack0 => EngineRetransmit::GoBack0,
@@ -478,6 +481,7 @@ impl World<'_> {
                 st.bytes_acked += u64::from(len);
                 if st.done == st.msgs {
                     st.finish = Some(now);
+                    self.flows_open -= 1;
                 } else {
                     self.post_more(fid);
                     if f.op == FlowOp::Send {
@@ -486,6 +490,7 @@ impl World<'_> {
                 }
             } else if !st.failed {
                 st.failed = true;
+                self.flows_open -= 1;
                 let host = self.qps.qps[id as usize].host;
                 self.nics[host as usize].counters.req_cqe_error += 1;
             }
