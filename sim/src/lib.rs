@@ -10,6 +10,7 @@
 pub mod config;
 pub mod engine;
 pub mod fabric;
+pub mod input;
 pub mod results;
 pub mod run;
 pub mod stats;

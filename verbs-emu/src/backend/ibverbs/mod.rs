@@ -51,6 +51,7 @@
 //! and polling are written as rdma-core's headers and example programs do
 //! them, but are untested until run on a machine with an RDMA device.
 
+mod backend;
 pub mod error;
 pub mod ffi;
 mod library;
@@ -59,14 +60,11 @@ pub mod work;
 
 use std::sync::Arc;
 
+pub use backend::{IbverbsBackend, IbverbsProvider};
 pub use error::{IbverbsError, Result};
 pub use objects::{
     AddressHandle, CompletionQueue, Context, DeviceInfo, MemoryRegion, ProtectionDomain, QpInit,
-    QueuePair, Sge, MAX_SGE,
-};
-pub use work::{
-    AccessFlags, Completion, InitAttributes, Mtu, QpType, RemoteSegment, RtrAttributes,
-    RtsAttributes, SendFlags, SendOp, WcOpcode, WcStatus,
+    QueuePair,
 };
 
 use library::Verbs;
@@ -139,6 +137,25 @@ pub fn device_table<'a>(rows: impl IntoIterator<Item = (&'a str, u64)>) -> Strin
     out
 }
 
+/// [`device_table`] with two more columns: the backend serving each device
+/// and a free-form detail (bound address, node type).
+pub fn device_table_long<'a>(
+    rows: impl IntoIterator<Item = (&'a str, u64, &'a str, &'a str)>,
+) -> String {
+    let mut out = format!("    {:<16}\t   node GUID    \tbackend\tdetail\n", "device");
+    out.push_str(&format!(
+        "    {:<16}\t----------------\t-------\t------\n",
+        "------"
+    ));
+    for (name, guid, backend, detail) in rows {
+        out.push_str(&format!(
+            "    {name:<16}\t{}\t{backend}\t{detail}\n",
+            format_guid(guid)
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +170,18 @@ mod tests {
              \x20   mlx5_0          \t248a07030049d468\n\
              \x20   rxe0            \t0000000000000001\n"
         );
+    }
+
+    #[test]
+    fn long_table_adds_backend_and_detail_columns() {
+        let table = device_table_long([("rxe_lo", 0x2, "udp", "127.0.0.1:4791")]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            lines[2],
+            "    rxe_lo          \t0000000000000002\tudp\t127.0.0.1:4791"
+        );
+        assert!(lines[0].starts_with("    device          \t   node GUID"));
     }
 
     #[test]
