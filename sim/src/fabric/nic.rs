@@ -28,11 +28,12 @@ use verbs_emu::transport::{
 };
 use verbs_emu::wire::{Opcode, Psn, Qpn};
 
-use super::packet::{five_tuple_hash, frame_len, Packet};
+use super::packet::{frame_len, Packet};
 use super::{Ev, RxQueue, World};
 use crate::config::{CcAlgorithm, DcqcnPreset, RetransmitMode, SimConfig};
 use crate::engine::{splitmix, EventQueue};
 use crate::results::NicRecord;
+use crate::topology::ecmp::roce_udp_source_port;
 use crate::workload::{FlowOp, FlowSpec};
 
 /// QPN of queue pair 0; QP `i` has QPN `QPN_BASE + i`.
@@ -116,8 +117,8 @@ pub(crate) struct SimQp {
     pub peer: u32,
     /// Priority of its packets (CNPs excepted).
     pub prio: u8,
-    /// 5-tuple hash of its packets.
-    pub hash: u32,
+    /// UDP source port of its packets.
+    pub sport: u16,
     /// In its NIC's ready ring.
     pub in_ready: bool,
     /// Time of the pending timer event, if any.
@@ -156,14 +157,15 @@ impl QpTable {
         // engine's queues for that (they are preallocated per QP).
         let qa = new_qp(a, b, dst, cfg, seed, rate_src, (POST_AHEAD as u32, 1))?;
         let qb = new_qp(b, a, src, cfg, seed, rate_dst, (1, POST_AHEAD as u32))?;
-        let sport = |id: u32| 0xC000 | (splitmix(seed ^ u64::from(QPN_BASE + id)) & 0x3FFF) as u16;
-        for (id, engine, host, peer) in [(a, qa, src, dst), (b, qb, dst, src)] {
+        // The Linux stack's flow-label source port from the two QPNs.
+        let sport = |me: u32, peer: u32| roce_udp_source_port(QPN_BASE + me, QPN_BASE + peer);
+        for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
             self.qps.push(SimQp {
                 engine,
                 host,
                 peer,
                 prio,
-                hash: five_tuple_hash(host, peer, sport(id)),
+                sport: sport(id, other),
                 in_ready: false,
                 timer_at: None,
             });
@@ -172,9 +174,9 @@ impl QpTable {
         Ok(a)
     }
 
-    /// The ECMP hash of QP `id`'s packets.
-    pub fn hash_of(&self, id: u32) -> u32 {
-        self.qps[id as usize].hash
+    /// The UDP source port of QP `id`'s packets.
+    pub fn sport_of(&self, id: u32) -> u16 {
+        self.qps[id as usize].sport
     }
 
     /// The transport counters of NIC `nic`, summed over its QPs.
@@ -547,7 +549,7 @@ impl World<'_> {
                         wire: frame_len(&tx.headers, payload),
                         src: host,
                         dst: tx.dest.0 as u32,
-                        hash: q.hash,
+                        sport: q.sport,
                         prio: if cnp {
                             self.cfg.nic.cnp_priority
                         } else {
