@@ -6,6 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd_devices;
+mod cmd_wire;
+mod cmd_compare;
+mod cmd_doctor;
+mod cmd_parse;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.
@@ -20,8 +24,16 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// RoCEv2 wire format: write sample captures, decode pcap files.
+    Wire(cmd_wire::WireArgs),
     /// List RDMA devices, emulated and real, like `ibv_devices`.
     Devices(cmd_devices::Args),
+    /// Parse a real tool's output (or `auto`-detect it) and print what was understood.
+    Parse(cmd_parse::Args),
+    /// Diagnose NIC counter captures and inventory files; findings ranked by severity.
+    Doctor(cmd_doctor::Args),
+    /// Put two results side by side (perftest vs results.json, or two counter dumps).
+    Compare(cmd_compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +43,10 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Wire(args) => cmd_wire::run(args),
         Command::Devices(args) => cmd_devices::run(&args),
+        Command::Parse(args) => cmd_parse::run(args),
+        Command::Doctor(args) => cmd_doctor::run(args),
+        Command::Compare(args) => cmd_compare::run(args),
     }
 }

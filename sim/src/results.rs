@@ -121,6 +121,9 @@ pub struct PortRecord {
     pub ecn_marked: u64,
     /// Largest egress queue seen, all priorities, bytes.
     pub max_queue_bytes: u64,
+    /// Most PFC headroom one ingress priority of this (switch) port used,
+    /// bytes: the smallest headroom that would have avoided drops here.
+    pub max_headroom_bytes: u64,
 }
 
 /// One priority's counters on a port.

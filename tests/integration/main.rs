@@ -1,4 +1,8 @@
-//! The one integration test binary of the `rocelab` CLI; one module per
-//! subcommand.
+//! rocelab integration tests: one binary, one module per area. They run the
+//! built `rocelab` binary.
 
 mod devices;
+mod wire;
+//! Integration tests of the `rocelab` binary.
+
+mod cli_reports;

@@ -2,4 +2,5 @@
 
 mod ibverbs_abi;
 mod ibverbs_fake;
+mod transport;
 mod wire;

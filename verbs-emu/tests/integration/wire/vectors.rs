@@ -251,3 +251,25 @@ fn vector_eighteen_is_a_hardware_cnp_with_source_port_zero() {
     assert!(r.headers.bth.becn);
     assert_eq!(r.payload_len, 0);
 }
+
+#[test]
+fn ipv4_identification_and_df_are_recovered_from_every_ipv4_vector() {
+    for v in vectors().into_iter().filter(|v| v.ip[0] >> 4 == 4) {
+        let p = RocePacket::new_checked(&v.ip[..]).unwrap();
+        let r = RoceRepr::parse(&p).unwrap();
+        let verbs_emu::wire::IpRepr::V4 {
+            identification,
+            dont_fragment,
+            ..
+        } = r.ip
+        else {
+            unreachable!("filtered to IPv4")
+        };
+        assert_eq!(
+            icrc::recover_ipv4_identification(&r.encap(), p.udp_payload()),
+            Ok(Some((identification, dont_fragment))),
+            "vector {}",
+            v.id
+        );
+    }
+}
