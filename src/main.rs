@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod cmd_devices;
-mod cmd_wire;
 mod cmd_compare;
+mod cmd_devices;
 mod cmd_doctor;
 mod cmd_parse;
+mod cmd_wire;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.

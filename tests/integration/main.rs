@@ -1,8 +1,6 @@
 //! rocelab integration tests: one binary, one module per area. They run the
 //! built `rocelab` binary.
 
+mod cli_reports;
 mod devices;
 mod wire;
-//! Integration tests of the `rocelab` binary.
-
-mod cli_reports;

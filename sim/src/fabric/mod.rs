@@ -42,7 +42,7 @@ use crate::results::{
     percentile, FlowRecord, NicRecord, PortRecord, QueueSeries, RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
-use crate::topology::{NodeKind, Routes, Topology};
+use crate::topology::{NodeId, NodeKind, Routes, Topology};
 use crate::workload::FlowSpec;
 
 use nic::{FlowState, Nic, QpTable};
@@ -134,10 +134,10 @@ impl<'a> World<'a> {
         let t0 = std::time::Instant::now();
         cfg.validate()?;
         let n = topo.nodes.len();
-        if routes.next_hops.len() != n || routes.host_index.len() != n {
+        if routes.node_count() != n {
             return Err(SimError::Topology(format!(
                 "routes cover {} nodes, the topology has {n}",
-                routes.next_hops.len()
+                routes.node_count()
             )));
         }
         // Ports: one per (node, port number), numbered node by node.
@@ -184,7 +184,7 @@ impl<'a> World<'a> {
         let mut nics = Vec::new();
         for (ni, node) in topo.nodes.iter().enumerate() {
             if node.kind == NodeKind::Host {
-                let hi = routes.host_index[ni].ok_or_else(|| {
+                let hi = routes.host_index(NodeId(ni as u32)).ok_or_else(|| {
                     SimError::Topology(format!("host {} has no host index", node.name))
                 })?;
                 if node.ports.is_empty() {
@@ -255,7 +255,10 @@ impl<'a> World<'a> {
             })?;
             let mut route = Vec::with_capacity(n_hosts);
             let mut hops = Vec::new();
-            for (d, h) in routes.next_hops[ni].iter().enumerate().take(n_hosts) {
+            for (d, h) in (0..n_hosts as u32)
+                .map(|d| routes.next_hops(NodeId(ni as u32), d))
+                .enumerate()
+            {
                 for &p in h {
                     if usize::from(p) >= node.ports.len() {
                         return Err(SimError::Topology(format!(

@@ -123,6 +123,11 @@ impl Routes {
         self.host_nodes.get(index as usize).copied()
     }
 
+    /// Number of nodes the routes were computed for.
+    pub fn node_count(&self) -> usize {
+        self.host_index.len()
+    }
+
     /// Number of hosts.
     pub fn host_count(&self) -> u32 {
         self.hosts

@@ -49,59 +49,9 @@ pub fn add_link(t: &mut Topology, a: usize, b: usize, rate: Rate, delay: Duratio
     });
 }
 
-/// All equal-cost shortest next hops by BFS from every host.
+/// All equal-cost shortest next hops.
 pub fn shortest_routes(t: &Topology) -> Routes {
-    let n = t.nodes.len();
-    let mut host_index = vec![None; n];
-    let mut hosts = Vec::new();
-    for (i, node) in t.nodes.iter().enumerate() {
-        if node.kind == NodeKind::Host {
-            host_index[i] = Some(hosts.len() as u32);
-            hosts.push(i);
-        }
-    }
-    let peer = |node: usize, port: usize| {
-        let l = &t.links[t.nodes[node].ports[port].0 as usize];
-        if l.a.node.0 as usize == node && l.a.port as usize == port {
-            l.b.node.0 as usize
-        } else {
-            l.a.node.0 as usize
-        }
-    };
-    let mut next_hops = vec![vec![Vec::new(); hosts.len()]; n];
-    for (hi, &h) in hosts.iter().enumerate() {
-        let mut dist = vec![usize::MAX; n];
-        dist[h] = 0;
-        let mut q = std::collections::VecDeque::from([h]);
-        while let Some(x) = q.pop_front() {
-            // Hosts do not forward.
-            if x != h && t.nodes[x].kind == NodeKind::Host {
-                continue;
-            }
-            for p in 0..t.nodes[x].ports.len() {
-                let y = peer(x, p);
-                if dist[y] == usize::MAX {
-                    dist[y] = dist[x] + 1;
-                    q.push_back(y);
-                }
-            }
-        }
-        for x in 0..n {
-            if x == h || dist[x] == usize::MAX {
-                continue;
-            }
-            for p in 0..t.nodes[x].ports.len() {
-                let y = peer(x, p);
-                if dist[y] != usize::MAX && dist[y] + 1 == dist[x] {
-                    next_hops[x][hi].push(p as u16);
-                }
-            }
-        }
-    }
-    Routes {
-        next_hops,
-        host_index,
-    }
+    Routes::compute(t)
 }
 
 /// A WRITE flow of `size` bytes from node `src` to node `dst` at time 0.
@@ -117,5 +67,6 @@ pub fn write(id: u32, src: usize, dst: usize, size: u64) -> FlowSpec {
         qp_index: 0,
         priority: 3,
         group: None,
+        after: Vec::new(),
     }
 }
