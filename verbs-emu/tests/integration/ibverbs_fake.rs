@@ -548,6 +548,41 @@ fn handles_are_checked_and_parents_in_use_are_busy() {
     );
     let error = backend.poll_cq(CqHandle(12345), &mut []).unwrap_err();
     assert!(matches!(error, VerbsError::UnknownHandle { .. }), "{error}");
+
+    // A PD with a region is busy; once the region is gone it deallocates,
+    // and destroyed handles are unknown afterwards.
+    let pd = backend.alloc_pd().unwrap();
+    let mut buffer = vec![0u8; 256];
+    // SAFETY: `buffer` outlives the registration (deregistered below).
+    let keys = unsafe {
+        backend.reg_mr(
+            pd,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            AccessFlags::LOCAL_WRITE,
+        )
+    }
+    .unwrap();
+    assert!(keys.pinned && keys.pin_error.is_none());
+    let error = backend.dealloc_pd(pd).unwrap_err();
+    assert!(
+        matches!(error, VerbsError::Busy { object: "PD", .. }),
+        "{error}"
+    );
+    backend.dereg_mr(keys.handle).unwrap();
+    let error = backend.dereg_mr(keys.handle).unwrap_err();
+    assert!(
+        matches!(error, VerbsError::UnknownHandle { object: "MR", .. }),
+        "{error}"
+    );
+    backend.dealloc_pd(pd).unwrap();
+    let error = backend.dealloc_pd(pd).unwrap_err();
+    assert!(
+        matches!(error, VerbsError::UnknownHandle { object: "PD", .. }),
+        "{error}"
+    );
+    drop(buffer);
+
     // Another device's handle is unknown here too.
     let other = IbverbsBackend::new(
         Library::load_from(path.to_str().unwrap())
