@@ -9,7 +9,8 @@
  * function table and ibv_query_port through verbs_context::query_port, as
  * real providers do. The "wire" is memory: RDMA WRITE/READ copy between
  * registered regions found by rkey (bounds and access checked), SEND
- * consumes a receive WQE of the destination QP (RC only, by dest_qp_num).
+ * consumes a receive WQE of the destination QP (RC: dest_qp_num; UD: the
+ * work request's remote QPN and Q_Key, behind a 40-byte GRH).
  *
  * Hooks for the test: fake_last_modify() returns the last ibv_modify_qp
  * attributes and mask of a QP; fake_compat_query_port_calls() counts calls
@@ -57,6 +58,7 @@ struct fake_qp {
 	struct ibv_qp qp;
 	int sq_sig_all;
 	uint32_t dest_qp_num;
+	uint32_t qkey;
 	struct ibv_qp_attr last_attr;
 	int last_mask;
 	struct fake_recv rq[RQ_DEPTH];
@@ -225,7 +227,7 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			}
 			len += wr->sg_list[i].length;
 		}
-		if (len > sizeof(staging)) {
+		if (len + 40 > sizeof(staging)) {
 			*bad = wr;
 			return EINVAL;
 		}
@@ -257,11 +259,22 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		}
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM: {
-			struct fake_qp *peer = find_qp(qp->dest_qp_num);
+			int ud = ibqp->qp_type == IBV_QPT_UD;
+			uint32_t dest = ud ? wr->wr.ud.remote_qpn : qp->dest_qp_num;
+			uint32_t grh = ud ? 40 : 0;
+			struct fake_qp *peer = find_qp(dest);
 			struct fake_recv *rwqe;
-			struct ibv_wc rwc = { .qp_num = qp->dest_qp_num, .src_qp = ibqp->qp_num };
+			struct ibv_wc rwc = { .qp_num = dest, .src_qp = ibqp->qp_num };
 			if (wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
 				wc.opcode = IBV_WC_SEND;
+			if (ud && (!wr->wr.ud.ah || wr->wr.ud.ah->pd != ibqp->pd)) {
+				*bad = wr;
+				return EINVAL;
+			}
+			if (ud && (!peer || peer->qp.qp_type != IBV_QPT_UD ||
+				   peer->qkey != wr->wr.ud.remote_qkey ||
+				   peer->rq_head == peer->rq_tail))
+				goto complete; /* UD: silently dropped on the "wire" */
 			if (!peer || peer->rq_head == peer->rq_tail) {
 				wc.status = IBV_WC_RNR_RETRY_EXC_ERR;
 				goto complete;
@@ -275,17 +288,21 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 				for (int i = 0; i < rwqe->num_sge; i++)
 					room += rwqe->sge[i].length;
 				rwc.opcode = IBV_WC_RECV;
-				if (room < len) {
+				if (room < len + grh) {
 					rwc.status = IBV_WC_LOC_LEN_ERR;
 					wc.status = IBV_WC_REM_INV_REQ_ERR;
 				} else {
-					copy_sges(wr->sg_list, wr->num_sge, staging, len, 0);
-					copy_sges(rwqe->sge, rwqe->num_sge, staging, len, 1);
+					/* A UD receive starts with the GRH (zeroed here). */
+					memset(staging, 0, grh);
+					copy_sges(wr->sg_list, wr->num_sge, staging + grh, len, 0);
+					copy_sges(rwqe->sge, rwqe->num_sge, staging, len + grh, 1);
 				}
 			}
-			rwc.byte_len = len;
+			rwc.byte_len = len + grh;
+			if (ud)
+				rwc.wc_flags |= IBV_WC_GRH;
 			if (wr->opcode != IBV_WR_SEND) {
-				rwc.wc_flags = IBV_WC_WITH_IMM;
+				rwc.wc_flags |= IBV_WC_WITH_IMM;
 				rwc.imm_data = wr->imm_data;
 			}
 			push_wc((struct fake_cq *)peer->qp.recv_cq, &rwc);
@@ -532,7 +549,8 @@ void ibv_ack_cq_events(struct ibv_cq *cq, unsigned n)
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
 	struct fake_qp *qp;
-	if (init->qp_type != IBV_QPT_RC || init->cap.max_send_sge > MAX_SGE_FAKE ||
+	if ((init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UD) ||
+	    init->cap.max_send_sge > MAX_SGE_FAKE ||
 	    init->cap.max_recv_sge > MAX_SGE_FAKE || init->cap.max_recv_wr > RQ_DEPTH) {
 		errno = EINVAL;
 		return NULL;
@@ -565,13 +583,15 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct fake_qp *qp = (struct fake_qp *)ibqp;
 	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR &&
-	    (!(mask & IBV_QP_AV) || !attr->ah_attr.is_global ||
+	    ibqp->qp_type == IBV_QPT_RC && (!(mask & IBV_QP_AV) || !attr->ah_attr.is_global ||
 	     attr->ah_attr.grh.dgid.global.interface_id == 0))
 		return EINVAL; /* RoCE needs a global address vector */
 	qp->last_attr = *attr;
 	qp->last_mask = mask;
 	if (mask & IBV_QP_DEST_QPN)
 		qp->dest_qp_num = attr->dest_qp_num;
+	if (mask & IBV_QP_QKEY)
+		qp->qkey = attr->qkey;
 	if (mask & IBV_QP_STATE)
 		ibqp->state = attr->qp_state;
 	return 0;

@@ -23,8 +23,8 @@ use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::ibverbs::{IbverbsBackend, IbverbsError, Library};
 use verbs_emu::backend::{Backend, CqHandle};
 use verbs_emu::verbs::{
-    AccessFlags, CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpState, QpType, QueuePair,
-    RecvWr, SendFlags, SendOp, SendWr, VerbsError, WcOpcode, WcStatus,
+    AccessFlags, AhAttr, CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpAttr, QpState, QpType,
+    QueuePair, RecvWr, SendFlags, SendOp, SendWr, UdDest, VerbsError, WcFlags, WcOpcode, WcStatus,
 };
 use verbs_emu::wire::{Qpn, Rkey};
 
@@ -244,7 +244,7 @@ fn connect_sends_rdma_cores_attributes_and_the_granted_caps_come_back() {
     // A transition the state machine forbids never reaches the library.
     let error = pair
         .a
-        .modify(&verbs_emu::verbs::QpAttr::new().with_state(QpState::Rtr))
+        .modify(&QpAttr::new().with_state(QpState::Rtr))
         .unwrap_err();
     assert!(
         matches!(error, VerbsError::InvalidTransition { .. }),
@@ -605,4 +605,94 @@ fn optional_access_flags_register_through_reg_mr_iova2() {
     let mr = pd.alloc_mr(4096, relaxed).unwrap();
     assert!(mr.pinned());
     assert_ne!(mr.lkey().value(), 0);
+}
+
+#[test]
+fn ud_sends_go_through_an_address_handle_and_land_behind_a_grh() {
+    let (_guard, path) = fake_or_skip!();
+    let pair = Pair::new(path);
+    let pd = pair.context.alloc_pd().unwrap();
+    let cq = pair.context.create_cq(64).unwrap();
+    let mut mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    const QKEY: u32 = 0x1111_1111;
+    let ud_qp = || {
+        let qp = pd
+            .qp_builder(QpType::Ud)
+            .cq(&cq)
+            .max_send_wr(8)
+            .max_recv_wr(8)
+            .build()
+            .unwrap();
+        for attr in [
+            QpAttr::new()
+                .with_state(QpState::Init)
+                .with_pkey_index(0)
+                .with_port(1)
+                .with_qkey(QKEY),
+            QpAttr::new().with_state(QpState::Rtr),
+            QpAttr::new().with_state(QpState::Rts).with_sq_psn(0x42),
+        ] {
+            qp.modify(&attr).unwrap();
+        }
+        qp
+    };
+    let (sender, receiver) = (ud_qp(), ud_qp());
+    let (init, mask) = pair.last_modify(receiver.qpn());
+    assert_eq!(
+        (init.qp_state, init.sq_psn, mask),
+        (IBV_QPS_RTS, 0x42, IBV_QP_STATE | IBV_QP_SQ_PSN)
+    );
+    let gid = pair.context.query_gid(1, 0).unwrap();
+    let ah = pd.create_ah(&AhAttr::to_gid(gid)).unwrap();
+
+    mr.as_mut_slice()[..256].fill(0xa5);
+    let recv_sge = [mr.sge(1024, 40 + 256)];
+    // SAFETY: the buffer lies in `mr`, alive until the end of the test.
+    unsafe {
+        receiver.post_recv(&[RecvWr {
+            wr_id: 7,
+            sg_list: &recv_sge,
+        }])
+    }
+    .unwrap();
+    let send_sge = [mr.sge(0, 256)];
+    let send = |qkey: u32, wr_id: u64| SendWr {
+        wr_id,
+        sg_list: &send_sge,
+        op: SendOp::SendWithImm(0x0102_0304),
+        flags: SendFlags::SIGNALED,
+        ud: Some(UdDest {
+            ah: ah.handle(),
+            remote_qpn: receiver.qpn(),
+            remote_qkey: qkey,
+        }),
+    };
+    // A wrong Q_Key is dropped on the wire, as UD does: the send completes,
+    // nothing is received.
+    // SAFETY: as above.
+    unsafe { sender.post_send(&[send(QKEY ^ 1, 1)]) }.unwrap();
+    let wc = cq.poll_n(1, TIMEOUT).unwrap();
+    assert_eq!((wc[0].wr_id, wc[0].status), (1, WcStatus::Success));
+    assert!(!cq.wait(Duration::from_millis(5)).unwrap());
+
+    // SAFETY: as above.
+    unsafe { sender.post_send(&[send(QKEY, 2)]) }.unwrap();
+    let mut wcs = cq.poll_n(2, TIMEOUT).unwrap();
+    wcs.sort_by_key(|wc| wc.wr_id);
+    let recv = wcs[1];
+    assert_eq!((wcs[0].wr_id, recv.wr_id), (2, 7));
+    assert_eq!((recv.opcode, recv.byte_len), (WcOpcode::Recv, 40 + 256));
+    assert!(recv.wc_flags.contains(WcFlags::GRH));
+    assert_eq!((recv.src_qp, recv.imm()), (sender.qpn(), Some(0x0102_0304)));
+    assert!(mr.as_slice()[1064..1320].iter().all(|&b| b == 0xa5));
+
+    // A destination is required on UD and refused on RC.
+    let mut no_dest = send(QKEY, 3);
+    no_dest.ud = None;
+    // SAFETY: as above.
+    let error = unsafe { sender.post_send(&[no_dest]) }.unwrap_err();
+    assert!(error.to_string().contains("needs a destination"), "{error}");
+    // SAFETY: as above; refused before anything is posted.
+    let error = unsafe { pair.a.post_send(&[send(QKEY, 4)]) }.unwrap_err();
+    assert!(error.to_string().contains("only a UD QP"), "{error}");
 }
