@@ -1,4 +1,5 @@
 //! verbs-emu integration tests: one binary, one module per area.
 
 mod ibverbs_abi;
+mod transport;
 mod wire;

@@ -1,0 +1,701 @@
+//! Registered memory, seen by the engine only through the [`Memory`] trait.
+//!
+//! The engine never copies payload itself. Incoming payload reaches memory
+//! as a [`Payload`] (real bytes or a bare length) that the engine hands to
+//! [`Memory::write`]; outgoing payload leaves as a [`PayloadDesc`] (a list
+//! of key/address/length pieces) that the caller resolves with
+//! [`Memory::read`] when it serialises the packet.
+//!
+//! Two implementations keep the same key, bounds and access checks:
+//! [`ByteMemory`] holds real bytes (the UDP emulator, tests with
+//! checksums), [`LengthMemory`] holds none and moves lengths only (the
+//! simulator). Keys are `(index << 8) | generation`: a deregistered or
+//! invalidated key never matches again, and key 0 is never valid.
+//!
+//! Nothing here panics on network input: every failure is a [`MemError`].
+
+use core::fmt;
+
+use crate::wire::{Lkey, Rkey};
+
+/// `ibv_access_flags` (ROCEV2.md §5.10), as a bit set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(u32);
+
+impl Access {
+    /// No rights.
+    pub const NONE: Access = Access(0);
+    /// IBV_ACCESS_LOCAL_WRITE (1).
+    pub const LOCAL_WRITE: Access = Access(1);
+    /// IBV_ACCESS_REMOTE_WRITE (2).
+    pub const REMOTE_WRITE: Access = Access(2);
+    /// IBV_ACCESS_REMOTE_READ (4).
+    pub const REMOTE_READ: Access = Access(4);
+    /// IBV_ACCESS_REMOTE_ATOMIC (8).
+    pub const REMOTE_ATOMIC: Access = Access(8);
+    /// IBV_ACCESS_ZERO_BASED (32): remote VAs are offsets into the region.
+    pub const ZERO_BASED: Access = Access(32);
+    /// Every remote right plus LOCAL_WRITE.
+    pub const ALL: Access = Access(1 | 2 | 4 | 8);
+
+    /// From the raw `ibv_access_flags` value.
+    pub const fn from_bits(bits: u32) -> Access {
+        Access(bits)
+    }
+
+    /// The raw value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// True when every bit of `other` is set in `self`.
+    pub const fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Union.
+    #[must_use]
+    pub const fn union(self, other: Access) -> Access {
+        Access(self.0 | other.0)
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, rhs: Access) -> Access {
+        self.union(rhs)
+    }
+}
+
+/// Which key names a region: a local key (the owner's own SGEs) or a remote
+/// key (an RDMA target named by the peer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemKey {
+    /// A local key, from an SGE.
+    Local(Lkey),
+    /// A remote key, from a RETH or AtomicETH.
+    Remote(Rkey),
+}
+
+impl MemKey {
+    /// The raw 32-bit key.
+    pub const fn value(self) -> u32 {
+        match self {
+            MemKey::Local(k) => k.value(),
+            MemKey::Remote(k) => k.value(),
+        }
+    }
+}
+
+/// Why a memory access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MemError {
+    /// The key names no registered region (never registered, deregistered,
+    /// invalidated, or a stale generation).
+    #[error("key {0:#x} names no valid memory region")]
+    BadKey(u32),
+    /// `[addr, addr + len)` is not inside the region.
+    #[error("range {addr:#x}+{len} is outside the region")]
+    OutOfBounds {
+        /// Start address asked for.
+        addr: u64,
+        /// Length asked for.
+        len: u64,
+    },
+    /// The region does not grant the right asked for.
+    #[error("region lacks access {needed:#x} (has {granted:#x})")]
+    AccessDenied {
+        /// The bits needed.
+        needed: u32,
+        /// The bits the region has.
+        granted: u32,
+    },
+    /// An atomic on an address that is not 8-byte aligned.
+    #[error("atomic address {0:#x} is not 8-byte aligned")]
+    Misaligned(u64),
+    /// A registration that verbs would refuse.
+    #[error("invalid registration: {0}")]
+    InvalidRegistration(&'static str),
+}
+
+/// Payload handed to the engine with a received packet, and by the engine
+/// to [`Memory::write`]: the bytes themselves, or only their length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// Real bytes.
+    Bytes(&'a [u8]),
+    /// A length only (the simulator).
+    Len(u32),
+}
+
+impl<'a> Payload<'a> {
+    /// Length in bytes.
+    pub fn len(&self) -> u32 {
+        match self {
+            Payload::Bytes(b) => b.len() as u32,
+            Payload::Len(n) => *n,
+        }
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sub-range `[off, off + len)`, clamped to what exists.
+    pub fn slice(&self, off: u32, len: u32) -> Payload<'a> {
+        match *self {
+            Payload::Bytes(b) => {
+                let start = (off as usize).min(b.len());
+                let end = start.saturating_add(len as usize).min(b.len());
+                Payload::Bytes(&b[start..end])
+            }
+            Payload::Len(n) => Payload::Len(len.min(n.saturating_sub(off))),
+        }
+    }
+}
+
+/// An atomic operation on a host-order u64 in memory (ROCEV2.md §5.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// `orig = *va; if orig == compare { *va = swap }`.
+    CompareSwap {
+        /// Compare value.
+        compare: u64,
+        /// Swap value.
+        swap: u64,
+    },
+    /// `orig = *va; *va = orig + add` (wrapping).
+    FetchAdd {
+        /// Add value.
+        add: u64,
+    },
+}
+
+/// One piece of outgoing payload: `len` bytes at `addr` in the region
+/// `key` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Piece {
+    /// Raw key; local or remote as [`PayloadDesc::remote`] says.
+    pub key: u32,
+    /// Start address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// Most pieces one packet's payload can span, and so the most SGEs a work
+/// request may carry ([`crate::transport::MAX_SGE`]).
+pub const MAX_PIECES: usize = 8;
+
+/// Where the payload of an outgoing packet lives: up to [`MAX_PIECES`]
+/// pieces of registered memory, in order. The caller gathers them with
+/// [`Memory::read`] (or [`PayloadDesc::gather`]) when it needs the bytes;
+/// the simulator only reads [`PayloadDesc::len`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PayloadDesc {
+    pieces: [Piece; MAX_PIECES],
+    count: u8,
+    /// True when the keys are remote keys (a READ response reads the
+    /// responder's memory by R_Key); false for local keys (SGEs).
+    pub remote: bool,
+    len: u32,
+}
+
+impl PayloadDesc {
+    /// No payload.
+    pub const EMPTY: PayloadDesc = PayloadDesc {
+        pieces: [Piece {
+            key: 0,
+            addr: 0,
+            len: 0,
+        }; MAX_PIECES],
+        count: 0,
+        remote: false,
+        len: 0,
+    };
+
+    /// Total length in bytes.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// True when there is no payload.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pieces, in order.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces[..self.count as usize]
+    }
+
+    /// Append a piece. Returns false (and changes nothing) when full.
+    pub fn push(&mut self, piece: Piece) -> bool {
+        if self.count as usize >= MAX_PIECES {
+            return false;
+        }
+        if piece.len == 0 {
+            return true;
+        }
+        self.pieces[self.count as usize] = piece;
+        self.count += 1;
+        self.len += piece.len;
+        true
+    }
+
+    /// The key of piece `p` as a [`MemKey`].
+    pub fn key_of(&self, p: &Piece) -> MemKey {
+        if self.remote {
+            MemKey::Remote(Rkey::new(p.key))
+        } else {
+            MemKey::Local(Lkey::new(p.key))
+        }
+    }
+
+    /// Gather the payload bytes into `out` (which must be at least
+    /// [`len`](Self::len) long) through `mem`.
+    pub fn gather<M: Memory + ?Sized>(&self, mem: &M, out: &mut [u8]) -> Result<(), MemError> {
+        let mut off = 0usize;
+        for p in self.pieces() {
+            let end = off + p.len as usize;
+            let dst = out.get_mut(off..end).ok_or(MemError::OutOfBounds {
+                addr: p.addr,
+                len: p.len as u64,
+            })?;
+            mem.read(self.key_of(p), p.addr, dst)?;
+            off = end;
+        }
+        Ok(())
+    }
+}
+
+/// Registered memory as the engine sees it.
+///
+/// Every method checks the key, the bounds and the rights before touching
+/// anything; a refused call changes nothing.
+pub trait Memory {
+    /// Check that `key` names a valid region granting `access`, and that
+    /// `[addr, addr + len)` lies inside it. A zero `len` still checks the key.
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError>;
+
+    /// Write incoming payload at `addr` (the caller has checked rights; the
+    /// implementation checks bounds again). Real bytes are copied; a bare
+    /// length is only bounds-checked.
+    fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError>;
+
+    /// Read `out.len()` bytes at `addr` (to serialise outgoing payload).
+    /// Memory without bytes fills nothing and returns `Ok` after the checks.
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError>;
+
+    /// Perform an atomic on the 8 bytes at `addr`, returning the original
+    /// value. Memory without bytes keeps a value per address so that
+    /// atomics still compute.
+    fn atomic(&mut self, key: MemKey, addr: u64, op: AtomicOp) -> Result<u64, MemError>;
+
+    /// Store a u64 (host order) at `addr`: the result of an atomic landing
+    /// in the requester's local SGE.
+    fn write_u64(&mut self, key: MemKey, addr: u64, value: u64) -> Result<(), MemError>;
+
+    /// Invalidate a remote key (SEND_WITH_INVALIDATE).
+    fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError>;
+
+    /// True when this memory holds real bytes, so that callers know whether
+    /// to gather payload.
+    fn carries_bytes(&self) -> bool;
+}
+
+#[derive(Debug, Clone)]
+struct Region {
+    base: u64,
+    len: u64,
+    access: Access,
+    generation: u8,
+    valid: bool,
+    bytes: Vec<u8>,
+    /// Length-only memory keeps atomics' values here, ordered for
+    /// determinism.
+    words: std::collections::BTreeMap<u64, u64>,
+}
+
+/// A registered region handed back by `register`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// The local key.
+    pub lkey: Lkey,
+    /// The remote key (equal to the local key in this implementation).
+    pub rkey: Rkey,
+    /// First address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Regions {
+    regions: Vec<Region>,
+    next_generation: u8,
+}
+
+impl Regions {
+    fn register(
+        &mut self,
+        base: u64,
+        len: u64,
+        access: Access,
+        bytes: bool,
+    ) -> Result<Registration, MemError> {
+        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(MemError::InvalidRegistration(
+                "REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE",
+            ));
+        }
+        if base.checked_add(len).is_none() {
+            return Err(MemError::InvalidRegistration("address range wraps"));
+        }
+        if self.regions.len() >= (1 << 24) - 1 {
+            return Err(MemError::InvalidRegistration("too many regions"));
+        }
+        self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        let generation = self.next_generation;
+        let region = Region {
+            base,
+            len,
+            access,
+            generation,
+            valid: true,
+            bytes: if bytes {
+                vec![0; len as usize]
+            } else {
+                Vec::new()
+            },
+            words: Default::default(),
+        };
+        self.regions.push(region);
+        let key = ((self.regions.len() as u32) << 8) | generation as u32;
+        Ok(Registration {
+            lkey: Lkey::new(key),
+            rkey: Rkey::new(key),
+            addr: base,
+            len,
+        })
+    }
+
+    fn index(&self, key: u32) -> Result<usize, MemError> {
+        let idx = (key >> 8) as usize;
+        if idx == 0 {
+            return Err(MemError::BadKey(key));
+        }
+        match self.regions.get(idx - 1) {
+            Some(r) if r.valid && r.generation == (key & 0xFF) as u8 => Ok(idx - 1),
+            _ => Err(MemError::BadKey(key)),
+        }
+    }
+
+    /// Check and return (region index, offset into the region).
+    fn locate(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(usize, u64), MemError> {
+        let idx = self.index(key.value())?;
+        let r = &self.regions[idx];
+        if !r.access.contains(access) {
+            return Err(MemError::AccessDenied {
+                needed: access.bits(),
+                granted: r.access.bits(),
+            });
+        }
+        let zero_based = r.access.contains(Access::ZERO_BASED) && matches!(key, MemKey::Remote(_));
+        let off = if zero_based {
+            addr
+        } else {
+            addr.checked_sub(r.base)
+                .ok_or(MemError::OutOfBounds { addr, len })?
+        };
+        match off.checked_add(len) {
+            Some(end) if end <= r.len => Ok((idx, off)),
+            _ => Err(MemError::OutOfBounds { addr, len }),
+        }
+    }
+
+    fn deregister(&mut self, key: u32) -> Result<(), MemError> {
+        let idx = self.index(key)?;
+        let r = &mut self.regions[idx];
+        r.valid = false;
+        r.bytes = Vec::new();
+        r.words.clear();
+        Ok(())
+    }
+}
+
+/// Memory that holds real bytes: regions with keys, bounds and access
+/// flags. Used by the UDP emulator and by tests that checksum payloads.
+#[derive(Debug, Clone, Default)]
+pub struct ByteMemory {
+    regions: Regions,
+}
+
+impl ByteMemory {
+    /// Empty memory.
+    pub fn new() -> ByteMemory {
+        ByteMemory::default()
+    }
+
+    /// Register `len` zeroed bytes at virtual address `addr`.
+    pub fn register(
+        &mut self,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Registration, MemError> {
+        self.regions.register(addr, len, access, true)
+    }
+
+    /// Deregister: the key never matches again.
+    pub fn deregister(&mut self, key: Lkey) -> Result<(), MemError> {
+        self.regions.deregister(key.value())
+    }
+
+    /// The bytes at `[addr, addr + len)` of the region `key` names,
+    /// without access checks (the owner's own view).
+    pub fn bytes(&self, key: Lkey, addr: u64, len: u64) -> Result<&[u8], MemError> {
+        let (idx, off) = self
+            .regions
+            .locate(MemKey::Local(key), addr, len, Access::NONE)?;
+        Ok(&self.regions.regions[idx].bytes[off as usize..(off + len) as usize])
+    }
+
+    /// Mutable bytes, without access checks (the owner filling a buffer).
+    pub fn bytes_mut(&mut self, key: Lkey, addr: u64, len: u64) -> Result<&mut [u8], MemError> {
+        let (idx, off) = self
+            .regions
+            .locate(MemKey::Local(key), addr, len, Access::NONE)?;
+        Ok(&mut self.regions.regions[idx].bytes[off as usize..(off + len) as usize])
+    }
+}
+
+impl Memory for ByteMemory {
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError> {
+        self.regions.locate(key, addr, len, access).map(|_| ())
+    }
+
+    fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError> {
+        let n = data.len() as u64;
+        let (idx, off) = self.regions.locate(key, addr, n, Access::NONE)?;
+        if let Payload::Bytes(b) = data {
+            self.regions.regions[idx].bytes[off as usize..(off + n) as usize].copy_from_slice(b);
+        }
+        Ok(())
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
+        let n = out.len() as u64;
+        let (idx, off) = self.regions.locate(key, addr, n, Access::NONE)?;
+        out.copy_from_slice(&self.regions.regions[idx].bytes[off as usize..(off + n) as usize]);
+        Ok(())
+    }
+
+    fn atomic(&mut self, key: MemKey, addr: u64, op: AtomicOp) -> Result<u64, MemError> {
+        if addr % 8 != 0 {
+            return Err(MemError::Misaligned(addr));
+        }
+        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE)?;
+        let cell = &mut self.regions.regions[idx].bytes[off as usize..off as usize + 8];
+        let mut word = [0u8; 8];
+        word.copy_from_slice(cell);
+        let orig = u64::from_ne_bytes(word);
+        let new = apply_atomic(orig, op);
+        cell.copy_from_slice(&new.to_ne_bytes());
+        Ok(orig)
+    }
+
+    fn write_u64(&mut self, key: MemKey, addr: u64, value: u64) -> Result<(), MemError> {
+        self.write(key, addr, Payload::Bytes(&value.to_ne_bytes()))
+    }
+
+    fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
+        self.regions.deregister(rkey.value())
+    }
+
+    fn carries_bytes(&self) -> bool {
+        true
+    }
+}
+
+/// Memory that moves lengths only: the same keys, bounds and access checks
+/// as [`ByteMemory`], no bytes. Atomics keep their 8-byte values in a small
+/// ordered map so that results stay meaningful. Used by the simulator.
+#[derive(Debug, Clone, Default)]
+pub struct LengthMemory {
+    regions: Regions,
+}
+
+impl LengthMemory {
+    /// Empty memory.
+    pub fn new() -> LengthMemory {
+        LengthMemory::default()
+    }
+
+    /// Register a region of `len` bytes at `addr` (no bytes are allocated).
+    pub fn register(
+        &mut self,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Registration, MemError> {
+        self.regions.register(addr, len, access, false)
+    }
+
+    /// Deregister: the key never matches again.
+    pub fn deregister(&mut self, key: Lkey) -> Result<(), MemError> {
+        self.regions.deregister(key.value())
+    }
+
+    /// The u64 an atomic or an atomic result left at `addr` (0 if none).
+    pub fn word(&self, key: Lkey, addr: u64) -> Result<u64, MemError> {
+        let (idx, off) = self
+            .regions
+            .locate(MemKey::Local(key), addr, 8, Access::NONE)?;
+        Ok(*self.regions.regions[idx].words.get(&off).unwrap_or(&0))
+    }
+}
+
+impl Memory for LengthMemory {
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError> {
+        self.regions.locate(key, addr, len, access).map(|_| ())
+    }
+
+    fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError> {
+        self.regions
+            .locate(key, addr, data.len() as u64, Access::NONE)
+            .map(|_| ())
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
+        self.regions
+            .locate(key, addr, out.len() as u64, Access::NONE)
+            .map(|_| ())
+    }
+
+    fn atomic(&mut self, key: MemKey, addr: u64, op: AtomicOp) -> Result<u64, MemError> {
+        if addr % 8 != 0 {
+            return Err(MemError::Misaligned(addr));
+        }
+        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE)?;
+        let words = &mut self.regions.regions[idx].words;
+        let orig = *words.get(&off).unwrap_or(&0);
+        words.insert(off, apply_atomic(orig, op));
+        Ok(orig)
+    }
+
+    fn write_u64(&mut self, key: MemKey, addr: u64, value: u64) -> Result<(), MemError> {
+        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE)?;
+        self.regions.regions[idx].words.insert(off, value);
+        Ok(())
+    }
+
+    fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
+        self.regions.deregister(rkey.value())
+    }
+
+    fn carries_bytes(&self) -> bool {
+        false
+    }
+}
+
+fn apply_atomic(orig: u64, op: AtomicOp) -> u64 {
+    match op {
+        AtomicOp::CompareSwap { compare, swap } => {
+            if orig == compare {
+                swap
+            } else {
+                orig
+            }
+        }
+        AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_bounds_and_rights_are_checked_by_both_memories() {
+        let mut b = ByteMemory::new();
+        let mut l = LengthMemory::new();
+        let rb = b
+            .register(0x1000, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        let rl = l
+            .register(0x1000, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        for (mem, r) in [
+            (&mut b as &mut dyn Memory, rb),
+            (&mut l as &mut dyn Memory, rl),
+        ] {
+            let k = MemKey::Remote(r.rkey);
+            assert!(mem.check(k, 0x1000, 64, Access::REMOTE_WRITE).is_ok());
+            assert!(matches!(
+                mem.check(k, 0x1001, 64, Access::REMOTE_WRITE),
+                Err(MemError::OutOfBounds { .. })
+            ));
+            assert!(matches!(
+                mem.check(k, 0x1000, 8, Access::REMOTE_READ),
+                Err(MemError::AccessDenied { .. })
+            ));
+            assert_eq!(
+                mem.check(MemKey::Remote(Rkey::new(0)), 0x1000, 1, Access::NONE),
+                Err(MemError::BadKey(0))
+            );
+            mem.invalidate(r.rkey).unwrap();
+            assert!(mem.check(k, 0x1000, 1, Access::NONE).is_err());
+        }
+    }
+
+    #[test]
+    fn remote_write_without_local_write_is_refused() {
+        let mut b = ByteMemory::new();
+        assert!(b.register(0, 8, Access::REMOTE_WRITE).is_err());
+    }
+
+    #[test]
+    fn atomics_compute_in_both_memories() {
+        let mut b = ByteMemory::new();
+        let r = b.register(0, 16, Access::ALL).unwrap();
+        let k = MemKey::Remote(r.rkey);
+        assert_eq!(b.atomic(k, 8, AtomicOp::FetchAdd { add: 5 }), Ok(0));
+        assert_eq!(
+            b.atomic(
+                k,
+                8,
+                AtomicOp::CompareSwap {
+                    compare: 5,
+                    swap: 9
+                }
+            ),
+            Ok(5)
+        );
+        assert_eq!(b.bytes(r.lkey, 8, 8).unwrap(), &9u64.to_ne_bytes());
+        assert_eq!(
+            b.atomic(k, 4, AtomicOp::FetchAdd { add: 1 }),
+            Err(MemError::Misaligned(4))
+        );
+        let mut l = LengthMemory::new();
+        let r = l.register(0, 16, Access::ALL).unwrap();
+        let k = MemKey::Remote(r.rkey);
+        assert_eq!(l.atomic(k, 8, AtomicOp::FetchAdd { add: 5 }), Ok(0));
+        assert_eq!(l.word(r.lkey, 8), Ok(5));
+    }
+}

@@ -1,0 +1,871 @@
+//! The engine's vocabulary: work requests, completions, QP attributes,
+//! configuration, packets in and out, and errors.
+//!
+//! Numeric values follow rdma-core `verbs.h` (ROCEV2.md §5.8, §5.9) so that
+//! the verbs layer and the hardware backend convert without tables.
+
+use core::fmt;
+
+use crate::cc::CcConfig;
+use crate::time::Duration;
+use crate::wire::{Ecn, Lkey, Qpn, Rkey, RoceHeaders};
+
+use super::memory::{Payload, PayloadDesc, MAX_PIECES};
+
+/// Most scatter/gather entries in one work request.
+pub const MAX_SGE: usize = MAX_PIECES;
+
+/// A scatter/gather entry: `length` bytes at `addr` in the region `lkey`
+/// names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sge {
+    /// Start address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key.
+    pub lkey: Lkey,
+}
+
+/// A fixed-capacity list of up to [`MAX_SGE`] SGEs (no heap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SgeList {
+    sges: [Sge; MAX_SGE],
+    count: u8,
+}
+
+impl SgeList {
+    /// An empty list (a zero-length message).
+    pub const fn new() -> SgeList {
+        SgeList {
+            sges: [Sge {
+                addr: 0,
+                length: 0,
+                lkey: Lkey::new(0),
+            }; MAX_SGE],
+            count: 0,
+        }
+    }
+
+    /// A list of one SGE.
+    pub fn one(addr: u64, length: u32, lkey: Lkey) -> SgeList {
+        let mut l = SgeList::new();
+        l.sges[0] = Sge { addr, length, lkey };
+        l.count = 1;
+        l
+    }
+
+    /// From a slice; `None` when it holds more than [`MAX_SGE`] entries.
+    pub fn from_slice(sges: &[Sge]) -> Option<SgeList> {
+        if sges.len() > MAX_SGE {
+            return None;
+        }
+        let mut l = SgeList::new();
+        l.sges[..sges.len()].copy_from_slice(sges);
+        l.count = sges.len() as u8;
+        Some(l)
+    }
+
+    /// The entries.
+    pub fn as_slice(&self) -> &[Sge] {
+        &self.sges[..self.count as usize]
+    }
+
+    /// Total length in bytes (saturating).
+    pub fn total_len(&self) -> u64 {
+        self.as_slice().iter().map(|s| s.length as u64).sum()
+    }
+}
+
+/// The operation of a send work request, with its operation-specific
+/// fields (`ibv_wr_opcode` plus `wr.rdma` / `wr.atomic` / `imm_data` /
+/// `invalidate_rkey`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// IBV_WR_SEND.
+    Send,
+    /// IBV_WR_SEND_WITH_IMM: immediate data as the 32 wire bits.
+    SendWithImm(u32),
+    /// IBV_WR_SEND_WITH_INV: the peer's R_Key to invalidate.
+    SendWithInv(Rkey),
+    /// IBV_WR_RDMA_WRITE.
+    Write {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
+    /// IBV_WR_RDMA_WRITE_WITH_IMM.
+    WriteWithImm {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// IBV_WR_RDMA_READ: read into the local SGEs.
+    Read {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
+    /// IBV_WR_ATOMIC_CMP_AND_SWP: the original value lands in the (8-byte)
+    /// local SGE.
+    CompareSwap {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Compare value.
+        compare: u64,
+        /// Swap value.
+        swap: u64,
+    },
+    /// IBV_WR_ATOMIC_FETCH_AND_ADD.
+    FetchAdd {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Value to add.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    /// The `ibv_wr_opcode` value.
+    pub const fn wr_opcode(self) -> u32 {
+        match self {
+            SendOp::Write { .. } => 0,
+            SendOp::WriteWithImm { .. } => 1,
+            SendOp::Send => 2,
+            SendOp::SendWithImm(_) => 3,
+            SendOp::Read { .. } => 4,
+            SendOp::CompareSwap { .. } => 5,
+            SendOp::FetchAdd { .. } => 6,
+            SendOp::SendWithInv(_) => 9,
+        }
+    }
+
+    /// The completion opcode it produces.
+    pub const fn wc_opcode(self) -> WcOpcode {
+        match self {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+            SendOp::Read { .. } => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+
+    /// READ or atomic: needs a responder resource and counts against
+    /// `max_rd_atomic`.
+    pub const fn is_read_or_atomic(self) -> bool {
+        matches!(
+            self,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+
+    /// An atomic.
+    pub const fn is_atomic(self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+}
+
+/// `ibv_send_flags`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendFlags(u32);
+
+impl SendFlags {
+    /// No flags.
+    pub const NONE: SendFlags = SendFlags(0);
+    /// IBV_SEND_FENCE: wait for earlier READs and atomics to complete.
+    pub const FENCE: SendFlags = SendFlags(1);
+    /// IBV_SEND_SIGNALED: produce a CQE on success.
+    pub const SIGNALED: SendFlags = SendFlags(2);
+    /// IBV_SEND_SOLICITED: set SE on the last packet.
+    pub const SOLICITED: SendFlags = SendFlags(4);
+
+    /// From raw bits.
+    pub const fn from_bits(b: u32) -> SendFlags {
+        SendFlags(b)
+    }
+
+    /// Raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// True when every bit of `o` is set.
+    pub const fn contains(self, o: SendFlags) -> bool {
+        self.0 & o.0 == o.0
+    }
+}
+
+impl core::ops::BitOr for SendFlags {
+    type Output = SendFlags;
+    fn bitor(self, rhs: SendFlags) -> SendFlags {
+        SendFlags(self.0 | rhs.0)
+    }
+}
+
+/// An opaque address handle the caller defines (a peer's IP, a simulator
+/// node id). The engine copies it from the QP's AV (RC/UC) or the work
+/// request (UD) into every [`Transmit`], and never interprets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct AddressHandle(pub u64);
+
+/// Where a UD send goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    /// The address handle.
+    pub ah: AddressHandle,
+    /// Remote QPN.
+    pub remote_qpn: Qpn,
+    /// Remote Q_Key.
+    pub remote_qkey: u32,
+}
+
+/// A send work request (`ibv_send_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendWr {
+    /// Caller's id, returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// Local buffers (source for SEND/WRITE, destination for READ and for
+    /// the atomic result).
+    pub sges: SgeList,
+    /// Flags.
+    pub flags: SendFlags,
+    /// UD destination (UD QPs only).
+    pub ud: Option<UdDest>,
+}
+
+impl SendWr {
+    /// A signaled request with one SGE.
+    pub fn new(wr_id: u64, op: SendOp, sge: Sge) -> SendWr {
+        SendWr {
+            wr_id,
+            op,
+            sges: SgeList::one(sge.addr, sge.length, sge.lkey),
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        }
+    }
+}
+
+/// A receive work request (`ibv_recv_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Caller's id.
+    pub wr_id: u64,
+    /// Buffers.
+    pub sges: SgeList,
+}
+
+/// `ibv_wc_status`, with the rdma-core values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum WcStatus {
+    /// 0.
+    Success = 0,
+    /// 1.
+    LocLenErr = 1,
+    /// 2.
+    LocQpOpErr = 2,
+    /// 4.
+    LocProtErr = 4,
+    /// 5.
+    WrFlushErr = 5,
+    /// 7.
+    BadRespErr = 7,
+    /// 8.
+    LocAccessErr = 8,
+    /// 9.
+    RemInvReqErr = 9,
+    /// 10.
+    RemAccessErr = 10,
+    /// 11.
+    RemOpErr = 11,
+    /// 12.
+    RetryExcErr = 12,
+    /// 13.
+    RnrRetryExcErr = 13,
+    /// 15.
+    RemInvRdReqErr = 15,
+    /// 21.
+    GeneralErr = 21,
+}
+
+impl WcStatus {
+    /// The rdma-core value.
+    pub const fn value(self) -> u32 {
+        self as u32
+    }
+
+    /// The rdma-core name (`ibv_wc_status_str` spelling of the enum).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WcStatus::Success => "IBV_WC_SUCCESS",
+            WcStatus::LocLenErr => "IBV_WC_LOC_LEN_ERR",
+            WcStatus::LocQpOpErr => "IBV_WC_LOC_QP_OP_ERR",
+            WcStatus::LocProtErr => "IBV_WC_LOC_PROT_ERR",
+            WcStatus::WrFlushErr => "IBV_WC_WR_FLUSH_ERR",
+            WcStatus::BadRespErr => "IBV_WC_BAD_RESP_ERR",
+            WcStatus::LocAccessErr => "IBV_WC_LOC_ACCESS_ERR",
+            WcStatus::RemInvReqErr => "IBV_WC_REM_INV_REQ_ERR",
+            WcStatus::RemAccessErr => "IBV_WC_REM_ACCESS_ERR",
+            WcStatus::RemOpErr => "IBV_WC_REM_OP_ERR",
+            WcStatus::RetryExcErr => "IBV_WC_RETRY_EXC_ERR",
+            WcStatus::RnrRetryExcErr => "IBV_WC_RNR_RETRY_EXC_ERR",
+            WcStatus::RemInvRdReqErr => "IBV_WC_REM_INV_RD_REQ_ERR",
+            WcStatus::GeneralErr => "IBV_WC_GENERAL_ERR",
+        }
+    }
+}
+
+impl fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `ibv_wc_opcode`, with the rdma-core values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum WcOpcode {
+    /// 0.
+    Send = 0,
+    /// 1.
+    RdmaWrite = 1,
+    /// 2.
+    RdmaRead = 2,
+    /// 3.
+    CompSwap = 3,
+    /// 4.
+    FetchAdd = 4,
+    /// 128.
+    Recv = 128,
+    /// 129.
+    RecvRdmaWithImm = 129,
+}
+
+/// A work completion (`ibv_wc`). For a flushed WR only `wr_id`, `status`,
+/// `qp_num` and `is_recv` are meaningful.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The WR's id.
+    pub wr_id: u64,
+    /// Status.
+    pub status: WcStatus,
+    /// Opcode.
+    pub opcode: WcOpcode,
+    /// True for a receive-queue completion.
+    pub is_recv: bool,
+    /// The local QP.
+    pub qp_num: Qpn,
+    /// Bytes: the message length (send side) or bytes received.
+    pub byte_len: u32,
+    /// Immediate data (`IBV_WC_WITH_IMM`), as the wire bits.
+    pub imm_data: Option<u32>,
+    /// The R_Key a SEND_WITH_INV invalidated (`IBV_WC_WITH_INV`).
+    pub invalidated_rkey: Option<Rkey>,
+    /// UD: the source QP from the DETH.
+    pub src_qp: Option<Qpn>,
+    /// UD: a GRH area precedes the data (`IBV_WC_GRH`).
+    pub grh: bool,
+    /// The SE bit of the last packet (solicited event).
+    pub solicited: bool,
+}
+
+/// QP transport type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// `ibv_qp_state`, with the rdma-core values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QpState {
+    /// 0.
+    Reset = 0,
+    /// 1.
+    Init = 1,
+    /// 2: ready to receive.
+    Rtr = 2,
+    /// 3: ready to send.
+    Rts = 3,
+    /// 4: send queue drained.
+    Sqd = 4,
+    /// 5: send queue error.
+    Sqe = 5,
+    /// 6: error.
+    Err = 6,
+}
+
+impl fmt::Display for QpState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QpState::Reset => "RESET",
+            QpState::Init => "INIT",
+            QpState::Rtr => "RTR",
+            QpState::Rts => "RTS",
+            QpState::Sqd => "SQD",
+            QpState::Sqe => "SQE",
+            QpState::Err => "ERR",
+        })
+    }
+}
+
+/// The path MTU (IB MTU enum values 1..5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mtu {
+    /// 256 bytes.
+    Mtu256 = 1,
+    /// 512 bytes.
+    Mtu512 = 2,
+    /// 1024 bytes.
+    #[default]
+    Mtu1024 = 3,
+    /// 2048 bytes.
+    Mtu2048 = 4,
+    /// 4096 bytes.
+    Mtu4096 = 5,
+}
+
+impl Mtu {
+    /// Payload bytes per packet.
+    pub const fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+
+    /// From a byte count (256, 512, 1024, 2048 or 4096).
+    pub const fn from_bytes(b: u32) -> Option<Mtu> {
+        match b {
+            256 => Some(Mtu::Mtu256),
+            512 => Some(Mtu::Mtu512),
+            1024 => Some(Mtu::Mtu1024),
+            2048 => Some(Mtu::Mtu2048),
+            4096 => Some(Mtu::Mtu4096),
+            _ => None,
+        }
+    }
+}
+
+/// `ibv_qp_attr_mask` bits (ROCEV2.md §5.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AttrMask(u32);
+
+impl AttrMask {
+    /// No attributes.
+    pub const NONE: AttrMask = AttrMask(0);
+    /// IBV_QP_STATE.
+    pub const STATE: AttrMask = AttrMask(1 << 0);
+    /// IBV_QP_CUR_STATE.
+    pub const CUR_STATE: AttrMask = AttrMask(1 << 1);
+    /// IBV_QP_EN_SQD_ASYNC_NOTIFY.
+    pub const EN_SQD_ASYNC_NOTIFY: AttrMask = AttrMask(1 << 2);
+    /// IBV_QP_ACCESS_FLAGS.
+    pub const ACCESS_FLAGS: AttrMask = AttrMask(1 << 3);
+    /// IBV_QP_PKEY_INDEX.
+    pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
+    /// IBV_QP_PORT.
+    pub const PORT: AttrMask = AttrMask(1 << 5);
+    /// IBV_QP_QKEY.
+    pub const QKEY: AttrMask = AttrMask(1 << 6);
+    /// IBV_QP_AV.
+    pub const AV: AttrMask = AttrMask(1 << 7);
+    /// IBV_QP_PATH_MTU.
+    pub const PATH_MTU: AttrMask = AttrMask(1 << 8);
+    /// IBV_QP_TIMEOUT.
+    pub const TIMEOUT: AttrMask = AttrMask(1 << 9);
+    /// IBV_QP_RETRY_CNT.
+    pub const RETRY_CNT: AttrMask = AttrMask(1 << 10);
+    /// IBV_QP_RNR_RETRY.
+    pub const RNR_RETRY: AttrMask = AttrMask(1 << 11);
+    /// IBV_QP_RQ_PSN.
+    pub const RQ_PSN: AttrMask = AttrMask(1 << 12);
+    /// IBV_QP_MAX_QP_RD_ATOMIC.
+    pub const MAX_QP_RD_ATOMIC: AttrMask = AttrMask(1 << 13);
+    /// IBV_QP_ALT_PATH.
+    pub const ALT_PATH: AttrMask = AttrMask(1 << 14);
+    /// IBV_QP_MIN_RNR_TIMER.
+    pub const MIN_RNR_TIMER: AttrMask = AttrMask(1 << 15);
+    /// IBV_QP_SQ_PSN.
+    pub const SQ_PSN: AttrMask = AttrMask(1 << 16);
+    /// IBV_QP_MAX_DEST_RD_ATOMIC.
+    pub const MAX_DEST_RD_ATOMIC: AttrMask = AttrMask(1 << 17);
+    /// IBV_QP_PATH_MIG_STATE.
+    pub const PATH_MIG_STATE: AttrMask = AttrMask(1 << 18);
+    /// IBV_QP_CAP.
+    pub const CAP: AttrMask = AttrMask(1 << 19);
+    /// IBV_QP_DEST_QPN.
+    pub const DEST_QPN: AttrMask = AttrMask(1 << 20);
+    /// IBV_QP_RATE_LIMIT.
+    pub const RATE_LIMIT: AttrMask = AttrMask(1 << 25);
+
+    const NAMES: [(u32, &'static str); 22] = [
+        (1 << 0, "STATE"),
+        (1 << 1, "CUR_STATE"),
+        (1 << 2, "EN_SQD_ASYNC_NOTIFY"),
+        (1 << 3, "ACCESS_FLAGS"),
+        (1 << 4, "PKEY_INDEX"),
+        (1 << 5, "PORT"),
+        (1 << 6, "QKEY"),
+        (1 << 7, "AV"),
+        (1 << 8, "PATH_MTU"),
+        (1 << 9, "TIMEOUT"),
+        (1 << 10, "RETRY_CNT"),
+        (1 << 11, "RNR_RETRY"),
+        (1 << 12, "RQ_PSN"),
+        (1 << 13, "MAX_QP_RD_ATOMIC"),
+        (1 << 14, "ALT_PATH"),
+        (1 << 15, "MIN_RNR_TIMER"),
+        (1 << 16, "SQ_PSN"),
+        (1 << 17, "MAX_DEST_RD_ATOMIC"),
+        (1 << 18, "PATH_MIG_STATE"),
+        (1 << 19, "CAP"),
+        (1 << 20, "DEST_QPN"),
+        (1 << 25, "RATE_LIMIT"),
+    ];
+
+    /// From raw bits.
+    pub const fn from_bits(b: u32) -> AttrMask {
+        AttrMask(b)
+    }
+
+    /// Raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// True when every bit of `o` is set.
+    pub const fn contains(self, o: AttrMask) -> bool {
+        self.0 & o.0 == o.0
+    }
+
+    /// Bits in `self` that are not in `o`.
+    #[must_use]
+    pub const fn minus(self, o: AttrMask) -> AttrMask {
+        AttrMask(self.0 & !o.0)
+    }
+
+    /// True when no bit is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl core::ops::BitOr for AttrMask {
+    type Output = AttrMask;
+    fn bitor(self, rhs: AttrMask) -> AttrMask {
+        AttrMask(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Display for AttrMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (bit, name) in AttrMask::NAMES {
+            if self.0 & bit != 0 {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        let unknown = self.0 & !AttrMask::NAMES.iter().fold(0, |a, (b, _)| a | b);
+        if unknown != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            write!(f, "{unknown:#x}")?;
+        } else if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// QP attributes (`ibv_qp_attr`), applied by [`modify`](super::Qp::modify)
+/// for the bits set in the mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    /// Target state.
+    pub qp_state: QpState,
+    /// CUR_STATE: the state the caller believes the QP is in.
+    pub cur_qp_state: QpState,
+    /// `qp_access_flags` (remote rights the responder grants).
+    pub qp_access_flags: super::memory::Access,
+    /// PKEY_INDEX (kept, not interpreted).
+    pub pkey_index: u16,
+    /// PORT (kept, not interpreted).
+    pub port_num: u8,
+    /// QKEY (UD).
+    pub qkey: u32,
+    /// AV: where packets of this QP go (RC/UC).
+    pub ah: AddressHandle,
+    /// PATH_MTU.
+    pub path_mtu: Mtu,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout; 0 = no timer.
+    pub timeout: u8,
+    /// Retry count, 0..=7 (7 means 7 retries unless `rxe_retry_cnt7_infinite`).
+    pub retry_cnt: u8,
+    /// RNR retry count, 0..=7 (7 = infinite).
+    pub rnr_retry: u8,
+    /// RQ_PSN: the responder's first expected PSN.
+    pub rq_psn: u32,
+    /// MAX_QP_RD_ATOMIC: READs/atomics in flight as requester.
+    pub max_rd_atomic: u8,
+    /// MIN_RNR_TIMER: code sent in RNR NAKs (ROCEV2.md §5.6).
+    pub min_rnr_timer: u8,
+    /// SQ_PSN: the requester's first PSN.
+    pub sq_psn: u32,
+    /// MAX_DEST_RD_ATOMIC: responder resources.
+    pub max_dest_rd_atomic: u8,
+    /// DEST_QPN.
+    pub dest_qp_num: Qpn,
+}
+
+impl Default for QpAttr {
+    fn default() -> QpAttr {
+        QpAttr {
+            qp_state: QpState::Reset,
+            cur_qp_state: QpState::Reset,
+            qp_access_flags: super::memory::Access::NONE,
+            pkey_index: 0,
+            port_num: 1,
+            qkey: 0,
+            ah: AddressHandle(0),
+            path_mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            rq_psn: 0,
+            max_rd_atomic: 1,
+            min_rnr_timer: 12,
+            sq_psn: 0,
+            max_dest_rd_atomic: 1,
+            dest_qp_num: Qpn::new(0),
+        }
+    }
+}
+
+/// Where a retransmission starts (ARCHITECTURE: NIC transport setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RetransmitMode {
+    /// Go-back-N: resend from the NAKed or timed-out PSN, resuming a
+    /// partially acknowledged message (ROCEV2.md §5.3). What every current
+    /// NIC does.
+    #[default]
+    GoBackN,
+    /// Go-back-0: restart the whole message from its first packet, and the
+    /// responder drops a message's partial progress when it detects a gap
+    /// (the early NICs of Guo et al. 2016; livelocks under steady loss).
+    /// Both ends of a connection must use the same mode.
+    GoBack0,
+}
+
+/// Creation-time configuration of a QP: the `ibv_qp_init_attr` part and
+/// the implementation policies of ROCEV2.md §8.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QpConfig {
+    /// Transport type.
+    pub qp_type: QpType,
+    /// This QP's number.
+    pub qpn: Qpn,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Every send WR gets a CQE (`sq_sig_all`).
+    pub sq_sig_all: bool,
+    /// Retransmission start policy.
+    pub retransmit: RetransmitMode,
+    /// AckReq on the last packet of every message, and once more after this
+    /// many packets without it (rxe: 64). 0 = only message ends.
+    pub ack_req_every: u32,
+    /// Stop sending new packets when this many PSNs are unacknowledged
+    /// (rxe: 128).
+    pub max_unacked_psns: u32,
+    /// rxe quirk: treat `retry_cnt == 7` as infinite (spec: 7 retries).
+    pub rxe_retry_cnt7_infinite: bool,
+    /// Local status for a receive buffer too small for the SEND
+    /// (hardware: LOC_LEN_ERR; rxe: REM_INV_REQ_ERR).
+    pub recv_too_small_status: WcStatus,
+    /// ECN codepoint put on outgoing data packets (ECT(0) for DCQCN).
+    pub ecn: Ecn,
+    /// Notification point: send a CNP on CE, at most once per this
+    /// interval. `None` disables the NP.
+    pub min_time_between_cnps: Option<Duration>,
+    /// Congestion control of this QP's sends (the reaction point).
+    pub cc: CcConfig,
+}
+
+impl QpConfig {
+    /// Defaults: RC, queues of 1024, go-back-N, rxe AckReq and window
+    /// policies, spec retry_cnt, LOC_LEN_ERR, ECT(0), no CNPs, no CC.
+    pub fn new(qpn: Qpn) -> QpConfig {
+        QpConfig {
+            qp_type: QpType::Rc,
+            qpn,
+            max_send_wr: 1024,
+            max_recv_wr: 1024,
+            sq_sig_all: false,
+            retransmit: RetransmitMode::GoBackN,
+            ack_req_every: 64,
+            max_unacked_psns: 128,
+            rxe_retry_cnt7_infinite: false,
+            recv_too_small_status: WcStatus::LocLenErr,
+            ecn: Ecn::Ect0,
+            min_time_between_cnps: None,
+            cc: CcConfig::None,
+        }
+    }
+}
+
+/// A packet the engine wants sent. The caller resolves `payload` through
+/// the memory trait when it needs bytes, and sends to `dest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where it goes.
+    pub dest: AddressHandle,
+    /// Transport headers.
+    pub headers: RoceHeaders,
+    /// ECN codepoint for the IP header.
+    pub ecn: Ecn,
+    /// The payload (length and where its bytes live).
+    pub payload: PayloadDesc,
+}
+
+/// A received packet, as the caller hands it to the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received<'a> {
+    /// Transport headers (parsed and ICRC-checked by the caller).
+    pub headers: RoceHeaders,
+    /// ECN codepoint of the IP header.
+    pub ecn: Ecn,
+    /// The payload bytes (or only the length).
+    pub payload: Payload<'a>,
+    /// UD: the 40-byte GRH area (IPv6 header, or 20 zero bytes then the
+    /// IPv4 header) to place before the data. `None`: zeros.
+    pub grh: Option<&'a [u8; 40]>,
+    /// UD: the sender's address handle, for replies.
+    pub src: AddressHandle,
+}
+
+/// Why `modify` refused (nothing was changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ModifyError {
+    /// The state table has no such transition for this QP type.
+    #[error("invalid QP transition {from} -> {to}")]
+    InvalidTransition {
+        /// Current state.
+        from: QpState,
+        /// Requested state.
+        to: QpState,
+    },
+    /// Required attributes are missing from the mask.
+    #[error("QP transition {from} -> {to} requires attributes {missing}")]
+    MissingAttributes {
+        /// Current state.
+        from: QpState,
+        /// Requested state.
+        to: QpState,
+        /// The missing bits.
+        missing: AttrMask,
+    },
+    /// The mask has attributes this transition does not accept.
+    #[error("QP transition {from} -> {to} does not accept attributes {unexpected}")]
+    UnexpectedAttributes {
+        /// Current state.
+        from: QpState,
+        /// Requested state.
+        to: QpState,
+        /// The refused bits.
+        unexpected: AttrMask,
+    },
+    /// CUR_STATE does not match the QP's state.
+    #[error("CUR_STATE says {claimed} but the QP is in {actual}")]
+    CurStateMismatch {
+        /// What the caller claimed.
+        claimed: QpState,
+        /// The real state.
+        actual: QpState,
+    },
+    /// An attribute value is out of range.
+    #[error("attribute {attr} out of range: {why}")]
+    InvalidValue {
+        /// The attribute.
+        attr: AttrMask,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// Why a post was refused (the WR was not queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// The QP state does not accept this post (e.g. post_send below RTS).
+    #[error("QP in state {0} does not accept this post")]
+    BadState(QpState),
+    /// The queue is full.
+    #[error("queue full ({0} outstanding)")]
+    QueueFull(u32),
+    /// The operation is not available on this QP type.
+    #[error("operation not supported on {0:?} QPs")]
+    Unsupported(QpType),
+    /// The WR is malformed.
+    #[error("invalid work request: {0}")]
+    Invalid(&'static str),
+}
+
+/// Counters of what the engine saw and did (drops are counted, never
+/// surfaced as errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpStats {
+    /// Request packets sent, first transmissions.
+    pub tx_requests: u64,
+    /// Request packets sent again by a retransmission.
+    pub tx_retransmits: u64,
+    /// Responses (ACK/NAK/read responses/atomic ACKs) sent.
+    pub tx_responses: u64,
+    /// CNPs sent.
+    pub tx_cnps: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets dropped (wrong state, transport, out of sequence, bad Q_Key, ...).
+    pub rx_dropped: u64,
+    /// Duplicate requests seen by the responder.
+    pub rx_duplicates: u64,
+    /// NAK PSN sequence errors sent.
+    pub tx_nak_seq: u64,
+    /// RNR NAKs sent.
+    pub tx_rnr_naks: u64,
+    /// NAKs received (any code).
+    pub rx_naks: u64,
+    /// RNR NAKs received.
+    pub rx_rnr_naks: u64,
+    /// Local ACK timeouts that fired.
+    pub timeouts: u64,
+    /// Retransmission rounds started (NAK, timeout, implied NAK, RNR).
+    pub retries: u64,
+    /// CNPs received.
+    pub rx_cnps: u64,
+    /// CE-marked packets received.
+    pub rx_ce: u64,
+    /// Atomics executed by the responder (replays excluded).
+    pub atomics_executed: u64,
+    /// Stale or duplicate responses ignored.
+    pub stale_responses: u64,
+}
