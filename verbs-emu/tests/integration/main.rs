@@ -2,4 +2,5 @@
 
 mod ibverbs_abi;
 mod transport;
+mod verbs;
 mod wire;
