@@ -5,6 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_devices;
+mod cmd_perftest;
+
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.
 #[derive(Debug, Parser)]
@@ -18,6 +21,10 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// List RDMA devices, emulated and real, like ibv_devices.
+    Devices(cmd_devices::DevicesArgs),
+    /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
+    Perftest(cmd_perftest::PerftestArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +34,7 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Devices(a) => cmd_devices::run(a),
+        Command::Perftest(a) => cmd_perftest::run(a),
     }
 }
