@@ -424,6 +424,7 @@ pub struct Pair<M> {
     /// benchmark turns it off to count only).
     pub collect: bool,
     last_progress: Instant,
+    scratch: Transmit,
 }
 
 impl<M: Memory> Pair<M> {
@@ -447,6 +448,7 @@ impl<M: Memory> Pair<M> {
             now: Instant::ZERO,
             collect: true,
             last_progress: Instant::ZERO,
+            scratch: Transmit::EMPTY,
         }
     }
 
@@ -504,10 +506,10 @@ impl<M: Memory> Pair<M> {
                     link.wants = true;
                     break;
                 }
-                match ep.qp.poll_transmit(now, &ep.mem) {
-                    Some(tx) => link.send(now, &tx, &ep.mem),
-                    None => break,
+                if !ep.qp.poll_transmit_into(now, &ep.mem, &mut self.scratch) {
+                    break;
                 }
+                link.send(now, &self.scratch, &ep.mem);
             }
         }
         self.drain();

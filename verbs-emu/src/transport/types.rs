@@ -770,6 +770,39 @@ pub struct Transmit {
     pub payload: PayloadDesc,
 }
 
+impl Transmit {
+    /// A placeholder to reuse with
+    /// [`Qp::poll_transmit_into`](super::Qp::poll_transmit_into); every
+    /// field is overwritten by a successful poll.
+    pub const EMPTY: Transmit = Transmit {
+        dest: AddressHandle(0),
+        headers: RoceHeaders {
+            bth: crate::wire::BthRepr {
+                opcode: crate::wire::Opcode::RcAcknowledge,
+                solicited: false,
+                migreq: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: Qpn::new(0),
+                ack_req: false,
+                psn: crate::wire::Psn::new(0),
+            },
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            ieth: None,
+        },
+        ecn: Ecn::NotEct,
+        payload: PayloadDesc::EMPTY,
+    };
+}
+
 /// A received packet, as the caller hands it to the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Received<'a> {
