@@ -1,6 +1,10 @@
 //! `rocelab`: the one command-line binary. It parses arguments and calls the
 //! libraries; no logic lives here. One module per subcommand.
 
+mod cmd_run;
+mod cmd_validate;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +28,13 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// Run every variant of a scenario; write results.json and counter dumps.
+    Run(cmd_run::Args),
+    /// Check a scenario or topology file without running it.
+    Validate {
+        /// The scenario or topology file (TOML).
+        file: PathBuf,
+    },
     /// RoCEv2 wire format: write sample captures, decode pcap files.
     Wire(cmd_wire::WireArgs),
     /// List RDMA devices, emulated and real, like `ibv_devices`.
@@ -43,6 +54,8 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Run(args) => cmd_run::run(&args),
+        Command::Validate { file } => cmd_validate::run(&file),
         Command::Wire(args) => cmd_wire::run(args),
         Command::Devices(args) => cmd_devices::run(&args),
         Command::Parse(args) => cmd_parse::run(args),
