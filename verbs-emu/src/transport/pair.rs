@@ -12,6 +12,31 @@
 //! event by event and fails with a [`DriveError`] when nothing completes for
 //! longer than the stall limit (a livelock or a deadlock), when time runs
 //! out, or when the pair goes idle before the goal is met.
+//!
+//! ```
+//! use verbs_emu::time::{Duration, Rate};
+//! use verbs_emu::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
+//! use verbs_emu::transport::{Access, ByteMemory, QpConfig, SendOp, SendWr, Sge};
+//! use verbs_emu::wire::Qpn;
+//!
+//! let (mut ma, mut mb) = (ByteMemory::new(), ByteMemory::new());
+//! let ra = ma.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let rb = mb.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let wire = WireConfig {
+//!     loss: Loss::Random(0.01),
+//!     ..WireConfig::clean(Rate::from_gbps(100), Duration::from_us(2))
+//! };
+//! let mut pair = Pair::connect(
+//!     QpConfig::new(Qpn::new(1)), ma,
+//!     QpConfig::new(Qpn::new(2)), mb,
+//!     ConnectAttrs::default(), wire, wire,
+//! ).unwrap();
+//! let op = SendOp::Write { remote_addr: 0x1000, rkey: rb.rkey };
+//! let sge = Sge { addr: 0x1000, length: 50_000, lkey: ra.lkey };
+//! pair.a.qp.post_send(SendWr::new(7, op, sge)).unwrap();
+//! pair.run_until(Limits::default(), |p| p.a.completions.len() == 1).unwrap();
+//! assert_eq!(pair.a.completions[0].wr_id, 7);
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

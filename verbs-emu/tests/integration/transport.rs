@@ -1612,3 +1612,62 @@ fn a_lost_read_response_is_retried_for_the_missing_part_only() {
         s.pair.b.mem.bytes(s.b.lkey, BASE, 10 * 1024).unwrap()
     );
 }
+
+#[test]
+fn a_fenced_send_waits_for_the_read_before_it() {
+    for fence in [false, true] {
+        let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: 9,
+                sges: SgeList::one(BASE, 64, s.b.lkey),
+            })
+            .unwrap();
+        let rd = SendOp::Read {
+            remote_addr: BASE,
+            rkey: s.b.rkey,
+        };
+        let big = Sge {
+            addr: BASE + 65536,
+            length: 256 * 1024,
+            lkey: s.a.lkey,
+        };
+        s.pair.a.qp.post_send(SendWr::new(1, rd, big)).unwrap();
+        let mut send = SendWr::new(
+            2,
+            SendOp::Send,
+            Sge {
+                addr: BASE,
+                length: 8,
+                lkey: s.a.lkey,
+            },
+        );
+        send.flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
+        if fence {
+            send.flags = send.flags | SendFlags::FENCE;
+        }
+        s.pair.a.qp.post_send(send).unwrap();
+        let mut read_done = None;
+        let mut recv_done = None;
+        s.pair
+            .run_until(short_limits(), |p| {
+                if read_done.is_none() && !p.a.completions.is_empty() {
+                    read_done = Some(p.now);
+                }
+                if recv_done.is_none() && !p.b.completions.is_empty() {
+                    recv_done = Some(p.now);
+                }
+                p.a.completions.len() == 2
+            })
+            .unwrap();
+        assert!(s.pair.b.completions[0].solicited);
+        let (r, v) = (read_done.unwrap(), recv_done.unwrap());
+        if fence {
+            assert!(v > r, "the fenced SEND arrived after the READ completed");
+        } else {
+            assert!(v < r, "without a fence the SEND overtakes the long READ");
+        }
+    }
+}
