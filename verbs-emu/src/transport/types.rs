@@ -661,8 +661,12 @@ impl Default for QpAttr {
     }
 }
 
-/// Where a retransmission starts (ARCHITECTURE: NIC transport setting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Where a retransmission starts (a NIC transport setting). In files:
+/// `"go_back_n"` or `"go_back0"`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum RetransmitMode {
     /// Go-back-N: resend from the NAKed or timed-out PSN, resuming a
     /// partially acknowledged message (ROCEV2.md §5.3). What every current
