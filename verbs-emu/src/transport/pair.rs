@@ -48,7 +48,7 @@ use crate::time::{Duration, Instant, Rate};
 use crate::wire::{Ecn, Psn, Qpn, RoceHeaders};
 
 use super::memory::{Access, Memory, Payload};
-use super::qp::{wire_time, Qp, WIRE_OVERHEAD};
+use super::qp::{min_deadline, wire_time, Qp, WIRE_OVERHEAD};
 use super::types::*;
 
 /// How a link loses packets.
@@ -537,7 +537,6 @@ impl<M: Memory> Pair<M> {
                 link.send(now, &self.scratch, &ep.mem);
             }
         }
-        self.drain();
     }
 
     fn drain(&mut self) {
@@ -552,31 +551,26 @@ impl<M: Memory> Pair<M> {
         }
     }
 
-    fn next_event(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        let mut fold = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        fold(self.ab.next_arrival());
-        fold(self.ba.next_arrival());
-        fold(self.a.qp.poll_timeout());
-        fold(self.b.qp.poll_timeout());
+    /// The next event time, and the two QPs' deadlines.
+    fn next_event(&self) -> (Option<Instant>, Option<Instant>, Option<Instant>) {
+        let ta = self.a.qp.poll_timeout();
+        let tb = self.b.qp.poll_timeout();
+        let mut t = min_deadline(self.ab.next_arrival(), self.ba.next_arrival());
+        t = min_deadline(t, min_deadline(ta, tb));
         if self.ab.wants {
-            fold(Some(self.ab.busy_until));
+            t = min_deadline(t, Some(self.ab.busy_until));
         }
         if self.ba.wants {
-            fold(Some(self.ba.busy_until));
+            t = min_deadline(t, Some(self.ba.busy_until));
         }
-        t
+        (t, ta, tb)
     }
 
     /// Advance to the next event and process it. Returns false when no
     /// event is pending.
     pub fn step(&mut self) -> bool {
         self.pump();
-        let Some(t) = self.next_event() else {
+        let (Some(t), ta, tb) = self.next_event() else {
             return false;
         };
         if t > self.now {
@@ -611,10 +605,13 @@ impl<M: Memory> Pair<M> {
                 link.release(slot);
             }
         }
-        for ep in [&mut self.a, &mut self.b] {
-            if ep.qp.poll_timeout().is_some_and(|t| t <= now) {
-                ep.qp.handle_timeout(now);
-            }
+        // Deadlines set by the packets just handled all lie after `now`, so
+        // the ones read before delivery decide which timers are due.
+        if ta.is_some_and(|t| t <= now) {
+            self.a.qp.handle_timeout(now);
+        }
+        if tb.is_some_and(|t| t <= now) {
+            self.b.qp.handle_timeout(now);
         }
         self.drain();
         true
@@ -650,10 +647,11 @@ impl<M: Memory> Pair<M> {
             if !self.step() {
                 // Drain what the last step produced before declaring idle.
                 self.pump();
+                self.drain();
                 if goal(self) {
                     return Ok(());
                 }
-                if self.next_event().is_none() {
+                if self.next_event().0.is_none() {
                     return Err(DriveError::Idle(self.now));
                 }
             }

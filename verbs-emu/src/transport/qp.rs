@@ -56,6 +56,15 @@ pub fn wire_time(rate: crate::time::Rate, bytes: u64) -> Duration {
     }
 }
 
+/// The earlier of two optional deadlines.
+#[inline]
+pub(crate) fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Asynchronous QP events (`ibv_event_type` subset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpEvent {
@@ -584,16 +593,12 @@ impl Qp {
     /// and the pacing deadline when pacing is what holds a packet back.
     /// `None` when nothing is pending: an idle QP costs nothing.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.rto_deadline;
-        let mut fold = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        fold(self.rnr_deadline);
-        fold(self.cc.poll_timeout());
+        let mut t = min_deadline(self.rto_deadline, self.rnr_deadline);
+        if let AnyCc::Dcqcn(_) = self.cc {
+            t = min_deadline(t, self.cc.poll_timeout());
+        }
         if self.pacing_blocked {
-            fold(Some(self.next_send_time));
+            t = min_deadline(t, Some(self.next_send_time));
         }
         t
     }
