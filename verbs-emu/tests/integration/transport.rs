@@ -1671,3 +1671,62 @@ fn a_fenced_send_waits_for_the_read_before_it() {
         }
     }
 }
+
+#[test]
+fn duplicate_and_stale_acks_change_nothing() {
+    let ba = WireConfig {
+        duplicate: 1.0,
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), ba, |_| {});
+    for i in 0..20 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 4096, s.b.lkey),
+            })
+            .unwrap();
+        one_send(&mut s, i, 3000);
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 20)
+        .unwrap();
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+    assert_eq!(s.pair.a.completions.len(), 20);
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    assert!(
+        s.pair.a.qp.stats().stale_responses >= 20,
+        "every duplicate ACK was ignored"
+    );
+    assert_eq!(s.pair.a.qp.stats().tx_retransmits, 0);
+}
+
+#[test]
+fn rxe_compatible_retry_cnt_7_never_gives_up() {
+    let dead = WireConfig {
+        loss: Loss::Random(1.0),
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 1,
+        retry_cnt: 7,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, dead, link(), |c| c.rxe_retry_cnt7_infinite = true);
+    one_send(&mut s, 1, 100);
+    let end = Instant::from_ps(Duration::from_ms(1).as_ps());
+    s.pair.run_until(short_limits(), |p| p.now >= end).unwrap();
+    assert!(s.pair.a.completions.is_empty());
+    assert!(s.pair.a.qp.stats().timeouts > 20, "well past 7 retries");
+    assert_eq!(s.pair.a.qp.state(), QpState::Rts);
+}
