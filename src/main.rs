@@ -1,9 +1,6 @@
 //! `rocelab`: the one command-line binary. It parses arguments and calls the
 //! libraries; no logic lives here. One module per subcommand.
 
-mod cmd_run;
-mod cmd_validate;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,6 +10,9 @@ mod cmd_compare;
 mod cmd_devices;
 mod cmd_doctor;
 mod cmd_parse;
+mod cmd_perftest;
+mod cmd_run;
+mod cmd_validate;
 mod cmd_wire;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
@@ -45,6 +45,8 @@ enum Command {
     Doctor(cmd_doctor::Args),
     /// Put two results side by side (perftest vs results.json, or two counter dumps).
     Compare(cmd_compare::Args),
+    /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
+    Perftest(cmd_perftest::PerftestArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,5 +63,6 @@ fn main() -> ExitCode {
         Command::Parse(args) => cmd_parse::run(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Compare(args) => cmd_compare::run(args),
+        Command::Perftest(a) => cmd_perftest::run(a),
     }
 }

@@ -3,4 +3,5 @@
 mod ibverbs_abi;
 mod ibverbs_fake;
 mod transport;
+mod verbs;
 mod wire;
