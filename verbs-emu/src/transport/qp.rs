@@ -2526,6 +2526,14 @@ mod tests {
     use crate::wire::Lkey;
 
     #[test]
+    fn engines_can_move_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Qp>();
+        assert_send_sync::<ByteMemory>();
+        assert_send_sync::<crate::transport::LengthMemory>();
+    }
+
+    #[test]
     fn wire_time_matches_the_128_bit_formula() {
         use crate::time::Rate;
         for bps in [1u64, 999_999_937, 25_000_000_000, 400_000_000_000] {
