@@ -13,7 +13,8 @@ use verbs_emu::time::Duration;
 pub struct Args {
     /// Captures: ethtool -S and rdma statistic dumps (two snapshots of one
     /// source make a delta), topo -m, ibv_devinfo/ibstat, mlnx_qos,
-    /// show_gids, perftest, NCCL logs. The format is detected.
+    /// show_gids, perftest, NCCL logs. The format is detected. A directory
+    /// stands for the files in it.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Time between consecutive snapshots, e.g. `10s`.
@@ -31,7 +32,22 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
     let mut inputs = Vec::new();
+    let mut files = Vec::new();
     for f in &args.files {
+        match std::fs::read_dir(f) {
+            // A directory (e.g. the simulator's counters/): its files, by name.
+            Ok(dir) => {
+                let mut inner: Vec<PathBuf> = dir
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file())
+                    .collect();
+                inner.sort();
+                files.extend(inner);
+            }
+            Err(_) => files.push(f.clone()),
+        }
+    }
+    for f in &files {
         let text = match std::fs::read(f) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) => {

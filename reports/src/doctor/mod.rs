@@ -99,6 +99,8 @@ pub enum Symptom {
     Corruption,
     /// The receive queue had no buffer posted (host side).
     HostOutOfBuffer,
+    /// Work completions failed with a status other than 12.
+    CompletionError,
     /// NCCL fell back to TCP sockets.
     SocketFallback,
     /// perftest bandwidth well below the port rate.
@@ -149,6 +151,7 @@ impl Symptom {
             Symptom::GdrNotUsed => "gdr-not-used",
             Symptom::Corruption => "corruption",
             Symptom::HostOutOfBuffer => "host-out-of-buffer",
+            Symptom::CompletionError => "completion-error",
             Symptom::SocketFallback => "socket-fallback",
             Symptom::SlowPerftest => "slow-perftest",
             Symptom::SinceBoot => "since-boot",
@@ -163,7 +166,10 @@ impl Symptom {
         match self {
             Symptom::LossyPriority => 0,
             Symptom::PfcStorm => 1,
-            Symptom::PacketLoss | Symptom::AckTimeout | Symptom::Corruption => 2,
+            Symptom::PacketLoss
+            | Symptom::AckTimeout
+            | Symptom::Corruption
+            | Symptom::CompletionError => 2,
             Symptom::RxPause | Symptom::TxPause => 3,
             Symptom::EcnNotMarking | Symptom::CnpNotHandled => 4,
             Symptom::LinkDegraded | Symptom::MtuMismatch | Symptom::SlowPerftest => 5,

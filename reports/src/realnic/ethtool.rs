@@ -272,7 +272,8 @@ fn finish(s: &mut EthtoolSnapshot) {
     let mut norm = BTreeMap::new();
     for (k, v) in &s.raw {
         if let Some(n) = normalize_name(k) {
-            *norm.entry(n).or_insert(0u64) += *v;
+            let e = norm.entry(n).or_insert(0u64);
+            *e = e.saturating_add(*v);
         }
     }
     for (k, v) in &s.raw {

@@ -277,7 +277,8 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
             let mut norm = BTreeMap::new();
             for (k, v) in &link.raw {
                 if let Some(n) = normalize_name(k) {
-                    *norm.entry(n.to_string()).or_insert(0u64) += *v;
+                    let e = norm.entry(n.to_string()).or_insert(0u64);
+                    *e = e.saturating_add(*v);
                 }
             }
             for (k, v) in &link.raw {
@@ -297,15 +298,24 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
     Ok(out)
 }
 
+/// Words in `rdma statistic qp show` / `mode` lines that carry metadata,
+/// not counters: skipped with their value.
+const METADATA: &[&str] = &["cntn", "qp-type", "pid", "comm", "lqpn", "mode", "auto"];
+
 fn pairs<'a>(
     st: &mut State,
     dev: &str,
     port: u32,
-    mut toks: impl Iterator<Item = &'a str>,
+    toks: impl Iterator<Item = &'a str>,
     line: usize,
     text: &str,
 ) -> Result<(), ParseError> {
+    let mut toks = toks.peekable();
     while let Some(name) = toks.next() {
+        if name == "optional-counters" || name == "[optional-counters]" {
+            // A section marker without a value of its own.
+            continue;
+        }
         let Some(v) = toks.next() else {
             return Err(ParseError::new(
                 line,
@@ -313,6 +323,9 @@ fn pairs<'a>(
                 text,
             ));
         };
+        if METADATA.contains(&name) {
+            continue;
+        }
         let Ok(v) = v.parse::<u64>() else {
             return Err(ParseError::new(
                 line,

@@ -331,3 +331,109 @@ fn json_output_is_stable_and_complete() {
     assert_eq!(f["playbook"], 1);
     assert!(f["check_first"].as_str().unwrap().contains("switch port"));
 }
+
+#[test]
+fn traffic_class_mapped_to_a_priority_without_pfc() {
+    let d = assert_first(
+        "extra_tc_mapping",
+        None,
+        Symptom::LossyPriority,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(ev.contains("NCCL_IB_TC=106 -> DSCP 26 -> prio3"), "{ev}");
+    assert!(ev.contains("PFC is on [4]"), "{ev}");
+}
+
+#[test]
+fn wrong_gid_index_is_named_with_the_right_one() {
+    let d = assert_first(
+        "extra_wrong_gid",
+        None,
+        Symptom::AckTimeout,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(
+        ev.contains("index 1 on mlx5_0 is v2 (link-local, no IPv4)"),
+        "{ev}"
+    );
+    assert!(ev.contains("RoCEv2 IPv4 entries: [3]"), "{ev}");
+}
+
+#[test]
+fn slow_perftest_latency_is_flagged_and_healthy_is_not() {
+    for (file, slow) in [
+        ("perftest/write_lat_slow.txt", true),
+        ("perftest/write_lat.txt", false),
+    ] {
+        let parsed = realnic::parse(None, &fixture(file)).unwrap();
+        let d = diagnose(
+            &[Input {
+                name: file.into(),
+                parsed,
+            }],
+            &Options::default(),
+        );
+        let flagged = d
+            .findings
+            .iter()
+            .any(|f| f.symptom == Symptom::SlowPerftest);
+        assert_eq!(flagged, slow, "{file}: {}", d.render_text());
+    }
+}
+
+#[test]
+fn saturated_counters_do_not_overflow() {
+    let max = u64::MAX;
+    let text = format!(
+        "NIC statistics:\n     rx_prio3_bytes: {max}\n     tx_prio3_bytes: {max}\n     rx_prio3_pause: {max}\n     rx_prio3_pause_duration: {max}\n     rx_vport_rdma_unicast_bytes: {max}\n     tx_vport_rdma_unicast_bytes: {max}\n     rx_symbol_err_phy: {max}\n     rx_crc_errors_phy: {max}\n"
+    );
+    let rdma = format!("link mlx5_0/1 np_cnp_sent {max} out_of_sequence {max}\nlink mlx5_1/1 np_cnp_sent {max} packet_seq_err {max}\n");
+    let inputs = vec![
+        Input {
+            name: "e".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        },
+        Input {
+            name: "r".into(),
+            parsed: realnic::parse(None, &rdma).unwrap(),
+        },
+    ];
+    let d = diagnose(
+        &inputs,
+        &Options {
+            interval: Some(Duration::from_ps(1)),
+        },
+    );
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::Corruption));
+}
+
+#[test]
+fn other_completion_statuses_are_explained() {
+    let log = fixture("nccl/nccl_retry_exceeded.txt")
+        .replace("status=12", "status=4")
+        .replace("error 12", "error 13");
+    let parsed = realnic::parse(None, &log).unwrap();
+    let d = diagnose(
+        &[Input {
+            name: "nccl".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    let ids: Vec<(Symptom, &str)> = d
+        .findings
+        .iter()
+        .map(|f| (f.symptom, f.subject.as_str()))
+        .collect();
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 4")),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 13")),
+        "{ids:?}"
+    );
+    assert!(!ids.iter().any(|(s, _)| *s == Symptom::AckTimeout));
+}
