@@ -19,7 +19,8 @@ pub struct RunOptions {
     pub variant: String,
     /// Root seed; every component derives its own stream from it.
     pub seed: u64,
-    /// Stop at this simulated time (`None`: run until idle).
+    /// Stop at this simulated time (`None`: run until every flow has
+    /// completed or failed, or nothing is left to do).
     pub duration: Option<Duration>,
     /// Stop after this many events (a guard against runaway runs).
     pub max_events: u64,

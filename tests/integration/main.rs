@@ -2,5 +2,6 @@
 //! built `rocelab` binary.
 
 mod cli_reports;
+mod cli_sim;
 mod devices;
 mod wire;

@@ -12,8 +12,10 @@
 //!   before queued data, and takes effect at the peer after propagation
 //!   plus the configured response time.
 //! * **Switches** route by destination host over the equal-cost next hops
-//!   of [`crate::topology::Routes`], picking one per flow by hashing the
-//!   5-tuple (the UDP source port carries QP entropy). Buffering, PFC and
+//!   of [`crate::topology::Routes`], picking one per flow with
+//!   [`crate::topology::ecmp::ecmp_select`] on the 5-tuple (host addresses
+//!   from [`crate::topology::host_ip`]; the UDP source port carries QP
+//!   entropy, from the two QPNs as the Linux stack derives it). Buffering, PFC and
 //!   drops follow [`switch::Mmu`]; ECN marking is RED on the egress queue
 //!   when a frame leaves. Within a priority the egress queue is one FIFO:
 //!   fairness between ingress ports comes from per-ingress PFC accounting.
@@ -37,12 +39,13 @@ use verbs_emu::wire::Ecn;
 use crate::config::{
     mlx5_headroom, EcnConfig, FaultKind, HeadroomConfig, SchedulerConfig, SimConfig,
 };
-use crate::engine::{derive_rng, splitmix, EventQueue, StreamKind};
+use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
     percentile, FlowRecord, NicRecord, PortRecord, QueueSeries, RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
-use crate::topology::{NodeId, NodeKind, Routes, Topology};
+use crate::topology::ecmp::{ecmp_select, FiveTuple};
+use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
 use crate::workload::FlowSpec;
 
 use nic::{FlowState, Nic, QpTable};
@@ -79,14 +82,14 @@ pub(crate) enum Ev {
 /// One switch.
 #[derive(Debug)]
 struct Switch {
+    /// Node index (the ECMP salt).
+    node: u32,
     /// Global id of port 0.
     port_base: u32,
     /// Buffer accounting.
     mmu: Mmu,
     /// ECN marking stream.
     rng: ChaCha8Rng,
-    /// Salt mixed into the ECMP hash.
-    salt: u64,
     /// Per destination host: (offset into `hops`, count).
     route: Vec<(u32, u16)>,
     /// Egress port numbers.
@@ -116,6 +119,7 @@ pub struct World<'a> {
     samples: Vec<QueueSeries>,
     sample_ports: Vec<u32>,
     drops: u64,
+    pub(crate) flows_open: usize,
     last_active: Instant,
     setup_secs: f64,
     stop_reason: &'static str,
@@ -275,10 +279,10 @@ impl<'a> World<'a> {
             let si = switches.len() as u64;
             switch_of_node[ni] = switches.len() as u32;
             switches.push(Switch {
+                node: ni as u32,
                 port_base: base,
                 mmu,
                 rng: derive_rng(opts.seed, StreamKind::Switch, si),
-                salt: splitmix(si.wrapping_mul(0x1234_5678_9ABC) ^ 0xEC3F),
                 route,
                 hops,
             });
@@ -362,6 +366,7 @@ impl<'a> World<'a> {
             samples,
             sample_ports,
             drops: 0,
+            flows_open: flows.len(),
             last_active: Instant::ZERO,
             setup_secs: 0.0,
             stop_reason: "idle",
@@ -464,6 +469,12 @@ impl<'a> World<'a> {
                 self.stop_reason = "event_budget";
                 break;
             }
+            if end.is_none() && self.flows_open == 0 && !self.flows.is_empty() {
+                // Every flow finished: what is left are idle timers
+                // (congestion-control recovery, stale deadlines).
+                self.stop_reason = "flows_done";
+                break;
+            }
             let Some((now, ev)) = self.q.pop() else { break };
             if self.dispatch(now, ev) {
                 self.last_active = now;
@@ -480,7 +491,7 @@ impl<'a> World<'a> {
         // timer that found nothing to do.
         let now = match (self.stop_reason, end) {
             ("duration", Some(e)) => e,
-            ("idle", _) => self.last_active,
+            ("idle", _) | ("flows_done", _) => self.last_active,
             _ => self.q.now(),
         };
         let run_secs = wall.elapsed().as_secs_f64();
@@ -733,12 +744,14 @@ impl<'a> World<'a> {
             self.drops += 1;
             return;
         }
-        let pick = if cnt == 1 {
-            0
+        let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
+        let hop = if cnt == 1 {
+            hops[0]
         } else {
-            (splitmix(u64::from(pkt.hash) ^ s.salt) % u64::from(cnt)) as u32
+            let tuple = FiveTuple::roce(host_ip(pkt.src), host_ip(pkt.dst), pkt.sport);
+            ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0])
         };
-        let out = s.port_base + u32::from(s.hops[(off + pick) as usize]);
+        let out = s.port_base + u32::from(hop);
         let local_in = self.ports[rx as usize].local;
         let prio = pkt.prio;
         let egress_q = self.ports[out as usize].qbytes[usize::from(prio)];
@@ -930,7 +943,7 @@ impl<'a> World<'a> {
             self.host_of_node[f.src.0 as usize],
             self.host_of_node[f.dst.0 as usize],
         );
-        let hash = self.qps.hash_of(st.qp);
+        let sport = self.qps.sport_of(st.qp);
         let mtu = self.cfg.nic.mtu.bytes();
         let frame = mtu + 62 + 16;
         let mut p = self.nics[src as usize].port;
@@ -951,12 +964,10 @@ impl<'a> World<'a> {
             if cnt == 0 {
                 break;
             }
-            let pick = if cnt == 1 {
-                0
-            } else {
-                (splitmix(u64::from(hash) ^ s.salt) % u64::from(cnt)) as u32
-            };
-            p = s.port_base + u32::from(s.hops[(off + pick) as usize]);
+            let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
+            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
+            let hop = ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0]);
+            p = s.port_base + u32::from(hop);
         }
         let packets = f.size.div_ceil(mtu).max(1);
         let wire = f.size + packets * 62 + 16;

@@ -28,11 +28,12 @@ use verbs_emu::transport::{
 };
 use verbs_emu::wire::{Opcode, Psn, Qpn};
 
-use super::packet::{five_tuple_hash, frame_len, Packet};
+use super::packet::{frame_len, Packet};
 use super::{Ev, RxQueue, World};
 use crate::config::{CcAlgorithm, DcqcnPreset, RetransmitMode, SimConfig};
 use crate::engine::{splitmix, EventQueue};
 use crate::results::NicRecord;
+use crate::topology::ecmp::roce_udp_source_port;
 use crate::workload::{FlowOp, FlowSpec};
 
 /// QPN of queue pair 0; QP `i` has QPN `QPN_BASE + i`.
@@ -116,8 +117,8 @@ pub(crate) struct SimQp {
     pub peer: u32,
     /// Priority of its packets (CNPs excepted).
     pub prio: u8,
-    /// 5-tuple hash of its packets.
-    pub hash: u32,
+    /// UDP source port of its packets.
+    pub sport: u16,
     /// In its NIC's ready ring.
     pub in_ready: bool,
     /// Time of the pending timer event, if any.
@@ -152,16 +153,19 @@ impl QpTable {
         }
         let a = self.qps.len() as u32;
         let b = a + 1;
-        let qa = new_qp(a, b, dst, cfg, seed, rate_src)?;
-        let qb = new_qp(b, a, src, cfg, seed, rate_dst)?;
-        let sport = |id: u32| 0xC000 | (splitmix(seed ^ u64::from(QPN_BASE + id)) & 0x3FFF) as u16;
-        for (id, engine, host, peer) in [(a, qa, src, dst), (b, qb, dst, src)] {
+        // The requester only sends, the responder only receives: size the
+        // engine's queues for that (they are preallocated per QP).
+        let qa = new_qp(a, b, dst, cfg, seed, rate_src, (POST_AHEAD as u32, 1))?;
+        let qb = new_qp(b, a, src, cfg, seed, rate_dst, (1, POST_AHEAD as u32))?;
+        // The Linux stack's flow-label source port from the two QPNs.
+        let sport = |me: u32, peer: u32| roce_udp_source_port(QPN_BASE + me, QPN_BASE + peer);
+        for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
             self.qps.push(SimQp {
                 engine,
                 host,
                 peer,
                 prio,
-                hash: five_tuple_hash(host, peer, sport(id)),
+                sport: sport(id, other),
                 in_ready: false,
                 timer_at: None,
             });
@@ -170,9 +174,9 @@ impl QpTable {
         Ok(a)
     }
 
-    /// The ECMP hash of QP `id`'s packets.
-    pub fn hash_of(&self, id: u32) -> u32 {
-        self.qps[id as usize].hash
+    /// The UDP source port of QP `id`'s packets.
+    pub fn sport_of(&self, id: u32) -> u16 {
+        self.qps[id as usize].sport
     }
 
     /// The transport counters of NIC `nic`, summed over its QPs.
@@ -202,12 +206,13 @@ fn new_qp(
     cfg: &SimConfig,
     seed: u64,
     line_rate: Rate,
+    (max_send_wr, max_recv_wr): (u32, u32),
 ) -> Result<Qp, String> {
     let n = &cfg.nic;
     let qpn = Qpn::new(QPN_BASE + me);
     let mut qc = QpConfig::new(qpn);
-    qc.max_send_wr = 4096;
-    qc.max_recv_wr = 4096;
+    qc.max_send_wr = max_send_wr;
+    qc.max_recv_wr = max_recv_wr;
     qc.retransmit = match n.retransmit {
         RetransmitMode::GoBackN => EngineRetransmit::GoBackN,
         RetransmitMode::GoBack0 => EngineRetransmit::GoBack0,
@@ -478,6 +483,7 @@ impl World<'_> {
                 st.bytes_acked += u64::from(len);
                 if st.done == st.msgs {
                     st.finish = Some(now);
+                    self.flows_open -= 1;
                 } else {
                     self.post_more(fid);
                     if f.op == FlowOp::Send {
@@ -486,6 +492,7 @@ impl World<'_> {
                 }
             } else if !st.failed {
                 st.failed = true;
+                self.flows_open -= 1;
                 let host = self.qps.qps[id as usize].host;
                 self.nics[host as usize].counters.req_cqe_error += 1;
             }
@@ -542,7 +549,7 @@ impl World<'_> {
                         wire: frame_len(&tx.headers, payload),
                         src: host,
                         dst: tx.dest.0 as u32,
-                        hash: q.hash,
+                        sport: q.sport,
                         prio: if cnp {
                             self.cfg.nic.cnp_priority
                         } else {

@@ -96,6 +96,45 @@ impl Routes {
         }
     }
 
+    /// Routes from explicit tables (hand-built topologies in tests):
+    /// `next_hops[node][dest_host]` lists egress ports, `host_index[node]`
+    /// the host index of each node. Port lists are sorted here.
+    pub fn from_next_hops(next_hops: Vec<Vec<Vec<u16>>>, host_index: Vec<Option<u32>>) -> Routes {
+        let n = next_hops.len();
+        let hosts = host_index.iter().flatten().count();
+        let mut host_nodes = vec![NodeId(0); hosts];
+        for (i, h) in host_index.iter().enumerate() {
+            if let Some(slot) = h.and_then(|h| host_nodes.get_mut(h as usize)) {
+                *slot = NodeId(i as u32);
+            }
+        }
+        let mut offsets = vec![0u32, 0u32];
+        let mut ports: Vec<u16> = Vec::new();
+        let mut interned: HashMap<Vec<u16>, u32> = HashMap::new();
+        interned.insert(Vec::new(), 0);
+        let mut table = vec![0u32; n * hosts];
+        for (u, row) in next_hops.into_iter().enumerate() {
+            for (d, mut set) in row.into_iter().enumerate().take(hosts) {
+                set.sort_unstable();
+                let next = (offsets.len() - 1) as u32;
+                let id = *interned.entry(set.clone()).or_insert(next);
+                if id == next {
+                    ports.extend_from_slice(&set);
+                    offsets.push(ports.len() as u32);
+                }
+                table[u * hosts + d] = id;
+            }
+        }
+        Routes {
+            hosts: hosts as u32,
+            table,
+            ports,
+            offsets,
+            host_index,
+            host_nodes,
+        }
+    }
+
     /// Egress ports of `node` on shortest paths to the host with index
     /// `dest_host`, ascending; empty at the destination itself, when it is
     /// unreachable, or for ids out of range.

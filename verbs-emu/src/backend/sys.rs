@@ -460,6 +460,45 @@ impl TxBatch {
         });
     }
 
+    /// Append `len` zero bytes to the buffer without queueing a datagram;
+    /// returns their offset and the bytes, to be queued later with
+    /// [`TxBatch::push_range`] (alone or as part of a GSO run).
+    pub fn append(&mut self, len: usize) -> (usize, &mut [u8]) {
+        let off = self.buf.len();
+        self.buf.resize(off + len, 0);
+        (off, &mut self.buf[off..off + len])
+    }
+
+    /// Drop appended bytes past `len` (a packet that could not be built).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+    }
+
+    /// Bytes appended so far.
+    pub fn bytes_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Queue the appended bytes `off..off + len` as one datagram (a GSO run
+    /// when `segment_size` is non-zero and smaller than `len`).
+    pub fn push_range(
+        &mut self,
+        dst: SocketAddrV4,
+        tos: u8,
+        segment_size: usize,
+        off: usize,
+        len: usize,
+    ) {
+        debug_assert!(off + len <= self.buf.len());
+        self.entries.push(TxEntry {
+            dst,
+            off,
+            len,
+            segment_size,
+            tos,
+        });
+    }
+
     /// Number of datagrams (a GSO run counts once).
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -1,5 +1,7 @@
 //! verbs-emu integration tests: one binary, one module per area.
 
 mod ibverbs_abi;
+mod ibverbs_fake;
 mod transport;
+mod verbs;
 mod wire;
