@@ -361,6 +361,9 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
                 f.check_first = "host PCIe: outbound_pci_stalled_*, GPU-NIC locality in `nvidia-smi topo -m` (PIX/PXB, not SYS), PCIe width/speed in lspci, IOMMU/ATS; receive buffer sizes and cable_len in `mlnx_qos`; is the receiver posting buffers".into();
                 f.why = "tx pause counts PFC frames we sent: our own receive buffer for this priority crossed XOFF, so the bottleneck is inside this host, after the wire".into();
             }
+            if sev == Severity::Info && pm.is_some() {
+                f.impact = "negligible at this share of time: a little pause is how a lossless priority absorbs bursts".into();
+            }
             out.push(f);
         }
     }
