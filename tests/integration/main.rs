@@ -1,0 +1,3 @@
+//! rocelab CLI integration tests: one binary, one module per subcommand.
+
+mod perftest;
