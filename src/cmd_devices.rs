@@ -26,7 +26,10 @@ pub fn run(a: DevicesArgs) -> ExitCode {
     }
     let real = ibverbs::list_devices();
     if let Ok(d) = &real {
-        rows.extend(d.iter().map(|i| (i.name.clone(), i.node_guid, "libibverbs".into())));
+        rows.extend(
+            d.iter()
+                .map(|i| (i.name.clone(), i.node_guid, "libibverbs".into())),
+        );
     }
     print!(
         "{}",

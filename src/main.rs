@@ -24,7 +24,7 @@ enum Command {
     /// List RDMA devices, emulated and real, like ibv_devices.
     Devices(cmd_devices::DevicesArgs),
     /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
-    Perftest(cmd_perftest::PerftestArgs),
+    Perftest(Box<cmd_perftest::PerftestArgs>),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +35,6 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Devices(a) => cmd_devices::run(a),
-        Command::Perftest(a) => cmd_perftest::run(a),
+        Command::Perftest(a) => cmd_perftest::run(*a),
     }
 }
