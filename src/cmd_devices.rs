@@ -1,47 +1,56 @@
-//! `rocelab devices`: the devices the verbs API can open, as `ibv_devices`
-//! lists them: emulated UDP devices (one per IPv4 interface) and real RDMA
-//! devices through libibverbs.
+//! `rocelab devices`: every RDMA device rocelab can open, emulated and
+//! real, in `ibv_devices`' layout (columns "device" and "node GUID"), so
+//! the same eyes and parsers read both. `--long` adds the backend and a
+//! detail column. Backends that are unavailable here (no libibverbs, no
+//! RDMA device) are noted on stderr; that is not an error.
 
 use std::process::ExitCode;
 
-use clap::Args;
+use verbs_emu::backend::ibverbs::{device_table, device_table_long, IbverbsProvider};
 use verbs_emu::backend::udp::UdpProvider;
-use verbs_emu::backend::{ibverbs, Provider};
+use verbs_emu::backend::{BackendKind, Provider};
+use verbs_emu::verbs::device_list;
 
-/// Options of `rocelab devices`.
-#[derive(Debug, Args)]
-pub struct DevicesArgs {
-    /// Also say where each emulated device binds and why real devices are
-    /// missing.
-    #[arg(short = 'v', long)]
-    verbose: bool,
+/// Arguments of `rocelab devices`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Also print each device's backend and detail.
+    #[arg(short, long)]
+    long: bool,
 }
 
-/// Run it.
-pub fn run(a: DevicesArgs) -> ExitCode {
-    let mut rows: Vec<(String, u64, String)> = Vec::new();
-    match UdpProvider::default().devices() {
-        Ok(d) => rows.extend(d.into_iter().map(|e| (e.name, e.node_guid, e.detail))),
-        Err(e) => eprintln!("emulated devices: {e}"),
+/// Lists the devices of every provider.
+pub fn run(args: &Args) -> ExitCode {
+    let udp = UdpProvider::default();
+    let ibverbs = IbverbsProvider::new();
+    let providers: [&dyn Provider; 2] = [&udp, &ibverbs];
+    let (devices, errors) = device_list(&providers);
+    let table = if args.long {
+        device_table_long(devices.iter().map(|device| {
+            (
+                device.name.as_str(),
+                device.node_guid,
+                device.kind.as_str(),
+                device.detail.as_str(),
+            )
+        }))
+    } else {
+        device_table(
+            devices
+                .iter()
+                .map(|device| (device.name.as_str(), device.node_guid)),
+        )
+    };
+    print!("{table}");
+    for (kind, error) in &errors {
+        eprintln!("note: {kind} devices unavailable: {error}");
     }
-    let real = ibverbs::list_devices();
-    if let Ok(d) = &real {
-        rows.extend(
-            d.iter()
-                .map(|i| (i.name.clone(), i.node_guid, "libibverbs".into())),
-        );
-    }
-    print!(
-        "{}",
-        ibverbs::device_table(rows.iter().map(|(n, g, _)| (n.as_str(), *g)))
-    );
-    if a.verbose {
-        for (n, _, d) in &rows {
-            println!("    {n:<16}\t{d}");
-        }
-        if let Err(e) = real {
-            println!("    real devices: {e}");
-        }
+    let ibverbs_failed = errors.iter().any(|(kind, _)| *kind == BackendKind::Ibverbs);
+    let has_real = devices
+        .iter()
+        .any(|device| device.kind == BackendKind::Ibverbs);
+    if !ibverbs_failed && !has_real {
+        eprintln!("note: ibverbs: no RDMA devices");
     }
     ExitCode::SUCCESS
 }

@@ -1,1 +1,5 @@
 //! Reports, comparisons, parsers for real RDMA tools' output, and the doctor.
+
+pub mod compare;
+pub mod doctor;
+pub mod realnic;

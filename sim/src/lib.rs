@@ -4,9 +4,16 @@
 //! workload and scenario layers build them (STYLE.md rule 9). The types in
 //! [`topology`] and [`workload`] are the contract between the two sides;
 //! [`config`] holds the model settings scenario files embed, [`run`] the
-//! entry point and [`results`] what a run produces.
+//! entry point and [`results`] what a run produces. [`stats`] writes
+//! counter dumps in the real tools' formats.
 
 pub mod config;
+pub mod engine;
+pub mod fabric;
+pub mod input;
 pub mod results;
+pub mod run;
+pub mod scenario;
+pub mod stats;
 pub mod topology;
 pub mod workload;

@@ -69,7 +69,9 @@ pub struct Summary {
     pub bytes_delivered: u64,
     /// Frames put on links (all kinds).
     pub frames_sent: u64,
-    /// Why the run stopped: `idle`, `duration` or `event_budget`.
+    /// Why the run stopped: `flows_done` (every flow completed or failed;
+    /// only without a duration), `idle` (nothing left to do), `duration`
+    /// or `event_budget`.
     pub stop_reason: String,
 }
 
@@ -121,6 +123,9 @@ pub struct PortRecord {
     pub ecn_marked: u64,
     /// Largest egress queue seen, all priorities, bytes.
     pub max_queue_bytes: u64,
+    /// Most PFC headroom one ingress priority of this (switch) port used,
+    /// bytes: the smallest headroom that would have avoided drops here.
+    pub max_headroom_bytes: u64,
 }
 
 /// One priority's counters on a port.

@@ -1,3 +1,8 @@
-//! rocelab CLI integration tests: one binary, one module per subcommand.
+//! rocelab integration tests: one binary, one module per area. They run the
+//! built `rocelab` binary.
 
+mod cli_reports;
+mod cli_sim;
+mod devices;
 mod perftest;
+mod wire;

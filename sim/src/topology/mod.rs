@@ -3,10 +3,30 @@
 //! A [`Topology`] is plain data: nodes, and full-duplex links each joining a
 //! port of one node to a port of another. Ports are numbered per node in the
 //! order links are added (0, 1, 2, ...). Routing ([`Routes`]) gives, for every
-//! switch and destination host, the set of equal-cost egress ports; the
-//! fabric picks one per flow by hashing the 5-tuple.
+//! node and destination host, the set of equal-cost egress ports; the
+//! fabric picks one per flow by hashing the 5-tuple ([`ecmp`]).
+//!
+//! Hosts are numbered by their *host index*: their position among the hosts
+//! in node order. Workloads, routes and addresses ([`host_ip`]) use it.
+//!
+//! Building a topology: by hand with [`Topology::add_node`] and
+//! [`Topology::add_link`], with a generator ([`generate`]), from a TOML file
+//! ([`file`]) or from another simulator's format ([`hpcc`]). The model knows
+//! nothing of files: loaders build this plain data.
 
+pub mod ecmp;
+pub mod file;
+pub mod generate;
+pub mod hpcc;
+mod routes;
+
+use std::net::Ipv4Addr;
+
+use petgraph::graph::{NodeIndex, UnGraph};
 use verbs_emu::time::{Duration, Rate};
+
+pub use ecmp::{ecmp_hash, ecmp_select, roce_udp_source_port, FiveTuple, ROCE_UDP_PORT};
+pub use routes::Routes;
 
 /// Index of a node in [`Topology::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,13 +91,241 @@ pub struct Topology {
     pub links: Vec<Link>,
 }
 
-/// Equal-cost next hops: for each node and each destination host, the
-/// egress ports on shortest paths (empty when unreachable or at the host).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Routes {
-    /// `next_hops[node][dest_host_index]`: egress ports, ascending.
-    pub next_hops: Vec<Vec<Vec<u16>>>,
-    /// Host index (position among hosts, in node order) of each host node;
-    /// `None` for switches.
-    pub host_index: Vec<Option<u32>>,
+/// The physical properties of a link, without its ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkProps {
+    /// Rate of each direction.
+    pub rate: Rate,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Cable length in metres, when known.
+    pub cable_m: Option<u32>,
+    /// Ethernet MTU (bytes of IP packet).
+    pub mtu: u32,
+}
+
+impl Default for LinkProps {
+    /// 100 Gbit/s, 1 us, no cable length, MTU 4096.
+    fn default() -> Self {
+        LinkProps {
+            rate: Rate::from_gbps(100),
+            delay: Duration::from_us(1),
+            cable_m: None,
+            mtu: 4096,
+        }
+    }
+}
+
+/// A topology that cannot be built: names and ends that do not fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// Two nodes share a name.
+    #[error("duplicate node name {0:?}: expected unique names")]
+    DuplicateName(String),
+    /// A link names a node that does not exist.
+    #[error("unknown node {0:?}: expected the name of a host or switch")]
+    UnknownNode(String),
+    /// A link joins a node to itself.
+    #[error("link from {0:?} to itself: expected two different nodes")]
+    SelfLoop(String),
+    /// A node has more ports than a `u16` numbers.
+    #[error("node {0:?} has more than 65535 links")]
+    TooManyPorts(String),
+    /// A link rate of zero.
+    #[error("link {0:?}-{1:?} has rate 0: expected a positive rate")]
+    ZeroRate(String, String),
+    /// An MTU too small to carry a RoCE packet.
+    #[error("link {0:?}-{1:?} has MTU {2}: expected at least 256 bytes")]
+    SmallMtu(String, String, u32),
+    /// Hosts that cannot reach each other.
+    #[error("host {0:?} cannot reach host {1:?}: expected a connected fabric")]
+    Disconnected(String, String),
+    /// No hosts at all.
+    #[error("the topology has no hosts: expected at least two")]
+    NoHosts,
+    /// A generator parameter out of range.
+    #[error("{param} = {value}: expected {expected}")]
+    BadParameter {
+        /// The parameter name as written in files.
+        param: &'static str,
+        /// The value given.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+}
+
+impl Topology {
+    /// An empty topology.
+    pub fn new() -> Topology {
+        Topology::default()
+    }
+
+    /// Add a node with no ports; returns its id.
+    pub fn add_node(&mut self, name: impl Into<String>, kind: NodeKind) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(Node {
+            name: name.into(),
+            kind,
+            ports: Vec::new(),
+        });
+        id
+    }
+
+    /// Join `a` and `b` with a new link; each end gets the next free port.
+    pub fn add_link(
+        &mut self,
+        a: NodeId,
+        b: NodeId,
+        props: LinkProps,
+    ) -> Result<LinkId, TopologyError> {
+        if a == b {
+            return Err(TopologyError::SelfLoop(self.node(a).name.clone()));
+        }
+        let id = LinkId(self.links.len() as u32);
+        let mut end = |n: NodeId| -> Result<Endpoint, TopologyError> {
+            let node = &mut self.nodes[n.0 as usize];
+            let port = u16::try_from(node.ports.len())
+                .map_err(|_| TopologyError::TooManyPorts(node.name.clone()))?;
+            node.ports.push(id);
+            Ok(Endpoint { node: n, port })
+        };
+        let ea = end(a)?;
+        let eb = end(b)?;
+        self.links.push(Link {
+            a: ea,
+            b: eb,
+            rate: props.rate,
+            delay: props.delay,
+            cable_m: props.cable_m,
+            mtu: props.mtu,
+        });
+        Ok(id)
+    }
+
+    /// The node with this id. Panics on an id not from this topology.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0 as usize]
+    }
+
+    /// The link with this id. Panics on an id not from this topology.
+    pub fn link(&self, id: LinkId) -> &Link {
+        &self.links[id.0 as usize]
+    }
+
+    /// The node whose name is `name` (linear search).
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| NodeId(i as u32))
+    }
+
+    /// Host node ids in host-index order.
+    pub fn hosts(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Host)
+            .map(|(i, _)| NodeId(i as u32))
+            .collect()
+    }
+
+    /// Number of hosts.
+    pub fn host_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Host)
+            .count()
+    }
+
+    /// Number of switches.
+    pub fn switch_count(&self) -> usize {
+        self.nodes.len() - self.host_count()
+    }
+
+    /// The far end of `port` on `node`.
+    pub fn peer(&self, node: NodeId, port: u16) -> Endpoint {
+        let link = self.link(self.node(node).ports[port as usize]);
+        if link.a.node == node && link.a.port == port {
+            link.b
+        } else {
+            link.a
+        }
+    }
+
+    /// The link joining `a` and `b` (the first one, when parallel links
+    /// exist).
+    pub fn link_between(&self, a: NodeId, b: NodeId) -> Option<LinkId> {
+        self.node(a).ports.iter().copied().find(|&l| {
+            let link = self.link(l);
+            (link.a.node == a && link.b.node == b) || (link.a.node == b && link.b.node == a)
+        })
+    }
+
+    /// The topology as a petgraph graph: node weights are [`NodeId`]s,
+    /// edge weights [`LinkId`]s, graph indices equal to the ids.
+    pub fn graph(&self) -> UnGraph<NodeId, LinkId> {
+        let mut g: UnGraph<NodeId, LinkId> =
+            UnGraph::with_capacity(self.nodes.len(), self.links.len());
+        for i in 0..self.nodes.len() {
+            g.add_node(NodeId(i as u32));
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            g.add_edge(
+                NodeIndex::new(l.a.node.0 as usize),
+                NodeIndex::new(l.b.node.0 as usize),
+                LinkId(i as u32),
+            );
+        }
+        g
+    }
+
+    /// Check what a simulation needs: unique names, positive rates,
+    /// usable MTUs, at least two hosts, every host reaching every other
+    /// through switches.
+    pub fn check(&self) -> Result<(), TopologyError> {
+        let mut names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(TopologyError::DuplicateName(w[0].to_string()));
+        }
+        for l in &self.links {
+            let (a, b) = (&self.node(l.a.node).name, &self.node(l.b.node).name);
+            if l.rate.bps() == 0 {
+                return Err(TopologyError::ZeroRate(a.clone(), b.clone()));
+            }
+            if l.mtu < 256 {
+                return Err(TopologyError::SmallMtu(a.clone(), b.clone(), l.mtu));
+            }
+        }
+        let hosts = self.hosts();
+        if hosts.len() < 2 {
+            return Err(TopologyError::NoHosts);
+        }
+        // Reachability through switches only: hosts do not forward. Links
+        // are full duplex, so one search from the first host is enough.
+        let dist = routes::distances_from(self, hosts[0]);
+        if let Some(&h) = hosts.iter().find(|h| dist[h.0 as usize] == u32::MAX) {
+            return Err(TopologyError::Disconnected(
+                self.node(hosts[0]).name.clone(),
+                self.node(h).name.clone(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The IPv4 address of the host with index `index`: `10.x.y.1` with
+/// `x.y` the index in base 256 (`10.0.0.1` for host 0, `10.0.1.1` for
+/// host 1, `10.1.0.1` for host 256), the layout of the HPCC ns-3 simulator
+/// (where the node id is `(ip >> 8) & 0xffff`), in 10/8. Up to 65536 hosts.
+pub fn host_ip(index: u32) -> Ipv4Addr {
+    Ipv4Addr::from(0x0A00_0001u32 | ((index & 0xFFFF) << 8))
+}
+
+/// The host index an address from [`host_ip`] belongs to.
+pub fn host_index_of_ip(ip: Ipv4Addr) -> Option<u32> {
+    let v = u32::from(ip);
+    (v & 0xFF00_00FF == 0x0A00_0001).then_some((v >> 8) & 0xFFFF)
 }

@@ -1,11 +1,33 @@
 //! Workloads: who sends what to whom, and when.
 //!
-//! Generators produce a list of [`FlowSpec`]s, sorted by start time then id;
-//! the NIC model turns each into work requests on queue pairs.
+//! Generators ([`generate`]) and imports ([`hpcc`], [`htsim`]) produce a list
+//! of [`FlowSpec`]s; [`finish`] sorts them by start time (ties keep the
+//! order they were generated in) and numbers them densely, so ids are
+//! `0..n` in list order. The NIC model turns each flow into work requests
+//! on queue pairs.
+//!
+//! # Dependencies (what the NIC model must honour)
+//!
+//! A flow whose [`FlowSpec::after`] is not empty is posted at the later of
+//! its `start` and the moment the last byte of every listed flow has been
+//! received by that flow's responder (for READ: by the requester, where
+//! the data lands). Listed ids are always smaller than the flow's own id
+//! (they sort earlier), so dependencies never form a cycle. A ring
+//! all-reduce uses this: step `k+1` of host `i` waits for step `k`'s chunk
+//! from host `i-1` (and for its own step-`k` send). The flows of one
+//! collective share a [`FlowSpec::group`]; the group's *step time* is the
+//! last finish minus the first start of its flows.
+
+pub mod cdf;
+pub mod generate;
+pub mod hpcc;
+pub mod htsim;
 
 use verbs_emu::time::Instant;
 
 use crate::topology::NodeId;
+
+pub use cdf::FlowSizeCdf;
 
 /// The RDMA operation a flow uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +63,109 @@ pub struct FlowSpec {
     pub qp_index: u32,
     /// Priority (traffic class, 0-7) the flow uses.
     pub priority: u8,
-    /// Group tag for collective workloads (ring all-reduce step etc.).
+    /// Group tag for collective workloads (all flows of one ring
+    /// all-reduce share it).
     pub group: Option<u32>,
+    /// Flows that must have been delivered before this one is posted (see
+    /// the module docs); ids smaller than `id`. Empty: start at `start`.
+    pub after: Vec<u32>,
+}
+
+/// Put `flows` in their final order and number them densely: sorted by
+/// *effective start* (a flow's `start`, raised to the effective start of
+/// every flow it waits for), then by dependency depth, then by the order
+/// given; `after` lists are rewritten to the new ids (sorted, deduplicated),
+/// so every dependency has a smaller id than its dependent. Input ids must
+/// be unique. Fails naming a flow (by its input id) when an `after` entry
+/// names no flow or the dependencies form a cycle.
+pub fn finish(mut flows: Vec<FlowSpec>) -> Result<Vec<FlowSpec>, DependencyError> {
+    let n = flows.len();
+    let mut by_id: Vec<(u32, usize)> = flows.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+    by_id.sort_unstable();
+    let index_of = |id: u32| {
+        by_id
+            .binary_search_by_key(&id, |&(o, _)| o)
+            .ok()
+            .map(|i| by_id[i].1)
+    };
+    // Dependencies as indices.
+    let mut deps: Vec<Vec<usize>> = Vec::with_capacity(n);
+    for f in &flows {
+        let mut d = Vec::with_capacity(f.after.len());
+        for &a in &f.after {
+            d.push(index_of(a).ok_or(DependencyError::Unknown {
+                flow: f.id,
+                after: a,
+            })?);
+        }
+        deps.push(d);
+    }
+    // Effective start and depth, by an iterative depth-first search.
+    const UNSEEN: u8 = 0;
+    const ACTIVE: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![UNSEEN; n];
+    let mut eff: Vec<Instant> = flows.iter().map(|f| f.start).collect();
+    let mut depth = vec![0u32; n];
+    for root in 0..n {
+        if state[root] != UNSEEN {
+            continue;
+        }
+        let mut stack = vec![(root, 0usize)];
+        state[root] = ACTIVE;
+        while let Some(&mut (u, ref mut next)) = stack.last_mut() {
+            if let Some(&v) = deps[u].get(*next) {
+                *next += 1;
+                match state[v] {
+                    UNSEEN => {
+                        state[v] = ACTIVE;
+                        stack.push((v, 0));
+                    }
+                    ACTIVE => return Err(DependencyError::Cycle { flow: flows[v].id }),
+                    _ => {}
+                }
+            } else {
+                for &v in &deps[u] {
+                    eff[u] = eff[u].max(eff[v]);
+                    depth[u] = depth[u].max(depth[v] + 1);
+                }
+                state[u] = DONE;
+                stack.pop();
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (eff[i], depth[i], i));
+    let mut new_id = vec![0u32; n];
+    for (pos, &i) in order.iter().enumerate() {
+        new_id[i] = pos as u32;
+    }
+    for (i, f) in flows.iter_mut().enumerate() {
+        f.id = new_id[i];
+        let mut after: Vec<u32> = deps[i].iter().map(|&d| new_id[d]).collect();
+        after.sort_unstable();
+        after.dedup();
+        f.after = after;
+    }
+    flows.sort_by_key(|f| f.id);
+    Ok(flows)
+}
+
+/// Dependencies that cannot be honoured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DependencyError {
+    /// An `after` entry names no flow.
+    #[error("flow {flow} waits for flow {after}, which does not exist")]
+    Unknown {
+        /// The waiting flow.
+        flow: u32,
+        /// The missing id.
+        after: u32,
+    },
+    /// Flows wait for each other in a circle.
+    #[error("flow {flow} waits for itself through a cycle of dependencies")]
+    Cycle {
+        /// A flow on the cycle.
+        flow: u32,
+    },
 }

@@ -537,4 +537,56 @@ mod tests {
         assert_eq!(d.current_rate(), Rate::from_gbps(25));
         assert!(t > us(300));
     }
+
+    #[test]
+    fn firmware_stages_are_additive_from_the_first_timer_and_hyper_with_bytes() {
+        let mut d = Dcqcn::new(DcqcnParams::connectx(Rate::from_gbps(100)));
+        d.on_cnp(us(0));
+        let rc0 = d.current_rate().bps();
+        // The first CNP clamps RT to RC (no stage yet).
+        assert_eq!(d.target_rate().bps(), 100_000_000_000);
+        // T = 1 >= threshold 1: additive, RT += 5 Mb/s, then RC = (RC+RT)/2.
+        d.handle_timeout(us(300));
+        assert_eq!(d.timer_stage(), 1);
+        // RT + 5 Mb/s is clamped to the line rate.
+        let rt1 = 100_000_000_000u64;
+        assert_eq!(d.target_rate().bps(), rt1);
+        assert_eq!(d.current_rate().bps(), (rc0 + rt1).div_ceil(2));
+        // With clamp_tgt_rate = 0, RT drops to RC at a decrease only after a
+        // timer stage: CNP, one timer stage, CNP.
+        let line = Rate::from_gbps(400);
+        let mut d = Dcqcn::new(DcqcnParams::connectx(line));
+        d.on_cnp(us(0));
+        d.handle_timeout(us(300));
+        let rc = d.current_rate().bps();
+        d.on_cnp(us(301));
+        let rt = d.target_rate().bps();
+        assert_eq!(rt, rc, "RT clamped to RC after a timer stage");
+        assert!(rt < line.bps());
+        // Every increase with max(T, BC) >= 1 is at least additive.
+        d.on_transmit(us(302), 32767 * 64);
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 5_000_000,
+            "BC = 1, T = 0: additive"
+        );
+        d.on_transmit(us(303), 32767 * 64);
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 10_000_000,
+            "BC = 2, T = 0: additive"
+        );
+        d.handle_timeout(us(601));
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 15_000_000,
+            "T = 1, BC = 2: additive"
+        );
+        d.handle_timeout(us(901));
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 65_000_000,
+            "T = 2, BC = 2: hyper"
+        );
+    }
 }

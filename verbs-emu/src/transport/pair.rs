@@ -14,7 +14,7 @@
 //! out, or when the pair goes idle before the goal is met.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,7 +23,7 @@ use crate::time::{Duration, Instant, Rate};
 use crate::wire::{Ecn, Psn, Qpn, RoceHeaders};
 
 use super::memory::{Access, Memory, Payload};
-use super::qp::{Qp, WIRE_OVERHEAD};
+use super::qp::{wire_time, Qp, WIRE_OVERHEAD};
 use super::types::*;
 
 /// How a link loses packets.
@@ -126,6 +126,10 @@ pub struct Link {
     cfg: WireConfig,
     rng: ChaCha8Rng,
     busy_until: Instant,
+    /// Packets in arrival order while arrivals are monotonic (the common
+    /// case: no reordering), as (arrival, sequence, slot).
+    fifo: VecDeque<(Instant, u64, usize)>,
+    /// Packets that overtake the FIFO's tail (reordered or duplicated).
     queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     slots: Vec<Option<Flight>>,
     free: Vec<usize>,
@@ -143,7 +147,8 @@ impl Link {
             cfg,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             busy_until: Instant::ZERO,
-            queue: BinaryHeap::with_capacity(256),
+            fifo: VecDeque::with_capacity(256),
+            queue: BinaryHeap::with_capacity(64),
             slots: Vec::with_capacity(256),
             free: Vec::with_capacity(256),
             buffers: Vec::new(),
@@ -169,7 +174,11 @@ impl Link {
     }
 
     fn next_arrival(&self) -> Option<Instant> {
-        self.queue.peek().map(|Reverse((t, _, _))| *t)
+        let heap = self.queue.peek().map(|Reverse((t, _, _))| *t);
+        match (self.fifo.front().map(|e| e.0), heap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn send<M: Memory + ?Sized>(&mut self, now: Instant, tx: &Transmit, mem: &M) {
@@ -179,7 +188,7 @@ impl Link {
             + tx.headers.bth.pad_count as u64
             + WIRE_OVERHEAD as u64;
         let start = self.busy_until.max(now);
-        self.busy_until = start + self.cfg.rate.serialization_time(wire);
+        self.busy_until = start + wire_time(self.cfg.rate, wire);
         let k = self.stats.offered;
         self.stats.offered += 1;
         self.stats.wire_bytes += wire;
@@ -249,18 +258,44 @@ impl Link {
             }
         };
         self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, slot)));
+        if self.fifo.back().map_or(true, |b| b.0 <= at) {
+            self.fifo.push_back((at, self.seq, slot));
+        } else {
+            self.queue.push(Reverse((at, self.seq, slot)));
+        }
     }
 
-    fn pop_due(&mut self, now: Instant) -> Option<Flight> {
-        match self.queue.peek() {
-            Some(Reverse((t, _, _))) if *t <= now => {}
-            _ => return None,
-        }
-        let Reverse((_, _, slot)) = self.queue.pop()?;
-        self.free.push(slot);
+    /// The slot of the next packet due by `now`; the caller reads it in
+    /// place and then calls [`Link::release`].
+    fn pop_due(&mut self, now: Instant) -> Option<usize> {
+        let f = self.fifo.front().map(|e| (e.0, e.1));
+        let h = self.queue.peek().map(|Reverse((t, q, _))| (*t, *q));
+        let from_fifo = match (f, h) {
+            (Some(a), Some(b)) => a < b,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let slot = if from_fifo {
+            if f.is_some_and(|(t, _)| t > now) {
+                return None;
+            }
+            self.fifo.pop_front()?.2
+        } else {
+            if h.is_some_and(|(t, _)| t > now) {
+                return None;
+            }
+            self.queue.pop()?.0 .2
+        };
         self.stats.delivered += 1;
-        self.slots[slot].take()
+        Some(slot)
+    }
+
+    fn release(&mut self, slot: usize) {
+        if let Some(Flight { bytes: Some(b), .. }) = self.slots[slot].take() {
+            self.buffers.push(b);
+        }
+        self.free.push(slot);
     }
 }
 
@@ -526,7 +561,11 @@ impl<M: Memory> Pair<M> {
                 Side::A => (&mut self.ab, &mut self.b),
                 Side::B => (&mut self.ba, &mut self.a),
             };
-            while let Some(f) = link.pop_due(now) {
+            while let Some(slot) = link.pop_due(now) {
+                let Some(f) = link.slots[slot].as_ref() else {
+                    link.release(slot);
+                    continue;
+                };
                 let payload = match &f.bytes {
                     Some(b) => Payload::Bytes(b),
                     None => Payload::Len(f.len),
@@ -542,9 +581,7 @@ impl<M: Memory> Pair<M> {
                     },
                 };
                 ep.qp.handle_packet(now, &rx, &mut ep.mem);
-                if let Some(b) = f.bytes {
-                    link.buffers.push(b);
-                }
+                link.release(slot);
             }
         }
         for ep in [&mut self.a, &mut self.b] {

@@ -710,6 +710,10 @@ pub struct QpConfig {
     pub min_time_between_cnps: Option<Duration>,
     /// Congestion control of this QP's sends (the reaction point).
     pub cc: CcConfig,
+    /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
+    /// default: rxe and most RoCE NICs send code 31, "no credit
+    /// information", and rely on RNR NAKs.
+    pub advertise_credits: bool,
 }
 
 impl QpConfig {
@@ -730,8 +734,26 @@ impl QpConfig {
             ecn: Ecn::Ect0,
             min_time_between_cnps: None,
             cc: CcConfig::None,
+            advertise_credits: false,
         }
     }
+}
+
+/// The AETH credit table (ROCEV2.md §5.7): code 0..=30 to credits.
+const CREDIT_TABLE: [u32; 31] = [
+    0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+];
+
+/// Credits for an AETH credit code; `None` for 31 (no credit information).
+pub fn credits_from_code(code: u8) -> Option<u32> {
+    CREDIT_TABLE.get(code as usize).copied()
+}
+
+/// The largest credit code whose credit count does not exceed `free`
+/// receive WQEs.
+pub fn credit_code(free: u32) -> u8 {
+    CREDIT_TABLE.iter().rposition(|&c| c <= free).unwrap_or(0) as u8
 }
 
 /// A packet the engine wants sent. The caller resolves `payload` through

@@ -20,7 +20,7 @@
 //! around a UDP payload, so a sender or receiver that only sees BTH..ICRC
 //! can still compute the ICRC ([`Icrc::for_udp_payload`]).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{Error, Result};
 
@@ -168,9 +168,13 @@ impl Icrc {
     /// trailer) that travels inside the IP and UDP headers `encap`
     /// describes. The lengths come from `udp_payload.len() + 4`.
     pub fn for_udp_payload(encap: &UdpEncap, udp_payload: &[u8]) -> Result<u32> {
+        let bth: &[u8; BTH_LEN] = array(udp_payload, 0)?;
         let udp_len = UDP_HEADER_LEN + udp_payload.len() + ICRC_LEN;
-        let mut icrc = Icrc::new();
-        match encap.ip {
+        // The whole masked prefix (LRH stand-in, IP, UDP, BTH) is built on
+        // the stack and fed in one call: small updates dominate the cost
+        // of short packets.
+        let mut prefix = [0xFFu8; 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN];
+        let ip_len = match encap.ip {
             IpEncap::V4 {
                 src,
                 dst,
@@ -179,15 +183,10 @@ impl Icrc {
             } => {
                 let total =
                     u16::try_from(IPV4_HEADER_LEN + udp_len).map_err(|_| Error::Malformed)?;
-                let mut h = [0u8; IPV4_HEADER_LEN];
-                h[0] = 0x45;
-                h[2..4].copy_from_slice(&total.to_be_bytes());
-                h[4..6].copy_from_slice(&identification.to_be_bytes());
-                h[6] = if dont_fragment { 0x40 } else { 0 };
-                h[9] = IP_PROTO_UDP;
-                h[12..16].copy_from_slice(&src.octets());
-                h[16..20].copy_from_slice(&dst.octets());
-                icrc.update_ipv4_header(&h);
+                let mut h = ipv4_header(src, dst, total, identification, dont_fragment);
+                mask_ipv4_header(&mut h);
+                prefix[8..8 + IPV4_HEADER_LEN].copy_from_slice(&h);
+                IPV4_HEADER_LEN
             }
             IpEncap::V6 { src, dst } => {
                 let plen = u16::try_from(udp_len).map_err(|_| Error::Malformed)?;
@@ -197,18 +196,132 @@ impl Icrc {
                 h[6] = IP_PROTO_UDP;
                 h[8..24].copy_from_slice(&src.octets());
                 h[24..40].copy_from_slice(&dst.octets());
-                icrc.update_ipv6_header(&h);
+                mask_ipv6_header(&mut h);
+                prefix[8..8 + IPV6_HEADER_LEN].copy_from_slice(&h);
+                IPV6_HEADER_LEN
+            }
+        };
+        let udp_len = u16::try_from(udp_len).map_err(|_| Error::Malformed)?;
+        let u = 8 + ip_len;
+        prefix[u..u + 2].copy_from_slice(&encap.src_port.to_be_bytes());
+        prefix[u + 2..u + 4].copy_from_slice(&encap.dst_port.to_be_bytes());
+        prefix[u + 4..u + 6].copy_from_slice(&udp_len.to_be_bytes());
+        // u + 6..u + 8: the UDP checksum, masked (already 0xFF).
+        let b = u + UDP_HEADER_LEN;
+        prefix[b..b + BTH_LEN].copy_from_slice(bth);
+        prefix[b + 4] = 0xFF;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&prefix[..b + BTH_LEN]);
+        hasher.update(&udp_payload[BTH_LEN..]);
+        Ok(hasher.finalize())
+    }
+}
+
+/// The ICRC-relevant IPv4 header a kernel writes (masked fields zero).
+fn ipv4_header(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    total_len: u16,
+    identification: u16,
+    dont_fragment: bool,
+) -> [u8; IPV4_HEADER_LEN] {
+    let mut h = [0u8; IPV4_HEADER_LEN];
+    h[0] = 0x45;
+    h[2..4].copy_from_slice(&total_len.to_be_bytes());
+    h[4..6].copy_from_slice(&identification.to_be_bytes());
+    h[6] = if dont_fragment { 0x40 } else { 0 };
+    h[9] = IP_PROTO_UDP;
+    h[12..16].copy_from_slice(&src.octets());
+    h[16..20].copy_from_slice(&dst.octets());
+    h
+}
+
+/// Find the IPv4 identification and DF flag that make the ICRC of a
+/// received UDP payload (BTH through ICRC) right, for a receiver that sees
+/// only the UDP payload (ROCEV2.md §8). The addresses and ports come from
+/// `encap`; its identification and DF are ignored.
+///
+/// CRC-32 is affine over GF(2), so the 17 unknown bits are solved for
+/// rather than guessed: one pass over the packet, then 17 short CRCs and a
+/// 32x17 elimination. Returns `Ok(None)` when no value fits (the packet is
+/// corrupt). Note the price: with 17 of the 32 check bits spent on the
+/// header, a random corruption still passes with probability 2^-15, so
+/// count packets accepted this way separately. [`Error::Malformed`] for an
+/// IPv6 `encap` (IPv6 has no such unknown field).
+pub fn recover_ipv4_identification(
+    encap: &UdpEncap,
+    udp_payload: &[u8],
+) -> Result<Option<(u16, bool)>> {
+    let IpEncap::V4 { src, dst, .. } = encap.ip else {
+        return Err(Error::Malformed);
+    };
+    let carried = carried(udp_payload)?;
+    let body = &udp_payload[..udp_payload.len() - ICRC_LEN];
+    let mut base = *encap;
+    base.ip = IpEncap::V4 {
+        src,
+        dst,
+        identification: 0,
+        dont_fragment: false,
+    };
+    let c0 = Icrc::for_udp_payload(&base, body)?;
+    let mut want = c0 ^ carried;
+    // The CRC of the first 16 input bytes (8 x 0xFF and IPv4 bytes 0-7) for
+    // a header with the given identification and flags byte.
+    let total = u16::try_from(IPV4_HEADER_LEN + UDP_HEADER_LEN + udp_payload.len())
+        .map_err(|_| Error::Malformed)?;
+    let prefix_crc = |id: u16, df: bool| {
+        let h = ipv4_header(src, dst, total, id, df);
+        let mut m = h;
+        mask_ipv4_header(&mut m);
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&[0xFF; 8]);
+        hasher.update(&m[..8]);
+        hasher.finalize()
+    };
+    let p0 = prefix_crc(0, false);
+    // Bytes fed after the 16-byte prefix.
+    let rest = (IPV4_HEADER_LEN - 8 + UDP_HEADER_LEN + body.len()) as u64;
+    // basis[p]: (vector with highest set bit p, combination of unknowns).
+    let mut basis: [Option<(u32, u32)>; 32] = [None; 32];
+    for bit in 0..17u32 {
+        let (id, df) = if bit < 16 {
+            (1u16 << bit, false)
+        } else {
+            (0, true)
+        };
+        // The effect of this one bit on the final CRC: its effect on the
+        // prefix CRC, carried through `rest` more bytes (linear).
+        let mut h = crc32fast::Hasher::new_with_initial(prefix_crc(id, df) ^ p0);
+        h.combine(&crc32fast::Hasher::new_with_initial_len(0, rest));
+        let mut v = h.finalize();
+        let mut combo = 1u32 << bit;
+        while v != 0 {
+            let p = 31 - v.leading_zeros() as usize;
+            match basis[p] {
+                Some((bv, bc)) => {
+                    v ^= bv;
+                    combo ^= bc;
+                }
+                None => {
+                    basis[p] = Some((v, combo));
+                    break;
+                }
             }
         }
-        let udp_len = u16::try_from(udp_len).map_err(|_| Error::Malformed)?;
-        let mut u = [0u8; UDP_HEADER_LEN];
-        u[0..2].copy_from_slice(&encap.src_port.to_be_bytes());
-        u[2..4].copy_from_slice(&encap.dst_port.to_be_bytes());
-        u[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        icrc.update_udp_header(&u);
-        icrc.update_udp_payload(udp_payload)?;
-        Ok(icrc.finish())
     }
+    let mut combo = 0u32;
+    while want != 0 {
+        let p = 31 - want.leading_zeros() as usize;
+        match basis[p] {
+            Some((bv, bc)) => {
+                want ^= bv;
+                combo ^= bc;
+            }
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(((combo & 0xFFFF) as u16, combo & 0x1_0000 != 0)))
 }
 
 /// A fixed-size header at `at`, or [`Error::Truncated`].
@@ -310,6 +423,30 @@ impl UdpEncap {
             src_port,
             dst_port: ROCE_UDP_PORT,
         }
+    }
+
+    /// From the source and destination socket addresses of a datagram, as
+    /// a Linux socket with DF set sends it (identification 0, DF). Both
+    /// must be of the same family ([`Error::Malformed`] otherwise).
+    pub fn from_sockets(src: SocketAddr, dst: SocketAddr) -> Result<UdpEncap> {
+        let ip = match (src, dst) {
+            (SocketAddr::V4(s), SocketAddr::V4(d)) => IpEncap::V4 {
+                src: *s.ip(),
+                dst: *d.ip(),
+                identification: 0,
+                dont_fragment: true,
+            },
+            (SocketAddr::V6(s), SocketAddr::V6(d)) => IpEncap::V6 {
+                src: *s.ip(),
+                dst: *d.ip(),
+            },
+            _ => return Err(Error::Malformed),
+        };
+        Ok(UdpEncap {
+            ip,
+            src_port: src.port(),
+            dst_port: dst.port(),
+        })
     }
 
     /// The same flow seen from the other end (addresses and ports swapped),
@@ -442,6 +579,63 @@ mod tests {
             Err(Error::BadIcrc { .. })
         ));
         assert_eq!(encap.reversed().reversed(), encap);
+        let from = UdpEncap::from_sockets(
+            "192.168.1.10:49651".parse().unwrap(),
+            "192.168.1.20:4791".parse().unwrap(),
+        );
+        assert_eq!(from, Ok(wrong_id));
+        assert_eq!(
+            UdpEncap::from_sockets(
+                "192.168.1.10:1".parse().unwrap(),
+                "[::1]:4791".parse().unwrap()
+            ),
+            Err(Error::Malformed)
+        );
+    }
+
+    #[test]
+    fn identification_and_df_are_recovered_from_the_icrc() {
+        // Vector 1: identification 0x1234 with DF.
+        let p = hex(V1);
+        let encap = UdpEncap::ipv4(
+            Ipv4Addr::new(192, 168, 1, 10),
+            Ipv4Addr::new(192, 168, 1, 20),
+            49651,
+        );
+        assert_eq!(
+            recover_ipv4_identification(&encap, &p[28..]),
+            Ok(Some((0x1234, true)))
+        );
+        // Every identification and both DF values, on a short payload.
+        let mut buf = [0u8; 64];
+        let body = [0x04, 0x00, 0xff, 0xff, 0, 0, 0, 7, 0x80, 0, 0, 1];
+        buf[..12].copy_from_slice(&body);
+        for id in (0..=u16::MAX).step_by(997) {
+            for df in [false, true] {
+                let mut e = encap;
+                e.ip = IpEncap::V4 {
+                    src: Ipv4Addr::new(192, 168, 1, 10),
+                    dst: Ipv4Addr::new(192, 168, 1, 20),
+                    identification: id,
+                    dont_fragment: df,
+                };
+                let crc = Icrc::for_udp_payload(&e, &buf[..12]).unwrap();
+                buf[12..16].copy_from_slice(&crc.to_le_bytes());
+                assert_eq!(
+                    recover_ipv4_identification(&encap, &buf[..16]),
+                    Ok(Some((id, df)))
+                );
+            }
+        }
+        // A corrupted payload fits no header.
+        let mut q = p.clone();
+        q[45] ^= 0x01;
+        assert_eq!(recover_ipv4_identification(&encap, &q[28..]), Ok(None));
+        let v6 = UdpEncap::ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST, 1);
+        assert_eq!(
+            recover_ipv4_identification(&v6, &p[28..]),
+            Err(Error::Malformed)
+        );
     }
 
     #[test]

@@ -12,18 +12,43 @@
 //! transport-level header set ([`RoceHeaders`]) live in [`types`] and are the
 //! contract between the packet code and the engine: the engine produces and
 //! consumes `RoceHeaders` plus a payload length, and never touches bytes.
+//!
+//! The files, bottom up:
+//!
+//! * one per transport header: [`bth`], [`reth`], [`aeth`] (syndromes, the
+//!   credit and RNR timer tables), [`atomic_eth`], [`atomic_ack_eth`],
+//!   [`immdt`], [`ieth`], [`deth`], [`cnp`];
+//! * [`headers`]: `RoceHeaders::parse`/`emit` for BTH through the last
+//!   extension header;
+//! * [`icrc`]: the invariant CRC, incremental, for whole IP packets or for a
+//!   bare UDP payload plus the [`UdpEncap`] values a kernel writes around it;
+//! * [`roce`]: a whole packet over IPv4/IPv6 + UDP (pnet's header types),
+//!   the UDP-payload emit/parse a socket backend uses, per-packet size and
+//!   overhead helpers for the simulator, UDP source port conventions;
+//! * [`pfc`]: 802.1Qbb PFC and 802.3x PAUSE frames, quanta <-> time;
+//! * [`pcap`]: capture files; [`dissect`]: one-line frame decoding;
+//!   [`samples`]: a deterministic capture of every opcode.
+//!
+//! Byte order: every header field is big-endian; the ICRC is carried least
+//! significant byte first ([`Icrc::finish`] returns the CRC value, write
+//! `to_le_bytes()`). Lengths are bytes; PFC times are 512-bit-time quanta.
 
 pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+pub mod cnp;
 pub mod deth;
+pub mod dissect;
 pub mod headers;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod pcap;
+pub mod pfc;
 pub mod reth;
 pub mod roce;
+pub mod samples;
 pub mod types;
 
 pub use aeth::{
@@ -32,10 +57,14 @@ pub use aeth::{
 pub use atomic_ack_eth::Packet as AtomicAckEthPacket;
 pub use atomic_eth::Packet as AtomicEthPacket;
 pub use bth::Packet as BthPacket;
+pub use cnp::{Packet as CnpPacket, Repr as CnpRepr};
 pub use deth::Packet as DethPacket;
 pub use icrc::{Icrc, IpEncap, UdpEncap};
 pub use ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
+pub use pcap::{PcapError, PcapReader, PcapWriter};
+pub use pfc::{Packet as PfcPacket, Repr as PfcRepr};
+pub use pnet_base::MacAddr;
 pub use reth::Packet as RethPacket;
 pub use roce::{
     Framing, IpRepr, IpVersion, Packet as RocePacket, PayloadSource, Repr as RoceRepr, UdpChecksum,

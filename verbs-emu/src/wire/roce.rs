@@ -171,7 +171,9 @@ pub const fn symmetric_flow_label(local: Qpn, remote: Qpn) -> u32 {
 pub enum PayloadSource<'a> {
     /// Copy these bytes.
     Copy(&'a [u8]),
-    /// The caller already placed this many bytes at the payload offset.
+    /// The caller already placed this many bytes at the payload offset:
+    /// right after the transport headers (`headers.header_len()` into the
+    /// UDP payload, or IP header + 8 + that into a whole packet).
     InPlace(usize),
     /// This many zero bytes (e.g. for a capture of a simulation that moves
     /// lengths only).

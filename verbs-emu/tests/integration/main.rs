@@ -2,6 +2,7 @@
 
 mod capture;
 mod ibverbs_abi;
+mod ibverbs_fake;
 mod transport;
 mod verbs;
 mod wire;

@@ -214,7 +214,7 @@ fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<By
         };
         let imm = rng.gen::<u32>();
         let (op, sges) = match kind {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let op = match kind {
                     0 => SendOp::Send,
                     1 => SendOp::SendWithImm(imm),
@@ -444,4 +444,1171 @@ fn psn_wraps_around_2_pow_24_mid_message() {
     let p = random_workload(4242, 1e-2, 0xFF_FFFE, 80);
     let next = p.a.qp.next_psn().value();
     assert!(next < 0x10_0000, "the PSN wrapped: next {next:#x}");
+}
+
+fn one_send(s: &mut Setup, wr_id: u64, len: u32) {
+    let sge = Sge {
+        addr: BASE,
+        length: len,
+        lkey: s.a.lkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(wr_id, SendOp::Send, sge))
+        .unwrap();
+}
+
+fn short_limits() -> Limits {
+    Limits {
+        max_time: Instant::from_ps(Duration::from_secs(2).as_ps()),
+        stall: Duration::from_secs(1),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn retry_exhaustion_gives_retry_exc_err_after_exactly_retry_cnt_retransmissions() {
+    for retry_cnt in [0u8, 3, 7] {
+        let dead = WireConfig {
+            loss: Loss::Random(1.0),
+            ..link()
+        };
+        let attrs = ConnectAttrs {
+            timeout: 1,
+            retry_cnt,
+            ..ConnectAttrs::default()
+        };
+        let mut s = setup(attrs, dead, link(), |_| {});
+        one_send(&mut s, 1, 100);
+        one_send(&mut s, 2, 100);
+        s.pair
+            .run_until(short_limits(), |p| p.a.completions.len() == 2)
+            .unwrap();
+        let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+        assert_eq!(st, [WcStatus::RetryExcErr, WcStatus::WrFlushErr]);
+        let stats = s.pair.a.qp.stats();
+        assert_eq!(stats.tx_requests, 2);
+        // Each retry resends both outstanding packets.
+        assert_eq!(
+            stats.tx_retransmits,
+            2 * retry_cnt as u64,
+            "retry_cnt {retry_cnt}"
+        );
+        assert_eq!(stats.timeouts, retry_cnt as u64 + 1);
+        assert_eq!(s.pair.a.qp.state(), QpState::Err);
+        // Posting after the error flushes at once.
+        one_send(&mut s, 3, 1);
+        assert_eq!(
+            s.pair.a.qp.poll_completion().unwrap().status,
+            WcStatus::WrFlushErr
+        );
+    }
+}
+
+#[test]
+fn local_ack_timeout_follows_4096ns_times_2_pow_timeout() {
+    assert_eq!(local_ack_timeout(0), None);
+    assert_eq!(local_ack_timeout(1), Some(Duration::from_ps(8_192_000)));
+    assert_eq!(local_ack_timeout(14), Some(Duration::from_ns(4096 << 14)));
+    assert_eq!(rnr_timer(0), Duration::from_us(655_360));
+    assert_eq!(rnr_timer(1), Duration::from_us(10));
+    assert_eq!(rnr_timer(25), Duration::from_us(61_440));
+    assert_eq!(rnr_timer(31), Duration::from_us(491_520));
+    // The first timeout fires exactly one Local ACK Timeout after the send.
+    let dead = WireConfig {
+        loss: Loss::Random(1.0),
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 3,
+        retry_cnt: 0,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, dead, link(), |_| {});
+    one_send(&mut s, 1, 8);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.now, Instant::from_ps(4096 * 8 * 1000));
+}
+
+#[test]
+fn rnr_exhaustion_gives_rnr_retry_exc_err_and_rnr_retry_7_waits_forever() {
+    let attrs = ConnectAttrs {
+        rnr_retry: 2,
+        min_rnr_timer: 1,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), link(), |_| {});
+    one_send(&mut s, 1, 100);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(s.pair.b.qp.stats().tx_rnr_naks, 3);
+    assert_eq!(s.pair.a.qp.stats().tx_retransmits, 2);
+    // The responder is not harmed by RNR (Class B).
+    assert_eq!(s.pair.b.qp.state(), QpState::Rts);
+
+    let attrs = ConnectAttrs {
+        rnr_retry: 7,
+        min_rnr_timer: 14,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), link(), |_| {});
+    one_send(&mut s, 1, 100);
+    let t = Instant::from_ps(Duration::from_ms(20).as_ps());
+    let err = s.pair.run_until(short_limits(), |p| p.now >= t);
+    assert!(err.is_ok());
+    assert!(s.pair.a.completions.is_empty());
+    let naks = s.pair.b.qp.stats().tx_rnr_naks;
+    // 1.28 ms between tries: about 16 tries in 20 ms.
+    assert!((14..=17).contains(&naks), "{naks} RNR NAKs");
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 9,
+            sges: SgeList::one(BASE, 100, s.b.lkey),
+        })
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.b.completions[0].byte_len, 100);
+}
+
+#[test]
+fn bad_rkey_gives_rem_access_err_and_leaves_memory_untouched() {
+    for (name, op) in [
+        (
+            "bad key",
+            SendOp::Write {
+                remote_addr: BASE,
+                rkey: Rkey::new(0x999),
+            },
+        ),
+        (
+            "out of bounds",
+            SendOp::Write {
+                remote_addr: BASE + REGION - 100,
+                rkey: Rkey::new(0),
+            },
+        ),
+        (
+            "read out of bounds",
+            SendOp::Read {
+                remote_addr: BASE + REGION - 100,
+                rkey: Rkey::new(0),
+            },
+        ),
+    ] {
+        let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+        fill(&mut s.pair.a.mem, s.a.lkey, BASE, 8192, 3);
+        let op = match op {
+            SendOp::Write { remote_addr, rkey } if rkey.value() == 0 => SendOp::Write {
+                remote_addr,
+                rkey: s.b.rkey,
+            },
+            SendOp::Read { remote_addr, .. } => SendOp::Read {
+                remote_addr,
+                rkey: s.b.rkey,
+            },
+            op => op,
+        };
+        let sge = Sge {
+            addr: BASE,
+            length: 4096,
+            lkey: s.a.lkey,
+        };
+        s.pair.a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
+        one_send(&mut s, 2, 10);
+        s.pair
+            .run_until(short_limits(), |p| p.a.completions.len() == 2)
+            .unwrap();
+        let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+        assert_eq!(st, [WcStatus::RemAccessErr, WcStatus::WrFlushErr], "{name}");
+        assert!(s
+            .pair
+            .b
+            .mem
+            .bytes(s.b.lkey, BASE, REGION)
+            .unwrap()
+            .iter()
+            .all(|&b| b == 0));
+        assert_eq!(s.pair.a.qp.state(), QpState::Err);
+        assert_eq!(
+            s.pair.b.qp.state(),
+            QpState::Err,
+            "{name}: the responder goes to ERR too"
+        );
+    }
+}
+
+#[test]
+fn atomics_run_once_under_duplicated_requests_and_lost_acks() {
+    let ab = WireConfig {
+        duplicate: 1.0,
+        ..link()
+    };
+    let ba = WireConfig {
+        loss: Loss::Random(0.3),
+        seed: 9,
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 2,
+        max_rd_atomic: 4,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, ab, ba, |_| {});
+    let n = 50u64;
+    for i in 0..n {
+        let sge = Sge {
+            addr: BASE + 8 * i,
+            length: 8,
+            lkey: s.a.lkey,
+        };
+        let op = SendOp::FetchAdd {
+            remote_addr: BASE + 4096,
+            rkey: s.b.rkey,
+            add: 1,
+        };
+        s.pair.a.qp.post_send(SendWr::new(i, op, sge)).unwrap();
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == n as usize)
+        .unwrap();
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    let b = s.pair.b.qp.stats();
+    assert_eq!(b.atomics_executed, n);
+    assert!(b.rx_duplicates >= n, "every request arrived at least twice");
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE + 4096, 8).unwrap(),
+        n.to_ne_bytes()
+    );
+    for i in 0..n {
+        let v = s.pair.a.mem.bytes(s.a.lkey, BASE + 8 * i, 8).unwrap();
+        assert_eq!(v, i.to_ne_bytes(), "fetch {i} saw the value before it");
+    }
+}
+
+#[test]
+fn send_with_invalidate_revokes_the_rkey() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let (ka, kb) = (s.a.lkey, s.b.lkey);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 7,
+            sges: SgeList::one(BASE, 64, kb),
+        })
+        .unwrap();
+    let sge = Sge {
+        addr: BASE,
+        length: 16,
+        lkey: ka,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(1, SendOp::SendWithInv(s.b.rkey), sge))
+        .unwrap();
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(
+            2,
+            SendOp::Write {
+                remote_addr: BASE,
+                rkey: s.b.rkey,
+            },
+            sge,
+        ))
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    assert_eq!(s.pair.b.completions[0].invalidated_rkey, Some(s.b.rkey));
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.a.completions[1].status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn receive_buffer_too_small_is_loc_len_err_here_and_rem_inv_req_err_there() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 7,
+            sges: SgeList::one(BASE, 100, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(s.pair.b.completions[0].status, WcStatus::LocLenErr);
+    assert!(s
+        .pair
+        .b
+        .mem
+        .bytes(s.b.lkey, BASE + 100, 3000)
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+}
+
+#[test]
+fn modify_checks_transitions_and_attribute_masks() {
+    let mut qp = Qp::new(QpConfig::new(Qpn::new(5)));
+    let attr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let e = qp.modify(&attr, AttrMask::STATE).unwrap_err();
+    assert_eq!(
+        e,
+        ModifyError::InvalidTransition {
+            from: QpState::Reset,
+            to: QpState::Rtr
+        }
+    );
+    assert_eq!(e.to_string(), "invalid QP transition RESET -> RTR");
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: Access::ALL,
+        ..QpAttr::default()
+    };
+    let e = qp
+        .modify(&init, AttrMask::STATE | AttrMask::PORT)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "QP transition RESET -> INIT requires attributes ACCESS_FLAGS|PKEY_INDEX"
+    );
+    let e = qp
+        .modify(
+            &init,
+            AttrMask::STATE
+                | AttrMask::PORT
+                | AttrMask::PKEY_INDEX
+                | AttrMask::ACCESS_FLAGS
+                | AttrMask::SQ_PSN,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, ModifyError::UnexpectedAttributes { unexpected, .. } if unexpected == AttrMask::SQ_PSN)
+    );
+    assert_eq!(
+        qp.state(),
+        QpState::Reset,
+        "a refused modify changes nothing"
+    );
+    let err = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    assert!(matches!(
+        qp.modify(&err, AttrMask::STATE),
+        Err(ModifyError::InvalidTransition { .. })
+    ));
+    qp.modify(
+        &init,
+        AttrMask::STATE | AttrMask::PORT | AttrMask::PKEY_INDEX | AttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    assert_eq!(
+        qp.post_send(SendWr::new(1, SendOp::Send, Sge::default())),
+        Err(PostError::BadState(QpState::Init))
+    );
+    qp.post_recv(RecvWr {
+        wr_id: 4,
+        sges: SgeList::new(),
+    })
+    .unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let e = qp
+        .modify(&rtr, AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "QP transition INIT -> RTR requires attributes RQ_PSN|MIN_RNR_TIMER|MAX_DEST_RD_ATOMIC|DEST_QPN"
+    );
+    // Going to ERR flushes the receive queue.
+    qp.modify(&err, AttrMask::STATE).unwrap();
+    let c = qp.poll_completion().unwrap();
+    assert_eq!(
+        (c.wr_id, c.status, c.is_recv),
+        (4, WcStatus::WrFlushErr, true)
+    );
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    qp.modify(&reset, AttrMask::STATE).unwrap();
+    assert_eq!(qp.state(), QpState::Reset);
+}
+
+#[test]
+fn rts_to_sqd_drains_and_reports_it() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    for i in 0..2 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 8192, s.b.lkey),
+            })
+            .unwrap();
+    }
+    one_send(&mut s, 1, 8000);
+    one_send(&mut s, 2, 10);
+    s.pair.step();
+    let sqd = QpAttr {
+        qp_state: QpState::Sqd,
+        ..QpAttr::default()
+    };
+    s.pair.a.qp.modify(&sqd, AttrMask::STATE).unwrap();
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.qp.poll_event(), Some(QpEvent::SqDrained));
+    assert_eq!(
+        s.pair.a.qp.send_queue_len(),
+        1,
+        "the second WR did not start"
+    );
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        ..QpAttr::default()
+    };
+    s.pair.a.qp.modify(&rts, AttrMask::STATE).unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+}
+
+#[test]
+fn uc_drops_damaged_messages_and_delivers_the_rest() {
+    let ab = WireConfig {
+        loss: Loss::EveryNth { n: 10, phase: 5 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), ab, link(), |c| {
+        c.qp_type = QpType::Uc
+    });
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 100_000, 5);
+    for i in 0..20u64 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE + i * 4096, 4096, s.b.lkey),
+            })
+            .unwrap();
+        one_send(&mut s, i, 3000); // 3 packets each
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 20)
+        .unwrap();
+    let limits = Limits {
+        stall: Duration::from_ms(1),
+        ..short_limits()
+    };
+    let _ = s.pair.run_until(limits, |_| false);
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    // 60 packets, 6 lost, each in a different message: 14 messages arrive.
+    assert_eq!(s.pair.b.completions.len(), 14);
+    for c in &s.pair.b.completions {
+        assert_eq!(c.byte_len, 3000);
+    }
+    let first = s.pair.b.completions[0].wr_id;
+    assert_eq!(
+        s.pair
+            .b
+            .mem
+            .bytes(s.b.lkey, BASE + first * 4096, 3000)
+            .unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 3000).unwrap()
+    );
+}
+
+#[test]
+fn ud_sends_carry_deth_and_land_after_a_grh_area() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.qp_type = QpType::Ud
+    });
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 1000, 5);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 2000, s.b.lkey),
+        })
+        .unwrap();
+    let mut wr = SendWr::new(
+        1,
+        SendOp::SendWithImm(0xabcd),
+        Sge {
+            addr: BASE,
+            length: 1000,
+            lkey: s.a.lkey,
+        },
+    );
+    wr.ud = Some(UdDest {
+        ah: AddressHandle(2),
+        remote_qpn: Qpn::new(0x22),
+        remote_qkey: 0x1111_1111,
+    });
+    s.pair.a.qp.post_send(wr).unwrap();
+    // A wrong Q_Key is dropped.
+    wr.ud = Some(UdDest {
+        ah: AddressHandle(2),
+        remote_qpn: Qpn::new(0x22),
+        remote_qkey: 5,
+    });
+    s.pair.a.qp.post_send(wr).unwrap();
+    let too_big = SendWr {
+        sges: SgeList::one(BASE, 5000, s.a.lkey),
+        ..wr
+    };
+    assert!(matches!(
+        s.pair.a.qp.post_send(too_big),
+        Err(PostError::Invalid(_))
+    ));
+    s.pair
+        .run_until(short_limits(), |p| {
+            p.b.completions.len() == 1 && p.a.completions.len() == 2
+        })
+        .unwrap();
+    // Let the second datagram arrive too.
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+    assert_eq!(s.pair.b.completions.len(), 1);
+    let c = s.pair.b.completions[0];
+    assert_eq!(
+        (c.byte_len, c.grh, c.src_qp, c.imm_data),
+        (1040, true, Some(Qpn::new(0x11)), Some(0xabcd))
+    );
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE + 40, 1000).unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 1000).unwrap()
+    );
+    assert_eq!(s.pair.b.qp.stats().rx_dropped, 1);
+}
+
+/// One long flow of WRITEs over a 40 Gb/s link with RTT about 10 µs and
+/// losses on data packets only; returns (goodput as a fraction of the link's
+/// packet slots, W in packets per loss-detection RTT, messages completed).
+fn long_flow(
+    mode: RetransmitMode,
+    loss: Loss,
+    msg_len: u32,
+    n_msgs: u64,
+    limits: Limits,
+) -> (f64, f64, u64, Result<(), DriveError>) {
+    let rate = Rate::from_gbps(40);
+    let latency = Duration::from_ns(5_085);
+    let ab = WireConfig {
+        loss,
+        loss_scope: verbs_emu::transport::pair::LossScope::Data,
+        seed: 77,
+        ..WireConfig::clean(rate, latency)
+    };
+    let ba = WireConfig::clean(rate, latency);
+    let mut ma = LengthMemory::new();
+    let mut mb = LengthMemory::new();
+    let ra = ma.register(0, msg_len as u64, Access::ALL).unwrap();
+    let rb = mb.register(0, msg_len as u64, Access::ALL).unwrap();
+    let mut ca = QpConfig::new(Qpn::new(1));
+    ca.retransmit = mode;
+    ca.max_send_wr = n_msgs as u32 + 1;
+    let mut cb = QpConfig::new(Qpn::new(2));
+    cb.retransmit = mode;
+    let attrs = ConnectAttrs {
+        timeout: 4,
+        retry_cnt: 7,
+        ..ConnectAttrs::default()
+    };
+    let mut pair = Pair::connect(ca, ma, cb, mb, attrs, ab, ba).unwrap();
+    pair.collect = false;
+    for i in 0..n_msgs {
+        let op = SendOp::Write {
+            remote_addr: 0,
+            rkey: rb.rkey,
+        };
+        let mut wr = SendWr::new(
+            i,
+            op,
+            Sge {
+                addr: 0,
+                length: msg_len,
+                lkey: ra.lkey,
+            },
+        );
+        wr.flags = SendFlags::SIGNALED;
+        pair.a.qp.post_send(wr).unwrap();
+    }
+    let res = pair.run_until(limits, |p| p.a.completed == n_msgs);
+    // One 1 KB data packet: 1024 + BTH 12 + 46 bytes of Ethernet/IP/UDP/ICRC.
+    let slot = rate.serialization_time(1024 + 12 + 46).as_ps() as f64;
+    let pkts = pair.a.completed as f64 * (msg_len / 1024) as f64;
+    let goodput = pkts * slot / pair.now.as_ps() as f64;
+    // Packets sent from a loss until the NAK comes back: the gap packet
+    // reaches the responder one slot after the lost one, the NAK returns.
+    let ack = rate.serialization_time(12 + 4 + 46).as_ps() as f64;
+    let w = (2.0 * latency.as_ps() as f64 + 2.0 * slot + ack) / slot;
+    (goodput, w, pair.a.completed, res)
+}
+
+#[test]
+fn go_back_n_goodput_matches_the_arq_formula_under_iid_loss() {
+    // VALIDATION.md AN-7: eta = (1-p)/(1+(W-1)p), 40G, 1 KB MTU, RTT 10 us.
+    for (p, n_msgs) in [(1e-3, 2500u64), (1e-2, 1500)] {
+        let (eta, w, done, res) = long_flow(
+            RetransmitMode::GoBackN,
+            Loss::Random(p),
+            64 * 1024,
+            n_msgs,
+            Limits::default(),
+        );
+        res.unwrap();
+        assert_eq!(done, n_msgs);
+        eprintln!("AN-7 p={p}: goodput {eta:.4} W {w:.1}");
+        let expect = (1.0 - p) / (1.0 + (w - 1.0) * p);
+        assert!((48.0..50.0).contains(&w), "W = {w}");
+        assert!(
+            (eta - expect).abs() < 0.03,
+            "p {p}: goodput {eta:.3}, formula {expect:.3} (W {w:.1})"
+        );
+    }
+}
+
+#[test]
+fn go_back_0_livelocks_on_4mb_messages_and_go_back_n_completes_them() {
+    // VALIDATION.md AN-8: deterministic 1-in-256 drop, 4 MB messages.
+    let drop = Loss::EveryNth { n: 256, phase: 255 };
+    let limits = Limits {
+        max_time: Instant::from_ps(Duration::from_ms(40).as_ps()),
+        stall: Duration::from_ms(20),
+        ..Limits::default()
+    };
+    let (eta0, _, done0, res0) = long_flow(RetransmitMode::GoBack0, drop, 4 << 20, 2, limits);
+    assert_eq!(done0, 0, "go-back-0 completes nothing");
+    assert_eq!(eta0, 0.0);
+    assert!(
+        matches!(res0, Err(DriveError::NoProgress { .. })),
+        "{res0:?}"
+    );
+
+    let (eta, w, done, res) =
+        long_flow(RetransmitMode::GoBackN, drop, 4 << 20, 4, Limits::default());
+    res.unwrap();
+    assert_eq!(done, 4);
+    // The drop counter runs over every packet offered, wasted ones
+    // included (as the IP-ID does), so each period of 256 packets holds one
+    // loss and W packets of waste: eta = (256 - W)/256. VALIDATION.md's
+    // 255/(256 + W - 1) is the i.i.d. approximation, which counts losses
+    // per useful packet only; it lies about 3 points higher.
+    let exact = (256.0 - w) / 256.0;
+    eprintln!("AN-8 go-back-N: goodput {eta:.4} W {w:.1}");
+    let approx = 255.0 / (256.0 + w - 1.0);
+    assert!(
+        (eta - exact).abs() < 0.03,
+        "goodput {eta:.3}, expected {exact:.3} (W {w:.1})"
+    );
+    assert!(
+        (eta - approx).abs() < 0.04,
+        "goodput {eta:.3}, approximation {approx:.3}"
+    );
+}
+
+#[test]
+fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
+    let rate = Rate::from_gbps(40);
+    let ab = WireConfig {
+        ce: 1.0,
+        ..WireConfig::clean(rate, Duration::from_us(2))
+    };
+    let ba = WireConfig::clean(rate, Duration::from_us(2));
+    let mut ma = LengthMemory::new();
+    let mut mb = LengthMemory::new();
+    let ra = ma.register(0, 1 << 20, Access::ALL).unwrap();
+    let rb = mb.register(0, 1 << 20, Access::ALL).unwrap();
+    let mut ca = QpConfig::new(Qpn::new(1));
+    ca.cc = CcConfig::Dcqcn(verbs_emu::cc::DcqcnParams::paper(rate));
+    ca.max_send_wr = 4096;
+    let mut cb = QpConfig::new(Qpn::new(2));
+    cb.min_time_between_cnps = Some(Duration::from_us(50));
+    let mut pair = Pair::connect(ca, ma, cb, mb, ConnectAttrs::default(), ab, ba).unwrap();
+    pair.collect = false;
+    for i in 0..2000 {
+        let op = SendOp::Write {
+            remote_addr: 0,
+            rkey: rb.rkey,
+        };
+        pair.a
+            .qp
+            .post_send(SendWr::new(
+                i,
+                op,
+                Sge {
+                    addr: 0,
+                    length: 65536,
+                    lkey: ra.lkey,
+                },
+            ))
+            .unwrap();
+    }
+    let end = Instant::from_ps(Duration::from_us(1000).as_ps());
+    pair.run_until(Limits::default(), |p| p.now >= end).unwrap();
+    let cnps = pair.b.qp.stats().tx_cnps;
+    assert!(cnps <= 1000 / 50 + 1, "{cnps} CNPs in 1 ms");
+    // Every packet is marked, and each CNP halves the rate (alpha stays 1),
+    // so packets, and with them CNPs, thin out as the rate falls.
+    assert!(cnps >= 10, "{cnps} CNPs in 1 ms");
+    assert_eq!(pair.a.qp.stats().rx_cnps, cnps);
+    let sent = pair.ab.stats().wire_bytes as f64 * 8.0;
+    let util = sent / (40e9 * 1e-3);
+    assert!(
+        util < 0.5,
+        "DCQCN held the sender well below line rate: {util:.2}"
+    );
+    match pair.a.qp.cc() {
+        verbs_emu::cc::AnyCc::Dcqcn(d) => assert!(d.current_rate() < rate),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn pacing_holds_packets_and_reports_the_deadline() {
+    let rate = Rate::from_gbps(10);
+    let mut params = verbs_emu::cc::DcqcnParams::paper(rate);
+    params.line_rate = rate;
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.cc = CcConfig::Dcqcn(params);
+    });
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000); // 3 packets of 1 KB
+    let qp = &mut s.pair.a.qp;
+    let now = Instant::ZERO;
+    let first = qp.poll_transmit(now, &s.pair.a.mem).unwrap();
+    assert_eq!(
+        first.headers.bth.opcode,
+        verbs_emu::wire::Opcode::RcSendFirst
+    );
+    assert!(
+        qp.poll_transmit(now, &s.pair.a.mem).is_none(),
+        "the rate limiter holds"
+    );
+    // 1024 + 12 + 46 bytes at 10 Gb/s.
+    let gap = rate.serialization_time(1024 + 12 + 46);
+    assert_eq!(qp.poll_timeout(), Some(now + gap));
+    qp.handle_timeout(now + gap);
+    assert!(qp.poll_transmit(now + gap, &s.pair.a.mem).is_some());
+}
+
+#[test]
+fn an_idle_qp_has_no_deadline() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    assert_eq!(s.pair.a.qp.poll_timeout(), None);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair.step();
+    assert!(
+        s.pair.a.qp.poll_timeout().is_some(),
+        "the ACK timer runs while PSNs are outstanding"
+    );
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.qp.poll_timeout(), None);
+    assert_eq!(s.pair.b.qp.poll_timeout(), None);
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+}
+
+#[test]
+fn a_bad_receive_sge_is_rem_op_err_there_and_loc_prot_err_here() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let bad = Lkey::new(s.b.lkey.value() + 0x100);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, bad),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 100);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RemOpErr);
+    assert_eq!(s.pair.b.completions[0].status, WcStatus::LocProtErr);
+}
+
+#[test]
+fn a_bad_local_sge_on_send_is_loc_prot_err() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let sge = Sge {
+        addr: BASE + REGION,
+        length: 10,
+        lkey: s.a.lkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(1, SendOp::Send, sge))
+        .unwrap();
+    one_send(&mut s, 2, 10);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+    assert_eq!(st, [WcStatus::LocProtErr, WcStatus::WrFlushErr]);
+    assert_eq!(
+        s.pair.a.qp.stats().tx_requests,
+        0,
+        "nothing went on the wire"
+    );
+}
+
+#[test]
+fn acks_can_advertise_credits() {
+    assert_eq!(credit_code(0), 0);
+    assert_eq!(credit_code(5), 4);
+    assert_eq!(credit_code(6), 5);
+    assert_eq!(credit_code(100_000), 30);
+    assert_eq!(credits_from_code(13), Some(96));
+    assert_eq!(credits_from_code(31), None);
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.advertise_credits = true
+    });
+    for i in 0..10 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 64, s.b.lkey),
+            })
+            .unwrap();
+    }
+    one_send(&mut s, 1, 10);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    // Nine receive WQEs left: the largest table entry not above 9 is 8.
+    assert_eq!(s.pair.a.qp.peer_credits(), Some(8));
+}
+
+#[test]
+fn random_packets_never_panic_the_engine() {
+    use verbs_emu::wire::{
+        AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Msn,
+        NakCode, Opcode, Psn, RethRepr, RoceHeaders,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    for round in 0..20u64 {
+        let mut s = setup(
+            ConnectAttrs {
+                psn_a: 0xFF_FF00,
+                psn_b: 5,
+                ..ConnectAttrs::default()
+            },
+            link(),
+            link(),
+            |c| c.min_time_between_cnps = Some(Duration::from_us(1)),
+        );
+        for i in 0..4 {
+            s.pair
+                .b
+                .qp
+                .post_recv(RecvWr {
+                    wr_id: i,
+                    sges: SgeList::one(BASE, 5000, s.b.lkey),
+                })
+                .unwrap();
+            s.pair
+                .a
+                .qp
+                .post_recv(RecvWr {
+                    wr_id: i,
+                    sges: SgeList::one(BASE, 5000, s.a.lkey),
+                })
+                .unwrap();
+        }
+        one_send(&mut s, 1, 5000);
+        let rd = SendOp::Read {
+            remote_addr: BASE,
+            rkey: s.b.rkey,
+        };
+        s.pair
+            .a
+            .qp
+            .post_send(SendWr::new(
+                2,
+                rd,
+                Sge {
+                    addr: BASE,
+                    length: 3000,
+                    lkey: s.a.lkey,
+                },
+            ))
+            .unwrap();
+        let buf = vec![0xA5u8; 5000];
+        for k in 0..2000u64 {
+            let now = Instant::from_ps(k * 1_000_000 + round);
+            let op = Opcode::ALL[rng.gen_range(0..Opcode::ALL.len())];
+            let near = |rng: &mut ChaCha8Rng, base: u32| {
+                Psn::new(base.wrapping_add(rng.gen_range(0..40)).wrapping_sub(20))
+            };
+            let side_a = rng.gen_bool(0.5);
+            let base = if side_a { 0xFF_FF00 } else { 5 };
+            let rkey = if rng.gen_bool(0.5) {
+                s.b.rkey
+            } else {
+                Rkey::new(rng.gen())
+            };
+            let va = if rng.gen_bool(0.5) {
+                BASE + rng.gen_range(0..REGION)
+            } else {
+                rng.gen()
+            };
+            let syndrome = match rng.gen_range(0..4) {
+                0 => AethSyndrome::Ack {
+                    credits: rng.gen_range(0..32),
+                },
+                1 => AethSyndrome::RnrNak {
+                    timer: rng.gen_range(0..32),
+                },
+                2 => AethSyndrome::Nak(match rng.gen_range(0..6) {
+                    0 => NakCode::PsnSequenceError,
+                    1 => NakCode::InvalidRequest,
+                    2 => NakCode::RemoteAccessError,
+                    3 => NakCode::RemoteOperationalError,
+                    4 => NakCode::InvalidRdRequest,
+                    _ => NakCode::Reserved(rng.gen_range(5..32)),
+                }),
+                _ => AethSyndrome::Reserved(rng.gen_range(0..32)),
+            };
+            let h = RoceHeaders {
+                bth: BthRepr {
+                    opcode: op,
+                    solicited: rng.gen(),
+                    migreq: false,
+                    pad_count: 0,
+                    tver: 0,
+                    pkey: 0xFFFF,
+                    fecn: false,
+                    becn: rng.gen(),
+                    dest_qp: if side_a {
+                        Qpn::new(0x11)
+                    } else {
+                        Qpn::new(0x22)
+                    },
+                    ack_req: rng.gen(),
+                    psn: near(&mut rng, base),
+                },
+                deth: op.has_deth().then(|| DethRepr {
+                    qkey: rng.gen(),
+                    src_qp: Qpn::new(rng.gen()),
+                }),
+                reth: op.has_reth().then(|| RethRepr {
+                    va,
+                    rkey,
+                    dma_len: rng.gen_range(0..9000),
+                }),
+                atomic_eth: op.has_atomic_eth().then(|| AtomicEthRepr {
+                    va,
+                    rkey,
+                    swap_add: rng.gen(),
+                    compare: rng.gen(),
+                }),
+                aeth: (op.has_aeth() && rng.gen_bool(0.95)).then(|| AethRepr {
+                    syndrome,
+                    msn: Msn::new(rng.gen()),
+                }),
+                atomic_ack_eth: op
+                    .has_atomic_ack_eth()
+                    .then(|| AtomicAckEthRepr { orig: rng.gen() }),
+                immdt: op.has_immdt().then(|| rng.gen()),
+                ieth: op.has_ieth().then(|| Rkey::new(rng.gen())),
+            };
+            let len = [0usize, 1, 100, 1024, 1025, 4096, 5000][rng.gen_range(0..7)];
+            let rx = Received {
+                headers: h,
+                ecn: if rng.gen_bool(0.2) {
+                    Ecn::Ce
+                } else {
+                    Ecn::Ect0
+                },
+                payload: Payload::Bytes(&buf[..len]),
+                grh: None,
+                src: AddressHandle(3),
+            };
+            let ep = if side_a { &mut s.pair.a } else { &mut s.pair.b };
+            ep.qp.handle_packet(now, &rx, &mut ep.mem);
+            while ep.qp.poll_transmit(now, &ep.mem).is_some() {}
+            if ep.qp.poll_timeout().is_some_and(|t| t <= now) {
+                ep.qp.handle_timeout(now);
+            }
+            while ep.qp.poll_completion().is_some() {}
+        }
+    }
+}
+
+#[test]
+fn a_lost_middle_packet_gets_one_nak_and_go_back_n_from_it() {
+    let ab = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 5 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), ab, link(), |_| {});
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 20 * 1024, 1);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 20 * 1024, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 20 * 1024);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.b.qp.stats().tx_nak_seq, 1, "one NAK per gap");
+    assert_eq!(
+        s.pair.a.qp.stats().tx_retransmits,
+        15,
+        "resent from the lost PSN on"
+    );
+    assert_eq!(s.pair.a.qp.stats().timeouts, 0);
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE, 20 * 1024).unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 20 * 1024).unwrap()
+    );
+}
+
+#[test]
+fn a_lost_ack_is_recovered_by_timeout_and_a_duplicate_re_ack() {
+    let ba = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 0 },
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 2,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), ba, |_| {});
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    let (a, b) = (s.pair.a.qp.stats(), s.pair.b.qp.stats());
+    assert_eq!(a.timeouts, 1);
+    assert_eq!(
+        a.tx_retransmits, 3,
+        "the whole unacknowledged message went again"
+    );
+    assert_eq!(b.rx_duplicates, 3);
+    assert_eq!(s.pair.b.completions.len(), 1, "delivered once");
+}
+
+#[test]
+fn a_lost_read_response_is_retried_for_the_missing_part_only() {
+    // B -> A: drop the 4th packet (the 4th READ response).
+    let ba = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 3 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), ba, |_| {});
+    fill(&mut s.pair.b.mem, s.b.lkey, BASE, 10 * 1024, 2);
+    let rd = SendOp::Read {
+        remote_addr: BASE,
+        rkey: s.b.rkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(
+            1,
+            rd,
+            Sge {
+                addr: BASE + 65536,
+                length: 10 * 1024,
+                lkey: s.a.lkey,
+            },
+        ))
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(
+        s.pair.a.qp.stats().tx_retransmits,
+        1,
+        "one partial READ request"
+    );
+    // The responder streamed 10 responses, then 7 again from the gap.
+    assert_eq!(s.pair.b.qp.stats().tx_responses, 17);
+    assert_eq!(
+        s.pair
+            .a
+            .mem
+            .bytes(s.a.lkey, BASE + 65536, 10 * 1024)
+            .unwrap(),
+        s.pair.b.mem.bytes(s.b.lkey, BASE, 10 * 1024).unwrap()
+    );
 }

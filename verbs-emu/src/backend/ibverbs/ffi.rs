@@ -41,8 +41,6 @@ opaque!(
     ibv_ah,
     /// `struct ibv_mw`: memory window (not used by the backend).
     ibv_mw,
-    /// `struct ibv_comp_channel`: completion event channel.
-    ibv_comp_channel,
     /// `struct _compat_ibv_port_attr`: the pre-1.1 port attribute layout
     /// that the exported `ibv_query_port` symbol takes.
     _compat_ibv_port_attr,
@@ -398,6 +396,16 @@ pub const IBV_ACCESS_OPTIONAL_RANGE: c_uint =
 /// `IBV_ACCESS_RELAXED_ORDERING`.
 pub const IBV_ACCESS_RELAXED_ORDERING: c_uint = IBV_ACCESS_OPTIONAL_FIRST;
 
+/// `struct ibv_comp_channel`: a completion event channel; `fd` becomes
+/// readable when an armed CQ gets a completion.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
 /// `struct ibv_cq`.
 #[repr(C)]
 pub struct ibv_cq {
@@ -540,6 +548,8 @@ pub const IBV_QPS_SQD: u32 = 4;
 pub const IBV_QPS_SQE: u32 = 5;
 /// `IBV_QPS_ERR`.
 pub const IBV_QPS_ERR: u32 = 6;
+/// `IBV_QPS_UNKNOWN`.
+pub const IBV_QPS_UNKNOWN: u32 = 7;
 
 /// `IBV_QP_STATE` (`enum ibv_qp_attr_mask`).
 pub const IBV_QP_STATE: c_int = 1;
@@ -731,6 +741,8 @@ pub const IBV_WR_RDMA_READ: u32 = 4;
 pub const IBV_WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 /// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
 pub const IBV_WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+/// `IBV_WR_SEND_WITH_INV`: `imm_data` holds the rkey to invalidate.
+pub const IBV_WR_SEND_WITH_INV: u32 = 9;
 
 /// `IBV_SEND_FENCE` (`enum ibv_send_flags`).
 pub const IBV_SEND_FENCE: c_uint = 1;
@@ -826,3 +838,9 @@ pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = IBV_WC_RECV + 1;
 pub const IBV_WC_GRH: c_uint = 1;
 /// `IBV_WC_WITH_IMM`: `imm_data` is valid.
 pub const IBV_WC_WITH_IMM: c_uint = 1 << 1;
+/// `IBV_WC_WITH_INV`: `imm_data` holds the invalidated rkey.
+pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
+/// `IBV_WC_BIND_MW` (`enum ibv_wc_opcode`).
+pub const IBV_WC_BIND_MW: u32 = 5;
+/// `IBV_WC_LOCAL_INV`.
+pub const IBV_WC_LOCAL_INV: u32 = 6;

@@ -5,8 +5,9 @@
 //! its context open, an MR and a QP keep their PD, a QP keeps its CQs. Each
 //! handle destroys its C object on drop, so destruction always runs children
 //! first and never touches a freed parent. A destroy that fails on drop is
-//! ignored (there is no one to tell), except that an MR whose deregistration
-//! fails leaks its buffer rather than free memory the NIC may still reach.
+//! ignored (there is no one to tell); [`MemoryRegion::deregister`] reports
+//! it instead and hands the still-registered region back, so its owner can
+//! keep the memory alive rather than free what the NIC may still reach.
 //!
 //! The inline verbs of `<infiniband/verbs.h>` are reproduced exactly: the
 //! header's `ibv_poll_cq(cq, ...)` is `cq->context->ops.poll_cq(cq, ...)`,
@@ -18,18 +19,12 @@ use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::error::{IbverbsError, Result};
 use super::ffi::*;
 use super::library::{clear_errno, last_errno, Verbs};
-use super::work::{
-    encode_send, init_attributes, rtr_attributes, rts_attributes, AccessFlags, Completion,
-    InitAttributes, QpType, RtrAttributes, RtsAttributes, SendFlags, SendOp, UdDestination,
-};
-
-/// The most SGEs one work request may carry through the safe post calls
-/// (they build the C SGE list on the stack; providers allow about 30).
-pub const MAX_SGE: usize = 32;
+use crate::verbs::{AccessFlags, QpType};
 
 /// A device found by `ibv_get_device_list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,25 +279,57 @@ impl Context {
         })
     }
 
-    /// `ibv_create_cq` with at least `min_entries` entries, no completion
-    /// channel, vector 0.
+    /// `ibv_create_cq` with at least `min_entries` entries on vector 0, with
+    /// its own completion channel (`ibv_create_comp_channel`, made
+    /// non-blocking) so that [`CompletionQueue::wait_event`] can sleep.
     pub fn create_cq(&self, min_entries: u32) -> Result<CompletionQueue> {
         let cqe = c_int::try_from(min_entries).map_err(|_| IbverbsError::InvalidArgument {
             verb: "ibv_create_cq",
             reason: format!("{min_entries} CQ entries do not fit a C int"),
         })?;
+        let channel = self.create_comp_channel()?;
         clear_errno();
-        // SAFETY: live context; a null channel and cq_context are allowed.
+        // SAFETY: live context and a channel of that context; a null
+        // cq_context is allowed.
         let cq = unsafe {
-            (self.inner.verbs.create_cq)(self.as_ptr(), cqe, ptr::null_mut(), ptr::null_mut(), 0)
+            (self.inner.verbs.create_cq)(
+                self.as_ptr(),
+                cqe,
+                ptr::null_mut(),
+                channel.channel.as_ptr(),
+                0,
+            )
         };
         let cq = NonNull::new(cq).ok_or_else(|| null_error("ibv_create_cq"))?;
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 context: Arc::clone(&self.inner),
                 cq,
+                channel,
             }),
         })
+    }
+
+    fn create_comp_channel(&self) -> Result<ChannelInner> {
+        clear_errno();
+        // SAFETY: live context.
+        let channel = unsafe { (self.inner.verbs.create_comp_channel)(self.as_ptr()) };
+        let channel = NonNull::new(channel).ok_or_else(|| null_error("ibv_create_comp_channel"))?;
+        let channel = ChannelInner {
+            context: Arc::clone(&self.inner),
+            channel,
+        };
+        let fd = channel.fd();
+        // SAFETY: fcntl on the channel's own open descriptor.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(IbverbsError::Verb {
+                verb: "fcntl(O_NONBLOCK) on the completion channel",
+                errno: last_errno(),
+            });
+        }
+        Ok(channel)
     }
 }
 
@@ -398,19 +425,6 @@ impl ProtectionDomain {
         self.inner.pd.as_ptr()
     }
 
-    /// Registers `buffer`, which the region owns until it is dropped
-    /// (deregistration first, then the buffer is freed).
-    pub fn register(&self, buffer: Box<[u8]>, access: AccessFlags) -> Result<MemoryRegion> {
-        let mut buffer = buffer;
-        let addr = buffer.as_mut_ptr();
-        let len = buffer.len();
-        // SAFETY: the buffer is moved into the region and outlives the
-        // registration (MemoryRegion::drop deregisters before freeing it).
-        let mut region = unsafe { self.register_raw(addr, len, access) }?;
-        region.buffer = Some(buffer);
-        Ok(region)
-    }
-
     /// Registers `len` bytes at `addr` with `access`, as the header's
     /// `ibv_reg_mr` macro does: `ibv_reg_mr`, or `ibv_reg_mr_iova2` with
     /// `iova = addr` when an optional access flag is set.
@@ -418,9 +432,8 @@ impl ProtectionDomain {
     /// # Safety
     ///
     /// `addr..addr + len` must be memory this process owns, and it must stay
-    /// allocated (and not be handed to anyone assuming exclusive access)
-    /// until the returned region is dropped: the NIC reads and writes it
-    /// without the compiler's knowledge.
+    /// allocated until the returned region is deregistered: the NIC reads
+    /// and writes it without the compiler's knowledge.
     pub unsafe fn register_raw(
         &self,
         addr: *mut u8,
@@ -429,7 +442,7 @@ impl ProtectionDomain {
     ) -> Result<MemoryRegion> {
         let verbs = &self.inner.context.verbs;
         clear_errno();
-        let mr = if access.has_optional() {
+        let mr = if access.bits() & IBV_ACCESS_OPTIONAL_RANGE != 0 {
             let Some(reg_mr_iova2) = verbs.reg_mr_iova2 else {
                 return Err(IbverbsError::InvalidArgument {
                     verb: "ibv_reg_mr",
@@ -451,8 +464,8 @@ impl ProtectionDomain {
                 )
             }
         } else {
-            // SAFETY: as above; no optional bit is set, so the plain symbol
-            // is the one the header would call. The bits fit an int.
+            // SAFETY: as above; with no optional bit set the plain symbol is
+            // the one the header calls. The defined bits fit an int.
             unsafe {
                 (verbs.reg_mr)(
                     self.as_ptr(),
@@ -466,7 +479,6 @@ impl ProtectionDomain {
         Ok(MemoryRegion {
             pd: Arc::clone(&self.inner),
             mr,
-            buffer: None,
         })
     }
 
@@ -478,12 +490,12 @@ impl ProtectionDomain {
             recv_cq: init.recv_cq.inner.cq.as_ptr(),
             srq: ptr::null_mut(),
             cap: init.cap,
-            qp_type: init.qp_type.raw(),
+            qp_type: init.qp_type.value(),
             sq_sig_all: c_int::from(init.sq_sig_all),
         };
         clear_errno();
-        // SAFETY: live PD and CQs of the same context (the library checks);
-        // `attr` is a valid in/out struct.
+        // SAFETY: live PD and CQs (the library checks they share a
+        // context); `attr` is a valid in/out struct.
         let qp = unsafe { (self.inner.context.verbs.create_qp)(self.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| null_error("ibv_create_qp"))?;
         Ok(QueuePair {
@@ -496,7 +508,7 @@ impl ProtectionDomain {
         })
     }
 
-    /// `ibv_create_ah` for a RoCE (global) destination, for UD sends.
+    /// `ibv_create_ah` (for UD sends).
     pub fn create_ah(&self, attr: &ibv_ah_attr) -> Result<AddressHandle> {
         let mut attr = *attr;
         clear_errno();
@@ -510,16 +522,14 @@ impl ProtectionDomain {
     }
 }
 
-/// A registered memory region (`struct ibv_mr`), deregistered on drop.
+/// A registered memory region (`struct ibv_mr`), deregistered on drop. The
+/// memory belongs to whoever registered it.
 pub struct MemoryRegion {
     pd: Arc<PdInner>,
     mr: NonNull<ibv_mr>,
-    /// The registered bytes when the region owns them.
-    buffer: Option<Box<[u8]>>,
 }
 
-// SAFETY: see ContextInner. The owned buffer is only reached through
-// `&mut self` or unsafe accessors.
+// SAFETY: see ContextInner.
 unsafe impl Send for MemoryRegion {}
 // SAFETY: shared access only reads keys and addresses.
 unsafe impl Sync for MemoryRegion {}
@@ -567,84 +577,58 @@ impl MemoryRegion {
         self.raw().rkey
     }
 
-    /// A bounds-checked SGE over `offset..offset + length` of this region.
-    pub fn sge(&self, offset: usize, length: u32) -> Result<Sge<'_>> {
-        let end = offset.checked_add(length as usize);
-        if end.map_or(true, |end| end > self.len()) {
-            return Err(IbverbsError::InvalidArgument {
-                verb: "ibv_post_send/ibv_post_recv",
-                reason: format!(
-                    "SGE {offset}+{length} exceeds the {}-byte memory region",
-                    self.len()
-                ),
-            });
+    /// `ibv_dereg_mr`, reporting the outcome (a drop deregisters silently).
+    /// On failure the region is still registered and comes back with the
+    /// error, so its memory must stay alive.
+    pub fn deregister(self) -> std::result::Result<(), (Self, IbverbsError)> {
+        // SAFETY: live MR, deregistered once here; Drop is skipped on
+        // success below.
+        let rc = unsafe { (self.pd.context.verbs.dereg_mr)(self.mr.as_ptr()) };
+        match verb_result("ibv_dereg_mr", rc) {
+            Ok(()) => {
+                let this = std::mem::ManuallyDrop::new(self);
+                // SAFETY: `this` is never used again; the PD reference is
+                // moved out once and released here, instead of by Drop.
+                drop(unsafe { ptr::read(&this.pd) });
+                Ok(())
+            }
+            Err(error) => Err((self, error)),
         }
-        Ok(Sge {
-            raw: ibv_sge {
-                addr: self.addr() + offset as u64,
-                length,
-                lkey: self.lkey(),
-            },
-            _region: std::marker::PhantomData,
-        })
-    }
-
-    /// The owned buffer, for writing before a post.
-    ///
-    /// `&mut self` cannot stop the NIC, so this is only sound while no
-    /// operation reading or writing the region is outstanding; it exists for
-    /// set-up and checks between completions.
-    ///
-    /// # Safety
-    ///
-    /// No posted work request or remote access may touch the region while
-    /// the returned slice lives.
-    pub unsafe fn buffer_mut(&mut self) -> Option<&mut [u8]> {
-        self.buffer.as_deref_mut()
-    }
-
-    /// The owned buffer, for reading after a completion.
-    ///
-    /// # Safety
-    ///
-    /// No local operation or remote access may write the region while the
-    /// returned slice lives.
-    pub unsafe fn buffer(&self) -> Option<&[u8]> {
-        self.buffer.as_deref()
     }
 }
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // SAFETY: the MR is deregistered exactly once.
-        let rc = unsafe { (self.pd.context.verbs.dereg_mr)(self.mr.as_ptr()) };
-        if rc != 0 {
-            // The NIC may still reach the buffer: leak it rather than free it.
-            if let Some(buffer) = self.buffer.take() {
-                std::mem::forget(buffer);
-            }
-        }
+        unsafe { (self.pd.context.verbs.dereg_mr)(self.mr.as_ptr()) };
     }
 }
 
-/// One scatter/gather element inside a registered region, checked at
-/// creation; it borrows the region so the region outlives the post.
-#[derive(Clone, Copy, Debug)]
-pub struct Sge<'a> {
-    raw: ibv_sge,
-    _region: std::marker::PhantomData<&'a MemoryRegion>,
+/// A completion channel, destroyed after the CQ that uses it.
+struct ChannelInner {
+    context: Arc<ContextInner>,
+    channel: NonNull<ibv_comp_channel>,
 }
 
-impl Sge<'_> {
-    /// The C SGE.
-    pub fn raw(&self) -> ibv_sge {
-        self.raw
+impl ChannelInner {
+    fn fd(&self) -> c_int {
+        // SAFETY: live channel; `fd` is fixed at creation.
+        unsafe { (*self.channel.as_ptr()).fd }
+    }
+}
+
+impl Drop for ChannelInner {
+    fn drop(&mut self) {
+        // SAFETY: the CQ using this channel is destroyed first: CqInner's
+        // Drop runs before its fields (this one) are dropped.
+        unsafe { (self.context.verbs.destroy_comp_channel)(self.channel.as_ptr()) };
     }
 }
 
 struct CqInner {
     context: Arc<ContextInner>,
     cq: NonNull<ibv_cq>,
+    channel: ChannelInner,
 }
 
 // SAFETY: see ContextInner.
@@ -654,12 +638,13 @@ unsafe impl Sync for CqInner {}
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        // SAFETY: QPs using this CQ hold an Arc to it, so none is left.
+        // SAFETY: QPs using this CQ hold an Arc to it, so none is left; every
+        // channel event was acknowledged in wait_event.
         unsafe { (self.context.verbs.destroy_cq)(self.cq.as_ptr()) };
     }
 }
 
-/// A completion queue (`struct ibv_cq`).
+/// A completion queue (`struct ibv_cq`) with its completion channel.
 #[derive(Clone)]
 pub struct CompletionQueue {
     inner: Arc<CqInner>,
@@ -708,25 +693,8 @@ impl CompletionQueue {
         Ok(rc as usize)
     }
 
-    /// Polls up to `out.len()` completions, converted.
-    pub fn poll(&self, out: &mut [Completion]) -> Result<usize> {
-        let mut raw = [ibv_wc::default(); 32];
-        let mut filled = 0;
-        while filled < out.len() {
-            let want = (out.len() - filled).min(raw.len());
-            let got = self.poll_raw(&mut raw[..want])?;
-            for (slot, wc) in out[filled..].iter_mut().zip(&raw[..got]) {
-                *slot = Completion::from(wc);
-            }
-            filled += got;
-            if got < want {
-                break;
-            }
-        }
-        Ok(filled)
-    }
-
-    /// The header's inline `ibv_req_notify_cq`.
+    /// The header's inline `ibv_req_notify_cq`:
+    /// `cq->context->ops.req_notify_cq(cq, solicited_only)`.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         let cq = self.as_ptr();
         // SAFETY: as in poll_raw.
@@ -738,6 +706,65 @@ impl CompletionQueue {
         // SAFETY: live CQ.
         let rc = unsafe { notify(cq, c_int::from(solicited_only)) };
         verb_result("ibv_req_notify_cq", rc)
+    }
+
+    /// Sleeps until the CQ's channel reports a completion event or `timeout`
+    /// passes; returns whether an event came. The event is taken with
+    /// `ibv_get_cq_event` and acknowledged at once (`ibv_ack_cq_events`),
+    /// so destroying the CQ never waits for acks. Arm with
+    /// [`Self::req_notify`] and poll once more before sleeping, or a
+    /// completion that arrived in between is missed.
+    pub fn wait_event(&self, timeout: Duration) -> Result<bool> {
+        let channel = &self.inner.channel;
+        let mut pollfd = libc::pollfd {
+            fd: channel.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Round up so that a short timeout sleeps rather than spins.
+        let millis = timeout.as_nanos().div_ceil(1_000_000);
+        let millis = c_int::try_from(millis).unwrap_or(c_int::MAX);
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pollfd, 1, millis) };
+        if ready < 0 {
+            let errno = last_errno();
+            if errno == libc::EINTR {
+                return Ok(false);
+            }
+            return Err(IbverbsError::Verb {
+                verb: "poll(completion channel)",
+                errno,
+            });
+        }
+        if ready == 0 {
+            return Ok(false);
+        }
+        let mut cq: *mut ibv_cq = ptr::null_mut();
+        let mut cq_context: *mut c_void = ptr::null_mut();
+        clear_errno();
+        // SAFETY: live channel; valid out-pointers. The fd is non-blocking,
+        // so a spurious wake-up answers EAGAIN instead of blocking.
+        let rc = unsafe {
+            (self.inner.context.verbs.get_cq_event)(
+                channel.channel.as_ptr(),
+                &mut cq,
+                &mut cq_context,
+            )
+        };
+        if rc != 0 {
+            let errno = last_errno();
+            if errno == libc::EAGAIN {
+                return Ok(false);
+            }
+            return Err(IbverbsError::Verb {
+                verb: "ibv_get_cq_event",
+                errno,
+            });
+        }
+        // SAFETY: `cq` is the CQ the event was for (ours: one CQ per
+        // channel); exactly one event is acknowledged.
+        unsafe { (self.inner.context.verbs.ack_cq_events)(cq, 1) };
+        Ok(true)
     }
 }
 
@@ -759,9 +786,9 @@ pub struct QpInit<'a> {
 /// A queue pair (`struct ibv_qp`).
 pub struct QueuePair {
     pd: Arc<PdInner>,
-    /// Kept so the CQs outlive the QP.
+    /// Kept so that the CQs outlive the QP.
     _send_cq: Arc<CqInner>,
-    /// Kept so the CQs outlive the QP.
+    /// Kept so that the CQs outlive the QP.
     _recv_cq: Arc<CqInner>,
     qp: NonNull<ibv_qp>,
     qp_type: QpType,
@@ -770,7 +797,7 @@ pub struct QueuePair {
 
 // SAFETY: see ContextInner.
 unsafe impl Send for QueuePair {}
-// SAFETY: posting from several threads at once is allowed by libibverbs.
+// SAFETY: libibverbs allows posting to one QP from several threads.
 unsafe impl Sync for QueuePair {}
 
 impl std::fmt::Debug for QueuePair {
@@ -821,139 +848,83 @@ impl QueuePair {
         verb_result("ibv_modify_qp", rc)
     }
 
-    /// RESET to INIT.
-    pub fn to_init(&self, init: &InitAttributes) -> Result<()> {
-        let (attr, mask) = init_attributes(self.qp_type, init);
-        self.modify(&attr, mask)
-    }
-
-    /// INIT to RTR.
-    pub fn to_rtr(&self, rtr: &RtrAttributes) -> Result<()> {
-        let (attr, mask) = rtr_attributes(self.qp_type, rtr)?;
-        self.modify(&attr, mask)
-    }
-
-    /// RTR to RTS.
-    pub fn to_rts(&self, rts: &RtsAttributes) -> Result<()> {
-        let (attr, mask) = rts_attributes(self.qp_type, rts)?;
-        self.modify(&attr, mask)
-    }
-
-    /// Any state to ERR (flushes outstanding work requests).
-    pub fn to_error(&self) -> Result<()> {
-        let attr = ibv_qp_attr {
-            qp_state: IBV_QPS_ERR,
-            ..Default::default()
+    /// The QP's current state (`ibv_query_qp` with `IBV_QP_STATE`), as an
+    /// `enum ibv_qp_state` value.
+    pub fn query_state(&self) -> Result<u32> {
+        let mut attr = ibv_qp_attr::default();
+        let mut init = ibv_qp_init_attr {
+            qp_context: ptr::null_mut(),
+            send_cq: ptr::null_mut(),
+            recv_cq: ptr::null_mut(),
+            srq: ptr::null_mut(),
+            cap: ibv_qp_cap::default(),
+            qp_type: 0,
+            sq_sig_all: 0,
         };
-        self.modify(&attr, IBV_QP_STATE)
+        clear_errno();
+        // SAFETY: live QP; both out-structs are valid and writable.
+        let rc = unsafe {
+            (self.pd.context.verbs.query_qp)(self.as_ptr(), &mut attr, IBV_QP_STATE, &mut init)
+        };
+        verb_result("ibv_query_qp", rc)?;
+        Ok(attr.qp_state)
     }
 
-    /// The header's inline `ibv_post_send`: `qp->context->ops.post_send`.
+    /// The header's inline `ibv_post_send`:
+    /// `qp->context->ops.post_send(qp, wr, bad_wr)`. On failure the error
+    /// comes with `bad_wr`, the first request that was not posted.
     ///
     /// # Safety
     ///
-    /// `wr` must be a valid list of work requests whose SGEs, and remote
-    /// addresses, name memory that stays registered (and, for inline sends,
-    /// readable) until the call returns, and whose local buffers stay
-    /// allocated until the work request completes.
-    pub unsafe fn post_send_raw(&self, wr: *mut ibv_send_wr) -> Result<()> {
+    /// `wr` must be a valid, `next`-linked list of work requests whose SGEs
+    /// name memory registered on this QP's device (inline data: readable
+    /// memory) that stays allocated until the requests complete, and whose
+    /// address handles are live.
+    pub unsafe fn post_send_raw(
+        &self,
+        wr: *mut ibv_send_wr,
+    ) -> std::result::Result<(), (IbverbsError, *mut ibv_send_wr)> {
         let qp = self.as_ptr();
         // SAFETY: live QP whose context is live.
-        let post = unsafe { (*(*qp).context).ops.post_send }.ok_or(IbverbsError::MissingOp {
-            verb: "ibv_post_send",
-            slot: "post_send",
-        })?;
+        let Some(post) = (unsafe { (*(*qp).context).ops.post_send }) else {
+            let error = IbverbsError::MissingOp {
+                verb: "ibv_post_send",
+                slot: "post_send",
+            };
+            return Err((error, wr));
+        };
         let mut bad: *mut ibv_send_wr = ptr::null_mut();
         clear_errno();
         // SAFETY: the caller guarantees `wr`.
         let rc = unsafe { post(qp, wr, &mut bad) };
-        verb_result("ibv_post_send", rc)
+        verb_result("ibv_post_send", rc).map_err(|error| (error, bad))
     }
 
-    /// The header's inline `ibv_post_recv`: `qp->context->ops.post_recv`.
+    /// The header's inline `ibv_post_recv`:
+    /// `qp->context->ops.post_recv(qp, wr, bad_wr)`.
     ///
     /// # Safety
     ///
     /// As for [`QueuePair::post_send_raw`], for receive buffers.
-    pub unsafe fn post_recv_raw(&self, wr: *mut ibv_recv_wr) -> Result<()> {
+    pub unsafe fn post_recv_raw(
+        &self,
+        wr: *mut ibv_recv_wr,
+    ) -> std::result::Result<(), (IbverbsError, *mut ibv_recv_wr)> {
         let qp = self.as_ptr();
         // SAFETY: live QP whose context is live.
-        let post = unsafe { (*(*qp).context).ops.post_recv }.ok_or(IbverbsError::MissingOp {
-            verb: "ibv_post_recv",
-            slot: "post_recv",
-        })?;
+        let Some(post) = (unsafe { (*(*qp).context).ops.post_recv }) else {
+            let error = IbverbsError::MissingOp {
+                verb: "ibv_post_recv",
+                slot: "post_recv",
+            };
+            return Err((error, wr));
+        };
         let mut bad: *mut ibv_recv_wr = ptr::null_mut();
         clear_errno();
         // SAFETY: the caller guarantees `wr`.
         let rc = unsafe { post(qp, wr, &mut bad) };
-        verb_result("ibv_post_recv", rc)
+        verb_result("ibv_post_recv", rc).map_err(|error| (error, bad))
     }
-
-    /// Posts one send work request whose SGEs were bounds-checked against
-    /// their regions. `ud` is required for (and only allowed on) UD QPs.
-    pub fn post_send(
-        &self,
-        wr_id: u64,
-        op: SendOp,
-        sges: &[Sge<'_>],
-        flags: SendFlags,
-        ud: Option<(&AddressHandle, u32, u32)>,
-    ) -> Result<()> {
-        if (self.qp_type == QpType::Ud) != ud.is_some() {
-            return Err(IbverbsError::InvalidArgument {
-                verb: "ibv_post_send",
-                reason: format!(
-                    "a {:?} QP {} a UD destination",
-                    self.qp_type,
-                    if ud.is_some() { "takes no" } else { "needs" }
-                ),
-            });
-        }
-        let (raw_sges, count) = collect_sges(sges)?;
-        let mut lengths = [0u32; MAX_SGE];
-        for (length, sge) in lengths.iter_mut().zip(&raw_sges[..count]) {
-            *length = sge.length;
-        }
-        let ud = ud.map(|(ah, remote_qpn, remote_qkey)| UdDestination {
-            ah: ah.as_ptr(),
-            remote_qpn,
-            remote_qkey,
-        });
-        let mut raw_sges = raw_sges;
-        let mut wr = encode_send(wr_id, op, flags, ud, &lengths[..count])?;
-        wr.sg_list = raw_sges.as_mut_ptr();
-        wr.num_sge = count as c_int;
-        // SAFETY: the SGEs borrow live regions (checked bounds), the AH is
-        // borrowed, and the request lives on this stack frame for the call.
-        unsafe { self.post_send_raw(&mut wr) }
-    }
-
-    /// Posts one receive work request over bounds-checked SGEs.
-    pub fn post_recv(&self, wr_id: u64, sges: &[Sge<'_>]) -> Result<()> {
-        let (mut raw_sges, count) = collect_sges(sges)?;
-        let mut wr = ibv_recv_wr {
-            wr_id,
-            next: ptr::null_mut(),
-            sg_list: raw_sges.as_mut_ptr(),
-            num_sge: count as c_int,
-        };
-        // SAFETY: as in post_send.
-        unsafe { self.post_recv_raw(&mut wr) }
-    }
-}
-
-fn collect_sges(sges: &[Sge<'_>]) -> Result<([ibv_sge; MAX_SGE], usize)> {
-    if sges.len() > MAX_SGE {
-        return Err(IbverbsError::InvalidArgument {
-            verb: "ibv_post_send/ibv_post_recv",
-            reason: format!("{} SGEs, at most {MAX_SGE} supported", sges.len()),
-        });
-    }
-    let mut raw = [ibv_sge::default(); MAX_SGE];
-    for (slot, sge) in raw.iter_mut().zip(sges) {
-        *slot = sge.raw;
-    }
-    Ok((raw, sges.len()))
 }
 
 /// An address handle (`struct ibv_ah`) for UD sends.

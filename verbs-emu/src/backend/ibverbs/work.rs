@@ -1,851 +1,556 @@
-//! Plain-data descriptions of what the hardware backend asks of a NIC, and
-//! their exact translation to and from the C structs: QP attributes for each
-//! state transition, send work requests, and work completions.
+//! Exact translations between the verbs vocabulary ([`crate::verbs`]) and
+//! the C structs of [`super::ffi`]: QP attributes, address vectors, send and
+//! receive work requests, work completions, port and device attributes.
 //!
 //! Nothing here calls libibverbs, so every translation is unit-tested on any
-//! machine. Immediate data is a host-order `u32` here and big-endian in the C
-//! structs (`__be32`), as `ibv_post_send` and `ibv_poll_cq` expect.
+//! machine. Immediate data in the verbs types is the 32-bit value as it goes
+//! on the wire (big-endian there); the C structs hold it as `__be32`, so the
+//! C field is `imm.to_be()`. An invalidated or to-be-invalidated rkey shares
+//! that field in host order, as in C.
 
-use std::os::raw::{c_int, c_uint};
+use std::ffi::CStr;
+use std::os::raw::c_int;
 
-use super::error::{IbverbsError, Result};
 use super::ffi::*;
+use crate::verbs::{
+    AhAttr, DeviceAttr, Mtu, PortAttr, QpAttr, QpAttrMask, QpCap, SendFlags, SendOp, SendWr, Sge,
+    VerbsError, WcFlags, WcOpcode, WcStatus, WorkCompletion,
+};
+use crate::wire::{Qpn, Rkey};
 
 /// The largest PSN (24 bits).
-const PSN_MASK: u32 = 0x00ff_ffff;
+const PSN_MAX: u32 = 0x00ff_ffff;
 
-/// Transport service type of a queue pair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QpType {
-    /// Reliable connected.
-    Rc,
-    /// Unreliable connected.
-    Uc,
-    /// Unreliable datagram.
-    Ud,
-}
+/// The UDP destination port of RoCEv2, the only one a NIC sends to.
+pub const ROCEV2_UDP_PORT: u16 = 4791;
 
-impl QpType {
-    /// The `enum ibv_qp_type` value.
-    pub fn raw(self) -> u32 {
-        match self {
-            Self::Rc => IBV_QPT_RC,
-            Self::Uc => IBV_QPT_UC,
-            Self::Ud => IBV_QPT_UD,
-        }
-    }
-
-    /// The type for an `enum ibv_qp_type` value, if it is one of ours.
-    pub fn from_raw(raw: u32) -> Option<Self> {
-        match raw {
-            IBV_QPT_RC => Some(Self::Rc),
-            IBV_QPT_UC => Some(Self::Uc),
-            IBV_QPT_UD => Some(Self::Ud),
-            _ => None,
-        }
-    }
-}
-
-/// Memory-region and QP access rights (`enum ibv_access_flags`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct AccessFlags(c_uint);
-
-impl AccessFlags {
-    /// No access beyond local read.
-    pub const NONE: Self = Self(0);
-    /// The local NIC may write (needed for receives and READ responses).
-    pub const LOCAL_WRITE: Self = Self(IBV_ACCESS_LOCAL_WRITE);
-    /// Peers may RDMA WRITE.
-    pub const REMOTE_WRITE: Self = Self(IBV_ACCESS_REMOTE_WRITE);
-    /// Peers may RDMA READ.
-    pub const REMOTE_READ: Self = Self(IBV_ACCESS_REMOTE_READ);
-    /// Peers may perform atomics.
-    pub const REMOTE_ATOMIC: Self = Self(IBV_ACCESS_REMOTE_ATOMIC);
-    /// PCIe relaxed ordering (an optional flag: kernels may ignore it).
-    pub const RELAXED_ORDERING: Self = Self(IBV_ACCESS_RELAXED_ORDERING);
-
-    /// The raw `ibv_access_flags` bits.
-    pub fn bits(self) -> c_uint {
-        self.0
-    }
-
-    /// Flags from raw bits (unknown bits are passed to the library as is).
-    pub fn from_bits(bits: c_uint) -> Self {
-        Self(bits)
-    }
-
-    /// Whether every flag of `other` is set.
-    pub fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Whether any flag in `IBV_ACCESS_OPTIONAL_RANGE` is set, which makes
-    /// the header's `ibv_reg_mr` macro call `ibv_reg_mr_iova2`.
-    pub fn has_optional(self) -> bool {
-        self.0 & IBV_ACCESS_OPTIONAL_RANGE != 0
-    }
-}
-
-impl std::ops::BitOr for AccessFlags {
-    type Output = Self;
-    fn bitor(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-}
-
-/// Path MTU (`enum ibv_mtu`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mtu {
-    /// 256 bytes.
-    Mtu256,
-    /// 512 bytes.
-    Mtu512,
-    /// 1024 bytes.
-    Mtu1024,
-    /// 2048 bytes.
-    Mtu2048,
-    /// 4096 bytes.
-    Mtu4096,
-}
-
-impl Mtu {
-    /// The MTU of exactly `bytes` (256, 512, 1024, 2048 or 4096).
-    pub fn from_bytes(bytes: u32) -> Option<Self> {
-        match bytes {
-            256 => Some(Self::Mtu256),
-            512 => Some(Self::Mtu512),
-            1024 => Some(Self::Mtu1024),
-            2048 => Some(Self::Mtu2048),
-            4096 => Some(Self::Mtu4096),
-            _ => None,
-        }
-    }
-
-    /// Payload bytes per packet.
-    pub fn bytes(self) -> u32 {
-        256 << (self.raw() - 1)
-    }
-
-    /// The `enum ibv_mtu` value.
-    pub fn raw(self) -> u32 {
-        match self {
-            Self::Mtu256 => IBV_MTU_256,
-            Self::Mtu512 => IBV_MTU_512,
-            Self::Mtu1024 => IBV_MTU_1024,
-            Self::Mtu2048 => IBV_MTU_2048,
-            Self::Mtu4096 => IBV_MTU_4096,
-        }
-    }
-
-    /// The MTU for an `enum ibv_mtu` value (as `ibv_port_attr` reports it).
-    pub fn from_raw(raw: u32) -> Option<Self> {
-        match raw {
-            IBV_MTU_256 => Some(Self::Mtu256),
-            IBV_MTU_512 => Some(Self::Mtu512),
-            IBV_MTU_1024 => Some(Self::Mtu1024),
-            IBV_MTU_2048 => Some(Self::Mtu2048),
-            IBV_MTU_4096 => Some(Self::Mtu4096),
-            _ => None,
-        }
-    }
-}
-
-/// RESET to INIT: the local port and what peers may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InitAttributes {
-    /// Physical port, counted from 1.
-    pub port_num: u8,
-    /// P_Key table index (0 on RoCE).
-    pub pkey_index: u16,
-    /// Remote access rights (RC and UC).
-    pub access: AccessFlags,
-    /// Q_Key (UD only).
-    pub qkey: u32,
-}
-
-/// INIT to RTR: the remote side (from the out-of-band exchange) and the path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RtrAttributes {
-    /// Path MTU.
-    pub path_mtu: Mtu,
-    /// The peer's QP number (RC, UC).
-    pub dest_qp_num: u32,
-    /// The first PSN this QP expects (the peer's initial send PSN).
-    pub rq_psn: u32,
-    /// READ/atomic requests this QP serves at once (RC).
-    pub max_dest_rd_atomic: u8,
-    /// RNR NAK timer code, 0..=31 (RC).
-    pub min_rnr_timer: u8,
-    /// The peer's GID (RoCE addresses are always global).
-    pub dgid: [u8; 16],
-    /// Our GID table index (selects RoCE v1/v2 and the source IP).
-    pub sgid_index: u8,
-    /// IP TTL / hop limit.
-    pub hop_limit: u8,
-    /// IP traffic class (DSCP and ECN bits).
-    pub traffic_class: u8,
-    /// IPv6 flow label (20 bits).
-    pub flow_label: u32,
-    /// Service level (maps to the Ethernet priority on RoCE).
-    pub service_level: u8,
-    /// Local port, counted from 1.
-    pub port_num: u8,
-}
-
-/// RTR to RTS: the requester's timers and initial PSN.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RtsAttributes {
-    /// First PSN this QP sends.
-    pub sq_psn: u32,
-    /// Local ACK timeout code, 0..=31: 4.096 us * 2^timeout (RC).
-    pub timeout: u8,
-    /// Transport retries, 0..=7 (RC).
-    pub retry_cnt: u8,
-    /// RNR retries, 0..=7, 7 meaning forever (RC).
-    pub rnr_retry: u8,
-    /// READ/atomic requests this QP keeps outstanding (RC).
-    pub max_rd_atomic: u8,
-}
-
-fn check_range(verb: &'static str, what: &str, value: u32, max: u32) -> Result<()> {
+fn check_range(verb: &'static str, what: &str, value: u32, max: u32) -> Result<(), VerbsError> {
     if value > max {
-        return Err(IbverbsError::InvalidArgument {
+        return Err(VerbsError::invalid(
             verb,
-            reason: format!("{what} is {value}, at most {max} allowed"),
-        });
+            format!("{what} is {value}, at most {max} allowed"),
+        ));
     }
     Ok(())
 }
 
-/// The `ibv_modify_qp` attributes and mask that move a QP of `qp_type` from
-/// RESET to INIT, as rdma-core's example programs set them.
-pub fn init_attributes(qp_type: QpType, init: &InitAttributes) -> (ibv_qp_attr, c_int) {
-    let mut attr = ibv_qp_attr {
-        qp_state: IBV_QPS_INIT,
-        pkey_index: init.pkey_index,
-        port_num: init.port_num,
-        ..Default::default()
-    };
-    let mut mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-    match qp_type {
-        QpType::Rc | QpType::Uc => {
-            attr.qp_access_flags = init.access.bits();
-            mask |= IBV_QP_ACCESS_FLAGS;
-        }
-        QpType::Ud => {
-            attr.qkey = init.qkey;
-            mask |= IBV_QP_QKEY;
-        }
+/// `ibv_qp_cap` from the verbs capabilities.
+pub fn qp_cap_to_raw(cap: &QpCap) -> ibv_qp_cap {
+    ibv_qp_cap {
+        max_send_wr: cap.max_send_wr,
+        max_recv_wr: cap.max_recv_wr,
+        max_send_sge: cap.max_send_sge,
+        max_recv_sge: cap.max_recv_sge,
+        max_inline_data: cap.max_inline_data,
     }
-    (attr, mask)
 }
 
-/// The attributes and mask for INIT to RTR. Errors name the out-of-range
-/// field.
-pub fn rtr_attributes(qp_type: QpType, rtr: &RtrAttributes) -> Result<(ibv_qp_attr, c_int)> {
-    const VERB: &str = "ibv_modify_qp(RTR)";
-    let mut attr = ibv_qp_attr {
-        qp_state: IBV_QPS_RTR,
-        ..Default::default()
-    };
-    let mut mask = IBV_QP_STATE;
-    if qp_type == QpType::Ud {
-        return Ok((attr, mask));
+/// The verbs capabilities from `ibv_qp_cap` (what the library granted).
+pub fn qp_cap_from_raw(cap: &ibv_qp_cap) -> QpCap {
+    QpCap {
+        max_send_wr: cap.max_send_wr,
+        max_recv_wr: cap.max_recv_wr,
+        max_send_sge: cap.max_send_sge,
+        max_recv_sge: cap.max_recv_sge,
+        max_inline_data: cap.max_inline_data,
     }
-    check_range(VERB, "rq_psn", rtr.rq_psn, PSN_MASK)?;
-    check_range(VERB, "dest_qp_num", rtr.dest_qp_num, PSN_MASK)?;
-    check_range(VERB, "flow_label", rtr.flow_label, 0x000f_ffff)?;
-    check_range(VERB, "service_level", rtr.service_level.into(), 15)?;
-    attr.path_mtu = rtr.path_mtu.raw();
-    attr.dest_qp_num = rtr.dest_qp_num;
-    attr.rq_psn = rtr.rq_psn;
-    attr.ah_attr = ibv_ah_attr {
+}
+
+/// `ibv_ah_attr` for a RoCE destination: always global (`is_global = 1`),
+/// LID 0. A destination UDP port other than 4791 cannot be expressed to a
+/// NIC and is refused.
+pub fn ah_attr_to_raw(verb: &'static str, ah: &AhAttr) -> Result<ibv_ah_attr, VerbsError> {
+    if let Some(port) = ah.dport {
+        if port != ROCEV2_UDP_PORT {
+            return Err(VerbsError::invalid(
+                verb,
+                format!(
+                    "destination UDP port {port}: a RoCEv2 NIC always sends to {ROCEV2_UDP_PORT}"
+                ),
+            ));
+        }
+    }
+    check_range(verb, "flow_label", ah.flow_label, 0x000f_ffff)?;
+    check_range(verb, "sl", ah.sl.into(), 15)?;
+    Ok(ibv_ah_attr {
         grh: ibv_global_route {
-            dgid: ibv_gid::from_bytes(rtr.dgid),
-            flow_label: rtr.flow_label,
-            sgid_index: rtr.sgid_index,
-            hop_limit: rtr.hop_limit,
-            traffic_class: rtr.traffic_class,
+            dgid: ibv_gid::from_bytes(ah.dgid.0),
+            flow_label: ah.flow_label,
+            sgid_index: ah.sgid_index,
+            hop_limit: ah.hop_limit,
+            traffic_class: ah.traffic_class,
         },
         dlid: 0,
-        sl: rtr.service_level,
+        sl: ah.sl,
         src_path_bits: 0,
         static_rate: 0,
         is_global: 1,
-        port_num: rtr.port_num,
-    };
-    mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if qp_type == QpType::Rc {
-        check_range(VERB, "min_rnr_timer", rtr.min_rnr_timer.into(), 31)?;
-        attr.max_dest_rd_atomic = rtr.max_dest_rd_atomic;
-        attr.min_rnr_timer = rtr.min_rnr_timer;
-        mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        port_num: ah.port_num,
+    })
+}
+
+/// `ibv_qp_attr` and the `ibv_qp_attr_mask` for a modify. Only the fields
+/// named by the mask are copied (the rest stay zero, which the library
+/// ignores); values out of their IBTA ranges are refused with the field's
+/// name. The mask bits are rdma-core's, so the mask passes through as is.
+pub fn qp_attr_to_raw(attr: &QpAttr) -> Result<(ibv_qp_attr, c_int), VerbsError> {
+    const VERB: &str = "ibv_modify_qp";
+    let mask = attr.mask;
+    let has = |bit: QpAttrMask| mask.contains(bit);
+    let mut raw = ibv_qp_attr::default();
+    if has(QpAttrMask::STATE) {
+        raw.qp_state = attr.qp_state.value();
     }
-    Ok((attr, mask))
-}
-
-/// The attributes and mask for RTR to RTS.
-pub fn rts_attributes(qp_type: QpType, rts: &RtsAttributes) -> Result<(ibv_qp_attr, c_int)> {
-    const VERB: &str = "ibv_modify_qp(RTS)";
-    check_range(VERB, "sq_psn", rts.sq_psn, PSN_MASK)?;
-    let mut attr = ibv_qp_attr {
-        qp_state: IBV_QPS_RTS,
-        sq_psn: rts.sq_psn,
-        ..Default::default()
-    };
-    let mut mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if qp_type == QpType::Rc {
-        check_range(VERB, "timeout", rts.timeout.into(), 31)?;
-        check_range(VERB, "retry_cnt", rts.retry_cnt.into(), 7)?;
-        check_range(VERB, "rnr_retry", rts.rnr_retry.into(), 7)?;
-        attr.timeout = rts.timeout;
-        attr.retry_cnt = rts.retry_cnt;
-        attr.rnr_retry = rts.rnr_retry;
-        attr.max_rd_atomic = rts.max_rd_atomic;
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    if has(QpAttrMask::CUR_STATE) {
+        raw.cur_qp_state = attr.cur_qp_state.value();
     }
-    Ok((attr, mask))
-}
-
-/// The remote end of an RDMA or atomic operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoteSegment {
-    /// Virtual address in the peer's memory region.
-    pub addr: u64,
-    /// The peer region's rkey.
-    pub rkey: u32,
-}
-
-/// What a send work request does (`enum ibv_wr_opcode` and its union).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendOp {
-    /// SEND: consumes a receive WQE at the peer.
-    Send,
-    /// SEND with immediate data (host order here).
-    SendWithImm {
-        /// Immediate data.
-        imm: u32,
-    },
-    /// RDMA WRITE.
-    Write {
-        /// Where to write.
-        remote: RemoteSegment,
-    },
-    /// RDMA WRITE with immediate (consumes a receive WQE at the peer).
-    WriteWithImm {
-        /// Where to write.
-        remote: RemoteSegment,
-        /// Immediate data.
-        imm: u32,
-    },
-    /// RDMA READ into the local SGEs.
-    Read {
-        /// Where to read from.
-        remote: RemoteSegment,
-    },
-    /// 64-bit compare and swap; the old value lands in the one 8-byte SGE.
-    CompareSwap {
-        /// The 8-byte aligned target.
-        remote: RemoteSegment,
-        /// Value compared with the target.
-        compare: u64,
-        /// Value stored when equal.
-        swap: u64,
-    },
-    /// 64-bit fetch and add; the old value lands in the one 8-byte SGE.
-    FetchAdd {
-        /// The 8-byte aligned target.
-        remote: RemoteSegment,
-        /// Value added.
-        add: u64,
-    },
-}
-
-impl SendOp {
-    fn opcode(self) -> u32 {
-        match self {
-            Self::Send => IBV_WR_SEND,
-            Self::SendWithImm { .. } => IBV_WR_SEND_WITH_IMM,
-            Self::Write { .. } => IBV_WR_RDMA_WRITE,
-            Self::WriteWithImm { .. } => IBV_WR_RDMA_WRITE_WITH_IMM,
-            Self::Read { .. } => IBV_WR_RDMA_READ,
-            Self::CompareSwap { .. } => IBV_WR_ATOMIC_CMP_AND_SWP,
-            Self::FetchAdd { .. } => IBV_WR_ATOMIC_FETCH_AND_ADD,
-        }
+    if has(QpAttrMask::ACCESS_FLAGS) {
+        raw.qp_access_flags = attr.qp_access_flags.bits();
     }
-
-    fn is_atomic(self) -> bool {
-        matches!(self, Self::CompareSwap { .. } | Self::FetchAdd { .. })
+    if has(QpAttrMask::PKEY_INDEX) {
+        raw.pkey_index = attr.pkey_index;
     }
+    if has(QpAttrMask::PORT) {
+        raw.port_num = attr.port_num;
+    }
+    if has(QpAttrMask::QKEY) {
+        raw.qkey = attr.qkey;
+    }
+    if has(QpAttrMask::AV) {
+        raw.ah_attr = ah_attr_to_raw(VERB, &attr.ah_attr)?;
+    }
+    if has(QpAttrMask::PATH_MTU) {
+        raw.path_mtu = attr.path_mtu.value();
+    }
+    if has(QpAttrMask::TIMEOUT) {
+        check_range(VERB, "timeout", attr.timeout.into(), 31)?;
+        raw.timeout = attr.timeout;
+    }
+    if has(QpAttrMask::RETRY_CNT) {
+        check_range(VERB, "retry_cnt", attr.retry_cnt.into(), 7)?;
+        raw.retry_cnt = attr.retry_cnt;
+    }
+    if has(QpAttrMask::RNR_RETRY) {
+        check_range(VERB, "rnr_retry", attr.rnr_retry.into(), 7)?;
+        raw.rnr_retry = attr.rnr_retry;
+    }
+    if has(QpAttrMask::RQ_PSN) {
+        check_range(VERB, "rq_psn", attr.rq_psn, PSN_MAX)?;
+        raw.rq_psn = attr.rq_psn;
+    }
+    if has(QpAttrMask::SQ_PSN) {
+        check_range(VERB, "sq_psn", attr.sq_psn, PSN_MAX)?;
+        raw.sq_psn = attr.sq_psn;
+    }
+    if has(QpAttrMask::MAX_QP_RD_ATOMIC) {
+        raw.max_rd_atomic = attr.max_rd_atomic;
+    }
+    if has(QpAttrMask::MAX_DEST_RD_ATOMIC) {
+        raw.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    }
+    if has(QpAttrMask::MIN_RNR_TIMER) {
+        check_range(VERB, "min_rnr_timer", attr.min_rnr_timer.into(), 31)?;
+        raw.min_rnr_timer = attr.min_rnr_timer;
+    }
+    if has(QpAttrMask::DEST_QPN) {
+        raw.dest_qp_num = attr.dest_qp_num.value();
+    }
+    let unsupported = mask.difference(
+        QpAttrMask::STATE
+            | QpAttrMask::CUR_STATE
+            | QpAttrMask::ACCESS_FLAGS
+            | QpAttrMask::PKEY_INDEX
+            | QpAttrMask::PORT
+            | QpAttrMask::QKEY
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::MAX_QP_RD_ATOMIC
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER
+            | QpAttrMask::DEST_QPN,
+    );
+    if !unsupported.is_empty() {
+        return Err(VerbsError::invalid(
+            VERB,
+            format!(
+                "attributes {:?} have no field in QpAttr to take them from",
+                unsupported.names()
+            ),
+        ));
+    }
+    Ok((raw, mask.bits() as c_int))
 }
 
-/// Flags of a send work request (`enum ibv_send_flags`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SendFlags {
-    /// Generate a completion (otherwise only errors and the QP's
-    /// `sq_sig_all` do).
-    pub signaled: bool,
-    /// Copy the payload into the WQE at post time (lkeys are ignored).
-    pub inline: bool,
-    /// Set the solicited-event bit.
-    pub solicited: bool,
-    /// Wait for earlier READs and atomics first.
-    pub fence: bool,
-}
-
-impl SendFlags {
-    /// The raw `ibv_send_flags` bits.
-    pub fn bits(self) -> c_uint {
-        let mut bits = 0;
-        if self.fence {
-            bits |= IBV_SEND_FENCE;
-        }
-        if self.signaled {
-            bits |= IBV_SEND_SIGNALED;
-        }
-        if self.solicited {
-            bits |= IBV_SEND_SOLICITED;
-        }
-        if self.inline {
-            bits |= IBV_SEND_INLINE;
-        }
-        bits
-    }
-
-    /// Flags from raw bits (bits we do not model are dropped).
-    pub fn from_bits(bits: c_uint) -> Self {
-        Self {
-            fence: bits & IBV_SEND_FENCE != 0,
-            signaled: bits & IBV_SEND_SIGNALED != 0,
-            solicited: bits & IBV_SEND_SOLICITED != 0,
-            inline: bits & IBV_SEND_INLINE != 0,
-        }
+/// `ibv_sge` of a verbs SGE.
+pub fn sge_to_raw(sge: &Sge) -> ibv_sge {
+    ibv_sge {
+        addr: sge.addr,
+        length: sge.length,
+        lkey: sge.lkey.value(),
     }
 }
 
-/// The UD destination of a send (address handle, QPN and Q_Key).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UdDestination {
-    /// `ibv_ah` created on the sending QP's PD.
-    pub ah: *mut ibv_ah,
-    /// The destination QP number.
-    pub remote_qpn: u32,
-    /// The destination's Q_Key.
-    pub remote_qkey: u32,
-}
-
-/// Fills `wr` (everything but `sg_list`, `num_sge` and `next`) for `op`.
-/// Atomics need exactly one 8-byte SGE; `sge_lengths` are the lengths of the
-/// SGEs the caller attaches.
-pub fn encode_send(
-    wr_id: u64,
-    op: SendOp,
-    flags: SendFlags,
-    ud: Option<UdDestination>,
-    sge_lengths: &[u32],
-) -> Result<ibv_send_wr> {
+/// Fills an `ibv_send_wr` (everything but `next`, `sg_list` and `num_sge`)
+/// for `wr`; `ah` is the C address handle of `wr.ud`, looked up by the
+/// caller. Requests no NIC would accept are refused here with the reason:
+/// an atomic needs exactly one 8-byte SGE and cannot be inline; a READ
+/// cannot be inline; a UD destination allows only SENDs.
+pub fn encode_send(wr: &SendWr<'_>, ah: Option<*mut ibv_ah>) -> Result<ibv_send_wr, VerbsError> {
     const VERB: &str = "ibv_post_send";
-    if op.is_atomic() {
-        if sge_lengths != [8] {
-            return Err(IbverbsError::InvalidArgument {
-                verb: VERB,
-                reason: format!(
-                    "an atomic needs exactly one 8-byte SGE for the old value, got lengths {sge_lengths:?}"
+    let inline = wr.flags.contains(SendFlags::INLINE);
+    let atomic = matches!(wr.op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
+    if atomic {
+        if wr.sg_list.len() != 1 || wr.sg_list[0].length != 8 {
+            let lengths: Vec<u32> = wr.sg_list.iter().map(|sge| sge.length).collect();
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "an atomic needs exactly one 8-byte SGE for the old value, got lengths {lengths:?}"
                 ),
-            });
+            ));
         }
-        if flags.inline {
-            return Err(IbverbsError::InvalidArgument {
-                verb: VERB,
-                reason: "an atomic cannot be inline".to_owned(),
-            });
+        if inline {
+            return Err(VerbsError::invalid(VERB, "an atomic cannot be inline"));
         }
     }
-    if matches!(op, SendOp::Read { .. }) && flags.inline {
-        return Err(IbverbsError::InvalidArgument {
-            verb: VERB,
-            reason: "an RDMA READ cannot be inline".to_owned(),
-        });
+    if matches!(wr.op, SendOp::Read { .. }) && inline {
+        return Err(VerbsError::invalid(VERB, "an RDMA READ cannot be inline"));
     }
-    let mut wr = ibv_send_wr {
-        wr_id,
-        opcode: op.opcode(),
-        send_flags: flags.bits(),
+    let mut raw = ibv_send_wr {
+        wr_id: wr.wr_id,
+        opcode: wr.op.wr_opcode(),
+        send_flags: wr.flags.bits(),
         ..Default::default()
     };
-    match op {
+    let rdma = |remote_addr: u64, rkey: Rkey| ibv_send_wr_wr {
+        rdma: ibv_send_wr_rdma {
+            remote_addr,
+            rkey: rkey.value(),
+        },
+    };
+    match wr.op {
         SendOp::Send => {}
-        SendOp::SendWithImm { imm } => wr.imm_data = imm.to_be(),
-        SendOp::Write { remote } | SendOp::Read { remote } => {
-            wr.wr.rdma = ibv_send_wr_rdma {
-                remote_addr: remote.addr,
-                rkey: remote.rkey,
-            };
+        SendOp::SendWithImm(imm) => raw.imm_data = imm.to_be(),
+        SendOp::SendWithInv(rkey) => raw.imm_data = rkey.value(),
+        SendOp::Write { remote_addr, rkey } | SendOp::Read { remote_addr, rkey } => {
+            raw.wr = rdma(remote_addr, rkey);
         }
-        SendOp::WriteWithImm { remote, imm } => {
-            wr.imm_data = imm.to_be();
-            wr.wr.rdma = ibv_send_wr_rdma {
-                remote_addr: remote.addr,
-                rkey: remote.rkey,
-            };
+        SendOp::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => {
+            raw.imm_data = imm.to_be();
+            raw.wr = rdma(remote_addr, rkey);
         }
         SendOp::CompareSwap {
-            remote,
+            remote_addr,
+            rkey,
             compare,
             swap,
         } => {
-            wr.wr.atomic = ibv_send_wr_atomic {
-                remote_addr: remote.addr,
+            raw.wr.atomic = ibv_send_wr_atomic {
+                remote_addr,
                 compare_add: compare,
                 swap,
-                rkey: remote.rkey,
+                rkey: rkey.value(),
             };
         }
-        SendOp::FetchAdd { remote, add } => {
-            wr.wr.atomic = ibv_send_wr_atomic {
-                remote_addr: remote.addr,
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            raw.wr.atomic = ibv_send_wr_atomic {
+                remote_addr,
                 compare_add: add,
                 swap: 0,
-                rkey: remote.rkey,
+                rkey: rkey.value(),
             };
         }
     }
-    if let Some(ud) = ud {
-        if !matches!(op, SendOp::Send | SendOp::SendWithImm { .. }) {
-            return Err(IbverbsError::InvalidArgument {
-                verb: VERB,
-                reason: format!("UD supports only SEND, not {op:?}"),
-            });
+    if let Some(ud) = wr.ud {
+        if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("a UD destination allows only SEND, not {:?}", wr.op),
+            ));
         }
-        wr.wr.ud = ibv_send_wr_ud {
-            ah: ud.ah,
-            remote_qpn: ud.remote_qpn,
+        raw.wr.ud = ibv_send_wr_ud {
+            ah: ah.unwrap_or(std::ptr::null_mut()),
+            remote_qpn: ud.remote_qpn.value(),
             remote_qkey: ud.remote_qkey,
         };
     }
-    Ok(wr)
+    Ok(raw)
 }
 
-/// Reads back the operation `encode_send` put into `wr`, if its opcode is
-/// one we model (the inverse of [`encode_send`]; UD destinations are not
-/// part of `SendOp`).
-pub fn decode_send_op(wr: &ibv_send_wr) -> Option<SendOp> {
-    let rdma = || {
-        // SAFETY: every view of `wr.wr` is plain integers and pointers,
-        // valid for any bit pattern; `opcode` selects the view written.
-        let rdma = unsafe { wr.wr.rdma };
-        RemoteSegment {
-            addr: rdma.remote_addr,
-            rkey: rdma.rkey,
-        }
-    };
-    // SAFETY: as above, for the atomic view.
-    let atomic = || unsafe { wr.wr.atomic };
-    Some(match wr.opcode {
+/// The operation an `ibv_send_wr` describes, when it is one of ours (the
+/// inverse of [`encode_send`] for connected QPs).
+pub fn decode_send_op(raw: &ibv_send_wr) -> Option<SendOp> {
+    // SAFETY: every view of `raw.wr` is plain integers and pointers, valid
+    // for any bit pattern; `opcode` selects the view that was written.
+    let rdma = unsafe { raw.wr.rdma };
+    // SAFETY: as above.
+    let atomic = unsafe { raw.wr.atomic };
+    let rkey = Rkey::new(rdma.rkey);
+    Some(match raw.opcode {
         IBV_WR_SEND => SendOp::Send,
-        IBV_WR_SEND_WITH_IMM => SendOp::SendWithImm {
-            imm: u32::from_be(wr.imm_data),
+        IBV_WR_SEND_WITH_IMM => SendOp::SendWithImm(u32::from_be(raw.imm_data)),
+        IBV_WR_SEND_WITH_INV => SendOp::SendWithInv(Rkey::new(raw.imm_data)),
+        IBV_WR_RDMA_WRITE => SendOp::Write {
+            remote_addr: rdma.remote_addr,
+            rkey,
         },
-        IBV_WR_RDMA_WRITE => SendOp::Write { remote: rdma() },
         IBV_WR_RDMA_WRITE_WITH_IMM => SendOp::WriteWithImm {
-            remote: rdma(),
-            imm: u32::from_be(wr.imm_data),
+            remote_addr: rdma.remote_addr,
+            rkey,
+            imm: u32::from_be(raw.imm_data),
         },
-        IBV_WR_RDMA_READ => SendOp::Read { remote: rdma() },
-        IBV_WR_ATOMIC_CMP_AND_SWP => {
-            let a = atomic();
-            SendOp::CompareSwap {
-                remote: RemoteSegment {
-                    addr: a.remote_addr,
-                    rkey: a.rkey,
-                },
-                compare: a.compare_add,
-                swap: a.swap,
-            }
-        }
-        IBV_WR_ATOMIC_FETCH_AND_ADD => {
-            let a = atomic();
-            SendOp::FetchAdd {
-                remote: RemoteSegment {
-                    addr: a.remote_addr,
-                    rkey: a.rkey,
-                },
-                add: a.compare_add,
-            }
-        }
+        IBV_WR_RDMA_READ => SendOp::Read {
+            remote_addr: rdma.remote_addr,
+            rkey,
+        },
+        IBV_WR_ATOMIC_CMP_AND_SWP => SendOp::CompareSwap {
+            remote_addr: atomic.remote_addr,
+            rkey: Rkey::new(atomic.rkey),
+            compare: atomic.compare_add,
+            swap: atomic.swap,
+        },
+        IBV_WR_ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
+            remote_addr: atomic.remote_addr,
+            rkey: Rkey::new(atomic.rkey),
+            add: atomic.compare_add,
+        },
         _ => return None,
     })
 }
 
-macro_rules! wc_statuses {
-    ($($value:literal => $variant:ident, $text:literal;)*) => {
-        /// Status of a work completion (`enum ibv_wc_status`), with
-        /// `ibv_wc_status_str`'s wording.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum WcStatus {
-            $(
-                #[doc = $text]
-                $variant,
-            )*
-            /// A status this backend does not know (a newer library).
-            Unknown(u32),
-        }
-
-        impl WcStatus {
-            /// The status for a raw `enum ibv_wc_status` value.
-            pub fn from_raw(raw: u32) -> Self {
-                match raw {
-                    $($value => Self::$variant,)*
-                    other => Self::Unknown(other),
-                }
-            }
-
-            /// The raw `enum ibv_wc_status` value.
-            pub fn raw(self) -> u32 {
-                match self {
-                    $(Self::$variant => $value,)*
-                    Self::Unknown(other) => other,
-                }
-            }
-
-            /// `ibv_wc_status_str`'s text.
-            pub fn text(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $text,)*
-                    Self::Unknown(_) => "unknown",
-                }
-            }
-        }
-    };
-}
-
-wc_statuses! {
-    0 => Success, "success";
-    1 => LocLenErr, "local length error";
-    2 => LocQpOpErr, "local QP operation error";
-    3 => LocEecOpErr, "local EE context operation error";
-    4 => LocProtErr, "local protection error";
-    5 => WrFlushErr, "Work Request Flushed Error";
-    6 => MwBindErr, "memory management operation error";
-    7 => BadRespErr, "bad response error";
-    8 => LocAccessErr, "local access error";
-    9 => RemInvReqErr, "remote invalid request error";
-    10 => RemAccessErr, "remote access error";
-    11 => RemOpErr, "remote operation error";
-    12 => RetryExcErr, "transport retry counter exceeded";
-    13 => RnrRetryExcErr, "RNR retry counter exceeded";
-    14 => LocRddViolErr, "local RDD violation error";
-    15 => RemInvRdReqErr, "remote invalid RD request";
-    16 => RemAbortErr, "aborted error";
-    17 => InvEecnErr, "invalid EE context number";
-    18 => InvEecStateErr, "invalid EE context state";
-    19 => FatalErr, "fatal error";
-    20 => RespTimeoutErr, "response timeout error";
-    21 => GeneralErr, "general error";
-    22 => TmErr, "TM error";
-    23 => TmRndvIncomplete, "TM software rendezvous";
-}
-
-/// What a work completion completed (`enum ibv_wc_opcode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WcOpcode {
-    /// A SEND (with or without immediate) finished.
-    Send,
-    /// An RDMA WRITE finished.
-    RdmaWrite,
-    /// An RDMA READ finished.
-    RdmaRead,
-    /// A compare-and-swap finished.
-    CompSwap,
-    /// A fetch-and-add finished.
-    FetchAdd,
-    /// A receive WQE was consumed by a SEND.
-    Recv,
-    /// A receive WQE was consumed by an RDMA WRITE with immediate.
-    RecvRdmaWithImm,
-    /// Any other opcode (memory windows, TSO, tag matching, ...).
-    Other(u32),
-}
-
-impl WcOpcode {
-    /// The opcode for a raw `enum ibv_wc_opcode` value.
-    pub fn from_raw(raw: u32) -> Self {
-        match raw {
-            IBV_WC_SEND => Self::Send,
-            IBV_WC_RDMA_WRITE => Self::RdmaWrite,
-            IBV_WC_RDMA_READ => Self::RdmaRead,
-            IBV_WC_COMP_SWAP => Self::CompSwap,
-            IBV_WC_FETCH_ADD => Self::FetchAdd,
-            IBV_WC_RECV => Self::Recv,
-            IBV_WC_RECV_RDMA_WITH_IMM => Self::RecvRdmaWithImm,
-            other => Self::Other(other),
-        }
-    }
-
-    /// The raw `enum ibv_wc_opcode` value.
-    pub fn raw(self) -> u32 {
-        match self {
-            Self::Send => IBV_WC_SEND,
-            Self::RdmaWrite => IBV_WC_RDMA_WRITE,
-            Self::RdmaRead => IBV_WC_RDMA_READ,
-            Self::CompSwap => IBV_WC_COMP_SWAP,
-            Self::FetchAdd => IBV_WC_FETCH_ADD,
-            Self::Recv => IBV_WC_RECV,
-            Self::RecvRdmaWithImm => IBV_WC_RECV_RDMA_WITH_IMM,
-            Self::Other(other) => other,
-        }
-    }
-}
-
-/// A work completion read from a CQ.
+/// The verbs completion of an `ibv_wc`.
 ///
-/// Only `wr_id`, `status`, `vendor_err` and `qp_num` are defined for an
-/// error completion; the library leaves the other fields unspecified.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Completion {
-    /// The work request's id.
-    pub wr_id: u64,
-    /// Outcome.
-    pub status: WcStatus,
-    /// What completed.
-    pub opcode: WcOpcode,
-    /// Vendor syndrome of an error.
-    pub vendor_err: u32,
-    /// Bytes received (receives) or transferred.
-    pub byte_len: u32,
-    /// Immediate data in host order, when `IBV_WC_WITH_IMM` is set.
-    pub imm: Option<u32>,
-    /// The local QP.
-    pub qp_num: u32,
-    /// The sending QP (UD receives).
-    pub src_qp: u32,
-    /// Whether a 40-byte GRH precedes a UD payload in the receive buffer.
-    pub grh: bool,
-}
-
-impl Completion {
-    /// Whether the work request succeeded.
-    pub fn is_success(&self) -> bool {
-        self.status == WcStatus::Success
-    }
-
-    /// The completion as `ibv_poll_cq` would have written it (used by tests
-    /// and by code that hands completions to C).
-    pub fn to_raw(&self) -> ibv_wc {
-        let mut wc_flags = 0;
-        if self.imm.is_some() {
-            wc_flags |= IBV_WC_WITH_IMM;
-        }
-        if self.grh {
-            wc_flags |= IBV_WC_GRH;
-        }
-        ibv_wc {
-            wr_id: self.wr_id,
-            status: self.status.raw(),
-            opcode: self.opcode.raw(),
-            vendor_err: self.vendor_err,
-            byte_len: self.byte_len,
-            imm_data: self.imm.unwrap_or(0).to_be(),
-            qp_num: self.qp_num,
-            src_qp: self.src_qp,
-            wc_flags,
-            ..Default::default()
-        }
+/// A status this API does not name (the tag-matching statuses 22 and 23)
+/// becomes `GeneralErr`, and an opcode it does not name (TSO, tag
+/// matching, driver-specific) becomes `Recv` or `Send` by its receive bit;
+/// neither arises from the operations this backend posts.
+pub fn wc_from_raw(wc: &ibv_wc) -> WorkCompletion {
+    let flags = WcFlags(wc.wc_flags);
+    let opcode = WcOpcode::from_value(wc.opcode).unwrap_or(if wc.opcode & IBV_WC_RECV != 0 {
+        WcOpcode::Recv
+    } else {
+        WcOpcode::Send
+    });
+    WorkCompletion {
+        wr_id: wc.wr_id,
+        status: WcStatus::from_value(wc.status).unwrap_or(WcStatus::GeneralErr),
+        opcode,
+        vendor_err: wc.vendor_err,
+        byte_len: wc.byte_len,
+        imm_data: if flags.contains(WcFlags::WITH_IMM) {
+            u32::from_be(wc.imm_data)
+        } else {
+            0
+        },
+        invalidated_rkey: if flags.contains(WcFlags::WITH_INV) {
+            wc.imm_data
+        } else {
+            0
+        },
+        qp_num: Qpn::new(wc.qp_num),
+        src_qp: Qpn::new(wc.src_qp),
+        wc_flags: flags,
     }
 }
 
-impl From<&ibv_wc> for Completion {
-    fn from(wc: &ibv_wc) -> Self {
-        Self {
-            wr_id: wc.wr_id,
-            status: WcStatus::from_raw(wc.status),
-            opcode: WcOpcode::from_raw(wc.opcode),
-            vendor_err: wc.vendor_err,
-            byte_len: wc.byte_len,
-            imm: (wc.wc_flags & IBV_WC_WITH_IMM != 0).then(|| u32::from_be(wc.imm_data)),
-            qp_num: wc.qp_num,
-            src_qp: wc.src_qp,
-            grh: wc.wc_flags & IBV_WC_GRH != 0,
-        }
+/// The `ibv_wc` a provider would have written for `wc` (the inverse of
+/// [`wc_from_raw`]).
+pub fn wc_to_raw(wc: &WorkCompletion) -> ibv_wc {
+    let imm_data = if wc.wc_flags.contains(WcFlags::WITH_INV) {
+        wc.invalidated_rkey
+    } else {
+        wc.imm_data.to_be()
+    };
+    ibv_wc {
+        wr_id: wc.wr_id,
+        status: wc.status.value(),
+        opcode: wc.opcode.value(),
+        vendor_err: wc.vendor_err,
+        byte_len: wc.byte_len,
+        imm_data,
+        qp_num: wc.qp_num.value(),
+        src_qp: wc.src_qp.value(),
+        wc_flags: wc.wc_flags.bits(),
+        ..Default::default()
+    }
+}
+
+/// The verbs port attributes of an `ibv_port_attr`. An MTU code outside
+/// 1..=5 is an error naming it.
+pub fn port_attr_from_raw(raw: &ibv_port_attr) -> Result<PortAttr, VerbsError> {
+    let mtu = |what: &str, code: u32| {
+        Mtu::from_value(code).ok_or_else(|| {
+            VerbsError::invalid(
+                "ibv_query_port",
+                format!("the device reports {what} code {code}, not an IB MTU (1..=5)"),
+            )
+        })
+    };
+    Ok(PortAttr {
+        state: raw.state,
+        max_mtu: mtu("max_mtu", raw.max_mtu)?,
+        active_mtu: mtu("active_mtu", raw.active_mtu)?,
+        gid_tbl_len: u32::try_from(raw.gid_tbl_len).unwrap_or(0),
+        link_layer_ethernet: raw.link_layer == IBV_LINK_LAYER_ETHERNET,
+        lid: raw.lid,
+    })
+}
+
+/// The verbs device attributes of an `ibv_device_attr` for device `name`.
+pub fn device_attr_from_raw(name: &str, raw: &ibv_device_attr) -> DeviceAttr {
+    // fw_ver is NUL-terminated within its 64 bytes; tolerate a full array.
+    let bytes: Vec<u8> = raw.fw_ver.iter().map(|&c| c as u8).collect();
+    let fw_ver = CStr::from_bytes_until_nul(&bytes)
+        .map(|text| text.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+    DeviceAttr {
+        name: name.to_owned(),
+        node_guid: u64::from_be(raw.node_guid),
+        fw_ver,
+        vendor_id: raw.vendor_id,
+        max_mr_size: raw.max_mr_size,
+        max_qp_wr: u32::try_from(raw.max_qp_wr).unwrap_or(0),
+        max_cqe: u32::try_from(raw.max_cqe).unwrap_or(0),
+        phys_port_cnt: raw.phys_port_cnt,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::AhHandle;
+    use crate::verbs::{AccessFlags, Gid, QpState, UdDest};
+    use crate::wire::Lkey;
 
-    fn remote() -> RemoteSegment {
-        RemoteSegment {
-            addr: 0x1122_3344_5566_7788,
-            rkey: 0xdead_beef,
+    const REMOTE: u64 = 0x1122_3344_5566_7788;
+
+    fn rkey() -> Rkey {
+        Rkey::new(0xdead_beef)
+    }
+
+    fn sge(length: u32) -> Sge {
+        Sge {
+            addr: 0x7f00_0000_1000,
+            length,
+            lkey: Lkey::new(0x1234),
+        }
+    }
+
+    fn send(op: SendOp, sg_list: &[Sge]) -> SendWr<'_> {
+        SendWr {
+            wr_id: 77,
+            sg_list,
+            op,
+            flags: SendFlags::SIGNALED,
+            ud: None,
         }
     }
 
     #[test]
     fn every_send_op_round_trips_through_ibv_send_wr() {
+        let eight = [sge(8)];
+        let two = [sge(64), sge(4096)];
         let ops = [
             SendOp::Send,
-            SendOp::SendWithImm { imm: 0x0102_0304 },
-            SendOp::Write { remote: remote() },
+            SendOp::SendWithImm(0x0102_0304),
+            SendOp::SendWithInv(Rkey::new(0x55)),
+            SendOp::Write {
+                remote_addr: REMOTE,
+                rkey: rkey(),
+            },
             SendOp::WriteWithImm {
-                remote: remote(),
+                remote_addr: REMOTE,
+                rkey: rkey(),
                 imm: 7,
             },
-            SendOp::Read { remote: remote() },
+            SendOp::Read {
+                remote_addr: REMOTE,
+                rkey: rkey(),
+            },
             SendOp::CompareSwap {
-                remote: remote(),
+                remote_addr: REMOTE,
+                rkey: rkey(),
                 compare: 1,
                 swap: 2,
             },
             SendOp::FetchAdd {
-                remote: remote(),
+                remote_addr: REMOTE,
+                rkey: rkey(),
                 add: 3,
             },
         ];
-        for (index, op) in ops.into_iter().enumerate() {
-            let lengths: &[u32] = if op.is_atomic() { &[8] } else { &[64, 4096] };
-            let flags = SendFlags {
-                signaled: index % 2 == 0,
-                ..Default::default()
+        for op in ops {
+            let sges: &[Sge] = match op {
+                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => &eight,
+                _ => &two,
             };
-            let wr = encode_send(index as u64, op, flags, None, lengths).unwrap();
-            assert_eq!(wr.wr_id, index as u64);
-            assert_eq!(decode_send_op(&wr), Some(op));
-            assert_eq!(SendFlags::from_bits(wr.send_flags), flags);
-            assert!(wr.next.is_null() && wr.sg_list.is_null());
+            let raw = encode_send(&send(op, sges), None).unwrap();
+            assert_eq!(raw.wr_id, 77);
+            assert_eq!(raw.opcode, op.wr_opcode());
+            assert_eq!(raw.send_flags, IBV_SEND_SIGNALED);
+            assert_eq!(decode_send_op(&raw), Some(op), "{op:?}");
+            assert!(raw.next.is_null() && raw.sg_list.is_null());
         }
     }
 
     #[test]
+    fn verbs_opcodes_and_flags_are_rdma_cores() {
+        assert_eq!(SendOp::Send.wr_opcode(), IBV_WR_SEND);
+        assert_eq!(SendOp::SendWithImm(0).wr_opcode(), IBV_WR_SEND_WITH_IMM);
+        assert_eq!(
+            SendOp::SendWithInv(rkey()).wr_opcode(),
+            IBV_WR_SEND_WITH_INV
+        );
+        assert_eq!(SendFlags::INLINE.bits(), IBV_SEND_INLINE);
+        assert_eq!(SendFlags::FENCE.bits(), IBV_SEND_FENCE);
+        assert_eq!(SendFlags::SOLICITED.bits(), IBV_SEND_SOLICITED);
+        assert_eq!(AccessFlags::REMOTE_ATOMIC.bits(), IBV_ACCESS_REMOTE_ATOMIC);
+        assert_eq!(
+            QpAttrMask::MAX_DEST_RD_ATOMIC.bits() as c_int,
+            IBV_QP_MAX_DEST_RD_ATOMIC
+        );
+        assert_eq!(QpState::Err.value(), IBV_QPS_ERR);
+        assert_eq!(WcOpcode::RecvRdmaWithImm.value(), IBV_WC_RECV_RDMA_WITH_IMM);
+        assert_eq!(WcFlags::WITH_INV.bits(), IBV_WC_WITH_INV);
+        assert_eq!(Mtu::Mtu4096.value(), IBV_MTU_4096);
+    }
+
+    #[test]
     fn immediate_data_is_big_endian_in_the_c_struct() {
-        let wr = encode_send(
-            0,
-            SendOp::SendWithImm { imm: 0x0102_0304 },
-            SendFlags::default(),
+        let raw = encode_send(&send(SendOp::SendWithImm(0x0102_0304), &[]), None).unwrap();
+        assert_eq!(raw.imm_data.to_ne_bytes(), [1, 2, 3, 4]);
+        let inv = encode_send(
+            &send(SendOp::SendWithInv(Rkey::new(0x0102_0304)), &[]),
             None,
-            &[],
         )
         .unwrap();
-        assert_eq!(wr.imm_data.to_ne_bytes(), [1, 2, 3, 4]);
-        assert_eq!(wr.opcode, IBV_WR_SEND_WITH_IMM);
+        assert_eq!(inv.imm_data, 0x0102_0304, "an rkey stays in host order");
     }
 
     #[test]
     fn atomics_fill_the_atomic_view_of_the_union() {
-        let wr = encode_send(
-            9,
-            SendOp::CompareSwap {
-                remote: remote(),
-                compare: 10,
-                swap: 20,
-            },
-            SendFlags::default(),
-            None,
-            &[8],
-        )
-        .unwrap();
-        // SAFETY: test reads the view encode_send wrote.
-        let atomic = unsafe { wr.wr.atomic };
+        let op = SendOp::CompareSwap {
+            remote_addr: REMOTE,
+            rkey: rkey(),
+            compare: 10,
+            swap: 20,
+        };
+        let raw = encode_send(&send(op, &[sge(8)]), None).unwrap();
+        // SAFETY: the test reads the view encode_send wrote.
+        let atomic = unsafe { raw.wr.atomic };
         assert_eq!(
             (
                 atomic.remote_addr,
@@ -853,153 +558,145 @@ mod tests {
                 atomic.swap,
                 atomic.rkey
             ),
-            (remote().addr, 10, 20, remote().rkey)
+            (REMOTE, 10, 20, rkey().value())
         );
-        // The rdma view shares remote_addr at offset 0 but not rkey.
-        // SAFETY: all views are plain integers.
-        assert_eq!(unsafe { wr.wr.rdma.remote_addr }, remote().addr);
     }
 
     #[test]
     fn atomic_without_one_eight_byte_sge_is_refused() {
         let op = SendOp::FetchAdd {
-            remote: remote(),
+            remote_addr: REMOTE,
+            rkey: rkey(),
             add: 1,
         };
-        for lengths in [&[][..], &[4], &[8, 8]] {
-            let error = encode_send(0, op, SendFlags::default(), None, lengths).unwrap_err();
+        for sges in [&[][..], &[sge(4)], &[sge(8), sge(8)]] {
+            let error = encode_send(&send(op, sges), None).unwrap_err();
             assert!(
                 error.to_string().contains("exactly one 8-byte SGE"),
                 "{error}"
             );
         }
+        let eight = [sge(8)];
+        let mut inline = send(op, &eight);
+        inline.flags = SendFlags::INLINE;
+        let error = encode_send(&inline, None).unwrap_err();
+        assert!(error.to_string().contains("cannot be inline"), "{error}");
     }
 
     #[test]
-    fn inline_read_is_refused_and_ud_write_is_refused() {
-        let flags = SendFlags {
-            inline: true,
-            ..Default::default()
-        };
-        assert!(encode_send(0, SendOp::Read { remote: remote() }, flags, None, &[8]).is_err());
-        let ud = UdDestination {
-            ah: std::ptr::null_mut(),
-            remote_qpn: 5,
+    fn ud_destination_fills_the_ud_view_and_allows_only_sends() {
+        let dest = UdDest {
+            ah: AhHandle(9),
+            remote_qpn: Qpn::new(0x42),
             remote_qkey: 0x1111_1111,
         };
-        let error = encode_send(
-            0,
-            SendOp::Write { remote: remote() },
-            SendFlags::default(),
-            Some(ud),
-            &[8],
-        )
-        .unwrap_err();
-        assert!(
-            error.to_string().contains("UD supports only SEND"),
-            "{error}"
-        );
-        let wr = encode_send(0, SendOp::Send, SendFlags::default(), Some(ud), &[8]).unwrap();
+        let ah = 0x1000 as *mut ibv_ah;
+        let mut wr = send(SendOp::SendWithImm(5), &[]);
+        wr.ud = Some(dest);
+        let raw = encode_send(&wr, Some(ah)).unwrap();
         // SAFETY: the ud view was written.
-        let view = unsafe { wr.wr.ud };
-        assert_eq!((view.remote_qpn, view.remote_qkey), (5, 0x1111_1111));
+        let ud = unsafe { raw.wr.ud };
+        assert_eq!(
+            (ud.ah, ud.remote_qpn, ud.remote_qkey),
+            (ah, 0x42, 0x1111_1111)
+        );
+        wr.op = SendOp::Write {
+            remote_addr: REMOTE,
+            rkey: rkey(),
+        };
+        let error = encode_send(&wr, Some(ah)).unwrap_err();
+        assert!(error.to_string().contains("allows only SEND"), "{error}");
     }
 
     #[test]
-    fn completion_round_trips_through_ibv_wc() {
+    fn completions_round_trip_through_ibv_wc() {
+        let base = WorkCompletion::empty();
         let completions = [
-            Completion {
+            WorkCompletion {
                 wr_id: 42,
-                status: WcStatus::Success,
                 opcode: WcOpcode::RecvRdmaWithImm,
-                vendor_err: 0,
                 byte_len: 4096,
-                imm: Some(0xcafe_f00d),
-                qp_num: 0x11,
-                src_qp: 0,
-                grh: false,
+                imm_data: 0xcafe_f00d,
+                qp_num: Qpn::new(0x11),
+                wc_flags: WcFlags::WITH_IMM,
+                ..base
             },
-            Completion {
+            WorkCompletion {
                 wr_id: 7,
                 status: WcStatus::RemAccessErr,
                 opcode: WcOpcode::RdmaWrite,
                 vendor_err: 0x88,
-                byte_len: 0,
-                imm: None,
-                qp_num: 0x12,
-                src_qp: 0,
-                grh: false,
+                qp_num: Qpn::new(0x12),
+                ..base
             },
-            Completion {
+            WorkCompletion {
                 wr_id: 8,
-                status: WcStatus::Success,
                 opcode: WcOpcode::Recv,
-                vendor_err: 0,
                 byte_len: 40 + 256,
-                imm: None,
-                qp_num: 0x13,
-                src_qp: 0x99,
-                grh: true,
+                qp_num: Qpn::new(0x13),
+                src_qp: Qpn::new(0x99),
+                wc_flags: WcFlags::GRH,
+                ..base
+            },
+            WorkCompletion {
+                wr_id: 9,
+                opcode: WcOpcode::Recv,
+                invalidated_rkey: 0x0abc_def0,
+                wc_flags: WcFlags::WITH_INV,
+                ..base
             },
         ];
         for completion in completions {
-            let raw = completion.to_raw();
-            assert_eq!(Completion::from(&raw), completion);
+            assert_eq!(wc_from_raw(&wc_to_raw(&completion)), completion);
         }
+        let raw = wc_to_raw(&completions[0]);
+        assert_eq!(raw.imm_data.to_ne_bytes(), 0xcafe_f00d_u32.to_be_bytes());
     }
 
     #[test]
-    fn wc_status_values_and_texts_match_rdma_core() {
-        for raw in 0..24 {
-            let status = WcStatus::from_raw(raw);
-            assert_eq!(status.raw(), raw);
-            assert_ne!(status.text(), "unknown");
-        }
-        assert_eq!(WcStatus::from_raw(12), WcStatus::RetryExcErr);
+    fn unknown_wc_values_fold_into_known_ones() {
+        let mut raw = ibv_wc {
+            status: 22,
+            opcode: IBV_WC_RECV + 5,
+            ..Default::default()
+        };
+        let wc = wc_from_raw(&raw);
         assert_eq!(
-            WcStatus::RetryExcErr.text(),
-            "transport retry counter exceeded"
+            (wc.status, wc.opcode),
+            (WcStatus::GeneralErr, WcOpcode::Recv)
         );
-        assert_eq!(WcStatus::from_raw(99), WcStatus::Unknown(99));
-        assert_eq!(WcOpcode::from_raw(129), WcOpcode::RecvRdmaWithImm);
-        assert_eq!(WcOpcode::from_raw(9), WcOpcode::Other(9));
+        raw.opcode = 7; // IBV_WC_TSO
+        assert_eq!(wc_from_raw(&raw).opcode, WcOpcode::Send);
+        for status in 0..=21 {
+            raw.status = status;
+            assert_eq!(wc_from_raw(&raw).status.value(), status);
+        }
     }
 
-    fn rtr() -> RtrAttributes {
-        RtrAttributes {
-            path_mtu: Mtu::Mtu1024,
-            dest_qp_num: 0x00ab_cdef,
-            rq_psn: 0x0012_3456,
-            max_dest_rd_atomic: 16,
-            min_rnr_timer: 12,
-            dgid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    fn av() -> AhAttr {
+        AhAttr {
+            dgid: Gid::from_ip("10.0.0.5".parse().unwrap()),
             sgid_index: 3,
             hop_limit: 64,
             traffic_class: 106,
-            flow_label: 0,
-            service_level: 3,
+            flow_label: 0x12345,
+            sl: 3,
             port_num: 1,
+            dport: None,
         }
     }
 
     #[test]
-    fn rc_rtr_sets_the_address_vector_and_responder_fields() {
-        let (attr, mask) = rtr_attributes(QpType::Rc, &rtr()).unwrap();
-        assert_eq!(attr.qp_state, IBV_QPS_RTR);
-        assert_eq!(attr.path_mtu, IBV_MTU_1024);
-        assert_eq!((attr.dest_qp_num, attr.rq_psn), (0x00ab_cdef, 0x0012_3456));
-        assert_eq!((attr.max_dest_rd_atomic, attr.min_rnr_timer), (16, 12));
-        assert_eq!(attr.ah_attr.is_global, 1);
-        assert_eq!(attr.ah_attr.grh.dgid.bytes(), rtr().dgid);
-        assert_eq!(
-            (
-                attr.ah_attr.grh.sgid_index,
-                attr.ah_attr.grh.hop_limit,
-                attr.ah_attr.grh.traffic_class
-            ),
-            (3, 64, 106)
-        );
-        assert_eq!((attr.ah_attr.sl, attr.ah_attr.port_num), (3, 1));
+    fn rc_rtr_attributes_map_field_by_field() {
+        let attr = QpAttr::new()
+            .with_state(QpState::Rtr)
+            .with_av(av())
+            .with_path_mtu(Mtu::Mtu1024)
+            .with_dest_qpn(Qpn::new(0x00ab_cdef))
+            .with_rq_psn(0x0012_3456)
+            .with_max_dest_rd_atomic(16)
+            .with_min_rnr_timer(12);
+        let (raw, mask) = qp_attr_to_raw(&attr).unwrap();
         assert_eq!(
             mask,
             IBV_QP_STATE
@@ -1010,81 +707,46 @@ mod tests {
                 | IBV_QP_MAX_DEST_RD_ATOMIC
                 | IBV_QP_MIN_RNR_TIMER
         );
-        let (_, uc_mask) = rtr_attributes(QpType::Uc, &rtr()).unwrap();
-        assert_eq!(
-            uc_mask,
-            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
-        );
-        assert_eq!(rtr_attributes(QpType::Ud, &rtr()).unwrap().1, IBV_QP_STATE);
-    }
-
-    #[test]
-    fn out_of_range_attributes_name_the_field() {
-        let mut bad = rtr();
-        bad.rq_psn = 1 << 24;
-        let error = rtr_attributes(QpType::Rc, &bad).unwrap_err();
-        assert!(error.to_string().contains("rq_psn is 16777216"), "{error}");
-        let rts = RtsAttributes {
-            sq_psn: 0,
-            timeout: 14,
-            retry_cnt: 8,
-            rnr_retry: 7,
-            max_rd_atomic: 1,
-        };
-        let error = rts_attributes(QpType::Rc, &rts).unwrap_err();
-        assert!(
-            error.to_string().contains("retry_cnt is 8, at most 7"),
-            "{error}"
-        );
-        // UC ignores the RC-only timers.
-        assert!(rts_attributes(QpType::Uc, &rts).is_ok());
-    }
-
-    #[test]
-    fn init_masks_follow_the_transport() {
-        let init = InitAttributes {
-            port_num: 1,
-            pkey_index: 0,
-            access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
-            qkey: 0x1111_1111,
-        };
-        let (rc, rc_mask) = init_attributes(QpType::Rc, &init);
-        assert_eq!(
-            rc.qp_access_flags,
-            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
-        );
-        assert_eq!(
-            rc_mask,
-            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS
-        );
-        let (ud, ud_mask) = init_attributes(QpType::Ud, &init);
-        assert_eq!((ud.qkey, ud.qp_access_flags), (0x1111_1111, 0));
-        assert_eq!(
-            ud_mask,
-            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY
-        );
-    }
-
-    #[test]
-    fn rts_sets_requester_fields() {
-        let rts = RtsAttributes {
-            sq_psn: 0x00ff_ffff,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            max_rd_atomic: 16,
-        };
-        let (attr, mask) = rts_attributes(QpType::Rc, &rts).unwrap();
-        assert_eq!(attr.qp_state, IBV_QPS_RTS);
+        assert_eq!(raw.qp_state, IBV_QPS_RTR);
+        assert_eq!(raw.path_mtu, IBV_MTU_1024);
+        assert_eq!((raw.dest_qp_num, raw.rq_psn), (0x00ab_cdef, 0x0012_3456));
+        assert_eq!((raw.max_dest_rd_atomic, raw.min_rnr_timer), (16, 12));
+        let ah = raw.ah_attr;
+        assert_eq!((ah.is_global, ah.dlid, ah.sl, ah.port_num), (1, 0, 3, 1));
+        assert_eq!(ah.grh.dgid.bytes(), av().dgid.0);
         assert_eq!(
             (
-                attr.sq_psn,
-                attr.timeout,
-                attr.retry_cnt,
-                attr.rnr_retry,
-                attr.max_rd_atomic
+                ah.grh.sgid_index,
+                ah.grh.hop_limit,
+                ah.grh.traffic_class,
+                ah.grh.flow_label
             ),
-            (0x00ff_ffff, 14, 7, 7, 16)
+            (3, 64, 106, 0x12345)
+        );
+        // Fields outside the mask stay zero.
+        assert_eq!((raw.sq_psn, raw.timeout, raw.qkey), (0, 0, 0));
+    }
+
+    #[test]
+    fn rts_and_init_attributes_map_field_by_field() {
+        let rts = QpAttr::new()
+            .with_state(QpState::Rts)
+            .with_sq_psn(0x00ff_ffff)
+            .with_timeout(14)
+            .with_retry_cnt(7)
+            .with_rnr_retry(7)
+            .with_max_rd_atomic(16);
+        let (raw, mask) = qp_attr_to_raw(&rts).unwrap();
+        assert_eq!(
+            (
+                raw.qp_state,
+                raw.sq_psn,
+                raw.timeout,
+                raw.retry_cnt,
+                raw.rnr_retry,
+                raw.max_rd_atomic
+            ),
+            (IBV_QPS_RTS, 0x00ff_ffff, 14, 7, 7, 16)
         );
         assert_eq!(
             mask,
@@ -1095,23 +757,228 @@ mod tests {
                 | IBV_QP_RNR_RETRY
                 | IBV_QP_MAX_QP_RD_ATOMIC
         );
+        let init = QpAttr::new()
+            .with_state(QpState::Init)
+            .with_pkey_index(0)
+            .with_port(1)
+            .with_qkey(0x1111_1111)
+            .with_access_flags(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
+        let (raw, mask) = qp_attr_to_raw(&init).unwrap();
         assert_eq!(
-            rts_attributes(QpType::Ud, &rts).unwrap().1,
-            IBV_QP_STATE | IBV_QP_SQ_PSN
+            (raw.qp_state, raw.port_num, raw.qkey, raw.qp_access_flags),
+            (
+                IBV_QPS_INIT,
+                1,
+                0x1111_1111,
+                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ
+            )
+        );
+        assert_eq!(
+            mask,
+            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_ACCESS_FLAGS
         );
     }
 
     #[test]
-    fn access_and_mtu_conversions() {
-        assert!(!(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ).has_optional());
-        assert!(AccessFlags::RELAXED_ORDERING.has_optional());
-        assert_eq!(IBV_ACCESS_OPTIONAL_RANGE, 0x3ff0_0000);
-        for bytes in [256, 512, 1024, 2048, 4096] {
-            let mtu = Mtu::from_bytes(bytes).unwrap();
-            assert_eq!(mtu.bytes(), bytes);
-            assert_eq!(Mtu::from_raw(mtu.raw()), Some(mtu));
+    fn out_of_range_attributes_name_the_field() {
+        let bad_psn = QpAttr::new().with_rq_psn(1 << 24);
+        let error = qp_attr_to_raw(&bad_psn).unwrap_err();
+        assert!(error.to_string().contains("rq_psn is 16777216"), "{error}");
+        let bad_retry = QpAttr::new().with_retry_cnt(8);
+        let error = qp_attr_to_raw(&bad_retry).unwrap_err();
+        assert!(
+            error.to_string().contains("retry_cnt is 8, at most 7"),
+            "{error}"
+        );
+        let mut port = av();
+        port.dport = Some(4792);
+        let error = qp_attr_to_raw(&QpAttr::new().with_av(port)).unwrap_err();
+        assert!(
+            error.to_string().contains("always sends to 4791"),
+            "{error}"
+        );
+        port.dport = Some(4791);
+        assert!(qp_attr_to_raw(&QpAttr::new().with_av(port)).is_ok());
+        let mut alt = QpAttr::new();
+        alt.mask = QpAttrMask::ALT_PATH;
+        let error = qp_attr_to_raw(&alt).unwrap_err();
+        assert!(error.to_string().contains("ALT_PATH"), "{error}");
+    }
+
+    #[test]
+    fn port_and_device_attributes_convert() {
+        let raw = ibv_port_attr {
+            state: IBV_PORT_ACTIVE,
+            max_mtu: IBV_MTU_4096,
+            active_mtu: IBV_MTU_1024,
+            gid_tbl_len: 16,
+            link_layer: IBV_LINK_LAYER_ETHERNET,
+            ..Default::default()
+        };
+        let port = port_attr_from_raw(&raw).unwrap();
+        assert_eq!(
+            (port.state, port.max_mtu, port.active_mtu, port.gid_tbl_len),
+            (4, Mtu::Mtu4096, Mtu::Mtu1024, 16)
+        );
+        assert!(port.link_layer_ethernet);
+        let bad = ibv_port_attr {
+            active_mtu: 0,
+            ..raw
+        };
+        let error = port_attr_from_raw(&bad).unwrap_err();
+        assert!(error.to_string().contains("active_mtu code 0"), "{error}");
+
+        let mut device = ibv_device_attr {
+            node_guid: 0x248a_0703_0049_d468_u64.to_be(),
+            vendor_id: 0x02c9,
+            max_qp_wr: 32768,
+            max_cqe: 4_194_303,
+            phys_port_cnt: 1,
+            max_mr_size: u64::MAX,
+            ..Default::default()
+        };
+        for (slot, byte) in device.fw_ver.iter_mut().zip(b"28.39.1002\0") {
+            *slot = *byte as std::os::raw::c_char;
         }
-        assert_eq!(Mtu::from_bytes(1500), None);
-        assert_eq!(QpType::from_raw(QpType::Ud.raw()), Some(QpType::Ud));
+        let attr = device_attr_from_raw("mlx5_0", &device);
+        assert_eq!(attr.node_guid, 0x248a_0703_0049_d468);
+        assert_eq!(attr.fw_ver, "28.39.1002");
+        assert_eq!(
+            (attr.vendor_id, attr.max_qp_wr, attr.max_cqe),
+            (0x02c9, 32768, 4_194_303)
+        );
+        assert_eq!(attr.name, "mlx5_0");
+    }
+
+    #[test]
+    fn qp_cap_round_trips() {
+        let cap = QpCap {
+            max_send_wr: 1,
+            max_recv_wr: 2,
+            max_send_sge: 3,
+            max_recv_sge: 4,
+            max_inline_data: 5,
+        };
+        assert_eq!(qp_cap_from_raw(&qp_cap_to_raw(&cap)), cap);
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn any_rkey() -> impl Strategy<Value = Rkey> {
+            any::<u32>().prop_map(Rkey::new)
+        }
+
+        fn any_op() -> impl Strategy<Value = SendOp> {
+            prop_oneof![
+                Just(SendOp::Send),
+                any::<u32>().prop_map(SendOp::SendWithImm),
+                any_rkey().prop_map(SendOp::SendWithInv),
+                (any::<u64>(), any_rkey())
+                    .prop_map(|(remote_addr, rkey)| SendOp::Write { remote_addr, rkey }),
+                (any::<u64>(), any_rkey(), any::<u32>()).prop_map(|(remote_addr, rkey, imm)| {
+                    SendOp::WriteWithImm {
+                        remote_addr,
+                        rkey,
+                        imm,
+                    }
+                }),
+                (any::<u64>(), any_rkey())
+                    .prop_map(|(remote_addr, rkey)| SendOp::Read { remote_addr, rkey }),
+                (any::<u64>(), any_rkey(), any::<u64>(), any::<u64>()).prop_map(
+                    |(remote_addr, rkey, compare, swap)| SendOp::CompareSwap {
+                        remote_addr,
+                        rkey,
+                        compare,
+                        swap,
+                    }
+                ),
+                (any::<u64>(), any_rkey(), any::<u64>()).prop_map(|(remote_addr, rkey, add)| {
+                    SendOp::FetchAdd {
+                        remote_addr,
+                        rkey,
+                        add,
+                    }
+                }),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn any_send_op_round_trips(op in any_op(), wr_id in any::<u64>(), signaled in any::<bool>()) {
+                let eight = [sge(8)];
+                let sges: &[Sge] = match op {
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => &eight,
+                    _ => &[],
+                };
+                let wr = SendWr {
+                    wr_id,
+                    sg_list: sges,
+                    op,
+                    flags: if signaled { SendFlags::SIGNALED } else { SendFlags::EMPTY },
+                    ud: None,
+                };
+                let raw = encode_send(&wr, None).unwrap();
+                prop_assert_eq!(raw.wr_id, wr_id);
+                prop_assert_eq!(raw.send_flags, wr.flags.bits());
+                prop_assert_eq!(decode_send_op(&raw), Some(op));
+            }
+
+            #[test]
+            fn any_completion_round_trips(
+                wr_id in any::<u64>(),
+                status in 0u32..=21,
+                opcode in prop::sample::select(vec![0u32, 1, 2, 3, 4, 5, 6, 128, 129]),
+                vendor_err in any::<u32>(),
+                byte_len in any::<u32>(),
+                value in any::<u32>(),
+                qp_num in 0u32..=0x00ff_ffff,
+                src_qp in 0u32..=0x00ff_ffff,
+                flags in prop::sample::select(vec![0u32, 1, 2, 3, 8, 9]),
+            ) {
+                let flags = WcFlags(flags);
+                let wc = WorkCompletion {
+                    wr_id,
+                    status: WcStatus::from_value(status).unwrap(),
+                    opcode: WcOpcode::from_value(opcode).unwrap(),
+                    vendor_err,
+                    byte_len,
+                    imm_data: if flags.contains(WcFlags::WITH_IMM) { value } else { 0 },
+                    invalidated_rkey: if flags.contains(WcFlags::WITH_INV) { value } else { 0 },
+                    qp_num: Qpn::new(qp_num),
+                    src_qp: Qpn::new(src_qp),
+                    wc_flags: flags,
+                };
+                prop_assert_eq!(wc_from_raw(&wc_to_raw(&wc)), wc);
+            }
+
+            #[test]
+            fn psns_above_24_bits_are_always_refused(psn in 0x0100_0000u32..) {
+                prop_assert!(qp_attr_to_raw(&QpAttr::new().with_sq_psn(psn)).is_err());
+                prop_assert!(qp_attr_to_raw(&QpAttr::new().with_rq_psn(psn)).is_err());
+            }
+
+            #[test]
+            fn masks_pass_through_unchanged(bits in any::<u32>()) {
+                // Every supported bit, alone or combined, reaches C as is;
+                // any other bit is refused.
+                let unsupported = QpAttrMask::EN_SQD_ASYNC_NOTIFY.bits()
+                    | QpAttrMask::ALT_PATH.bits()
+                    | QpAttrMask::PATH_MIG_STATE.bits()
+                    | QpAttrMask::CAP.bits()
+                    | QpAttrMask::RATE_LIMIT.bits();
+                // Bits 0..=20 (STATE up to DEST_QPN) less the unsupported.
+                let supported = (((IBV_QP_DEST_QPN as u32) << 1) - 1) & !unsupported;
+                prop_assert_eq!(supported, 0x0013_bffb);
+                let mut attr = QpAttr::new();
+                attr.mask = QpAttrMask(bits & supported);
+                let (_, mask) = qp_attr_to_raw(&attr).unwrap();
+                prop_assert_eq!(mask as u32, bits & supported);
+                attr.mask = QpAttrMask(bits);
+                prop_assert_eq!(qp_attr_to_raw(&attr).is_ok(), bits & !supported == 0);
+            }
+        }
     }
 }

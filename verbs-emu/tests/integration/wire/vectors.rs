@@ -251,3 +251,48 @@ fn vector_eighteen_is_a_hardware_cnp_with_source_port_zero() {
     assert!(r.headers.bth.becn);
     assert_eq!(r.payload_len, 0);
 }
+
+#[test]
+fn ipv4_identification_and_df_are_recovered_from_every_ipv4_vector() {
+    for v in vectors().into_iter().filter(|v| v.ip[0] >> 4 == 4) {
+        let p = RocePacket::new_checked(&v.ip[..]).unwrap();
+        let r = RoceRepr::parse(&p).unwrap();
+        let verbs_emu::wire::IpRepr::V4 {
+            identification,
+            dont_fragment,
+            ..
+        } = r.ip
+        else {
+            unreachable!("filtered to IPv4")
+        };
+        assert_eq!(
+            icrc::recover_ipv4_identification(&r.encap(), p.udp_payload()),
+            Ok(Some((identification, dont_fragment))),
+            "vector {}",
+            v.id
+        );
+    }
+}
+
+#[test]
+fn the_copy_matches_the_shared_vectors_when_they_are_present() {
+    // The repository keeps its own copy; when the shared reference set is
+    // checked out next to the repository, the two must not drift apart.
+    let shared = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/vectors/rocev2-icrc.json"
+    );
+    let Ok(reference) = std::fs::read(shared) else {
+        eprintln!("shared vectors not present next to the repository; nothing to compare");
+        return;
+    };
+    let copy = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/rocev2-icrc.json"
+    ))
+    .expect("the copy is in the repository");
+    assert!(
+        copy == reference,
+        "tests/data/rocev2-icrc.json differs from the shared vectors"
+    );
+}

@@ -1,0 +1,1294 @@
+//! The individual checks of the doctor, one function per playbook symptom.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use verbs_emu::time::Duration;
+
+use super::{Finding, Severity, Symptom};
+use crate::realnic::devinfo::HcaInfo;
+use crate::realnic::nccl::NcclLog;
+use crate::realnic::perftest::PerftestReport;
+use crate::realnic::qos::{GidEntry, QosConfig};
+use crate::realnic::topo::TopoMatrix;
+
+/// Counters of one source, as a delta or as since-boot totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterView {
+    /// Source name (`""` = unnamed).
+    pub source: String,
+    /// One snapshot only: totals since boot.
+    pub since_boot: bool,
+    /// Delta interval in ps when known.
+    pub interval_ps: Option<u64>,
+    /// Delta (or totals) per counter.
+    pub values: BTreeMap<String, u64>,
+    /// Names present in the last snapshot (presence matters: PFC rows).
+    pub present: BTreeSet<String>,
+    /// Counters that went backwards (reset between snapshots).
+    pub reset: Vec<String>,
+    /// The snapshots were given newest first and were swapped.
+    pub reversed: bool,
+}
+
+impl CounterView {
+    /// Build from a series of `(time_ns, counters)` snapshots.
+    pub fn from_series(
+        source: String,
+        snaps: &[(Option<u64>, BTreeMap<String, u64>)],
+        interval: Option<Duration>,
+    ) -> CounterView {
+        let mut v = CounterView {
+            source,
+            ..CounterView::default()
+        };
+        let mut order: Vec<&(Option<u64>, BTreeMap<String, u64>)> = snaps.iter().collect();
+        if order.iter().all(|s| s.0.is_some()) {
+            order.sort_by_key(|s| s.0);
+        }
+        let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
+            return v;
+        };
+        if order.len() == 1 {
+            v.present = last.1.keys().cloned().collect();
+            v.since_boot = true;
+            v.values = last.1.clone();
+            return v;
+        }
+        let (mut first, mut last) = (first, last);
+        if first.0.is_none() || last.0.is_none() {
+            let fell = last
+                .1
+                .iter()
+                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b < a))
+                .count();
+            let rose = last
+                .1
+                .iter()
+                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b > a))
+                .count();
+            if fell > rose {
+                std::mem::swap(&mut first, &mut last);
+                v.reversed = true;
+            }
+        }
+        v.present = last.1.keys().cloned().collect();
+        let gaps = (snaps.len() - 1) as u64;
+        v.interval_ps = match interval {
+            Some(d) => d.as_ps().checked_mul(gaps),
+            None => match (first.0, last.0) {
+                (Some(a), Some(b)) if b > a => (b - a).checked_mul(1000),
+                _ => None,
+            },
+        };
+        for (k, b) in &last.1 {
+            let a = first.1.get(k).copied().unwrap_or(0);
+            if *b < a {
+                v.reset.push(k.clone());
+            }
+            v.values.insert(k.clone(), b.saturating_sub(a));
+        }
+        v
+    }
+
+    /// A counter's delta (0 when absent).
+    pub fn get(&self, name: &str) -> u64 {
+        self.values.get(name).copied().unwrap_or(0)
+    }
+
+    /// Whether the counter exists.
+    pub fn has(&self, name: &str) -> bool {
+        self.present.contains(name)
+    }
+
+    /// Microseconds as a fraction of the interval, in parts per million.
+    fn ppm_of_interval(&self, us: u64) -> Option<u64> {
+        let ps = self.interval_ps.filter(|p| *p > 0)?;
+        let v = u128::from(us) * 1_000_000 * 1_000_000 / u128::from(ps);
+        Some(u64::try_from(v).unwrap_or(u64::MAX))
+    }
+
+    fn label(&self) -> String {
+        if self.source.is_empty() {
+            "capture".to_string()
+        } else {
+            self.source.clone()
+        }
+    }
+
+    fn how(&self) -> String {
+        if self.since_boot {
+            "since boot".to_string()
+        } else {
+            match self.interval_ps {
+                Some(ps) => format!("in {}", Duration::from_ps(ps)),
+                None => "between snapshots".to_string(),
+            }
+        }
+    }
+
+    /// Cap a severity for since-boot totals.
+    fn cap(&self, s: Severity) -> Severity {
+        if self.since_boot {
+            s.min(Severity::Warning)
+        } else {
+            s
+        }
+    }
+
+    /// Priorities with PFC rows (`rx_prioN_pause` or `tx_prioN_pause`).
+    fn pfc_prios(&self) -> Vec<u8> {
+        (0u8..8)
+            .filter(|p| {
+                self.has(&format!("rx_prio{p}_pause")) || self.has(&format!("tx_prio{p}_pause"))
+            })
+            .collect()
+    }
+}
+
+/// Everything the checks look at.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Context {
+    pub eth: Vec<CounterView>,
+    pub rdma: Vec<CounterView>,
+    pub perftest: Vec<(String, PerftestReport)>,
+    pub topo: Vec<(String, TopoMatrix)>,
+    pub devinfo: Vec<(String, Vec<HcaInfo>)>,
+    pub qos: Vec<(String, QosConfig)>,
+    pub gids: Vec<(String, Vec<GidEntry>)>,
+    pub nccl: Vec<(String, NcclLog)>,
+}
+
+/// Sum without overflow (counters can be anything in a hostile file).
+fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
+    it.fold(0u64, u64::saturating_add)
+}
+
+/// Parts per million as a percentage with three decimals.
+fn pct(ppm: u64) -> String {
+    format!("{}.{:03}%", ppm / 10_000, (ppm % 10_000) / 10)
+}
+
+/// Run every check.
+pub(super) fn run(ctx: &Context) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for v in &ctx.eth {
+        storm(v, &mut out);
+        pause(v, ctx, &mut out);
+        lossy_priority(v, ctx, &mut out);
+        link_counters(v, &mut out);
+        corruption_eth(v, &mut out);
+        mtu_counters(v, &mut out);
+        host_buffer(v, &mut out);
+    }
+    for v in &ctx.rdma {
+        corruption_rdma(v, &mut out);
+    }
+    loss(ctx, &mut out);
+    ack_timeout(ctx, &mut out);
+    other_completion_errors(ctx, &mut out);
+    ecn(ctx, &mut out);
+    link_inventory(ctx, &mut out);
+    mtu_inventory(ctx, &mut out);
+    gdr(ctx, &mut out);
+    qos_mapping(ctx, &mut out);
+    gid_choice(ctx, &mut out);
+    slow_perftest(ctx, &mut out);
+    perftest_latency(ctx, &mut out);
+    since_boot(ctx, &mut out);
+    if out.iter().all(|f| f.severity == Severity::Info) {
+        healthy(ctx, &mut out);
+    }
+    out
+}
+
+fn prio_names(tag: &str) -> (String, String, String, String) {
+    (
+        format!("rx_{tag}_pause"),
+        format!("rx_{tag}_pause_duration"),
+        format!("tx_{tag}_pause"),
+        format!("tx_{tag}_pause_duration"),
+    )
+}
+
+fn tags() -> impl Iterator<Item = String> {
+    (0..8)
+        .map(|p| format!("prio{p}"))
+        .chain(std::iter::once("global".to_string()))
+}
+
+/// #3: storm counters, or pause nearly all the time with no traffic.
+fn storm(v: &CounterView, out: &mut Vec<Finding>) {
+    let warn = v.get("tx_pause_storm_warning_events");
+    let err = v.get("tx_pause_storm_error_events");
+    let mut stuck = Vec::new();
+    for p in 0u8..8 {
+        let dur = v.get(&format!("tx_prio{p}_pause_duration"));
+        let bytes = v
+            .get(&format!("rx_prio{p}_bytes"))
+            .saturating_add(v.get(&format!("tx_prio{p}_bytes")));
+        if let Some(pm) = v.ppm_of_interval(dur) {
+            if pm >= 900_000 && bytes < 1_000_000 {
+                stuck.push((p, pm, bytes));
+            }
+        }
+    }
+    if warn == 0 && err == 0 && stuck.is_empty() {
+        return;
+    }
+    let sev = if err > 0 || !stuck.is_empty() {
+        Severity::Critical
+    } else {
+        Severity::Error
+    };
+    let mut f = Finding::new(v.cap(sev), Symptom::PfcStorm, v.label());
+    f.title = "PFC storm: this port keeps sending pause".into();
+    f.evidence.push(format!(
+        "tx_pause_storm_warning_events +{warn}, tx_pause_storm_error_events +{err} {}",
+        v.how()
+    ));
+    for (p, pm, bytes) in stuck {
+        f.evidence.push(format!(
+            "prio{p}: we sent pause {} of the interval (tx_prio{p}_pause +{}, duration +{} us) while prio{p} moved only {bytes} bytes",
+            pct(pm),
+            v.get(&format!("tx_prio{p}_pause")),
+            v.get(&format!("tx_prio{p}_pause_duration")),
+        ));
+    }
+    f.impact = "the job hangs or collapses to near zero throughput; NCCL times out after minutes; every flow sharing the priority, and upstream switches by head-of-line blocking, stall too".into();
+    f.check_first = "this host is the source if its tx pause never stops: a stuck NIC/driver, a hung GPU or receiver process; isolate it; then look at the switch PFC watchdog (storm detected/restored)".into();
+    f.why = "storm warning/error events count the firmware's stall watermarks: error means the NIC gave up pausing (storm prevention) and drops become possible; pause with no traffic means nothing is draining".into();
+    out.push(f);
+}
+
+/// #1 and #2: pause received / sent, as a fraction of the interval.
+fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
+    for tag in tags() {
+        let (rx, rxd, tx, txd) = prio_names(&tag);
+        for (dir_rx, frames_n, dur_n) in [(true, &rx, &rxd), (false, &tx, &txd)] {
+            let frames = v.get(frames_n);
+            let dur = v.get(dur_n);
+            if frames == 0 && dur == 0 {
+                continue;
+            }
+            let pm = v.ppm_of_interval(dur);
+            let sev = if v.since_boot {
+                Severity::Info
+            } else {
+                match pm {
+                    Some(pm) if pm >= 100_000 => Severity::Error,
+                    Some(pm) if pm >= 10_000 => Severity::Warning,
+                    Some(_) => Severity::Info,
+                    None if frames >= 100 => Severity::Warning,
+                    None => Severity::Info,
+                }
+            };
+            let symptom = if dir_rx {
+                Symptom::RxPause
+            } else {
+                Symptom::TxPause
+            };
+            let mut f = Finding::new(sev, symptom, format!("{} {tag}", v.label()));
+            let share = pm.map_or_else(
+                || "interval unknown: pass --interval or add time metadata to judge it".to_string(),
+                |pm| format!("paused {} of the interval", pct(pm)),
+            );
+            f.evidence.push(format!(
+                "{frames_n} +{frames}, {dur_n} +{dur} us {}: {share}",
+                v.how()
+            ));
+            // Is it on one port only?
+            let others: Vec<&CounterView> =
+                ctx.eth.iter().filter(|o| o.source != v.source).collect();
+            if !others.is_empty() {
+                let also = others.iter().filter(|o| o.get(frames_n) > 0).count();
+                f.evidence.push(format!(
+                    "{also} of {} other source(s) show {frames_n} growing too",
+                    others.len()
+                ));
+            }
+            if dir_rx {
+                f.title = format!("the peer is pausing our {tag} transmitter (held by the peer)");
+                f.impact = "this rank's sends stall in bursts; ring/tree collectives run at the pace of the slowest link: step time inflates and jitters, with no error anywhere".into();
+                f.check_first = "the switch port facing this NIC and what is downstream of it: incast towards this node's peers, an oversubscribed uplink, or a slow receiver behind the switch (look at ITS tx pause)".into();
+                f.why = "rx pause counts PFC frames received: the next hop's buffer for this priority hit XOFF, so the congestion is downstream, not here".into();
+            } else {
+                f.title = format!(
+                    "we are pausing the peer on {tag}: this host cannot drain what arrives"
+                );
+                let stalls: Vec<String> = [
+                    "outbound_pci_stalled_rd",
+                    "outbound_pci_stalled_wr",
+                    "rx_buffer_passed_thres_phy",
+                ]
+                .iter()
+                .filter(|n| v.get(n) > 0)
+                .map(|n| format!("{n} +{}", v.get(n)))
+                .collect();
+                if !stalls.is_empty() {
+                    f.evidence.push(stalls.join(", "));
+                }
+                f.impact = "everything sending to this host is slowed; its peers see rx pause; with many senders the pause spreads upstream and unrelated flows slow down".into();
+                f.check_first = "host PCIe: outbound_pci_stalled_*, GPU-NIC locality in `nvidia-smi topo -m` (PIX/PXB, not SYS), PCIe width/speed in lspci, IOMMU/ATS; receive buffer sizes and cable_len in `mlnx_qos`; is the receiver posting buffers".into();
+                f.why = "tx pause counts PFC frames we sent: our own receive buffer for this priority crossed XOFF, so the bottleneck is inside this host, after the wire".into();
+            }
+            out.push(f);
+        }
+    }
+}
+
+/// #10: traffic on a priority without PFC.
+fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
+    let bytes: Vec<u64> = (0..8)
+        .map(|p| {
+            v.get(&format!("rx_prio{p}_bytes"))
+                .saturating_add(v.get(&format!("tx_prio{p}_bytes")))
+        })
+        .collect();
+    let total: u64 = saturating_sum(bytes.iter().copied());
+    if total == 0 {
+        return;
+    }
+    let mut pfc: BTreeSet<u8> = v.pfc_prios().into_iter().collect();
+    let qos_pfc: Vec<u8> = ctx
+        .qos
+        .iter()
+        .flat_map(|(_, q)| q.pfc_priorities())
+        .collect();
+    let from_qos = pfc.is_empty() && !qos_pfc.is_empty();
+    if from_qos {
+        pfc.extend(qos_pfc);
+    }
+    let pfc_bytes: u64 = saturating_sum(pfc.iter().map(|p| bytes[usize::from(*p)]));
+    let (top, top_bytes) = (0u8..8)
+        .filter(|p| !pfc.contains(p))
+        .map(|p| (p, bytes[usize::from(p)]))
+        .max_by_key(|(_, b)| *b)
+        .unwrap_or((0, 0));
+    let roce_bytes = v
+        .get("rx_vport_rdma_unicast_bytes")
+        .saturating_add(v.get("tx_vport_rdma_unicast_bytes"));
+    let sev = if roce_bytes > 0 {
+        // Most RoCE bytes cannot be on a PFC priority.
+        if u128::from(pfc_bytes) * 2 >= u128::from(roce_bytes) {
+            return;
+        }
+        Severity::Error
+    } else {
+        // No RoCE byte counters: a dominant non-PFC priority carrying real
+        // volume is suspicious, no more.
+        if u128::from(top_bytes) * 10 < u128::from(total) * 9 || total < 1_000_000_000 {
+            return;
+        }
+        Severity::Warning
+    };
+    let mut f = Finding::new(
+        v.cap(sev),
+        Symptom::LossyPriority,
+        format!("{} prio{top}", v.label()),
+    );
+    f.title = format!("traffic runs on prio{top}, which has no PFC: RoCE is on a lossy priority");
+    f.evidence.push(format!(
+        "prio{top} carried {top_bytes} of {total} bytes {} ({}); PFC priorities carried {pfc_bytes}",
+        v.how(),
+        pct(u64::try_from(u128::from(top_bytes) * 1_000_000 / u128::from(total)).unwrap_or(1_000_000))
+    ));
+    if pfc.is_empty() {
+        f.evidence.push(
+            "no rx_prioN_pause / tx_prioN_pause rows at all: PFC is enabled on no priority".into(),
+        );
+    } else {
+        let list: Vec<String> = pfc.iter().map(|p| format!("prio{p}")).collect();
+        f.evidence.push(format!(
+            "PFC is enabled on {}{}",
+            list.join(", "),
+            if from_qos { " (from mlnx_qos)" } else { "" }
+        ));
+    }
+    if roce_bytes > 0 {
+        f.evidence.push(format!(
+            "RoCE is flowing: rx/tx_vport_rdma_unicast_bytes +{roce_bytes}"
+        ));
+    }
+    f.impact = "any congestion on this priority becomes drops instead of pause, and every drop costs a go-back-N window: bandwidth collapses under incast".into();
+    f.check_first = "`mlnx_qos -i`: trust mode (dscp/pcp), PFC enabled bits and dscp2prio; the traffic class the job sets (NCCL_IB_TC, perftest --tclass / -S); VLAN PCP when trusting pcp".into();
+    f.why = "mlx5 prints per-priority pause rows only for priorities with PFC enabled; the bytes per priority show where RoCE actually lands".into();
+    out.push(f);
+}
+
+/// #6 (drops on NICs and retransmission counters) per source, merged.
+fn loss(ctx: &Context, out: &mut Vec<Finding>) {
+    for v in &ctx.eth {
+        let pfc = v.pfc_prios();
+        let mut ev = Vec::new();
+        let mut lossless = false;
+        for p in 0u8..8 {
+            let n = format!("rx_prio{p}_discards");
+            let d = v.get(&n);
+            if d > 0 {
+                let on_pfc = pfc.contains(&p);
+                lossless |= on_pfc;
+                ev.push(format!(
+                    "{n} +{d}{}",
+                    if on_pfc {
+                        " on a PFC (lossless) priority"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        for n in ["rx_discards_phy", "tx_discards_phy"] {
+            if v.get(n) > 0 {
+                ev.push(format!("{n} +{}", v.get(n)));
+            }
+        }
+        if ev.is_empty() {
+            continue;
+        }
+        let sev = if lossless {
+            Severity::Critical
+        } else {
+            Severity::Error
+        };
+        let mut f = Finding::new(v.cap(sev), Symptom::PacketLoss, v.label());
+        f.title = if lossless {
+            "frames dropped on a lossless priority".into()
+        } else {
+            "the NIC port is dropping frames".into()
+        };
+        ev.push(v.how());
+        f.evidence = ev;
+        fill_loss_text(&mut f);
+        out.push(f);
+    }
+    for v in &ctx.rdma {
+        let names = [
+            "out_of_sequence",
+            "packet_seq_err",
+            "duplicate_request",
+            "implied_nak_seq_err",
+            "roce_adp_retrans",
+        ];
+        let ev: Vec<String> = names
+            .iter()
+            .filter(|n| v.get(n) > 0)
+            .map(|n| format!("{n} +{}", v.get(n)))
+            .collect();
+        if ev.is_empty() {
+            continue;
+        }
+        let mut f = Finding::new(v.cap(Severity::Error), Symptom::PacketLoss, v.label());
+        f.title = "RoCE packets are being lost: go-back-N retransmissions".into();
+        f.evidence = ev;
+        f.evidence.push(v.how());
+        fill_loss_text(&mut f);
+        out.push(f);
+    }
+}
+
+fn fill_loss_text(f: &mut Finding) {
+    f.impact = "go-back-N resends whole windows, so 0.1% loss can cost a large share of bandwidth: NCCL busbw drops sharply (often below 1 GB/s) and becomes jittery".into();
+    f.check_first = "is PFC enabled end to end on the RoCE priority, and is RoCE really on it (rx_prioN_packets, trust mode, dscp2prio)? then rx_discards_phy / rx_prioN_discards on NICs, switch queue drops, and CRC/FEC counters for corruption".into();
+    f.why = "out_of_sequence (responder) and packet_seq_err / duplicate_request (requester) only grow when packets go missing; discards are frames the port had no buffer for".into();
+}
+
+/// #7: ACK timeouts and retry-exceeded completions.
+fn ack_timeout(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut errors: Vec<String> = Vec::new();
+    for (name, p) in &ctx.perftest {
+        for e in p.errors.iter().filter(|e| e.status == Some(12)) {
+            errors.push(format!(
+                "{name} line {}: perftest completion status 12 (retry exceeded){}",
+                e.line,
+                e.vendor_err
+                    .map(|v| format!(", syndrome {v:#x}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    for (name, n) in &ctx.nccl {
+        for e in n.errors.iter().filter(|e| e.status == Some(12)) {
+            errors.push(format!(
+                "{name} line {}: NCCL completion status=12{}",
+                e.line,
+                e.vendor_err
+                    .map(|v| format!(" vendor err {v}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    let mut any_counter = false;
+    for v in &ctx.rdma {
+        let t = v.get("local_ack_timeout_err");
+        if t == 0 {
+            continue;
+        }
+        any_counter = true;
+        let sev = if errors.is_empty() {
+            Severity::Error
+        } else {
+            Severity::Critical
+        };
+        let mut f = Finding::new(v.cap(sev), Symptom::AckTimeout, v.label());
+        f.title = "the QP's ACK timer expires: retransmission by timeout".into();
+        f.evidence
+            .push(format!("local_ack_timeout_err +{t} {}", v.how()));
+        let loss = v
+            .get("out_of_sequence")
+            .saturating_add(v.get("packet_seq_err"));
+        let traffic = v
+            .get("rx_write_requests")
+            .saturating_add(v.get("rx_read_requests"));
+        if loss > 0 {
+            f.evidence.push(format!("with loss counters out_of_sequence + packet_seq_err = {loss}: timeouts under load, tail drops"));
+        } else if traffic == 0 && v.has("rx_write_requests") {
+            f.evidence.push(
+                "no inbound RDMA requests at all: the two NICs may not be able to exchange RoCE"
+                    .into(),
+            );
+        }
+        f.evidence.extend(errors.iter().cloned());
+        fill_timeout_text(&mut f);
+        out.push(f);
+    }
+    if !any_counter && !errors.is_empty() {
+        let mut f = Finding::new(Severity::Critical, Symptom::AckTimeout, "job log");
+        f.title = "work requests failed with transport retry counter exceeded (status 12)".into();
+        f.evidence = errors;
+        fill_timeout_text(&mut f);
+        out.push(f);
+    }
+}
+
+fn fill_timeout_text(f: &mut Finding) {
+    f.impact = "each timeout stalls the QP for the whole ACK timeout (4.096 us x 2^NCCL_IB_TIMEOUT, about 4 s at 20): multi-second hiccups; after NCCL_IB_RETRY_CNT (7) retries the collective aborts with status 12".into();
+    f.check_first = "at the very first transfer: GID index (RoCEv2 IPv4 entry from show_gids, NCCL_IB_GID_INDEX), VLAN/route/ACL, path MTU; reproduce with perftest using the same -x and --tclass. Under load: find the drops (see packet-loss)".into();
+    f.why = "local_ack_timeout_err counts ACK timer expiries on the requester: lost tail packets, lost ACKs or a peer that never answers; status 12 is what is left when the retries run out".into();
+}
+
+/// #4 and #5, plus the balance summary.
+fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
+    let cc: Vec<&CounterView> = ctx
+        .rdma
+        .iter()
+        .filter(|r| {
+            r.has("np_ecn_marked_roce_packets") || r.has("np_cnp_sent") || r.has("rp_cnp_handled")
+        })
+        .collect();
+    if cc.is_empty() {
+        return;
+    }
+    let marked: u64 = saturating_sum(cc.iter().map(|r| r.get("np_ecn_marked_roce_packets")));
+    let sent: u64 = saturating_sum(cc.iter().map(|r| r.get("np_cnp_sent")));
+    let handled: u64 = saturating_sum(cc.iter().map(|r| r.get("rp_cnp_handled")));
+    let ignored: u64 = saturating_sum(cc.iter().map(|r| r.get("rp_cnp_ignored")));
+    let since_boot = cc.iter().all(|r| r.since_boot);
+    // Pause pressure anywhere.
+    let mut pause_ev = Vec::new();
+    for v in &ctx.eth {
+        for tag in tags() {
+            let (rx, rxd, tx, txd) = prio_names(&tag);
+            for (n, d) in [(&rx, &rxd), (&tx, &txd)] {
+                let frames = v.get(n);
+                if frames == 0 {
+                    continue;
+                }
+                let heavy = match v.ppm_of_interval(v.get(d)) {
+                    Some(pm) => pm >= 10_000,
+                    None => frames >= 100,
+                };
+                if heavy && !v.since_boot {
+                    pause_ev.push(format!("{} {n} +{frames}, {d} +{} us", v.label(), v.get(d)));
+                }
+            }
+        }
+    }
+    if !pause_ev.is_empty() && marked == 0 && sent == 0 {
+        let cap = if since_boot {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        let mut f = Finding::new(cap, Symptom::EcnNotMarking, "fabric");
+        f.title = "PFC is doing all the work: no ECN marks, no CNPs".into();
+        f.evidence = pause_ev;
+        f.evidence.push(format!(
+            "np_ecn_marked_roce_packets +{marked}, np_cnp_sent +{sent}, rp_cnp_handled +{handled}"
+        ));
+        f.impact = "DCQCN never engages, so senders never slow down: pause spreads, victim flows stall, and bandwidth shares become unfair (two senders into one port can end up far below line rate in total)".into();
+        f.check_first = "switch ECN/WRED on the RoCE queue with thresholds below the PFC XOFF point; packets leaving ECT-capable (ECN bits of NCCL_IB_TC / --tclass); roce_np/enable for the priority; the traffic really on the intended priority".into();
+        f.why = "with ECN working, congestion shows first as np_ecn_marked_roce_packets and np_cnp_sent on the receivers; pause with none of them means the switch never marked".into();
+        out.push(f);
+    }
+    let mut cnp_ev = Vec::new();
+    if ignored > 0 {
+        cnp_ev.push(format!(
+            "rp_cnp_ignored +{ignored}: CNPs arrived but the rate was not cut"
+        ));
+    }
+    if cc.len() >= 2 {
+        let senders_flat: Vec<&&CounterView> = cc
+            .iter()
+            .filter(|r| {
+                r.get("np_cnp_sent") == 0 && r.has("rp_cnp_handled") && r.get("rp_cnp_handled") == 0
+            })
+            .collect();
+        let receivers: Vec<&&CounterView> =
+            cc.iter().filter(|r| r.get("np_cnp_sent") > 0).collect();
+        if !receivers.is_empty() && !senders_flat.is_empty() && handled == 0 {
+            for r in &receivers {
+                cnp_ev.push(format!(
+                    "{}: np_cnp_sent +{} {}",
+                    r.label(),
+                    r.get("np_cnp_sent"),
+                    r.how()
+                ));
+            }
+            for s in &senders_flat {
+                cnp_ev.push(format!("{}: rp_cnp_handled +0 {}", s.label(), s.how()));
+            }
+        }
+    }
+    if !cnp_ev.is_empty() {
+        let cap = if since_boot {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        let mut f = Finding::new(cap, Symptom::CnpNotHandled, "fabric");
+        f.title = "receivers send CNPs but senders do not slow down".into();
+        f.evidence = cnp_ev;
+        f.impact = "senders keep full rate despite congestion: sustained pause or drops and long tails in collective completion times".into();
+        f.check_first = "roce_rp/enable/<prio> on the senders for the priority CNPs arrive on; cnp_dscp / cnp_802p_prio must map to an RP-enabled priority and must not be dropped or remarked by the switch; ROCE_CC_PRIO_MASK in firmware".into();
+        f.why = "np_cnp_sent counts CNPs leaving the notification point; rp_cnp_handled counts CNPs the reaction point acted on; a gap between them means the CNPs are lost or ignored".into();
+        out.push(f);
+    }
+    let mut f = Finding::new(Severity::Info, Symptom::EcnBalance, "fabric");
+    f.title = "ECN/CNP balance".into();
+    f.evidence.push(format!(
+        "np_ecn_marked_roce_packets +{marked}, np_cnp_sent +{sent}, rp_cnp_handled +{handled}, rp_cnp_ignored +{ignored}"
+    ));
+    f.why = "CNPs are rate-limited per QP (min_time_between_cnps), so far fewer CNPs than marks is normal; handled should track sent across the fabric".into();
+    out.push(f);
+}
+
+/// #8 from counters: flaps.
+fn link_counters(v: &CounterView, out: &mut Vec<Finding>) {
+    let flaps = v.get("link_down_events_phy");
+    if flaps == 0 {
+        return;
+    }
+    let mut f = Finding::new(v.cap(Severity::Error), Symptom::LinkDegraded, v.label());
+    f.title = "the link went down and came back".into();
+    f.evidence
+        .push(format!("link_down_events_phy +{flaps} {}", v.how()));
+    let bits = v.get("rx_bits_phy");
+    let corrected = v.get("rx_corrected_bits_phy");
+    if bits > 0 && corrected > 0 {
+        f.evidence.push(format!(
+            "rx_corrected_bits_phy +{corrected} of rx_bits_phy +{bits}"
+        ));
+    }
+    fill_link_text(&mut f);
+    out.push(f);
+}
+
+fn fill_link_text(f: &mut Finding) {
+    f.impact = "one slow or flapping link sets the pace of the whole collective: step time up by as much as the speed ratio, with no error anywhere; flaps add stalls and QP errors".into();
+    f.check_first = "ibv_devinfo active_width x active_speed against the other ports; FEC/BER counters (rx_corrected_bits_phy, rx_pcs_symbol_err_phy against rx_bits_phy) and module temperature; reseat or replace the cable/optic".into();
+    f.why = "a port that negotiated fewer lanes or a lower lane speed still links up and passes traffic, only slower; link_down_events_phy counts flaps".into();
+}
+
+/// #8 from ibv_devinfo / ibstat.
+fn link_inventory(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut ports = Vec::new();
+    for (file, devs) in &ctx.devinfo {
+        for d in devs {
+            for p in &d.ports {
+                ports.push((file, d, p));
+            }
+        }
+    }
+    for (file, d, p) in &ports {
+        if !p.active && p.state.is_some() {
+            let mut f = Finding::new(
+                Severity::Error,
+                Symptom::LinkDegraded,
+                format!("{}/{}", d.name, p.port),
+            );
+            f.title = "port is not active".into();
+            f.evidence.push(format!(
+                "{file}: state {}, physical state {}",
+                p.state.as_deref().unwrap_or("?"),
+                p.phys_state.as_deref().unwrap_or("?")
+            ));
+            fill_link_text(&mut f);
+            out.push(f);
+        }
+    }
+    let mut best: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, _, p) in &ports {
+        if let (Some(r), true) = (p.rate_bps, p.active) {
+            let layer = p.link_layer.clone().unwrap_or_default();
+            let e = best.entry(layer).or_insert(0);
+            *e = (*e).max(r);
+        }
+    }
+    for (file, d, p) in &ports {
+        let layer = p.link_layer.clone().unwrap_or_default();
+        let (Some(r), Some(b)) = (p.rate_bps, best.get(&layer)) else {
+            continue;
+        };
+        if p.active && r < *b {
+            let mut f = Finding::new(
+                Severity::Error,
+                Symptom::LinkDegraded,
+                format!("{}/{}", d.name, p.port),
+            );
+            f.title = "link runs below the speed of its peers".into();
+            let width = p
+                .width_lanes
+                .map(|w| format!("{w}X"))
+                .unwrap_or_else(|| "?".into());
+            f.evidence.push(format!(
+                "{file}: {}/{} at {} Gb/s (width {width}) while the fastest {layer} port runs {} Gb/s",
+                d.name,
+                p.port,
+                r / 1_000_000_000,
+                b / 1_000_000_000
+            ));
+            fill_link_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+/// #12 from ethtool.
+fn corruption_eth(v: &CounterView, out: &mut Vec<Finding>) {
+    let names = ["rx_crc_errors_phy", "rx_symbol_err_phy"];
+    let ev: Vec<String> = names
+        .iter()
+        .filter(|n| v.get(n) > 0)
+        .map(|n| format!("{n} +{}", v.get(n)))
+        .collect();
+    if ev.is_empty() {
+        return;
+    }
+    let mut f = Finding::new(v.cap(Severity::Error), Symptom::Corruption, v.label());
+    f.title = "corrupted frames on this link".into();
+    f.evidence = ev;
+    let bits = v.get("rx_bits_phy");
+    if bits > 0 {
+        let errs = v
+            .get("rx_symbol_err_phy")
+            .saturating_add(v.get("rx_crc_errors_phy"));
+        f.evidence
+            .push(format!("{errs} errors over rx_bits_phy +{bits}"));
+    }
+    f.evidence.push(v.how());
+    fill_corruption_text(&mut f);
+    out.push(f);
+}
+
+/// #12 from RDMA counters.
+fn corruption_rdma(v: &CounterView, out: &mut Vec<Finding>) {
+    let n = v.get("rx_icrc_encapsulated");
+    if n == 0 {
+        return;
+    }
+    let mut f = Finding::new(v.cap(Severity::Error), Symptom::Corruption, v.label());
+    f.title = "RoCE packets with a bad ICRC".into();
+    f.evidence
+        .push(format!("rx_icrc_encapsulated +{n} {}", v.how()));
+    fill_corruption_text(&mut f);
+    out.push(f);
+}
+
+fn fill_corruption_text(f: &mut Finding) {
+    f.impact =
+        "corrupted packets are dropped: the same go-back-N cost as loss, localised to one link"
+            .into();
+    f.check_first = "the optic or cable of this port, its FEC mode, and the BER counters (rx_corrected_bits_phy, rx_pcs_symbol_err_phy against rx_bits_phy)".into();
+    f.why = "CRC/symbol errors are counted before any buffer decision: they come from the physical layer, not from congestion".into();
+}
+
+/// #9 from counters.
+fn mtu_counters(v: &CounterView, out: &mut Vec<Finding>) {
+    let names = ["rx_oversize_pkts_phy", "rx_out_of_range_len_phy"];
+    let ev: Vec<String> = names
+        .iter()
+        .filter(|n| v.get(n) > 0)
+        .map(|n| format!("{n} +{}", v.get(n)))
+        .collect();
+    if ev.is_empty() {
+        return;
+    }
+    let mut f = Finding::new(v.cap(Severity::Error), Symptom::MtuMismatch, v.label());
+    f.title = "frames larger than our MTU arrive: the peer's MTU is larger".into();
+    f.evidence = ev;
+    f.evidence.push(v.how());
+    fill_mtu_text(&mut f);
+    out.push(f);
+}
+
+fn fill_mtu_text(f: &mut Finding) {
+    f.impact = "a smaller RoCE MTU means up to 4x more packets and headers and a lower message rate; a hop with an MTU below the QP's path MTU drops large packets silently, which looks like retransmit timeouts".into();
+    f.check_first = "netdev MTU on both hosts (RoCE MTU is the largest IB MTU that fits: 1500 -> 1024, 4200 or more -> 4096), switch port MTU on every hop, and the Mtu line of perftest (it negotiates the smaller side)".into();
+    f.why = "rx_oversize_pkts_phy counts frames above our MTU; active_mtu below max_mtu or perftest's Mtu below 4096 shows the negotiated RoCE MTU".into();
+}
+
+/// #9 from devinfo and perftest.
+fn mtu_inventory(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut active = BTreeSet::new();
+    for (file, devs) in &ctx.devinfo {
+        for d in devs {
+            for p in &d.ports {
+                if let (Some(a), Some(m)) = (p.active_mtu, p.max_mtu) {
+                    active.insert(a);
+                    if a < m && p.active {
+                        let mut f = Finding::new(
+                            Severity::Warning,
+                            Symptom::MtuMismatch,
+                            format!("{}/{}", d.name, p.port),
+                        );
+                        f.title = "RoCE MTU below what the port supports".into();
+                        f.evidence
+                            .push(format!("{file}: active_mtu {a} < max_mtu {m}"));
+                        fill_mtu_text(&mut f);
+                        out.push(f);
+                    }
+                }
+            }
+        }
+    }
+    if active.len() > 1 {
+        let mut f = Finding::new(Severity::Warning, Symptom::MtuMismatch, "devices");
+        f.title = "ports run different RoCE MTUs".into();
+        f.evidence
+            .push(format!("active_mtu values seen: {active:?}"));
+        fill_mtu_text(&mut f);
+        out.push(f);
+    }
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            let eth = run.link_type.as_deref() == Some("Ethernet");
+            if let (Some(m), true) = (run.mtu_bytes, eth) {
+                if m < 4096 {
+                    let mut f = Finding::new(Severity::Warning, Symptom::MtuMismatch, file.clone());
+                    f.title = format!("perftest negotiated a {m}-byte RoCE MTU");
+                    f.evidence.push(format!(
+                        "{file} line {}: Mtu : {m}[B] (4096 expected on a jumbo-frame fabric)",
+                        run.line
+                    ));
+                    fill_mtu_text(&mut f);
+                    out.push(f);
+                }
+            }
+        }
+    }
+}
+
+/// #11: GPUDirect RDMA.
+fn gdr(ctx: &Context, out: &mut Vec<Finding>) {
+    for (file, n) in &ctx.nccl {
+        if n.no_ib_device || n.network.as_deref() == Some("Socket") {
+            let mut f = Finding::new(Severity::Error, Symptom::SocketFallback, file.clone());
+            f.title = "NCCL uses TCP sockets, not RDMA".into();
+            f.evidence.push(format!(
+                "network {}, NET/IB no device found: {}",
+                n.network.as_deref().unwrap_or("?"),
+                n.no_ib_device
+            ));
+            f.impact = "inter-node collectives run over TCP: a fraction of RDMA bandwidth and much more CPU".into();
+            f.check_first = "NCCL_IB_DISABLE, NCCL_IB_HCA filter, the rdma devices (ibv_devinfo), and that the container sees /dev/infiniband".into();
+            f.why = "NCCL falls back to sockets when it finds no usable IB/RoCE device".into();
+            out.push(f);
+        }
+        let net: Vec<_> = n.net_channels().collect();
+        let ib: Vec<_> = net.iter().filter(|c| c.transport == "NET/IB").collect();
+        let no_gdr = ib.iter().filter(|c| !c.gdr).count();
+        if ib.is_empty() || no_gdr == 0 {
+            continue;
+        }
+        let mut f = Finding::new(Severity::Warning, Symptom::GdrNotUsed, file.clone());
+        f.title = "NCCL network channels do not use GPUDirect RDMA".into();
+        f.evidence.push(format!(
+            "{no_gdr} of {} NET/IB channel connections lack /GDRDMA",
+            ib.len()
+        ));
+        for (tfile, t) in &ctx.topo {
+            for g in t.nearest_nics() {
+                f.evidence.push(format!(
+                    "{tfile}: {} nearest NIC {}{} is {}",
+                    g.gpu,
+                    g.nic,
+                    g.nic_device
+                        .as_deref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default(),
+                    g.link.code()
+                ));
+            }
+        }
+        fill_gdr_text(&mut f);
+        out.push(f);
+    }
+    for (tfile, t) in &ctx.topo {
+        let far: Vec<_> = t
+            .nearest_nics()
+            .into_iter()
+            .filter(|g| !g.link.gdr_by_default())
+            .collect();
+        if far.is_empty() {
+            continue;
+        }
+        let mut f = Finding::new(Severity::Warning, Symptom::GdrNotUsed, tfile.clone());
+        f.title = "GPUs sit too far from their nearest NIC for GPUDirect RDMA by default".into();
+        for g in far {
+            f.evidence.push(format!(
+                "{} nearest NIC {}{} is {} (NCCL default NCCL_NET_GDR_LEVEL is PXB)",
+                g.gpu,
+                g.nic,
+                g.nic_device
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default(),
+                g.link.code()
+            ));
+        }
+        fill_gdr_text(&mut f);
+        out.push(f);
+    }
+}
+
+fn fill_gdr_text(f: &mut Finding) {
+    f.impact =
+        "data bounces through host memory: extra copies, lower busbw, more CPU and PCIe load"
+            .into();
+    f.check_first = "`nvidia-smi topo -m` GPU-NIC distance (PIX/PXB get GDR by default; PHB/NODE/SYS do not), the peer-memory module (nvidia-peermem or dma-buf) loaded, NCCL_NET_GDR_LEVEL".into();
+    f.why = "NCCL prints /GDRDMA on a channel only when GPUDirect RDMA is used for it, and enables it only when the GPU-NIC path is within NCCL_NET_GDR_LEVEL".into();
+}
+
+/// perftest bandwidth against the port rate.
+fn slow_perftest(ctx: &Context, out: &mut Vec<Finding>) {
+    let rate = ctx
+        .devinfo
+        .iter()
+        .flat_map(|(_, d)| d.iter().flat_map(|h| h.ports.iter()))
+        .filter(|p| p.active)
+        .filter_map(|p| p.rate_bps)
+        .max();
+    let Some(rate) = rate else { return };
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            let Some(row) = run.headline_bw() else {
+                continue;
+            };
+            if run.bidirectional || row.bytes < 65536 {
+                continue;
+            }
+            if u128::from(row.avg_bps) * 2 < u128::from(rate) {
+                let mut f = Finding::new(Severity::Warning, Symptom::SlowPerftest, file.clone());
+                f.title = "perftest bandwidth is below half the port rate".into();
+                f.evidence.push(format!(
+                    "line {}: {} bytes average {} Mb/s against a {} Gb/s port",
+                    row.line,
+                    row.bytes,
+                    row.avg_bps / 1_000_000,
+                    rate / 1_000_000_000
+                ));
+                f.impact = "the job cannot get more than this from the link".into();
+                f.check_first = "pause and loss counters during the run, QPs (-q), message size, CPU/NUMA pinning, PCIe width".into();
+                f.why = "a healthy RoCE link gives large-message write bandwidth close to line rate minus header overhead".into();
+                out.push(f);
+            }
+        }
+    }
+}
+
+/// Host-side receive buffer shortage.
+fn host_buffer(v: &CounterView, out: &mut Vec<Finding>) {
+    let n = v.get("rx_out_of_buffer");
+    if n == 0 {
+        return;
+    }
+    let mut f = Finding::new(
+        v.cap(Severity::Warning),
+        Symptom::HostOutOfBuffer,
+        v.label(),
+    );
+    f.title = "receive rings ran out of posted buffers".into();
+    f.evidence
+        .push(format!("rx_out_of_buffer +{n} {}", v.how()));
+    f.impact =
+        "netdev (non-RDMA) packets are dropped by the host, e.g. bootstrap/TCP traffic".into();
+    f.check_first =
+        "the CPU handling this queue, ring sizes (ethtool -g), interrupt moderation".into();
+    f.why = "rx_out_of_buffer counts packets arriving when the receive queue had no buffer posted: a host problem, not the fabric".into();
+    out.push(f);
+}
+
+/// Tell the reader which sources are since-boot totals.
+fn since_boot(ctx: &Context, out: &mut Vec<Finding>) {
+    for v in ctx.eth.iter().chain(ctx.rdma.iter()) {
+        if v.since_boot {
+            let mut f = Finding::new(Severity::Info, Symptom::SinceBoot, v.label());
+            f.title = "one snapshot: counters are totals since boot".into();
+            f.evidence.push(format!(
+                "{} counters, no earlier snapshot to subtract",
+                v.values.len()
+            ));
+            f.why = "counters are cumulative; only a delta over a known interval says what is happening now. Take two snapshots a few seconds apart".into();
+            out.push(f);
+        }
+        if v.reversed {
+            let mut f = Finding::new(Severity::Info, Symptom::CounterNote, v.label());
+            f.title = "snapshots were given newest first; read in counter order".into();
+            f.evidence.push("more counters fell than rose from the first to the last file: the order was swapped".into());
+            out.push(f);
+        }
+        if !v.reset.is_empty() {
+            let mut f = Finding::new(Severity::Info, Symptom::CounterNote, v.label());
+            f.title = "some counters went backwards between snapshots (reset or reboot)".into();
+            f.evidence.push(v.reset.join(", "));
+            out.push(f);
+        }
+    }
+}
+
+/// Summary for captures with nothing above info.
+fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
+    for v in &ctx.eth {
+        let mut f = Finding::new(Severity::Info, Symptom::Healthy, v.label());
+        f.title = "no drops, storms, errors or significant pause".into();
+        let pfc: Vec<String> = v.pfc_prios().iter().map(|p| format!("prio{p}")).collect();
+        let bytes: Vec<String> = (0..8)
+            .filter_map(|p| {
+                let b = v
+                    .get(&format!("rx_prio{p}_bytes"))
+                    .saturating_add(v.get(&format!("tx_prio{p}_bytes")));
+                (b > 0).then(|| format!("prio{p} {b} bytes"))
+            })
+            .collect();
+        f.evidence.push(format!(
+            "PFC on [{}]; traffic {}: {}",
+            pfc.join(", "),
+            v.how(),
+            if bytes.is_empty() {
+                "none".to_string()
+            } else {
+                bytes.join(", ")
+            }
+        ));
+        out.push(f);
+    }
+}
+
+/// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
+/// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
+fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
+    let dscp = tc >> 2;
+    q.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
+}
+
+/// #10 from configuration: the job's traffic class against mlnx_qos.
+fn qos_mapping(ctx: &Context, out: &mut Vec<Finding>) {
+    for (qfile, q) in &ctx.qos {
+        let Some(enabled) = q.pfc_enabled else {
+            continue;
+        };
+        let pfc = q.pfc_priorities();
+        if pfc.is_empty() {
+            let mut f = Finding::new(Severity::Warning, Symptom::LossyPriority, qfile.clone());
+            f.title = "PFC is enabled on no priority".into();
+            f.evidence
+                .push(format!("{qfile}: PFC enabled bits {enabled:?}"));
+            fill_qos_text(&mut f);
+            out.push(f);
+            continue;
+        }
+        for (nfile, n) in &ctx.nccl {
+            let Some(tc) = n.env.get("NCCL_IB_TC").and_then(|v| v.parse::<u8>().ok()) else {
+                continue;
+            };
+            let trust_dscp = q.trust.as_deref() == Some("dscp");
+            if !trust_dscp {
+                continue;
+            }
+            let prio = prio_of_tclass(tc, q);
+            if enabled[usize::from(prio)] {
+                continue;
+            }
+            let mut f = Finding::new(
+                Severity::Error,
+                Symptom::LossyPriority,
+                format!("NCCL_IB_TC={tc}"),
+            );
+            f.title = format!("the job's traffic class lands on prio{prio}, which has no PFC");
+            f.evidence.push(format!(
+                "{nfile}: NCCL_IB_TC={tc} -> DSCP {} -> prio{prio} (trust dscp, {qfile}); PFC is on {:?}",
+                tc >> 2,
+                pfc
+            ));
+            fill_qos_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+fn fill_qos_text(f: &mut Finding) {
+    f.impact =
+        "RoCE runs lossy: congestion becomes drops and go-back-N retransmissions instead of pause"
+            .into();
+    f.check_first = "`mlnx_qos -i`: `--pfc` bits for the RoCE priority, `--trust dscp` and dscp2prio; NCCL_IB_TC (DSCP<<2 | ECN) must map to that priority; the switch must agree".into();
+    f.why = "a GRH traffic class byte carries DSCP in its upper six bits; the NIC maps DSCP to a priority, and only PFC-enabled priorities are lossless".into();
+}
+
+/// The GID index in use against `show_gids`.
+fn gid_choice(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut chosen: Vec<(String, u32)> = Vec::new();
+    for (file, n) in &ctx.nccl {
+        if let Some(i) = n.env.get("NCCL_IB_GID_INDEX").and_then(|v| v.parse().ok()) {
+            chosen.push((format!("{file}: NCCL_IB_GID_INDEX={i}"), i));
+        }
+    }
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            if let (Some(i), Some("Ethernet")) = (run.gid_index, run.link_type.as_deref()) {
+                chosen.push((format!("{file}: perftest GID index {i}"), i));
+            }
+        }
+    }
+    for (gfile, gids) in &ctx.gids {
+        for (what, idx) in &chosen {
+            let entries: Vec<_> = gids.iter().filter(|g| g.index == *idx).collect();
+            let Some(e) = entries.first() else { continue };
+            if entries.iter().any(|g| g.is_rocev2_ipv4()) {
+                continue;
+            }
+            let good: Vec<String> = gids
+                .iter()
+                .filter(|g| g.is_rocev2_ipv4() && g.device == e.device)
+                .map(|g| g.index.to_string())
+                .collect();
+            let mut f = Finding::new(Severity::Error, Symptom::AckTimeout, what.clone());
+            f.title = "the GID index in use is not the routable RoCEv2 IPv4 entry".into();
+            f.evidence.push(format!(
+                "{gfile}: index {idx} on {} is {} {}; RoCEv2 IPv4 entries: [{}]",
+                e.device,
+                e.version,
+                e.ipv4.as_deref().unwrap_or("(link-local, no IPv4)"),
+                good.join(", ")
+            ));
+            fill_timeout_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+/// perftest latency against the usual pass marks (2.5 us write/send,
+/// 4.5 us read/atomic, small messages).
+fn perftest_latency(ctx: &Context, out: &mut Vec<Finding>) {
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            let verb = run.verb.as_deref().unwrap_or("");
+            let limit_ns = if verb.starts_with("RDMA_Read") || verb.starts_with("Atomic") {
+                4500
+            } else {
+                2500
+            };
+            for row in run.lat.iter().filter(|r| r.bytes <= 4096) {
+                if row.typical_ns > limit_ns {
+                    let mut f =
+                        Finding::new(Severity::Warning, Symptom::SlowPerftest, file.clone());
+                    f.title = format!(
+                        "{verb} latency above {}.{} us",
+                        limit_ns / 1000,
+                        (limit_ns % 1000) / 100
+                    );
+                    f.evidence.push(format!(
+                        "line {}: {} bytes t_typical {} ns (t_avg {} ns, t_max {} ns)",
+                        row.line, row.bytes, row.typical_ns, row.avg_ns, row.max_ns
+                    ));
+                    f.impact = "every small message (NCCL's control messages, small all-reduces) pays this latency".into();
+                    f.check_first = "CPU frequency scaling and pinning, the switch path (hops, pause), interrupt moderation; read latency is a full round trip and naturally about twice write latency".into();
+                    f.why = "healthy RoCE small-message write latency is a few microseconds or less; perftest prints half the round trip for write/send and the full one for read/atomic".into();
+                    out.push(f);
+                }
+            }
+        }
+    }
+}
+
+/// Completion statuses other than 12, from perftest and NCCL logs.
+fn other_completion_errors(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut seen: Vec<(u32, String)> = Vec::new();
+    for (name, p) in &ctx.perftest {
+        for e in &p.errors {
+            if let Some(st) = e.status.filter(|s| *s != 12) {
+                seen.push((
+                    st,
+                    format!("{name} line {}: perftest completion status {st}", e.line),
+                ));
+            }
+        }
+    }
+    for (name, n) in &ctx.nccl {
+        for e in &n.errors {
+            if let Some(st) = e.status.filter(|s| *s != 12) {
+                seen.push((
+                    st,
+                    format!("{name} line {}: NCCL completion status {st}", e.line),
+                ));
+            }
+        }
+    }
+    let mut statuses: Vec<u32> = seen.iter().map(|(s, _)| *s).collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    for st in statuses {
+        let (sev, title, impact, check) = match st {
+            13 => (
+                Severity::Error,
+                "RNR retry exceeded: the receiver had no receive posted",
+                "the connection fails after its RNR retries; the collective aborts",
+                "the receiving application posts receives in time (SRQ/RQ depth, rnr_retry, min RNR timer); out_of_buffer on the responder",
+            ),
+            4 => (
+                Severity::Error,
+                "local protection error: a work request used memory it may not",
+                "the first transfer fails; with GPU buffers typically at start-up",
+                "memory registration of the buffers; for GPU memory the peer-memory module (nvidia-peermem) or dma-buf support",
+            ),
+            10 => (
+                Severity::Error,
+                "remote access error: the peer refused the rkey or range",
+                "RDMA READ/WRITE to that peer fails",
+                "rkey/address exchange between the peers, MR access flags (remote read/write/atomic)",
+            ),
+            5 => (
+                Severity::Info,
+                "work requests flushed: collateral of a QP that went to error",
+                "nothing by itself; look for the first, non-flush error",
+                "the earliest completion error in the log",
+            ),
+            _ => (
+                Severity::Warning,
+                "work completions failed",
+                "the operations that failed did not happen",
+                "the status code against ibv_wc_status",
+            ),
+        };
+        let mut f = Finding::new(sev, Symptom::CompletionError, format!("status {st}"));
+        f.title = title.into();
+        f.evidence = seen
+            .iter()
+            .filter(|(s, _)| *s == st)
+            .map(|(_, e)| e.clone())
+            .collect();
+        f.impact = impact.into();
+        f.check_first = check.into();
+        f.why = "the completion status says which side and which rule stopped the work request; 12 (retry exceeded) is reported as ack-timeout".into();
+        out.push(f);
+    }
+}

@@ -1,0 +1,415 @@
+//! The counter doctor: reads captures (ethtool -S, rdma statistic, topo,
+//! devinfo/ibstat, mlnx_qos, perftest, NCCL logs), turns counters into
+//! deltas, and ranks findings from the diagnosis playbook.
+//!
+//! # Inputs and snapshots
+//!
+//! Counter captures are grouped by **source**: the `# host: NAME` line of a
+//! file, else the interface of an `ethtool -S IFACE` command line, else the
+//! unnamed source. All snapshots of one source, across files in the order
+//! given and within a file in order, form its series; the first and last
+//! make the delta. With one snapshot the counters are totals since boot
+//! (or since the simulation started) and the report says so; severities are
+//! then capped at `warning`, and pause is only `info`, because a total
+//! cannot say whether the problem is still happening.
+//!
+//! When every snapshot of a source carries time metadata they are put in
+//! time order; otherwise, when more counters fell than rose between the
+//! first and the last, the order is taken as reversed (counters only grow)
+//! and the report says so.
+//!
+//! The interval is, in order: `interval` per gap between consecutive
+//! snapshots from [`Options`], else the difference of the first and last
+//! snapshot's `time`/`time_ps` metadata, else unknown (pause time cannot
+//! then be judged as a fraction of wall time).
+//!
+//! # Findings
+//!
+//! Each [`Finding`] has a severity, the playbook symptom it belongs to
+//! ([`Symptom`]), the numbers it rests on, what a training job feels, what
+//! to check first and why. Findings are sorted by severity, then by the
+//! playbook's triage order (drops on a lossless priority, storm,
+//! retransmissions, pause time, ECN/CNP balance, link and MTU sanity,
+//! GPUDirect), then by source. A healthy capture yields only `info`.
+
+mod checks;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use verbs_emu::time::Duration;
+
+use crate::realnic::{Kind, Parsed};
+
+pub use checks::CounterView;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Context: nothing to fix.
+    Info,
+    /// Worth a look; costs performance.
+    Warning,
+    /// A real problem that costs the job time or correctness.
+    Error,
+    /// The job is (or is about to be) stalled or losing data.
+    Critical,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+            Severity::Critical => "critical",
+        })
+    }
+}
+
+/// The playbook's symptoms (numbers 1-12) and the doctor's extra findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Symptom {
+    /// 1: PFC pause received (the peer holds our transmitter).
+    RxPause,
+    /// 2: PFC pause sent (we cannot drain what arrives).
+    TxPause,
+    /// 3: PFC storm.
+    PfcStorm,
+    /// 4: ECN not marking while PFC does all the work.
+    EcnNotMarking,
+    /// 5: CNPs sent but not acted on.
+    CnpNotHandled,
+    /// 6: packet loss and go-back-N retransmissions.
+    PacketLoss,
+    /// 7: ACK timeouts / retry exceeded (completion status 12).
+    AckTimeout,
+    /// 8: link speed or width below the others, or flapping.
+    LinkDegraded,
+    /// 9: MTU mismatch or small RoCE MTU.
+    MtuMismatch,
+    /// 10: RoCE traffic on a priority without PFC.
+    LossyPriority,
+    /// 11: GPUDirect RDMA not used or GPU far from its NIC.
+    GdrNotUsed,
+    /// 12: corrupted packets (CRC / ICRC / symbol errors).
+    Corruption,
+    /// The receive queue had no buffer posted (host side).
+    HostOutOfBuffer,
+    /// Work completions failed with a status other than 12.
+    CompletionError,
+    /// NCCL fell back to TCP sockets.
+    SocketFallback,
+    /// perftest bandwidth well below the port rate.
+    SlowPerftest,
+    /// Counters are since-boot totals.
+    SinceBoot,
+    /// Something about the snapshots themselves (order, resets).
+    CounterNote,
+    /// ECN/CNP balance summary.
+    EcnBalance,
+    /// Summary of a healthy capture.
+    Healthy,
+}
+
+impl Symptom {
+    /// Playbook number (1-12) for the playbook's symptoms.
+    pub fn number(self) -> Option<u8> {
+        Some(match self {
+            Symptom::RxPause => 1,
+            Symptom::TxPause => 2,
+            Symptom::PfcStorm => 3,
+            Symptom::EcnNotMarking => 4,
+            Symptom::CnpNotHandled => 5,
+            Symptom::PacketLoss => 6,
+            Symptom::AckTimeout => 7,
+            Symptom::LinkDegraded => 8,
+            Symptom::MtuMismatch => 9,
+            Symptom::LossyPriority => 10,
+            Symptom::GdrNotUsed => 11,
+            Symptom::Corruption => 12,
+            _ => return None,
+        })
+    }
+
+    /// Stable identifier (as in `--json`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Symptom::RxPause => "rx-pause",
+            Symptom::TxPause => "tx-pause",
+            Symptom::PfcStorm => "pfc-storm",
+            Symptom::EcnNotMarking => "ecn-not-marking",
+            Symptom::CnpNotHandled => "cnp-not-handled",
+            Symptom::PacketLoss => "packet-loss",
+            Symptom::AckTimeout => "ack-timeout",
+            Symptom::LinkDegraded => "link-degraded",
+            Symptom::MtuMismatch => "mtu-mismatch",
+            Symptom::LossyPriority => "lossy-priority",
+            Symptom::GdrNotUsed => "gdr-not-used",
+            Symptom::Corruption => "corruption",
+            Symptom::HostOutOfBuffer => "host-out-of-buffer",
+            Symptom::CompletionError => "completion-error",
+            Symptom::SocketFallback => "socket-fallback",
+            Symptom::SlowPerftest => "slow-perftest",
+            Symptom::SinceBoot => "since-boot",
+            Symptom::CounterNote => "counter-note",
+            Symptom::EcnBalance => "ecn-balance",
+            Symptom::Healthy => "healthy",
+        }
+    }
+
+    /// Triage order within one severity (the playbook's quick order).
+    fn triage(self) -> u8 {
+        match self {
+            Symptom::LossyPriority => 0,
+            Symptom::PfcStorm => 1,
+            Symptom::PacketLoss
+            | Symptom::AckTimeout
+            | Symptom::Corruption
+            | Symptom::CompletionError => 2,
+            Symptom::RxPause | Symptom::TxPause => 3,
+            Symptom::EcnNotMarking | Symptom::CnpNotHandled => 4,
+            Symptom::LinkDegraded | Symptom::MtuMismatch | Symptom::SlowPerftest => 5,
+            Symptom::GdrNotUsed | Symptom::SocketFallback => 6,
+            Symptom::HostOutOfBuffer => 7,
+            Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 8,
+        }
+    }
+}
+
+/// One diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// Which symptom.
+    pub symptom: Symptom,
+    /// Stable id, e.g. `rx-pause`.
+    pub id: &'static str,
+    /// Playbook number 1-12 (absent for the doctor's extra findings).
+    pub playbook: Option<u8>,
+    /// Where: a source and priority, a device, a file.
+    pub subject: String,
+    /// One-line summary.
+    pub title: String,
+    /// What the counters show, with numbers.
+    pub evidence: Vec<String>,
+    /// What the training job feels.
+    pub impact: String,
+    /// What to check first.
+    pub check_first: String,
+    /// Why (how the counters lead to the conclusion).
+    pub why: String,
+}
+
+impl Finding {
+    fn new(severity: Severity, symptom: Symptom, subject: impl Into<String>) -> Finding {
+        Finding {
+            severity,
+            symptom,
+            id: symptom.id(),
+            playbook: symptom.number(),
+            subject: subject.into(),
+            title: String::new(),
+            evidence: Vec::new(),
+            impact: String::new(),
+            check_first: String::new(),
+            why: String::new(),
+        }
+    }
+}
+
+/// Doctor options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Time between consecutive snapshots (overrides file metadata).
+    pub interval: Option<Duration>,
+}
+
+/// One input file, already parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    /// Display name (the file path).
+    pub name: String,
+    /// Its contents.
+    pub parsed: Parsed,
+}
+
+/// How the counters of one source were read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceSummary {
+    /// Source name (`""` for the unnamed source).
+    pub source: String,
+    /// `ethtool` or `rdma`.
+    pub kind: Kind,
+    /// Number of snapshots.
+    pub snapshots: usize,
+    /// Delta interval in picoseconds, when known.
+    pub interval_ps: Option<u64>,
+    /// True when the view is since-boot totals (one snapshot).
+    pub since_boot: bool,
+}
+
+/// The doctor's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnosis {
+    /// The inputs, with their detected kinds.
+    pub inputs: Vec<(String, Kind)>,
+    /// How each counter source was read.
+    pub sources: Vec<SourceSummary>,
+    /// Findings, most severe first.
+    pub findings: Vec<Finding>,
+}
+
+impl Diagnosis {
+    /// The most severe finding's severity (`Info` when there is none).
+    pub fn worst(&self) -> Severity {
+        self.findings
+            .iter()
+            .map(|f| f.severity)
+            .max()
+            .unwrap_or(Severity::Info)
+    }
+
+    /// Plain-text rendering for people.
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(s, "rocelab doctor: {} input(s)", self.inputs.len());
+        for (name, kind) in &self.inputs {
+            let _ = writeln!(s, "  {name}: {kind}");
+        }
+        for src in &self.sources {
+            let name = if src.source.is_empty() {
+                "(unnamed source)"
+            } else {
+                src.source.as_str()
+            };
+            let how = if src.since_boot {
+                "1 snapshot: totals since boot, not a rate".to_string()
+            } else {
+                match src.interval_ps {
+                    Some(ps) => format!(
+                        "{} snapshots: deltas over {}",
+                        src.snapshots,
+                        Duration::from_ps(ps)
+                    ),
+                    None => format!(
+                        "{} snapshots: deltas over an unknown interval",
+                        src.snapshots
+                    ),
+                }
+            };
+            let _ = writeln!(s, "  counters {} {name}: {how}", src.kind);
+        }
+        let _ = writeln!(s);
+        if self.findings.is_empty() {
+            let _ = writeln!(s, "No findings.");
+        }
+        for (i, f) in self.findings.iter().enumerate() {
+            let num = f.playbook.map(|n| format!(" #{n}")).unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "{}. [{}] {}{} ({}): {}",
+                i + 1,
+                f.severity.to_string().to_uppercase(),
+                f.id,
+                num,
+                f.subject,
+                f.title
+            );
+            for e in &f.evidence {
+                let _ = writeln!(s, "     counters: {e}");
+            }
+            if !f.impact.is_empty() {
+                let _ = writeln!(s, "     the job feels: {}", f.impact);
+            }
+            if !f.check_first.is_empty() {
+                let _ = writeln!(s, "     check first: {}", f.check_first);
+            }
+            if !f.why.is_empty() {
+                let _ = writeln!(s, "     why: {}", f.why);
+            }
+        }
+        s
+    }
+}
+
+/// A counter series of one source.
+#[derive(Debug, Clone, Default)]
+struct Series {
+    snaps: Vec<(Option<u64>, BTreeMap<String, u64>)>,
+}
+
+/// Run the doctor over parsed inputs.
+pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
+    let mut eth: BTreeMap<String, Series> = BTreeMap::new();
+    let mut rdma: BTreeMap<String, Series> = BTreeMap::new();
+    let mut ctx = checks::Context::default();
+    for input in inputs {
+        match &input.parsed {
+            Parsed::Ethtool(snaps) => {
+                for s in snaps {
+                    let key = s.host.clone().unwrap_or_default();
+                    eth.entry(key)
+                        .or_default()
+                        .snaps
+                        .push((s.time_ns, s.counters.clone()));
+                }
+            }
+            Parsed::Rdma(snaps) => {
+                for s in snaps {
+                    let key = s.host.clone().unwrap_or_default();
+                    rdma.entry(key)
+                        .or_default()
+                        .snaps
+                        .push((s.time_ns, s.totals()));
+                }
+            }
+            Parsed::Perftest(p) => ctx.perftest.push((input.name.clone(), p.clone())),
+            Parsed::Topo(t) => ctx.topo.push((input.name.clone(), t.clone())),
+            Parsed::Devinfo(d) => ctx.devinfo.push((input.name.clone(), d.clone())),
+            Parsed::MlnxQos(q) => ctx.qos.push((input.name.clone(), q.clone())),
+            Parsed::ShowGids(g) => ctx.gids.push((input.name.clone(), g.clone())),
+            Parsed::Nccl(n) => ctx.nccl.push((input.name.clone(), n.clone())),
+            Parsed::SimResults(_) => {}
+        }
+    }
+    let mut sources = Vec::new();
+    let mut view = |kind: Kind, map: BTreeMap<String, Series>| -> Vec<CounterView> {
+        let mut out = Vec::new();
+        for (name, series) in map {
+            let v = CounterView::from_series(name, &series.snaps, opts.interval);
+            sources.push(SourceSummary {
+                source: v.source.clone(),
+                kind,
+                snapshots: series.snaps.len(),
+                interval_ps: v.interval_ps,
+                since_boot: v.since_boot,
+            });
+            out.push(v);
+        }
+        out
+    };
+    ctx.eth = view(Kind::Ethtool, eth);
+    ctx.rdma = view(Kind::Rdma, rdma);
+    let mut findings = checks::run(&ctx);
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.symptom.triage().cmp(&b.symptom.triage()))
+            .then(a.symptom.cmp(&b.symptom))
+            .then(a.subject.cmp(&b.subject))
+    });
+    Diagnosis {
+        inputs: inputs
+            .iter()
+            .map(|i| (i.name.clone(), i.parsed.kind()))
+            .collect(),
+        sources,
+        findings,
+    }
+}

@@ -1,0 +1,170 @@
+//! `ibv_devinfo [-v]` and `ibstat`: devices, ports, state, MTU, width and
+//! speed. Both produce the same [`HcaInfo`] records.
+//!
+//! Units: `rate_bps` is the port's data rate in bits per second (width x
+//! per-lane speed for `ibv_devinfo`; `Rate:` Gb/s for `ibstat`); MTUs in
+//! bytes. Never panics; errors when no `hca_id:` / `CA '...'` line exists.
+
+use serde::Serialize;
+
+use super::text::{lines, scaled_decimal, ParseError};
+
+/// One RDMA device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HcaInfo {
+    /// Line where the device starts.
+    pub line: usize,
+    /// `hca_id` / CA name (`mlx5_0`).
+    pub name: String,
+    /// Firmware version.
+    pub fw_ver: Option<String>,
+    /// PCI device id (`vendor_part_id`, or the number in `CA type: MT4125`).
+    pub part_id: Option<u32>,
+    /// Ports.
+    pub ports: Vec<PortInfo>,
+}
+
+/// One port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PortInfo {
+    /// Port number.
+    pub port: u32,
+    /// Logical state (`PORT_ACTIVE` / `Active`).
+    pub state: Option<String>,
+    /// Physical state (`LINK_UP` / `LinkUp`).
+    pub phys_state: Option<String>,
+    /// Whether the port is active (logical state).
+    pub active: bool,
+    /// Largest MTU the port supports, bytes.
+    pub max_mtu: Option<u32>,
+    /// MTU in use, bytes.
+    pub active_mtu: Option<u32>,
+    /// `Ethernet` (RoCE) or `InfiniBand`.
+    pub link_layer: Option<String>,
+    /// Lanes (`4X` -> 4).
+    pub width_lanes: Option<u32>,
+    /// Per-lane speed, bit/s.
+    pub lane_bps: Option<u64>,
+    /// Port rate, bit/s.
+    pub rate_bps: Option<u64>,
+}
+
+fn first_word(v: &str) -> String {
+    v.split_whitespace().next().unwrap_or("").to_string()
+}
+
+fn lanes(v: &str) -> Option<u32> {
+    v.split_whitespace()
+        .next()?
+        .strip_suffix(['X', 'x'])?
+        .parse()
+        .ok()
+}
+
+fn gbps(v: &str) -> Option<u64> {
+    let mut it = v.split_whitespace();
+    let num = it.next()?;
+    let unit = it.next().unwrap_or("Gbps");
+    let mult: u128 = if unit.starts_with("Gb") {
+        1_000_000_000
+    } else if unit.starts_with("Mb") {
+        1_000_000
+    } else {
+        return None;
+    };
+    scaled_decimal(num, mult, 1)
+}
+
+fn finish_port(p: &mut PortInfo) {
+    if p.rate_bps.is_none() {
+        if let (Some(w), Some(s)) = (p.width_lanes, p.lane_bps) {
+            p.rate_bps = Some(s.saturating_mul(u64::from(w)));
+        }
+    }
+    p.active = p
+        .state
+        .as_deref()
+        .is_some_and(|s| s.eq_ignore_ascii_case("PORT_ACTIVE") || s.eq_ignore_ascii_case("Active"));
+}
+
+/// Parse `ibv_devinfo` or `ibstat` output (either, detected per device).
+pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
+    let all = lines(input);
+    let mut out: Vec<HcaInfo> = Vec::new();
+    for l in &all {
+        let t = l.text.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if let Some(name) = t.strip_prefix("hca_id:") {
+            out.push(HcaInfo {
+                line: l.number,
+                name: name.trim().to_string(),
+                ..HcaInfo::default()
+            });
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("CA '") {
+            out.push(HcaInfo {
+                line: l.number,
+                name: rest.trim_end_matches('\'').to_string(),
+                ..HcaInfo::default()
+            });
+            continue;
+        }
+        let Some(dev) = out.last_mut() else { continue };
+        let Some((k, v)) = t.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        // ibstat: `Port 1:`; ibv_devinfo: `port:   1`.
+        if k == "port" || (k.starts_with("Port ") && v.is_empty()) {
+            let num = if k == "port" {
+                v.parse().ok()
+            } else {
+                k[5..].trim().parse().ok()
+            };
+            if let Some(num) = num {
+                dev.ports.push(PortInfo {
+                    port: num,
+                    ..PortInfo::default()
+                });
+            }
+            continue;
+        }
+        match k {
+            "fw_ver" | "Firmware version" => dev.fw_ver = Some(v.to_string()),
+            "vendor_part_id" => dev.part_id = v.parse().ok(),
+            "CA type" => dev.part_id = v.trim_start_matches("MT").parse().ok(),
+            _ => {}
+        }
+        let Some(p) = dev.ports.last_mut() else {
+            continue;
+        };
+        match k {
+            "state" | "State" => p.state = Some(first_word(v)),
+            "phys_state" | "Physical state" => p.phys_state = Some(first_word(v)),
+            "max_mtu" => p.max_mtu = v.split_whitespace().next().and_then(|x| x.parse().ok()),
+            "active_mtu" => p.active_mtu = v.split_whitespace().next().and_then(|x| x.parse().ok()),
+            "link_layer" | "Link layer" => p.link_layer = Some(first_word(v)),
+            "active_width" => p.width_lanes = lanes(v),
+            "active_speed" => p.lane_bps = gbps(v),
+            "Rate" => p.rate_bps = scaled_decimal(first_word(v).as_str(), 1_000_000_000, 1),
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        let first = all.iter().find(|l| !l.text.trim().is_empty());
+        return Err(ParseError::new(
+            first.map_or(0, |l| l.number),
+            "`hca_id: <dev>` (ibv_devinfo) or `CA '<dev>'` (ibstat)",
+            first.map_or("", |l| l.text),
+        ));
+    }
+    for d in &mut out {
+        for p in &mut d.ports {
+            finish_port(p);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,312 @@
+//! `ethtool -S` dumps (mlx5, with Intel `ice` and Broadcom `bnxt_en` names
+//! mapped onto the mlx5 ones), one or several snapshots per file.
+//!
+//! # The format (what real mlx5 prints, and what the simulator writes)
+//!
+//! ```text
+//! # host: leaf1-h3                 optional: names the source (a host, NIC or switch port)
+//! # time_ps: 2000000000            optional: snapshot time in picoseconds (simulated time)
+//! NIC statistics:
+//!      rx_prio3_bytes: 123456789
+//!      rx_prio3_packets: 30123
+//!      tx_prio3_bytes: 98765432
+//!      tx_prio3_packets: 24111
+//!      rx_prio3_pause: 17
+//!      rx_prio3_pause_duration: 2480
+//!      rx_prio3_pause_transition: 9
+//!      tx_prio3_pause: 0
+//!      tx_prio3_pause_duration: 0
+//!      rx_discards_phy: 0
+//!      rx_out_of_buffer: 0
+//! ```
+//!
+//! * The first line of a dump is `NIC statistics:`; then one counter per
+//!   line: any leading whitespace (ethtool prints 5 spaces), the counter
+//!   name, `:`, one space, an unsigned decimal integer. Counters are
+//!   cumulative (never reset) and are printed in a fixed order.
+//! * Names and units are mlx5's: `rx_prioN_*` / `tx_prioN_*` for L2
+//!   priority N in 0..=7; frames for `*_pause` and `*_packets`, bytes for
+//!   `*_bytes`, **microseconds** for `*_pause_duration`; `rx_prioN_pause*`
+//!   and `tx_prioN_pause*` rows exist only for priorities with PFC enabled.
+//!   Other names understood by the doctor: `rx_prioN_discards`,
+//!   `rx_discards_phy`, `tx_discards_phy`, `rx_out_of_buffer`,
+//!   `rx_buffer_passed_thres_phy`, `tx_pause_storm_warning_events`,
+//!   `tx_pause_storm_error_events`, `rx_crc_errors_phy`,
+//!   `rx_symbol_err_phy`, `rx_pcs_symbol_err_phy`, `rx_corrected_bits_phy`,
+//!   `rx_bits_phy`, `link_down_events_phy`, `rx_oversize_pkts_phy`,
+//!   `rx_out_of_range_len_phy`, `rx_vport_rdma_unicast_packets`,
+//!   `rx_vport_rdma_unicast_bytes`, `tx_vport_rdma_unicast_packets`,
+//!   `tx_vport_rdma_unicast_bytes`, `outbound_pci_stalled_rd`,
+//!   `outbound_pci_stalled_wr`.
+//! * Lines starting with `#` are comments; three are metadata:
+//!   `# host: NAME` (the source; also taken from an `ethtool -S IFACE`
+//!   command line), `# time_ps: N` (picoseconds) and `# time: S` (seconds,
+//!   decimals allowed, e.g. `date +%s.%N`). A bare number on its own line
+//!   (the output of `date +%s`) is read as `# time:`.
+//! * **Several snapshots in one file**: each `NIC statistics:` line starts a
+//!   new snapshot, and so does a counter name that is already present in the
+//!   current snapshot (two dumps pasted back to back without the header).
+//!   Any other line between dumps (a `date` line, a separator) is kept as
+//!   the next snapshot's label. The time between the first and last
+//!   snapshot comes from their `time`/`time_ps` metadata when both have it.
+//!
+//! Parsing never panics. A line inside a dump of the form `counter: value`
+//! whose value is not an unsigned integer is an error naming the line.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
+
+/// Driver family, guessed from the counter names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vendor {
+    /// NVIDIA/Mellanox ConnectX (`mlx5_core`), and the simulator.
+    #[default]
+    Mlx5,
+    /// Intel E800 (`ice`).
+    Ice,
+    /// Broadcom (`bnxt_en`).
+    Bnxt,
+}
+
+/// One `ethtool -S` dump.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EthtoolSnapshot {
+    /// Line where the dump starts.
+    pub line: usize,
+    /// Non-counter lines seen just before the dump (a date, a separator).
+    pub label: Option<String>,
+    /// `# host:` or the interface of an `ethtool -S IFACE` command line.
+    pub host: Option<String>,
+    /// Snapshot time in nanoseconds when the file says (`# time:` in
+    /// seconds, `# time_ps:` in picoseconds, a bare `date +%s` line).
+    /// Nanoseconds because a Unix time in picoseconds overflows 64 bits.
+    pub time_ns: Option<u64>,
+    /// Driver family guessed from the names.
+    pub vendor: Vendor,
+    /// Counters exactly as printed.
+    pub raw: BTreeMap<String, u64>,
+    /// Counters under mlx5 names (native mlx5 names pass through; `ice` and
+    /// `bnxt_en` names are mapped; unmapped names pass through unchanged).
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl EthtoolSnapshot {
+    /// A normalised counter, if present.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.counters.get(name).copied()
+    }
+}
+
+/// Map an `ice` or `bnxt_en` counter name to its mlx5 equivalent.
+pub fn normalize_name(name: &str) -> Option<String> {
+    // ice: rx_priority_3_xoff.nic
+    if let Some(rest) = name.strip_suffix(".nic") {
+        for (dir, pfx) in [("rx", "rx_priority_"), ("tx", "tx_priority_")] {
+            if let Some(r) = rest.strip_prefix(pfx) {
+                let (p, what) = r.split_once('_')?;
+                let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+                return match what {
+                    "xoff" => Some(format!("{dir}_prio{p}_pause")),
+                    "xon" => Some(format!("{dir}_prio{p}_pause_transition")),
+                    _ => None,
+                };
+            }
+        }
+        return match rest {
+            "rx_crc_errors" => Some("rx_crc_errors_phy".into()),
+            "rx_oversize" => Some("rx_oversize_pkts_phy".into()),
+            "link_xoff_rx" => Some("rx_global_pause".into()),
+            "link_xoff_tx" => Some("tx_global_pause".into()),
+            _ => None,
+        };
+    }
+    // bnxt_en: rx_pfc_ena_frames_pri3, pfc_pri3_rx_transitions
+    for (dir, pfx) in [
+        ("rx", "rx_pfc_ena_frames_pri"),
+        ("tx", "tx_pfc_ena_frames_pri"),
+    ] {
+        if let Some(p) = name.strip_prefix(pfx) {
+            let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+            return Some(format!("{dir}_prio{p}_pause"));
+        }
+    }
+    if let Some(r) = name.strip_prefix("pfc_pri") {
+        let (p, what) = r.split_once('_')?;
+        let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+        return match what {
+            "rx_transitions" => Some(format!("rx_prio{p}_pause_transition")),
+            "tx_transitions" => Some(format!("tx_prio{p}_pause_transition")),
+            _ => None,
+        };
+    }
+    match name {
+        "rx_fcs_err_frames" => Some("rx_crc_errors_phy".into()),
+        "rx_pause_frames" => Some("rx_pause_ctrl_phy".into()),
+        "tx_pause_frames" => Some("tx_pause_ctrl_phy".into()),
+        _ => None,
+    }
+}
+
+fn guess_vendor(raw: &BTreeMap<String, u64>) -> Vendor {
+    if raw.keys().any(|k| k.ends_with(".nic")) {
+        Vendor::Ice
+    } else if raw
+        .keys()
+        .any(|k| k.contains("pfc_ena_frames") || k.starts_with("pfc_pri"))
+    {
+        Vendor::Bnxt
+    } else {
+        Vendor::Mlx5
+    }
+}
+
+/// Parse one or more `ethtool -S` dumps. Errors when no counter line is
+/// found, or when a counter's value is not an unsigned integer.
+pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
+    let mut out: Vec<EthtoolSnapshot> = Vec::new();
+    let mut cur: Option<EthtoolSnapshot> = None;
+    let mut label: Option<String> = None;
+    let mut host: Option<String> = None;
+    let mut time_ns: Option<u64> = None;
+    let all = lines(input);
+    let close = |cur: &mut Option<EthtoolSnapshot>, out: &mut Vec<EthtoolSnapshot>| {
+        if let Some(mut s) = cur.take() {
+            if !s.raw.is_empty() {
+                finish(&mut s);
+                out.push(s);
+            }
+        }
+    };
+    for l in &all {
+        let t = l.text.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if let Some(meta) = t.strip_prefix('#') {
+            let meta = meta.trim();
+            if let Some(h) = meta.strip_prefix("host:") {
+                host = Some(h.trim().to_string());
+            } else if let Some(v) = meta.strip_prefix("time_ps:") {
+                time_ns = v.trim().parse::<u64>().ok().map(|ps| ps / 1000);
+            } else if let Some(v) = meta.strip_prefix("time:") {
+                time_ns = scaled_decimal(v, 1_000_000_000, 1);
+            }
+            close(&mut cur, &mut out);
+            continue;
+        }
+        if t.starts_with("NIC statistics") {
+            close(&mut cur, &mut out);
+            cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ns));
+            continue;
+        }
+        let t = strip_ring_prefix(t);
+        if let Some((name, value)) = counter_pair(&t) {
+            if name.contains(' ') {
+                continue;
+            }
+            let repeated = cur.as_ref().is_some_and(|c| c.raw.contains_key(name));
+            if cur.is_none() || repeated {
+                close(&mut cur, &mut out);
+                cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ns));
+            }
+            if let Some(c) = cur.as_mut() {
+                c.raw.insert(name.to_string(), value);
+            }
+            continue;
+        }
+        if let Some((name, value)) = t.split_once(':') {
+            let (name, value) = (name.trim(), value.trim());
+            if cur.is_some() && is_counter_name(name) && !value.is_empty() && !value.contains(' ') {
+                return Err(ParseError::new(
+                    l.number,
+                    format!("an unsigned integer value for counter `{name}`"),
+                    l.text,
+                ));
+            }
+        }
+        if let Some(iface) = command_iface(&t) {
+            host = Some(iface);
+            close(&mut cur, &mut out);
+            continue;
+        }
+        if let Some(ps) = bare_epoch(&t) {
+            time_ns = Some(ps);
+        } else {
+            label = Some(t.to_string());
+        }
+        close(&mut cur, &mut out);
+    }
+    close(&mut cur, &mut out);
+    if out.is_empty() {
+        let first = all.iter().find(|l| !l.text.trim().is_empty());
+        return Err(ParseError::new(
+            first.map_or(0, |l| l.number),
+            "`NIC statistics:` followed by `name: value` counter lines",
+            first.map_or("", |l| l.text),
+        ));
+    }
+    Ok(out)
+}
+
+fn new_snapshot(
+    line: usize,
+    label: &mut Option<String>,
+    host: &Option<String>,
+    time_ns: &mut Option<u64>,
+) -> EthtoolSnapshot {
+    EthtoolSnapshot {
+        line,
+        label: label.take(),
+        host: host.clone(),
+        time_ns: time_ns.take(),
+        ..EthtoolSnapshot::default()
+    }
+}
+
+fn finish(s: &mut EthtoolSnapshot) {
+    s.vendor = guess_vendor(&s.raw);
+    let mut norm = BTreeMap::new();
+    for (k, v) in &s.raw {
+        if let Some(n) = normalize_name(k) {
+            let e = norm.entry(n).or_insert(0u64);
+            *e = e.saturating_add(*v);
+        }
+    }
+    for (k, v) in &s.raw {
+        norm.entry(k.clone()).or_insert(*v);
+    }
+    s.counters = norm;
+}
+
+/// `[3]: rx_ucast_packets: 5` (bnxt per-ring) -> `q3_rx_ucast_packets: 5`.
+fn strip_ring_prefix(t: &str) -> std::borrow::Cow<'_, str> {
+    if let Some(rest) = t.strip_prefix('[') {
+        if let Some((n, tail)) = rest.split_once("]:") {
+            if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() {
+                return format!("q{n}_{}", tail.trim()).into();
+            }
+        }
+    }
+    t.into()
+}
+
+fn command_iface(t: &str) -> Option<String> {
+    let t = t.trim_start_matches(['$', '#', ' ']);
+    let t = t.strip_prefix("sudo ").unwrap_or(t);
+    let rest = t
+        .strip_prefix("ethtool -S ")
+        .or_else(|| t.strip_prefix("ethtool --statistics "))?;
+    rest.split_whitespace().next().map(str::to_string)
+}
+
+fn bare_epoch(t: &str) -> Option<u64> {
+    if t.len() >= 9 && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        scaled_decimal(t, 1_000_000_000, 1)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,281 @@
+//! Parsers for real RDMA tools' output, and format detection.
+//!
+//! Every parser takes the whole text of one file and returns typed records
+//! with normalised units (bits per second, bytes, nanoseconds or
+//! picoseconds as integers) or a [`ParseError`] naming the line. They are
+//! lenient in what they accept (quote prefixes, TABs or spaces, interleaved
+//! warnings, excerpts) and exact in what they extract (integer arithmetic
+//! on the printed decimals). No input makes any of them panic.
+//!
+//! [`detect`] guesses the [`Kind`] of a text; [`parse`] dispatches.
+
+pub mod devinfo;
+pub mod ethtool;
+pub mod nccl;
+pub mod perftest;
+pub mod qos;
+pub mod rdma;
+pub mod summary;
+pub mod text;
+pub mod topo;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+pub use text::ParseError;
+
+/// The formats understood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// perftest `ib_*_bw` / `ib_*_lat` output.
+    Perftest,
+    /// `ethtool -S` dump(s).
+    Ethtool,
+    /// `rdma statistic show` / hw_counters listings.
+    Rdma,
+    /// `nvidia-smi topo -m`.
+    Topo,
+    /// `ibv_devinfo` or `ibstat`.
+    Devinfo,
+    /// `mlnx_qos -i`.
+    MlnxQos,
+    /// `show_gids`.
+    ShowGids,
+    /// NCCL INFO log.
+    Nccl,
+    /// The simulator's `results.json`.
+    SimResults,
+}
+
+impl Kind {
+    /// All kinds, in the order `parse KIND` lists them.
+    pub const ALL: [Kind; 9] = [
+        Kind::Perftest,
+        Kind::Ethtool,
+        Kind::Rdma,
+        Kind::Topo,
+        Kind::Devinfo,
+        Kind::MlnxQos,
+        Kind::ShowGids,
+        Kind::Nccl,
+        Kind::SimResults,
+    ];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Perftest => "perftest",
+            Kind::Ethtool => "ethtool",
+            Kind::Rdma => "rdma",
+            Kind::Topo => "topo",
+            Kind::Devinfo => "devinfo",
+            Kind::MlnxQos => "mlnx-qos",
+            Kind::ShowGids => "show-gids",
+            Kind::Nccl => "nccl",
+            Kind::SimResults => "sim-results",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown kind name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format {0:?}: expected auto, perftest, ethtool, rdma, topo, devinfo (also ibstat), mlnx-qos, show-gids, nccl or sim-results")]
+pub struct UnknownKind(pub String);
+
+impl FromStr for Kind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Kind, UnknownKind> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "perftest" => Kind::Perftest,
+            "ethtool" => Kind::Ethtool,
+            "rdma" | "hw-counters" | "hw_counters" => Kind::Rdma,
+            "topo" => Kind::Topo,
+            "devinfo" | "ibv_devinfo" | "ibstat" => Kind::Devinfo,
+            "mlnx-qos" | "mlnx_qos" => Kind::MlnxQos,
+            "show-gids" | "show_gids" => Kind::ShowGids,
+            "nccl" => Kind::Nccl,
+            "sim-results" | "results" | "results.json" => Kind::SimResults,
+            _ => return Err(UnknownKind(s.to_string())),
+        })
+    }
+}
+
+/// A parsed file of any kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum Parsed {
+    /// perftest.
+    Perftest(perftest::PerftestReport),
+    /// ethtool snapshots.
+    Ethtool(Vec<ethtool::EthtoolSnapshot>),
+    /// RDMA counter snapshots.
+    Rdma(Vec<rdma::RdmaSnapshot>),
+    /// topo matrix.
+    Topo(topo::TopoMatrix),
+    /// devices.
+    Devinfo(Vec<devinfo::HcaInfo>),
+    /// QoS config.
+    MlnxQos(qos::QosConfig),
+    /// GID table.
+    ShowGids(Vec<qos::GidEntry>),
+    /// NCCL log.
+    Nccl(nccl::NcclLog),
+    /// The simulator's results, kept as JSON (read leniently).
+    SimResults(serde_json::Value),
+}
+
+impl Parsed {
+    /// The kind of this record.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Parsed::Perftest(_) => Kind::Perftest,
+            Parsed::Ethtool(_) => Kind::Ethtool,
+            Parsed::Rdma(_) => Kind::Rdma,
+            Parsed::Topo(_) => Kind::Topo,
+            Parsed::Devinfo(_) => Kind::Devinfo,
+            Parsed::MlnxQos(_) => Kind::MlnxQos,
+            Parsed::ShowGids(_) => Kind::ShowGids,
+            Parsed::Nccl(_) => Kind::Nccl,
+            Parsed::SimResults(_) => Kind::SimResults,
+        }
+    }
+}
+
+/// Guess the format of `input`. `None` when nothing matches.
+pub fn detect(input: &str) -> Option<Kind> {
+    let trimmed = input.trim_start();
+    if (trimmed.starts_with('{') || trimmed.starts_with('['))
+        && serde_json::from_str::<serde_json::Value>(input).is_ok()
+    {
+        return Some(Kind::SimResults);
+    }
+    let ls = text::lines(input);
+    let has = |pred: &dyn Fn(&str) -> bool| ls.iter().any(|l| pred(l.text.trim()));
+    if has(&|t| {
+        t.contains("NCCL INFO")
+            || t.contains("NCCL WARN")
+            || t.starts_with("NCCL version")
+            || t.contains(" NCCL version")
+    }) {
+        return Some(Kind::Nccl);
+    }
+    if has(&|t| t.ends_with("BW Test") || t.ends_with("Latency Test") || t.starts_with("#bytes")) {
+        return Some(Kind::Perftest);
+    }
+    if has(&|t| t.starts_with("NIC statistics")) {
+        return Some(Kind::Ethtool);
+    }
+    if has(&|t| t.starts_with("hca_id:") || t.starts_with("CA '")) {
+        return Some(Kind::Devinfo);
+    }
+    if has(&|t| {
+        t.starts_with("Priority trust state")
+            || t.starts_with("PFC configuration")
+            || t.starts_with("DCBX mode")
+    }) {
+        return Some(Kind::MlnxQos);
+    }
+    if has(&|t| {
+        t.starts_with("n_gids_found")
+            || (t.starts_with("DEV") && t.contains("GID") && t.contains("INDEX"))
+    }) {
+        return Some(Kind::ShowGids);
+    }
+    if has(&|t| t.starts_with("GPU0") || t.starts_with("NIC Legend") || t.contains("X    = Self")) {
+        return Some(Kind::Topo);
+    }
+    if has(&|t| {
+        t.starts_with("link ") && t.split_whitespace().nth(1).is_some_and(|d| d.contains('/'))
+            || t.contains("/hw_counters/")
+            || t.ends_with("hw counters:")
+    }) {
+        return Some(Kind::Rdma);
+    }
+    // Header-less counter lists: RDMA names or ethtool names.
+    let pairs: Vec<&str> = ls
+        .iter()
+        .filter_map(|l| text::counter_pair(l.text).map(|(n, _)| n))
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let rdma_like = pairs.iter().filter(|n| is_rdma_counter(n)).count();
+    if rdma_like * 2 > pairs.len() {
+        Some(Kind::Rdma)
+    } else {
+        Some(Kind::Ethtool)
+    }
+}
+
+fn is_rdma_counter(n: &str) -> bool {
+    n.starts_with("np_")
+        || n.starts_with("rp_")
+        || n.starts_with("roce_")
+        || n.starts_with("req_")
+        || n.starts_with("resp_")
+        || n.starts_with("rx_write_requests")
+        || n.starts_with("rx_read_requests")
+        || n.starts_with("rx_atomic_requests")
+        || matches!(
+            n,
+            "out_of_sequence"
+                | "out_of_buffer"
+                | "packet_seq_err"
+                | "local_ack_timeout_err"
+                | "duplicate_request"
+                | "implied_nak_seq_err"
+                | "rnr_nak_retry_err"
+                | "rx_icrc_encapsulated"
+                | "lifespan"
+        )
+}
+
+/// Errors of [`parse`]: detection failure or a parser's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `auto` could not tell the format.
+    #[error("could not detect the format (expected perftest, ethtool -S, rdma statistic, topo -m, ibv_devinfo/ibstat, mlnx_qos, show_gids, a NCCL log or results.json)")]
+    Undetected,
+    /// A parser rejected the text.
+    #[error("as {kind}: {source}")]
+    Parse {
+        /// The format tried.
+        kind: Kind,
+        /// Why.
+        source: ParseError,
+    },
+    /// JSON did not parse.
+    #[error("as sim-results: {0}")]
+    Json(String),
+}
+
+/// Parse `input` as `kind`, or detect the kind when `None`.
+pub fn parse(kind: Option<Kind>, input: &str) -> Result<Parsed, Error> {
+    let kind = match kind {
+        Some(k) => k,
+        None => detect(input).ok_or(Error::Undetected)?,
+    };
+    let wrap = |source| Error::Parse { kind, source };
+    Ok(match kind {
+        Kind::Perftest => Parsed::Perftest(perftest::parse(input).map_err(wrap)?),
+        Kind::Ethtool => Parsed::Ethtool(ethtool::parse(input).map_err(wrap)?),
+        Kind::Rdma => Parsed::Rdma(rdma::parse(input).map_err(wrap)?),
+        Kind::Topo => Parsed::Topo(topo::parse(input).map_err(wrap)?),
+        Kind::Devinfo => Parsed::Devinfo(devinfo::parse(input).map_err(wrap)?),
+        Kind::MlnxQos => Parsed::MlnxQos(qos::parse_mlnx_qos(input).map_err(wrap)?),
+        Kind::ShowGids => Parsed::ShowGids(qos::parse_show_gids(input).map_err(wrap)?),
+        Kind::Nccl => Parsed::Nccl(nccl::parse(input).map_err(wrap)?),
+        Kind::SimResults => {
+            Parsed::SimResults(serde_json::from_str(input).map_err(|e| Error::Json(e.to_string()))?)
+        }
+    })
+}

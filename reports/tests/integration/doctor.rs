@@ -1,0 +1,439 @@
+//! The doctor on one capture set per playbook symptom: the first finding
+//! must be that symptom; a healthy set has nothing above info.
+
+use reports::doctor::{diagnose, Diagnosis, Input, Options, Severity, Symptom};
+use reports::realnic;
+use verbs_emu::time::Duration;
+
+use crate::{fixture, fixture_path};
+
+/// Every file of a doctor fixture directory, in the order a shell glob
+/// gives (so `*_after` comes before `*_before`).
+fn inputs(dir: &str) -> Vec<Input> {
+    let path = fixture_path(&format!("doctor/{dir}"));
+    let mut names: Vec<String> = std::fs::read_dir(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            let rel = format!("doctor/{dir}/{n}");
+            let parsed =
+                realnic::parse(None, &fixture(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            Input { name: n, parsed }
+        })
+        .collect()
+}
+
+fn run(dir: &str, interval: Option<Duration>) -> Diagnosis {
+    diagnose(&inputs(dir), &Options { interval })
+}
+
+fn assert_first(
+    dir: &str,
+    interval: Option<Duration>,
+    symptom: Symptom,
+    severity: Severity,
+) -> Diagnosis {
+    let d = run(dir, interval);
+    let first = d
+        .findings
+        .first()
+        .unwrap_or_else(|| panic!("{dir}: no findings"));
+    assert_eq!(
+        (first.symptom, first.severity),
+        (symptom, severity),
+        "{dir}:\n{}",
+        d.render_text()
+    );
+    assert_eq!(first.playbook, symptom.number());
+    assert!(!first.evidence.is_empty() && !first.impact.is_empty());
+    assert!(!first.check_first.is_empty() && !first.why.is_empty());
+    d
+}
+
+#[test]
+fn healthy_pair_has_nothing_above_info() {
+    let d = run("healthy", None);
+    assert_eq!(d.worst(), Severity::Info, "{}", d.render_text());
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::Healthy));
+    // The small pause is still reported, as info, with its share of time.
+    let p = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::RxPause)
+        .unwrap();
+    assert!(p.evidence[0].contains("0.000%"), "{:?}", p.evidence);
+    assert!(d
+        .sources
+        .iter()
+        .all(|s| !s.since_boot && s.interval_ps == Some(10_000_000_000_000)));
+}
+
+#[test]
+fn s01_rx_pause_is_held_by_the_peer() {
+    let d = assert_first("s01_rx_pause", None, Symptom::RxPause, Severity::Error);
+    let f = &d.findings[0];
+    assert!(
+        f.evidence[0].contains("25.000% of the interval"),
+        "{:?}",
+        f.evidence
+    );
+    assert!(f.title.contains("held by the peer"));
+    assert_eq!(f.subject, "capture prio3");
+}
+
+#[test]
+fn s02_tx_pause_means_we_cannot_drain() {
+    // One file holding two dumps separated by `date +%s` lines.
+    let d = assert_first("s02_tx_pause", None, Symptom::TxPause, Severity::Error);
+    let f = &d.findings[0];
+    assert!(f.title.contains("cannot drain"));
+    assert!(f.evidence[0].contains("31.000%"));
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| e.contains("outbound_pci_stalled_wr +120000")));
+}
+
+#[test]
+fn s03_pfc_storm_with_interval_from_the_command_line() {
+    let d = assert_first(
+        "s03_pfc_storm",
+        Some(Duration::from_secs(10)),
+        Symptom::PfcStorm,
+        Severity::Critical,
+    );
+    assert!(d.findings[0].evidence.iter().any(|e| e.contains("98.000%")));
+    // Given newest first by the glob: detected and said.
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::CounterNote));
+    // Without an interval the storm events alone still make it critical.
+    let d = run("s03_pfc_storm", None);
+    assert_eq!(d.findings[0].symptom, Symptom::PfcStorm);
+}
+
+#[test]
+fn s04_ecn_not_marking_while_pfc_does_the_work() {
+    let d = assert_first(
+        "s04_ecn_not_marking",
+        None,
+        Symptom::EcnNotMarking,
+        Severity::Error,
+    );
+    assert!(d
+        .findings
+        .iter()
+        .any(|f| f.symptom == Symptom::RxPause && f.severity == Severity::Warning));
+}
+
+#[test]
+fn s05_cnps_sent_but_not_handled() {
+    let d = assert_first(
+        "s05_cnp_not_handled",
+        None,
+        Symptom::CnpNotHandled,
+        Severity::Error,
+    );
+    let ev = d.findings[0].evidence.join("\n");
+    assert!(ev.contains("rx-node07: np_cnp_sent +41000"), "{ev}");
+    assert!(ev.contains("tx-node02: rp_cnp_handled +0"), "{ev}");
+}
+
+#[test]
+fn s06_drops_on_the_lossless_priority_and_retransmissions() {
+    let d = assert_first(
+        "s06_packet_loss",
+        None,
+        Symptom::PacketLoss,
+        Severity::Critical,
+    );
+    assert!(d.findings[0].evidence[0].contains("rx_prio3_discards +18000"));
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::PacketLoss
+        && f.evidence.iter().any(|e| e == "out_of_sequence +18234")));
+}
+
+#[test]
+fn s07_ack_timeouts_with_retry_exceeded() {
+    let d = assert_first(
+        "s07_ack_timeout",
+        None,
+        Symptom::AckTimeout,
+        Severity::Critical,
+    );
+    let ev = d.findings[0].evidence.join("\n");
+    assert!(ev.contains("local_ack_timeout_err +14"), "{ev}");
+    assert!(ev.contains("status=12"), "{ev}");
+}
+
+#[test]
+fn s08_link_downshift_and_flaps() {
+    let d = assert_first(
+        "s08_link_degraded",
+        None,
+        Symptom::LinkDegraded,
+        Severity::Error,
+    );
+    let all: Vec<&str> = d
+        .findings
+        .iter()
+        .filter(|f| f.symptom == Symptom::LinkDegraded)
+        .flat_map(|f| f.evidence.iter().map(String::as_str))
+        .collect();
+    assert!(all.iter().any(|e| e.contains("link_down_events_phy +3")));
+    assert!(all
+        .iter()
+        .any(|e| e.contains("mlx5_1/1 at 50 Gb/s (width 2X)")));
+}
+
+#[test]
+fn s09_mtu_mismatch() {
+    let d = assert_first(
+        "s09_mtu_mismatch",
+        None,
+        Symptom::MtuMismatch,
+        Severity::Error,
+    );
+    let mtu: Vec<_> = d
+        .findings
+        .iter()
+        .filter(|f| f.symptom == Symptom::MtuMismatch)
+        .collect();
+    assert_eq!(
+        mtu.len(),
+        3,
+        "oversize counters, devinfo active_mtu, perftest Mtu"
+    );
+}
+
+#[test]
+fn s10_roce_on_a_lossy_priority() {
+    let d = assert_first(
+        "s10_lossy_priority",
+        None,
+        Symptom::LossyPriority,
+        Severity::Error,
+    );
+    assert_eq!(d.findings[0].subject, "capture prio0");
+    assert!(d.findings[0]
+        .evidence
+        .iter()
+        .any(|e| e.contains("PFC is enabled on no priority")));
+}
+
+#[test]
+fn s11_gpudirect_not_used() {
+    let d = assert_first(
+        "s11_gdr_not_used",
+        None,
+        Symptom::GdrNotUsed,
+        Severity::Warning,
+    );
+    assert!(d.findings[0].evidence[0].contains("4 of 4 NET/IB"));
+    assert!(d
+        .findings
+        .iter()
+        .any(|f| f.evidence.iter().any(|e| e.contains("is SYS"))));
+}
+
+#[test]
+fn s12_corruption() {
+    let d = assert_first("s12_corruption", None, Symptom::Corruption, Severity::Error);
+    assert!(d.findings[0].evidence[0].contains("rx_crc_errors_phy +412"));
+}
+
+#[test]
+fn every_playbook_symptom_has_a_capture_set() {
+    let sets = [
+        "s01_rx_pause",
+        "s02_tx_pause",
+        "s03_pfc_storm",
+        "s04_ecn_not_marking",
+        "s05_cnp_not_handled",
+        "s06_packet_loss",
+        "s07_ack_timeout",
+        "s08_link_degraded",
+        "s09_mtu_mismatch",
+        "s10_lossy_priority",
+        "s11_gdr_not_used",
+        "s12_corruption",
+    ];
+    for (i, dir) in sets.iter().enumerate() {
+        let d = run(dir, Some(Duration::from_secs(10)));
+        assert_eq!(
+            d.findings[0].playbook,
+            Some(i as u8 + 1),
+            "{dir}:\n{}",
+            d.render_text()
+        );
+        assert!(d.worst() > Severity::Info);
+    }
+}
+
+#[test]
+fn single_snapshot_is_since_boot_and_capped() {
+    let text = fixture("doctor/s06_packet_loss/ethtool_after.txt");
+    let parsed = realnic::parse(None, &text).unwrap();
+    let d = diagnose(
+        &[Input {
+            name: "one".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    assert!(d.sources[0].since_boot);
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::SinceBoot));
+    assert!(d.worst() <= Severity::Warning, "{}", d.render_text());
+    assert!(d.render_text().contains("totals since boot"));
+}
+
+#[test]
+fn simulator_dump_reads_like_a_real_one() {
+    let text = fixture("ethtool/sim_dump.txt");
+    let a = realnic::parse(None, &text).unwrap();
+    let later = text
+        .replace("time_ps: 2000000000", "time_ps: 4000000000")
+        .replace(
+            "rx_prio3_pause_duration: 248",
+            "rx_prio3_pause_duration: 1248",
+        )
+        .replace("rx_prio3_pause: 17", "rx_prio3_pause: 117");
+    let b = realnic::parse(None, &later).unwrap();
+    let d = diagnose(
+        &[
+            Input {
+                name: "t0".into(),
+                parsed: a,
+            },
+            Input {
+                name: "t1".into(),
+                parsed: b,
+            },
+        ],
+        &Options::default(),
+    );
+    assert_eq!(d.sources[0].source, "leaf0-h3");
+    assert_eq!(d.sources[0].interval_ps, Some(2_000_000_000));
+    let f = &d.findings[0];
+    // 1000 us of pause in 2 ms of simulated time.
+    assert_eq!((f.symptom, f.severity), (Symptom::RxPause, Severity::Error));
+    assert!(f.evidence[0].contains("50.000%"), "{:?}", f.evidence);
+}
+
+#[test]
+fn json_output_is_stable_and_complete() {
+    let d = run("s01_rx_pause", None);
+    let v = serde_json::to_value(&d).unwrap();
+    let f = &v["findings"][0];
+    assert_eq!(f["id"], "rx-pause");
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["playbook"], 1);
+    assert!(f["check_first"].as_str().unwrap().contains("switch port"));
+}
+
+#[test]
+fn traffic_class_mapped_to_a_priority_without_pfc() {
+    let d = assert_first(
+        "extra_tc_mapping",
+        None,
+        Symptom::LossyPriority,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(ev.contains("NCCL_IB_TC=106 -> DSCP 26 -> prio3"), "{ev}");
+    assert!(ev.contains("PFC is on [4]"), "{ev}");
+}
+
+#[test]
+fn wrong_gid_index_is_named_with_the_right_one() {
+    let d = assert_first(
+        "extra_wrong_gid",
+        None,
+        Symptom::AckTimeout,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(
+        ev.contains("index 1 on mlx5_0 is v2 (link-local, no IPv4)"),
+        "{ev}"
+    );
+    assert!(ev.contains("RoCEv2 IPv4 entries: [3]"), "{ev}");
+}
+
+#[test]
+fn slow_perftest_latency_is_flagged_and_healthy_is_not() {
+    for (file, slow) in [
+        ("perftest/write_lat_slow.txt", true),
+        ("perftest/write_lat.txt", false),
+    ] {
+        let parsed = realnic::parse(None, &fixture(file)).unwrap();
+        let d = diagnose(
+            &[Input {
+                name: file.into(),
+                parsed,
+            }],
+            &Options::default(),
+        );
+        let flagged = d
+            .findings
+            .iter()
+            .any(|f| f.symptom == Symptom::SlowPerftest);
+        assert_eq!(flagged, slow, "{file}: {}", d.render_text());
+    }
+}
+
+#[test]
+fn saturated_counters_do_not_overflow() {
+    let max = u64::MAX;
+    let text = format!(
+        "NIC statistics:\n     rx_prio3_bytes: {max}\n     tx_prio3_bytes: {max}\n     rx_prio3_pause: {max}\n     rx_prio3_pause_duration: {max}\n     rx_vport_rdma_unicast_bytes: {max}\n     tx_vport_rdma_unicast_bytes: {max}\n     rx_symbol_err_phy: {max}\n     rx_crc_errors_phy: {max}\n"
+    );
+    let rdma = format!("link mlx5_0/1 np_cnp_sent {max} out_of_sequence {max}\nlink mlx5_1/1 np_cnp_sent {max} packet_seq_err {max}\n");
+    let inputs = vec![
+        Input {
+            name: "e".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        },
+        Input {
+            name: "r".into(),
+            parsed: realnic::parse(None, &rdma).unwrap(),
+        },
+    ];
+    let d = diagnose(
+        &inputs,
+        &Options {
+            interval: Some(Duration::from_ps(1)),
+        },
+    );
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::Corruption));
+}
+
+#[test]
+fn other_completion_statuses_are_explained() {
+    let log = fixture("nccl/nccl_retry_exceeded.txt")
+        .replace("status=12", "status=4")
+        .replace("error 12", "error 13");
+    let parsed = realnic::parse(None, &log).unwrap();
+    let d = diagnose(
+        &[Input {
+            name: "nccl".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    let ids: Vec<(Symptom, &str)> = d
+        .findings
+        .iter()
+        .map(|f| (f.symptom, f.subject.as_str()))
+        .collect();
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 4")),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 13")),
+        "{ids:?}"
+    );
+    assert!(!ids.iter().any(|(s, _)| *s == Symptom::AckTimeout));
+}

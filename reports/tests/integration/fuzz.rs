@@ -1,0 +1,112 @@
+//! No parser, detector or the doctor panics on arbitrary text.
+
+use proptest::prelude::*;
+use reports::doctor::{diagnose, Input, Options};
+use reports::realnic::{self, Kind};
+
+/// Fragments of every format, so that random lines reach deep parser
+/// states, not only the "unknown format" exit.
+const FRAGMENTS: &[&str] = &[
+    "NIC statistics:",
+    "     rx_prio3_pause: 12",
+    "     tx_prio3_pause_duration: 99999999999999999999",
+    "     rx_bytes: -1",
+    "# host: h1",
+    "     rx_prio3_bytes: 18446744073709551615",
+    "     tx_prio3_bytes: 18446744073709551615",
+    "     rx_prio3_pause_duration: 18446744073709551615",
+    "     rx_vport_rdma_unicast_bytes: 18446744073709551615",
+    "     tx_vport_rdma_unicast_bytes: 18446744073709551615",
+    "     rx_priority_3_xoff.nic: 18446744073709551615",
+    "     rx_pfc_ena_frames_pri3: 18446744073709551615",
+    "link mlx5_1/1 np_cnp_sent 18446744073709551615 out_of_sequence 18446744073709551615",
+    "link mlx5_2/1 np_cnp_sent 18446744073709551615 packet_seq_err 18446744073709551615",
+    "link mlx5_0/1 cntn 4 qp-type RC pid 77 comm ib_write_bw optional-counters",
+    " #bytes #iterations    t_min[cycles]    t_max[cycles]  t_typical[cycles]",
+    "ésumé：★ 65536 5000",
+    "# time: 1.5",
+    "# time_ps: 18446744073709551615",
+    "1764693600",
+    "link mlx5_0/1 out_of_sequence 3 np_cnp_sent",
+    "link mlx5_0/x",
+    "    rx_write_requests 1 np_ecn_marked_roce_packets 2",
+    "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_sequence:7",
+    "Port 1 hw counters:",
+    "                    RDMA_Write BW Test",
+    " Mtu             : 4096[B]",
+    " Number of qps   : 1\t\tTransport type : IB",
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
+    " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]",
+    " #bytes        #iterations       t_avg[usec]    tps average",
+    " 65536      5000             97.41              97.39 \t\t     0.185757",
+    " 2 1000 0.91 3.52 0.94 0.95",
+    " local address: LID 0000 QPN 0x0128 PSN 0x9c1a2e RKey",
+    " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:999",
+    " Failed status-x (: wr_id syndrom 0x",
+    "---------------------------------------------------------------------------------------",
+    "> > ",
+    "\tGPU0\tGPU1\tNIC0",
+    "GPU0\tX\tNV18\tPIX",
+    "NIC Legend:",
+    "  NIC0: mlx5_0",
+    "hca_id:\tmlx5_0",
+    "\t\tport:\t1",
+    "\t\t\tactive_speed:\t\t25.0 Gbps (32)",
+    "\t\t\tactive_width:\t\t4X (2)",
+    "CA 'mlx5_1'",
+    "\t\tRate: 100",
+    "Priority trust state: dscp",
+    "\tprio:3 dscp:31,30,29,28,27,26,25,24,",
+    "\tenabled     0   0   0   1   0   0   0   0",
+    "tc: 3 ratelimit: unlimited, tsa: ets, bw: 50%",
+    "mlx5_0\t1\t3\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1\tv2\teth0",
+    "n_gids_found=4",
+    "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [x]; OOB",
+    "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/3(5)/GDRDMA",
+    "h:1:1 [0] NCCL WARN NET/IB : Got completion from peer with status=",
+    "{\"variants\":[{\"summary\":{\"goodput_bps\":1e400}}]}",
+];
+
+fn line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => proptest::sample::select(FRAGMENTS).prop_map(str::to_string),
+        1 => "\\PC{0,40}",
+        1 => "[ \\t:>#0-9a-z_./\\[\\]-]{0,40}",
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::collection::vec(line(), 0..40).prop_map(|v| v.join("\n")),
+        "\\PC{0,400}",
+        ".{0,400}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_parser_panics(input in text()) {
+        let _ = realnic::detect(&input);
+        for kind in Kind::ALL {
+            let _ = realnic::parse(Some(kind), &input);
+        }
+        if let Ok(parsed) = realnic::parse(None, &input) {
+            let _ = serde_json::to_string(&parsed);
+            let d = diagnose(&[Input { name: "x".into(), parsed }], &Options::default());
+            let _ = d.render_text();
+        }
+    }
+
+    #[test]
+    fn doctor_never_panics_on_pairs(a in text(), b in text()) {
+        let inputs: Vec<Input> = [a, b]
+            .iter()
+            .filter_map(|t| realnic::parse(None, t).ok())
+            .map(|parsed| Input { name: "x".into(), parsed })
+            .collect();
+        let d = diagnose(&inputs, &Options { interval: Some(verbs_emu::time::Duration::from_ps(1)) });
+        let _ = d.render_text();
+    }
+}

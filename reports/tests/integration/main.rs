@@ -1,0 +1,23 @@
+//! Integration tests of the reports crate: real-tool parsers on fixtures,
+//! the doctor on one capture set per playbook symptom, comparisons, and
+//! robustness against arbitrary text.
+
+mod compare;
+mod doctor;
+mod fuzz;
+mod parsers;
+
+use std::path::PathBuf;
+
+/// Path of a fixture file.
+pub fn fixture_path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+/// Text of a fixture file.
+pub fn fixture(rel: &str) -> String {
+    let p = fixture_path(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}

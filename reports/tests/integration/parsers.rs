@@ -1,0 +1,501 @@
+//! Parsers on fixtures written from the documented formats.
+
+use reports::realnic::{self, detect, devinfo, ethtool, nccl, perftest, qos, rdma, topo, Kind};
+
+use crate::fixture;
+
+const MIB_BITS: u128 = 8 * 1_048_576;
+
+/// `v` MiB/s given as hundredths, in bit/s, rounded like the parser.
+fn mib(hundredths: u128) -> u64 {
+    let num = hundredths * MIB_BITS;
+    u64::try_from((num + 50) / 100).unwrap()
+}
+
+#[test]
+fn perftest_write_bw_header_addresses_and_row() {
+    let r = perftest::parse(&fixture("perftest/write_bw_client.txt")).unwrap();
+    assert_eq!(r.runs.len(), 1);
+    let run = &r.runs[0];
+    assert_eq!(run.title.as_deref(), Some("RDMA_Write BW Test"));
+    assert_eq!(run.verb.as_deref(), Some("RDMA_Write"));
+    assert_eq!(run.kind, perftest::TestKind::Bandwidth);
+    assert_eq!(run.side, perftest::Side::Client);
+    assert_eq!(run.device.as_deref(), Some("mlx5_0"));
+    assert_eq!(run.qps, Some(1));
+    assert_eq!(run.connection.as_deref(), Some("RC"));
+    assert_eq!(run.tx_depth, Some(128));
+    assert_eq!(run.mtu_bytes, Some(4096));
+    assert_eq!(run.link_type.as_deref(), Some("Ethernet"));
+    assert_eq!(run.gid_index, Some(3));
+    assert!(run
+        .fields
+        .iter()
+        .any(|(k, v)| k == "Using Enhanced Reorder" && v == "OFF"));
+    assert!(run
+        .fields
+        .iter()
+        .any(|(k, v)| k == "rdma_cm QPs" && v == "OFF"));
+    assert_eq!(run.local[0].qpn, Some(0x0128));
+    assert_eq!(run.local[0].psn, Some(0x9c1a2e));
+    assert_eq!(run.local[0].lid, Some(0));
+    assert_eq!(run.local[0].rkey, Some(0x1fff00));
+    assert_eq!(run.local[0].vaddr, Some(0x007f3e5c400000));
+    assert_eq!(run.local[0].gid_ipv4.as_deref(), Some("10.0.0.1"));
+    assert_eq!(run.remote[0].gid_ipv4.as_deref(), Some("10.0.0.2"));
+    let row = &run.bw[0];
+    assert_eq!((row.bytes, row.iterations), (65536, 5000));
+    assert_eq!(row.peak_bps, mib(1_151_236));
+    assert_eq!(row.avg_bps, mib(1_149_782));
+    assert_eq!(row.avg_bps, 96_450_704_835);
+    assert_eq!(row.msg_rate_per_s, Some(183_965));
+    assert!(!run.truncated);
+}
+
+#[test]
+fn perftest_report_gbits_all_sizes() {
+    let r = perftest::parse(&fixture("perftest/write_bw_all_gbits.txt")).unwrap();
+    let run = &r.runs[0];
+    assert_eq!(run.bw.len(), 23, "sizes 2 .. 2^23");
+    let sizes: Vec<u64> = run.bw.iter().map(|b| b.bytes).collect();
+    assert_eq!(sizes, (1..=23).map(|i| 1u64 << i).collect::<Vec<_>>());
+    assert_eq!(
+        run.bw[0].avg_bps, 67_031_000,
+        "6-decimal form below 0.1 Gb/s"
+    );
+    assert_eq!(run.bw[0].peak_bps, 67_861_000);
+    assert_eq!(run.bw[22].avg_bps, 97_660_000_000);
+    assert_eq!(run.headline_bw().unwrap().bytes, 8_388_608);
+    assert_eq!(run.device.as_deref(), Some("mlx5_1"));
+}
+
+#[test]
+fn perftest_old_release_mb_label_without_msgrate() {
+    let r = perftest::parse(&fixture("perftest/read_bw_old_mb.txt")).unwrap();
+    let run = &r.runs[0];
+    assert_eq!(run.verb.as_deref(), Some("RDMA_Read"));
+    assert_eq!(run.link_type.as_deref(), Some("IB"));
+    assert_eq!(run.mtu_bytes, Some(2048));
+    assert_eq!(run.local[0].lid, Some(3));
+    assert_eq!(run.local[0].out_reads, Some(16));
+    assert_eq!(run.remote[0].lid, Some(5));
+    // "MB/sec" was always MiB/s.
+    assert_eq!(run.bw[0].avg_bps, mib(324_290));
+    assert_eq!(run.bw[0].msg_rate_per_s, None);
+}
+
+#[test]
+fn perftest_both_ends_in_one_file_duration_mode() {
+    let r = perftest::parse(&fixture("perftest/send_bw_duration_both_ends.txt")).unwrap();
+    assert_eq!(r.runs.len(), 2);
+    let (srv, cli) = (&r.runs[0], &r.runs[1]);
+    assert_eq!(srv.side, perftest::Side::Server);
+    assert_eq!(cli.side, perftest::Side::Client);
+    assert_eq!(srv.tx_depth, None);
+    for run in [srv, cli] {
+        assert!(run.duration_mode);
+        assert!(!run.peak_measured);
+        assert_eq!(run.bw[0].peak_bps, 0);
+    }
+    assert_eq!(srv.bw[0].iterations, 1_843_290);
+    assert_eq!(cli.bw[0].avg_bps, mib(1_152_066));
+    assert_eq!(srv.local[0].gid_ipv4.as_deref(), Some("10.0.0.2"));
+    assert_eq!(r.warnings.len(), 2);
+}
+
+#[test]
+fn perftest_quoted_spaces_and_interleaved_warnings() {
+    let r = perftest::parse(&fixture("perftest/write_bw_quoted_noisy.txt")).unwrap();
+    assert_eq!(r.runs.len(), 1);
+    let run = &r.runs[0];
+    assert_eq!(
+        run.device.as_deref(),
+        Some("mlx5_2"),
+        "space-separated columns"
+    );
+    assert_eq!(run.qps, Some(1));
+    assert_eq!(
+        run.bw.len(),
+        1,
+        "CPU frequency lines inside the table are skipped"
+    );
+    assert_eq!(run.bw[0].avg_bps, mib(1_118_802));
+    assert_eq!(r.warnings.len(), 4);
+    assert!(r
+        .warnings
+        .iter()
+        .any(|(_, w)| w.starts_with("Conflicting CPU frequency")));
+}
+
+#[test]
+fn perftest_excerpt_cut_mid_table() {
+    let r = perftest::parse(&fixture("perftest/write_bw_truncated.txt")).unwrap();
+    let run = &r.runs[0];
+    assert_eq!(run.title, None);
+    assert_eq!(run.kind, perftest::TestKind::Bandwidth);
+    assert_eq!(run.bw.len(), 2, "the cut third row is not invented");
+    assert!(run.truncated);
+    assert_eq!(run.bw[1].avg_bps, 130_000_000);
+}
+
+#[test]
+fn perftest_latency_tables() {
+    let r = perftest::parse(&fixture("perftest/write_lat.txt")).unwrap();
+    let run = &r.runs[0];
+    assert_eq!(run.kind, perftest::TestKind::Latency);
+    let l = &run.lat[0];
+    assert_eq!((l.bytes, l.iterations), (2, 1000));
+    assert_eq!(
+        (l.min_ns, l.max_ns, l.typical_ns, l.avg_ns),
+        (910, 3520, 940, 950)
+    );
+    assert_eq!(
+        (l.stdev_ns, l.p99_ns, l.p999_ns),
+        (Some(40), Some(1020), Some(3520))
+    );
+
+    let r = perftest::parse(&fixture("perftest/read_lat_duration.txt")).unwrap();
+    let run = &r.runs[0];
+    assert!(run.duration_mode);
+    assert!(run.lat.is_empty());
+    let d = &run.lat_duration[0];
+    assert_eq!(
+        (d.bytes, d.iterations, d.avg_ns, d.tps),
+        (2, 2_753_911, 1090, 918_034)
+    );
+}
+
+#[test]
+fn perftest_atomic_sl_and_cpu_columns() {
+    let r = perftest::parse(&fixture("perftest/atomic_bw.txt")).unwrap();
+    assert_eq!(r.runs[0].verb.as_deref(), Some("Atomic"));
+    assert_eq!(r.runs[0].bw[0].bytes, 8);
+    assert_eq!(r.runs[0].bw[0].msg_rate_per_s, Some(8_928_461));
+
+    let r = perftest::parse(&fixture("perftest/write_bw_sl_cpu_util.txt")).unwrap();
+    let row = &r.runs[0].bw[0];
+    assert_eq!(row.sl, Some(3));
+    assert_eq!(row.bytes, 65536);
+    assert_eq!(row.avg_bps, 96_120_000_000);
+    assert_eq!(row.msg_rate_per_s, Some(183_340));
+}
+
+#[test]
+fn perftest_completion_errors_old_and_new() {
+    let r = perftest::parse(&fixture("perftest/write_bw_retry_exceeded_old.txt")).unwrap();
+    let e = &r.errors[0];
+    assert_eq!((e.status, e.vendor_err), (Some(12), Some(0x81)));
+    assert_eq!(e.at.as_deref(), Some("client"));
+    assert!(r.runs[0].bw.is_empty());
+
+    let r = perftest::parse(&fixture("perftest/send_bw_retry_exceeded_new.txt")).unwrap();
+    let e = &r.errors[0];
+    assert_eq!(e.status, Some(12));
+    assert_eq!(
+        e.status_text.as_deref(),
+        Some("transport retry counter exceeded")
+    );
+    assert_eq!(e.vendor_err, Some(0x81));
+}
+
+#[test]
+fn perftest_errors_name_the_line() {
+    let e = perftest::parse("hello\nworld\n").unwrap_err();
+    assert_eq!(e.line, 1);
+    let text = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n 65536 5000 1.0 1.0 0.1 7 8\n";
+    let e = perftest::parse(text).unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.to_string().contains("line 2"), "{e}");
+}
+
+#[test]
+fn ethtool_mlx5_single_dump_with_command_line() {
+    let s = ethtool::parse(&fixture("ethtool/mlx5_single.txt")).unwrap();
+    assert_eq!(s.len(), 1);
+    let d = &s[0];
+    assert_eq!(d.host.as_deref(), Some("enp65s0f0np0"));
+    assert_eq!(d.vendor, ethtool::Vendor::Mlx5);
+    assert_eq!(d.get("rx_prio3_pause"), Some(52012));
+    assert_eq!(d.get("rx_prio3_pause_duration"), Some(310_455));
+    assert_eq!(d.get("tx_prio3_pause"), Some(1803));
+    assert_eq!(
+        d.get("rx_prio0_pause"),
+        None,
+        "PFC rows only for PFC priorities"
+    );
+    assert_eq!(d.get("tx_pause_storm_error_events"), Some(0));
+    assert_eq!(d.get("rx_bits_phy"), Some(30_504_000_000_000));
+}
+
+#[test]
+fn ethtool_two_dumps_in_one_file() {
+    let s = ethtool::parse(&fixture("ethtool/mlx5_two_dumps_date.txt")).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].time_ns, Some(1_764_693_600_000_000_000));
+    assert_eq!(s[1].time_ns, Some(1_764_693_610_000_000_000));
+    assert_eq!(s[1].label.as_deref(), Some("Tue Dec  2 16:40:10 UTC 2025"));
+    assert_eq!(
+        s[1].get("rx_prio3_bytes").unwrap() - s[0].get("rx_prio3_bytes").unwrap(),
+        92_000_000_000
+    );
+    // Without headers: a repeated name starts the next dump.
+    let s = ethtool::parse(&fixture("ethtool/mlx5_two_dumps_noheader.txt")).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].raw.len(), s[1].raw.len());
+}
+
+#[test]
+fn ethtool_ice_and_bnxt_names_map_to_mlx5() {
+    let s = ethtool::parse(&fixture("ethtool/ice.txt")).unwrap();
+    let d = &s[0];
+    assert_eq!(d.vendor, ethtool::Vendor::Ice);
+    assert_eq!(d.get("rx_prio3_pause"), Some(1251));
+    assert_eq!(d.get("tx_prio3_pause"), Some(17));
+    assert_eq!(d.get("rx_prio3_pause_transition"), Some(1220));
+    assert_eq!(d.get("rx_crc_errors_phy"), Some(4));
+    assert_eq!(
+        d.get("rx_priority_3_xoff.nic"),
+        Some(1251),
+        "raw names stay"
+    );
+
+    let s = ethtool::parse(&fixture("ethtool/bnxt.txt")).unwrap();
+    let d = &s[0];
+    assert_eq!(d.vendor, ethtool::Vendor::Bnxt);
+    assert_eq!(d.get("rx_prio3_pause"), Some(5120));
+    assert_eq!(d.get("tx_prio3_pause"), Some(64));
+    assert_eq!(d.get("rx_prio3_pause_transition"), Some(2510));
+    assert_eq!(d.get("rx_crc_errors_phy"), Some(2));
+    assert_eq!(d.get("q1_rx_ucast_packets"), Some(40_987_654));
+}
+
+#[test]
+fn ethtool_reads_the_simulator_format() {
+    let s = ethtool::parse(&fixture("ethtool/sim_dump.txt")).unwrap();
+    assert_eq!(s[0].host.as_deref(), Some("leaf0-h3"));
+    assert_eq!(s[0].time_ns, Some(2_000_000), "time_ps 2e9 = 2 ms");
+    assert_eq!(s[0].get("rx_prio3_pause_duration"), Some(248));
+    assert_eq!(s[0].get("rx_prio3_bytes"), Some(245_760_000));
+}
+
+#[test]
+fn ethtool_bad_value_names_line_and_counter() {
+    let e = ethtool::parse(&fixture("ethtool/mlx5_bad_value.txt")).unwrap_err();
+    assert_eq!(e.line, 3);
+    assert!(e.expected.contains("rx_bytes"), "{e}");
+    assert_eq!(ethtool::parse("").unwrap_err().line, 0);
+}
+
+#[test]
+fn rdma_statistic_forms_agree() {
+    let one = rdma::parse(&fixture("rdma/statistic_show.txt")).unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].links.len(), 2);
+    assert_eq!(one[0].links[0].device, "mlx5_0");
+    assert_eq!(one[0].links[0].port, 1);
+    assert_eq!(one[0].links[0].counters["out_of_sequence"], 12);
+    assert_eq!(one[0].links[1].counters["out_of_sequence"], 0);
+    assert_eq!(one[0].total("np_cnp_sent"), Some(2 * 91_230));
+
+    let pretty = rdma::parse(&fixture("rdma/statistic_pretty.txt")).unwrap();
+    let sysfs = rdma::parse(&fixture("rdma/sysfs_grep.txt")).unwrap();
+    let listing = rdma::parse(&fixture("rdma/show_counters.txt")).unwrap();
+    let first = &one[0].links[0].counters;
+    assert_eq!(&pretty[0].links[0].counters, first);
+    assert_eq!(sysfs[0].links[0].device, "mlx5_2");
+    assert_eq!(sysfs[0].links[0].counters["lifespan"], 12);
+    for (k, v) in first {
+        assert_eq!(sysfs[0].links[0].counters.get(k), Some(v), "{k}");
+        assert_eq!(listing[0].links[0].counters.get(k), Some(v), "{k}");
+    }
+}
+
+#[test]
+fn rdma_snapshots_and_bnxt_names() {
+    let s = rdma::parse(&fixture("rdma/two_snapshots.txt")).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].time_ns, Some(100_000_000_000));
+    assert_eq!(
+        s[1].total("rx_write_requests").unwrap() - s[0].total("rx_write_requests").unwrap(),
+        21_800_000
+    );
+    let b = rdma::parse(&fixture("rdma/bnxt_re.txt")).unwrap();
+    let c = &b[0].links[0].counters;
+    assert_eq!(c["np_cnp_sent"], 812);
+    assert_eq!(c["rp_cnp_handled"], 790);
+    assert_eq!(c["np_ecn_marked_roce_packets"], 9120);
+    assert_eq!(c["local_ack_timeout_err"], 6);
+    assert_eq!(c["packet_seq_err"], 21);
+    assert_eq!(c["out_of_sequence"], 40);
+    let e = rdma::parse(&fixture("rdma/bad_value.txt")).unwrap_err();
+    assert_eq!(e.line, 1);
+    assert!(e.expected.contains("packet_seq_err"));
+}
+
+#[test]
+fn topo_matrix_new_and_old_drivers() {
+    let t = topo::parse(&fixture("topo/topo_m_new.txt")).unwrap();
+    assert_eq!(t.devices, ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1"]);
+    assert_eq!(t.link("GPU0", "GPU1"), Some(&topo::TopoLink::NvLink(18)));
+    assert_eq!(t.link("GPU0", "NIC0"), Some(&topo::TopoLink::Pix));
+    assert_eq!(t.link("GPU3", "NIC0"), Some(&topo::TopoLink::Sys));
+    assert_eq!(t.nic_legend["NIC1"], "mlx5_1");
+    assert_eq!(t.cpu_affinity["GPU2"], "48-95,144-191");
+    let near = t.nearest_nics();
+    assert_eq!(near.len(), 4);
+    assert_eq!(near[1].link, topo::TopoLink::Pxb);
+    assert_eq!(near[2].nic_device.as_deref(), Some("mlx5_1"));
+    assert!(near.iter().all(|g| g.link.gdr_by_default()));
+
+    let t = topo::parse(&fixture("topo/topo_m_old_driver.txt")).unwrap();
+    assert_eq!(t.devices[4], "mlx5_0");
+    assert_eq!(t.link("GPU1", "mlx5_0"), Some(&topo::TopoLink::Node));
+    assert!(t.nearest_nics().iter().all(|g| !g.link.gdr_by_default()));
+
+    let e = topo::parse(&fixture("topo/not_topo.txt")).unwrap_err();
+    assert_eq!(e.line, 2);
+}
+
+#[test]
+fn devinfo_and_ibstat() {
+    let d = devinfo::parse(&fixture("devinfo/ibv_devinfo_v.txt")).unwrap();
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].name, "mlx5_0");
+    assert_eq!(d[0].part_id, Some(4129));
+    assert_eq!(d[0].fw_ver.as_deref(), Some("28.39.1002"));
+    let p = &d[0].ports[0];
+    assert!(p.active);
+    assert_eq!((p.max_mtu, p.active_mtu), (Some(4096), Some(4096)));
+    assert_eq!(p.link_layer.as_deref(), Some("Ethernet"));
+    assert_eq!((p.width_lanes, p.lane_bps), (Some(4), Some(25_000_000_000)));
+    assert_eq!(p.rate_bps, Some(100_000_000_000));
+    assert_eq!(d[1].ports[0].rate_bps, Some(100_000_000_000), "2X x 50G");
+
+    let s = devinfo::parse(&fixture("devinfo/ibstat.txt")).unwrap();
+    assert_eq!(s[0].part_id, Some(4125));
+    assert_eq!(s[0].ports[0].rate_bps, Some(100_000_000_000));
+    assert!(s[0].ports[0].active);
+    assert!(!s[1].ports[0].active);
+    assert_eq!(s[1].ports[0].phys_state.as_deref(), Some("Disabled"));
+}
+
+#[test]
+fn mlnx_qos_and_show_gids() {
+    let q = qos::parse_mlnx_qos(&fixture("qos/mlnx_qos_dscp.txt")).unwrap();
+    assert_eq!(q.trust.as_deref(), Some("dscp"));
+    assert_eq!(q.dscp2prio[&26], 3);
+    assert_eq!(q.dscp2prio[&48], 6);
+    assert_eq!(q.dscp2prio.len(), 64);
+    assert_eq!(q.pfc_priorities(), vec![3]);
+    assert_eq!(q.buffer_bytes, vec![130_944, 130_944, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(q.cable_len, Some(7));
+    assert_eq!(q.tcs.len(), 3);
+    assert_eq!(q.tcs[1].priorities, vec![3]);
+    assert_eq!(q.tcs[1].bw_percent, Some(50));
+    assert_eq!(q.tcs[2].tsa.as_deref(), Some("strict"));
+    let e = qos::parse_mlnx_qos(&fixture("qos/mlnx_qos_bad_pfc.txt")).unwrap_err();
+    assert_eq!(e.line, 4);
+
+    let g = qos::parse_show_gids(&fixture("qos/show_gids.txt")).unwrap();
+    assert_eq!(g.len(), 4);
+    assert_eq!(g[1].ipv4, None);
+    assert_eq!(g[3].ipv4.as_deref(), Some("10.0.0.1"));
+    assert_eq!(g[3].netdev.as_deref(), Some("enp65s0f0np0"));
+    let v2: Vec<u32> = g
+        .iter()
+        .filter(|e| e.is_rocev2_ipv4())
+        .map(|e| e.index)
+        .collect();
+    assert_eq!(v2, vec![3]);
+}
+
+#[test]
+fn nccl_logs() {
+    let n = nccl::parse(&fixture("nccl/nccl_gdr.txt")).unwrap();
+    assert_eq!(n.version.as_deref(), Some("2.21.5+cuda12.4"));
+    assert_eq!(n.network.as_deref(), Some("IB"));
+    assert_eq!(n.net_devs.len(), 2);
+    assert_eq!(n.net_devs[1].device, "mlx5_1");
+    assert_eq!(n.net_devs[1].link, "RoCE");
+    assert!(n.relaxed_ordering);
+    assert_eq!(n.env["NCCL_IB_GID_INDEX"], "3");
+    assert_eq!(n.env["NCCL_IB_TC"], "106");
+    let net: Vec<_> = n.net_channels().collect();
+    assert_eq!(net.len(), 4);
+    assert!(net.iter().all(|c| c.gdr && c.transport == "NET/IB"));
+    assert_eq!(net[1].net_dev, Some(1));
+    assert_eq!((net[2].from_rank, net[2].to_rank), (Some(7), Some(8)));
+    assert_eq!(net[2].direction.as_deref(), Some("send"));
+    assert_eq!(n.channels[0].transport, "P2P/CUMEM");
+
+    let n = nccl::parse(&fixture("nccl/nccl_no_gdr.txt")).unwrap();
+    assert!(n.net_channels().all(|c| !c.gdr));
+
+    let n = nccl::parse(&fixture("nccl/nccl_retry_exceeded.txt")).unwrap();
+    assert_eq!(n.errors.len(), 2);
+    assert!(n
+        .errors
+        .iter()
+        .all(|e| e.status == Some(12) && e.vendor_err == Some(129)));
+    assert_eq!(n.warn_lines, 2);
+
+    let n = nccl::parse(&fixture("nccl/nccl_socket_fallback.txt")).unwrap();
+    assert!(n.no_ib_device);
+    assert_eq!(n.network.as_deref(), Some("Socket"));
+}
+
+#[test]
+fn detection_picks_the_right_parser_for_every_fixture() {
+    let cases: &[(&str, Kind)] = &[
+        ("perftest/write_bw_client.txt", Kind::Perftest),
+        ("perftest/write_bw_truncated.txt", Kind::Perftest),
+        ("perftest/write_bw_quoted_noisy.txt", Kind::Perftest),
+        ("perftest/read_lat_duration.txt", Kind::Perftest),
+        ("ethtool/mlx5_single.txt", Kind::Ethtool),
+        ("ethtool/mlx5_two_dumps_noheader.txt", Kind::Ethtool),
+        ("ethtool/ice.txt", Kind::Ethtool),
+        ("ethtool/bnxt.txt", Kind::Ethtool),
+        ("ethtool/sim_dump.txt", Kind::Ethtool),
+        ("rdma/statistic_show.txt", Kind::Rdma),
+        ("rdma/statistic_pretty.txt", Kind::Rdma),
+        ("rdma/sysfs_grep.txt", Kind::Rdma),
+        ("rdma/show_counters.txt", Kind::Rdma),
+        ("topo/topo_m_new.txt", Kind::Topo),
+        ("topo/topo_m_old_driver.txt", Kind::Topo),
+        ("devinfo/ibv_devinfo_v.txt", Kind::Devinfo),
+        ("devinfo/ibstat.txt", Kind::Devinfo),
+        ("qos/mlnx_qos_dscp.txt", Kind::MlnxQos),
+        ("qos/show_gids.txt", Kind::ShowGids),
+        ("nccl/nccl_gdr.txt", Kind::Nccl),
+        ("nccl/nccl_socket_fallback.txt", Kind::Nccl),
+        ("sim/results.json", Kind::SimResults),
+    ];
+    for (path, kind) in cases {
+        let text = fixture(path);
+        assert_eq!(detect(&text), Some(*kind), "{path}");
+        let parsed = realnic::parse(None, &text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(parsed.kind(), *kind);
+    }
+    assert_eq!(detect("just some words\nand more"), None);
+    assert!(matches!(
+        realnic::parse(None, "nothing here"),
+        Err(realnic::Error::Undetected)
+    ));
+}
+
+#[test]
+fn rdma_per_qp_metadata_is_skipped_not_misread() {
+    let text = "link mlx5_0/1 cntn 4 qp-type RC pid 30489 comm ib_write_bw lqpn 296 out_of_sequence 5 packet_seq_err 1\n";
+    let s = rdma::parse(text).unwrap();
+    let c = &s[0].links[0].counters;
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!((c["out_of_sequence"], c["packet_seq_err"]), (5, 1));
+}
+
+#[test]
+fn perftest_cycle_tables_are_not_read_as_time() {
+    let text = "                    RDMA_Write Latency Test\n #bytes #iterations    t_min[cycles]    t_max[cycles]  t_typical[cycles]    t_avg[cycles]    t_stdev[cycles]   99% percentile[cycles]   99.9% percentile[cycles] \n 2       1000          2003           8123         2145     \t       2160        \t90   \t\t2400    \t\t8123   \n";
+    let r = perftest::parse(text).unwrap();
+    assert!(r.runs[0].latency_in_cycles);
+    assert!(r.runs[0].lat.is_empty());
+}

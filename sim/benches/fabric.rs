@@ -1,0 +1,133 @@
+//! Fabric benchmarks: the reference setup of the issue (3-tier k-ary fat
+//! tree, 100 Gbit/s links with 1 us latency, one 2 MB WRITE per sender
+//! starting at 0, PFC only with static per-ingress XOFF 320 KB / XON
+//! 200 KB, ECMP per flow), as permutation (random derangement, seed 1) and
+//! incast (every other host to host 0). Also the event cost of DCQCN
+//! against PFC-only on the same run.
+//!
+//! `cargo bench -p sim --bench fabric [-- k8|k16|dcqcn]`. Prints wall
+//! time, events per second, simulated time per wall second, setup time and
+//! peak memory; ratios are against the PFC-only run of the same size.
+
+use std::time::Instant as WallInstant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use sim::config::{CcAlgorithm, PfcThreshold, SimConfig};
+use sim::run::{simulate, RunOptions};
+use sim::topology::generate::fat_tree;
+use sim::topology::{LinkProps, NodeId, NodeKind, Routes, Topology};
+use sim::workload::generate::{self, FlowBuilder, FlowTemplate};
+use sim::workload::FlowSpec;
+use verbs_emu::time::Size;
+
+/// The hosts of a topology, in node order.
+fn hosts(t: &Topology) -> Vec<NodeId> {
+    (0..t.nodes.len() as u32)
+        .map(NodeId)
+        .filter(|n| t.nodes[n.0 as usize].kind == NodeKind::Host)
+        .collect()
+}
+
+fn template() -> FlowTemplate {
+    FlowTemplate {
+        size: 2_000_000,
+        ..FlowTemplate::default()
+    }
+}
+
+fn permutation(t: &Topology) -> Vec<FlowSpec> {
+    let mut b = FlowBuilder::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    generate::permutation(&mut b, &hosts(t), &template(), &mut rng);
+    b.finish().expect("no dependencies")
+}
+
+fn incast(t: &Topology) -> Vec<FlowSpec> {
+    let h = hosts(t);
+    let mut b = FlowBuilder::new();
+    generate::incast(&mut b, &h[1..], h[0], &template());
+    b.finish().expect("no dependencies")
+}
+
+fn config() -> SimConfig {
+    let mut cfg = SimConfig::default();
+    cfg.fabric.pfc.threshold = PfcThreshold::Static {
+        xoff: Size::from_bytes(320_000),
+        xon: Size::from_bytes(200_000),
+    };
+    cfg.fabric.ecn.clear();
+    cfg.record.ports = false;
+    cfg
+}
+
+struct Outcome {
+    events: u64,
+}
+
+fn bench(name: &str, k: usize, pattern: &str, cfg: &SimConfig) -> Outcome {
+    let t0 = WallInstant::now();
+    let t = fat_tree(k as u32, LinkProps::default(), LinkProps::default()).expect("valid k");
+    let r = Routes::compute(&t);
+    let flows = if pattern == "permutation" {
+        permutation(&t)
+    } else {
+        incast(&t)
+    };
+    let topo_secs = t0.elapsed().as_secs_f64();
+    let opts = RunOptions {
+        variant: name.to_string(),
+        seed: 1,
+        progress: true,
+        ..RunOptions::default()
+    };
+    let t1 = WallInstant::now();
+    let (res, st) = simulate(&t, &r, cfg, &flows, &opts).expect("bench scenario runs");
+    let total = t1.elapsed().as_secs_f64();
+    let s = &res.summary;
+    println!(
+        "{name:<28} wall {total:7.3} s  events {:>11}  {:6.2} M ev/s  sim {:8.3} ms ({:.4} sim s/s)  \
+         setup {:.3} s (+{topo_secs:.3} s topology+routes)  peak {:.0} MB  flows {}/{}  makespan {:.3} ms  drops {}  pauses {}",
+        st.events,
+        st.events_per_sec / 1e6,
+        s.sim_time_ps as f64 / 1e9,
+        st.sim_secs_per_wall_sec,
+        st.setup_secs,
+        st.peak_rss_bytes.unwrap_or(0) as f64 / 1e6,
+        s.flows_completed,
+        s.flows_total,
+        s.makespan_ps as f64 / 1e9,
+        s.drops,
+        s.pause_frames_sent,
+    );
+    Outcome { events: st.events }
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |s: &str| filter.is_empty() || filter.iter().any(|f| s.contains(f.as_str()));
+    let pfc = config();
+    let mut dcqcn = config();
+    dcqcn.nic.cc.algorithm = CcAlgorithm::Dcqcn;
+    dcqcn.fabric.ecn = vec![sim::config::EcnConfig::default()];
+    for k in [8usize, 16] {
+        for pattern in ["permutation", "incast"] {
+            let name = format!("k{k}-{pattern}");
+            if !want(&name) {
+                continue;
+            }
+            let base = bench(&name, k, pattern, &pfc);
+            let dname = format!("k{k}-{pattern}-dcqcn");
+            if want("dcqcn") || want(&dname) {
+                let d = bench(&dname, k, pattern, &dcqcn);
+                println!(
+                    "{dname:<28} events ratio DCQCN / PFC-only: {:.2}",
+                    d.events as f64 / base.events as f64
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,1014 @@
+//! The fabric: ports and links, switches, host NICs, and the event loop
+//! that moves frames between them.
+//!
+//! Model summary (units: ps, bytes, bits/s):
+//!
+//! * **Links** are full duplex; each direction serialises one frame at a
+//!   time at the link rate, then the frame arrives whole at the peer after
+//!   the propagation delay (store and forward). Preamble and inter-frame
+//!   gap are not modelled.
+//! * **Ports** have 8 priority queues, strict or DWRR, and PFC state (see
+//!   [`port`]). A PFC frame is 64 B, goes after the frame in flight and
+//!   before queued data, and takes effect at the peer after propagation
+//!   plus the configured response time.
+//! * **Switches** route by destination host over the equal-cost next hops
+//!   of [`crate::topology::Routes`], picking one per flow with
+//!   [`crate::topology::ecmp::ecmp_select`] on the 5-tuple (host addresses
+//!   from [`crate::topology::host_ip`]; the UDP source port carries QP
+//!   entropy, from the two QPNs as the Linux stack derives it). Buffering, PFC and
+//!   drops follow [`switch::Mmu`]; ECN marking is RED on the egress queue
+//!   when a frame leaves. Within a priority the egress queue is one FIFO:
+//!   fairness between ingress ports comes from per-ingress PFC accounting.
+//! * **NICs** host queue pairs driven by the shared transport engine (see
+//!   [`nic`]); they obey PAUSE per priority, can drain received frames at
+//!   a configured rate and then send PAUSE themselves.
+
+pub mod nic;
+pub mod packet;
+pub mod port;
+pub mod switch;
+
+use std::collections::VecDeque;
+use std::io::IsTerminal;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use verbs_emu::time::{Duration, Instant, Rate};
+use verbs_emu::wire::Ecn;
+
+use crate::config::{
+    mlx5_headroom, EcnConfig, FaultKind, HeadroomConfig, SchedulerConfig, SimConfig,
+};
+use crate::engine::{derive_rng, EventQueue, StreamKind};
+use crate::results::{
+    percentile, FlowRecord, NicRecord, PortRecord, QueueSeries, RunResult, RunStats, Summary,
+};
+use crate::run::{RunOptions, SimError};
+use crate::topology::ecmp::{ecmp_select, FiveTuple};
+use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
+use crate::workload::FlowSpec;
+
+use nic::{FlowState, Nic, QpTable};
+use packet::{Packet, PFC_FRAME};
+use port::{Port, PortFault};
+use switch::{Admit, Mmu, PfcChange};
+
+/// Marker for "no such index".
+const NONE: u32 = u32::MAX;
+
+/// What happens at an instant.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ev {
+    /// A port finished serialising its frame.
+    TxDone(u32),
+    /// The oldest frame on the wire leaving this port reaches the peer.
+    Arrive(u32),
+    /// A PFC frame takes effect at this (transmitting) port.
+    Pfc { port: u32, prio: u8, quanta: u16 },
+    /// A pause may have expired: try to transmit.
+    Wake(u32),
+    /// Repeat an XOFF still in force (generation-checked).
+    Refresh { port: u32, prio: u8, gen: u32 },
+    /// A flow posts its first work requests.
+    FlowStart(u32),
+    /// A queue pair's deadline.
+    QpTimer(u32),
+    /// A NIC finished draining one received frame into the host.
+    Drain(u32),
+    /// Sample the recorded queues.
+    Sample,
+}
+
+/// One switch.
+#[derive(Debug)]
+struct Switch {
+    /// Node index (the ECMP salt).
+    node: u32,
+    /// Global id of port 0.
+    port_base: u32,
+    /// Buffer accounting.
+    mmu: Mmu,
+    /// ECN marking stream.
+    rng: ChaCha8Rng,
+    /// Per destination host: (offset into `hops`, count).
+    route: Vec<(u32, u16)>,
+    /// Egress port numbers.
+    hops: Vec<u16>,
+}
+
+/// The whole simulated network and its event loop.
+pub struct World<'a> {
+    topo: &'a Topology,
+    cfg: &'a SimConfig,
+    flows: &'a [FlowSpec],
+    opts: &'a RunOptions,
+    q: EventQueue<Ev>,
+    ports: Vec<Port>,
+    switch_of_node: Vec<u32>,
+    switches: Vec<Switch>,
+    host_of_node: Vec<u32>,
+    pub(crate) nics: Vec<Nic>,
+    pub(crate) qps: QpTable,
+    pub(crate) flow_state: Vec<FlowState>,
+    ecn: [Option<EcnConfig>; 8],
+    lossless: u8,
+    pfc_refresh: Option<Duration>,
+    pfc_response: Duration,
+    pfc_quanta: u16,
+    sched: SchedulerConfig,
+    samples: Vec<QueueSeries>,
+    sample_ports: Vec<u32>,
+    drops: u64,
+    pub(crate) flows_open: usize,
+    last_active: Instant,
+    setup_secs: f64,
+    stop_reason: &'static str,
+}
+
+impl<'a> World<'a> {
+    /// Build the model. Checks the configuration, the topology and the
+    /// flows; nothing runs yet.
+    pub fn build(
+        topo: &'a Topology,
+        routes: &'a Routes,
+        cfg: &'a SimConfig,
+        flows: &'a [FlowSpec],
+        opts: &'a RunOptions,
+    ) -> Result<World<'a>, SimError> {
+        let t0 = std::time::Instant::now();
+        cfg.validate()?;
+        let n = topo.nodes.len();
+        if routes.node_count() != n {
+            return Err(SimError::Topology(format!(
+                "routes cover {} nodes, the topology has {n}",
+                routes.node_count()
+            )));
+        }
+        // Ports: one per (node, port number), numbered node by node.
+        let mut node_port_base = Vec::with_capacity(n + 1);
+        let mut total = 0u32;
+        for node in &topo.nodes {
+            node_port_base.push(total);
+            total += node.ports.len() as u32;
+        }
+        node_port_base.push(total);
+        let mut ports = Vec::with_capacity(total as usize);
+        for (ni, node) in topo.nodes.iter().enumerate() {
+            for (pi, lid) in node.ports.iter().enumerate() {
+                let link = topo.links.get(lid.0 as usize).ok_or_else(|| {
+                    SimError::Topology(format!("node {} port {pi}: no link {}", node.name, lid.0))
+                })?;
+                let me = (ni as u32, pi as u16);
+                let other = if (link.a.node.0, link.a.port) == me {
+                    link.b
+                } else if (link.b.node.0, link.b.port) == me {
+                    link.a
+                } else {
+                    return Err(SimError::Topology(format!(
+                        "node {} port {pi}: link {} does not attach here",
+                        node.name, lid.0
+                    )));
+                };
+                let on = other.node.0 as usize;
+                if on >= n || usize::from(other.port) >= topo.nodes[on].ports.len() {
+                    return Err(SimError::Topology(format!(
+                        "link {}: dangling end {}:{}",
+                        lid.0, other.node.0, other.port
+                    )));
+                }
+                if link.rate.bps() == 0 {
+                    return Err(SimError::Topology(format!("link {}: zero rate", lid.0)));
+                }
+                let peer = node_port_base[on] + u32::from(other.port);
+                ports.push(Port::new(me.0, me.1, peer, link.rate, link.delay));
+            }
+        }
+        // Hosts and NICs.
+        let mut host_of_node = vec![NONE; n];
+        let mut nics = Vec::new();
+        for (ni, node) in topo.nodes.iter().enumerate() {
+            if node.kind == NodeKind::Host {
+                let hi = routes.host_index(NodeId(ni as u32)).ok_or_else(|| {
+                    SimError::Topology(format!("host {} has no host index", node.name))
+                })?;
+                if node.ports.is_empty() {
+                    return Err(SimError::Topology(format!(
+                        "host {} has no port",
+                        node.name
+                    )));
+                }
+                if hi as usize != nics.len() {
+                    return Err(SimError::Topology(format!(
+                        "host {}: host index {hi}, expected {} (hosts in node order)",
+                        node.name,
+                        nics.len()
+                    )));
+                }
+                host_of_node[ni] = hi;
+                nics.push(Nic::new(ni as u32, hi, node_port_base[ni], cfg, opts.seed));
+            }
+        }
+        let n_hosts = nics.len();
+        // Switches.
+        let lossless = if cfg.fabric.pfc.enabled {
+            cfg.fabric
+                .pfc
+                .priorities
+                .iter()
+                .fold(0u8, |m, &p| m | (1 << p))
+        } else {
+            0
+        };
+        let mut switch_of_node = vec![NONE; n];
+        let mut switches = Vec::new();
+        for (ni, node) in topo.nodes.iter().enumerate() {
+            if node.kind != NodeKind::Switch {
+                continue;
+            }
+            let base = node_port_base[ni];
+            let headroom: Vec<u64> = (0..node.ports.len())
+                .map(|pi| {
+                    let port = &ports[base as usize + pi];
+                    match cfg.fabric.pfc.headroom {
+                        HeadroomConfig::Fixed { size } => size.bytes(),
+                        HeadroomConfig::Computed => {
+                            let link = &topo.links[node.ports[pi].0 as usize];
+                            let cable = link
+                                .cable_m
+                                .map(u64::from)
+                                .unwrap_or(port.delay.as_ps() / 5_000);
+                            mlx5_headroom(port.rate, cable, u64::from(link.mtu) + 18)
+                        }
+                    }
+                })
+                .collect();
+            let mmu = Mmu::new(
+                cfg.fabric.buffer.size.bytes(),
+                cfg.fabric.buffer.reserve_per_port.bytes(),
+                headroom,
+                lossless,
+                cfg.fabric.pfc.threshold.clone(),
+                cfg.fabric.buffer.lossy_alpha,
+                cfg.fabric.buffer.lossy_queue_limit.map(|s| s.bytes()),
+            )
+            .map_err(|m| {
+                SimError::Config(crate::config::ConfigError {
+                    key: "fabric.buffer.size".into(),
+                    message: format!("switch {}: {m}", node.name),
+                })
+            })?;
+            let mut route = Vec::with_capacity(n_hosts);
+            let mut hops = Vec::new();
+            for (d, h) in (0..n_hosts as u32)
+                .map(|d| routes.next_hops(NodeId(ni as u32), d))
+                .enumerate()
+            {
+                for &p in h {
+                    if usize::from(p) >= node.ports.len() {
+                        return Err(SimError::Topology(format!(
+                            "routes: switch {} to host {d} via port {p}, it has {} ports",
+                            node.name,
+                            node.ports.len()
+                        )));
+                    }
+                }
+                route.push((hops.len() as u32, h.len() as u16));
+                hops.extend_from_slice(h);
+            }
+            route.resize(n_hosts, (0, 0));
+            let si = switches.len() as u64;
+            switch_of_node[ni] = switches.len() as u32;
+            switches.push(Switch {
+                node: ni as u32,
+                port_base: base,
+                mmu,
+                rng: derive_rng(opts.seed, StreamKind::Switch, si),
+                route,
+                hops,
+            });
+        }
+        // Faults.
+        for (fi, f) in cfg.faults.iter().enumerate() {
+            let kind = f.kind()?;
+            let find = |name: &str| topo.nodes.iter().position(|x| x.name == name);
+            let (Some(a), Some(b)) = (find(&f.from), find(&f.to)) else {
+                return Err(SimError::Selector {
+                    key: format!("faults[{fi}]"),
+                    message: format!("no nodes named {:?} and {:?}", f.from, f.to),
+                });
+            };
+            let range = node_port_base[a]..node_port_base[a + 1];
+            let Some(p) = range
+                .into_iter()
+                .find(|&p| ports[ports[p as usize].peer as usize].node == b as u32)
+            else {
+                return Err(SimError::Selector {
+                    key: format!("faults[{fi}]"),
+                    message: format!("no link from {} to {}", f.from, f.to),
+                });
+            };
+            ports[p as usize].fault = Some(match kind {
+                FaultKind::Loss(p_loss) => PortFault::Loss {
+                    p: p_loss,
+                    rng: Box::new(derive_rng(opts.seed, StreamKind::Link, u64::from(p))),
+                },
+                FaultKind::DropEvery(every) => PortFault::DropEvery { every, count: 0 },
+            });
+        }
+        // Recorded queues.
+        let mut samples = Vec::new();
+        let mut sample_ports = Vec::new();
+        for (qi, sel) in cfg.record.queues.iter().enumerate() {
+            let Some(ni) = topo.nodes.iter().position(|x| x.name == sel.node) else {
+                return Err(SimError::Selector {
+                    key: format!("record.queues[{qi}].node"),
+                    message: format!("no node named {:?}", sel.node),
+                });
+            };
+            if usize::from(sel.port) >= topo.nodes[ni].ports.len() {
+                return Err(SimError::Selector {
+                    key: format!("record.queues[{qi}].port"),
+                    message: format!("{} has {} ports", sel.node, topo.nodes[ni].ports.len()),
+                });
+            }
+            sample_ports.push(node_port_base[ni] + u32::from(sel.port));
+            samples.push(QueueSeries {
+                node: sel.node.clone(),
+                port: sel.port,
+                priority: sel.priority,
+                interval_ps: cfg.record.interval.as_ps(),
+                samples: Vec::new(),
+            });
+        }
+        let mut ecn: [Option<EcnConfig>; 8] = Default::default();
+        for e in &cfg.fabric.ecn {
+            ecn[usize::from(e.priority)] = Some(e.clone());
+        }
+        let mut world = World {
+            topo,
+            cfg,
+            flows,
+            opts,
+            q: EventQueue::new(),
+            ports,
+            switch_of_node,
+            switches,
+            host_of_node,
+            nics,
+            qps: QpTable::default(),
+            flow_state: Vec::with_capacity(flows.len()),
+            ecn,
+            lossless,
+            pfc_refresh: cfg.fabric.pfc.refresh,
+            pfc_response: cfg.fabric.pfc.response_time,
+            pfc_quanta: cfg.fabric.pfc.quanta,
+            sched: cfg.fabric.scheduler.clone(),
+            samples,
+            sample_ports,
+            drops: 0,
+            flows_open: flows.len(),
+            last_active: Instant::ZERO,
+            setup_secs: 0.0,
+            stop_reason: "idle",
+        };
+        world.build_flows()?;
+        if !world.samples.is_empty() {
+            world.q.schedule(Instant::ZERO, Ev::Sample);
+        }
+        world.setup_secs = t0.elapsed().as_secs_f64();
+        Ok(world)
+    }
+
+    /// Check the flows, create their queue pairs and schedule their starts.
+    fn build_flows(&mut self) -> Result<(), SimError> {
+        let flows = self.flows;
+        for (i, f) in flows.iter().enumerate() {
+            if f.id as usize != i {
+                return Err(SimError::Flow {
+                    id: f.id,
+                    message: format!("ids must be dense and in order: found at position {i}"),
+                });
+            }
+            let host = |n: crate::topology::NodeId, what: &str| {
+                self.host_of_node
+                    .get(n.0 as usize)
+                    .copied()
+                    .filter(|&h| h != NONE)
+                    .ok_or_else(|| SimError::Flow {
+                        id: f.id,
+                        message: format!("{what} node {} is not a host", n.0),
+                    })
+            };
+            let src = host(f.src, "source")?;
+            let dst = host(f.dst, "destination")?;
+            if src == dst {
+                return Err(SimError::Flow {
+                    id: f.id,
+                    message: "source and destination are the same host".into(),
+                });
+            }
+            if f.priority > 7 {
+                return Err(SimError::Flow {
+                    id: f.id,
+                    message: format!("priority {}: expected 0-7", f.priority),
+                });
+            }
+            if f.size == 0 || f.message_size == 0 {
+                return Err(SimError::Flow {
+                    id: f.id,
+                    message: "size and message_size must be positive".into(),
+                });
+            }
+            if f.message_size > u64::from(u32::MAX) {
+                return Err(SimError::Flow {
+                    id: f.id,
+                    message: format!("message_size {} exceeds 4 GiB - 1", f.message_size),
+                });
+            }
+            let rate = |h: u32| self.ports[self.nics[h as usize].port as usize].rate;
+            let (rs, rd) = (rate(src), rate(dst));
+            let qp = self
+                .qps
+                .connect(
+                    src,
+                    dst,
+                    f.qp_index,
+                    f.priority,
+                    self.cfg,
+                    self.opts.seed,
+                    rs,
+                    rd,
+                )
+                .map_err(|m| SimError::Flow {
+                    id: f.id,
+                    message: m,
+                })?;
+            self.flow_state.push(FlowState::new(f, qp));
+            self.q.schedule(f.start, Ev::FlowStart(f.id));
+        }
+        Ok(())
+    }
+
+    /// Run the event loop and collect the results.
+    pub fn run(mut self) -> Result<(RunResult, RunStats), SimError> {
+        let wall = std::time::Instant::now();
+        let end = self.opts.duration.map(|d| Instant::ZERO + d);
+        let mut bar: Option<indicatif::ProgressBar> = None;
+        let want_bar = self.opts.progress && std::io::stderr().is_terminal();
+        let mut last_check = 0u64;
+        loop {
+            let Some(t) = self.q.peek_time() else {
+                self.stop_reason = "idle";
+                break;
+            };
+            if end.is_some_and(|e| t > e) {
+                self.stop_reason = "duration";
+                break;
+            }
+            if self.q.processed() >= self.opts.max_events {
+                self.stop_reason = "event_budget";
+                break;
+            }
+            if end.is_none() && self.flows_open == 0 && !self.flows.is_empty() {
+                // Every flow finished: what is left are idle timers
+                // (congestion-control recovery, stale deadlines).
+                self.stop_reason = "flows_done";
+                break;
+            }
+            let Some((now, ev)) = self.q.pop() else { break };
+            if self.dispatch(now, ev) {
+                self.last_active = now;
+            }
+            if want_bar && self.q.processed() - last_check >= 1 << 18 {
+                last_check = self.q.processed();
+                progress(&mut bar, wall, now, end);
+            }
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        // An idle network ends at its last real activity, not at a stale
+        // timer that found nothing to do.
+        let now = match (self.stop_reason, end) {
+            ("duration", Some(e)) => e,
+            ("idle", _) | ("flows_done", _) => self.last_active,
+            _ => self.q.now(),
+        };
+        let run_secs = wall.elapsed().as_secs_f64();
+        let events = self.q.processed();
+        let result = self.collect(now);
+        let stats = RunStats {
+            setup_secs: self.setup_secs,
+            run_secs,
+            events,
+            events_per_sec: events as f64 / run_secs.max(1e-9),
+            sim_secs_per_wall_sec: now.since_zero().as_secs_f64() / run_secs.max(1e-9),
+            peak_rss_bytes: peak_rss(),
+        };
+        Ok((result, stats))
+    }
+
+    /// Run one event; false when it found nothing to do (a stale timer or
+    /// a sample).
+    fn dispatch(&mut self, now: Instant, ev: Ev) -> bool {
+        match ev {
+            Ev::TxDone(p) => {
+                self.ports[p as usize].busy = false;
+                self.start_next(p, now);
+            }
+            Ev::Arrive(p) => self.arrive(p, now),
+            Ev::Pfc { port, prio, quanta } => {
+                self.ports[port as usize].apply_pause(now, prio, quanta);
+                self.kick(port, now);
+            }
+            Ev::Wake(p) => {
+                let port = &mut self.ports[p as usize];
+                if port.wake_at != Some(now) {
+                    return false;
+                }
+                port.wake_at = None;
+                let was_busy = port.busy;
+                self.kick(p, now);
+                return !was_busy && self.ports[p as usize].busy;
+            }
+            Ev::Refresh { port, prio, gen } => {
+                let pt = &self.ports[port as usize];
+                if pt.xoff_gen[usize::from(prio)] != gen
+                    || pt.xoff_since[usize::from(prio)].is_none()
+                {
+                    return false;
+                }
+                self.send_pfc(port, prio, true, now, true);
+            }
+            Ev::FlowStart(f) => self.flow_start(f, now),
+            Ev::QpTimer(qp) => return self.qp_timer(qp, now),
+            Ev::Drain(nic) => self.drain(nic, now),
+            Ev::Sample => {
+                for (i, &p) in self.sample_ports.iter().enumerate() {
+                    let port = &self.ports[p as usize];
+                    let b = match self.samples[i].priority {
+                        Some(pr) => port.qbytes[usize::from(pr)],
+                        None => port.total_queued(),
+                    };
+                    self.samples[i].samples.push((now.as_ps(), b));
+                }
+                if !self.q.is_empty() {
+                    self.q.schedule(now + self.cfg.record.interval, Ev::Sample);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Start transmitting on `p` if it is idle.
+    pub(crate) fn kick(&mut self, p: u32, now: Instant) {
+        if !self.ports[p as usize].busy {
+            self.start_next(p, now);
+        }
+    }
+
+    /// Pick and serialise the next frame of idle port `p`.
+    fn start_next(&mut self, p: u32, now: Instant) {
+        let pi = p as usize;
+        if let Some((prio, quanta)) = self.ports[pi].ctrl.pop_front() {
+            let port = &mut self.ports[pi];
+            let ser = port.rate.serialization_time(u64::from(PFC_FRAME));
+            port.busy = true;
+            port.frames_sent += 1;
+            let peer = port.peer;
+            let arrive = now + ser + port.delay + self.pfc_response;
+            self.q.schedule(now + ser, Ev::TxDone(p));
+            self.q.schedule(
+                arrive,
+                Ev::Pfc {
+                    port: peer,
+                    prio,
+                    quanta,
+                },
+            );
+            return;
+        }
+        let node = self.ports[pi].node;
+        let host = self.host_of_node[node as usize];
+        loop {
+            let port = &self.ports[pi];
+            let mut have = port.queued_mask();
+            if host != NONE {
+                have |= self.nics[host as usize].ready_mask();
+            }
+            if have == 0 {
+                return;
+            }
+            let paused = port.paused_mask(now);
+            let eligible = have & !paused;
+            if eligible == 0 {
+                // Everything waiting is paused: wake when the first pause
+                // expires (a refresh or XON may come earlier).
+                let mut t = Instant::MAX;
+                for pr in 0..8 {
+                    if have & paused & (1 << pr) != 0 {
+                        t = t.min(port.paused_until[pr]);
+                    }
+                }
+                if self.ports[pi].wake_at.map_or(true, |w| w > t) {
+                    self.ports[pi].wake_at = Some(t);
+                    self.q.schedule(t, Ev::Wake(p));
+                }
+                return;
+            }
+            let prio = self.pick(pi, eligible);
+            let pkt = if !self.ports[pi].queues[prio].is_empty() {
+                self.dequeue(pi, prio, now)
+            } else {
+                match self.nic_pull(host, prio as u8, now) {
+                    Some(pkt) => pkt,
+                    None => continue,
+                }
+            };
+            self.transmit(p, pkt, now);
+            return;
+        }
+    }
+
+    /// Scheduler: which eligible priority goes next.
+    fn pick(&mut self, pi: usize, eligible: u8) -> usize {
+        match &self.sched {
+            SchedulerConfig::Strict => 7 - eligible.leading_zeros() as usize,
+            SchedulerConfig::Dwrr { weights, quantum } => {
+                // Weight 0: strict, before the weighted ones.
+                let strict = (0..8)
+                    .rev()
+                    .find(|&p| eligible & (1 << p) != 0 && weights[p] == 0);
+                if let Some(p) = strict {
+                    return p;
+                }
+                let port = &mut self.ports[pi];
+                loop {
+                    let p = usize::from(port.rr);
+                    if eligible & (1 << p) != 0 {
+                        let head = port.queues[p].front().map_or(4096, |x| u64::from(x.wire));
+                        if port.deficit[p] >= head {
+                            port.deficit[p] -= head;
+                            return p;
+                        }
+                        port.deficit[p] += u64::from(weights[p]) * quantum.bytes();
+                    } else {
+                        port.deficit[p] = 0;
+                    }
+                    port.rr = (port.rr + 1) % 8;
+                }
+            }
+        }
+    }
+
+    /// Take the head frame of queue `prio` of port `pi`: release its
+    /// buffer at a switch (maybe sending XON), mark ECN.
+    fn dequeue(&mut self, pi: usize, prio: usize, now: Instant) -> Packet {
+        let port = &mut self.ports[pi];
+        let Some(mut pkt) = port.queues[prio].pop_front() else {
+            unreachable!("dequeue from an empty queue: callers check first");
+        };
+        port.qbytes[prio] -= u64::from(pkt.wire);
+        let node = port.node as usize;
+        let sw = self.switch_of_node[node];
+        if sw != NONE {
+            let s = &mut self.switches[sw as usize];
+            if let Some(e) = &self.ecn[prio] {
+                if pkt.ecn != Ecn::NotEct && pkt.ecn != Ecn::Ce {
+                    let q = self.ports[pi].qbytes[prio];
+                    if switch::should_mark(e, q, &mut s.rng) {
+                        pkt.ecn = Ecn::Ce;
+                        self.ports[pi].ecn_marked += 1;
+                    }
+                }
+            }
+            let ch = s.mmu.depart(pkt.ingress, prio as u8, u64::from(pkt.wire));
+            if ch == PfcChange::Resume {
+                let ing = s.port_base + u32::from(pkt.ingress);
+                self.send_pfc(ing, prio as u8, false, now, false);
+            }
+        }
+        pkt
+    }
+
+    /// Serialise `pkt` on port `p` from `now`.
+    pub(crate) fn transmit(&mut self, p: u32, pkt: Packet, now: Instant) {
+        let port = &mut self.ports[p as usize];
+        let ser = port.rate.serialization_time(u64::from(pkt.wire));
+        port.busy = true;
+        port.frames_sent += 1;
+        let c = &mut port.prio[usize::from(pkt.prio)];
+        c.tx_packets += 1;
+        c.tx_bytes += u64::from(pkt.wire);
+        self.q.schedule(now + ser, Ev::TxDone(p));
+        let lost = match &mut port.fault {
+            None => false,
+            Some(PortFault::Loss { p, rng }) => rng.gen::<f64>() < *p,
+            Some(PortFault::DropEvery { every, count }) => {
+                *count += 1;
+                *count % *every == 0
+            }
+        };
+        if lost {
+            port.fault_drops += 1;
+            self.drops += 1;
+            return;
+        }
+        port.inflight.push_back(pkt);
+        self.q.schedule(now + ser + port.delay, Ev::Arrive(p));
+    }
+
+    /// The oldest frame on the wire leaving `p` arrives at its peer.
+    fn arrive(&mut self, p: u32, now: Instant) {
+        let Some(mut pkt) = self.ports[p as usize].inflight.pop_front() else {
+            return;
+        };
+        let rx = self.ports[p as usize].peer;
+        let rport = &mut self.ports[rx as usize];
+        let c = &mut rport.prio[usize::from(pkt.prio)];
+        c.rx_packets += 1;
+        c.rx_bytes += u64::from(pkt.wire);
+        let node = rport.node as usize;
+        let sw = self.switch_of_node[node];
+        if sw == NONE {
+            let host = self.host_of_node[node];
+            self.nic_receive(host, pkt, now);
+            return;
+        }
+        let s = &mut self.switches[sw as usize];
+        let (off, cnt) = s.route[pkt.dst as usize];
+        if cnt == 0 {
+            self.ports[rx as usize].rx_discards += 1;
+            self.ports[rx as usize].prio[usize::from(pkt.prio)].rx_discards += 1;
+            self.drops += 1;
+            return;
+        }
+        let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
+        let hop = if cnt == 1 {
+            hops[0]
+        } else {
+            let tuple = FiveTuple::roce(host_ip(pkt.src), host_ip(pkt.dst), pkt.sport);
+            ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0])
+        };
+        let out = s.port_base + u32::from(hop);
+        let local_in = self.ports[rx as usize].local;
+        let prio = pkt.prio;
+        let egress_q = self.ports[out as usize].qbytes[usize::from(prio)];
+        let (adm, ch) = s.mmu.arrive(local_in, prio, u64::from(pkt.wire), egress_q);
+        if ch == PfcChange::Pause {
+            self.send_pfc(rx, prio, true, now, false);
+        }
+        if adm == Admit::Drop {
+            let r = &mut self.ports[rx as usize];
+            r.rx_discards += 1;
+            r.prio[usize::from(prio)].rx_discards += 1;
+            self.drops += 1;
+            return;
+        }
+        pkt.ingress = local_in;
+        let o = &mut self.ports[out as usize];
+        o.qbytes[usize::from(prio)] += u64::from(pkt.wire);
+        o.queues[usize::from(prio)].push_back(pkt);
+        let tq = o.total_queued();
+        o.max_queue = o.max_queue.max(tq);
+        self.kick(out, now);
+    }
+
+    /// Port `p` tells its peer to stop (`xoff`) or resume priority `prio`.
+    /// `refresh`: a repeat of an XOFF already in force.
+    pub(crate) fn send_pfc(&mut self, p: u32, prio: u8, xoff: bool, now: Instant, refresh: bool) {
+        if self.lossless & (1 << prio) == 0 {
+            return;
+        }
+        let quanta = if xoff { self.pfc_quanta } else { 0 };
+        let port = &mut self.ports[p as usize];
+        let pr = usize::from(prio);
+        if xoff {
+            if !refresh {
+                if port.xoff_since[pr].is_some() {
+                    return;
+                }
+                port.xoff_since[pr] = Some(now);
+                port.xoff_gen[pr] = port.xoff_gen[pr].wrapping_add(1);
+            }
+            if quanta > 0 {
+                let every = self
+                    .pfc_refresh
+                    .unwrap_or_else(|| Duration::from_ps(port.quanta_time(quanta).as_ps() / 2))
+                    .max(Duration::from_ps(1));
+                let gen = port.xoff_gen[pr];
+                self.q
+                    .schedule(now + every, Ev::Refresh { port: p, prio, gen });
+            }
+        } else {
+            let Some(since) = port.xoff_since[pr].take() else {
+                return;
+            };
+            port.prio[pr].tx_pause_duration_ps += (now - since).as_ps();
+            port.xoff_gen[pr] = port.xoff_gen[pr].wrapping_add(1);
+        }
+        port.prio[pr].tx_pause += 1;
+        port.ctrl.push_back((prio, quanta));
+        self.kick(p, now);
+    }
+
+    fn nic_port(&self, p: u32) -> bool {
+        self.switch_of_node[self.ports[p as usize].node as usize] == NONE
+    }
+
+    /// Gather results at the end of the run.
+    fn collect(&mut self, now: Instant) -> RunResult {
+        for p in &mut self.ports {
+            p.finish(now);
+        }
+        let topo = self.topo;
+        let name = |node: u32| topo.nodes[node as usize].name.clone();
+        let mut fcts = Vec::new();
+        let mut completed = 0u64;
+        let mut bytes = 0u64;
+        let mut first_start = Instant::MAX;
+        let mut last_finish = Instant::ZERO;
+        let mut flows = Vec::new();
+        for (f, st) in self.flows.iter().zip(&self.flow_state) {
+            first_start = first_start.min(f.start);
+            bytes += st.bytes_acked;
+            let fct = st.finish.map(|t| (t - f.start).as_ps());
+            if let (Some(t), Some(x)) = (st.finish, fct) {
+                completed += 1;
+                fcts.push(x);
+                last_finish = last_finish.max(t);
+            }
+            if self.cfg.record.flows {
+                let ideal = self.ideal_fct(f).max(1);
+                flows.push(FlowRecord {
+                    id: f.id,
+                    src: name(f.src.0),
+                    dst: name(f.dst.0),
+                    size: f.size,
+                    start_ps: f.start.as_ps(),
+                    finish_ps: st.finish.map(|t| t.as_ps()),
+                    fct_ps: fct,
+                    slowdown: fct.map(|x| (x as f64 / ideal as f64).max(1.0)),
+                    bytes_acked: st.bytes_acked,
+                    failed: st.failed,
+                });
+            }
+        }
+        fcts.sort_unstable();
+        let span_end = if completed == self.flows.len() as u64 && completed > 0 {
+            last_finish
+        } else {
+            now
+        };
+        let span = span_end.saturating_duration_since(first_start.min(span_end));
+        let goodput = if span.as_ps() > 0 {
+            bytes as f64 * 8.0 / span.as_secs_f64()
+        } else {
+            0.0
+        };
+        let mut pause_frames = 0;
+        let mut pause_time = 0;
+        let mut ecn_marked = 0;
+        let mut frames = 0;
+        let mut ports_out = Vec::new();
+        for (gi, p) in self.ports.iter().enumerate() {
+            pause_frames += p.prio.iter().map(|c| c.tx_pause).sum::<u64>();
+            pause_time += p.prio.iter().map(|c| c.rx_pause_duration_ps).sum::<u64>();
+            ecn_marked += p.ecn_marked;
+            frames += p.frames_sent;
+            if self.cfg.record.ports {
+                ports_out.push(PortRecord {
+                    node: name(p.node),
+                    port: p.local,
+                    peer: name(self.ports[p.peer as usize].node),
+                    is_nic: self.nic_port(gi as u32),
+                    prio: p.prio.to_vec(),
+                    rx_discards: p.rx_discards,
+                    fault_drops: p.fault_drops,
+                    ecn_marked: p.ecn_marked,
+                    max_queue_bytes: p.max_queue,
+                    max_headroom_bytes: match self.switch_of_node[p.node as usize] {
+                        NONE => 0,
+                        sw => self.switches[sw as usize].mmu.max_headroom[usize::from(p.local)],
+                    },
+                });
+            }
+        }
+        let nics: Vec<NicRecord> = self
+            .nics
+            .iter()
+            .map(|n| self.qps.nic_record(n, name(n.node)))
+            .collect();
+        let drops = self.drops;
+        let summary = Summary {
+            variant: self.opts.variant.clone(),
+            sim_time_ps: now.as_ps(),
+            events: self.q.processed(),
+            flows_completed: completed,
+            flows_total: self.flows.len() as u64,
+            goodput_bps: goodput,
+            drops,
+            pause_frames_sent: pause_frames,
+            pause_time_ps: pause_time,
+            ecn_marked,
+            cnps_sent: nics.iter().map(|n| n.np_cnp_sent).sum(),
+            retransmitted_packets: nics.iter().map(|n| n.retransmitted_packets).sum(),
+            fct_p50_ps: percentile(&fcts, 50),
+            fct_p99_ps: percentile(&fcts, 99),
+            max_fct_ps: fcts.last().copied().unwrap_or(0),
+            makespan_ps: if completed > 0 {
+                last_finish.as_ps()
+            } else {
+                0
+            },
+            bytes_delivered: bytes,
+            frames_sent: frames,
+            stop_reason: self.stop_reason.to_string(),
+        };
+        RunResult {
+            summary,
+            flows,
+            ports: ports_out,
+            nics,
+            queues: std::mem::take(&mut self.samples),
+        }
+    }
+
+    /// Stand-alone FCT of a flow: base RTT over the path its hash picks
+    /// plus its wire bytes at the bottleneck rate.
+    fn ideal_fct(&self, f: &FlowSpec) -> u64 {
+        let st = &self.flow_state[f.id as usize];
+        let (src, dst) = (
+            self.host_of_node[f.src.0 as usize],
+            self.host_of_node[f.dst.0 as usize],
+        );
+        let sport = self.qps.sport_of(st.qp);
+        let mtu = self.cfg.nic.mtu.bytes();
+        let frame = mtu + 62 + 16;
+        let mut p = self.nics[src as usize].port;
+        let mut rtt = Duration::ZERO;
+        let mut bottleneck = Rate::from_bps(u64::MAX);
+        for _ in 0..64 {
+            let port = &self.ports[p as usize];
+            bottleneck = bottleneck.min(port.rate);
+            rtt += port.delay + port.delay;
+            rtt += port.rate.serialization_time(frame) + port.rate.serialization_time(64);
+            let peer = &self.ports[port.peer as usize];
+            let sw = self.switch_of_node[peer.node as usize];
+            if sw == NONE {
+                break;
+            }
+            let s = &self.switches[sw as usize];
+            let (off, cnt) = s.route[dst as usize];
+            if cnt == 0 {
+                break;
+            }
+            let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
+            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
+            let hop = ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0]);
+            p = s.port_base + u32::from(hop);
+        }
+        let packets = f.size.div_ceil(mtu).max(1);
+        let wire = f.size + packets * 62 + 16;
+        (rtt + bottleneck.serialization_time(wire)).as_ps()
+    }
+}
+
+fn progress(
+    bar: &mut Option<indicatif::ProgressBar>,
+    wall: std::time::Instant,
+    now: Instant,
+    end: Option<Instant>,
+) {
+    if bar.is_none() && wall.elapsed().as_secs_f64() > 2.0 {
+        let b = match end {
+            Some(e) => indicatif::ProgressBar::new(e.as_ps() / 1_000_000),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        b.set_message("simulated us");
+        *bar = Some(b);
+    }
+    if let Some(b) = bar {
+        b.set_position(now.as_ps() / 1_000_000);
+    }
+}
+
+/// Peak resident set size of this process (VmHWM), when the OS tells.
+pub fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// A received-frame FIFO of a NIC with a drain rate.
+#[derive(Debug, Default)]
+pub(crate) struct RxQueue {
+    /// Frames waiting to drain.
+    pub frames: VecDeque<Packet>,
+    /// Bytes waiting.
+    pub bytes: u64,
+    /// A drain is in progress.
+    pub draining: bool,
+}

@@ -1,0 +1,672 @@
+//! Host NICs: queue pairs driven by the shared transport engine
+//! (`verbs_emu::transport::Qp`) with length-only memory.
+//!
+//! * Each flow maps to a connected RC QP pair (requester at the source,
+//!   responder at the destination), one pair per (source, destination,
+//!   `qp_index`). Flows post their messages as signalled work requests,
+//!   a bounded number at a time, and complete when the last one does.
+//! * Transmission is pulled: when the NIC port is free and a priority is
+//!   not paused, the next QP in that priority's ready ring is asked for a
+//!   packet ([`Qp::poll_transmit`]); a QP that has nothing leaves the ring
+//!   until something happens to it. DCQCN pacing lives in the engine; its
+//!   deadlines come back through [`Qp::poll_timeout`].
+//! * Timers: one pending event per QP at most, for the earliest deadline
+//!   the engine reports; an idle QP costs nothing.
+//! * Receive: frames go straight to the engine, or, with a drain rate,
+//!   through a FIFO drained at that rate; crossing `rx_xoff` sends PAUSE on
+//!   the frame's (lossless) priority, falling to `rx_xon` sends XON.
+//! * CNPs leave on the configured CNP priority; ACKs on the QP's priority.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use verbs_emu::cc::{CcConfig as EngineCc, DcqcnParams};
+use verbs_emu::time::{Duration, Instant, Rate};
+use verbs_emu::transport::{
+    Access, AddressHandle, AttrMask, LengthMemory, Mtu, Payload, Qp, QpAttr, QpConfig, QpState,
+    Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr, Sge,
+    SgeList, WcStatus,
+};
+use verbs_emu::wire::{Opcode, Psn, Qpn};
+
+use super::packet::{frame_len, Packet};
+use super::{Ev, RxQueue, World};
+use crate::config::{CcAlgorithm, DcqcnPreset, RetransmitMode, SimConfig};
+use crate::engine::{splitmix, EventQueue};
+use crate::results::NicRecord;
+use crate::topology::ecmp::roce_udp_source_port;
+use crate::workload::{FlowOp, FlowSpec};
+
+/// QPN of queue pair 0; QP `i` has QPN `QPN_BASE + i`.
+const QPN_BASE: u32 = 0x100;
+/// Work requests a flow keeps posted at once.
+const POST_AHEAD: u64 = 64;
+/// Size of the one memory region every NIC registers.
+const REGION: u64 = 1 << 44;
+
+/// One host NIC.
+#[derive(Debug)]
+pub(crate) struct Nic {
+    /// Node index.
+    pub node: u32,
+    /// Host index.
+    pub host: u32,
+    /// Global id of its port (port 0 of the host).
+    pub port: u32,
+    /// Length-only registered memory.
+    pub mem: LengthMemory,
+    /// The region all work requests use.
+    pub reg: Registration,
+    /// QPs with something to send, per priority.
+    pub ready: [VecDeque<u32>; 8],
+    /// Received frames waiting to drain (with a drain rate).
+    pub rx: RxQueue,
+    /// Drain rate, if limited.
+    pub drain: Option<Rate>,
+    /// Transport counters the engine does not keep.
+    pub counters: NicRecord,
+}
+
+impl Nic {
+    /// The NIC of host `host` at node `node`, whose port 0 has global id
+    /// `port`.
+    pub fn new(node: u32, host: u32, port: u32, cfg: &SimConfig, _seed: u64) -> Nic {
+        let mut mem = LengthMemory::new();
+        // A fresh memory accepts a well-formed registration; fall back to an
+        // empty key (every access then fails visibly) if it ever does not.
+        let reg = mem
+            .register(0, REGION, Access::ALL)
+            .unwrap_or(Registration {
+                lkey: verbs_emu::wire::Lkey::new(0),
+                rkey: verbs_emu::wire::Rkey::new(0),
+                addr: 0,
+                len: 0,
+            });
+        Nic {
+            node,
+            host,
+            port,
+            mem,
+            reg,
+            ready: Default::default(),
+            rx: RxQueue::default(),
+            drain: cfg.nic.rx_drain_rate,
+            counters: NicRecord::default(),
+        }
+    }
+
+    /// Priorities with a QP ready to send, as a bit set.
+    pub fn ready_mask(&self) -> u8 {
+        let mut m = 0;
+        for p in 0..8 {
+            if !self.ready[p].is_empty() {
+                m |= 1 << p;
+            }
+        }
+        m
+    }
+}
+
+/// A queue pair and where it sits.
+#[derive(Debug)]
+pub(crate) struct SimQp {
+    /// The transport engine.
+    pub engine: Qp,
+    /// Host index of its NIC.
+    pub host: u32,
+    /// Host index of the peer.
+    pub peer: u32,
+    /// Priority of its packets (CNPs excepted).
+    pub prio: u8,
+    /// UDP source port of its packets.
+    pub sport: u16,
+    /// In its NIC's ready ring.
+    pub in_ready: bool,
+    /// Time of the pending timer event, if any.
+    pub timer_at: Option<Instant>,
+}
+
+/// All queue pairs, and the (source, destination, index) -> requester map.
+#[derive(Debug, Default)]
+pub(crate) struct QpTable {
+    /// QPs by id (QPN - `QPN_BASE`).
+    pub qps: Vec<SimQp>,
+    pairs: BTreeMap<(u32, u32, u32), u32>,
+}
+
+impl QpTable {
+    /// The requester QP of (src, dst, index), creating the connected pair
+    /// on first use. `rate_src`/`rate_dst`: the NICs' line rates.
+    #[allow(clippy::too_many_arguments)] // one call site, all plain values
+    pub fn connect(
+        &mut self,
+        src: u32,
+        dst: u32,
+        index: u32,
+        prio: u8,
+        cfg: &SimConfig,
+        seed: u64,
+        rate_src: Rate,
+        rate_dst: Rate,
+    ) -> Result<u32, String> {
+        if let Some(&q) = self.pairs.get(&(src, dst, index)) {
+            return Ok(q);
+        }
+        let a = self.qps.len() as u32;
+        let b = a + 1;
+        // The requester only sends, the responder only receives: size the
+        // engine's queues for that (they are preallocated per QP).
+        let qa = new_qp(a, b, dst, cfg, seed, rate_src, (POST_AHEAD as u32, 1))?;
+        let qb = new_qp(b, a, src, cfg, seed, rate_dst, (1, POST_AHEAD as u32))?;
+        // The Linux stack's flow-label source port from the two QPNs.
+        let sport = |me: u32, peer: u32| roce_udp_source_port(QPN_BASE + me, QPN_BASE + peer);
+        for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
+            self.qps.push(SimQp {
+                engine,
+                host,
+                peer,
+                prio,
+                sport: sport(id, other),
+                in_ready: false,
+                timer_at: None,
+            });
+        }
+        self.pairs.insert((src, dst, index), a);
+        Ok(a)
+    }
+
+    /// The UDP source port of QP `id`'s packets.
+    pub fn sport_of(&self, id: u32) -> u16 {
+        self.qps[id as usize].sport
+    }
+
+    /// The transport counters of NIC `nic`, summed over its QPs.
+    pub fn nic_record(&self, nic: &Nic, name: String) -> NicRecord {
+        let mut r = nic.counters.clone();
+        r.node = name;
+        for q in self.qps.iter().filter(|q| q.host == nic.host) {
+            let s = q.engine.stats();
+            r.np_cnp_sent += s.tx_cnps;
+            r.np_ecn_marked_roce_packets += s.rx_ce;
+            r.rp_cnp_handled += s.rx_cnps;
+            r.local_ack_timeout_err += s.timeouts;
+            r.duplicate_request += s.rx_duplicates;
+            r.rnr_nak_retry_err += s.rx_rnr_naks;
+            r.retransmitted_packets += s.tx_retransmits;
+        }
+        r
+    }
+}
+
+/// Build and connect one engine QP (id `me`, peer QP `peer`, peer host
+/// `peer_host`) up to RTS.
+fn new_qp(
+    me: u32,
+    peer: u32,
+    peer_host: u32,
+    cfg: &SimConfig,
+    seed: u64,
+    line_rate: Rate,
+    (max_send_wr, max_recv_wr): (u32, u32),
+) -> Result<Qp, String> {
+    let n = &cfg.nic;
+    let qpn = Qpn::new(QPN_BASE + me);
+    let mut qc = QpConfig::new(qpn);
+    qc.max_send_wr = max_send_wr;
+    qc.max_recv_wr = max_recv_wr;
+    qc.retransmit = match n.retransmit {
+        RetransmitMode::GoBackN => EngineRetransmit::GoBackN,
+        RetransmitMode::GoBack0 => EngineRetransmit::GoBack0,
+    };
+    if let Some(w) = n.window {
+        qc.max_unacked_psns = w;
+    }
+    if n.cc.algorithm == CcAlgorithm::Dcqcn {
+        let p = dcqcn_params(cfg, line_rate);
+        qc.cc = EngineCc::Dcqcn(p);
+        qc.min_time_between_cnps = Some(n.cc.dcqcn.min_time_between_cnps.unwrap_or(
+            match n.cc.preset {
+                DcqcnPreset::Paper => Duration::from_us(50),
+                DcqcnPreset::Firmware => Duration::from_us(4),
+                DcqcnPreset::Hpcc => Duration::from_us(4),
+            },
+        ));
+    }
+    let mut qp = Qp::new(qc);
+    let psn = |id: u32| (splitmix(seed ^ 0x5053_4E00 ^ u64::from(id)) & 0xFF_FFFF) as u32;
+    let mut attr = QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: Access::ALL,
+        ..QpAttr::default()
+    };
+    let err = |e: verbs_emu::transport::ModifyError| format!("QP setup: {e}");
+    qp.modify(
+        &attr,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .map_err(err)?;
+    attr.qp_state = QpState::Rtr;
+    attr.ah = AddressHandle(u64::from(peer_host));
+    attr.path_mtu = Mtu::from_bytes(n.mtu.bytes() as u32).unwrap_or(Mtu::Mtu4096);
+    attr.dest_qp_num = Qpn::new(QPN_BASE + peer);
+    attr.rq_psn = psn(peer);
+    attr.max_dest_rd_atomic = 16;
+    attr.min_rnr_timer = 12;
+    qp.modify(
+        &attr,
+        AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER,
+    )
+    .map_err(err)?;
+    attr.qp_state = QpState::Rts;
+    attr.timeout = n.ack_timeout;
+    attr.retry_cnt = n.retry_cnt;
+    attr.rnr_retry = n.rnr_retry;
+    attr.sq_psn = psn(me);
+    attr.max_rd_atomic = 16;
+    qp.modify(
+        &attr,
+        AttrMask::STATE
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::SQ_PSN
+            | AttrMask::MAX_QP_RD_ATOMIC,
+    )
+    .map_err(err)?;
+    Ok(qp)
+}
+
+/// DCQCN parameters: the preset, then the overrides.
+pub fn dcqcn_params(cfg: &SimConfig, line_rate: Rate) -> DcqcnParams {
+    let c = &cfg.nic.cc;
+    let mut p = match c.preset {
+        DcqcnPreset::Paper => DcqcnParams::paper(line_rate),
+        DcqcnPreset::Firmware => DcqcnParams::connectx(line_rate),
+        DcqcnPreset::Hpcc => {
+            // HPCC artifact "Mellanox" set at 100G, scaled with the rate
+            // (VALIDATION.md DCQCN-0).
+            let mut p = DcqcnParams::connectx(line_rate);
+            let scale = line_rate.bps() / 25;
+            p.alpha_period = Duration::from_us(1);
+            p.rate_reduce_period = Duration::from_us(4);
+            p.increase_timer = Duration::from_us(300);
+            p.g_num = 1;
+            p.g_den = 256;
+            p.ai_rate = Rate::from_bps(5 * scale / 1_000_000_000 * 1_000_000);
+            p.hai_rate = Rate::from_bps(50 * scale / 1_000_000_000 * 1_000_000);
+            p.threshold = 1;
+            p.min_rate = Rate::from_bps(1_000_000_000);
+            p.clamp_tgt_rate = false;
+            p
+        }
+    };
+    let o = &c.dcqcn;
+    if let Some(g) = o.g {
+        p.g_den = 1 << 20;
+        p.g_num = ((g * (1u64 << 20) as f64).round() as u64).max(1);
+    }
+    if let Some(a) = o.initial_alpha {
+        p.initial_alpha = (a.clamp(0.0, 1.0) * verbs_emu::cc::dcqcn::ALPHA_ONE as f64) as u64;
+    }
+    if let Some(d) = o.alpha_update_interval {
+        p.alpha_period = d;
+    }
+    if let Some(d) = o.rate_decrease_interval {
+        p.rate_reduce_period = d;
+    }
+    if let Some(d) = o.rate_increase_timer {
+        p.increase_timer = d;
+    }
+    if let Some(b) = o.byte_counter {
+        p.byte_counter = b.bytes();
+    }
+    if let Some(f) = o.fast_recovery_steps {
+        p.threshold = f;
+    }
+    if let Some(r) = o.rate_ai {
+        p.ai_rate = r;
+    }
+    if let Some(r) = o.rate_hai {
+        p.hai_rate = r;
+    }
+    if let Some(r) = o.min_rate {
+        p.min_rate = r;
+    }
+    if let Some(c) = o.clamp_target_rate {
+        p.clamp_tgt_rate = c;
+    }
+    p
+}
+
+/// Make sure an event is pending for QP `id`'s earliest deadline.
+fn arm(q: &mut SimQp, id: u32, events: &mut EventQueue<Ev>) {
+    if let Some(t) = q.engine.poll_timeout() {
+        if q.timer_at.map_or(true, |x| t < x) {
+            q.timer_at = Some(t);
+            events.schedule(t, Ev::QpTimer(id));
+        }
+    }
+}
+
+/// Progress of one flow.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowState {
+    /// Requester QP.
+    pub qp: u32,
+    /// Messages in the flow.
+    pub msgs: u64,
+    /// Messages posted so far.
+    pub posted: u64,
+    /// Receive WQEs posted at the responder (SEND flows).
+    pub recvs: u64,
+    /// Messages completed.
+    pub done: u64,
+    /// Completion time of the last message.
+    pub finish: Option<Instant>,
+    /// Bytes acknowledged.
+    pub bytes_acked: u64,
+    /// A work request ended in error.
+    pub failed: bool,
+}
+
+impl FlowState {
+    /// A flow not started yet, on requester QP `qp`.
+    pub fn new(f: &FlowSpec, qp: u32) -> FlowState {
+        FlowState {
+            qp,
+            msgs: f.size.div_ceil(f.message_size),
+            posted: 0,
+            recvs: 0,
+            done: 0,
+            finish: None,
+            bytes_acked: 0,
+            failed: false,
+        }
+    }
+}
+
+/// Length of message `i` of flow `f`.
+fn message_len(f: &FlowSpec, i: u64) -> u32 {
+    (f.size - i * f.message_size).min(f.message_size) as u32
+}
+
+impl World<'_> {
+    /// A flow starts: post its first messages.
+    pub(crate) fn flow_start(&mut self, id: u32, now: Instant) {
+        let f = &self.flows[id as usize];
+        if f.op == FlowOp::Send {
+            let qp = self.flow_state[id as usize].qp;
+            self.post_recvs(id, qp ^ 1);
+        }
+        let qp = self.flow_state[id as usize].qp;
+        self.post_more(id);
+        self.after_activity(qp, now);
+    }
+
+    /// Keep up to `POST_AHEAD` receive WQEs ahead of a SEND flow.
+    fn post_recvs(&mut self, id: u32, responder: u32) {
+        let f = &self.flows[id as usize];
+        let st = &mut self.flow_state[id as usize];
+        let q = &mut self.qps.qps[responder as usize];
+        let lkey = self.nics[q.host as usize].reg.lkey;
+        while st.recvs < st.msgs && st.recvs < st.done + POST_AHEAD {
+            let len = message_len(f, st.recvs);
+            let wr = RecvWr {
+                wr_id: (u64::from(id) << 32) | st.recvs,
+                sges: SgeList::one(0, len, lkey),
+            };
+            if q.engine.post_recv(wr).is_err() {
+                break;
+            }
+            st.recvs += 1;
+        }
+    }
+
+    /// Post the flow's next messages, up to `POST_AHEAD` outstanding.
+    fn post_more(&mut self, id: u32) {
+        let f = &self.flows[id as usize];
+        let st = &mut self.flow_state[id as usize];
+        let q = &mut self.qps.qps[st.qp as usize];
+        let lkey = self.nics[q.host as usize].reg.lkey;
+        let rkey = self.nics[q.peer as usize].reg.rkey;
+        while st.posted < st.msgs && st.posted < st.done + POST_AHEAD {
+            let len = message_len(f, st.posted);
+            let op = match f.op {
+                FlowOp::Write => SendOp::Write {
+                    remote_addr: 0,
+                    rkey,
+                },
+                FlowOp::Read => SendOp::Read {
+                    remote_addr: 0,
+                    rkey,
+                },
+                FlowOp::Send => SendOp::Send,
+            };
+            let wr = SendWr::new(
+                (u64::from(id) << 32) | st.posted,
+                op,
+                Sge {
+                    addr: 0,
+                    length: len,
+                    lkey,
+                },
+            );
+            if q.engine.post_send(wr).is_err() {
+                break;
+            }
+            st.posted += 1;
+        }
+    }
+
+    /// After anything happened to QP `id`: collect completions, put it in
+    /// the ready ring, kick the port, re-arm its timer.
+    pub(crate) fn after_activity(&mut self, id: u32, now: Instant) {
+        while let Some(c) = self.qps.qps[id as usize].engine.poll_completion() {
+            if c.is_recv {
+                continue;
+            }
+            let fid = (c.wr_id >> 32) as u32;
+            let Some(st) = self.flow_state.get_mut(fid as usize) else {
+                continue;
+            };
+            if c.status == WcStatus::Success {
+                let f = &self.flows[fid as usize];
+                let len = message_len(f, c.wr_id & 0xFFFF_FFFF);
+                st.done += 1;
+                st.bytes_acked += u64::from(len);
+                if st.done == st.msgs {
+                    st.finish = Some(now);
+                    self.flows_open -= 1;
+                } else {
+                    self.post_more(fid);
+                    if f.op == FlowOp::Send {
+                        self.post_recvs(fid, id ^ 1);
+                    }
+                }
+            } else if !st.failed {
+                st.failed = true;
+                self.flows_open -= 1;
+                let host = self.qps.qps[id as usize].host;
+                self.nics[host as usize].counters.req_cqe_error += 1;
+            }
+        }
+        while self.qps.qps[id as usize].engine.poll_event().is_some() {}
+        let q = &mut self.qps.qps[id as usize];
+        let host = q.host;
+        if !q.in_ready {
+            q.in_ready = true;
+            self.nics[host as usize].ready[usize::from(q.prio)].push_back(id);
+        }
+        self.arm_timer(id);
+        let port = self.nics[host as usize].port;
+        self.kick(port, now);
+    }
+
+    /// Make sure an event is pending for QP `id`'s earliest deadline.
+    fn arm_timer(&mut self, id: u32) {
+        arm(&mut self.qps.qps[id as usize], id, &mut self.q);
+    }
+
+    /// QP `id`'s timer event; false when it was stale.
+    pub(crate) fn qp_timer(&mut self, id: u32, now: Instant) -> bool {
+        let q = &mut self.qps.qps[id as usize];
+        if q.timer_at == Some(now) {
+            q.timer_at = None;
+        }
+        if q.engine.poll_timeout().is_some_and(|t| t <= now) {
+            q.engine.handle_timeout(now);
+            self.after_activity(id, now);
+            true
+        } else {
+            self.arm_timer(id);
+            false
+        }
+    }
+
+    /// The next frame of priority `prio` from host `host`'s QPs, round
+    /// robin.
+    pub(crate) fn nic_pull(&mut self, host: u32, prio: u8, now: Instant) -> Option<Packet> {
+        let nic = &mut self.nics[host as usize];
+        let n = nic.ready[usize::from(prio)].len();
+        for _ in 0..n {
+            let id = nic.ready[usize::from(prio)].pop_front()?;
+            let q = &mut self.qps.qps[id as usize];
+            match q.engine.poll_transmit(now, &nic.mem) {
+                Some(tx) => {
+                    nic.ready[usize::from(prio)].push_back(id);
+                    let payload = tx.payload.len();
+                    let cnp = tx.headers.bth.opcode == Opcode::Cnp;
+                    let pkt = Packet {
+                        headers: tx.headers,
+                        payload,
+                        wire: frame_len(&tx.headers, payload),
+                        src: host,
+                        dst: tx.dest.0 as u32,
+                        sport: q.sport,
+                        prio: if cnp {
+                            self.cfg.nic.cnp_priority
+                        } else {
+                            q.prio
+                        },
+                        ecn: tx.ecn,
+                        ingress: 0,
+                    };
+                    arm(q, id, &mut self.q);
+                    return Some(pkt);
+                }
+                None => {
+                    q.in_ready = false;
+                    arm(q, id, &mut self.q);
+                }
+            }
+        }
+        None
+    }
+
+    /// A frame reached host `host`'s port.
+    pub(crate) fn nic_receive(&mut self, host: u32, pkt: Packet, now: Instant) {
+        let Some(rate) = self.nics[host as usize].drain else {
+            self.deliver(host, pkt, now);
+            return;
+        };
+        let cfg = &self.cfg.nic;
+        let nic = &mut self.nics[host as usize];
+        let port = nic.port;
+        if nic.rx.bytes + u64::from(pkt.wire) > cfg.rx_buffer.bytes() {
+            let p = &mut self.ports[port as usize];
+            p.rx_discards += 1;
+            p.prio[usize::from(pkt.prio)].rx_discards += 1;
+            self.drops += 1;
+            return;
+        }
+        nic.rx.bytes += u64::from(pkt.wire);
+        nic.rx.frames.push_back(pkt);
+        let over = nic.rx.bytes >= cfg.rx_xoff.bytes();
+        if !nic.rx.draining {
+            nic.rx.draining = true;
+            self.q.schedule(
+                now + rate.serialization_time(u64::from(pkt.wire)),
+                Ev::Drain(host),
+            );
+        }
+        if over {
+            self.send_pfc(port, pkt.prio, true, now, false);
+        }
+    }
+
+    /// Host `host` finished draining its oldest received frame.
+    pub(crate) fn drain(&mut self, host: u32, now: Instant) {
+        let nic = &mut self.nics[host as usize];
+        let Some(pkt) = nic.rx.frames.pop_front() else {
+            nic.rx.draining = false;
+            return;
+        };
+        nic.rx.bytes -= u64::from(pkt.wire);
+        let port = nic.port;
+        let below = nic.rx.bytes <= self.cfg.nic.rx_xon.bytes();
+        match (nic.rx.frames.front(), nic.drain) {
+            (Some(next), Some(rate)) => {
+                let t = now + rate.serialization_time(u64::from(next.wire));
+                self.q.schedule(t, Ev::Drain(host));
+            }
+            _ => nic.rx.draining = false,
+        }
+        if below {
+            for p in 0..8 {
+                if self.ports[port as usize].xoff_since[p].is_some() {
+                    self.send_pfc(port, p as u8, false, now, false);
+                }
+            }
+        }
+        self.deliver(host, pkt, now);
+    }
+
+    /// Hand a received frame to its QP's engine.
+    fn deliver(&mut self, host: u32, pkt: Packet, now: Instant) {
+        let qpn = pkt.headers.bth.dest_qp.value();
+        let id = qpn.wrapping_sub(QPN_BASE);
+        let nic = &mut self.nics[host as usize];
+        let Some(q) = self.qps.qps.get_mut(id as usize).filter(|q| q.host == host) else {
+            let p = &mut self.ports[nic.port as usize];
+            p.rx_discards += 1;
+            self.drops += 1;
+            return;
+        };
+        let op = pkt.headers.bth.opcode;
+        if op.is_request() {
+            let e: Psn = q.engine.expected_psn();
+            if pkt.headers.bth.psn.is_after(e) {
+                nic.counters.out_of_sequence += 1;
+            }
+            match op {
+                Opcode::RcWriteFirst | Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm => {
+                    nic.counters.rx_write_requests += 1
+                }
+                Opcode::RcReadRequest => nic.counters.rx_read_requests += 1,
+                _ => {}
+            }
+        } else if let Some(a) = pkt.headers.aeth {
+            if a.syndrome
+                == verbs_emu::wire::AethSyndrome::Nak(verbs_emu::wire::NakCode::PsnSequenceError)
+            {
+                nic.counters.packet_seq_err += 1;
+            }
+        }
+        let rx = Received {
+            headers: pkt.headers,
+            ecn: pkt.ecn,
+            payload: Payload::Len(pkt.payload),
+            grh: None,
+            src: AddressHandle(u64::from(pkt.src)),
+        };
+        q.engine.handle_packet(now, &rx, &mut nic.mem);
+        self.after_activity(id, now);
+    }
+}

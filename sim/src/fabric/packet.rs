@@ -1,0 +1,42 @@
+//! Frames as the fabric moves them: small `Copy` values with transport
+//! headers and lengths, never payload bytes.
+
+use verbs_emu::wire::{Ecn, RoceHeaders};
+
+/// Ethernet header (14) and FCS (4).
+pub const ETH_OVERHEAD: u32 = 18;
+/// IPv4 (20) + UDP (8) + ICRC (4).
+pub const IP_UDP_ICRC: u32 = 32;
+/// A PFC frame on the wire (minimum Ethernet frame).
+pub const PFC_FRAME: u32 = 64;
+
+/// One RoCEv2 frame in flight or in a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// Transport headers (BTH and extensions).
+    pub headers: RoceHeaders,
+    /// Payload bytes (no pad).
+    pub payload: u32,
+    /// Frame bytes on the wire (Ethernet to FCS).
+    pub wire: u32,
+    /// Source host index.
+    pub src: u32,
+    /// Destination host index.
+    pub dst: u32,
+    /// UDP source port (QP entropy, hashed by ECMP with the addresses).
+    pub sport: u16,
+    /// 802.1p priority.
+    pub prio: u8,
+    /// ECN codepoint of the IP header.
+    pub ecn: Ecn,
+    /// Port number the frame entered the current switch on.
+    pub ingress: u16,
+}
+
+/// Bytes of the Ethernet frame carrying `headers` and `payload` bytes over
+/// IPv4: Ethernet, IP, UDP, BTH and extension headers, payload, pad, ICRC,
+/// FCS.
+pub fn frame_len(headers: &RoceHeaders, payload: u32) -> u32 {
+    let pad = payload.wrapping_neg() & 3;
+    ETH_OVERHEAD + IP_UDP_ICRC + headers.header_len() as u32 + payload + pad
+}

@@ -1,0 +1,239 @@
+//! A port: the transmitting side of one link direction, with 8 priority
+//! queues, PFC state as transmitter (paused by the peer) and as pauser
+//! (asking the peer to stop), and counters.
+//!
+//! A PAUSE waits behind the frame in flight (a frame on the wire is never
+//! cut); it goes before any queued data frame. A transmitter checks its
+//! pause state before each new frame.
+
+use std::collections::VecDeque;
+
+use verbs_emu::time::{Duration, Instant, Rate};
+
+use super::packet::Packet;
+use crate::results::PrioCounters;
+
+/// Loss injected on the link direction leaving a port.
+#[derive(Debug, Clone)]
+pub enum PortFault {
+    /// Independent loss.
+    Loss {
+        /// Probability per RoCE frame.
+        p: f64,
+        /// The link's own stream.
+        rng: Box<rand_chacha::ChaCha8Rng>,
+    },
+    /// Every n-th RoCE frame.
+    DropEvery {
+        /// Period.
+        every: u64,
+        /// Frames seen so far.
+        count: u64,
+    },
+}
+
+/// One port.
+#[derive(Debug)]
+pub struct Port {
+    /// Owning node index.
+    pub node: u32,
+    /// Port number on the node.
+    pub local: u16,
+    /// Global id of the port at the other end of the link.
+    pub peer: u32,
+    /// Link rate.
+    pub rate: Rate,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Egress queues per priority.
+    pub queues: [VecDeque<Packet>; 8],
+    /// Bytes queued per priority.
+    pub qbytes: [u64; 8],
+    /// PFC frames waiting: (priority, quanta).
+    pub ctrl: VecDeque<(u8, u16)>,
+    /// A frame is being serialised.
+    pub busy: bool,
+    /// Frames on the wire towards the peer, in arrival order.
+    pub inflight: VecDeque<Packet>,
+    /// Transmitter held off for each priority until this time.
+    pub paused_until: [Instant; 8],
+    /// Start of the current held-off interval, per priority.
+    pub pause_began: [Option<Instant>; 8],
+    /// Time of the wake-up already scheduled (pause expiry), if any.
+    pub wake_at: Option<Instant>,
+    /// XOFF sent to the peer and not cleared: since when, per priority.
+    pub xoff_since: [Option<Instant>; 8],
+    /// Generation of the pauser state per priority (refresh events carry it).
+    pub xoff_gen: [u32; 8],
+    /// DWRR deficits.
+    pub deficit: [u64; 8],
+    /// DWRR position.
+    pub rr: u8,
+    /// Fault on the link direction leaving this port.
+    pub fault: Option<PortFault>,
+    /// Counters per priority.
+    pub prio: [PrioCounters; 8],
+    /// Frames dropped at this port's ingress.
+    pub rx_discards: u64,
+    /// Frames lost by the fault.
+    pub fault_drops: u64,
+    /// Frames marked CE on the way out.
+    pub ecn_marked: u64,
+    /// Largest total queue seen.
+    pub max_queue: u64,
+    /// Frames serialised (all kinds).
+    pub frames_sent: u64,
+}
+
+impl Port {
+    /// A port of `node` number `local` towards `peer`.
+    pub fn new(node: u32, local: u16, peer: u32, rate: Rate, delay: Duration) -> Port {
+        Port {
+            node,
+            local,
+            peer,
+            rate,
+            delay,
+            queues: Default::default(),
+            qbytes: [0; 8],
+            ctrl: VecDeque::new(),
+            busy: false,
+            inflight: VecDeque::new(),
+            paused_until: [Instant::ZERO; 8],
+            pause_began: [None; 8],
+            wake_at: None,
+            xoff_since: [None; 8],
+            xoff_gen: [0; 8],
+            deficit: [0; 8],
+            rr: 0,
+            fault: None,
+            prio: Default::default(),
+            rx_discards: 0,
+            fault_drops: 0,
+            ecn_marked: 0,
+            max_queue: 0,
+            frames_sent: 0,
+        }
+    }
+
+    /// Priorities whose transmitter is held off at `now`, as a bit set.
+    pub fn paused_mask(&self, now: Instant) -> u8 {
+        let mut m = 0;
+        for p in 0..8 {
+            if self.paused_until[p] > now {
+                m |= 1 << p;
+            }
+        }
+        m
+    }
+
+    /// Priorities with queued frames, as a bit set.
+    pub fn queued_mask(&self) -> u8 {
+        let mut m = 0;
+        for p in 0..8 {
+            if !self.queues[p].is_empty() {
+                m |= 1 << p;
+            }
+        }
+        m
+    }
+
+    /// Total bytes queued.
+    pub fn total_queued(&self) -> u64 {
+        self.qbytes.iter().sum()
+    }
+
+    /// Time `quanta` pause quanta (512 bit times each) last at this rate.
+    pub fn quanta_time(&self, quanta: u16) -> Duration {
+        pause_quanta_time(self.rate, quanta)
+    }
+
+    /// A PFC frame for `prio` with `quanta` takes effect at `now`.
+    pub fn apply_pause(&mut self, now: Instant, prio: u8, quanta: u16) {
+        let p = usize::from(prio);
+        self.settle_pause(now, p);
+        self.prio[p].rx_pause += 1;
+        if quanta == 0 {
+            if let Some(began) = self.pause_began[p].take() {
+                self.prio[p].rx_pause_duration_ps += (now - began).as_ps();
+                self.prio[p].rx_pause_transition += 1;
+            }
+            self.paused_until[p] = now;
+        } else {
+            if self.pause_began[p].is_none() {
+                self.pause_began[p] = Some(now);
+            }
+            self.paused_until[p] = now + self.quanta_time(quanta);
+        }
+    }
+
+    /// Close a held-off interval that expired on its own before `now`.
+    pub fn settle_pause(&mut self, now: Instant, p: usize) {
+        if let Some(began) = self.pause_began[p] {
+            if self.paused_until[p] <= now {
+                self.prio[p].rx_pause_duration_ps += (self.paused_until[p] - began).as_ps();
+                self.prio[p].rx_pause_transition += 1;
+                self.pause_began[p] = None;
+            }
+        }
+    }
+
+    /// Close every interval at the end of a run (an ongoing pause counts
+    /// up to `now`).
+    pub fn finish(&mut self, now: Instant) {
+        for p in 0..8 {
+            self.settle_pause(now, p);
+            if let Some(began) = self.pause_began[p].take() {
+                self.prio[p].rx_pause_duration_ps += (now - began).as_ps();
+            }
+            if let Some(since) = self.xoff_since[p].take() {
+                self.prio[p].tx_pause_duration_ps += (now - since).as_ps();
+            }
+        }
+    }
+}
+
+/// Time `quanta` pause quanta (512 bit times each) last at `rate`
+/// (VALIDATION.md AN-5: 5.12 ns per quantum at 100 Gbps).
+pub fn pause_quanta_time(rate: Rate, quanta: u16) -> Duration {
+    rate.serialization_time(u64::from(quanta) * 64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quanta_last_512_bit_times() {
+        let q1 = |g| pause_quanta_time(Rate::from_gbps(g), 1).as_ps();
+        assert_eq!(q1(25), 20_480);
+        assert_eq!(q1(40), 12_800);
+        assert_eq!(q1(100), 5_120);
+        assert_eq!(q1(400), 1_280);
+        let max = |g| pause_quanta_time(Rate::from_gbps(g), 0xFFFF);
+        // 1.342 ms @25G, 335.5 us @100G, 83.9 us @400G.
+        assert_eq!(max(25).as_ps(), 1_342_156_800);
+        assert_eq!(max(100).as_ps(), 335_539_200);
+        assert_eq!(max(400).as_ps(), 83_884_800);
+    }
+
+    #[test]
+    fn zero_quanta_resume_at_once_and_durations_add_up() {
+        let mut p = Port::new(0, 0, 1, Rate::from_gbps(100), Duration::from_us(1));
+        let t0 = Instant::from_ps(1_000_000);
+        p.apply_pause(t0, 3, 0xFFFF);
+        assert_eq!(p.paused_mask(t0), 1 << 3);
+        let t1 = t0 + Duration::from_us(10);
+        p.apply_pause(t1, 3, 0);
+        assert_eq!(p.paused_mask(t1), 0);
+        assert_eq!(p.prio[3].rx_pause, 2);
+        assert_eq!(p.prio[3].rx_pause_duration_ps, 10_000_000);
+        // Expiry without refresh: the peer resumes when the timer runs out.
+        p.apply_pause(t1, 3, 100);
+        let later = t1 + Duration::from_us(5);
+        assert_eq!(p.paused_mask(later), 0);
+        p.finish(later);
+        assert_eq!(p.prio[3].rx_pause_duration_ps, 10_000_000 + 512_000);
+        assert_eq!(p.prio[3].rx_pause_transition, 2);
+    }
+}

@@ -1,0 +1,161 @@
+//! Counter dumps in the formats of the real tools, so that the same eyes
+//! and the same parsers read simulated and real output
+//! (REAL-NIC-FORMATS.md §2-§3).
+//!
+//! * [`ethtool_dump`]: `ethtool -S` of an mlx5 port: `NIC statistics:` then
+//!   `     name: value` lines (five spaces). Per-priority traffic counters
+//!   for all 8 priorities; `rx_prioN_pause*` / `tx_prioN_pause*` rows only
+//!   for the priorities with PFC enabled, as the driver does. Pause
+//!   durations are in microseconds, as mlx5 reports them.
+//! * [`rdma_statistic`]: `rdma statistic show link DEV/1` — one line,
+//!   `link DEV/1 name value name value ...`.
+//! * [`write_counter_dumps`] writes both for every host into a directory
+//!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), and the ethtool form for
+//!   every switch port (`<switch>-p<port>.ethtool.txt`).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::results::{NicRecord, PortRecord, RunResult};
+
+/// The `ethtool -S` text of one port. `pfc_prios`: priorities with PFC
+/// enabled (their pause rows are printed).
+pub fn ethtool_dump(port: &PortRecord, pfc_prios: &[u8]) -> String {
+    let mut out = String::from("NIC statistics:\n");
+    let mut line = |name: &str, v: u64| {
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "     {name}: {v}");
+    };
+    let sum = |f: fn(&crate::results::PrioCounters) -> u64| port.prio.iter().map(f).sum::<u64>();
+    line("rx_packets_phy", sum(|c| c.rx_packets));
+    line("tx_packets_phy", sum(|c| c.tx_packets));
+    line("rx_bytes_phy", sum(|c| c.rx_bytes));
+    line("tx_bytes_phy", sum(|c| c.tx_bytes));
+    line("rx_discards_phy", port.rx_discards);
+    line("tx_discards_phy", 0);
+    line("rx_pause_ctrl_phy", sum(|c| c.rx_pause));
+    line("tx_pause_ctrl_phy", sum(|c| c.tx_pause));
+    for (n, c) in port.prio.iter().enumerate() {
+        line(&format!("rx_prio{n}_bytes"), c.rx_bytes);
+        line(&format!("rx_prio{n}_packets"), c.rx_packets);
+        line(&format!("rx_prio{n}_discards"), c.rx_discards);
+        line(&format!("tx_prio{n}_bytes"), c.tx_bytes);
+        line(&format!("tx_prio{n}_packets"), c.tx_packets);
+    }
+    for &n in pfc_prios {
+        let Some(c) = port.prio.get(usize::from(n)) else {
+            continue;
+        };
+        line(&format!("rx_prio{n}_pause"), c.rx_pause);
+        line(
+            &format!("rx_prio{n}_pause_duration"),
+            c.rx_pause_duration_ps / 1_000_000,
+        );
+        line(&format!("tx_prio{n}_pause"), c.tx_pause);
+        line(
+            &format!("tx_prio{n}_pause_duration"),
+            c.tx_pause_duration_ps / 1_000_000,
+        );
+        line(
+            &format!("rx_prio{n}_pause_transition"),
+            c.rx_pause_transition,
+        );
+    }
+    out
+}
+
+/// The `rdma statistic show link DEV/1` line of one NIC (mlx5 hw counter
+/// names).
+pub fn rdma_statistic(dev: &str, nic: &NicRecord) -> String {
+    let fields: [(&str, u64); 13] = [
+        ("rx_write_requests", nic.rx_write_requests),
+        ("rx_read_requests", nic.rx_read_requests),
+        ("out_of_sequence", nic.out_of_sequence),
+        ("duplicate_request", nic.duplicate_request),
+        ("rnr_nak_retry_err", nic.rnr_nak_retry_err),
+        ("packet_seq_err", nic.packet_seq_err),
+        ("implied_nak_seq_err", nic.implied_nak_seq_err),
+        ("local_ack_timeout_err", nic.local_ack_timeout_err),
+        ("req_cqe_error", nic.req_cqe_error),
+        ("roce_adp_retrans", nic.retransmitted_packets),
+        ("np_ecn_marked_roce_packets", nic.np_ecn_marked_roce_packets),
+        ("np_cnp_sent", nic.np_cnp_sent),
+        ("rp_cnp_handled", nic.rp_cnp_handled),
+    ];
+    let mut out = format!("link {dev}/1");
+    for (k, v) in fields {
+        let _ = write!(out, " {k} {v}");
+    }
+    out.push('\n');
+    out
+}
+
+/// Write the dumps of every host and switch port of `result` into `dir`
+/// (created if missing).
+pub fn write_counter_dumps(
+    dir: &Path,
+    result: &RunResult,
+    pfc_prios: &[u8],
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for p in &result.ports {
+        let name = if p.is_nic {
+            format!("{}.ethtool.txt", p.node)
+        } else {
+            format!("{}-p{}.ethtool.txt", p.node, p.port)
+        };
+        std::fs::write(dir.join(name), ethtool_dump(p, pfc_prios))?;
+    }
+    for n in &result.nics {
+        std::fs::write(
+            dir.join(format!("{}.rdma.txt", n.node)),
+            rdma_statistic("mlx5_0", n),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::PrioCounters;
+
+    #[test]
+    fn ethtool_dump_has_the_mlx5_shape() {
+        let mut prio = vec![PrioCounters::default(); 8];
+        prio[3].rx_pause = 7;
+        prio[3].rx_pause_duration_ps = 12_345_678;
+        prio[3].tx_bytes = 4096;
+        let p = PortRecord {
+            node: "h0".into(),
+            port: 0,
+            peer: "sw".into(),
+            is_nic: true,
+            prio,
+            rx_discards: 2,
+            fault_drops: 0,
+            ecn_marked: 0,
+            max_queue_bytes: 0,
+            max_headroom_bytes: 0,
+        };
+        let s = ethtool_dump(&p, &[3]);
+        assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));
+        assert!(s.contains("\n     rx_prio3_pause: 7\n"));
+        assert!(s.contains("\n     rx_prio3_pause_duration: 12\n"));
+        assert!(s.contains("\n     tx_prio3_bytes: 4096\n"));
+        assert!(s.contains("\n     rx_discards_phy: 2\n"));
+        assert!(!s.contains("rx_prio0_pause"), "no pause rows without PFC");
+    }
+
+    #[test]
+    fn rdma_statistic_is_one_link_line() {
+        let n = NicRecord {
+            np_cnp_sent: 5,
+            ..NicRecord::default()
+        };
+        let s = rdma_statistic("mlx5_0", &n);
+        assert!(s.starts_with("link mlx5_0/1 rx_write_requests 0 "));
+        assert!(s.contains(" np_cnp_sent 5 "));
+        assert_eq!(s.lines().count(), 1);
+    }
+}

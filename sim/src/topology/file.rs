@@ -1,0 +1,371 @@
+//! Topology files (TOML).
+//!
+//! A file either lists hosts, switches and links, or names a generator:
+//!
+//! ```toml
+//! # Explicit: two hosts on one switch.
+//! hosts = ["h0", "h1"]
+//! switches = ["sw0"]
+//! [defaults]            # link properties every link starts from
+//! rate = "100Gbps"
+//! delay = "1us"         # or cable_m = 2 (5 ns per metre)
+//! mtu = 4096
+//! [[link]]
+//! a = "h0"
+//! b = "sw0"
+//! [[link]]
+//! a = "h1"
+//! b = "sw0"
+//! cable_m = 100         # per-link override
+//! ```
+//!
+//! ```toml
+//! [generator]
+//! kind = "fat-tree"     # or "leaf-spine", "dumbbell", "chain"
+//! k = 8
+//! [defaults]
+//! rate = "100Gbps"
+//! ```
+//!
+//! Link properties resolve from the most specific layer down: the link
+//! (or a generator's `host_link`/`fabric_link`/`bottleneck`), then
+//! `[defaults]`, then 100 Gbit/s, 1 us, MTU 4096. A layer that gives
+//! `cable_m` without `delay` derives the delay from the cable (5 ns/m).
+//! Hosts come first in node order, so host index `i` is the `i`-th name in
+//! `hosts` (or `h{i}` from a generator).
+
+use std::path::Path;
+
+use serde::Deserialize;
+use verbs_emu::time::{Duration, Rate};
+
+use super::generate::{self, LeafSpine};
+use super::{LinkProps, NodeKind, Topology, TopologyError};
+use crate::input::{decode_str, decode_value, read_file, FileError};
+
+/// Propagation delay per metre of fibre.
+pub const DELAY_PER_METRE: Duration = Duration::from_ns(5);
+
+/// The document of a topology file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyDoc {
+    /// A short name (reports show it).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Link properties every link starts from.
+    #[serde(default)]
+    pub defaults: LinkSpec,
+    /// A generator instead of explicit lists.
+    #[serde(default)]
+    pub generator: Option<GeneratorSpec>,
+    /// Host names, in host-index order.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Switch names.
+    #[serde(default)]
+    pub switches: Vec<String>,
+    /// Links.
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkDoc>,
+}
+
+/// Link properties, each optional (unset ones come from the layer below).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Rate of each direction (`"100Gbps"`).
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// One-way propagation delay (`"1us"`).
+    #[serde(default)]
+    pub delay: Option<Duration>,
+    /// Cable length in metres.
+    #[serde(default)]
+    pub cable_m: Option<u32>,
+    /// Ethernet MTU in bytes.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+impl LinkSpec {
+    /// `self` laid over `base`: set fields win; a cable length without a
+    /// delay does not inherit the base's delay.
+    pub fn over(self, base: LinkSpec) -> LinkSpec {
+        LinkSpec {
+            rate: self.rate.or(base.rate),
+            delay: match (self.delay, self.cable_m) {
+                (Some(d), _) => Some(d),
+                (None, Some(_)) => None,
+                (None, None) => base.delay,
+            },
+            cable_m: self.cable_m.or(base.cable_m),
+            mtu: self.mtu.or(base.mtu),
+        }
+    }
+
+    /// The resolved properties (built-in defaults for what is unset).
+    pub fn props(self) -> LinkProps {
+        let d = LinkProps::default();
+        LinkProps {
+            rate: self.rate.unwrap_or(d.rate),
+            delay: match (self.delay, self.cable_m) {
+                (Some(delay), _) => delay,
+                (None, Some(m)) => DELAY_PER_METRE.saturating_mul(u64::from(m)),
+                (None, None) => d.delay,
+            },
+            cable_m: self.cable_m,
+            mtu: self.mtu.unwrap_or(d.mtu),
+        }
+    }
+}
+
+/// One explicit link.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDoc {
+    /// Name of one end.
+    pub a: String,
+    /// Name of the other end.
+    pub b: String,
+    /// Rate override.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Delay override.
+    #[serde(default)]
+    pub delay: Option<Duration>,
+    /// Cable length override.
+    #[serde(default)]
+    pub cable_m: Option<u32>,
+    /// MTU override.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// A generator and its parameters (`kind` selects it).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum GeneratorSpec {
+    /// Two switches and one bottleneck link.
+    Dumbbell {
+        /// Hosts on the left switch.
+        left: u32,
+        /// Hosts on the right switch.
+        right: u32,
+        /// Host links.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// The switch-to-switch link.
+        #[serde(default)]
+        bottleneck: LinkSpec,
+    },
+    /// Switches in a line.
+    Chain {
+        /// Number of switches.
+        switches: u32,
+        /// Hosts per switch.
+        hosts_per_switch: u32,
+        /// Host links.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// Switch-to-switch links.
+        #[serde(default)]
+        fabric_link: LinkSpec,
+    },
+    /// Two-tier leaf-spine.
+    LeafSpine {
+        /// Leaf switches.
+        leaves: u32,
+        /// Spine switches.
+        spines: u32,
+        /// Hosts per leaf.
+        hosts_per_leaf: u32,
+        /// Downlink:uplink bandwidth ratio; derives the uplink rate.
+        #[serde(default)]
+        oversubscription: Option<f64>,
+        /// Host links.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// Leaf-spine links.
+        #[serde(default)]
+        fabric_link: LinkSpec,
+    },
+    /// 3-tier k-ary fat tree.
+    FatTree {
+        /// Switch radix (even).
+        k: u32,
+        /// Host links.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// Switch-to-switch links.
+        #[serde(default)]
+        fabric_link: LinkSpec,
+    },
+}
+
+/// Load and build a topology file.
+pub fn load(path: &Path) -> Result<Topology, FileError> {
+    let text = read_file(path)?;
+    from_str(path, &text)
+}
+
+/// Build a topology from the text of a file named `file`.
+pub fn from_str(file: &Path, text: &str) -> Result<Topology, FileError> {
+    let doc: TopologyDoc = decode_str(file, text)?;
+    build(&doc, file, "")
+}
+
+/// Build a topology from a TOML value found under `prefix` in `file`
+/// (an inline `[topology]` table of a scenario).
+pub fn from_value(file: &Path, value: toml::Value, prefix: &str) -> Result<Topology, FileError> {
+    let doc: TopologyDoc = decode_value(file, value, prefix)?;
+    build(&doc, file, prefix)
+}
+
+/// Build the topology a document describes and check it
+/// ([`Topology::check`]); errors name keys under `prefix`.
+pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, FileError> {
+    let err = |key: &str, e: TopologyError| FileError::new(file, key, e.to_string()).under(prefix);
+    let defaults = doc.defaults;
+    let topo = match &doc.generator {
+        Some(g) => {
+            if !doc.hosts.is_empty() || !doc.switches.is_empty() || !doc.links.is_empty() {
+                return Err(FileError::new(
+                    file,
+                    "generator",
+                    "a generator and explicit hosts/switches/links: expected one or the other",
+                )
+                .under(prefix));
+            }
+            let l = |s: &LinkSpec| s.over(defaults).props();
+            let key = match g {
+                GeneratorSpec::Dumbbell { .. } => "generator",
+                GeneratorSpec::Chain { .. } => "generator",
+                GeneratorSpec::LeafSpine { .. } => "generator",
+                GeneratorSpec::FatTree { .. } => "generator.k",
+            };
+            let built = match g {
+                GeneratorSpec::Dumbbell {
+                    left,
+                    right,
+                    host_link,
+                    bottleneck,
+                } => generate::dumbbell(*left, *right, l(host_link), l(bottleneck)),
+                GeneratorSpec::Chain {
+                    switches,
+                    hosts_per_switch,
+                    host_link,
+                    fabric_link,
+                } => generate::chain(*switches, *hosts_per_switch, l(host_link), l(fabric_link)),
+                GeneratorSpec::LeafSpine {
+                    leaves,
+                    spines,
+                    hosts_per_leaf,
+                    oversubscription,
+                    host_link,
+                    fabric_link,
+                } => {
+                    if oversubscription.is_some() && fabric_link.rate.is_some() {
+                        return Err(FileError::new(
+                            file,
+                            "generator.oversubscription",
+                            "both oversubscription and fabric_link.rate: expected one of them",
+                        )
+                        .under(prefix));
+                    }
+                    generate::leaf_spine(&LeafSpine {
+                        leaves: *leaves,
+                        spines: *spines,
+                        hosts_per_leaf: *hosts_per_leaf,
+                        host_link: l(host_link),
+                        fabric_link: l(fabric_link),
+                        oversubscription: *oversubscription,
+                    })
+                }
+                GeneratorSpec::FatTree {
+                    k,
+                    host_link,
+                    fabric_link,
+                } => generate::fat_tree(*k, l(host_link), l(fabric_link)),
+            };
+            built.map_err(|e| match &e {
+                TopologyError::BadParameter { param, .. } => err(&format!("generator.{param}"), e),
+                _ => err(key, e),
+            })?
+        }
+        None => {
+            let mut t = Topology::new();
+            for h in &doc.hosts {
+                t.add_node(h.clone(), NodeKind::Host);
+            }
+            for s in &doc.switches {
+                t.add_node(s.clone(), NodeKind::Switch);
+            }
+            // Name lookups through a sorted index: files may list thousands.
+            let mut index: Vec<(&str, u32)> = t
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), i as u32))
+                .collect();
+            index.sort_unstable();
+            if let Some(w) = index.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(err(
+                    "hosts",
+                    TopologyError::DuplicateName(w[0].0.to_string()),
+                ));
+            }
+            let find = |name: &str| {
+                index
+                    .binary_search_by(|(n, _)| (*n).cmp(name))
+                    .ok()
+                    .map(|i| super::NodeId(index[i].1))
+            };
+            let mut resolved = Vec::with_capacity(doc.links.len());
+            for (i, l) in doc.links.iter().enumerate() {
+                let a = find(&l.a).ok_or_else(|| {
+                    err(
+                        &format!("link[{i}].a"),
+                        TopologyError::UnknownNode(l.a.clone()),
+                    )
+                })?;
+                let b = find(&l.b).ok_or_else(|| {
+                    err(
+                        &format!("link[{i}].b"),
+                        TopologyError::UnknownNode(l.b.clone()),
+                    )
+                })?;
+                let spec = LinkSpec {
+                    rate: l.rate,
+                    delay: l.delay,
+                    cable_m: l.cable_m,
+                    mtu: l.mtu,
+                };
+                resolved.push((a, b, spec.over(defaults).props()));
+            }
+            for (i, (a, b, props)) in resolved.into_iter().enumerate() {
+                t.add_link(a, b, props)
+                    .map_err(|e| err(&format!("link[{i}]"), e))?;
+            }
+            t
+        }
+    };
+    topo.check().map_err(|e| {
+        let key = match e {
+            TopologyError::NoHosts => "hosts",
+            _ => "link",
+        };
+        err(
+            if doc.generator.is_some() {
+                "generator"
+            } else {
+                key
+            },
+            e,
+        )
+    })?;
+    Ok(topo)
+}

@@ -1,0 +1,204 @@
+//! Topology generators: dumbbell, chain, leaf-spine and 3-tier fat tree.
+//!
+//! Every generator puts the hosts first (host `i` is `NodeId(i)` and is
+//! named `h{i}`), then the switches, and adds links bottom-up, so a host's
+//! only port is 0 and switch ports count from the hosts upwards.
+
+use verbs_emu::time::Rate;
+
+use super::{LinkProps, NodeId, NodeKind, Topology, TopologyError};
+
+/// Two switches joined by one bottleneck link, `left` hosts on one and
+/// `right` hosts on the other. Switches `left` and `right`.
+pub fn dumbbell(
+    left: u32,
+    right: u32,
+    host_link: LinkProps,
+    bottleneck: LinkProps,
+) -> Result<Topology, TopologyError> {
+    positive("left", left)?;
+    positive("right", right)?;
+    let mut t = Topology::new();
+    for i in 0..left + right {
+        t.add_node(format!("h{i}"), NodeKind::Host);
+    }
+    let sl = t.add_node("left", NodeKind::Switch);
+    let sr = t.add_node("right", NodeKind::Switch);
+    for i in 0..left + right {
+        let sw = if i < left { sl } else { sr };
+        t.add_link(NodeId(i), sw, host_link)?;
+    }
+    t.add_link(sl, sr, bottleneck)?;
+    Ok(t)
+}
+
+/// `switches` switches in a line (`s0 - s1 - ... `), each with
+/// `hosts_per_switch` hosts: the multi-hop setting where PAUSE spreads
+/// upstream hop by hop.
+pub fn chain(
+    switches: u32,
+    hosts_per_switch: u32,
+    host_link: LinkProps,
+    fabric_link: LinkProps,
+) -> Result<Topology, TopologyError> {
+    positive("switches", switches)?;
+    positive("hosts_per_switch", hosts_per_switch)?;
+    let mut t = Topology::new();
+    let hosts = switches * hosts_per_switch;
+    for i in 0..hosts {
+        t.add_node(format!("h{i}"), NodeKind::Host);
+    }
+    let first = hosts;
+    for s in 0..switches {
+        t.add_node(format!("s{s}"), NodeKind::Switch);
+    }
+    for i in 0..hosts {
+        t.add_link(NodeId(i), NodeId(first + i / hosts_per_switch), host_link)?;
+    }
+    for s in 1..switches {
+        t.add_link(NodeId(first + s - 1), NodeId(first + s), fabric_link)?;
+    }
+    Ok(t)
+}
+
+/// Parameters of a two-tier leaf-spine (folded Clos).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeafSpine {
+    /// Number of leaf (top-of-rack) switches.
+    pub leaves: u32,
+    /// Number of spine switches; every leaf links to every spine.
+    pub spines: u32,
+    /// Hosts under each leaf.
+    pub hosts_per_leaf: u32,
+    /// Host links.
+    pub host_link: LinkProps,
+    /// Leaf-spine links. With `oversubscription` set their rate is
+    /// derived instead (see there).
+    pub fabric_link: LinkProps,
+    /// Downlink to uplink bandwidth ratio of a leaf (1.0: non-blocking,
+    /// 3.0: 3:1). When set, each uplink's rate is
+    /// `host rate * hosts_per_leaf / (spines * oversubscription)`, rounded
+    /// to whole bits per second.
+    pub oversubscription: Option<f64>,
+}
+
+/// A leaf-spine: hosts `h*`, leaves `leaf*`, spines `spine*`.
+pub fn leaf_spine(p: &LeafSpine) -> Result<Topology, TopologyError> {
+    positive("leaves", p.leaves)?;
+    positive("spines", p.spines)?;
+    positive("hosts_per_leaf", p.hosts_per_leaf)?;
+    let mut fabric = p.fabric_link;
+    if let Some(o) = p.oversubscription {
+        if !(o.is_finite() && o > 0.0) {
+            return Err(TopologyError::BadParameter {
+                param: "oversubscription",
+                value: o.to_string(),
+                expected: "a positive ratio such as 1.0 or 3.0",
+            });
+        }
+        let down = p.host_link.rate.bps() as f64 * f64::from(p.hosts_per_leaf);
+        let up = (down / (f64::from(p.spines) * o)).round() as u64;
+        fabric.rate = Rate::from_bps(up);
+    }
+    let mut t = Topology::new();
+    let hosts = p.leaves * p.hosts_per_leaf;
+    for i in 0..hosts {
+        t.add_node(format!("h{i}"), NodeKind::Host);
+    }
+    let leaf0 = hosts;
+    for l in 0..p.leaves {
+        t.add_node(format!("leaf{l}"), NodeKind::Switch);
+    }
+    let spine0 = leaf0 + p.leaves;
+    for s in 0..p.spines {
+        t.add_node(format!("spine{s}"), NodeKind::Switch);
+    }
+    for i in 0..hosts {
+        t.add_link(NodeId(i), NodeId(leaf0 + i / p.hosts_per_leaf), p.host_link)?;
+    }
+    for l in 0..p.leaves {
+        for s in 0..p.spines {
+            t.add_link(NodeId(leaf0 + l), NodeId(spine0 + s), fabric)?;
+        }
+    }
+    Ok(t)
+}
+
+/// A 3-tier k-ary fat tree (Al-Fares et al.): `k` pods of `k/2` edge and
+/// `k/2` aggregation switches, `(k/2)^2` core switches, `k^3/4` hosts
+/// (`k/2` per edge switch). Aggregation switch `j` of every pod links to
+/// core switches `j*k/2 .. (j+1)*k/2 - 1`. Names: `h{i}`, `edge{pod}_{j}`,
+/// `agg{pod}_{j}`, `core{c}`. `k` must be even, 2..=64.
+pub fn fat_tree(
+    k: u32,
+    host_link: LinkProps,
+    fabric_link: LinkProps,
+) -> Result<Topology, TopologyError> {
+    if k < 2 || k % 2 != 0 || k > 64 {
+        return Err(TopologyError::BadParameter {
+            param: "k",
+            value: k.to_string(),
+            expected: "an even number from 2 to 64",
+        });
+    }
+    let half = k / 2;
+    let hosts = k * k * k / 4;
+    let mut t = Topology::new();
+    for i in 0..hosts {
+        t.add_node(format!("h{i}"), NodeKind::Host);
+    }
+    let edge0 = hosts;
+    for pod in 0..k {
+        for j in 0..half {
+            t.add_node(format!("edge{pod}_{j}"), NodeKind::Switch);
+        }
+    }
+    let agg0 = edge0 + k * half;
+    for pod in 0..k {
+        for j in 0..half {
+            t.add_node(format!("agg{pod}_{j}"), NodeKind::Switch);
+        }
+    }
+    let core0 = agg0 + k * half;
+    for c in 0..half * half {
+        t.add_node(format!("core{c}"), NodeKind::Switch);
+    }
+    for i in 0..hosts {
+        t.add_link(NodeId(i), NodeId(edge0 + i / half), host_link)?;
+    }
+    for pod in 0..k {
+        for e in 0..half {
+            for a in 0..half {
+                t.add_link(
+                    NodeId(edge0 + pod * half + e),
+                    NodeId(agg0 + pod * half + a),
+                    fabric_link,
+                )?;
+            }
+        }
+    }
+    for pod in 0..k {
+        for a in 0..half {
+            for c in 0..half {
+                t.add_link(
+                    NodeId(agg0 + pod * half + a),
+                    NodeId(core0 + a * half + c),
+                    fabric_link,
+                )?;
+            }
+        }
+    }
+    Ok(t)
+}
+
+fn positive(param: &'static str, v: u32) -> Result<(), TopologyError> {
+    if v == 0 {
+        Err(TopologyError::BadParameter {
+            param,
+            value: "0".into(),
+            expected: "at least 1",
+        })
+    } else {
+        Ok(())
+    }
+}

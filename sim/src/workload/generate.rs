@@ -1,0 +1,271 @@
+//! Workload generators.
+//!
+//! Generators append flows to a [`FlowBuilder`], which hands out unique
+//! ids and splits each (source, destination) pair's bytes over its queue
+//! pairs; [`FlowBuilder::finish`] gives the final, sorted list. Random
+//! choices take the caller's RNG (a seeded `ChaCha8Rng`), so the same seed
+//! gives the same flows.
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use verbs_emu::time::{Duration, Instant, Rate};
+
+use super::{finish, DependencyError, FlowOp, FlowSizeCdf, FlowSpec};
+use crate::topology::NodeId;
+
+/// What every flow of a workload shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowTemplate {
+    /// Operation.
+    pub op: FlowOp,
+    /// Bytes per (source, destination) pair.
+    pub size: u64,
+    /// Message size (`None`: one message per flow).
+    pub message_size: Option<u64>,
+    /// Queue pairs per pair; the pair's bytes are split evenly over them
+    /// (the first QPs take the remainder), one flow per QP.
+    pub qps_per_pair: u32,
+    /// When flows are posted.
+    pub start: Instant,
+    /// Priority (0-7).
+    pub priority: u8,
+}
+
+impl Default for FlowTemplate {
+    /// One 1 MB WRITE on one QP at time zero, priority 3.
+    fn default() -> Self {
+        FlowTemplate {
+            op: FlowOp::Write,
+            size: 1_000_000,
+            message_size: None,
+            qps_per_pair: 1,
+            start: Instant::ZERO,
+            priority: 3,
+        }
+    }
+}
+
+/// Collects flows with unique ids.
+#[derive(Debug, Clone, Default)]
+pub struct FlowBuilder {
+    flows: Vec<FlowSpec>,
+    next_group: u32,
+}
+
+impl FlowBuilder {
+    /// An empty builder.
+    pub fn new() -> FlowBuilder {
+        FlowBuilder::default()
+    }
+
+    /// Flows so far (ids are provisional until [`finish`](Self::finish)).
+    pub fn flows(&self) -> &[FlowSpec] {
+        &self.flows
+    }
+
+    /// A fresh group id for a collective.
+    pub fn new_group(&mut self) -> u32 {
+        self.next_group += 1;
+        self.next_group - 1
+    }
+
+    /// Add the flows of one pair: `size` bytes from `src` to `dst` split
+    /// over `t.qps_per_pair` QPs, posted at `start` and after `after`.
+    /// Returns the provisional ids (none when `size` is zero).
+    #[allow(clippy::too_many_arguments)]
+    pub fn pair(
+        &mut self,
+        src: NodeId,
+        dst: NodeId,
+        size: u64,
+        start: Instant,
+        t: &FlowTemplate,
+        group: Option<u32>,
+        after: &[u32],
+    ) -> Vec<u32> {
+        let q = u64::from(t.qps_per_pair.max(1));
+        let mut ids = Vec::with_capacity(q as usize);
+        for i in 0..q {
+            let part = size / q + u64::from(i < size % q);
+            if part == 0 {
+                continue;
+            }
+            let id = self.flows.len() as u32;
+            self.flows.push(FlowSpec {
+                id,
+                src,
+                dst,
+                size: part,
+                start,
+                op: t.op,
+                message_size: t.message_size.unwrap_or(part).clamp(1, part),
+                qp_index: i as u32,
+                priority: t.priority,
+                group,
+                after: after.to_vec(),
+            });
+            ids.push(id);
+        }
+        ids
+    }
+
+    /// Add already built flows (from an import); their ids and `after`
+    /// lists are shifted past the flows already here.
+    pub fn extend(&mut self, flows: Vec<FlowSpec>) {
+        let base = self.flows.len() as u32;
+        let mut flows = flows;
+        let min = flows.iter().map(|f| f.id).min().unwrap_or(0);
+        for f in &mut flows {
+            f.id = f.id - min + base;
+            for a in &mut f.after {
+                *a = a.wrapping_sub(min).wrapping_add(base);
+            }
+        }
+        self.flows.extend(flows);
+    }
+
+    /// The final list: sorted, ids dense (see [`super::finish`]).
+    pub fn finish(self) -> Result<Vec<FlowSpec>, DependencyError> {
+        finish(self.flows)
+    }
+}
+
+/// N:1 incast: every sender sends `t.size` bytes to `receiver`.
+pub fn incast(b: &mut FlowBuilder, senders: &[NodeId], receiver: NodeId, t: &FlowTemplate) {
+    for &s in senders {
+        if s != receiver {
+            b.pair(s, receiver, t.size, t.start, t, None, &[]);
+        }
+    }
+}
+
+/// A uniformly random derangement of `0..n` (a permutation without fixed
+/// points), by rejection of Fisher-Yates shuffles (e tries on average).
+/// `n < 2` has none: returns the identity for 0 and 1.
+pub fn derangement<R: Rng + ?Sized>(n: usize, rng: &mut R) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    if n < 2 {
+        return p;
+    }
+    loop {
+        p.shuffle(rng);
+        if p.iter().enumerate().all(|(i, &v)| i != v) {
+            return p;
+        }
+    }
+}
+
+/// Permutation traffic: host `i` sends to host `d(i)` for a random
+/// derangement `d`; every host sends once and receives once.
+pub fn permutation<R: Rng + ?Sized>(
+    b: &mut FlowBuilder,
+    hosts: &[NodeId],
+    t: &FlowTemplate,
+    rng: &mut R,
+) {
+    let d = derangement(hosts.len(), rng);
+    if hosts.len() < 2 {
+        return;
+    }
+    for (i, &j) in d.iter().enumerate() {
+        b.pair(hosts[i], hosts[j], t.size, t.start, t, None, &[]);
+    }
+}
+
+/// All-to-all: every ordered pair of distinct hosts.
+pub fn all_to_all(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) {
+    for &s in hosts {
+        for &d in hosts {
+            if s != d {
+                b.pair(s, d, t.size, t.start, t, None, &[]);
+            }
+        }
+    }
+}
+
+/// One ring all-reduce of `t.size` bytes per host over `hosts` in ring
+/// order: `2(N-1)` steps; at step `s` host `i` sends chunk `(i - s) mod N`
+/// (`size / N` bytes, the first `size % N` chunks one byte more) to host
+/// `i+1`. Step `s > 0` of host `i` waits for step `s-1` of host `i-1`
+/// (the chunk it forwards) and of itself. All flows share one group.
+/// Returns the group id.
+pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -> u32 {
+    let group = b.new_group();
+    let n = hosts.len();
+    if n < 2 {
+        return group;
+    }
+    let chunk = |c: usize| t.size / n as u64 + u64::from((c as u64) < t.size % n as u64);
+    let mut prev: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for s in 0..2 * (n - 1) {
+        let mut cur = Vec::with_capacity(n);
+        for i in 0..n {
+            let c = (i + n * 2 - s % n) % n;
+            let mut after = prev[(i + n - 1) % n].clone();
+            after.extend_from_slice(&prev[i]);
+            let ids = b.pair(
+                hosts[i],
+                hosts[(i + 1) % n],
+                chunk(c),
+                t.start,
+                t,
+                Some(group),
+                &after,
+            );
+            cur.push(ids);
+        }
+        prev = cur;
+    }
+    group
+}
+
+/// Poisson arrivals: each host in `hosts` starts flows at exponential
+/// intervals of mean `mean_size * 8 / (rate * load)` (its link rate
+/// `rates[i]`, `load` counting payload bytes as the HPCC artifact does),
+/// from `t.start` until `t.start + window`; each flow goes to a uniformly
+/// chosen other host with a size drawn from `cdf`. `t.size` is ignored.
+#[allow(clippy::too_many_arguments)]
+pub fn poisson<R: Rng + ?Sized>(
+    b: &mut FlowBuilder,
+    hosts: &[NodeId],
+    rates: &[Rate],
+    cdf: &FlowSizeCdf,
+    load: f64,
+    window: Duration,
+    t: &FlowTemplate,
+    rng: &mut R,
+) {
+    if hosts.len() < 2 || load.is_nan() || load <= 0.0 {
+        return;
+    }
+    let end = t.start.saturating_add(window);
+    let mean_bits = cdf.mean() * 8.0;
+    for (i, &src) in hosts.iter().enumerate() {
+        let rate = rates.get(i).map_or(0, |r| r.bps()) as f64;
+        if rate <= 0.0 {
+            continue;
+        }
+        // Mean gap in picoseconds.
+        let mean_gap_ps = mean_bits / (rate * load) * 1e12;
+        let mut now = t.start;
+        loop {
+            let u: f64 = rng.gen::<f64>();
+            let gap = -(1.0 - u).ln() * mean_gap_ps;
+            now = now.saturating_add(Duration::from_ps(gap.round() as u64));
+            if now >= end {
+                break;
+            }
+            let mut j = rng.gen_range(0..hosts.len() - 1);
+            if j >= i {
+                j += 1;
+            }
+            let size = cdf.sample(rng);
+            b.pair(src, hosts[j], size, now, t, None, &[]);
+        }
+    }
+}
+
+/// A single perftest-like flow.
+pub fn single(b: &mut FlowBuilder, src: NodeId, dst: NodeId, t: &FlowTemplate) {
+    b.pair(src, dst, t.size, t.start, t, None, &[]);
+}

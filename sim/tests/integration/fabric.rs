@@ -1,0 +1,65 @@
+//! Basic fabric behaviour: one flow, one switch.
+
+use sim::config::SimConfig;
+use sim::run::{simulate, RunOptions};
+use verbs_emu::time::{Duration, Rate};
+
+use crate::support::{star, write};
+
+#[test]
+fn one_write_crosses_a_switch_at_line_rate() {
+    let (t, r) = star(2, Rate::from_gbps(100), Duration::from_us(1));
+    let flows = vec![write(0, 1, 2, 1_000_000)];
+    let (res, _) = simulate(
+        &t,
+        &r,
+        &SimConfig::default(),
+        &flows,
+        &RunOptions::default(),
+    )
+    .unwrap();
+    let s = &res.summary;
+    assert_eq!(s.flows_completed, 1, "{s:?}");
+    assert_eq!(s.drops, 0);
+    assert_eq!(s.pause_frames_sent, 0);
+    // 1 MB plus 245 packets of 62 B headers at 100 Gbps is 81.2 us; the
+    // last ACK adds about 4.7 us (two hops each way at 1 us plus
+    // serialisation).
+    let fct = res.flows[0].fct_ps.unwrap();
+    assert!((85_000_000..87_000_000).contains(&fct), "fct {fct}");
+    assert_eq!(s.sim_time_ps, fct, "the run ends with the last ACK");
+}
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let (t, r) = star(2, Rate::from_gbps(100), Duration::from_us(1));
+    // A flow to a switch.
+    let mut f = write(0, 1, 0, 1000);
+    let e = simulate(
+        &t,
+        &r,
+        &SimConfig::default(),
+        &[f.clone()],
+        &RunOptions::default(),
+    );
+    assert!(e.unwrap_err().to_string().contains("not a host"));
+    f.dst = sim::topology::NodeId(1);
+    let e = simulate(&t, &r, &SimConfig::default(), &[f], &RunOptions::default());
+    assert!(e.unwrap_err().to_string().contains("same host"));
+    // A fault on a link that does not exist.
+    let mut cfg = SimConfig::default();
+    cfg.faults.push(sim::config::FaultConfig {
+        from: "h0".into(),
+        to: "h1".into(),
+        loss: Some(0.1),
+        drop_every: None,
+    });
+    let e = simulate(
+        &t,
+        &r,
+        &cfg,
+        &[write(0, 1, 2, 1000)],
+        &RunOptions::default(),
+    );
+    assert!(e.unwrap_err().to_string().contains("no link from h0 to h1"));
+}

@@ -1,0 +1,127 @@
+//! Go-back-N goodput under random loss (VALIDATION.md AN-7) and the
+//! go-back-0 livelock (AN-8), at fabric level: the losses happen on a
+//! link, the transport is the shared engine.
+
+use sim::config::{FaultConfig, RetransmitMode, SimConfig};
+use sim::results::RunResult;
+use sim::run::{simulate, RunOptions};
+use sim::workload::FlowSpec;
+use verbs_emu::time::{Duration, Rate};
+
+use crate::support::{star, write};
+
+/// h1 -> sw -> h0 at 100 Gbps; 2.3 us per link makes the loss-detection
+/// RTT about 10 us.
+fn run(cfg: &SimConfig, flow: FlowSpec, until: Option<Duration>, seed: u64) -> RunResult {
+    let (t, r) = star(2, Rate::from_gbps(100), Duration::from_ns(2_300));
+    let opts = RunOptions {
+        seed,
+        duration: until,
+        ..RunOptions::default()
+    };
+    simulate(&t, &r, cfg, &[flow], &opts).unwrap().0
+}
+
+fn lossy(loss: Option<f64>, every: Option<u64>) -> SimConfig {
+    let mut cfg = SimConfig::default();
+    cfg.nic.ack_timeout = 4; // 65.5 us: tail losses cost little
+    cfg.nic.retry_cnt = 7;
+    cfg.faults.push(FaultConfig {
+        from: "h1".into(),
+        to: "sw".into(),
+        loss,
+        drop_every: every,
+    });
+    cfg
+}
+
+/// Packets per loss-detection RTT: the base RTT at line rate, in frames.
+fn window() -> f64 {
+    let frame = 4158.0;
+    let ser = |b: f64| b * 8.0 / 100e9;
+    let rtt = 4.0 * 2.3e-6 + 2.0 * ser(frame) + 2.0 * ser(66.0);
+    rtt * 100e9 / 8.0 / frame
+}
+
+fn flow(size: u64, message: u64) -> FlowSpec {
+    let mut f = write(0, 2, 1, size);
+    f.message_size = message;
+    f
+}
+
+fn efficiency(p: f64, seed: u64) -> f64 {
+    let size = 200_000_000;
+    let clean = run(&SimConfig::default(), flow(size, 4 << 20), None, seed);
+    let hit = run(&lossy(Some(p), None), flow(size, 4 << 20), None, seed);
+    assert_eq!(hit.summary.flows_completed, 1);
+    assert!(hit.summary.retransmitted_packets > 0);
+    clean.flows[0].fct_ps.unwrap() as f64 / hit.flows[0].fct_ps.unwrap() as f64
+}
+
+#[test]
+fn an7_go_back_n_goodput_follows_the_arq_formula() {
+    let w = window();
+    for p in [1e-2, 1e-3] {
+        let expected = (1.0 - p) / (1.0 + (w - 1.0) * p);
+        let got = efficiency(p, 3);
+        assert!(
+            (got - expected).abs() <= 0.03,
+            "p={p}: goodput/C {got:.4}, formula {expected:.4} (W={w:.1})"
+        );
+    }
+}
+
+#[test]
+fn an7_tail_loss_costs_one_retransmission_timeout() {
+    // 100 packets (AckReq on the 64th and the last); the 100th frame on the
+    // link (the last packet) is lost and only the ACK timer can recover
+    // it. The resend covers packets 65-100 and loses nothing.
+    let size = 100 * 4096;
+    let clean = run(&SimConfig::default(), flow(size, size), None, 1);
+    let cfg = lossy(None, Some(100));
+    let hit = run(&cfg, flow(size, size), None, 1);
+    assert_eq!(hit.summary.flows_completed, 1);
+    assert_eq!(hit.summary.drops, 1);
+    let added = hit.flows[0].fct_ps.unwrap() - clean.flows[0].fct_ps.unwrap();
+    let rto = 4_096_000u64 << 4; // 4.096 us * 2^4
+    assert!(
+        added >= rto && added <= rto + clean.flows[0].fct_ps.unwrap(),
+        "added {added} ps, RTO {rto} ps"
+    );
+    assert_eq!(hit.nics[1].local_ack_timeout_err, 1);
+}
+
+#[test]
+fn an8_go_back_0_livelocks_under_one_in_256_drops() {
+    // 4 MB messages are 1024 packets: every attempt loses one.
+    let mut cfg = lossy(None, Some(256));
+    cfg.nic.retransmit = RetransmitMode::GoBack0;
+    let res = run(&cfg, flow(16 << 20, 4 << 20), Some(Duration::from_ms(3)), 1);
+    let s = &res.summary;
+    assert_eq!(s.flows_completed, 0);
+    assert_eq!(res.flows[0].bytes_acked, 0, "goodput is zero");
+    // ... while the link ran near line rate.
+    let sent: u64 = res
+        .ports
+        .iter()
+        .filter(|p| p.node == "h1")
+        .map(|p| p.prio[3].tx_bytes)
+        .sum();
+    let util = sent as f64 * 8.0 / (100e9 * 3e-3);
+    assert!(util > 0.8, "link utilisation {util}");
+}
+
+#[test]
+fn an8_go_back_n_survives_the_same_drops() {
+    let w = window();
+    let expected = 255.0 / (256.0 + w - 1.0);
+    let size = 64 << 20;
+    let clean = run(&SimConfig::default(), flow(size, 4 << 20), None, 1);
+    let hit = run(&lossy(None, Some(256)), flow(size, 4 << 20), None, 1);
+    assert_eq!(hit.summary.flows_completed, 1);
+    let got = clean.flows[0].fct_ps.unwrap() as f64 / hit.flows[0].fct_ps.unwrap() as f64;
+    assert!(
+        (got - expected).abs() <= 0.03,
+        "goodput/C {got:.4}, expected {expected:.4} (W={w:.1})"
+    );
+}

@@ -1,0 +1,72 @@
+//! Small topologies built in code, with their routes, for the tests.
+
+use sim::topology::{Endpoint, Link, LinkId, Node, NodeId, NodeKind, Routes, Topology};
+use sim::workload::{FlowOp, FlowSpec};
+use verbs_emu::time::{Duration, Instant, Rate};
+
+/// A star: switch `sw` (node 0) and hosts `h0..h{n-1}` (nodes 1..=n), host
+/// i on switch port i. Every link `rate` and `delay`.
+pub fn star(n: usize, rate: Rate, delay: Duration) -> (Topology, Routes) {
+    let mut t = Topology::default();
+    t.nodes.push(Node {
+        name: "sw".into(),
+        kind: NodeKind::Switch,
+        ports: vec![],
+    });
+    for i in 0..n {
+        t.nodes.push(Node {
+            name: format!("h{i}"),
+            kind: NodeKind::Host,
+            ports: vec![],
+        });
+        add_link(&mut t, 0, i + 1, rate, delay);
+    }
+    let routes = shortest_routes(&t);
+    (t, routes)
+}
+
+/// A chain host `a` - switch `s1` - switch `s2` - host `b` ... used for
+/// tests that need a switch-to-switch hop.
+pub fn add_link(t: &mut Topology, a: usize, b: usize, rate: Rate, delay: Duration) {
+    let id = LinkId(t.links.len() as u32);
+    let pa = t.nodes[a].ports.len() as u16;
+    let pb = t.nodes[b].ports.len() as u16;
+    t.nodes[a].ports.push(id);
+    t.nodes[b].ports.push(id);
+    t.links.push(Link {
+        a: Endpoint {
+            node: NodeId(a as u32),
+            port: pa,
+        },
+        b: Endpoint {
+            node: NodeId(b as u32),
+            port: pb,
+        },
+        rate,
+        delay,
+        cable_m: None,
+        mtu: 4200,
+    });
+}
+
+/// All equal-cost shortest next hops.
+pub fn shortest_routes(t: &Topology) -> Routes {
+    Routes::compute(t)
+}
+
+/// A WRITE flow of `size` bytes from node `src` to node `dst` at time 0.
+pub fn write(id: u32, src: usize, dst: usize, size: u64) -> FlowSpec {
+    FlowSpec {
+        id,
+        src: NodeId(src as u32),
+        dst: NodeId(dst as u32),
+        size,
+        start: Instant::ZERO,
+        op: FlowOp::Write,
+        message_size: size,
+        qp_index: 0,
+        priority: 3,
+        group: None,
+        after: Vec::new(),
+    }
+}
