@@ -499,6 +499,24 @@ impl TxBatch {
         });
     }
 
+    /// Reorder the queued datagrams so that those whose bytes match `late`
+    /// go last, keeping the order within both groups. No allocation.
+    pub fn move_to_back(&mut self, late: impl Fn(&[u8]) -> bool) {
+        let n = self.entries.len();
+        let mut moved = 0;
+        let mut i = 0;
+        while i < n - moved {
+            let e = self.entries[i];
+            if late(&self.buf[e.off..e.off + e.len]) {
+                self.entries.remove(i);
+                self.entries.push(e);
+                moved += 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Number of datagrams (a GSO run counts once).
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -575,6 +593,11 @@ impl RxBatch {
             slot_size,
             count: 0,
         }
+    }
+
+    /// How many datagrams one receive can return.
+    pub fn capacity(&self) -> usize {
+        self.slots
     }
 
     /// Datagrams from the last receive.

@@ -714,6 +714,13 @@ impl Side {
                         self.cfg.report_gbits
                     )
                 );
+                rows.push(ResultRow::Bw {
+                    size: row.size,
+                    iters: row.iters,
+                    peak: row.peak,
+                    avg: row.avg,
+                    msg_rate: row.rate,
+                });
             } else {
                 if let Some(r) = self.lat(size, oob)? {
                     let line = match &r {
