@@ -534,7 +534,7 @@ impl UdpBackend {
                 next_handle: 1,
                 next_qpn: 0x11,
                 tx: TxBatch::with_capacity(1 << 17),
-                rx: RxBatch::new(32, slot),
+                rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 stats: UdpStats::default(),
             }),
             socket,
