@@ -213,3 +213,37 @@ fn mismatched_flags_fail_both_sides_with_a_reason() {
         text(&c)
     );
 }
+
+#[test]
+fn ud_multi_qp_duration_and_all_sizes_run() {
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            "send_bw",
+            &["-c", "UD", "-s", "1024", "-n", "200", "--verify"],
+        ),
+        (
+            "write_bw",
+            &["-q", "4", "-s", "8192", "-n", "100", "--verify"],
+        ),
+        ("read_bw", &["-D", "1", "-s", "4096"]),
+        ("write_bw", &["-a", "-n", "20"]),
+    ];
+    for (i, (test, flags)) in cases.into_iter().enumerate() {
+        let ip = format!("127.65.{i}.1");
+        let (s, c) = run_pair(test, 18680 + i as u16, &ip, flags);
+        assert!(s.status.success(), "{test} {flags:?} server:\n{}", text(&s));
+        assert!(c.status.success(), "{test} {flags:?} client:\n{}", text(&c));
+        let out = String::from_utf8_lossy(&c.stdout);
+        let rows = out
+            .lines()
+            .skip_while(|l| !l.starts_with(" #bytes"))
+            .skip(1)
+            .filter(|l| l.starts_with(' ') && l.trim().starts_with(|ch: char| ch.is_ascii_digit()))
+            .count();
+        let want = if flags.contains(&"-a") { 23 } else { 1 };
+        assert_eq!(rows, want, "{test} {flags:?}:\n{out}");
+        if flags.contains(&"-D") {
+            assert!(out.contains("WARNING: BW peak won't be measured in this run."));
+        }
+    }
+}

@@ -82,6 +82,9 @@ pub struct UdpConfig {
     pub accept_bad_icrc: bool,
     /// Link MTU used to derive the port's active MTU.
     pub link_mtu: u32,
+    /// Congestion control of every QP's sends (DCQCN reaction point, or
+    /// none). The notification point (CNPs on CE) is always on.
+    pub cc: crate::cc::CcConfig,
 }
 
 impl UdpConfig {
@@ -94,6 +97,7 @@ impl UdpConfig {
             busy_poll: false,
             accept_bad_icrc: false,
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
+            cc: crate::cc::CcConfig::None,
         }
     }
 }
@@ -1311,6 +1315,7 @@ impl Backend for UdpBackend {
         cfg.sq_sig_all = init.sq_sig_all;
         cfg.ecn = Ecn::Ect0;
         cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
+        cfg.cc = self.shared.cfg.cc;
         // A host socket absorbs more than a NIC's on-chip window: keep 2 MiB
         // (at 4 KiB MTU) in flight and ask for ACKs twice as often as rxe,
         // so that large messages stream without waiting for ACK round trips.

@@ -1065,10 +1065,17 @@ impl Side {
                 last = now;
                 let k = received[q];
                 if self.cfg.verify {
-                    if u64::from(wc.byte_len) != size {
+                    // UD receives count the 40-byte GRH area in byte_len.
+                    let grh = if self.cfg.connection == QpType::Ud {
+                        GRH as u64
+                    } else {
+                        0
+                    };
+                    if u64::from(wc.byte_len) != size + grh {
                         return Err(PerftestError::Verify(format!(
-                            "message {k} on QP {q} has {} bytes, expected {size}",
-                            wc.byte_len
+                            "message {k} on QP {q} has {} bytes, expected {}",
+                            wc.byte_len,
+                            size + grh
                         )));
                     }
                     let (_, off) = self.local_slot(q, slot);
