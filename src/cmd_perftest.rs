@@ -152,7 +152,7 @@ pub fn run(a: PerftestArgs) -> ExitCode {
     cfg.verify = a.verify;
     cfg.busy_poll = a.busy_poll;
     match perftest::run(&cfg) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e}");
             ExitCode::FAILURE

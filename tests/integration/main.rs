@@ -4,4 +4,5 @@
 mod cli_reports;
 mod cli_sim;
 mod devices;
+mod perftest;
 mod wire;

@@ -58,9 +58,11 @@ fn direct(n_msgs: u64) -> (u64, f64) {
     let now = Instant::ZERO;
     let start = WallClock::now();
     let mut pkts = 0u64;
+    let mut tx = Transmit::EMPTY;
+    let mut back = Transmit::EMPTY;
     loop {
         let mut moved = false;
-        while let Some(tx) = p.a.qp.poll_transmit(now, &p.a.mem) {
+        while p.a.qp.poll_transmit_into(now, &p.a.mem, &mut tx) {
             let rx = Received {
                 headers: tx.headers,
                 ecn: tx.ecn,
@@ -71,11 +73,11 @@ fn direct(n_msgs: u64) -> (u64, f64) {
             p.b.qp.handle_packet(now, &rx, &mut p.b.mem);
             pkts += 1;
             moved = true;
-            while let Some(tx) = p.b.qp.poll_transmit(now, &p.b.mem) {
+            while p.b.qp.poll_transmit_into(now, &p.b.mem, &mut back) {
                 let rx = Received {
-                    headers: tx.headers,
-                    ecn: tx.ecn,
-                    payload: Payload::Len(tx.payload.len()),
+                    headers: back.headers,
+                    ecn: back.ecn,
+                    payload: Payload::Len(back.payload.len()),
                     grh: None,
                     src: AddressHandle(2),
                 };

@@ -11,6 +11,17 @@ use crate::realnic::perftest::PerftestReport;
 use crate::realnic::qos::{GidEntry, QosConfig};
 use crate::realnic::topo::TopoMatrix;
 
+/// One snapshot of a source's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snap {
+    /// Time in nanoseconds, when known.
+    pub time_ns: Option<u64>,
+    /// The time is simulated time (counters started at zero at time zero).
+    pub simulated: bool,
+    /// The counters.
+    pub counters: BTreeMap<String, u64>,
+}
+
 /// Counters of one source, as a delta or as since-boot totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterView {
@@ -28,60 +39,74 @@ pub struct CounterView {
     pub reset: Vec<String>,
     /// The snapshots were given newest first and were swapped.
     pub reversed: bool,
+    /// One snapshot of simulated counters: a delta from time zero.
+    pub from_zero: bool,
 }
 
 impl CounterView {
-    /// Build from a series of `(time_ns, counters)` snapshots.
+    /// Build from a series of snapshots. `sim_time_ps`: the simulated run
+    /// time, when the counters are known to come from one simulated run.
     pub fn from_series(
         source: String,
-        snaps: &[(Option<u64>, BTreeMap<String, u64>)],
+        snaps: &[Snap],
         interval: Option<Duration>,
+        sim_time_ps: Option<u64>,
     ) -> CounterView {
         let mut v = CounterView {
             source,
             ..CounterView::default()
         };
-        let mut order: Vec<&(Option<u64>, BTreeMap<String, u64>)> = snaps.iter().collect();
-        if order.iter().all(|s| s.0.is_some()) {
-            order.sort_by_key(|s| s.0);
+        let mut order: Vec<&Snap> = snaps.iter().collect();
+        if order.iter().all(|s| s.time_ns.is_some()) {
+            order.sort_by_key(|s| s.time_ns);
         }
         let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
             return v;
         };
         if order.len() == 1 {
-            v.present = last.1.keys().cloned().collect();
-            v.since_boot = true;
-            v.values = last.1.clone();
+            v.present = last.counters.keys().cloned().collect();
+            v.values = last.counters.clone();
+            let from_zero = match (last.simulated, last.time_ns) {
+                (true, Some(ns)) => ns.checked_mul(1000),
+                _ => sim_time_ps,
+            };
+            match from_zero {
+                Some(ps) => {
+                    v.interval_ps = Some(ps);
+                    v.from_zero = true;
+                }
+                None => v.since_boot = true,
+            }
             return v;
         }
         let (mut first, mut last) = (first, last);
-        if first.0.is_none() || last.0.is_none() {
+        if first.time_ns.is_none() || last.time_ns.is_none() {
             let fell = last
-                .1
+                .counters
                 .iter()
-                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b < a))
+                .filter(|(k, b)| first.counters.get(*k).is_some_and(|a| *b < a))
                 .count();
             let rose = last
-                .1
+                .counters
                 .iter()
-                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b > a))
+                .filter(|(k, b)| first.counters.get(*k).is_some_and(|a| *b > a))
                 .count();
             if fell > rose {
                 std::mem::swap(&mut first, &mut last);
                 v.reversed = true;
             }
         }
-        v.present = last.1.keys().cloned().collect();
+        v.present = last.counters.keys().cloned().collect();
         let gaps = (snaps.len() - 1) as u64;
         v.interval_ps = match interval {
             Some(d) => d.as_ps().checked_mul(gaps),
-            None => match (first.0, last.0) {
+            None => match (first.time_ns, last.time_ns) {
                 (Some(a), Some(b)) if b > a => (b - a).checked_mul(1000),
                 _ => None,
             },
         };
-        for (k, b) in &last.1 {
-            let a = first.1.get(k).copied().unwrap_or(0);
+        for (k, b) in &last.counters {
+            let a = first.counters.get(k).copied().unwrap_or(0);
             if *b < a {
                 v.reset.push(k.clone());
             }
@@ -118,6 +143,11 @@ impl CounterView {
     fn how(&self) -> String {
         if self.since_boot {
             "since boot".to_string()
+        } else if self.from_zero {
+            format!(
+                "in {} of simulated time",
+                Duration::from_ps(self.interval_ps.unwrap_or(0))
+            )
         } else {
             match self.interval_ps {
                 Some(ps) => format!("in {}", Duration::from_ps(ps)),
@@ -330,6 +360,9 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
                 f.impact = "everything sending to this host is slowed; its peers see rx pause; with many senders the pause spreads upstream and unrelated flows slow down".into();
                 f.check_first = "host PCIe: outbound_pci_stalled_*, GPU-NIC locality in `nvidia-smi topo -m` (PIX/PXB, not SYS), PCIe width/speed in lspci, IOMMU/ATS; receive buffer sizes and cable_len in `mlnx_qos`; is the receiver posting buffers".into();
                 f.why = "tx pause counts PFC frames we sent: our own receive buffer for this priority crossed XOFF, so the bottleneck is inside this host, after the wire".into();
+            }
+            if sev == Severity::Info && pm.is_some() {
+                f.impact = "negligible at this share of time: a little pause is how a lossless priority absorbs bursts".into();
             }
             out.push(f);
         }

@@ -53,6 +53,9 @@ pub struct RdmaSnapshot {
     pub host: Option<String>,
     /// Snapshot time in nanoseconds when the file says.
     pub time_ns: Option<u64>,
+    /// The time came from `# time_ps:` (simulated: counters started at zero
+    /// at time zero).
+    pub simulated: bool,
     /// The links, in order of appearance.
     pub links: Vec<RdmaLink>,
 }
@@ -104,6 +107,7 @@ struct State {
     cur: RdmaSnapshot,
     host: Option<String>,
     time_ns: Option<u64>,
+    simulated: bool,
 }
 
 impl State {
@@ -118,6 +122,7 @@ impl State {
                 self.cur.line = line;
                 self.cur.host = self.host.clone();
                 self.cur.time_ns = self.time_ns.take();
+                self.cur.simulated = std::mem::take(&mut self.simulated);
             }
             self.cur.links.push(RdmaLink {
                 device: device.to_string(),
@@ -172,6 +177,7 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
         cur: RdmaSnapshot::default(),
         host: None,
         time_ns: None,
+        simulated: false,
     };
     // Link continued by indented lines in the pretty form.
     let mut current_link: Option<(String, u32)> = None;
@@ -190,9 +196,11 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
             } else if let Some(v) = meta.strip_prefix("time_ps:") {
                 st.new_snapshot();
                 st.time_ns = v.trim().parse::<u64>().ok().map(|ps| ps / 1000);
+                st.simulated = st.time_ns.is_some();
             } else if let Some(v) = meta.strip_prefix("time:") {
                 st.new_snapshot();
                 st.time_ns = scaled_decimal(v, 1_000_000_000, 1);
+                st.simulated = false;
             }
             continue;
         }

@@ -82,7 +82,7 @@ fn s01_rx_pause_is_held_by_the_peer() {
         f.evidence
     );
     assert!(f.title.contains("held by the peer"));
-    assert_eq!(f.subject, "capture prio3");
+    assert_eq!(f.subject, "ethtool prio3", "source named after the files");
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn s10_roce_on_a_lossy_priority() {
         Symptom::LossyPriority,
         Severity::Error,
     );
-    assert_eq!(d.findings[0].subject, "capture prio0");
+    assert_eq!(d.findings[0].subject, "ethtool prio0");
     assert!(d.findings[0]
         .evidence
         .iter()
@@ -436,4 +436,158 @@ fn other_completion_statuses_are_explained() {
         "{ids:?}"
     );
     assert!(!ids.iter().any(|(s, _)| *s == Symptom::AckTimeout));
+}
+
+#[test]
+fn file_names_name_the_sources() {
+    use reports::doctor::source_from_file_name as src;
+    assert_eq!(src("out/counters/h3.ethtool.txt"), "h3");
+    assert_eq!(src("h3.rdma.txt"), "h3");
+    assert_eq!(src("leaf0-p3.ethtool.txt"), "leaf0-p3");
+    assert_eq!(src("caps/ethtool_before.txt"), "ethtool");
+    assert_eq!(src("ethtool_after.txt"), "ethtool");
+    assert_eq!(src("node7-t1.log"), "node7");
+    assert_eq!(src("after.txt"), "");
+}
+
+/// The simulator's own dump writers, read back by the parsers and the
+/// doctor: the contract between the two crates.
+#[test]
+fn simulator_counter_dumps_feed_the_doctor() {
+    use sim::results::{NicRecord, PortRecord, PrioCounters};
+    use sim::stats::{ethtool_dump, rdma_statistic};
+
+    let sim_time_ps = 10_000_000_000u64; // 10 ms
+    let port = |node: &str, is_nic: bool, c3: PrioCounters| {
+        let mut prio = vec![PrioCounters::default(); 8];
+        prio[3] = c3;
+        PortRecord {
+            node: node.into(),
+            port: 1,
+            peer: "sw0".into(),
+            is_nic,
+            prio,
+            rx_discards: 0,
+            fault_drops: 0,
+            ecn_marked: 0,
+            max_queue_bytes: 0,
+            max_headroom_bytes: 0,
+        }
+    };
+    // A sender held off 60 % of the run; the switch port facing it sends
+    // the pause; the receiver is fine.
+    let sender = port(
+        "h1",
+        true,
+        PrioCounters {
+            tx_packets: 2_000_000,
+            tx_bytes: 8_400_000_000,
+            rx_pause: 40_000,
+            rx_pause_duration_ps: 6_000_000_000,
+            rx_pause_transition: 20_000,
+            ..PrioCounters::default()
+        },
+    );
+    let receiver = port(
+        "h0",
+        true,
+        PrioCounters {
+            rx_packets: 2_000_000,
+            rx_bytes: 8_400_000_000,
+            ..PrioCounters::default()
+        },
+    );
+    let switch = port(
+        "sw0",
+        false,
+        PrioCounters {
+            tx_pause: 40_000,
+            tx_pause_duration_ps: 6_000_000_000,
+            ..PrioCounters::default()
+        },
+    );
+    let text = ethtool_dump(&sender, &[3]);
+    let snaps = reports::realnic::ethtool::parse(&text).unwrap();
+    assert_eq!(
+        snaps[0].get("rx_prio3_pause_duration"),
+        Some(6000),
+        "microseconds"
+    );
+    assert_eq!(snaps[0].get("rx_prio3_pause"), Some(40_000));
+
+    let nic = |node: &str| NicRecord {
+        node: node.into(),
+        rx_write_requests: 1_000_000,
+        ..NicRecord::default()
+    };
+    let results = serde_json::json!({ "summary": { "variant": "lossless", "sim_time_ps": sim_time_ps, "goodput_bps": 6.7e9 } });
+    let mut inputs = vec![Input {
+        name: "results.json".into(),
+        parsed: realnic::Parsed::SimResults(results),
+    }];
+    for (name, text) in [
+        ("counters/h0.ethtool.txt", ethtool_dump(&receiver, &[3])),
+        ("counters/h1.ethtool.txt", ethtool_dump(&sender, &[3])),
+        ("counters/sw0-p1.ethtool.txt", ethtool_dump(&switch, &[3])),
+        ("counters/h0.rdma.txt", rdma_statistic("mlx5_0", &nic("h0"))),
+        ("counters/h1.rdma.txt", rdma_statistic("mlx5_0", &nic("h1"))),
+    ] {
+        let parsed = realnic::parse(None, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        inputs.push(Input {
+            name: name.into(),
+            parsed,
+        });
+    }
+    let d = diagnose(&inputs, &Options::default());
+    let names: Vec<&str> = d.sources.iter().map(|s| s.source.as_str()).collect();
+    assert_eq!(names, ["h0", "h1", "sw0-p1", "h0", "h1"]);
+    assert!(d
+        .sources
+        .iter()
+        .all(|s| !s.since_boot && s.interval_ps == Some(sim_time_ps)));
+    let first = &d.findings[0];
+    assert_eq!(
+        (first.symptom, first.severity, first.subject.as_str()),
+        (Symptom::RxPause, Severity::Error, "h1 prio3")
+    );
+    assert!(
+        first.evidence[0].contains("60.000% of the interval"),
+        "{:?}",
+        first.evidence
+    );
+    assert!(
+        first.evidence[0].contains("of simulated time"),
+        "{:?}",
+        first.evidence
+    );
+    assert!(d
+        .findings
+        .iter()
+        .any(|f| f.symptom == Symptom::TxPause && f.subject == "sw0-p1 prio3"));
+    assert!(d
+        .findings
+        .iter()
+        .any(|f| f.symptom == Symptom::EcnNotMarking));
+    assert!(!d.findings.iter().any(|f| f.symptom == Symptom::SinceBoot));
+}
+
+#[test]
+fn simulated_time_metadata_makes_one_snapshot_a_delta() {
+    let text = fixture("ethtool/sim_dump.txt");
+    let d = diagnose(
+        &[Input {
+            name: "x".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        }],
+        &Options::default(),
+    );
+    // 248 us of pause in 2 ms of simulated time.
+    assert_eq!(d.sources[0].interval_ps, Some(2_000_000_000));
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::RxPause)
+        .unwrap();
+    assert_eq!(f.severity, Severity::Error);
+    assert!(f.evidence[0].contains("12.400%"), "{:?}", f.evidence);
 }

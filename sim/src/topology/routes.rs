@@ -19,9 +19,10 @@ use super::{NodeId, NodeKind, Topology};
 /// itself). Ports are in ascending order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Routes {
-    /// Number of hosts (columns of `table`).
+    /// Number of hosts.
     hosts: u32,
-    /// `table[node * hosts + dest]`: index of the port set.
+    /// `table[dest * nodes + node]`: index of the port set. Destination
+    /// major, so computing one destination's column writes memory in order.
     table: Vec<u32>,
     /// Port sets, flattened; set `i` is `ports[offsets[i]..offsets[i + 1]]`.
     ports: Vec<u16>,
@@ -83,7 +84,7 @@ impl Routes {
                         id
                     };
                 last[u] = set;
-                table[u * hosts + d] = set;
+                table[d * n + u] = set;
             }
         }
         Routes {
@@ -122,7 +123,7 @@ impl Routes {
                     ports.extend_from_slice(&set);
                     offsets.push(ports.len() as u32);
                 }
-                table[u * hosts + d] = id;
+                table[d * n + u] = id;
             }
         }
         Routes {
@@ -142,10 +143,11 @@ impl Routes {
         if dest_host >= self.hosts {
             return &[];
         }
-        let Some(&set) = self
-            .table
-            .get(node.0 as usize * self.hosts as usize + dest_host as usize)
-        else {
+        let n = self.host_index.len();
+        if node.0 as usize >= n {
+            return &[];
+        }
+        let Some(&set) = self.table.get(dest_host as usize * n + node.0 as usize) else {
             return &[];
         };
         let set = set as usize;

@@ -166,6 +166,9 @@ fn poisson_arrivals_hit_the_target_load() {
     // Mean gap = mean size * 8 / (100G * 0.3) = 32.1 us (VALIDATION.md).
     let gap_us = cdf.mean() * 8.0 / 30e9 * 1e6;
     assert!((gap_us - 32.1).abs() < 0.1, "{gap_us}");
+    // WebSearch at 30%: 456 us per host (VALIDATION.md HPCC-1).
+    let ws = FlowSizeCdf::builtin("websearch").unwrap().mean() * 8.0 / 30e9 * 1e6;
+    assert!((ws - 456.3).abs() < 0.5, "{ws}");
     let expected = 16.0 * 5000.0 / gap_us;
     let got = flows.len() as f64;
     assert!(

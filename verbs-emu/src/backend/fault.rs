@@ -39,6 +39,9 @@ pub struct FaultConfig {
     pub duplicate: f64,
     /// Flip one bit (a bad ICRC at the receiver).
     pub corrupt: f64,
+    /// Mark this share of ECN-capable packets CE, as a congested switch
+    /// with ECN does (the ECN bits are masked in the ICRC).
+    pub ce_mark: f64,
     /// Delay this share of packets by `delay`.
     pub delay_p: f64,
     /// The delay.
@@ -55,6 +58,7 @@ impl FaultConfig {
             || self.reorder > 0.0
             || self.duplicate > 0.0
             || self.corrupt > 0.0
+            || self.ce_mark > 0.0
             || (self.delay_p > 0.0 && !self.delay.is_zero())
     }
 }
@@ -164,7 +168,13 @@ impl<T: DatagramIo> DatagramIo for FaultInjector<T> {
                     self.stats.fault_dropped += 1;
                     continue;
                 }
-                let r: [f64; 6] = self.rng.gen();
+                let r: [f64; 7] = self.rng.gen();
+                let tos = if r[6] < self.cfg.ce_mark && tos & 3 != 0 {
+                    self.stats.fault_ce_marked += 1;
+                    tos | 3
+                } else {
+                    tos
+                };
                 if r[0] < self.cfg.loss {
                     self.stats.fault_dropped += 1;
                     continue;
@@ -250,6 +260,7 @@ impl<T: DatagramIo> DatagramIo for FaultInjector<T> {
             fault_reordered: self.stats.fault_reordered + i.fault_reordered,
             fault_corrupted: self.stats.fault_corrupted + i.fault_corrupted,
             fault_delayed: self.stats.fault_delayed + i.fault_delayed,
+            fault_ce_marked: self.stats.fault_ce_marked + i.fault_ce_marked,
             ..i
         }
     }

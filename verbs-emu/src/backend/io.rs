@@ -61,6 +61,8 @@ pub struct IoStats {
     pub fault_corrupted: u64,
     /// Packets delayed by fault injection.
     pub fault_delayed: u64,
+    /// Packets marked CE by fault injection.
+    pub fault_ce_marked: u64,
 }
 
 /// The socket itself as a datagram path.

@@ -34,7 +34,7 @@ use crate::verbs::QpType;
 pub mod report;
 mod run;
 
-pub use run::{pattern_byte, run, PerftestError};
+pub use run::{pattern_byte, run, PerftestError, ResultRow};
 
 /// The benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -218,8 +218,47 @@ enum Msg {
     Error(String),
 }
 
-/// Run the perftest `cfg` describes; prints perftest's output on stdout.
-pub fn run(cfg: &Config) -> Result<()> {
+/// One result row of a run, as numbers (what the table prints).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultRow {
+    /// A bandwidth row; `peak` and `avg` in the table's unit.
+    Bw {
+        /// Message size.
+        size: u64,
+        /// Iterations.
+        iters: u64,
+        /// Peak bandwidth.
+        peak: f64,
+        /// Average bandwidth.
+        avg: f64,
+        /// Message rate in Mpps.
+        msg_rate: f64,
+    },
+    /// A latency row.
+    Lat {
+        /// Message size.
+        size: u64,
+        /// Iterations.
+        iters: u64,
+        /// The statistics, microseconds.
+        stats: LatencyStats,
+    },
+    /// A latency row in duration mode.
+    LatDuration {
+        /// Message size.
+        size: u64,
+        /// Iterations done.
+        iters: u64,
+        /// Mean latency, microseconds.
+        avg_us: f64,
+        /// Transactions per second.
+        tps: f64,
+    },
+}
+
+/// Run the perftest `cfg` describes; prints perftest's output on stdout and
+/// returns the result rows.
+pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
     cfg.validate().map_err(PerftestError::Config)?;
     let server = cfg.server.is_none();
     let (stream, local_ip, peer_ip) = if let Some(host) = &cfg.server {
@@ -610,7 +649,8 @@ impl Side {
         m.min(self.cfg.tx_depth()).max(1)
     }
 
-    fn run_all(&mut self, oob: &mut Oob) -> Result<()> {
+    fn run_all(&mut self, oob: &mut Oob) -> Result<Vec<ResultRow>> {
+        let mut rows = Vec::new();
         let mut warned = false;
         for size in self.cfg.sizes() {
             oob.barrier(&format!("size {size}"))?;
@@ -674,16 +714,35 @@ impl Side {
                         self.cfg.report_gbits
                     )
                 );
+                rows.push(ResultRow::Bw {
+                    size: row.size,
+                    iters: row.iters,
+                    peak: row.peak,
+                    avg: row.avg,
+                    msg_rate: row.rate,
+                });
             } else {
-                let line = self.lat(size, oob)?;
-                if let Some(l) = line {
-                    println!("{l}");
+                if let Some(r) = self.lat(size, oob)? {
+                    let line = match &r {
+                        ResultRow::Lat { size, iters, stats } => {
+                            report::lat_row(*size, *iters, stats)
+                        }
+                        ResultRow::LatDuration {
+                            size,
+                            iters,
+                            avg_us,
+                            tps,
+                        } => report::lat_dur_row(*size, *iters, *avg_us, *tps),
+                        ResultRow::Bw { .. } => String::new(),
+                    };
+                    println!("{line}");
+                    rows.push(r);
                 }
             }
             oob.barrier(&format!("done {size}"))?;
         }
         println!("{}", report::RESULT_LINE);
-        Ok(())
+        Ok(rows)
     }
 
     fn slot_addr(info: &PeerInfo, base: u64, qp: usize, slot: u64) -> u64 {
@@ -1006,10 +1065,17 @@ impl Side {
                 last = now;
                 let k = received[q];
                 if self.cfg.verify {
-                    if u64::from(wc.byte_len) != size {
+                    // UD receives count the 40-byte GRH area in byte_len.
+                    let grh = if self.cfg.connection == QpType::Ud {
+                        GRH as u64
+                    } else {
+                        0
+                    };
+                    if u64::from(wc.byte_len) != size + grh {
                         return Err(PerftestError::Verify(format!(
-                            "message {k} on QP {q} has {} bytes, expected {size}",
-                            wc.byte_len
+                            "message {k} on QP {q} has {} bytes, expected {}",
+                            wc.byte_len,
+                            size + grh
                         )));
                     }
                     let (_, off) = self.local_slot(q, slot);
@@ -1134,7 +1200,7 @@ impl Side {
     // Latency
     // ------------------------------------------------------------------
 
-    fn lat(&mut self, size: u64, oob: &mut Oob) -> Result<Option<String>> {
+    fn lat(&mut self, size: u64, oob: &mut Oob) -> Result<Option<ResultRow>> {
         let t = self.cfg.test;
         let n = self.cfg.iterations();
         let deadline = self.cfg.duration.map(Duration::from_secs);
@@ -1176,15 +1242,19 @@ impl Side {
             } else {
                 secs * 1e6 / done as f64 / f64::from(rtt_factor)
             };
-            return Ok(Some(report::lat_dur_row(
+            return Ok(Some(ResultRow::LatDuration {
                 size,
-                done,
+                iters: done,
                 avg_us,
-                done as f64 / secs,
-            )));
+                tps: done as f64 / secs,
+            }));
         }
         match LatencyStats::from_samples(&mut samples, rtt_factor) {
-            Some(s) => Ok(Some(report::lat_row(size, n, &s))),
+            Some(stats) => Ok(Some(ResultRow::Lat {
+                size,
+                iters: n,
+                stats,
+            })),
             None => Ok(None),
         }
     }

@@ -12,6 +12,31 @@
 //! event by event and fails with a [`DriveError`] when nothing completes for
 //! longer than the stall limit (a livelock or a deadlock), when time runs
 //! out, or when the pair goes idle before the goal is met.
+//!
+//! ```
+//! use verbs_emu::time::{Duration, Rate};
+//! use verbs_emu::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
+//! use verbs_emu::transport::{Access, ByteMemory, QpConfig, SendOp, SendWr, Sge};
+//! use verbs_emu::wire::Qpn;
+//!
+//! let (mut ma, mut mb) = (ByteMemory::new(), ByteMemory::new());
+//! let ra = ma.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let rb = mb.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let wire = WireConfig {
+//!     loss: Loss::Random(0.01),
+//!     ..WireConfig::clean(Rate::from_gbps(100), Duration::from_us(2))
+//! };
+//! let mut pair = Pair::connect(
+//!     QpConfig::new(Qpn::new(1)), ma,
+//!     QpConfig::new(Qpn::new(2)), mb,
+//!     ConnectAttrs::default(), wire, wire,
+//! ).unwrap();
+//! let op = SendOp::Write { remote_addr: 0x1000, rkey: rb.rkey };
+//! let sge = Sge { addr: 0x1000, length: 50_000, lkey: ra.lkey };
+//! pair.a.qp.post_send(SendWr::new(7, op, sge)).unwrap();
+//! pair.run_until(Limits::default(), |p| p.a.completions.len() == 1).unwrap();
+//! assert_eq!(pair.a.completions[0].wr_id, 7);
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -23,7 +48,7 @@ use crate::time::{Duration, Instant, Rate};
 use crate::wire::{Ecn, Psn, Qpn, RoceHeaders};
 
 use super::memory::{Access, Memory, Payload};
-use super::qp::{wire_time, Qp, WIRE_OVERHEAD};
+use super::qp::{min_deadline, wire_time, Qp, WIRE_OVERHEAD};
 use super::types::*;
 
 /// How a link loses packets.
@@ -424,6 +449,7 @@ pub struct Pair<M> {
     /// benchmark turns it off to count only).
     pub collect: bool,
     last_progress: Instant,
+    scratch: Transmit,
 }
 
 impl<M: Memory> Pair<M> {
@@ -447,6 +473,7 @@ impl<M: Memory> Pair<M> {
             now: Instant::ZERO,
             collect: true,
             last_progress: Instant::ZERO,
+            scratch: Transmit::EMPTY,
         }
     }
 
@@ -504,13 +531,12 @@ impl<M: Memory> Pair<M> {
                     link.wants = true;
                     break;
                 }
-                match ep.qp.poll_transmit(now, &ep.mem) {
-                    Some(tx) => link.send(now, &tx, &ep.mem),
-                    None => break,
+                if !ep.qp.poll_transmit_into(now, &ep.mem, &mut self.scratch) {
+                    break;
                 }
+                link.send(now, &self.scratch, &ep.mem);
             }
         }
-        self.drain();
     }
 
     fn drain(&mut self) {
@@ -525,31 +551,26 @@ impl<M: Memory> Pair<M> {
         }
     }
 
-    fn next_event(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        let mut fold = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        fold(self.ab.next_arrival());
-        fold(self.ba.next_arrival());
-        fold(self.a.qp.poll_timeout());
-        fold(self.b.qp.poll_timeout());
+    /// The next event time, and the two QPs' deadlines.
+    fn next_event(&self) -> (Option<Instant>, Option<Instant>, Option<Instant>) {
+        let ta = self.a.qp.poll_timeout();
+        let tb = self.b.qp.poll_timeout();
+        let mut t = min_deadline(self.ab.next_arrival(), self.ba.next_arrival());
+        t = min_deadline(t, min_deadline(ta, tb));
         if self.ab.wants {
-            fold(Some(self.ab.busy_until));
+            t = min_deadline(t, Some(self.ab.busy_until));
         }
         if self.ba.wants {
-            fold(Some(self.ba.busy_until));
+            t = min_deadline(t, Some(self.ba.busy_until));
         }
-        t
+        (t, ta, tb)
     }
 
     /// Advance to the next event and process it. Returns false when no
     /// event is pending.
     pub fn step(&mut self) -> bool {
         self.pump();
-        let Some(t) = self.next_event() else {
+        let (Some(t), ta, tb) = self.next_event() else {
             return false;
         };
         if t > self.now {
@@ -584,10 +605,13 @@ impl<M: Memory> Pair<M> {
                 link.release(slot);
             }
         }
-        for ep in [&mut self.a, &mut self.b] {
-            if ep.qp.poll_timeout().is_some_and(|t| t <= now) {
-                ep.qp.handle_timeout(now);
-            }
+        // Deadlines set by the packets just handled all lie after `now`, so
+        // the ones read before delivery decide which timers are due.
+        if ta.is_some_and(|t| t <= now) {
+            self.a.qp.handle_timeout(now);
+        }
+        if tb.is_some_and(|t| t <= now) {
+            self.b.qp.handle_timeout(now);
         }
         self.drain();
         true
@@ -623,10 +647,11 @@ impl<M: Memory> Pair<M> {
             if !self.step() {
                 // Drain what the last step produced before declaring idle.
                 self.pump();
+                self.drain();
                 if goal(self) {
                     return Ok(());
                 }
-                if self.next_event().is_none() {
+                if self.next_event().0.is_none() {
                     return Err(DriveError::Idle(self.now));
                 }
             }

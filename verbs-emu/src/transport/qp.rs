@@ -56,6 +56,15 @@ pub fn wire_time(rate: crate::time::Rate, bytes: u64) -> Duration {
     }
 }
 
+/// The earlier of two optional deadlines.
+#[inline]
+pub(crate) fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Asynchronous QP events (`ibv_event_type` subset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpEvent {
@@ -584,16 +593,12 @@ impl Qp {
     /// and the pacing deadline when pacing is what holds a packet back.
     /// `None` when nothing is pending: an idle QP costs nothing.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.rto_deadline;
-        let mut fold = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        fold(self.rnr_deadline);
-        fold(self.cc.poll_timeout());
+        let mut t = min_deadline(self.rto_deadline, self.rnr_deadline);
+        if let AnyCc::Dcqcn(_) = self.cc {
+            t = min_deadline(t, self.cc.poll_timeout());
+        }
         if self.pacing_blocked {
-            fold(Some(self.next_send_time));
+            t = min_deadline(t, Some(self.next_send_time));
         }
         t
     }
@@ -657,25 +662,43 @@ impl Qp {
     /// `mem` is consulted for local and remote key checks only; payload
     /// bytes are never copied here.
     pub fn poll_transmit<M: Memory + ?Sized>(&mut self, now: Instant, mem: &M) -> Option<Transmit> {
+        let mut t = Transmit::EMPTY;
+        self.poll_transmit_into(now, mem, &mut t).then_some(t)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) writing into a caller-owned
+    /// [`Transmit`], which saves copying the packet between return slots
+    /// (the fast path for the simulator). Returns false, leaving `out` in an
+    /// unspecified state, when there is nothing to send.
+    pub fn poll_transmit_into<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &M,
+        out: &mut Transmit,
+    ) -> bool {
         if self.cnp_pending {
             self.cnp_pending = false;
             self.stats.tx_cnps += 1;
-            return Some(self.cnp());
+            *out = self.cnp();
+            return true;
         }
-        if let Some(t) = self.poll_response(now, mem) {
-            return Some(t);
+        if !self.resp_q.is_empty() {
+            if let Some(t) = self.poll_response(now, mem) {
+                *out = t;
+                return true;
+            }
         }
         if !self.state_runs_requester() || self.sq.len() <= self.send_idx {
-            return None;
+            return false;
         }
         if self.rnr_deadline.is_some() {
-            return None;
+            return false;
         }
         if now < self.next_send_time && self.cc.rate().is_some() {
             self.pacing_blocked = true;
-            return None;
+            return false;
         }
-        self.poll_request(now, mem)
+        self.poll_request(now, mem, out)
     }
 
     fn cnp(&self) -> Transmit {
@@ -849,7 +872,12 @@ impl Qp {
     // Inlined into poll_transmit so that the Transmit is built in place
     // rather than copied between return slots (a measurable cost per packet).
     #[inline(always)]
-    fn poll_request<M: Memory + ?Sized>(&mut self, now: Instant, mem: &M) -> Option<Transmit> {
+    fn poll_request<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &M,
+        out: &mut Transmit,
+    ) -> bool {
         let qp_type = self.cfg.qp_type;
         let idx = self.send_idx;
         // Read the few fields needed instead of copying the WQE.
@@ -859,15 +887,15 @@ impl Qp {
         };
         if !started {
             if self.state == QpState::Sqd {
-                return None;
+                return false;
             }
             if flags.contains(SendFlags::FENCE) && self.rd_atomic_inflight > 0 {
-                return None;
+                return false;
             }
             if op.is_read_or_atomic()
                 && self.rd_atomic_inflight >= self.attr.max_rd_atomic.max(1) as u32
             {
-                return None;
+                return false;
             }
             // Local key checks (LOC_PROT_ERR).
             let need = if op.is_read_or_atomic() {
@@ -881,7 +909,7 @@ impl Qp {
             });
             if bad {
                 self.fail_wqe_at(idx, WcStatus::LocProtErr);
-                return None;
+                return false;
             }
         }
         let psn = if started {
@@ -893,7 +921,7 @@ impl Qp {
             && psn.distance_from(self.comp_psn) >= self.cfg.max_unacked_psns.max(1)
             && !psn.is_before(self.retx_until)
         {
-            return None;
+            return false;
         }
         if !started {
             let wq = &mut self.sq[idx];
@@ -911,16 +939,15 @@ impl Qp {
         };
         let k = self.send_pkt;
         let retransmit = psn.is_before(self.retx_until);
-        let mut h;
-        let mut payload = PayloadDesc::EMPTY;
+        out.payload.clear();
         let mut plen = 0;
         let msg_done;
         match op {
             SendOp::Read { remote_addr, rkey } => {
                 let off = k as u64 * self.pmtu as u64;
                 let len = (w_len as u64).saturating_sub(off) as u32;
-                h = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
-                h.reth = Some(RethRepr {
+                out.headers = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
+                out.headers.reth = Some(RethRepr {
                     va: remote_addr.wrapping_add(off),
                     rkey,
                     dma_len: len,
@@ -933,8 +960,8 @@ impl Qp {
                 compare,
                 swap,
             } => {
-                h = headers(self.bth(Opcode::RcCompareSwap, psn, true, false, 0));
-                h.atomic_eth = Some(AtomicEthRepr {
+                out.headers = headers(self.bth(Opcode::RcCompareSwap, psn, true, false, 0));
+                out.headers.atomic_eth = Some(AtomicEthRepr {
                     va: remote_addr,
                     rkey,
                     swap_add: swap,
@@ -947,8 +974,8 @@ impl Qp {
                 rkey,
                 add,
             } => {
-                h = headers(self.bth(Opcode::RcFetchAdd, psn, true, false, 0));
-                h.atomic_eth = Some(AtomicEthRepr {
+                out.headers = headers(self.bth(Opcode::RcFetchAdd, psn, true, false, 0));
+                out.headers.atomic_eth = Some(AtomicEthRepr {
                     va: remote_addr,
                     rkey,
                     swap_add: add,
@@ -970,7 +997,7 @@ impl Qp {
                     && (last
                         || (self.cfg.ack_req_every > 0
                             && self.pkts_since_ackreq + 1 >= self.cfg.ack_req_every));
-                h = headers(self.bth(opcode, psn, ack_req, se, plen));
+                out.headers = headers(self.bth(opcode, psn, ack_req, se, plen));
                 if opcode.has_reth() {
                     let (va, rkey) = match op {
                         SendOp::Write { remote_addr, rkey }
@@ -979,14 +1006,14 @@ impl Qp {
                         } => (remote_addr, rkey),
                         _ => (0, Rkey::new(0)),
                     };
-                    h.reth = Some(RethRepr {
+                    out.headers.reth = Some(RethRepr {
                         va,
                         rkey,
                         dma_len: w_len,
                     });
                 }
                 if opcode.has_immdt() {
-                    h.immdt = Some(match op {
+                    out.headers.immdt = Some(match op {
                         SendOp::SendWithImm(i) => i,
                         SendOp::WriteWithImm { imm, .. } => imm,
                         _ => 0,
@@ -994,21 +1021,21 @@ impl Qp {
                 }
                 if opcode.has_ieth() {
                     if let SendOp::SendWithInv(k) = op {
-                        h.ieth = Some(k);
+                        out.headers.ieth = Some(k);
                     }
                 }
                 if let (true, Some(ud)) = (qp_type == QpType::Ud, w_ud) {
-                    h.bth.dest_qp = ud.remote_qpn;
-                    h.deth = Some(DethRepr {
+                    out.headers.bth.dest_qp = ud.remote_qpn;
+                    out.headers.deth = Some(DethRepr {
                         qkey: ud.remote_qkey,
                         src_qp: self.cfg.qpn,
                     });
                 }
-                gather(&mut payload, self.sq[idx].wr.sges.as_slice(), off, plen);
+                gather(&mut out.payload, self.sq[idx].wr.sges.as_slice(), off, plen);
                 msg_done = last;
             }
         }
-        if h.bth.ack_req {
+        if out.headers.bth.ack_req {
             self.pkts_since_ackreq = 0;
         } else {
             self.pkts_since_ackreq += 1;
@@ -1025,7 +1052,7 @@ impl Qp {
         } else {
             self.stats.tx_requests += 1;
         }
-        self.paced(now, &h, plen);
+        self.paced(now, &out.headers, plen);
         let dest = match (qp_type, w_ud) {
             (QpType::Ud, Some(ud)) => ud.ah,
             _ => self.attr.ah,
@@ -1047,12 +1074,9 @@ impl Qp {
                 }
             }
         }
-        Some(Transmit {
-            dest,
-            headers: h,
-            ecn: self.cfg.ecn,
-            payload,
-        })
+        out.dest = dest;
+        out.ecn = self.cfg.ecn;
+        true
     }
 
     // ------------------------------------------------------------------
@@ -2500,6 +2524,14 @@ mod tests {
     use super::*;
     use crate::transport::memory::ByteMemory;
     use crate::wire::Lkey;
+
+    #[test]
+    fn engines_can_move_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Qp>();
+        assert_send_sync::<ByteMemory>();
+        assert_send_sync::<crate::transport::LengthMemory>();
+    }
 
     #[test]
     fn wire_time_matches_the_128_bit_formula() {

@@ -661,8 +661,12 @@ impl Default for QpAttr {
     }
 }
 
-/// Where a retransmission starts (ARCHITECTURE: NIC transport setting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Where a retransmission starts (a NIC transport setting). In files:
+/// `"go_back_n"` or `"go_back0"`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum RetransmitMode {
     /// Go-back-N: resend from the NAKed or timed-out PSN, resuming a
     /// partially acknowledged message (ROCEV2.md §5.3). What every current
@@ -768,6 +772,39 @@ pub struct Transmit {
     pub ecn: Ecn,
     /// The payload (length and where its bytes live).
     pub payload: PayloadDesc,
+}
+
+impl Transmit {
+    /// A placeholder to reuse with
+    /// [`Qp::poll_transmit_into`](super::Qp::poll_transmit_into); every
+    /// field is overwritten by a successful poll.
+    pub const EMPTY: Transmit = Transmit {
+        dest: AddressHandle(0),
+        headers: RoceHeaders {
+            bth: crate::wire::BthRepr {
+                opcode: crate::wire::Opcode::RcAcknowledge,
+                solicited: false,
+                migreq: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: Qpn::new(0),
+                ack_req: false,
+                psn: crate::wire::Psn::new(0),
+            },
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            ieth: None,
+        },
+        ecn: Ecn::NotEct,
+        payload: PayloadDesc::EMPTY,
+    };
 }
 
 /// A received packet, as the caller hands it to the engine.

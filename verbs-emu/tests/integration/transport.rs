@@ -1612,3 +1612,121 @@ fn a_lost_read_response_is_retried_for_the_missing_part_only() {
         s.pair.b.mem.bytes(s.b.lkey, BASE, 10 * 1024).unwrap()
     );
 }
+
+#[test]
+fn a_fenced_send_waits_for_the_read_before_it() {
+    for fence in [false, true] {
+        let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: 9,
+                sges: SgeList::one(BASE, 64, s.b.lkey),
+            })
+            .unwrap();
+        let rd = SendOp::Read {
+            remote_addr: BASE,
+            rkey: s.b.rkey,
+        };
+        let big = Sge {
+            addr: BASE + 65536,
+            length: 256 * 1024,
+            lkey: s.a.lkey,
+        };
+        s.pair.a.qp.post_send(SendWr::new(1, rd, big)).unwrap();
+        let mut send = SendWr::new(
+            2,
+            SendOp::Send,
+            Sge {
+                addr: BASE,
+                length: 8,
+                lkey: s.a.lkey,
+            },
+        );
+        send.flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
+        if fence {
+            send.flags = send.flags | SendFlags::FENCE;
+        }
+        s.pair.a.qp.post_send(send).unwrap();
+        let mut read_done = None;
+        let mut recv_done = None;
+        s.pair
+            .run_until(short_limits(), |p| {
+                if read_done.is_none() && !p.a.completions.is_empty() {
+                    read_done = Some(p.now);
+                }
+                if recv_done.is_none() && !p.b.completions.is_empty() {
+                    recv_done = Some(p.now);
+                }
+                p.a.completions.len() == 2
+            })
+            .unwrap();
+        assert!(s.pair.b.completions[0].solicited);
+        let (r, v) = (read_done.unwrap(), recv_done.unwrap());
+        if fence {
+            assert!(v > r, "the fenced SEND arrived after the READ completed");
+        } else {
+            assert!(v < r, "without a fence the SEND overtakes the long READ");
+        }
+    }
+}
+
+#[test]
+fn duplicate_and_stale_acks_change_nothing() {
+    let ba = WireConfig {
+        duplicate: 1.0,
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), ba, |_| {});
+    for i in 0..20 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 4096, s.b.lkey),
+            })
+            .unwrap();
+        one_send(&mut s, i, 3000);
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 20)
+        .unwrap();
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+    assert_eq!(s.pair.a.completions.len(), 20);
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    assert!(
+        s.pair.a.qp.stats().stale_responses >= 20,
+        "every duplicate ACK was ignored"
+    );
+    assert_eq!(s.pair.a.qp.stats().tx_retransmits, 0);
+}
+
+#[test]
+fn rxe_compatible_retry_cnt_7_never_gives_up() {
+    let dead = WireConfig {
+        loss: Loss::Random(1.0),
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 1,
+        retry_cnt: 7,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, dead, link(), |c| c.rxe_retry_cnt7_infinite = true);
+    one_send(&mut s, 1, 100);
+    let end = Instant::from_ps(Duration::from_ms(1).as_ps());
+    s.pair.run_until(short_limits(), |p| p.now >= end).unwrap();
+    assert!(s.pair.a.completions.is_empty());
+    assert!(s.pair.a.qp.stats().timeouts > 20, "well past 7 retries");
+    assert_eq!(s.pair.a.qp.state(), QpState::Rts);
+}

@@ -715,3 +715,66 @@ fn two_processes_write_read_and_send() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn ce_marks_become_cnps_that_reach_the_sender() {
+    use verbs_emu::backend::fault::{FaultConfig, FaultInjector};
+    use verbs_emu::cc::{CcConfig, DcqcnParams};
+    use verbs_emu::time::Rate;
+    // The sender's path marks every ECT packet CE, as a congested ECN
+    // switch would; its QPs run DCQCN.
+    let mut cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, 50, 0, 1), 4791));
+    cfg.cc = CcConfig::Dcqcn(DcqcnParams::connectx(Rate::from_gbps(100)));
+    let marks = FaultConfig {
+        ce_mark: 1.0,
+        ..FaultConfig::default()
+    };
+    let ba = Arc::new(
+        UdpBackend::open_with(cfg, move |s| Ok(Box::new(FaultInjector::new(s, marks)))).unwrap(),
+    );
+    let ca = Context::from_backend(ba.clone());
+    let pd = ca.alloc_pd().unwrap();
+    let cq = ca.create_cq(64).unwrap();
+    let mut mr = pd.alloc_mr(1 << 16, ALL).unwrap();
+    let qp = pd.qp_builder(QpType::Rc).cq(&cq).build().unwrap();
+    let b = peer(Ipv4Addr::new(127, 50, 0, 2), QpType::Rc, 1 << 16);
+    let ea = qp.endpoint(0, 0, Some(&mr)).unwrap();
+    let eb = endpoint(&b, 0);
+    qp.connect(0, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(0, &ea, Mtu::Mtu1024, ALL).unwrap();
+    mr.as_mut_slice().fill(0x33);
+    let rm = b.mr.remote();
+    for i in 0..20u64 {
+        let sge = [mr.sge(0, 8192)];
+        let wr = SendWr {
+            wr_id: i,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: rm.addr,
+                rkey: Rkey::new(rm.rkey),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        // SAFETY: our registered region, unchanged until the completion.
+        unsafe { qp.post_send(&[wr]) }.unwrap();
+        assert_eq!(cq.poll_n(1, T).unwrap()[0].status, WcStatus::Success);
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert!(b.mr.as_slice()[..8192].iter().all(|&x| x == 0x33));
+    assert!(
+        b.backend.stats().rx_ecn_ce > 0,
+        "the receiver read the CE marks"
+    );
+    let rx = b.backend.qp_stats(b.qp.handle()).unwrap();
+    assert!(
+        rx.rx_ce > 0 && rx.tx_cnps > 0,
+        "the notification point answered with CNPs: {rx:?}"
+    );
+    let tx = ba.qp_stats(qp.handle()).unwrap();
+    assert!(
+        tx.rx_cnps > 0,
+        "the sender's reaction point got them: {tx:?}"
+    );
+    assert!(ba.io_stats().fault_ce_marked > 0);
+}
