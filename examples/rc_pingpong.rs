@@ -461,48 +461,68 @@ mod tests {
         assert_eq!(parse_wire(&msg, Mtu::Mtu1024).unwrap(), endpoint());
     }
 
+    /// The role `ping_pong_runs_between_two_processes` gives this process
+    /// when it re-runs the test binary as one end.
+    const ROLE: &str = "RC_PINGPONG_TEST_ROLE";
+    const PORT: &str = "18699";
+
+    fn end_args(role: &str) -> Args {
+        let mut argv = vec!["rc_pingpong", "-p", PORT, "-n", "50", "-s", "512", "-e"];
+        match role {
+            "server" => argv.extend(["--bind", "127.0.77.1"]),
+            _ => argv.extend(["--bind", "127.0.77.2", "127.0.0.1"]),
+        }
+        Args::parse_from(argv)
+    }
+
+    /// One end, when run as a child of the test below; nothing otherwise.
     #[test]
-    fn ping_pong_runs_between_two_emulated_devices() {
-        // Two ends in one process, each on its own loopback address, as two
-        // hosts would be; the TCP port is this test's own.
-        let port = "18699";
-        let server = Args::parse_from([
-            "rc_pingpong",
-            "--bind",
-            "127.0.77.1",
-            "-p",
-            port,
-            "-n",
-            "50",
-            "-s",
-            "512",
-        ]);
-        let client = Args::parse_from([
-            "rc_pingpong",
-            "--bind",
-            "127.0.77.2",
-            "-p",
-            port,
-            "-n",
-            "50",
-            "-s",
-            "512",
-            "127.0.0.1",
-        ]);
-        let server = std::thread::spawn(move || run(&server).map_err(|e| e.to_string()));
-        // The server listens once it has its device; retry the connect.
-        let mut result = Err(String::new());
-        for _ in 0..50 {
-            result = run(&client).map_err(|e| e.to_string());
-            match &result {
-                Err(e) if e.contains("couldn't connect") => {
+    fn ping_pong_end() {
+        let Ok(role) = std::env::var(ROLE) else {
+            return;
+        };
+        let args = end_args(&role);
+        // The client retries until the server listens.
+        for _ in 0..100 {
+            match run(&args) {
+                Err(error) if error.to_string().contains("couldn't connect") => {
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                _ => break,
+                result => {
+                    result.unwrap();
+                    return;
+                }
             }
         }
-        assert_eq!(result, Ok(()));
-        assert_eq!(server.join().unwrap(), Ok(()));
+        panic!("the server never listened");
+    }
+
+    #[test]
+    fn ping_pong_runs_between_two_processes() {
+        // Two processes, each with its own emulated device on its own
+        // loopback address, as two hosts would be; the TCP port is this
+        // test's own.
+        let exe = std::env::current_exe().unwrap();
+        let spawn = |role: &str| {
+            std::process::Command::new(&exe)
+                .args(["--exact", "tests::ping_pong_end", "--nocapture"])
+                .env(ROLE, role)
+                .output()
+        };
+        let server = std::thread::scope(|scope| {
+            let server = scope.spawn(|| spawn("server"));
+            let client = spawn("client").unwrap();
+            (server.join().unwrap().unwrap(), client)
+        });
+        let (server, client) = server;
+        for (name, out) in [("client", &client), ("server", &server)] {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{name}: {out:?}");
+            assert!(
+                stdout.contains("51200 bytes in ") && stdout.contains("50 iters in "),
+                "{name}: {stdout}"
+            );
+        }
     }
 
     #[test]
