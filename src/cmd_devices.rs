@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 use verbs_emu::backend::ibverbs::{device_table, device_table_long, IbverbsProvider};
+use verbs_emu::backend::udp::UdpProvider;
 use verbs_emu::backend::{BackendKind, Provider};
 use verbs_emu::verbs::device_list;
 
@@ -20,8 +21,9 @@ pub struct Args {
 
 /// Lists the devices of every provider.
 pub fn run(args: &Args) -> ExitCode {
+    let udp = UdpProvider::default();
     let ibverbs = IbverbsProvider::new();
-    let providers: [&dyn Provider; 1] = [&ibverbs];
+    let providers: [&dyn Provider; 2] = [&udp, &ibverbs];
     let (devices, errors) = device_list(&providers);
     let table = if args.long {
         device_table_long(devices.iter().map(|device| {

@@ -1,7 +1,7 @@
 //! `rocelab doctor FILE... [--interval 10s] [--json]`: findings from NIC
 //! counter captures and inventory files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use reports::doctor::{self, Input, Options, Severity};
@@ -13,7 +13,8 @@ use verbs_emu::time::Duration;
 pub struct Args {
     /// Captures: ethtool -S and rdma statistic dumps (two snapshots of one
     /// source make a delta), topo -m, ibv_devinfo/ibstat, mlnx_qos,
-    /// show_gids, perftest, NCCL logs. The format is detected.
+    /// show_gids, perftest, NCCL logs, a simulation's results.json. The
+    /// format is detected. A directory stands for every file below it.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Time between consecutive snapshots, e.g. `10s`.
@@ -31,7 +32,11 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
     let mut inputs = Vec::new();
+    let mut files = Vec::new();
     for f in &args.files {
+        expand(f, &mut files);
+    }
+    for f in &files {
         let text = match std::fs::read(f) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) => {
@@ -85,5 +90,20 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
         _ => ExitCode::SUCCESS,
+    }
+}
+
+/// A file stands for itself; a directory (e.g. a simulation's output with
+/// its `counters/`) for every file below it, sorted by path.
+fn expand(path: &Path, out: &mut Vec<PathBuf>) {
+    match std::fs::read_dir(path) {
+        Ok(dir) => {
+            let mut inner: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            inner.sort();
+            for p in inner {
+                expand(&p, out);
+            }
+        }
+        Err(_) => out.push(path.to_path_buf()),
     }
 }

@@ -13,7 +13,7 @@ pub struct Args {
     pub kind: String,
     /// The file to read.
     pub file: PathBuf,
-    /// Print JSON instead of the debug view.
+    /// Print everything as JSON instead of a summary.
     #[arg(long)]
     pub json: bool,
 }
@@ -50,7 +50,7 @@ pub fn run(args: Args) -> ExitCode {
                 }
             } else {
                 println!("{}: {}", args.file.display(), parsed.kind());
-                println!("{parsed:#?}");
+                print!("{}", realnic::summary::summarize(&parsed));
             }
             ExitCode::SUCCESS
         }

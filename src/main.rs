@@ -1,6 +1,7 @@
 //! `rocelab`: the one command-line binary. It parses arguments and calls the
 //! libraries; no logic lives here. One module per subcommand.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -9,6 +10,9 @@ mod cmd_compare;
 mod cmd_devices;
 mod cmd_doctor;
 mod cmd_parse;
+mod cmd_perftest;
+mod cmd_run;
+mod cmd_validate;
 mod cmd_wire;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
@@ -24,6 +28,13 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
+    /// Run every variant of a scenario; write results.json and counter dumps.
+    Run(cmd_run::Args),
+    /// Check a scenario or topology file without running it.
+    Validate {
+        /// The scenario or topology file (TOML).
+        file: PathBuf,
+    },
     /// RoCEv2 wire format: write sample captures, decode pcap files.
     Wire(cmd_wire::WireArgs),
     /// List RDMA devices, emulated and real, like `ibv_devices`.
@@ -34,6 +45,8 @@ enum Command {
     Doctor(cmd_doctor::Args),
     /// Put two results side by side (perftest vs results.json, or two counter dumps).
     Compare(cmd_compare::Args),
+    /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
+    Perftest(cmd_perftest::PerftestArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,10 +56,13 @@ fn main() -> ExitCode {
             println!("rocelab {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Run(args) => cmd_run::run(&args),
+        Command::Validate { file } => cmd_validate::run(&file),
         Command::Wire(args) => cmd_wire::run(args),
         Command::Devices(args) => cmd_devices::run(&args),
         Command::Parse(args) => cmd_parse::run(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Compare(args) => cmd_compare::run(args),
+        Command::Perftest(a) => cmd_perftest::run(a),
     }
 }

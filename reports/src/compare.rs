@@ -272,6 +272,14 @@ fn num(v: &serde_json::Value, key: &str) -> Option<u64> {
     })
 }
 
+/// The `sim_time_ps` of every variant summary in a `results.json`.
+pub fn sim_times_ps(j: &serde_json::Value) -> Vec<u64> {
+    summaries(j)
+        .iter()
+        .filter_map(|(_, s)| num(s, "sim_time_ps"))
+        .collect()
+}
+
 /// Every JSON object with a `goodput_bps` field, named by its `variant`.
 fn summaries(j: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
     fn walk(v: &serde_json::Value, path: &str, out: &mut Vec<(String, serde_json::Value)>) {

@@ -13,6 +13,7 @@ pub mod fabric;
 pub mod input;
 pub mod results;
 pub mod run;
+pub mod scenario;
 pub mod stats;
 pub mod topology;
 pub mod workload;

@@ -44,3 +44,50 @@ fn devices_long_adds_backend_and_detail_columns() {
         assert!(["udp", "ibverbs"].contains(&columns[2]), "{row:?}");
     }
 }
+
+/// Builds the loopback stand-in for libibverbs (the one the hardware
+/// backend's tests use) as `DIR/libibverbs.so.1`, so that the dynamic
+/// loader finds it first through `LD_LIBRARY_PATH`. `None` when no C
+/// compiler or `<infiniband/verbs.h>` is present (a failure under CI).
+fn fake_libibverbs_dir() -> Option<std::path::PathBuf> {
+    const SOURCE: &str = include_str!("../../verbs-emu/tests/data/fake_ibverbs.c");
+    let strict = std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false");
+    let dir = std::env::temp_dir().join(format!("rocelab-cli-fake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("fake_ibverbs.c");
+    std::fs::write(&src, SOURCE).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let out = Command::new(&cc)
+        .args(["-std=gnu11", "-shared", "-fPIC", "-o"])
+        .arg(dir.join("libibverbs.so.1"))
+        .arg(&src)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(dir),
+        other => {
+            let why = format!("cannot build the stand-in libibverbs with {cc}: {other:?}");
+            assert!(!strict, "CI is set, so this cannot be skipped: {why}");
+            eprintln!("skipping: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn devices_lists_a_real_device_as_ibv_devices_would() {
+    let Some(dir) = fake_libibverbs_dir() else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .arg("devices")
+        .env("LD_LIBRARY_PATH", &dir)
+        .output()
+        .expect("run rocelab devices");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let row = "    fake0           \t0002c90300a1b2c3";
+    assert!(stdout.lines().any(|line| line == row), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("ibverbs: no RDMA devices"), "{stderr}");
+}

@@ -2,5 +2,7 @@
 //! built `rocelab` binary.
 
 mod cli_reports;
+mod cli_sim;
 mod devices;
+mod perftest;
 mod wire;

@@ -16,6 +16,7 @@
 //! spawns a thread or takes OS entropy.
 
 pub mod backend;
+pub mod bench;
 pub mod cc;
 pub mod perftest;
 pub mod time;

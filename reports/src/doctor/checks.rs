@@ -11,6 +11,17 @@ use crate::realnic::perftest::PerftestReport;
 use crate::realnic::qos::{GidEntry, QosConfig};
 use crate::realnic::topo::TopoMatrix;
 
+/// One snapshot of a source's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snap {
+    /// Time in nanoseconds, when known.
+    pub time_ns: Option<u64>,
+    /// The time is simulated time (counters started at zero at time zero).
+    pub simulated: bool,
+    /// The counters.
+    pub counters: BTreeMap<String, u64>,
+}
+
 /// Counters of one source, as a delta or as since-boot totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterView {
@@ -28,60 +39,74 @@ pub struct CounterView {
     pub reset: Vec<String>,
     /// The snapshots were given newest first and were swapped.
     pub reversed: bool,
+    /// One snapshot of simulated counters: a delta from time zero.
+    pub from_zero: bool,
 }
 
 impl CounterView {
-    /// Build from a series of `(time_ns, counters)` snapshots.
+    /// Build from a series of snapshots. `sim_time_ps`: the simulated run
+    /// time, when the counters are known to come from one simulated run.
     pub fn from_series(
         source: String,
-        snaps: &[(Option<u64>, BTreeMap<String, u64>)],
+        snaps: &[Snap],
         interval: Option<Duration>,
+        sim_time_ps: Option<u64>,
     ) -> CounterView {
         let mut v = CounterView {
             source,
             ..CounterView::default()
         };
-        let mut order: Vec<&(Option<u64>, BTreeMap<String, u64>)> = snaps.iter().collect();
-        if order.iter().all(|s| s.0.is_some()) {
-            order.sort_by_key(|s| s.0);
+        let mut order: Vec<&Snap> = snaps.iter().collect();
+        if order.iter().all(|s| s.time_ns.is_some()) {
+            order.sort_by_key(|s| s.time_ns);
         }
         let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
             return v;
         };
         if order.len() == 1 {
-            v.present = last.1.keys().cloned().collect();
-            v.since_boot = true;
-            v.values = last.1.clone();
+            v.present = last.counters.keys().cloned().collect();
+            v.values = last.counters.clone();
+            let from_zero = match (last.simulated, last.time_ns) {
+                (true, Some(ns)) => ns.checked_mul(1000),
+                _ => sim_time_ps,
+            };
+            match from_zero {
+                Some(ps) => {
+                    v.interval_ps = Some(ps);
+                    v.from_zero = true;
+                }
+                None => v.since_boot = true,
+            }
             return v;
         }
         let (mut first, mut last) = (first, last);
-        if first.0.is_none() || last.0.is_none() {
+        if first.time_ns.is_none() || last.time_ns.is_none() {
             let fell = last
-                .1
+                .counters
                 .iter()
-                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b < a))
+                .filter(|(k, b)| first.counters.get(*k).is_some_and(|a| *b < a))
                 .count();
             let rose = last
-                .1
+                .counters
                 .iter()
-                .filter(|(k, b)| first.1.get(*k).is_some_and(|a| *b > a))
+                .filter(|(k, b)| first.counters.get(*k).is_some_and(|a| *b > a))
                 .count();
             if fell > rose {
                 std::mem::swap(&mut first, &mut last);
                 v.reversed = true;
             }
         }
-        v.present = last.1.keys().cloned().collect();
+        v.present = last.counters.keys().cloned().collect();
         let gaps = (snaps.len() - 1) as u64;
         v.interval_ps = match interval {
             Some(d) => d.as_ps().checked_mul(gaps),
-            None => match (first.0, last.0) {
+            None => match (first.time_ns, last.time_ns) {
                 (Some(a), Some(b)) if b > a => (b - a).checked_mul(1000),
                 _ => None,
             },
         };
-        for (k, b) in &last.1 {
-            let a = first.1.get(k).copied().unwrap_or(0);
+        for (k, b) in &last.counters {
+            let a = first.counters.get(k).copied().unwrap_or(0);
             if *b < a {
                 v.reset.push(k.clone());
             }
@@ -118,6 +143,11 @@ impl CounterView {
     fn how(&self) -> String {
         if self.since_boot {
             "since boot".to_string()
+        } else if self.from_zero {
+            format!(
+                "in {} of simulated time",
+                Duration::from_ps(self.interval_ps.unwrap_or(0))
+            )
         } else {
             match self.interval_ps {
                 Some(ps) => format!("in {}", Duration::from_ps(ps)),
@@ -158,6 +188,11 @@ pub(super) struct Context {
     pub nccl: Vec<(String, NcclLog)>,
 }
 
+/// Sum without overflow (counters can be anything in a hostile file).
+fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
+    it.fold(0u64, u64::saturating_add)
+}
+
 /// Parts per million as a percentage with three decimals.
 fn pct(ppm: u64) -> String {
     format!("{}.{:03}%", ppm / 10_000, (ppm % 10_000) / 10)
@@ -180,11 +215,15 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     }
     loss(ctx, &mut out);
     ack_timeout(ctx, &mut out);
+    other_completion_errors(ctx, &mut out);
     ecn(ctx, &mut out);
     link_inventory(ctx, &mut out);
     mtu_inventory(ctx, &mut out);
     gdr(ctx, &mut out);
+    qos_mapping(ctx, &mut out);
+    gid_choice(ctx, &mut out);
     slow_perftest(ctx, &mut out);
+    perftest_latency(ctx, &mut out);
     since_boot(ctx, &mut out);
     if out.iter().all(|f| f.severity == Severity::Info) {
         healthy(ctx, &mut out);
@@ -214,7 +253,9 @@ fn storm(v: &CounterView, out: &mut Vec<Finding>) {
     let mut stuck = Vec::new();
     for p in 0u8..8 {
         let dur = v.get(&format!("tx_prio{p}_pause_duration"));
-        let bytes = v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes"));
+        let bytes = v
+            .get(&format!("rx_prio{p}_bytes"))
+            .saturating_add(v.get(&format!("tx_prio{p}_bytes")));
         if let Some(pm) = v.ppm_of_interval(dur) {
             if pm >= 900_000 && bytes < 1_000_000 {
                 stuck.push((p, pm, bytes));
@@ -320,6 +361,9 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
                 f.check_first = "host PCIe: outbound_pci_stalled_*, GPU-NIC locality in `nvidia-smi topo -m` (PIX/PXB, not SYS), PCIe width/speed in lspci, IOMMU/ATS; receive buffer sizes and cable_len in `mlnx_qos`; is the receiver posting buffers".into();
                 f.why = "tx pause counts PFC frames we sent: our own receive buffer for this priority crossed XOFF, so the bottleneck is inside this host, after the wire".into();
             }
+            if sev == Severity::Info && pm.is_some() {
+                f.impact = "negligible at this share of time: a little pause is how a lossless priority absorbs bursts".into();
+            }
             out.push(f);
         }
     }
@@ -328,9 +372,12 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
 /// #10: traffic on a priority without PFC.
 fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     let bytes: Vec<u64> = (0..8)
-        .map(|p| v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes")))
+        .map(|p| {
+            v.get(&format!("rx_prio{p}_bytes"))
+                .saturating_add(v.get(&format!("tx_prio{p}_bytes")))
+        })
         .collect();
-    let total: u64 = bytes.iter().sum();
+    let total: u64 = saturating_sum(bytes.iter().copied());
     if total == 0 {
         return;
     }
@@ -344,13 +391,15 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     if from_qos {
         pfc.extend(qos_pfc);
     }
-    let pfc_bytes: u64 = pfc.iter().map(|p| bytes[usize::from(*p)]).sum();
+    let pfc_bytes: u64 = saturating_sum(pfc.iter().map(|p| bytes[usize::from(*p)]));
     let (top, top_bytes) = (0u8..8)
         .filter(|p| !pfc.contains(p))
         .map(|p| (p, bytes[usize::from(p)]))
         .max_by_key(|(_, b)| *b)
         .unwrap_or((0, 0));
-    let roce_bytes = v.get("rx_vport_rdma_unicast_bytes") + v.get("tx_vport_rdma_unicast_bytes");
+    let roce_bytes = v
+        .get("rx_vport_rdma_unicast_bytes")
+        .saturating_add(v.get("tx_vport_rdma_unicast_bytes"));
     let sev = if roce_bytes > 0 {
         // Most RoCE bytes cannot be on a PFC priority.
         if u128::from(pfc_bytes) * 2 >= u128::from(roce_bytes) {
@@ -517,8 +566,12 @@ fn ack_timeout(ctx: &Context, out: &mut Vec<Finding>) {
         f.title = "the QP's ACK timer expires: retransmission by timeout".into();
         f.evidence
             .push(format!("local_ack_timeout_err +{t} {}", v.how()));
-        let loss = v.get("out_of_sequence") + v.get("packet_seq_err");
-        let traffic = v.get("rx_write_requests") + v.get("rx_read_requests");
+        let loss = v
+            .get("out_of_sequence")
+            .saturating_add(v.get("packet_seq_err"));
+        let traffic = v
+            .get("rx_write_requests")
+            .saturating_add(v.get("rx_read_requests"));
         if loss > 0 {
             f.evidence.push(format!("with loss counters out_of_sequence + packet_seq_err = {loss}: timeouts under load, tail drops"));
         } else if traffic == 0 && v.has("rx_write_requests") {
@@ -558,10 +611,10 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
     if cc.is_empty() {
         return;
     }
-    let marked: u64 = cc.iter().map(|r| r.get("np_ecn_marked_roce_packets")).sum();
-    let sent: u64 = cc.iter().map(|r| r.get("np_cnp_sent")).sum();
-    let handled: u64 = cc.iter().map(|r| r.get("rp_cnp_handled")).sum();
-    let ignored: u64 = cc.iter().map(|r| r.get("rp_cnp_ignored")).sum();
+    let marked: u64 = saturating_sum(cc.iter().map(|r| r.get("np_ecn_marked_roce_packets")));
+    let sent: u64 = saturating_sum(cc.iter().map(|r| r.get("np_cnp_sent")));
+    let handled: u64 = saturating_sum(cc.iter().map(|r| r.get("rp_cnp_handled")));
+    let ignored: u64 = saturating_sum(cc.iter().map(|r| r.get("rp_cnp_ignored")));
     let since_boot = cc.iter().all(|r| r.since_boot);
     // Pause pressure anywhere.
     let mut pause_ev = Vec::new();
@@ -759,7 +812,9 @@ fn corruption_eth(v: &CounterView, out: &mut Vec<Finding>) {
     f.evidence = ev;
     let bits = v.get("rx_bits_phy");
     if bits > 0 {
-        let errs = v.get("rx_symbol_err_phy") + v.get("rx_crc_errors_phy");
+        let errs = v
+            .get("rx_symbol_err_phy")
+            .saturating_add(v.get("rx_crc_errors_phy"));
         f.evidence
             .push(format!("{errs} errors over rx_bits_phy +{bits}"));
     }
@@ -1042,7 +1097,9 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
         let pfc: Vec<String> = v.pfc_prios().iter().map(|p| format!("prio{p}")).collect();
         let bytes: Vec<String> = (0..8)
             .filter_map(|p| {
-                let b = v.get(&format!("rx_prio{p}_bytes")) + v.get(&format!("tx_prio{p}_bytes"));
+                let b = v
+                    .get(&format!("rx_prio{p}_bytes"))
+                    .saturating_add(v.get(&format!("tx_prio{p}_bytes")));
                 (b > 0).then(|| format!("prio{p} {b} bytes"))
             })
             .collect();
@@ -1056,6 +1113,215 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
                 bytes.join(", ")
             }
         ));
+        out.push(f);
+    }
+}
+
+/// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
+/// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
+fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
+    let dscp = tc >> 2;
+    q.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
+}
+
+/// #10 from configuration: the job's traffic class against mlnx_qos.
+fn qos_mapping(ctx: &Context, out: &mut Vec<Finding>) {
+    for (qfile, q) in &ctx.qos {
+        let Some(enabled) = q.pfc_enabled else {
+            continue;
+        };
+        let pfc = q.pfc_priorities();
+        if pfc.is_empty() {
+            let mut f = Finding::new(Severity::Warning, Symptom::LossyPriority, qfile.clone());
+            f.title = "PFC is enabled on no priority".into();
+            f.evidence
+                .push(format!("{qfile}: PFC enabled bits {enabled:?}"));
+            fill_qos_text(&mut f);
+            out.push(f);
+            continue;
+        }
+        for (nfile, n) in &ctx.nccl {
+            let Some(tc) = n.env.get("NCCL_IB_TC").and_then(|v| v.parse::<u8>().ok()) else {
+                continue;
+            };
+            let trust_dscp = q.trust.as_deref() == Some("dscp");
+            if !trust_dscp {
+                continue;
+            }
+            let prio = prio_of_tclass(tc, q);
+            if enabled[usize::from(prio)] {
+                continue;
+            }
+            let mut f = Finding::new(
+                Severity::Error,
+                Symptom::LossyPriority,
+                format!("NCCL_IB_TC={tc}"),
+            );
+            f.title = format!("the job's traffic class lands on prio{prio}, which has no PFC");
+            f.evidence.push(format!(
+                "{nfile}: NCCL_IB_TC={tc} -> DSCP {} -> prio{prio} (trust dscp, {qfile}); PFC is on {:?}",
+                tc >> 2,
+                pfc
+            ));
+            fill_qos_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+fn fill_qos_text(f: &mut Finding) {
+    f.impact =
+        "RoCE runs lossy: congestion becomes drops and go-back-N retransmissions instead of pause"
+            .into();
+    f.check_first = "`mlnx_qos -i`: `--pfc` bits for the RoCE priority, `--trust dscp` and dscp2prio; NCCL_IB_TC (DSCP<<2 | ECN) must map to that priority; the switch must agree".into();
+    f.why = "a GRH traffic class byte carries DSCP in its upper six bits; the NIC maps DSCP to a priority, and only PFC-enabled priorities are lossless".into();
+}
+
+/// The GID index in use against `show_gids`.
+fn gid_choice(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut chosen: Vec<(String, u32)> = Vec::new();
+    for (file, n) in &ctx.nccl {
+        if let Some(i) = n.env.get("NCCL_IB_GID_INDEX").and_then(|v| v.parse().ok()) {
+            chosen.push((format!("{file}: NCCL_IB_GID_INDEX={i}"), i));
+        }
+    }
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            if let (Some(i), Some("Ethernet")) = (run.gid_index, run.link_type.as_deref()) {
+                chosen.push((format!("{file}: perftest GID index {i}"), i));
+            }
+        }
+    }
+    for (gfile, gids) in &ctx.gids {
+        for (what, idx) in &chosen {
+            let entries: Vec<_> = gids.iter().filter(|g| g.index == *idx).collect();
+            let Some(e) = entries.first() else { continue };
+            if entries.iter().any(|g| g.is_rocev2_ipv4()) {
+                continue;
+            }
+            let good: Vec<String> = gids
+                .iter()
+                .filter(|g| g.is_rocev2_ipv4() && g.device == e.device)
+                .map(|g| g.index.to_string())
+                .collect();
+            let mut f = Finding::new(Severity::Error, Symptom::AckTimeout, what.clone());
+            f.title = "the GID index in use is not the routable RoCEv2 IPv4 entry".into();
+            f.evidence.push(format!(
+                "{gfile}: index {idx} on {} is {} {}; RoCEv2 IPv4 entries: [{}]",
+                e.device,
+                e.version,
+                e.ipv4.as_deref().unwrap_or("(link-local, no IPv4)"),
+                good.join(", ")
+            ));
+            fill_timeout_text(&mut f);
+            out.push(f);
+        }
+    }
+}
+
+/// perftest latency against the usual pass marks (2.5 us write/send,
+/// 4.5 us read/atomic, small messages).
+fn perftest_latency(ctx: &Context, out: &mut Vec<Finding>) {
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            let verb = run.verb.as_deref().unwrap_or("");
+            let limit_ns = if verb.starts_with("RDMA_Read") || verb.starts_with("Atomic") {
+                4500
+            } else {
+                2500
+            };
+            for row in run.lat.iter().filter(|r| r.bytes <= 4096) {
+                if row.typical_ns > limit_ns {
+                    let mut f =
+                        Finding::new(Severity::Warning, Symptom::SlowPerftest, file.clone());
+                    f.title = format!(
+                        "{verb} latency above {}.{} us",
+                        limit_ns / 1000,
+                        (limit_ns % 1000) / 100
+                    );
+                    f.evidence.push(format!(
+                        "line {}: {} bytes t_typical {} ns (t_avg {} ns, t_max {} ns)",
+                        row.line, row.bytes, row.typical_ns, row.avg_ns, row.max_ns
+                    ));
+                    f.impact = "every small message (NCCL's control messages, small all-reduces) pays this latency".into();
+                    f.check_first = "CPU frequency scaling and pinning, the switch path (hops, pause), interrupt moderation; read latency is a full round trip and naturally about twice write latency".into();
+                    f.why = "healthy RoCE small-message write latency is a few microseconds or less; perftest prints half the round trip for write/send and the full one for read/atomic".into();
+                    out.push(f);
+                }
+            }
+        }
+    }
+}
+
+/// Completion statuses other than 12, from perftest and NCCL logs.
+fn other_completion_errors(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut seen: Vec<(u32, String)> = Vec::new();
+    for (name, p) in &ctx.perftest {
+        for e in &p.errors {
+            if let Some(st) = e.status.filter(|s| *s != 12) {
+                seen.push((
+                    st,
+                    format!("{name} line {}: perftest completion status {st}", e.line),
+                ));
+            }
+        }
+    }
+    for (name, n) in &ctx.nccl {
+        for e in &n.errors {
+            if let Some(st) = e.status.filter(|s| *s != 12) {
+                seen.push((
+                    st,
+                    format!("{name} line {}: NCCL completion status {st}", e.line),
+                ));
+            }
+        }
+    }
+    let mut statuses: Vec<u32> = seen.iter().map(|(s, _)| *s).collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    for st in statuses {
+        let (sev, title, impact, check) = match st {
+            13 => (
+                Severity::Error,
+                "RNR retry exceeded: the receiver had no receive posted",
+                "the connection fails after its RNR retries; the collective aborts",
+                "the receiving application posts receives in time (SRQ/RQ depth, rnr_retry, min RNR timer); out_of_buffer on the responder",
+            ),
+            4 => (
+                Severity::Error,
+                "local protection error: a work request used memory it may not",
+                "the first transfer fails; with GPU buffers typically at start-up",
+                "memory registration of the buffers; for GPU memory the peer-memory module (nvidia-peermem) or dma-buf support",
+            ),
+            10 => (
+                Severity::Error,
+                "remote access error: the peer refused the rkey or range",
+                "RDMA READ/WRITE to that peer fails",
+                "rkey/address exchange between the peers, MR access flags (remote read/write/atomic)",
+            ),
+            5 => (
+                Severity::Info,
+                "work requests flushed: collateral of a QP that went to error",
+                "nothing by itself; look for the first, non-flush error",
+                "the earliest completion error in the log",
+            ),
+            _ => (
+                Severity::Warning,
+                "work completions failed",
+                "the operations that failed did not happen",
+                "the status code against ibv_wc_status",
+            ),
+        };
+        let mut f = Finding::new(sev, Symptom::CompletionError, format!("status {st}"));
+        f.title = title.into();
+        f.evidence = seen
+            .iter()
+            .filter(|(s, _)| *s == st)
+            .map(|(_, e)| e.clone())
+            .collect();
+        f.impact = impact.into();
+        f.check_first = check.into();
+        f.why = "the completion status says which side and which rule stopped the work request; 12 (retry exceeded) is reported as ack-timeout".into();
         out.push(f);
     }
 }

@@ -6,12 +6,17 @@
 //!
 //! Counter captures are grouped by **source**: the `# host: NAME` line of a
 //! file, else the interface of an `ethtool -S IFACE` command line, else the
-//! unnamed source. All snapshots of one source, across files in the order
+//! file name without extensions and snapshot markers
+//! ([`source_from_file_name`]). All snapshots of one source, across files in the order
 //! given and within a file in order, form its series; the first and last
 //! make the delta. With one snapshot the counters are totals since boot
 //! (or since the simulation started) and the report says so; severities are
 //! then capped at `warning`, and pause is only `info`, because a total
-//! cannot say whether the problem is still happening.
+//! cannot say whether the problem is still happening. Simulated counters
+//! are the exception: they start at zero at time zero, so a single
+//! snapshot with `# time_ps:` metadata, or any single snapshot when the
+//! inputs include a `results.json` of one run (its `sim_time_ps`), is a
+//! delta over the simulated time.
 //!
 //! When every snapshot of a source carries time metadata they are put in
 //! time order; otherwise, when more counters fell than rose between the
@@ -99,6 +104,8 @@ pub enum Symptom {
     Corruption,
     /// The receive queue had no buffer posted (host side).
     HostOutOfBuffer,
+    /// Work completions failed with a status other than 12.
+    CompletionError,
     /// NCCL fell back to TCP sockets.
     SocketFallback,
     /// perftest bandwidth well below the port rate.
@@ -149,6 +156,7 @@ impl Symptom {
             Symptom::GdrNotUsed => "gdr-not-used",
             Symptom::Corruption => "corruption",
             Symptom::HostOutOfBuffer => "host-out-of-buffer",
+            Symptom::CompletionError => "completion-error",
             Symptom::SocketFallback => "socket-fallback",
             Symptom::SlowPerftest => "slow-perftest",
             Symptom::SinceBoot => "since-boot",
@@ -163,7 +171,10 @@ impl Symptom {
         match self {
             Symptom::LossyPriority => 0,
             Symptom::PfcStorm => 1,
-            Symptom::PacketLoss | Symptom::AckTimeout | Symptom::Corruption => 2,
+            Symptom::PacketLoss
+            | Symptom::AckTimeout
+            | Symptom::Corruption
+            | Symptom::CompletionError => 2,
             Symptom::RxPause | Symptom::TxPause => 3,
             Symptom::EcnNotMarking | Symptom::CnpNotHandled => 4,
             Symptom::LinkDegraded | Symptom::MtuMismatch | Symptom::SlowPerftest => 5,
@@ -335,7 +346,54 @@ impl Diagnosis {
 /// A counter series of one source.
 #[derive(Debug, Clone, Default)]
 struct Series {
-    snaps: Vec<(Option<u64>, BTreeMap<String, u64>)>,
+    snaps: Vec<checks::Snap>,
+}
+
+/// The source a file stands for when it names none: its file name without
+/// directories, extensions (`.txt`, `.log`, `.out`, `.ethtool`, `.rdma`,
+/// `.stats`, `.counters`) and a trailing snapshot marker (`before`,
+/// `after`, `start`, `end`, `begin`, `pre`, `post`, `old`, `new`, `t0`..`t9`
+/// after `_`, `-` or `.`). So `h3.ethtool.txt` is `h3`, and
+/// `ethtool_before.txt` / `ethtool_after.txt` are one source.
+pub fn source_from_file_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let mut s = base.to_string();
+    loop {
+        let lower = s.to_ascii_lowercase();
+        let ext = [
+            ".txt",
+            ".log",
+            ".out",
+            ".ethtool",
+            ".rdma",
+            ".stats",
+            ".counters",
+        ]
+        .iter()
+        .find(|e| lower.ends_with(**e));
+        match ext {
+            Some(e) => s.truncate(s.len() - e.len()),
+            None => break,
+        }
+    }
+    let lower = s.to_ascii_lowercase();
+    const MARKS: &[&str] = &[
+        "before", "after", "start", "end", "begin", "pre", "post", "old", "new", "t0", "t1", "t2",
+        "t3", "t4", "t5", "t6", "t7", "t8", "t9",
+    ];
+    for m in MARKS {
+        if lower == *m {
+            return String::new();
+        }
+        for sep in ['_', '-', '.'] {
+            let suffix = format!("{sep}{m}");
+            if lower.ends_with(&suffix) {
+                s.truncate(s.len() - suffix.len());
+                return s;
+            }
+        }
+    }
+    s
 }
 
 /// Run the doctor over parsed inputs.
@@ -343,24 +401,28 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
     let mut eth: BTreeMap<String, Series> = BTreeMap::new();
     let mut rdma: BTreeMap<String, Series> = BTreeMap::new();
     let mut ctx = checks::Context::default();
+    let mut sim_times: Vec<u64> = Vec::new();
     for input in inputs {
+        let file_key = || source_from_file_name(&input.name);
         match &input.parsed {
             Parsed::Ethtool(snaps) => {
                 for s in snaps {
-                    let key = s.host.clone().unwrap_or_default();
-                    eth.entry(key)
-                        .or_default()
-                        .snaps
-                        .push((s.time_ns, s.counters.clone()));
+                    let key = s.host.clone().unwrap_or_else(file_key);
+                    eth.entry(key).or_default().snaps.push(checks::Snap {
+                        time_ns: s.time_ns,
+                        simulated: s.simulated,
+                        counters: s.counters.clone(),
+                    });
                 }
             }
             Parsed::Rdma(snaps) => {
                 for s in snaps {
-                    let key = s.host.clone().unwrap_or_default();
-                    rdma.entry(key)
-                        .or_default()
-                        .snaps
-                        .push((s.time_ns, s.totals()));
+                    let key = s.host.clone().unwrap_or_else(file_key);
+                    rdma.entry(key).or_default().snaps.push(checks::Snap {
+                        time_ns: s.time_ns,
+                        simulated: s.simulated,
+                        counters: s.totals(),
+                    });
                 }
             }
             Parsed::Perftest(p) => ctx.perftest.push((input.name.clone(), p.clone())),
@@ -369,14 +431,21 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             Parsed::MlnxQos(q) => ctx.qos.push((input.name.clone(), q.clone())),
             Parsed::ShowGids(g) => ctx.gids.push((input.name.clone(), g.clone())),
             Parsed::Nccl(n) => ctx.nccl.push((input.name.clone(), n.clone())),
-            Parsed::SimResults(_) => {}
+            Parsed::SimResults(j) => sim_times.extend(crate::compare::sim_times_ps(j)),
         }
     }
+    sim_times.sort_unstable();
+    sim_times.dedup();
+    // One simulated run alongside: single snapshots are its counters.
+    let sim_time_ps = match sim_times.as_slice() {
+        [t] if *t > 0 => Some(*t),
+        _ => None,
+    };
     let mut sources = Vec::new();
     let mut view = |kind: Kind, map: BTreeMap<String, Series>| -> Vec<CounterView> {
         let mut out = Vec::new();
         for (name, series) in map {
-            let v = CounterView::from_series(name, &series.snaps, opts.interval);
+            let v = CounterView::from_series(name, &series.snaps, opts.interval, sim_time_ps);
             sources.push(SourceSummary {
                 source: v.source.clone(),
                 kind,

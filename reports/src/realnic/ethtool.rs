@@ -42,7 +42,9 @@
 //!   `# host: NAME` (the source; also taken from an `ethtool -S IFACE`
 //!   command line), `# time_ps: N` (picoseconds) and `# time: S` (seconds,
 //!   decimals allowed, e.g. `date +%s.%N`). A bare number on its own line
-//!   (the output of `date +%s`) is read as `# time:`.
+//!   (the output of `date +%s`) is read as `# time:`. `# time_ps:` marks
+//!   simulated time: simulated counters start at zero at time zero, so a
+//!   single snapshot with it is a delta over that time.
 //! * **Several snapshots in one file**: each `NIC statistics:` line starts a
 //!   new snapshot, and so does a counter name that is already present in the
 //!   current snapshot (two dumps pasted back to back without the header).
@@ -85,6 +87,9 @@ pub struct EthtoolSnapshot {
     /// seconds, `# time_ps:` in picoseconds, a bare `date +%s` line).
     /// Nanoseconds because a Unix time in picoseconds overflows 64 bits.
     pub time_ns: Option<u64>,
+    /// The time came from `# time_ps:` (simulated time): counters started
+    /// at zero at time zero, so one snapshot is already a delta.
+    pub simulated: bool,
     /// Driver family guessed from the names.
     pub vendor: Vendor,
     /// Counters exactly as printed.
@@ -172,6 +177,7 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
     let mut label: Option<String> = None;
     let mut host: Option<String> = None;
     let mut time_ns: Option<u64> = None;
+    let mut simulated = false;
     let all = lines(input);
     let close = |cur: &mut Option<EthtoolSnapshot>, out: &mut Vec<EthtoolSnapshot>| {
         if let Some(mut s) = cur.take() {
@@ -192,15 +198,22 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
                 host = Some(h.trim().to_string());
             } else if let Some(v) = meta.strip_prefix("time_ps:") {
                 time_ns = v.trim().parse::<u64>().ok().map(|ps| ps / 1000);
+                simulated = time_ns.is_some();
             } else if let Some(v) = meta.strip_prefix("time:") {
                 time_ns = scaled_decimal(v, 1_000_000_000, 1);
+                simulated = false;
             }
             close(&mut cur, &mut out);
             continue;
         }
         if t.starts_with("NIC statistics") {
             close(&mut cur, &mut out);
-            cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ns));
+            cur = Some(new_snapshot(
+                l.number,
+                &mut label,
+                &host,
+                (&mut time_ns, &mut simulated),
+            ));
             continue;
         }
         let t = strip_ring_prefix(t);
@@ -211,7 +224,12 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             let repeated = cur.as_ref().is_some_and(|c| c.raw.contains_key(name));
             if cur.is_none() || repeated {
                 close(&mut cur, &mut out);
-                cur = Some(new_snapshot(l.number, &mut label, &host, &mut time_ns));
+                cur = Some(new_snapshot(
+                    l.number,
+                    &mut label,
+                    &host,
+                    (&mut time_ns, &mut simulated),
+                ));
             }
             if let Some(c) = cur.as_mut() {
                 c.raw.insert(name.to_string(), value);
@@ -233,8 +251,9 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             close(&mut cur, &mut out);
             continue;
         }
-        if let Some(ps) = bare_epoch(&t) {
-            time_ns = Some(ps);
+        if let Some(ns) = bare_epoch(&t) {
+            time_ns = Some(ns);
+            simulated = false;
         } else {
             label = Some(t.to_string());
         }
@@ -256,13 +275,14 @@ fn new_snapshot(
     line: usize,
     label: &mut Option<String>,
     host: &Option<String>,
-    time_ns: &mut Option<u64>,
+    (time_ns, simulated): (&mut Option<u64>, &mut bool),
 ) -> EthtoolSnapshot {
     EthtoolSnapshot {
         line,
         label: label.take(),
         host: host.clone(),
         time_ns: time_ns.take(),
+        simulated: std::mem::take(simulated),
         ..EthtoolSnapshot::default()
     }
 }
@@ -272,7 +292,8 @@ fn finish(s: &mut EthtoolSnapshot) {
     let mut norm = BTreeMap::new();
     for (k, v) in &s.raw {
         if let Some(n) = normalize_name(k) {
-            *norm.entry(n).or_insert(0u64) += *v;
+            let e = norm.entry(n).or_insert(0u64);
+            *e = e.saturating_add(*v);
         }
     }
     for (k, v) in &s.raw {

@@ -15,6 +15,7 @@ pub mod nccl;
 pub mod perftest;
 pub mod qos;
 pub mod rdma;
+pub mod summary;
 pub mod text;
 pub mod topo;
 

@@ -105,6 +105,10 @@ pub struct PerftestRun {
     pub duration_mode: bool,
     /// The excerpt stopped before the table's closing line.
     pub truncated: bool,
+    /// The latency table is in CPU cycles (`-C`): its rows are not
+    /// converted (cycles are not time without the CPU frequency) and are
+    /// left out.
+    pub latency_in_cycles: bool,
 }
 
 /// One `local address` / `remote address` line (with its `GID:` line).
@@ -234,6 +238,7 @@ enum BwUnit {
 #[derive(Debug, Clone)]
 struct Table {
     cols: Vec<(&'static str, Option<BwUnit>)>,
+    cycles: bool,
 }
 
 impl Table {
@@ -267,7 +272,10 @@ impl Table {
         if cols.len() < 3 {
             return None;
         }
-        Some(Table { cols })
+        Some(Table {
+            cols,
+            cycles: s.contains("[cycles]"),
+        })
     }
 
     fn kind(&self) -> TableKind {
@@ -402,6 +410,9 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
                     run.truncated = true;
                     continue;
                 }
+                if tab.cycles {
+                    continue;
+                }
                 match add_row(run, tab, &toks, number) {
                     Some(()) => {}
                     None => run.truncated = true,
@@ -456,6 +467,9 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
             });
             if tab.kind() == TableKind::LatDuration {
                 run.duration_mode = true;
+            }
+            if tab.cycles {
+                run.latency_in_cycles = true;
             }
             if run.kind == TestKind::Unknown {
                 run.kind = match tab.kind() {

@@ -53,6 +53,9 @@ pub struct RdmaSnapshot {
     pub host: Option<String>,
     /// Snapshot time in nanoseconds when the file says.
     pub time_ns: Option<u64>,
+    /// The time came from `# time_ps:` (simulated: counters started at zero
+    /// at time zero).
+    pub simulated: bool,
     /// The links, in order of appearance.
     pub links: Vec<RdmaLink>,
 }
@@ -104,6 +107,7 @@ struct State {
     cur: RdmaSnapshot,
     host: Option<String>,
     time_ns: Option<u64>,
+    simulated: bool,
 }
 
 impl State {
@@ -118,6 +122,7 @@ impl State {
                 self.cur.line = line;
                 self.cur.host = self.host.clone();
                 self.cur.time_ns = self.time_ns.take();
+                self.cur.simulated = std::mem::take(&mut self.simulated);
             }
             self.cur.links.push(RdmaLink {
                 device: device.to_string(),
@@ -172,6 +177,7 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
         cur: RdmaSnapshot::default(),
         host: None,
         time_ns: None,
+        simulated: false,
     };
     // Link continued by indented lines in the pretty form.
     let mut current_link: Option<(String, u32)> = None;
@@ -190,9 +196,11 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
             } else if let Some(v) = meta.strip_prefix("time_ps:") {
                 st.new_snapshot();
                 st.time_ns = v.trim().parse::<u64>().ok().map(|ps| ps / 1000);
+                st.simulated = st.time_ns.is_some();
             } else if let Some(v) = meta.strip_prefix("time:") {
                 st.new_snapshot();
                 st.time_ns = scaled_decimal(v, 1_000_000_000, 1);
+                st.simulated = false;
             }
             continue;
         }
@@ -277,7 +285,8 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
             let mut norm = BTreeMap::new();
             for (k, v) in &link.raw {
                 if let Some(n) = normalize_name(k) {
-                    *norm.entry(n.to_string()).or_insert(0u64) += *v;
+                    let e = norm.entry(n.to_string()).or_insert(0u64);
+                    *e = e.saturating_add(*v);
                 }
             }
             for (k, v) in &link.raw {
@@ -297,15 +306,24 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
     Ok(out)
 }
 
+/// Words in `rdma statistic qp show` / `mode` lines that carry metadata,
+/// not counters: skipped with their value.
+const METADATA: &[&str] = &["cntn", "qp-type", "pid", "comm", "lqpn", "mode", "auto"];
+
 fn pairs<'a>(
     st: &mut State,
     dev: &str,
     port: u32,
-    mut toks: impl Iterator<Item = &'a str>,
+    toks: impl Iterator<Item = &'a str>,
     line: usize,
     text: &str,
 ) -> Result<(), ParseError> {
+    let mut toks = toks.peekable();
     while let Some(name) = toks.next() {
+        if name == "optional-counters" || name == "[optional-counters]" {
+            // A section marker without a value of its own.
+            continue;
+        }
         let Some(v) = toks.next() else {
             return Err(ParseError::new(
                 line,
@@ -313,6 +331,9 @@ fn pairs<'a>(
                 text,
             ));
         };
+        if METADATA.contains(&name) {
+            continue;
+        }
         let Ok(v) = v.parse::<u64>() else {
             return Err(ParseError::new(
                 line,

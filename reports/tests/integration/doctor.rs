@@ -82,7 +82,7 @@ fn s01_rx_pause_is_held_by_the_peer() {
         f.evidence
     );
     assert!(f.title.contains("held by the peer"));
-    assert_eq!(f.subject, "capture prio3");
+    assert_eq!(f.subject, "ethtool prio3", "source named after the files");
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn s10_roce_on_a_lossy_priority() {
         Symptom::LossyPriority,
         Severity::Error,
     );
-    assert_eq!(d.findings[0].subject, "capture prio0");
+    assert_eq!(d.findings[0].subject, "ethtool prio0");
     assert!(d.findings[0]
         .evidence
         .iter()
@@ -330,4 +330,264 @@ fn json_output_is_stable_and_complete() {
     assert_eq!(f["severity"], "error");
     assert_eq!(f["playbook"], 1);
     assert!(f["check_first"].as_str().unwrap().contains("switch port"));
+}
+
+#[test]
+fn traffic_class_mapped_to_a_priority_without_pfc() {
+    let d = assert_first(
+        "extra_tc_mapping",
+        None,
+        Symptom::LossyPriority,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(ev.contains("NCCL_IB_TC=106 -> DSCP 26 -> prio3"), "{ev}");
+    assert!(ev.contains("PFC is on [4]"), "{ev}");
+}
+
+#[test]
+fn wrong_gid_index_is_named_with_the_right_one() {
+    let d = assert_first(
+        "extra_wrong_gid",
+        None,
+        Symptom::AckTimeout,
+        Severity::Error,
+    );
+    let ev = &d.findings[0].evidence[0];
+    assert!(
+        ev.contains("index 1 on mlx5_0 is v2 (link-local, no IPv4)"),
+        "{ev}"
+    );
+    assert!(ev.contains("RoCEv2 IPv4 entries: [3]"), "{ev}");
+}
+
+#[test]
+fn slow_perftest_latency_is_flagged_and_healthy_is_not() {
+    for (file, slow) in [
+        ("perftest/write_lat_slow.txt", true),
+        ("perftest/write_lat.txt", false),
+    ] {
+        let parsed = realnic::parse(None, &fixture(file)).unwrap();
+        let d = diagnose(
+            &[Input {
+                name: file.into(),
+                parsed,
+            }],
+            &Options::default(),
+        );
+        let flagged = d
+            .findings
+            .iter()
+            .any(|f| f.symptom == Symptom::SlowPerftest);
+        assert_eq!(flagged, slow, "{file}: {}", d.render_text());
+    }
+}
+
+#[test]
+fn saturated_counters_do_not_overflow() {
+    let max = u64::MAX;
+    let text = format!(
+        "NIC statistics:\n     rx_prio3_bytes: {max}\n     tx_prio3_bytes: {max}\n     rx_prio3_pause: {max}\n     rx_prio3_pause_duration: {max}\n     rx_vport_rdma_unicast_bytes: {max}\n     tx_vport_rdma_unicast_bytes: {max}\n     rx_symbol_err_phy: {max}\n     rx_crc_errors_phy: {max}\n"
+    );
+    let rdma = format!("link mlx5_0/1 np_cnp_sent {max} out_of_sequence {max}\nlink mlx5_1/1 np_cnp_sent {max} packet_seq_err {max}\n");
+    let inputs = vec![
+        Input {
+            name: "e".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        },
+        Input {
+            name: "r".into(),
+            parsed: realnic::parse(None, &rdma).unwrap(),
+        },
+    ];
+    let d = diagnose(
+        &inputs,
+        &Options {
+            interval: Some(Duration::from_ps(1)),
+        },
+    );
+    assert!(d.findings.iter().any(|f| f.symptom == Symptom::Corruption));
+}
+
+#[test]
+fn other_completion_statuses_are_explained() {
+    let log = fixture("nccl/nccl_retry_exceeded.txt")
+        .replace("status=12", "status=4")
+        .replace("error 12", "error 13");
+    let parsed = realnic::parse(None, &log).unwrap();
+    let d = diagnose(
+        &[Input {
+            name: "nccl".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    let ids: Vec<(Symptom, &str)> = d
+        .findings
+        .iter()
+        .map(|f| (f.symptom, f.subject.as_str()))
+        .collect();
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 4")),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&(Symptom::CompletionError, "status 13")),
+        "{ids:?}"
+    );
+    assert!(!ids.iter().any(|(s, _)| *s == Symptom::AckTimeout));
+}
+
+#[test]
+fn file_names_name_the_sources() {
+    use reports::doctor::source_from_file_name as src;
+    assert_eq!(src("out/counters/h3.ethtool.txt"), "h3");
+    assert_eq!(src("h3.rdma.txt"), "h3");
+    assert_eq!(src("leaf0-p3.ethtool.txt"), "leaf0-p3");
+    assert_eq!(src("caps/ethtool_before.txt"), "ethtool");
+    assert_eq!(src("ethtool_after.txt"), "ethtool");
+    assert_eq!(src("node7-t1.log"), "node7");
+    assert_eq!(src("after.txt"), "");
+}
+
+/// The simulator's own dump writers, read back by the parsers and the
+/// doctor: the contract between the two crates.
+#[test]
+fn simulator_counter_dumps_feed_the_doctor() {
+    use sim::results::{NicRecord, PortRecord, PrioCounters};
+    use sim::stats::{ethtool_dump, rdma_statistic};
+
+    let sim_time_ps = 10_000_000_000u64; // 10 ms
+    let port = |node: &str, is_nic: bool, c3: PrioCounters| {
+        let mut prio = vec![PrioCounters::default(); 8];
+        prio[3] = c3;
+        PortRecord {
+            node: node.into(),
+            port: 1,
+            peer: "sw0".into(),
+            is_nic,
+            prio,
+            rx_discards: 0,
+            fault_drops: 0,
+            ecn_marked: 0,
+            max_queue_bytes: 0,
+            max_headroom_bytes: 0,
+        }
+    };
+    // A sender held off 60 % of the run; the switch port facing it sends
+    // the pause; the receiver is fine.
+    let sender = port(
+        "h1",
+        true,
+        PrioCounters {
+            tx_packets: 2_000_000,
+            tx_bytes: 8_400_000_000,
+            rx_pause: 40_000,
+            rx_pause_duration_ps: 6_000_000_000,
+            rx_pause_transition: 20_000,
+            ..PrioCounters::default()
+        },
+    );
+    let receiver = port(
+        "h0",
+        true,
+        PrioCounters {
+            rx_packets: 2_000_000,
+            rx_bytes: 8_400_000_000,
+            ..PrioCounters::default()
+        },
+    );
+    let switch = port(
+        "sw0",
+        false,
+        PrioCounters {
+            tx_pause: 40_000,
+            tx_pause_duration_ps: 6_000_000_000,
+            ..PrioCounters::default()
+        },
+    );
+    let text = ethtool_dump(&sender, &[3]);
+    let snaps = reports::realnic::ethtool::parse(&text).unwrap();
+    assert_eq!(
+        snaps[0].get("rx_prio3_pause_duration"),
+        Some(6000),
+        "microseconds"
+    );
+    assert_eq!(snaps[0].get("rx_prio3_pause"), Some(40_000));
+
+    let nic = |node: &str| NicRecord {
+        node: node.into(),
+        rx_write_requests: 1_000_000,
+        ..NicRecord::default()
+    };
+    let results = serde_json::json!({ "summary": { "variant": "lossless", "sim_time_ps": sim_time_ps, "goodput_bps": 6.7e9 } });
+    let mut inputs = vec![Input {
+        name: "results.json".into(),
+        parsed: realnic::Parsed::SimResults(results),
+    }];
+    for (name, text) in [
+        ("counters/h0.ethtool.txt", ethtool_dump(&receiver, &[3])),
+        ("counters/h1.ethtool.txt", ethtool_dump(&sender, &[3])),
+        ("counters/sw0-p1.ethtool.txt", ethtool_dump(&switch, &[3])),
+        ("counters/h0.rdma.txt", rdma_statistic("mlx5_0", &nic("h0"))),
+        ("counters/h1.rdma.txt", rdma_statistic("mlx5_0", &nic("h1"))),
+    ] {
+        let parsed = realnic::parse(None, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        inputs.push(Input {
+            name: name.into(),
+            parsed,
+        });
+    }
+    let d = diagnose(&inputs, &Options::default());
+    let names: Vec<&str> = d.sources.iter().map(|s| s.source.as_str()).collect();
+    assert_eq!(names, ["h0", "h1", "sw0-p1", "h0", "h1"]);
+    assert!(d
+        .sources
+        .iter()
+        .all(|s| !s.since_boot && s.interval_ps == Some(sim_time_ps)));
+    let first = &d.findings[0];
+    assert_eq!(
+        (first.symptom, first.severity, first.subject.as_str()),
+        (Symptom::RxPause, Severity::Error, "h1 prio3")
+    );
+    assert!(
+        first.evidence[0].contains("60.000% of the interval"),
+        "{:?}",
+        first.evidence
+    );
+    assert!(
+        first.evidence[0].contains("of simulated time"),
+        "{:?}",
+        first.evidence
+    );
+    assert!(d
+        .findings
+        .iter()
+        .any(|f| f.symptom == Symptom::TxPause && f.subject == "sw0-p1 prio3"));
+    assert!(d
+        .findings
+        .iter()
+        .any(|f| f.symptom == Symptom::EcnNotMarking));
+    assert!(!d.findings.iter().any(|f| f.symptom == Symptom::SinceBoot));
+}
+
+#[test]
+fn simulated_time_metadata_makes_one_snapshot_a_delta() {
+    let text = fixture("ethtool/sim_dump.txt");
+    let d = diagnose(
+        &[Input {
+            name: "x".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        }],
+        &Options::default(),
+    );
+    // 248 us of pause in 2 ms of simulated time.
+    assert_eq!(d.sources[0].interval_ps, Some(2_000_000_000));
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::RxPause)
+        .unwrap();
+    assert_eq!(f.severity, Severity::Error);
+    assert!(f.evidence[0].contains("12.400%"), "{:?}", f.evidence);
 }

@@ -482,3 +482,20 @@ fn detection_picks_the_right_parser_for_every_fixture() {
         Err(realnic::Error::Undetected)
     ));
 }
+
+#[test]
+fn rdma_per_qp_metadata_is_skipped_not_misread() {
+    let text = "link mlx5_0/1 cntn 4 qp-type RC pid 30489 comm ib_write_bw lqpn 296 out_of_sequence 5 packet_seq_err 1\n";
+    let s = rdma::parse(text).unwrap();
+    let c = &s[0].links[0].counters;
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!((c["out_of_sequence"], c["packet_seq_err"]), (5, 1));
+}
+
+#[test]
+fn perftest_cycle_tables_are_not_read_as_time() {
+    let text = "                    RDMA_Write Latency Test\n #bytes #iterations    t_min[cycles]    t_max[cycles]  t_typical[cycles]    t_avg[cycles]    t_stdev[cycles]   99% percentile[cycles]   99.9% percentile[cycles] \n 2       1000          2003           8123         2145     \t       2160        \t90   \t\t2400    \t\t8123   \n";
+    let r = perftest::parse(text).unwrap();
+    assert!(r.runs[0].latency_in_cycles);
+    assert!(r.runs[0].lat.is_empty());
+}

@@ -19,9 +19,10 @@ use super::{NodeId, NodeKind, Topology};
 /// itself). Ports are in ascending order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Routes {
-    /// Number of hosts (columns of `table`).
+    /// Number of hosts.
     hosts: u32,
-    /// `table[node * hosts + dest]`: index of the port set.
+    /// `table[dest * nodes + node]`: index of the port set. Destination
+    /// major, so computing one destination's column writes memory in order.
     table: Vec<u32>,
     /// Port sets, flattened; set `i` is `ports[offsets[i]..offsets[i + 1]]`.
     ports: Vec<u16>,
@@ -83,7 +84,46 @@ impl Routes {
                         id
                     };
                 last[u] = set;
-                table[u * hosts + d] = set;
+                table[d * n + u] = set;
+            }
+        }
+        Routes {
+            hosts: hosts as u32,
+            table,
+            ports,
+            offsets,
+            host_index,
+            host_nodes,
+        }
+    }
+
+    /// Routes from explicit tables (hand-built topologies in tests):
+    /// `next_hops[node][dest_host]` lists egress ports, `host_index[node]`
+    /// the host index of each node. Port lists are sorted here.
+    pub fn from_next_hops(next_hops: Vec<Vec<Vec<u16>>>, host_index: Vec<Option<u32>>) -> Routes {
+        let n = next_hops.len();
+        let hosts = host_index.iter().flatten().count();
+        let mut host_nodes = vec![NodeId(0); hosts];
+        for (i, h) in host_index.iter().enumerate() {
+            if let Some(slot) = h.and_then(|h| host_nodes.get_mut(h as usize)) {
+                *slot = NodeId(i as u32);
+            }
+        }
+        let mut offsets = vec![0u32, 0u32];
+        let mut ports: Vec<u16> = Vec::new();
+        let mut interned: HashMap<Vec<u16>, u32> = HashMap::new();
+        interned.insert(Vec::new(), 0);
+        let mut table = vec![0u32; n * hosts];
+        for (u, row) in next_hops.into_iter().enumerate() {
+            for (d, mut set) in row.into_iter().enumerate().take(hosts) {
+                set.sort_unstable();
+                let next = (offsets.len() - 1) as u32;
+                let id = *interned.entry(set.clone()).or_insert(next);
+                if id == next {
+                    ports.extend_from_slice(&set);
+                    offsets.push(ports.len() as u32);
+                }
+                table[d * n + u] = id;
             }
         }
         Routes {
@@ -103,10 +143,11 @@ impl Routes {
         if dest_host >= self.hosts {
             return &[];
         }
-        let Some(&set) = self
-            .table
-            .get(node.0 as usize * self.hosts as usize + dest_host as usize)
-        else {
+        let n = self.host_index.len();
+        if node.0 as usize >= n {
+            return &[];
+        }
+        let Some(&set) = self.table.get(dest_host as usize * n + node.0 as usize) else {
             return &[];
         };
         let set = set as usize;

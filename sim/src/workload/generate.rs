@@ -235,7 +235,7 @@ pub fn poisson<R: Rng + ?Sized>(
     t: &FlowTemplate,
     rng: &mut R,
 ) {
-    if hosts.len() < 2 || !(load > 0.0) {
+    if hosts.len() < 2 || load.is_nan() || load <= 0.0 {
         return;
     }
     let end = t.start.saturating_add(window);

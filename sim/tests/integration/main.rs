@@ -4,6 +4,10 @@ mod support;
 
 mod determinism;
 mod fabric;
+mod imports;
 mod incast;
 mod loss;
 mod pfc;
+mod scenarios;
+mod topology;
+mod workloads;

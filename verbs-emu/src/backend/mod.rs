@@ -22,17 +22,23 @@
 //!   available or the timeout passes.
 
 use core::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::verbs::{
     AccessFlags, AhAttr, DeviceAttr, Gid, PortAttr, PostError, QpAttr, QpInitAttr, QpState, RecvWr,
-    Result, SendWr, WorkCompletion,
+    Result, SendWr, VerbsError, WorkCompletion,
 };
 use crate::wire::{Lkey, Qpn, Rkey};
 
+pub mod capture;
+pub mod fault;
 pub mod ibverbs;
+pub mod io;
 pub mod sys;
+pub mod udp;
 
 macro_rules! handle {
     ($($(#[$m:meta])* $name:ident;)*) => {$(
@@ -253,4 +259,66 @@ pub trait Provider: Send + Sync {
 
     /// Open one (`ibv_open_device`).
     fn open(&self, device: &DeviceEntry) -> Result<Arc<dyn Backend>>;
+}
+
+/// What to open: the backend, and for the UDP backend the address, port,
+/// transmit-path faults and capture. The one entry point the tools use
+/// (`rocelab perftest`, examples).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRequest {
+    /// Which backend.
+    pub kind: BackendKind,
+    /// Device name (`-d`); the UDP backend names devices after the address.
+    pub device: Option<String>,
+    /// Address to bind (UDP).
+    pub bind: Ipv4Addr,
+    /// UDP port (4791).
+    pub udp_port: u16,
+    /// Transmit-path faults (UDP).
+    pub faults: fault::FaultConfig,
+    /// Capture file (UDP).
+    pub pcap: Option<PathBuf>,
+    /// Spin instead of sleeping while waiting for completions.
+    pub busy_poll: bool,
+}
+
+/// Open the device `req` names, composing the UDP datagram path as
+/// `capture(faults(socket))` when asked.
+pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
+    match req.kind {
+        BackendKind::Udp => {
+            let mut cfg = udp::UdpConfig::new(SocketAddrV4::new(req.bind, req.udp_port));
+            if let Some(d) = &req.device {
+                cfg.name = d.clone();
+            }
+            cfg.busy_poll = req.busy_poll;
+            if req.busy_poll {
+                cfg.socket.busy_poll_us = 50;
+            }
+            let faults = req.faults;
+            let pcap = req.pcap.clone();
+            let b = udp::UdpBackend::open_with(cfg, move |sock| {
+                let inner: Box<dyn io::DatagramIo> = if faults.any() {
+                    Box::new(fault::FaultInjector::new(sock, faults))
+                } else {
+                    Box::new(sock)
+                };
+                Ok(match pcap {
+                    Some(p) => Box::new(capture::PcapCapture::create(inner, &p)?),
+                    None => inner,
+                })
+            })?;
+            Ok(Arc::new(b))
+        }
+        BackendKind::Ibverbs => {
+            // The hardware backend lists its devices; opening it as a verbs
+            // Backend is wired here once it implements the trait.
+            match ibverbs::list_devices() {
+                Err(e) => Err(VerbsError::Unavailable(e.to_string())),
+                Ok(_) => Err(VerbsError::Unavailable(
+                    "the ibverbs backend does not serve the verbs API yet".into(),
+                )),
+            }
+        }
+    }
 }

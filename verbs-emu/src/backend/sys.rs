@@ -424,7 +424,10 @@ struct TxEntry {
 /// Datagrams waiting for one `sendmmsg`, in one reusable buffer.
 #[derive(Debug, Default)]
 pub struct TxBatch {
+    /// Backing store; only `..used` is queued. Bytes past `used` are stale
+    /// and get overwritten, so reusing the batch never zero-fills.
     buf: Vec<u8>,
+    used: usize,
     entries: Vec<TxEntry>,
 }
 
@@ -433,8 +436,18 @@ impl TxBatch {
     pub fn with_capacity(bytes: usize) -> TxBatch {
         TxBatch {
             buf: Vec::with_capacity(bytes),
+            used: 0,
             entries: Vec::with_capacity(MAX_BATCH),
         }
+    }
+
+    fn grow(&mut self, len: usize) -> usize {
+        let off = self.used;
+        if self.buf.len() < off + len {
+            self.buf.resize(off + len, 0);
+        }
+        self.used = off + len;
+        off
     }
 
     /// Append a datagram of `len` bytes to `dst`, filled by `fill`. With
@@ -448,8 +461,7 @@ impl TxBatch {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) {
-        let off = self.buf.len();
-        self.buf.resize(off + len, 0);
+        let off = self.grow(len);
         fill(&mut self.buf[off..off + len]);
         self.entries.push(TxEntry {
             dst,
@@ -458,6 +470,63 @@ impl TxBatch {
             segment_size,
             tos,
         });
+    }
+
+    /// Append `len` bytes to the buffer without queueing a datagram;
+    /// returns their offset and the bytes, to be queued later with
+    /// [`TxBatch::push_range`] (alone or as part of a GSO run). The bytes
+    /// are not cleared: the caller writes every one of them.
+    pub fn append(&mut self, len: usize) -> (usize, &mut [u8]) {
+        let off = self.grow(len);
+        (off, &mut self.buf[off..off + len])
+    }
+
+    /// Drop appended bytes past `len` (a packet that could not be built).
+    pub fn truncate(&mut self, len: usize) {
+        self.used = self.used.min(len);
+    }
+
+    /// Bytes appended so far.
+    pub fn bytes_len(&self) -> usize {
+        self.used
+    }
+
+    /// Queue the appended bytes `off..off + len` as one datagram (a GSO run
+    /// when `segment_size` is non-zero and smaller than `len`).
+    pub fn push_range(
+        &mut self,
+        dst: SocketAddrV4,
+        tos: u8,
+        segment_size: usize,
+        off: usize,
+        len: usize,
+    ) {
+        debug_assert!(off + len <= self.used);
+        self.entries.push(TxEntry {
+            dst,
+            off,
+            len,
+            segment_size,
+            tos,
+        });
+    }
+
+    /// Reorder the queued datagrams so that those whose bytes match `late`
+    /// go last, keeping the order within both groups. No allocation.
+    pub fn move_to_back(&mut self, late: impl Fn(&[u8]) -> bool) {
+        let n = self.entries.len();
+        let mut moved = 0;
+        let mut i = 0;
+        while i < n - moved {
+            let e = self.entries[i];
+            if late(&self.buf[e.off..e.off + e.len]) {
+                self.entries.remove(i);
+                self.entries.push(e);
+                moved += 1;
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Number of datagrams (a GSO run counts once).
@@ -472,7 +541,7 @@ impl TxBatch {
 
     /// Drop everything queued, keeping the memory.
     pub fn clear(&mut self) {
-        self.buf.clear();
+        self.used = 0;
         self.entries.clear();
     }
 
@@ -536,6 +605,11 @@ impl RxBatch {
             slot_size,
             count: 0,
         }
+    }
+
+    /// How many datagrams one receive can return.
+    pub fn capacity(&self) -> usize {
+        self.slots
     }
 
     /// Datagrams from the last receive.

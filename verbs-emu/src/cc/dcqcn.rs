@@ -23,7 +23,8 @@ use super::CongestionControl;
 pub const ALPHA_ONE: u64 = 1 << 20;
 
 /// Which published model the stage rules follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DcqcnModel {
     /// SIGCOMM'15 / htsim: fast recovery while `max(T, BC) <= F`, hyper
     /// increase when `min(T, BC) > F` with `RT += (min(T, BC) - F) * R_HAI`,
@@ -38,7 +39,8 @@ pub enum DcqcnModel {
 
 /// DCQCN parameters: one type for both presets ([`DcqcnParams::paper`],
 /// [`DcqcnParams::connectx`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DcqcnParams {
     /// Stage rules.
     pub model: DcqcnModel,
@@ -82,6 +84,16 @@ pub struct DcqcnParams {
 }
 
 impl DcqcnParams {
+    /// A preset by name: `"paper"` (SIGCOMM'15) or `"connectx"` (alias
+    /// `"firmware"`, the NVIDIA firmware defaults).
+    pub fn preset(name: &str, line_rate: Rate) -> Option<DcqcnParams> {
+        match name {
+            "paper" => Some(DcqcnParams::paper(line_rate)),
+            "connectx" | "firmware" => Some(DcqcnParams::connectx(line_rate)),
+            _ => None,
+        }
+    }
+
     /// The SIGCOMM'15 paper set (VALIDATION.md DCQCN-0): g = 1/256, α₀ = 1,
     /// K = 55 µs, T = 55 µs, B = 10 MB, F = 5, R_AI = 40 Mb/s. R_HAI is not
     /// pinned down by the sources; we take 10 × R_AI = 400 Mb/s (the ratio of
@@ -536,5 +548,79 @@ mod tests {
         }
         assert_eq!(d.current_rate(), Rate::from_gbps(25));
         assert!(t > us(300));
+    }
+
+    #[test]
+    fn firmware_stages_are_additive_from_the_first_timer_and_hyper_with_bytes() {
+        let mut d = Dcqcn::new(DcqcnParams::connectx(Rate::from_gbps(100)));
+        d.on_cnp(us(0));
+        let rc0 = d.current_rate().bps();
+        // The first CNP clamps RT to RC (no stage yet).
+        assert_eq!(d.target_rate().bps(), 100_000_000_000);
+        // T = 1 >= threshold 1: additive, RT += 5 Mb/s, then RC = (RC+RT)/2.
+        d.handle_timeout(us(300));
+        assert_eq!(d.timer_stage(), 1);
+        // RT + 5 Mb/s is clamped to the line rate.
+        let rt1 = 100_000_000_000u64;
+        assert_eq!(d.target_rate().bps(), rt1);
+        assert_eq!(d.current_rate().bps(), (rc0 + rt1).div_ceil(2));
+        // With clamp_tgt_rate = 0, RT drops to RC at a decrease only after a
+        // timer stage: CNP, one timer stage, CNP.
+        let line = Rate::from_gbps(400);
+        let mut d = Dcqcn::new(DcqcnParams::connectx(line));
+        d.on_cnp(us(0));
+        d.handle_timeout(us(300));
+        let rc = d.current_rate().bps();
+        d.on_cnp(us(301));
+        let rt = d.target_rate().bps();
+        assert_eq!(rt, rc, "RT clamped to RC after a timer stage");
+        assert!(rt < line.bps());
+        // Every increase with max(T, BC) >= 1 is at least additive.
+        d.on_transmit(us(302), 32767 * 64);
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 5_000_000,
+            "BC = 1, T = 0: additive"
+        );
+        d.on_transmit(us(303), 32767 * 64);
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 10_000_000,
+            "BC = 2, T = 0: additive"
+        );
+        d.handle_timeout(us(601));
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 15_000_000,
+            "T = 1, BC = 2: additive"
+        );
+        d.handle_timeout(us(901));
+        assert_eq!(
+            d.target_rate().bps(),
+            rt + 65_000_000,
+            "T = 2, BC = 2: hyper"
+        );
+    }
+
+    #[test]
+    fn presets_by_name_and_through_serde() {
+        let line = Rate::from_gbps(100);
+        assert_eq!(
+            DcqcnParams::preset("paper", line),
+            Some(DcqcnParams::paper(line))
+        );
+        assert_eq!(
+            DcqcnParams::preset("firmware", line),
+            Some(DcqcnParams::connectx(line))
+        );
+        assert_eq!(DcqcnParams::preset("x", line), None);
+        let cfg = crate::cc::CcConfig::Dcqcn(DcqcnParams::connectx(line));
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(json.contains("\"algorithm\":\"dcqcn\""), "{json}");
+        assert!(json.contains("\"model\":\"firmware\""), "{json}");
+        let back: crate::cc::CcConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, cfg);
+        let none: crate::cc::CcConfig = serde_json::from_str(r#"{"algorithm":"none"}"#).unwrap();
+        assert_eq!(none, crate::cc::CcConfig::None);
     }
 }

@@ -31,9 +31,10 @@ pub trait CongestionControl {
     fn handle_timeout(&mut self, now: Instant);
 }
 
-/// Which algorithm a QP uses, with its parameters (serialisable into
-/// scenario files by the layers above).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which algorithm a QP uses, with its parameters. In files:
+/// `{ algorithm = "none" }` or `{ algorithm = "dcqcn", model = ..., ... }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "algorithm", rename_all = "snake_case")]
 pub enum CcConfig {
     /// No congestion control: send as fast as the caller pulls.
     #[default]

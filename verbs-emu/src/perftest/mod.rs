@@ -1,1 +1,385 @@
-//! perftest: work in progress, see the architecture map.
+//! perftest-compatible benchmarks (`ib_write_bw`, `ib_read_lat`, ...) over
+//! any backend.
+//!
+//! [`Config`] holds perftest's flags with perftest's defaults
+//! (REAL-NIC-FORMATS.md §1.5) plus rocelab's own (backend, bind address,
+//! faults, capture, `--verify`). [`run`] plays the server (no peer address)
+//! or the client, exchanges endpoints over TCP (port 18515 by default),
+//! runs the test and prints perftest's header block and result table
+//! ([`report`]).
+//!
+//! With `verify`, the receiving side checks every byte of every message
+//! against a pattern that depends on the message number and the offset, and
+//! a mismatch is an error:
+//!
+//! * `send_bw`/`send_lat`: the receiver checks each receive buffer (RC
+//!   delivers in order, so message k is known);
+//! * `write_bw`: messages go to a ring of slots as RDMA WRITE with
+//!   immediate (imm = message number); the server checks the slot on the
+//!   receive completion and returns credits by RDMA WRITE into the
+//!   client's memory, so that no slot is overwritten before it is checked;
+//! * `write_lat`: each side checks the whole message when its last byte
+//!   arrives;
+//! * `read_bw`/`read_lat`: the client checks each READ's destination on
+//!   completion against the server's fixed slot pattern;
+//! * atomics: the client checks each fetched value against the sequence
+//!   the server's counter must have taken.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use crate::backend::BackendKind;
+use crate::verbs::QpType;
+
+pub mod report;
+mod run;
+
+pub use run::{pattern_byte, run, PerftestError, ResultRow};
+
+/// The benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Test {
+    /// `ib_write_bw`.
+    WriteBw,
+    /// `ib_write_lat`.
+    WriteLat,
+    /// `ib_read_bw`.
+    ReadBw,
+    /// `ib_read_lat`.
+    ReadLat,
+    /// `ib_send_bw`.
+    SendBw,
+    /// `ib_send_lat`.
+    SendLat,
+    /// `ib_atomic_bw`.
+    AtomicBw,
+    /// `ib_atomic_lat`.
+    AtomicLat,
+}
+
+/// The verb a test exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// SEND/RECV.
+    Send,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// Atomic.
+    Atomic,
+}
+
+impl Test {
+    /// All tests, in perftest's order.
+    pub const ALL: [Test; 8] = [
+        Test::WriteBw,
+        Test::WriteLat,
+        Test::ReadBw,
+        Test::ReadLat,
+        Test::SendBw,
+        Test::SendLat,
+        Test::AtomicBw,
+        Test::AtomicLat,
+    ];
+
+    /// The command-line name, e.g. `write_bw`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Test::WriteBw => "write_bw",
+            Test::WriteLat => "write_lat",
+            Test::ReadBw => "read_bw",
+            Test::ReadLat => "read_lat",
+            Test::SendBw => "send_bw",
+            Test::SendLat => "send_lat",
+            Test::AtomicBw => "atomic_bw",
+            Test::AtomicLat => "atomic_lat",
+        }
+    }
+
+    /// The verb.
+    pub const fn verb(self) -> Verb {
+        match self {
+            Test::WriteBw | Test::WriteLat => Verb::Write,
+            Test::ReadBw | Test::ReadLat => Verb::Read,
+            Test::SendBw | Test::SendLat => Verb::Send,
+            Test::AtomicBw | Test::AtomicLat => Verb::Atomic,
+        }
+    }
+
+    /// A bandwidth test (else latency).
+    pub const fn is_bw(self) -> bool {
+        matches!(
+            self,
+            Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw
+        )
+    }
+
+    /// The title verb perftest prints.
+    pub const fn title_verb(self) -> &'static str {
+        match self.verb() {
+            Verb::Send => "Send",
+            Verb::Write => "RDMA_Write",
+            Verb::Read => "RDMA_Read",
+            Verb::Atomic => "Atomic FETCH_AND_ADD",
+        }
+    }
+}
+
+impl core::str::FromStr for Test {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Test, String> {
+        let s = s.strip_prefix("ib_").unwrap_or(s);
+        Test::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown test {s:?}: expected one of write_bw, write_lat, read_bw, read_lat, send_bw, send_lat, atomic_bw, atomic_lat"
+                )
+            })
+    }
+}
+
+pub use crate::backend::fault::FaultConfig as Faults;
+
+/// perftest's flags plus rocelab's. Defaults are perftest's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The test.
+    pub test: Test,
+    /// The server's address; `None` makes this the server.
+    pub server: Option<String>,
+    /// TCP port of the out-of-band exchange (`-p`).
+    pub port: u16,
+    /// Device name (`-d`); `None` picks one.
+    pub ib_dev: Option<String>,
+    /// GID index (`-x`).
+    pub gid_index: u32,
+    /// Message size (`-s`); `None`: 65536 for BW, 2 for latency, 8 for
+    /// atomics.
+    pub size: Option<u64>,
+    /// Iterations (`-n`); `None`: 5000 for write_bw, 1000 otherwise.
+    pub iters: Option<u64>,
+    /// All sizes 2..2^23 (`-a`).
+    pub all: bool,
+    /// Run for this many seconds instead of a count (`-D`).
+    pub duration: Option<u64>,
+    /// QPs (`-q`).
+    pub qps: u32,
+    /// Forced MTU in bytes (`-m`).
+    pub mtu: Option<u32>,
+    /// TX depth (`-t`); `None`: 128 for BW, 1 for latency.
+    pub tx_depth: Option<u32>,
+    /// RX depth (`-r`).
+    pub rx_depth: u32,
+    /// CQ moderation (`-Q`).
+    pub cq_mod: u32,
+    /// Connection type (`-c`).
+    pub connection: QpType,
+    /// Do not warn about CPU frequency (`-F`); accepted for compatibility.
+    pub cpu_freq_ignore: bool,
+    /// Report Gb/s (`--report_gbits`).
+    pub report_gbits: bool,
+    /// Max inline size (`-I`); `None`: 220 for write, 236 for send, 188 UD.
+    pub inline_size: Option<u32>,
+    /// Backend.
+    pub backend: BackendKind,
+    /// Local address to bind the emulated device to.
+    pub bind: Option<Ipv4Addr>,
+    /// UDP port of RoCEv2 (4791).
+    pub udp_port: u16,
+    /// Transmit-path faults.
+    pub faults: Faults,
+    /// Write every packet sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// Check every byte of every message.
+    pub verify: bool,
+    /// Busy-poll the socket from the polling thread (default for latency).
+    pub busy_poll: Option<bool>,
+}
+
+impl Config {
+    /// perftest's defaults for `test`, as the server.
+    pub fn new(test: Test) -> Config {
+        Config {
+            test,
+            server: None,
+            port: 18515,
+            ib_dev: None,
+            gid_index: 0,
+            size: None,
+            iters: None,
+            all: false,
+            duration: None,
+            qps: 1,
+            mtu: None,
+            tx_depth: None,
+            rx_depth: 512,
+            cq_mod: 100,
+            connection: QpType::Rc,
+            cpu_freq_ignore: false,
+            report_gbits: false,
+            inline_size: None,
+            backend: BackendKind::Udp,
+            bind: None,
+            udp_port: 4791,
+            faults: Faults::default(),
+            pcap: None,
+            verify: false,
+            busy_poll: None,
+        }
+    }
+
+    /// The sizes to run: the one size, or 2..2^23 with `-a` (atomics: 8).
+    pub fn sizes(&self) -> Vec<u64> {
+        if self.test.verb() == Verb::Atomic {
+            return vec![8];
+        }
+        if self.all {
+            (1..=23).map(|p| 1u64 << p).collect()
+        } else {
+            vec![self
+                .size
+                .unwrap_or(if self.test.is_bw() { 65536 } else { 2 })]
+        }
+    }
+
+    /// Iterations per size.
+    pub fn iterations(&self) -> u64 {
+        self.iters.unwrap_or(if self.test == Test::WriteBw {
+            5000
+        } else {
+            1000
+        })
+    }
+
+    /// TX depth.
+    pub fn tx_depth(&self) -> u32 {
+        self.tx_depth
+            .unwrap_or(if self.test.is_bw() { 128 } else { 1 })
+    }
+
+    /// Max inline data for this test.
+    pub fn inline_size(&self) -> u32 {
+        match self.test.verb() {
+            Verb::Read | Verb::Atomic => 0,
+            Verb::Write => self
+                .inline_size
+                .unwrap_or(if self.test.is_bw() { 0 } else { 220 }),
+            Verb::Send => self.inline_size.unwrap_or(if self.test.is_bw() {
+                0
+            } else if self.connection == QpType::Ud {
+                188
+            } else {
+                236
+            }),
+        }
+    }
+
+    /// Check the combination of flags; the error says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        let sizes = self.sizes();
+        if let Some(&max) = sizes.iter().max() {
+            if max > 8 << 20 {
+                return Err(format!(
+                    "message size {max} is above perftest's limit of 8388608"
+                ));
+            }
+            if max == 0 {
+                return Err("message size 0 is not allowed".into());
+            }
+        }
+        if self.iterations() < 5 {
+            return Err(format!(
+                "iterations {} must be at least 5",
+                self.iterations()
+            ));
+        }
+        if self.qps == 0 || self.qps > 64 {
+            return Err(format!("number of QPs {} must be in 1..=64", self.qps));
+        }
+        if !self.test.is_bw() && self.qps != 1 {
+            return Err("latency tests use exactly one QP".into());
+        }
+        if let Some(m) = self.mtu {
+            if crate::verbs::Mtu::from_bytes(m).is_none() {
+                return Err(format!("MTU {m} must be one of 256, 512, 1024, 2048, 4096"));
+            }
+        }
+        let t = self.tx_depth();
+        if t == 0 || t > 15000 {
+            return Err(format!("TX depth {t} must be in 1..=15000"));
+        }
+        if self.cq_mod == 0 || self.cq_mod > 1024 {
+            return Err(format!("CQ moderation {} must be in 1..=1024", self.cq_mod));
+        }
+        match (self.test.verb(), self.connection) {
+            (Verb::Read | Verb::Atomic, QpType::Uc | QpType::Ud) => {
+                return Err(format!(
+                    "{} needs an RC connection (-c RC)",
+                    self.test.name()
+                ))
+            }
+            (Verb::Write, QpType::Ud) => {
+                return Err("RDMA WRITE is not available on UD (-c RC or UC)".into())
+            }
+            _ => {}
+        }
+        if self.connection == QpType::Ud && sizes.iter().any(|&s| s > 4096) {
+            return Err("UD messages must fit one MTU (at most 4096 bytes)".into());
+        }
+        for (name, p) in [
+            ("--loss", self.faults.loss),
+            ("--reorder", self.faults.reorder),
+            ("--duplicate", self.faults.duplicate),
+            ("--corrupt", self.faults.corrupt),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("{name} {p} must be a probability in 0..=1"));
+            }
+        }
+        if self.verify && self.connection != QpType::Rc && self.test.verb() != Verb::Send {
+            return Err("--verify needs RC for WRITE tests".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_perftest() {
+        let c = Config::new(Test::WriteBw);
+        assert_eq!(c.sizes(), vec![65536]);
+        assert_eq!(c.iterations(), 5000);
+        assert_eq!(c.tx_depth(), 128);
+        assert_eq!(c.port, 18515);
+        let l = Config::new(Test::SendLat);
+        assert_eq!(l.sizes(), vec![2]);
+        assert_eq!(l.iterations(), 1000);
+        assert_eq!(l.tx_depth(), 1);
+        assert_eq!(l.inline_size(), 236);
+        let mut a = Config::new(Test::ReadBw);
+        a.all = true;
+        assert_eq!(a.sizes().first(), Some(&2));
+        assert_eq!(a.sizes().last(), Some(&(8 << 20)));
+        assert_eq!("ib_read_lat".parse::<Test>(), Ok(Test::ReadLat));
+        assert!("write".parse::<Test>().is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_flag() {
+        let mut c = Config::new(Test::ReadBw);
+        c.connection = QpType::Uc;
+        assert!(c.validate().unwrap_err().contains("RC"));
+        let mut c = Config::new(Test::WriteBw);
+        c.faults.loss = 1.5;
+        assert!(c.validate().unwrap_err().contains("--loss"));
+        let mut c = Config::new(Test::WriteBw);
+        c.iters = Some(2);
+        assert!(c.validate().unwrap_err().contains("at least 5"));
+    }
+}

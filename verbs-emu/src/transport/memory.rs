@@ -220,6 +220,13 @@ impl PayloadDesc {
         self.len
     }
 
+    /// Empty it for reuse (cheaper than assigning [`PayloadDesc::EMPTY`]).
+    pub fn clear(&mut self) {
+        self.count = 0;
+        self.len = 0;
+        self.remote = false;
+    }
+
     /// True when there is no payload.
     pub fn is_empty(&self) -> bool {
         self.len == 0

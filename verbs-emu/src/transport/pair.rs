@@ -12,9 +12,34 @@
 //! event by event and fails with a [`DriveError`] when nothing completes for
 //! longer than the stall limit (a livelock or a deadlock), when time runs
 //! out, or when the pair goes idle before the goal is met.
+//!
+//! ```
+//! use verbs_emu::time::{Duration, Rate};
+//! use verbs_emu::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
+//! use verbs_emu::transport::{Access, ByteMemory, QpConfig, SendOp, SendWr, Sge};
+//! use verbs_emu::wire::Qpn;
+//!
+//! let (mut ma, mut mb) = (ByteMemory::new(), ByteMemory::new());
+//! let ra = ma.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let rb = mb.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let wire = WireConfig {
+//!     loss: Loss::Random(0.01),
+//!     ..WireConfig::clean(Rate::from_gbps(100), Duration::from_us(2))
+//! };
+//! let mut pair = Pair::connect(
+//!     QpConfig::new(Qpn::new(1)), ma,
+//!     QpConfig::new(Qpn::new(2)), mb,
+//!     ConnectAttrs::default(), wire, wire,
+//! ).unwrap();
+//! let op = SendOp::Write { remote_addr: 0x1000, rkey: rb.rkey };
+//! let sge = Sge { addr: 0x1000, length: 50_000, lkey: ra.lkey };
+//! pair.a.qp.post_send(SendWr::new(7, op, sge)).unwrap();
+//! pair.run_until(Limits::default(), |p| p.a.completions.len() == 1).unwrap();
+//! assert_eq!(pair.a.completions[0].wr_id, 7);
+//! ```
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,7 +48,7 @@ use crate::time::{Duration, Instant, Rate};
 use crate::wire::{Ecn, Psn, Qpn, RoceHeaders};
 
 use super::memory::{Access, Memory, Payload};
-use super::qp::{Qp, WIRE_OVERHEAD};
+use super::qp::{min_deadline, wire_time, Qp, WIRE_OVERHEAD};
 use super::types::*;
 
 /// How a link loses packets.
@@ -126,6 +151,10 @@ pub struct Link {
     cfg: WireConfig,
     rng: ChaCha8Rng,
     busy_until: Instant,
+    /// Packets in arrival order while arrivals are monotonic (the common
+    /// case: no reordering), as (arrival, sequence, slot).
+    fifo: VecDeque<(Instant, u64, usize)>,
+    /// Packets that overtake the FIFO's tail (reordered or duplicated).
     queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     slots: Vec<Option<Flight>>,
     free: Vec<usize>,
@@ -143,7 +172,8 @@ impl Link {
             cfg,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             busy_until: Instant::ZERO,
-            queue: BinaryHeap::with_capacity(256),
+            fifo: VecDeque::with_capacity(256),
+            queue: BinaryHeap::with_capacity(64),
             slots: Vec::with_capacity(256),
             free: Vec::with_capacity(256),
             buffers: Vec::new(),
@@ -169,7 +199,11 @@ impl Link {
     }
 
     fn next_arrival(&self) -> Option<Instant> {
-        self.queue.peek().map(|Reverse((t, _, _))| *t)
+        let heap = self.queue.peek().map(|Reverse((t, _, _))| *t);
+        match (self.fifo.front().map(|e| e.0), heap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn send<M: Memory + ?Sized>(&mut self, now: Instant, tx: &Transmit, mem: &M) {
@@ -179,7 +213,7 @@ impl Link {
             + tx.headers.bth.pad_count as u64
             + WIRE_OVERHEAD as u64;
         let start = self.busy_until.max(now);
-        self.busy_until = start + self.cfg.rate.serialization_time(wire);
+        self.busy_until = start + wire_time(self.cfg.rate, wire);
         let k = self.stats.offered;
         self.stats.offered += 1;
         self.stats.wire_bytes += wire;
@@ -249,18 +283,44 @@ impl Link {
             }
         };
         self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, slot)));
+        if self.fifo.back().map_or(true, |b| b.0 <= at) {
+            self.fifo.push_back((at, self.seq, slot));
+        } else {
+            self.queue.push(Reverse((at, self.seq, slot)));
+        }
     }
 
-    fn pop_due(&mut self, now: Instant) -> Option<Flight> {
-        match self.queue.peek() {
-            Some(Reverse((t, _, _))) if *t <= now => {}
-            _ => return None,
-        }
-        let Reverse((_, _, slot)) = self.queue.pop()?;
-        self.free.push(slot);
+    /// The slot of the next packet due by `now`; the caller reads it in
+    /// place and then calls [`Link::release`].
+    fn pop_due(&mut self, now: Instant) -> Option<usize> {
+        let f = self.fifo.front().map(|e| (e.0, e.1));
+        let h = self.queue.peek().map(|Reverse((t, q, _))| (*t, *q));
+        let from_fifo = match (f, h) {
+            (Some(a), Some(b)) => a < b,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let slot = if from_fifo {
+            if f.is_some_and(|(t, _)| t > now) {
+                return None;
+            }
+            self.fifo.pop_front()?.2
+        } else {
+            if h.is_some_and(|(t, _)| t > now) {
+                return None;
+            }
+            self.queue.pop()?.0 .2
+        };
         self.stats.delivered += 1;
-        self.slots[slot].take()
+        Some(slot)
+    }
+
+    fn release(&mut self, slot: usize) {
+        if let Some(Flight { bytes: Some(b), .. }) = self.slots[slot].take() {
+            self.buffers.push(b);
+        }
+        self.free.push(slot);
     }
 }
 
@@ -389,6 +449,7 @@ pub struct Pair<M> {
     /// benchmark turns it off to count only).
     pub collect: bool,
     last_progress: Instant,
+    scratch: Transmit,
 }
 
 impl<M: Memory> Pair<M> {
@@ -412,6 +473,7 @@ impl<M: Memory> Pair<M> {
             now: Instant::ZERO,
             collect: true,
             last_progress: Instant::ZERO,
+            scratch: Transmit::EMPTY,
         }
     }
 
@@ -469,13 +531,12 @@ impl<M: Memory> Pair<M> {
                     link.wants = true;
                     break;
                 }
-                match ep.qp.poll_transmit(now, &ep.mem) {
-                    Some(tx) => link.send(now, &tx, &ep.mem),
-                    None => break,
+                if !ep.qp.poll_transmit_into(now, &ep.mem, &mut self.scratch) {
+                    break;
                 }
+                link.send(now, &self.scratch, &ep.mem);
             }
         }
-        self.drain();
     }
 
     fn drain(&mut self) {
@@ -490,31 +551,26 @@ impl<M: Memory> Pair<M> {
         }
     }
 
-    fn next_event(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        let mut fold = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        fold(self.ab.next_arrival());
-        fold(self.ba.next_arrival());
-        fold(self.a.qp.poll_timeout());
-        fold(self.b.qp.poll_timeout());
+    /// The next event time, and the two QPs' deadlines.
+    fn next_event(&self) -> (Option<Instant>, Option<Instant>, Option<Instant>) {
+        let ta = self.a.qp.poll_timeout();
+        let tb = self.b.qp.poll_timeout();
+        let mut t = min_deadline(self.ab.next_arrival(), self.ba.next_arrival());
+        t = min_deadline(t, min_deadline(ta, tb));
         if self.ab.wants {
-            fold(Some(self.ab.busy_until));
+            t = min_deadline(t, Some(self.ab.busy_until));
         }
         if self.ba.wants {
-            fold(Some(self.ba.busy_until));
+            t = min_deadline(t, Some(self.ba.busy_until));
         }
-        t
+        (t, ta, tb)
     }
 
     /// Advance to the next event and process it. Returns false when no
     /// event is pending.
     pub fn step(&mut self) -> bool {
         self.pump();
-        let Some(t) = self.next_event() else {
+        let (Some(t), ta, tb) = self.next_event() else {
             return false;
         };
         if t > self.now {
@@ -526,7 +582,11 @@ impl<M: Memory> Pair<M> {
                 Side::A => (&mut self.ab, &mut self.b),
                 Side::B => (&mut self.ba, &mut self.a),
             };
-            while let Some(f) = link.pop_due(now) {
+            while let Some(slot) = link.pop_due(now) {
+                let Some(f) = link.slots[slot].as_ref() else {
+                    link.release(slot);
+                    continue;
+                };
                 let payload = match &f.bytes {
                     Some(b) => Payload::Bytes(b),
                     None => Payload::Len(f.len),
@@ -542,15 +602,16 @@ impl<M: Memory> Pair<M> {
                     },
                 };
                 ep.qp.handle_packet(now, &rx, &mut ep.mem);
-                if let Some(b) = f.bytes {
-                    link.buffers.push(b);
-                }
+                link.release(slot);
             }
         }
-        for ep in [&mut self.a, &mut self.b] {
-            if ep.qp.poll_timeout().is_some_and(|t| t <= now) {
-                ep.qp.handle_timeout(now);
-            }
+        // Deadlines set by the packets just handled all lie after `now`, so
+        // the ones read before delivery decide which timers are due.
+        if ta.is_some_and(|t| t <= now) {
+            self.a.qp.handle_timeout(now);
+        }
+        if tb.is_some_and(|t| t <= now) {
+            self.b.qp.handle_timeout(now);
         }
         self.drain();
         true
@@ -586,10 +647,11 @@ impl<M: Memory> Pair<M> {
             if !self.step() {
                 // Drain what the last step produced before declaring idle.
                 self.pump();
+                self.drain();
                 if goal(self) {
                     return Ok(());
                 }
-                if self.next_event().is_none() {
+                if self.next_event().0.is_none() {
                     return Err(DriveError::Idle(self.now));
                 }
             }

@@ -42,6 +42,29 @@ pub fn local_ack_timeout(timeout: u8) -> Option<Duration> {
     Some(Duration::from_ns(4096).saturating_mul(1u64 << (timeout.min(31))))
 }
 
+/// Time to serialise `bytes` at `rate`, rounded up to a picosecond: the
+/// same value as [`Rate::serialization_time`](crate::time::Rate), with a
+/// 64-bit fast path for packet-sized counts (the 128-bit division costs
+/// more than the rest of a packet's bookkeeping).
+pub fn wire_time(rate: crate::time::Rate, bytes: u64) -> Duration {
+    const PS_PER_S: u64 = 1_000_000_000_000;
+    let bps = rate.bps();
+    if bps != 0 && bytes < (1 << 20) {
+        Duration::from_ps((bytes * 8 * PS_PER_S).div_ceil(bps))
+    } else {
+        rate.serialization_time(bytes)
+    }
+}
+
+/// The earlier of two optional deadlines.
+#[inline]
+pub(crate) fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Asynchronous QP events (`ibv_event_type` subset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QpEvent {
@@ -169,6 +192,8 @@ pub struct Qp {
     last_cnp: Option<Instant>,
     /// RETH length of the WRITE in progress.
     write_len: u32,
+    /// The peer's last advertised credits (`None`: not advertised).
+    peer_credits: Option<u32>,
 }
 
 /// Outcome of acknowledging requests up to a PSN.
@@ -223,6 +248,7 @@ impl Qp {
             cnp_pending: false,
             last_cnp: None,
             write_len: 0,
+            peer_credits: None,
         }
     }
 
@@ -264,6 +290,13 @@ impl Qp {
     /// The oldest unacknowledged PSN.
     pub fn comp_psn(&self) -> Psn {
         self.comp_psn
+    }
+
+    /// The receive WQEs the peer last advertised in an ACK (`None` when it
+    /// sends no credit information). Informational: like rxe, the
+    /// requester relies on RNR NAKs rather than holding SENDs back.
+    pub fn peer_credits(&self) -> Option<u32> {
+        self.peer_credits
     }
 
     /// The responder's expected PSN.
@@ -497,7 +530,7 @@ impl Qp {
         if total > MAX_MESSAGE {
             return Err(PostError::Invalid("message longer than 2^31 bytes"));
         }
-        if wr.op.is_atomic() && total < 8 {
+        if wr.op.is_atomic() && wr.sges.as_slice().first().map_or(true, |s| s.length < 8) {
             return Err(PostError::Invalid("an atomic needs an 8-byte local SGE"));
         }
         if t == QpType::Ud {
@@ -560,16 +593,12 @@ impl Qp {
     /// and the pacing deadline when pacing is what holds a packet back.
     /// `None` when nothing is pending: an idle QP costs nothing.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.rto_deadline;
-        let mut fold = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        fold(self.rnr_deadline);
-        fold(self.cc.poll_timeout());
+        let mut t = min_deadline(self.rto_deadline, self.rnr_deadline);
+        if let AnyCc::Dcqcn(_) = self.cc {
+            t = min_deadline(t, self.cc.poll_timeout());
+        }
         if self.pacing_blocked {
-            fold(Some(self.next_send_time));
+            t = min_deadline(t, Some(self.next_send_time));
         }
         t
     }
@@ -633,25 +662,43 @@ impl Qp {
     /// `mem` is consulted for local and remote key checks only; payload
     /// bytes are never copied here.
     pub fn poll_transmit<M: Memory + ?Sized>(&mut self, now: Instant, mem: &M) -> Option<Transmit> {
+        let mut t = Transmit::EMPTY;
+        self.poll_transmit_into(now, mem, &mut t).then_some(t)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) writing into a caller-owned
+    /// [`Transmit`], which saves copying the packet between return slots
+    /// (the fast path for the simulator). Returns false, leaving `out` in an
+    /// unspecified state, when there is nothing to send.
+    pub fn poll_transmit_into<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &M,
+        out: &mut Transmit,
+    ) -> bool {
         if self.cnp_pending {
             self.cnp_pending = false;
             self.stats.tx_cnps += 1;
-            return Some(self.cnp());
+            *out = self.cnp();
+            return true;
         }
-        if let Some(t) = self.poll_response(now, mem) {
-            return Some(t);
+        if !self.resp_q.is_empty() {
+            if let Some(t) = self.poll_response(now, mem) {
+                *out = t;
+                return true;
+            }
         }
         if !self.state_runs_requester() || self.sq.len() <= self.send_idx {
-            return None;
+            return false;
         }
         if self.rnr_deadline.is_some() {
-            return None;
+            return false;
         }
         if now < self.next_send_time && self.cc.rate().is_some() {
             self.pacing_blocked = true;
-            return None;
+            return false;
         }
-        self.poll_request(now, mem)
+        self.poll_request(now, mem, out)
     }
 
     fn cnp(&self) -> Transmit {
@@ -694,11 +741,14 @@ impl Qp {
     }
 
     fn paced(&mut self, now: Instant, h: &RoceHeaders, plen: u32) {
+        if let AnyCc::None(_) = self.cc {
+            return;
+        }
         let bytes = (h.header_len() as u32 + plen + h.bth.pad_count as u32 + WIRE_OVERHEAD) as u64;
         self.cc.on_transmit(now, bytes);
         if let Some(rate) = self.cc.rate() {
             let start = self.next_send_time.max(now);
-            self.next_send_time = start + rate.serialization_time(bytes);
+            self.next_send_time = start + wire_time(rate, bytes);
         }
         self.pacing_blocked = false;
     }
@@ -819,40 +869,51 @@ impl Qp {
         }
     }
 
-    fn poll_request<M: Memory + ?Sized>(&mut self, now: Instant, mem: &M) -> Option<Transmit> {
+    // Inlined into poll_transmit so that the Transmit is built in place
+    // rather than copied between return slots (a measurable cost per packet).
+    #[inline(always)]
+    fn poll_request<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &M,
+        out: &mut Transmit,
+    ) -> bool {
         let qp_type = self.cfg.qp_type;
         let idx = self.send_idx;
-        let w = self.sq[idx];
-        if !w.started {
+        // Read the few fields needed instead of copying the WQE.
+        let (started, flags, op) = {
+            let w = &self.sq[idx];
+            (w.started, w.wr.flags, w.wr.op)
+        };
+        if !started {
             if self.state == QpState::Sqd {
-                return None;
+                return false;
             }
-            if w.wr.flags.contains(SendFlags::FENCE) && self.rd_atomic_inflight > 0 {
-                return None;
+            if flags.contains(SendFlags::FENCE) && self.rd_atomic_inflight > 0 {
+                return false;
             }
-            if w.wr.op.is_read_or_atomic()
+            if op.is_read_or_atomic()
                 && self.rd_atomic_inflight >= self.attr.max_rd_atomic.max(1) as u32
             {
-                return None;
+                return false;
             }
             // Local key checks (LOC_PROT_ERR).
-            let need = if w.wr.op.is_read_or_atomic() {
+            let need = if op.is_read_or_atomic() {
                 Access::LOCAL_WRITE
             } else {
                 Access::NONE
             };
-            for s in w.wr.sges.as_slice() {
-                if mem
-                    .check(MemKey::Local(s.lkey), s.addr, s.length as u64, need)
+            let bad = self.sq[idx].wr.sges.as_slice().iter().any(|s| {
+                mem.check(MemKey::Local(s.lkey), s.addr, s.length as u64, need)
                     .is_err()
-                {
-                    self.fail_wqe_at(idx, WcStatus::LocProtErr);
-                    return None;
-                }
+            });
+            if bad {
+                self.fail_wqe_at(idx, WcStatus::LocProtErr);
+                return false;
             }
         }
-        let psn = if w.started {
-            w.first_psn.add(self.send_pkt)
+        let psn = if started {
+            self.sq[idx].first_psn.add(self.send_pkt)
         } else {
             self.next_psn
         };
@@ -860,9 +921,9 @@ impl Qp {
             && psn.distance_from(self.comp_psn) >= self.cfg.max_unacked_psns.max(1)
             && !psn.is_before(self.retx_until)
         {
-            return None;
+            return false;
         }
-        if !w.started {
+        if !started {
             let wq = &mut self.sq[idx];
             wq.started = true;
             wq.first_psn = self.next_psn;
@@ -872,20 +933,22 @@ impl Qp {
             }
             self.send_pkt = 0;
         }
-        let w = self.sq[idx];
+        let (w_len, w_npsn, w_ud) = {
+            let w = &self.sq[idx];
+            (w.len, w.npsn, w.wr.ud)
+        };
         let k = self.send_pkt;
         let retransmit = psn.is_before(self.retx_until);
-        let mut h;
-        let mut payload = PayloadDesc::EMPTY;
+        out.payload.clear();
         let mut plen = 0;
         let msg_done;
-        match w.wr.op {
+        match op {
             SendOp::Read { remote_addr, rkey } => {
                 let off = k as u64 * self.pmtu as u64;
-                let len = (w.len as u64).saturating_sub(off) as u32;
-                h = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
-                h.reth = Some(RethRepr {
-                    va: remote_addr + off,
+                let len = (w_len as u64).saturating_sub(off) as u32;
+                out.headers = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
+                out.headers.reth = Some(RethRepr {
+                    va: remote_addr.wrapping_add(off),
                     rkey,
                     dma_len: len,
                 });
@@ -897,8 +960,8 @@ impl Qp {
                 compare,
                 swap,
             } => {
-                h = headers(self.bth(Opcode::RcCompareSwap, psn, true, false, 0));
-                h.atomic_eth = Some(AtomicEthRepr {
+                out.headers = headers(self.bth(Opcode::RcCompareSwap, psn, true, false, 0));
+                out.headers.atomic_eth = Some(AtomicEthRepr {
                     va: remote_addr,
                     rkey,
                     swap_add: swap,
@@ -911,8 +974,8 @@ impl Qp {
                 rkey,
                 add,
             } => {
-                h = headers(self.bth(Opcode::RcFetchAdd, psn, true, false, 0));
-                h.atomic_eth = Some(AtomicEthRepr {
+                out.headers = headers(self.bth(Opcode::RcFetchAdd, psn, true, false, 0));
+                out.headers.atomic_eth = Some(AtomicEthRepr {
                     va: remote_addr,
                     rkey,
                     swap_add: add,
@@ -921,20 +984,20 @@ impl Qp {
                 msg_done = true;
             }
             op => {
-                let n = w.npsn;
+                let n = w_npsn;
                 let off = k * self.pmtu;
-                plen = (w.len - off.min(w.len)).min(self.pmtu);
+                plen = (w_len - off.min(w_len)).min(self.pmtu);
                 let first = k == 0;
                 let last = k + 1 == n;
                 let opcode = data_opcode(qp_type, op, first, last);
                 let se = last
-                    && w.wr.flags.contains(SendFlags::SOLICITED)
+                    && flags.contains(SendFlags::SOLICITED)
                     && !matches!(op, SendOp::Write { .. });
                 let ack_req = qp_type == QpType::Rc
                     && (last
                         || (self.cfg.ack_req_every > 0
                             && self.pkts_since_ackreq + 1 >= self.cfg.ack_req_every));
-                h = headers(self.bth(opcode, psn, ack_req, se, plen));
+                out.headers = headers(self.bth(opcode, psn, ack_req, se, plen));
                 if opcode.has_reth() {
                     let (va, rkey) = match op {
                         SendOp::Write { remote_addr, rkey }
@@ -943,14 +1006,14 @@ impl Qp {
                         } => (remote_addr, rkey),
                         _ => (0, Rkey::new(0)),
                     };
-                    h.reth = Some(RethRepr {
+                    out.headers.reth = Some(RethRepr {
                         va,
                         rkey,
-                        dma_len: w.len,
+                        dma_len: w_len,
                     });
                 }
                 if opcode.has_immdt() {
-                    h.immdt = Some(match op {
+                    out.headers.immdt = Some(match op {
                         SendOp::SendWithImm(i) => i,
                         SendOp::WriteWithImm { imm, .. } => imm,
                         _ => 0,
@@ -958,21 +1021,21 @@ impl Qp {
                 }
                 if opcode.has_ieth() {
                     if let SendOp::SendWithInv(k) = op {
-                        h.ieth = Some(k);
+                        out.headers.ieth = Some(k);
                     }
                 }
-                if let (true, Some(ud)) = (qp_type == QpType::Ud, w.wr.ud) {
-                    h.bth.dest_qp = ud.remote_qpn;
-                    h.deth = Some(DethRepr {
+                if let (true, Some(ud)) = (qp_type == QpType::Ud, w_ud) {
+                    out.headers.bth.dest_qp = ud.remote_qpn;
+                    out.headers.deth = Some(DethRepr {
                         qkey: ud.remote_qkey,
                         src_qp: self.cfg.qpn,
                     });
                 }
-                payload = gather(w.wr.sges.as_slice(), off, plen);
+                gather(&mut out.payload, self.sq[idx].wr.sges.as_slice(), off, plen);
                 msg_done = last;
             }
         }
-        if h.bth.ack_req {
+        if out.headers.bth.ack_req {
             self.pkts_since_ackreq = 0;
         } else {
             self.pkts_since_ackreq += 1;
@@ -989,16 +1052,10 @@ impl Qp {
         } else {
             self.stats.tx_requests += 1;
         }
-        self.paced(now, &h, plen);
-        let dest = match (qp_type, w.wr.ud) {
+        self.paced(now, &out.headers, plen);
+        let dest = match (qp_type, w_ud) {
             (QpType::Ud, Some(ud)) => ud.ah,
             _ => self.attr.ah,
-        };
-        let tx = Transmit {
-            dest,
-            headers: h,
-            ecn: self.cfg.ecn,
-            payload,
         };
         match qp_type {
             QpType::Rc => {
@@ -1017,7 +1074,9 @@ impl Qp {
                 }
             }
         }
-        Some(tx)
+        out.dest = dest;
+        out.ecn = self.cfg.ecn;
+        true
     }
 
     // ------------------------------------------------------------------
@@ -1101,7 +1160,8 @@ impl Qp {
                     return;
                 };
                 match aeth.syndrome {
-                    AethSyndrome::Ack { .. } => {
+                    AethSyndrome::Ack { credits } => {
+                        self.peer_credits = credits_from_code(credits);
                         if p.is_before(self.comp_psn) {
                             self.stats.stale_responses += 1;
                             return;
@@ -1531,9 +1591,10 @@ impl Qp {
     // ---------------------------- responder ---------------------------
 
     fn push_ack(&mut self, psn: Psn) {
+        let credit_now = self.credit_code();
         if let Some(RespItem::Ack {
             psn: p,
-            syndrome: AethSyndrome::Ack { .. },
+            syndrome: AethSyndrome::Ack { credits },
             msn,
         }) = self.resp_q.back_mut()
         {
@@ -1541,14 +1602,24 @@ impl Qp {
             if !psn.is_before(*p) {
                 *p = psn;
                 *msn = self.msn;
+                *credits = credit_now;
             }
             return;
         }
+        let credits = self.credit_code();
         self.resp_q.push_back(RespItem::Ack {
             psn,
-            syndrome: AethSyndrome::Ack { credits: 31 },
+            syndrome: AethSyndrome::Ack { credits },
             msn: self.msn,
         });
+    }
+
+    fn credit_code(&self) -> u8 {
+        if self.cfg.advertise_credits {
+            credit_code(self.rq.len() as u32)
+        } else {
+            31
+        }
     }
 
     fn push_nak(&mut self, psn: Psn, syndrome: AethSyndrome) {
@@ -1955,7 +2026,8 @@ impl Qp {
                         && !psn.is_after(last_psn)
                         && rkey == reth.rkey
                         && reth.va >= va
-                        && reth.va + reth.dma_len as u64 <= va + len as u64 =>
+                        && reth.va.saturating_add(reth.dma_len as u64)
+                            <= va.saturating_add(len as u64) =>
                     {
                         Some(first_psn)
                     }
@@ -2268,8 +2340,7 @@ fn headers(bth: BthRepr) -> RoceHeaders {
 }
 
 /// The pieces of `sges` covering `[off, off + len)`.
-fn gather(sges: &[Sge], off: u32, len: u32) -> PayloadDesc {
-    let mut d = PayloadDesc::EMPTY;
+fn gather(d: &mut PayloadDesc, sges: &[Sge], off: u32, len: u32) {
     let mut skip = off as u64;
     let mut want = len as u64;
     for s in sges {
@@ -2284,13 +2355,12 @@ fn gather(sges: &[Sge], off: u32, len: u32) -> PayloadDesc {
         let take = (l - skip).min(want);
         d.push(Piece {
             key: s.lkey.value(),
-            addr: s.addr + skip,
+            addr: s.addr.wrapping_add(skip),
             len: take as u32,
         });
         want -= take;
         skip = 0;
     }
-    d
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2325,7 +2395,7 @@ fn scatter<M: Memory + ?Sized>(
             }
             let take = ((l - skip) as u32).min(data.len() - done);
             let key = MemKey::Local(s.lkey);
-            let addr = s.addr + skip;
+            let addr = s.addr.wrapping_add(skip);
             if pass == 0 {
                 mem.check(key, addr, take as u64, Access::LOCAL_WRITE)
                     .map_err(|_| ScatterError::Protection)?;
@@ -2447,4 +2517,154 @@ fn transition_masks(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, 
         _ => return None,
     };
     Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::memory::ByteMemory;
+    use crate::wire::Lkey;
+
+    #[test]
+    fn engines_can_move_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Qp>();
+        assert_send_sync::<ByteMemory>();
+        assert_send_sync::<crate::transport::LengthMemory>();
+    }
+
+    #[test]
+    fn wire_time_matches_the_128_bit_formula() {
+        use crate::time::Rate;
+        for bps in [1u64, 999_999_937, 25_000_000_000, 400_000_000_000] {
+            for bytes in [0u64, 1, 64, 1082, 4142, (1 << 20) - 1, 1 << 20, 1 << 30] {
+                let r = Rate::from_bps(bps);
+                assert_eq!(
+                    wire_time(r, bytes),
+                    r.serialization_time(bytes),
+                    "{bps} {bytes}"
+                );
+            }
+        }
+        assert_eq!(wire_time(Rate::from_bps(0), 10), Duration::MAX);
+    }
+
+    #[test]
+    fn opcodes_follow_position_and_variant() {
+        use Opcode::*;
+        let w = SendOp::Write {
+            remote_addr: 0,
+            rkey: Rkey::new(1),
+        };
+        let wi = SendOp::WriteWithImm {
+            remote_addr: 0,
+            rkey: Rkey::new(1),
+            imm: 3,
+        };
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::Send, true, true),
+            RcSendOnly
+        );
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::SendWithImm(1), false, true),
+            RcSendLastImm
+        );
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::SendWithImm(1), true, false),
+            RcSendFirst
+        );
+        assert_eq!(
+            data_opcode(QpType::Rc, SendOp::SendWithInv(Rkey::new(1)), true, true),
+            RcSendOnlyInv
+        );
+        assert_eq!(data_opcode(QpType::Uc, w, false, false), UcWriteMiddle);
+        assert_eq!(data_opcode(QpType::Rc, wi, true, true), RcWriteOnlyImm);
+        assert_eq!(data_opcode(QpType::Rc, wi, false, true), RcWriteLastImm);
+        assert_eq!(
+            data_opcode(QpType::Ud, SendOp::SendWithImm(1), true, true),
+            UdSendOnlyImm
+        );
+    }
+
+    #[test]
+    fn gather_and_scatter_walk_sge_lists() {
+        let sges = [
+            Sge {
+                addr: 100,
+                length: 10,
+                lkey: Lkey::new(7),
+            },
+            Sge {
+                addr: 500,
+                length: 5,
+                lkey: Lkey::new(7),
+            },
+            Sge {
+                addr: 900,
+                length: 20,
+                lkey: Lkey::new(8),
+            },
+        ];
+        let mut d = PayloadDesc::EMPTY;
+        gather(&mut d, &sges, 8, 10);
+        let p: Vec<(u32, u64, u32)> = d.pieces().iter().map(|p| (p.key, p.addr, p.len)).collect();
+        assert_eq!(p, [(7, 108, 2), (7, 500, 5), (8, 900, 3)]);
+        assert_eq!(d.len(), 10);
+
+        let mut mem = ByteMemory::new();
+        let r = mem.register(0, 4096, Access::LOCAL_WRITE).unwrap();
+        let sges = [
+            Sge {
+                addr: 10,
+                length: 3,
+                lkey: r.lkey,
+            },
+            Sge {
+                addr: 100,
+                length: 4,
+                lkey: r.lkey,
+            },
+        ];
+        scatter(&mut mem, &sges, 1, Payload::Bytes(&[1, 2, 3, 4, 5])).unwrap();
+        assert_eq!(mem.bytes(r.lkey, 10, 3).unwrap(), &[0, 1, 2]);
+        assert_eq!(mem.bytes(r.lkey, 100, 4).unwrap(), &[3, 4, 5, 0]);
+        assert_eq!(
+            scatter(&mut mem, &sges, 3, Payload::Len(5)),
+            Err(ScatterError::TooSmall)
+        );
+        let bad = [Sge {
+            addr: 10,
+            length: 3,
+            lkey: Lkey::new(0),
+        }];
+        assert_eq!(
+            scatter(&mut mem, &bad, 0, Payload::Len(1)),
+            Err(ScatterError::Protection)
+        );
+    }
+
+    #[test]
+    fn the_transition_table_differs_by_qp_type() {
+        use QpState::*;
+        assert!(transition_masks(QpType::Rc, Reset, Err).is_none());
+        assert!(transition_masks(QpType::Rc, Sqe, Rts).is_none());
+        assert!(transition_masks(QpType::Uc, Sqe, Rts).is_some());
+        let (req, _) = transition_masks(QpType::Ud, Reset, Init).unwrap();
+        assert!(req.contains(AttrMask::QKEY));
+        let (req, _) = transition_masks(QpType::Ud, Init, Rtr).unwrap();
+        assert!(req.is_empty());
+        let (req, _) = transition_masks(QpType::Rc, Rtr, Rts).unwrap();
+        assert_eq!(
+            req,
+            AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::SQ_PSN
+                | AttrMask::MAX_QP_RD_ATOMIC
+        );
+        for from in [Init, Rtr, Rts, Sqd, Sqe, Err] {
+            assert!(transition_masks(QpType::Rc, from, Err).is_some());
+            assert!(transition_masks(QpType::Rc, from, Reset).is_some());
+        }
+    }
 }

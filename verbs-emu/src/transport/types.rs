@@ -661,8 +661,12 @@ impl Default for QpAttr {
     }
 }
 
-/// Where a retransmission starts (ARCHITECTURE: NIC transport setting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Where a retransmission starts (a NIC transport setting). In files:
+/// `"go_back_n"` or `"go_back0"`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum RetransmitMode {
     /// Go-back-N: resend from the NAKed or timed-out PSN, resuming a
     /// partially acknowledged message (ROCEV2.md §5.3). What every current
@@ -710,6 +714,10 @@ pub struct QpConfig {
     pub min_time_between_cnps: Option<Duration>,
     /// Congestion control of this QP's sends (the reaction point).
     pub cc: CcConfig,
+    /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
+    /// default: rxe and most RoCE NICs send code 31, "no credit
+    /// information", and rely on RNR NAKs.
+    pub advertise_credits: bool,
 }
 
 impl QpConfig {
@@ -730,8 +738,26 @@ impl QpConfig {
             ecn: Ecn::Ect0,
             min_time_between_cnps: None,
             cc: CcConfig::None,
+            advertise_credits: false,
         }
     }
+}
+
+/// The AETH credit table (ROCEV2.md §5.7): code 0..=30 to credits.
+const CREDIT_TABLE: [u32; 31] = [
+    0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+];
+
+/// Credits for an AETH credit code; `None` for 31 (no credit information).
+pub fn credits_from_code(code: u8) -> Option<u32> {
+    CREDIT_TABLE.get(code as usize).copied()
+}
+
+/// The largest credit code whose credit count does not exceed `free`
+/// receive WQEs.
+pub fn credit_code(free: u32) -> u8 {
+    CREDIT_TABLE.iter().rposition(|&c| c <= free).unwrap_or(0) as u8
 }
 
 /// A packet the engine wants sent. The caller resolves `payload` through
@@ -746,6 +772,39 @@ pub struct Transmit {
     pub ecn: Ecn,
     /// The payload (length and where its bytes live).
     pub payload: PayloadDesc,
+}
+
+impl Transmit {
+    /// A placeholder to reuse with
+    /// [`Qp::poll_transmit_into`](super::Qp::poll_transmit_into); every
+    /// field is overwritten by a successful poll.
+    pub const EMPTY: Transmit = Transmit {
+        dest: AddressHandle(0),
+        headers: RoceHeaders {
+            bth: crate::wire::BthRepr {
+                opcode: crate::wire::Opcode::RcAcknowledge,
+                solicited: false,
+                migreq: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: Qpn::new(0),
+                ack_req: false,
+                psn: crate::wire::Psn::new(0),
+            },
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            ieth: None,
+        },
+        ecn: Ecn::NotEct,
+        payload: PayloadDesc::EMPTY,
+    };
 }
 
 /// A received packet, as the caller hands it to the engine.

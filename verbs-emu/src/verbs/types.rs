@@ -450,7 +450,8 @@ pub struct UdDest {
 pub enum SendOp {
     /// SEND.
     Send,
-    /// SEND with immediate data (the 32 bits as they go on the wire).
+    /// SEND with immediate data. The value is a plain number: it goes on
+    /// the wire big-endian, as `htonl(imm)` does in C.
     SendWithImm(u32),
     /// SEND with invalidate of a remote key.
     SendWithInv(Rkey),
@@ -567,7 +568,8 @@ pub struct WorkCompletion {
     pub vendor_err: u32,
     /// Bytes transferred (receives: bytes received).
     pub byte_len: u32,
-    /// Immediate data as carried on the wire, valid with `WITH_IMM`.
+    /// Immediate data, valid with `WITH_IMM`: the number the sender
+    /// posted (C's `ntohl(wc.imm_data)`).
     pub imm_data: u32,
     /// Invalidated remote key, valid with `WITH_INV`.
     pub invalidated_rkey: u32,

@@ -247,26 +247,22 @@ fn write_roce(f: &mut fmt::Formatter<'_>, r: &RoceRepr) -> fmt::Result {
     Ok(())
 }
 
-/// Build an Ethernet frame (no FCS, padded to 60 bytes) around the RoCE
-/// packet `repr` with `payload`: a convenience for captures.
+/// Build an Ethernet frame (no FCS, padded to 60 bytes, untagged) around
+/// the RoCE packet `repr` with `payload`: a convenience for captures (see
+/// [`RoceRepr::emit_frame`] to write into a reused buffer or add a VLAN tag).
 pub fn ethernet_frame(
     src: super::MacAddr,
     dst: super::MacAddr,
     repr: &RoceRepr,
     payload: roce::PayloadSource<'_>,
 ) -> Result<Vec<u8>, Error> {
-    use pnet_packet::ethernet::MutableEthernetPacket;
-
-    let len = roce::ETHERNET_HEADER_LEN + repr.buffer_len();
-    let mut frame = vec![0u8; len.max(roce::MIN_FRAME_LEN)];
-    let mut eth = MutableEthernetPacket::new(&mut frame).ok_or(Error::Truncated)?;
-    eth.set_source(src);
-    eth.set_destination(dst);
-    eth.set_ethertype(match repr.ip {
-        IpRepr::V4 { .. } => EtherTypes::Ipv4,
-        IpRepr::V6 { .. } => EtherTypes::Ipv6,
-    });
-    repr.emit(&mut frame[roce::ETHERNET_HEADER_LEN..], payload)?;
+    let eth = roce::EthernetRepr {
+        src,
+        dst,
+        vlan: None,
+    };
+    let mut frame = vec![0u8; repr.frame_len(&eth)];
+    repr.emit_frame(&eth, &mut frame, payload)?;
     Ok(frame)
 }
 

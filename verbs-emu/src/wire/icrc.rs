@@ -168,9 +168,13 @@ impl Icrc {
     /// trailer) that travels inside the IP and UDP headers `encap`
     /// describes. The lengths come from `udp_payload.len() + 4`.
     pub fn for_udp_payload(encap: &UdpEncap, udp_payload: &[u8]) -> Result<u32> {
+        let bth: &[u8; BTH_LEN] = array(udp_payload, 0)?;
         let udp_len = UDP_HEADER_LEN + udp_payload.len() + ICRC_LEN;
-        let mut icrc = Icrc::new();
-        match encap.ip {
+        // The whole masked prefix (LRH stand-in, IP, UDP, BTH) is built on
+        // the stack and fed in one call: small updates dominate the cost
+        // of short packets.
+        let mut prefix = [0xFFu8; 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN];
+        let ip_len = match encap.ip {
             IpEncap::V4 {
                 src,
                 dst,
@@ -179,8 +183,10 @@ impl Icrc {
             } => {
                 let total =
                     u16::try_from(IPV4_HEADER_LEN + udp_len).map_err(|_| Error::Malformed)?;
-                let h = ipv4_header(src, dst, total, identification, dont_fragment);
-                icrc.update_ipv4_header(&h);
+                let mut h = ipv4_header(src, dst, total, identification, dont_fragment);
+                mask_ipv4_header(&mut h);
+                prefix[8..8 + IPV4_HEADER_LEN].copy_from_slice(&h);
+                IPV4_HEADER_LEN
             }
             IpEncap::V6 { src, dst } => {
                 let plen = u16::try_from(udp_len).map_err(|_| Error::Malformed)?;
@@ -190,17 +196,24 @@ impl Icrc {
                 h[6] = IP_PROTO_UDP;
                 h[8..24].copy_from_slice(&src.octets());
                 h[24..40].copy_from_slice(&dst.octets());
-                icrc.update_ipv6_header(&h);
+                mask_ipv6_header(&mut h);
+                prefix[8..8 + IPV6_HEADER_LEN].copy_from_slice(&h);
+                IPV6_HEADER_LEN
             }
-        }
+        };
         let udp_len = u16::try_from(udp_len).map_err(|_| Error::Malformed)?;
-        let mut u = [0u8; UDP_HEADER_LEN];
-        u[0..2].copy_from_slice(&encap.src_port.to_be_bytes());
-        u[2..4].copy_from_slice(&encap.dst_port.to_be_bytes());
-        u[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        icrc.update_udp_header(&u);
-        icrc.update_udp_payload(udp_payload)?;
-        Ok(icrc.finish())
+        let u = 8 + ip_len;
+        prefix[u..u + 2].copy_from_slice(&encap.src_port.to_be_bytes());
+        prefix[u + 2..u + 4].copy_from_slice(&encap.dst_port.to_be_bytes());
+        prefix[u + 4..u + 6].copy_from_slice(&udp_len.to_be_bytes());
+        // u + 6..u + 8: the UDP checksum, masked (already 0xFF).
+        let b = u + UDP_HEADER_LEN;
+        prefix[b..b + BTH_LEN].copy_from_slice(bth);
+        prefix[b + 4] = 0xFF;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&prefix[..b + BTH_LEN]);
+        hasher.update(&udp_payload[BTH_LEN..]);
+        Ok(hasher.finalize())
     }
 }
 

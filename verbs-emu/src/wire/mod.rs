@@ -67,7 +67,8 @@ pub use pfc::{Packet as PfcPacket, Repr as PfcRepr};
 pub use pnet_base::MacAddr;
 pub use reth::Packet as RethPacket;
 pub use roce::{
-    Framing, IpRepr, IpVersion, Packet as RocePacket, PayloadSource, Repr as RoceRepr, UdpChecksum,
+    EthernetRepr, Framing, IpRepr, IpVersion, Packet as RocePacket, PayloadSource,
+    Repr as RoceRepr, UdpChecksum, VlanTag,
 };
 pub use types::{
     AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Lkey, Msn,

@@ -21,10 +21,13 @@
 use core::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use pnet_base::MacAddr;
+use pnet_packet::ethernet::{EtherTypes, MutableEthernetPacket};
 use pnet_packet::ip::IpNextHeaderProtocols;
 use pnet_packet::ipv4::{self, Ipv4Flags, Ipv4Packet, MutableIpv4Packet};
 use pnet_packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
 use pnet_packet::udp::{self, MutableUdpPacket, UdpPacket};
+use pnet_packet::vlan::{ClassOfService, MutableVlanPacket};
 
 use super::icrc::{
     self, Icrc, IpEncap, UdpEncap, BTH_LEN, ICRC_LEN, IPV4_HEADER_LEN, IPV6_HEADER_LEN,
@@ -597,6 +600,60 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 }
 
+/// An 802.1Q tag: the priority (PCP) that PFC pauses, and the VLAN id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VlanTag {
+    /// Priority code point (3 bits).
+    pub pcp: u8,
+    /// VLAN identifier (12 bits).
+    pub vid: u16,
+}
+
+/// The Ethernet header of a frame carrying a RoCEv2 packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EthernetRepr {
+    /// Source MAC.
+    pub src: MacAddr,
+    /// Destination MAC.
+    pub dst: MacAddr,
+    /// Optional 802.1Q tag.
+    pub vlan: Option<VlanTag>,
+}
+
+impl EthernetRepr {
+    /// Header length: 14, or 18 with a VLAN tag.
+    pub const fn header_len(&self) -> usize {
+        match self.vlan {
+            Some(_) => ETHERNET_HEADER_LEN + VLAN_TAG_LEN,
+            None => ETHERNET_HEADER_LEN,
+        }
+    }
+
+    /// Write the header for an IPv4 or IPv6 payload.
+    fn emit(&self, ip: IpVersion, buf: &mut [u8]) -> Result<()> {
+        let inner = match ip {
+            IpVersion::V4 => EtherTypes::Ipv4,
+            IpVersion::V6 => EtherTypes::Ipv6,
+        };
+        let mut eth = MutableEthernetPacket::new(buf).ok_or(Error::Truncated)?;
+        eth.set_destination(self.dst);
+        eth.set_source(self.src);
+        match self.vlan {
+            None => eth.set_ethertype(inner),
+            Some(tag) => {
+                eth.set_ethertype(EtherTypes::Vlan);
+                let mut v = MutableVlanPacket::new(&mut buf[ETHERNET_HEADER_LEN..])
+                    .ok_or(Error::Truncated)?;
+                v.set_priority_code_point(ClassOfService::new(tag.pcp & 7));
+                v.set_drop_eligible_indicator(0);
+                v.set_vlan_identifier(tag.vid & 0x0FFF);
+                v.set_ethertype(inner);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A whole RoCEv2 packet, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr {
@@ -802,6 +859,39 @@ impl Repr {
             u.set_checksum(sum);
         }
         Ok(total)
+    }
+}
+
+impl Repr {
+    /// Bytes [`emit_frame`](Self::emit_frame) writes: Ethernet header, IP
+    /// packet, and padding up to the 60-byte minimum frame (no FCS).
+    pub const fn frame_len(&self, eth: &EthernetRepr) -> usize {
+        let n = eth.header_len() + self.buffer_len();
+        if n < MIN_FRAME_LEN {
+            MIN_FRAME_LEN
+        } else {
+            n
+        }
+    }
+
+    /// Write a whole Ethernet frame (no FCS) into `buf`, padded with zeros
+    /// to 60 bytes; returns its length. No allocation: the simulator's
+    /// capture and raw-socket senders reuse one buffer.
+    pub fn emit_frame(
+        &self,
+        eth: &EthernetRepr,
+        buf: &mut [u8],
+        payload: PayloadSource<'_>,
+    ) -> Result<usize> {
+        let len = self.frame_len(eth);
+        if buf.len() < len {
+            return Err(Error::Truncated);
+        }
+        let hl = eth.header_len();
+        let n = self.emit(&mut buf[hl..len], payload)?;
+        eth.emit(self.ip.version(), &mut buf[..len])?;
+        buf[hl + n..len].fill(0);
+        Ok(len)
     }
 }
 
@@ -1126,6 +1216,36 @@ mod tests {
         assert_eq!(send.packet_len(IpVersion::V4, Framing::Ethernet, 0), 60);
         assert_eq!(send.packet_len(IpVersion::V4, Framing::Wire, 0), 84);
         assert_eq!(udp_payload_len(12, 5), 24);
+    }
+
+    #[test]
+    fn frames_with_and_without_a_vlan_tag() {
+        let r = v3_repr();
+        let src = MacAddr(2, 0, 0, 0, 0, 1);
+        let dst = MacAddr(2, 0, 0, 0, 0, 2);
+        let mut eth = EthernetRepr {
+            src,
+            dst,
+            vlan: None,
+        };
+        let mut buf = [0xAAu8; 200];
+        let n = r
+            .emit_frame(&eth, &mut buf, PayloadSource::Copy(&v3_payload()))
+            .unwrap();
+        assert_eq!(n, 14 + 0x4c);
+        assert_eq!(&buf[12..14], &[0x08, 0x00]);
+        assert_eq!(&buf[14..n], &hex(V3)[..]);
+        eth.vlan = Some(VlanTag { pcp: 3, vid: 100 });
+        let n = r
+            .emit_frame(&eth, &mut buf, PayloadSource::Copy(&v3_payload()))
+            .unwrap();
+        assert_eq!(n, 18 + 0x4c);
+        assert_eq!(&buf[12..18], &[0x81, 0x00, 0x60, 0x64, 0x08, 0x00]);
+        assert_eq!(&buf[18..n], &hex(V3)[..]);
+        assert_eq!(
+            r.emit_frame(&eth, &mut buf[..n - 1], PayloadSource::Copy(&v3_payload())),
+            Err(Error::Truncated)
+        );
     }
 
     #[test]

@@ -566,11 +566,12 @@ fn strict() -> bool {
 }
 
 /// Skips (prints why) outside CI; fails under CI.
-fn skip_or_fail(why: &str) {
+pub(super) fn skip_or_fail(why: &str) {
     assert!(!strict(), "CI is set, so this cannot be skipped: {why}");
     eprintln!("skipping: {why}");
 }
 
+/// A fresh directory for one compile.
 fn scratch_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "rocelab-ibverbs-{tag}-{}-{:?}",
@@ -581,16 +582,13 @@ fn scratch_dir(tag: &str) -> PathBuf {
     dir
 }
 
-fn c_compiler() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".to_owned())
-}
-
-/// Compiles and runs `source` (linked with libibverbs when `link`), returning
-/// its stdout, or `None` after skipping when the compiler or header is
-/// missing.
-fn compile_and_run(source: &str, link: bool) -> Option<String> {
-    let cc = c_compiler();
-    let dir = scratch_dir("abi");
+/// Compiles `source` against the installed `<infiniband/verbs.h>` with `cc`
+/// (or `$CC`) and `args` (after the source, so libraries link), into
+/// `dir/name`. `None` after skipping when the
+/// compiler or the header is missing; a compile error in `source` fails.
+pub(super) fn compile_c(tag: &str, source: &str, name: &str, args: &[&str]) -> Option<PathBuf> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let dir = scratch_dir(tag);
     let probe = dir.join("probe.c");
     std::fs::write(
         &probe,
@@ -611,23 +609,33 @@ fn compile_and_run(source: &str, link: bool) -> Option<String> {
         }
         Ok(_) => {}
     }
-    let src = dir.join("abi.c");
-    let exe = dir.join("abi");
+    let src = dir.join(format!("{name}.c"));
+    let output = dir.join(name);
     std::fs::write(&src, source).expect("write C source");
-    let mut command = Command::new(&cc);
-    command.arg("-std=gnu11").arg("-o").arg(&exe).arg(&src);
-    if link {
-        command.arg("-libverbs");
-    }
-    let out = command.output().expect("run the C compiler");
+    let out = Command::new(&cc)
+        .arg("-std=gnu11")
+        .arg("-o")
+        .arg(&output)
+        .arg(&src)
+        .args(args)
+        .output()
+        .expect("run the C compiler");
     assert!(
         out.status.success(),
-        "the generated C program does not compile:\n{}\n--- source ---\n{source}",
+        "the C source does not compile:\n{}\n--- source ---\n{source}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(output)
+}
+
+/// Compiles and runs `source` linked with libibverbs, returning its stdout.
+fn compile_and_run(source: &str) -> Option<String> {
+    let exe = compile_c("abi", source, "abi", &["-libverbs"])?;
     let run = Command::new(&exe).output().expect("run the C program");
     assert!(run.status.success(), "the C program failed: {run:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+    if let Some(dir) = exe.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     Some(String::from_utf8(run.stdout).expect("C output is UTF-8"))
 }
 
@@ -650,7 +658,7 @@ fn struct_layouts_match_verbs_h() {
         ));
     }
     source.push_str("    return 0;\n}\n");
-    let Some(output) = compile_and_run(&source, true) else {
+    let Some(output) = compile_and_run(&source) else {
         return;
     };
 

@@ -1,5 +1,8 @@
 //! verbs-emu integration tests: one binary, one module per area.
 
+mod capture;
 mod ibverbs_abi;
+mod ibverbs_fake;
 mod transport;
+mod verbs;
 mod wire;

@@ -1203,3 +1203,530 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn pacing_holds_packets_and_reports_the_deadline() {
+    let rate = Rate::from_gbps(10);
+    let mut params = verbs_emu::cc::DcqcnParams::paper(rate);
+    params.line_rate = rate;
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.cc = CcConfig::Dcqcn(params);
+    });
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000); // 3 packets of 1 KB
+    let qp = &mut s.pair.a.qp;
+    let now = Instant::ZERO;
+    let first = qp.poll_transmit(now, &s.pair.a.mem).unwrap();
+    assert_eq!(
+        first.headers.bth.opcode,
+        verbs_emu::wire::Opcode::RcSendFirst
+    );
+    assert!(
+        qp.poll_transmit(now, &s.pair.a.mem).is_none(),
+        "the rate limiter holds"
+    );
+    // 1024 + 12 + 46 bytes at 10 Gb/s.
+    let gap = rate.serialization_time(1024 + 12 + 46);
+    assert_eq!(qp.poll_timeout(), Some(now + gap));
+    qp.handle_timeout(now + gap);
+    assert!(qp.poll_transmit(now + gap, &s.pair.a.mem).is_some());
+}
+
+#[test]
+fn an_idle_qp_has_no_deadline() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    assert_eq!(s.pair.a.qp.poll_timeout(), None);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair.step();
+    assert!(
+        s.pair.a.qp.poll_timeout().is_some(),
+        "the ACK timer runs while PSNs are outstanding"
+    );
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.qp.poll_timeout(), None);
+    assert_eq!(s.pair.b.qp.poll_timeout(), None);
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+}
+
+#[test]
+fn a_bad_receive_sge_is_rem_op_err_there_and_loc_prot_err_here() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let bad = Lkey::new(s.b.lkey.value() + 0x100);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, bad),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 100);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::RemOpErr);
+    assert_eq!(s.pair.b.completions[0].status, WcStatus::LocProtErr);
+}
+
+#[test]
+fn a_bad_local_sge_on_send_is_loc_prot_err() {
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    let sge = Sge {
+        addr: BASE + REGION,
+        length: 10,
+        lkey: s.a.lkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(1, SendOp::Send, sge))
+        .unwrap();
+    one_send(&mut s, 2, 10);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+    assert_eq!(st, [WcStatus::LocProtErr, WcStatus::WrFlushErr]);
+    assert_eq!(
+        s.pair.a.qp.stats().tx_requests,
+        0,
+        "nothing went on the wire"
+    );
+}
+
+#[test]
+fn acks_can_advertise_credits() {
+    assert_eq!(credit_code(0), 0);
+    assert_eq!(credit_code(5), 4);
+    assert_eq!(credit_code(6), 5);
+    assert_eq!(credit_code(100_000), 30);
+    assert_eq!(credits_from_code(13), Some(96));
+    assert_eq!(credits_from_code(31), None);
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.advertise_credits = true
+    });
+    for i in 0..10 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 64, s.b.lkey),
+            })
+            .unwrap();
+    }
+    one_send(&mut s, 1, 10);
+    s.pair
+        .run_until(short_limits(), |p| !p.a.completions.is_empty())
+        .unwrap();
+    // Nine receive WQEs left: the largest table entry not above 9 is 8.
+    assert_eq!(s.pair.a.qp.peer_credits(), Some(8));
+}
+
+#[test]
+fn random_packets_never_panic_the_engine() {
+    use verbs_emu::wire::{
+        AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Msn,
+        NakCode, Opcode, Psn, RethRepr, RoceHeaders,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    for round in 0..20u64 {
+        let mut s = setup(
+            ConnectAttrs {
+                psn_a: 0xFF_FF00,
+                psn_b: 5,
+                ..ConnectAttrs::default()
+            },
+            link(),
+            link(),
+            |c| c.min_time_between_cnps = Some(Duration::from_us(1)),
+        );
+        for i in 0..4 {
+            s.pair
+                .b
+                .qp
+                .post_recv(RecvWr {
+                    wr_id: i,
+                    sges: SgeList::one(BASE, 5000, s.b.lkey),
+                })
+                .unwrap();
+            s.pair
+                .a
+                .qp
+                .post_recv(RecvWr {
+                    wr_id: i,
+                    sges: SgeList::one(BASE, 5000, s.a.lkey),
+                })
+                .unwrap();
+        }
+        one_send(&mut s, 1, 5000);
+        let rd = SendOp::Read {
+            remote_addr: BASE,
+            rkey: s.b.rkey,
+        };
+        s.pair
+            .a
+            .qp
+            .post_send(SendWr::new(
+                2,
+                rd,
+                Sge {
+                    addr: BASE,
+                    length: 3000,
+                    lkey: s.a.lkey,
+                },
+            ))
+            .unwrap();
+        let buf = vec![0xA5u8; 5000];
+        for k in 0..2000u64 {
+            let now = Instant::from_ps(k * 1_000_000 + round);
+            let op = Opcode::ALL[rng.gen_range(0..Opcode::ALL.len())];
+            let near = |rng: &mut ChaCha8Rng, base: u32| {
+                Psn::new(base.wrapping_add(rng.gen_range(0..40)).wrapping_sub(20))
+            };
+            let side_a = rng.gen_bool(0.5);
+            let base = if side_a { 0xFF_FF00 } else { 5 };
+            let rkey = if rng.gen_bool(0.5) {
+                s.b.rkey
+            } else {
+                Rkey::new(rng.gen())
+            };
+            let va = if rng.gen_bool(0.5) {
+                BASE + rng.gen_range(0..REGION)
+            } else {
+                rng.gen()
+            };
+            let syndrome = match rng.gen_range(0..4) {
+                0 => AethSyndrome::Ack {
+                    credits: rng.gen_range(0..32),
+                },
+                1 => AethSyndrome::RnrNak {
+                    timer: rng.gen_range(0..32),
+                },
+                2 => AethSyndrome::Nak(match rng.gen_range(0..6) {
+                    0 => NakCode::PsnSequenceError,
+                    1 => NakCode::InvalidRequest,
+                    2 => NakCode::RemoteAccessError,
+                    3 => NakCode::RemoteOperationalError,
+                    4 => NakCode::InvalidRdRequest,
+                    _ => NakCode::Reserved(rng.gen_range(5..32)),
+                }),
+                _ => AethSyndrome::Reserved(rng.gen_range(0..32)),
+            };
+            let h = RoceHeaders {
+                bth: BthRepr {
+                    opcode: op,
+                    solicited: rng.gen(),
+                    migreq: false,
+                    pad_count: 0,
+                    tver: 0,
+                    pkey: 0xFFFF,
+                    fecn: false,
+                    becn: rng.gen(),
+                    dest_qp: if side_a {
+                        Qpn::new(0x11)
+                    } else {
+                        Qpn::new(0x22)
+                    },
+                    ack_req: rng.gen(),
+                    psn: near(&mut rng, base),
+                },
+                deth: op.has_deth().then(|| DethRepr {
+                    qkey: rng.gen(),
+                    src_qp: Qpn::new(rng.gen()),
+                }),
+                reth: op.has_reth().then(|| RethRepr {
+                    va,
+                    rkey,
+                    dma_len: rng.gen_range(0..9000),
+                }),
+                atomic_eth: op.has_atomic_eth().then(|| AtomicEthRepr {
+                    va,
+                    rkey,
+                    swap_add: rng.gen(),
+                    compare: rng.gen(),
+                }),
+                aeth: (op.has_aeth() && rng.gen_bool(0.95)).then(|| AethRepr {
+                    syndrome,
+                    msn: Msn::new(rng.gen()),
+                }),
+                atomic_ack_eth: op
+                    .has_atomic_ack_eth()
+                    .then(|| AtomicAckEthRepr { orig: rng.gen() }),
+                immdt: op.has_immdt().then(|| rng.gen()),
+                ieth: op.has_ieth().then(|| Rkey::new(rng.gen())),
+            };
+            let len = [0usize, 1, 100, 1024, 1025, 4096, 5000][rng.gen_range(0..7)];
+            let rx = Received {
+                headers: h,
+                ecn: if rng.gen_bool(0.2) {
+                    Ecn::Ce
+                } else {
+                    Ecn::Ect0
+                },
+                payload: Payload::Bytes(&buf[..len]),
+                grh: None,
+                src: AddressHandle(3),
+            };
+            let ep = if side_a { &mut s.pair.a } else { &mut s.pair.b };
+            ep.qp.handle_packet(now, &rx, &mut ep.mem);
+            while ep.qp.poll_transmit(now, &ep.mem).is_some() {}
+            if ep.qp.poll_timeout().is_some_and(|t| t <= now) {
+                ep.qp.handle_timeout(now);
+            }
+            while ep.qp.poll_completion().is_some() {}
+        }
+    }
+}
+
+#[test]
+fn a_lost_middle_packet_gets_one_nak_and_go_back_n_from_it() {
+    let ab = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 5 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), ab, link(), |_| {});
+    fill(&mut s.pair.a.mem, s.a.lkey, BASE, 20 * 1024, 1);
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 20 * 1024, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 20 * 1024);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(s.pair.b.qp.stats().tx_nak_seq, 1, "one NAK per gap");
+    assert_eq!(
+        s.pair.a.qp.stats().tx_retransmits,
+        15,
+        "resent from the lost PSN on"
+    );
+    assert_eq!(s.pair.a.qp.stats().timeouts, 0);
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE, 20 * 1024).unwrap(),
+        s.pair.a.mem.bytes(s.a.lkey, BASE, 20 * 1024).unwrap()
+    );
+}
+
+#[test]
+fn a_lost_ack_is_recovered_by_timeout_and_a_duplicate_re_ack() {
+    let ba = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 0 },
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 2,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), ba, |_| {});
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4096, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 3000);
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    let (a, b) = (s.pair.a.qp.stats(), s.pair.b.qp.stats());
+    assert_eq!(a.timeouts, 1);
+    assert_eq!(
+        a.tx_retransmits, 3,
+        "the whole unacknowledged message went again"
+    );
+    assert_eq!(b.rx_duplicates, 3);
+    assert_eq!(s.pair.b.completions.len(), 1, "delivered once");
+}
+
+#[test]
+fn a_lost_read_response_is_retried_for_the_missing_part_only() {
+    // B -> A: drop the 4th packet (the 4th READ response).
+    let ba = WireConfig {
+        loss: Loss::EveryNth { n: 1000, phase: 3 },
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), ba, |_| {});
+    fill(&mut s.pair.b.mem, s.b.lkey, BASE, 10 * 1024, 2);
+    let rd = SendOp::Read {
+        remote_addr: BASE,
+        rkey: s.b.rkey,
+    };
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(
+            1,
+            rd,
+            Sge {
+                addr: BASE + 65536,
+                length: 10 * 1024,
+                lkey: s.a.lkey,
+            },
+        ))
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(
+        s.pair.a.qp.stats().tx_retransmits,
+        1,
+        "one partial READ request"
+    );
+    // The responder streamed 10 responses, then 7 again from the gap.
+    assert_eq!(s.pair.b.qp.stats().tx_responses, 17);
+    assert_eq!(
+        s.pair
+            .a
+            .mem
+            .bytes(s.a.lkey, BASE + 65536, 10 * 1024)
+            .unwrap(),
+        s.pair.b.mem.bytes(s.b.lkey, BASE, 10 * 1024).unwrap()
+    );
+}
+
+#[test]
+fn a_fenced_send_waits_for_the_read_before_it() {
+    for fence in [false, true] {
+        let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: 9,
+                sges: SgeList::one(BASE, 64, s.b.lkey),
+            })
+            .unwrap();
+        let rd = SendOp::Read {
+            remote_addr: BASE,
+            rkey: s.b.rkey,
+        };
+        let big = Sge {
+            addr: BASE + 65536,
+            length: 256 * 1024,
+            lkey: s.a.lkey,
+        };
+        s.pair.a.qp.post_send(SendWr::new(1, rd, big)).unwrap();
+        let mut send = SendWr::new(
+            2,
+            SendOp::Send,
+            Sge {
+                addr: BASE,
+                length: 8,
+                lkey: s.a.lkey,
+            },
+        );
+        send.flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
+        if fence {
+            send.flags = send.flags | SendFlags::FENCE;
+        }
+        s.pair.a.qp.post_send(send).unwrap();
+        let mut read_done = None;
+        let mut recv_done = None;
+        s.pair
+            .run_until(short_limits(), |p| {
+                if read_done.is_none() && !p.a.completions.is_empty() {
+                    read_done = Some(p.now);
+                }
+                if recv_done.is_none() && !p.b.completions.is_empty() {
+                    recv_done = Some(p.now);
+                }
+                p.a.completions.len() == 2
+            })
+            .unwrap();
+        assert!(s.pair.b.completions[0].solicited);
+        let (r, v) = (read_done.unwrap(), recv_done.unwrap());
+        if fence {
+            assert!(v > r, "the fenced SEND arrived after the READ completed");
+        } else {
+            assert!(v < r, "without a fence the SEND overtakes the long READ");
+        }
+    }
+}
+
+#[test]
+fn duplicate_and_stale_acks_change_nothing() {
+    let ba = WireConfig {
+        duplicate: 1.0,
+        ..link()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), ba, |_| {});
+    for i in 0..20 {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: SgeList::one(BASE, 4096, s.b.lkey),
+            })
+            .unwrap();
+        one_send(&mut s, i, 3000);
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 20)
+        .unwrap();
+    assert!(matches!(
+        s.pair.run_until(short_limits(), |_| false),
+        Err(DriveError::Idle(_))
+    ));
+    assert_eq!(s.pair.a.completions.len(), 20);
+    assert!(s
+        .pair
+        .a
+        .completions
+        .iter()
+        .all(|c| c.status == WcStatus::Success));
+    assert!(
+        s.pair.a.qp.stats().stale_responses >= 20,
+        "every duplicate ACK was ignored"
+    );
+    assert_eq!(s.pair.a.qp.stats().tx_retransmits, 0);
+}
+
+#[test]
+fn rxe_compatible_retry_cnt_7_never_gives_up() {
+    let dead = WireConfig {
+        loss: Loss::Random(1.0),
+        ..link()
+    };
+    let attrs = ConnectAttrs {
+        timeout: 1,
+        retry_cnt: 7,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, dead, link(), |c| c.rxe_retry_cnt7_infinite = true);
+    one_send(&mut s, 1, 100);
+    let end = Instant::from_ps(Duration::from_ms(1).as_ps());
+    s.pair.run_until(short_limits(), |p| p.now >= end).unwrap();
+    assert!(s.pair.a.completions.is_empty());
+    assert!(s.pair.a.qp.stats().timeouts > 20, "well past 7 retries");
+    assert_eq!(s.pair.a.qp.state(), QpState::Rts);
+}

@@ -5,8 +5,9 @@
 //! its context open, an MR and a QP keep their PD, a QP keeps its CQs. Each
 //! handle destroys its C object on drop, so destruction always runs children
 //! first and never touches a freed parent. A destroy that fails on drop is
-//! ignored (there is no one to tell), except that an MR whose deregistration
-//! fails leaks its buffer rather than free memory the NIC may still reach.
+//! ignored (there is no one to tell); [`MemoryRegion::deregister`] reports
+//! it instead and hands the still-registered region back, so its owner can
+//! keep the memory alive rather than free what the NIC may still reach.
 //!
 //! The inline verbs of `<infiniband/verbs.h>` are reproduced exactly: the
 //! header's `ibv_poll_cq(cq, ...)` is `cq->context->ops.poll_cq(cq, ...)`,

@@ -861,4 +861,124 @@ mod tests {
         };
         assert_eq!(qp_cap_from_raw(&qp_cap_to_raw(&cap)), cap);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn any_rkey() -> impl Strategy<Value = Rkey> {
+            any::<u32>().prop_map(Rkey::new)
+        }
+
+        fn any_op() -> impl Strategy<Value = SendOp> {
+            prop_oneof![
+                Just(SendOp::Send),
+                any::<u32>().prop_map(SendOp::SendWithImm),
+                any_rkey().prop_map(SendOp::SendWithInv),
+                (any::<u64>(), any_rkey())
+                    .prop_map(|(remote_addr, rkey)| SendOp::Write { remote_addr, rkey }),
+                (any::<u64>(), any_rkey(), any::<u32>()).prop_map(|(remote_addr, rkey, imm)| {
+                    SendOp::WriteWithImm {
+                        remote_addr,
+                        rkey,
+                        imm,
+                    }
+                }),
+                (any::<u64>(), any_rkey())
+                    .prop_map(|(remote_addr, rkey)| SendOp::Read { remote_addr, rkey }),
+                (any::<u64>(), any_rkey(), any::<u64>(), any::<u64>()).prop_map(
+                    |(remote_addr, rkey, compare, swap)| SendOp::CompareSwap {
+                        remote_addr,
+                        rkey,
+                        compare,
+                        swap,
+                    }
+                ),
+                (any::<u64>(), any_rkey(), any::<u64>()).prop_map(|(remote_addr, rkey, add)| {
+                    SendOp::FetchAdd {
+                        remote_addr,
+                        rkey,
+                        add,
+                    }
+                }),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn any_send_op_round_trips(op in any_op(), wr_id in any::<u64>(), signaled in any::<bool>()) {
+                let eight = [sge(8)];
+                let sges: &[Sge] = match op {
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => &eight,
+                    _ => &[],
+                };
+                let wr = SendWr {
+                    wr_id,
+                    sg_list: sges,
+                    op,
+                    flags: if signaled { SendFlags::SIGNALED } else { SendFlags::EMPTY },
+                    ud: None,
+                };
+                let raw = encode_send(&wr, None).unwrap();
+                prop_assert_eq!(raw.wr_id, wr_id);
+                prop_assert_eq!(raw.send_flags, wr.flags.bits());
+                prop_assert_eq!(decode_send_op(&raw), Some(op));
+            }
+
+            #[test]
+            fn any_completion_round_trips(
+                wr_id in any::<u64>(),
+                status in 0u32..=21,
+                opcode in prop::sample::select(vec![0u32, 1, 2, 3, 4, 5, 6, 128, 129]),
+                vendor_err in any::<u32>(),
+                byte_len in any::<u32>(),
+                value in any::<u32>(),
+                qp_num in 0u32..=0x00ff_ffff,
+                src_qp in 0u32..=0x00ff_ffff,
+                flags in prop::sample::select(vec![0u32, 1, 2, 3, 8, 9]),
+            ) {
+                let flags = WcFlags(flags);
+                let wc = WorkCompletion {
+                    wr_id,
+                    status: WcStatus::from_value(status).unwrap(),
+                    opcode: WcOpcode::from_value(opcode).unwrap(),
+                    vendor_err,
+                    byte_len,
+                    imm_data: if flags.contains(WcFlags::WITH_IMM) { value } else { 0 },
+                    invalidated_rkey: if flags.contains(WcFlags::WITH_INV) { value } else { 0 },
+                    qp_num: Qpn::new(qp_num),
+                    src_qp: Qpn::new(src_qp),
+                    wc_flags: flags,
+                };
+                prop_assert_eq!(wc_from_raw(&wc_to_raw(&wc)), wc);
+            }
+
+            #[test]
+            fn psns_above_24_bits_are_always_refused(psn in 0x0100_0000u32..) {
+                prop_assert!(qp_attr_to_raw(&QpAttr::new().with_sq_psn(psn)).is_err());
+                prop_assert!(qp_attr_to_raw(&QpAttr::new().with_rq_psn(psn)).is_err());
+            }
+
+            #[test]
+            fn masks_pass_through_unchanged(bits in any::<u32>()) {
+                // Every supported bit, alone or combined, reaches C as is;
+                // any other bit is refused.
+                let unsupported = QpAttrMask::EN_SQD_ASYNC_NOTIFY.bits()
+                    | QpAttrMask::ALT_PATH.bits()
+                    | QpAttrMask::PATH_MIG_STATE.bits()
+                    | QpAttrMask::CAP.bits()
+                    | QpAttrMask::RATE_LIMIT.bits();
+                // Bits 0..=20 (STATE up to DEST_QPN) less the unsupported.
+                let supported = (((IBV_QP_DEST_QPN as u32) << 1) - 1) & !unsupported;
+                prop_assert_eq!(supported, 0x0013_bffb);
+                let mut attr = QpAttr::new();
+                attr.mask = QpAttrMask(bits & supported);
+                let (_, mask) = qp_attr_to_raw(&attr).unwrap();
+                prop_assert_eq!(mask as u32, bits & supported);
+                attr.mask = QpAttrMask(bits);
+                prop_assert_eq!(qp_attr_to_raw(&attr).is_ok(), bits & !supported == 0);
+            }
+        }
+    }
 }

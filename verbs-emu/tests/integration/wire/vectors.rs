@@ -273,3 +273,26 @@ fn ipv4_identification_and_df_are_recovered_from_every_ipv4_vector() {
         );
     }
 }
+
+#[test]
+fn the_copy_matches_the_shared_vectors_when_they_are_present() {
+    // The repository keeps its own copy; when the shared reference set is
+    // checked out next to the repository, the two must not drift apart.
+    let shared = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/vectors/rocev2-icrc.json"
+    );
+    let Ok(reference) = std::fs::read(shared) else {
+        eprintln!("shared vectors not present next to the repository; nothing to compare");
+        return;
+    };
+    let copy = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/rocev2-icrc.json"
+    ))
+    .expect("the copy is in the repository");
+    assert!(
+        copy == reference,
+        "tests/data/rocev2-icrc.json differs from the shared vectors"
+    );
+}

@@ -1,0 +1,525 @@
+//! Scenario files: one experiment as data.
+//!
+//! A scenario file (TOML) names a topology, the model settings
+//! ([`crate::config`]: `[fabric]`, `[nic]`, `[record]`, `[[faults]]`), the
+//! workloads, how long to run and the seed, and optionally variants that
+//! change some of those settings and run side by side:
+//!
+//! ```toml
+//! name = "incast-lossless-vs-lossy"   # default: the file name
+//! description = "..."
+//! seed = 1                            # root seed (default 1)
+//! duration = "10ms"                   # stop time (default: until idle)
+//! max_events = 2_000_000_000          # runaway guard (default 2e9)
+//! topology = "../topologies/leaf-spine-4x2.toml"   # relative to this file
+//! # or an inline topology table ([topology] with [topology.generator] ...)
+//! # or an import: topology = { format = "hpcc", path = "topo.txt" }
+//!
+//! [fabric.pfc]                        # sim::config::FabricConfig
+//! threshold = { mode = "static", xoff = "320KB", xon = "200KB" }
+//! [nic]                               # sim::config::NicConfig
+//! mtu = 4096
+//! [[faults]]                          # sim::config::FaultConfig
+//! from = "spine0"
+//! to = "leaf0"
+//! loss = 0.001
+//!
+//! [[workload]]
+//! kind = "incast"                     # see WorkloadDoc
+//! receiver = "h0"
+//! senders = 16
+//! size = "1MB"
+//!
+//! [[variant]]
+//! name = "lossless"
+//! [[variant]]
+//! name = "lossy"
+//! fabric.pfc.enabled = false          # any key above, merged over the base
+//! ```
+//!
+//! Each `[[variant]]` is merged over the base document (tables merge key by
+//! key, other values and arrays are replaced) and the result is checked
+//! as a whole; without variants the base runs once as variant `default`.
+//! Every mistake is a [`FileError`] naming the file, the key (dotted path,
+//! `variant[1].fabric.pfc.enabled`), and what was expected; the line and
+//! column come with it whenever the mistake is in the base document.
+//!
+//! Loading builds everything a run needs except routes (which
+//! [`crate::topology::Routes::compute`] derives from the topology): no
+//! model code runs, so [`load`] is also the validation of a file.
+
+mod workload;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use verbs_emu::time::Duration;
+
+use crate::config::{FabricConfig, FaultConfig, NicConfig, RecordConfig, SimConfig};
+use crate::input::{decode_str, decode_value, read_file, FileError};
+use crate::results::RunResult;
+use crate::topology::{self, NodeKind, Topology};
+use crate::workload::FlowSpec;
+
+pub use workload::{HostRef, HostSet, OpDoc, WorkloadDoc, WorkloadKind};
+
+/// Default runaway guard: events per variant.
+pub const DEFAULT_MAX_EVENTS: u64 = 2_000_000_000;
+
+/// The document of a scenario file (and of each merged variant).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioDoc {
+    /// Name (default: the file name without extension).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Root seed.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Stop time; `None`: until the network is idle.
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    /// Event budget per variant.
+    #[serde(default)]
+    pub max_events: Option<u64>,
+    /// Topology: a path, an inline table or an import table.
+    pub topology: toml::Value,
+    /// Switch settings.
+    #[serde(default)]
+    pub fabric: FabricConfig,
+    /// NIC settings.
+    #[serde(default)]
+    pub nic: NicConfig,
+    /// What to record.
+    #[serde(default)]
+    pub record: RecordConfig,
+    /// Link faults.
+    #[serde(default)]
+    pub faults: Vec<FaultConfig>,
+    /// Workloads.
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<WorkloadDoc>,
+    /// Variants (raw tables with their place in the file; merged over
+    /// the base document).
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<toml::Spanned<toml::Table>>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// A loaded scenario: every variant resolved and checked.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The scenario's name.
+    pub name: String,
+    /// Its description.
+    pub description: Option<String>,
+    /// The file it came from.
+    pub file: PathBuf,
+    /// The base document's root seed.
+    pub seed: u64,
+    /// Distinct topologies the variants use (most scenarios have one).
+    pub topologies: Vec<Topology>,
+    /// The variants, in file order.
+    pub variants: Vec<Variant>,
+}
+
+/// One runnable variant.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    /// Variant name (`default` without `[[variant]]` tables).
+    pub name: String,
+    /// Its description.
+    pub description: Option<String>,
+    /// Index into [`Scenario::topologies`].
+    pub topology: usize,
+    /// Model settings.
+    pub config: SimConfig,
+    /// The flows, final (sorted, dense ids).
+    pub flows: Vec<FlowSpec>,
+    /// Root seed of the run.
+    pub seed: u64,
+    /// Stop time.
+    pub duration: Option<Duration>,
+    /// Event budget.
+    pub max_events: u64,
+}
+
+/// What `results.json` holds: the scenario, its seed and one entry per
+/// variant (each a [`RunResult`]: `summary`, `flows`, `ports`, `nics`,
+/// `queues`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResults {
+    /// Scenario name.
+    pub scenario: String,
+    /// Root seed of the base document.
+    pub seed: u64,
+    /// One result per variant, in file order.
+    pub variants: Vec<RunResult>,
+}
+
+impl ScenarioResults {
+    /// Pretty JSON with stable field order (same inputs, same bytes).
+    pub fn to_json(&self) -> String {
+        // Plain structs of numbers and strings always serialise.
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+/// Load, resolve and check a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, FileError> {
+    let text = read_file(path)?;
+    from_str(path, &text)
+}
+
+/// Load a scenario from the text of the file at `path` (relative paths in
+/// it resolve against `path`'s directory).
+pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
+    // The base document alone first: its errors carry line and column.
+    let base: ScenarioDoc = decode_str(path, text)?;
+    let raw: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| FileError::new(path, "", e.message().to_string()))?;
+    let name = base.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenario".to_string())
+    });
+    let mut scenario = Scenario {
+        name,
+        description: base.description.clone(),
+        file: path.to_path_buf(),
+        seed: base.seed,
+        topologies: Vec::new(),
+        variants: Vec::new(),
+    };
+    let mut topo_values: Vec<toml::Value> = Vec::new();
+    let mut loss_faults: Vec<(usize, Vec<FaultConfig>)> = Vec::new();
+    let mut docs: Vec<(String, Option<String>, ScenarioDoc, String)> = Vec::new();
+    if base.variants.is_empty() {
+        docs.push(("default".to_string(), None, base, String::new()));
+    } else {
+        let mut seen: Vec<String> = Vec::new();
+        for (i, spanned) in base.variants.iter().enumerate() {
+            let prefix = format!("variant[{i}]");
+            let at = |e: FileError| e.at(text, spanned.span().start);
+            let mut v = spanned.get_ref().clone();
+            let vname = match v.remove("name") {
+                Some(toml::Value::String(s)) if !s.is_empty() => s,
+                Some(other) => {
+                    return Err(at(FileError::new(
+                        path,
+                        &format!("{prefix}.name"),
+                        format!("{other}: expected a non-empty string"),
+                    )))
+                }
+                None => {
+                    return Err(at(FileError::new(
+                        path,
+                        &format!("{prefix}.name"),
+                        "missing: expected a name for every variant",
+                    )))
+                }
+            };
+            if seen.contains(&vname) {
+                return Err(at(FileError::new(
+                    path,
+                    &format!("{prefix}.name"),
+                    format!("{vname:?} is used twice: expected unique variant names"),
+                )));
+            }
+            seen.push(vname.clone());
+            let vdesc = match v.remove("description") {
+                Some(toml::Value::String(s)) => Some(s),
+                Some(other) => {
+                    return Err(FileError::new(
+                        path,
+                        &format!("{prefix}.description"),
+                        format!("{other}: expected a string"),
+                    ))
+                }
+                None => None,
+            };
+            if v.contains_key("variant") || v.contains_key("name") {
+                return Err(FileError::new(
+                    path,
+                    &format!("{prefix}.variant"),
+                    "variants cannot nest: expected settings only",
+                ));
+            }
+            let mut merged = raw.clone();
+            merged.remove("variant");
+            let keys: Vec<String> = v.keys().cloned().collect();
+            merge(&mut merged, v);
+            let doc: ScenarioDoc =
+                decode_value(path, toml::Value::Table(merged), "").map_err(|e| {
+                    let top = e
+                        .key
+                        .as_deref()
+                        .and_then(|k| k.split(['.', '[']).next())
+                        .map(str::to_string);
+                    match top {
+                        Some(t) if keys.contains(&t) => at(e.under(&prefix)),
+                        _ => e,
+                    }
+                    .with_variant(&vname)
+                })?;
+            docs.push((vname, vdesc, doc, prefix));
+        }
+    }
+    for (vname, vdesc, doc, prefix) in docs {
+        let t = match topo_values.iter().position(|v| *v == doc.topology) {
+            Some(t) => t,
+            None => {
+                let topo = resolve_topology(path, &doc.topology)
+                    .map_err(|e| e.with_variant_if(&prefix, &vname))?;
+                topo_values.push(doc.topology.clone());
+                scenario.topologies.push(topo.0);
+                // Imported link errors become faults of every variant using it.
+                if !topo.1.is_empty() {
+                    loss_faults.push((scenario.topologies.len() - 1, topo.1));
+                }
+                scenario.topologies.len() - 1
+            }
+        };
+        let topo = &scenario.topologies[t];
+        let mut faults = doc.faults.clone();
+        if let Some((_, extra)) = loss_faults.iter().find(|(i, _)| *i == t) {
+            faults.extend(extra.iter().cloned());
+        }
+        let config = SimConfig {
+            fabric: doc.fabric.clone(),
+            nic: doc.nic.clone(),
+            record: doc.record.clone(),
+            faults,
+        };
+        check_config(path, topo, &config).map_err(|e| e.with_variant_if(&prefix, &vname))?;
+        let flows = workload::build(path, topo, &doc, &config)
+            .map_err(|e| e.with_variant_if(&prefix, &vname))?;
+        scenario.variants.push(Variant {
+            name: vname,
+            description: vdesc,
+            topology: t,
+            config,
+            flows,
+            seed: doc.seed,
+            duration: doc.duration,
+            max_events: doc.max_events.unwrap_or(DEFAULT_MAX_EVENTS),
+        });
+    }
+    Ok(scenario)
+}
+
+impl FileError {
+    /// Say which variant the error is in (when there are variants).
+    fn with_variant(mut self, name: &str) -> FileError {
+        self.message = format!("{} (in variant {name:?})", self.message);
+        self
+    }
+
+    fn with_variant_if(self, prefix: &str, name: &str) -> FileError {
+        if prefix.is_empty() {
+            self
+        } else {
+            self.with_variant(name)
+        }
+    }
+}
+
+/// Merge `over` into `base`: tables key by key, everything else replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// The topology a scenario's `topology` value names, and the link losses
+/// an import brought (as faults).
+fn resolve_topology(
+    file: &Path,
+    value: &toml::Value,
+) -> Result<(Topology, Vec<FaultConfig>), FileError> {
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let exists = |p: &Path, key: &str| {
+        if p.is_file() {
+            Ok(())
+        } else {
+            Err(FileError::new(
+                file,
+                key,
+                format!("{} does not exist: expected a topology file (paths are relative to the scenario file)", p.display()),
+            ))
+        }
+    };
+    match value {
+        toml::Value::String(p) => {
+            let p = dir.join(p);
+            exists(&p, "topology")?;
+            Ok((topology::file::load(&p)?, Vec::new()))
+        }
+        toml::Value::Table(t) if t.contains_key("path") || t.contains_key("format") => {
+            let r: TopologyRef = decode_value(file, value.clone(), "topology")?;
+            let p = dir.join(&r.path);
+            exists(&p, "topology.path")?;
+            match r.format {
+                TopologyFormat::Rocelab => Ok((topology::file::load(&p)?, Vec::new())),
+                TopologyFormat::Hpcc => {
+                    let imported = topology::hpcc::load(&p)?;
+                    let t = imported.topology;
+                    let mut faults = Vec::new();
+                    for (link, p) in imported.link_loss {
+                        let l = t.link(link);
+                        let (a, b) = (&t.node(l.a.node).name, &t.node(l.b.node).name);
+                        for (from, to) in [(a, b), (b, a)] {
+                            faults.push(FaultConfig {
+                                from: from.clone(),
+                                to: to.clone(),
+                                loss: Some(p),
+                                drop_every: None,
+                            });
+                        }
+                    }
+                    Ok((t, faults))
+                }
+            }
+        }
+        toml::Value::Table(_) => Ok((
+            topology::file::from_value(file, value.clone(), "topology")?,
+            Vec::new(),
+        )),
+        other => Err(FileError::new(
+            file,
+            "topology",
+            format!(
+                "{}: expected a file path, an inline topology table or {{ format = \"hpcc\", path = \"...\" }}",
+                other.type_str()
+            ),
+        )),
+    }
+}
+
+/// A topology in another file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopologyRef {
+    /// File format.
+    #[serde(default)]
+    format: TopologyFormat,
+    /// Path, relative to the scenario file.
+    path: String,
+}
+
+/// Formats a scenario's topology can be read from.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum TopologyFormat {
+    /// rocelab's TOML topology file.
+    #[default]
+    Rocelab,
+    /// The HPCC ns-3 simulator's `N_nodes N_switches N_links` file.
+    Hpcc,
+}
+
+/// The configuration's own rules, plus names that must exist in the
+/// topology (fault ends, recorded queues).
+fn check_config(file: &Path, topo: &Topology, c: &SimConfig) -> Result<(), FileError> {
+    c.validate()
+        .map_err(|e| FileError::new(file, &e.key, e.message))?;
+    for (i, f) in c.faults.iter().enumerate() {
+        let key = format!("faults[{i}]");
+        let find = |name: &str, k: &str| {
+            topo.find(name).ok_or_else(|| {
+                FileError::new(
+                    file,
+                    &format!("{key}.{k}"),
+                    format!("{name:?}: expected the name of a node in the topology"),
+                )
+            })
+        };
+        let (a, b) = (find(&f.from, "from")?, find(&f.to, "to")?);
+        if topo.link_between(a, b).is_none() {
+            return Err(FileError::new(
+                file,
+                &format!("{key}.to"),
+                format!(
+                    "no link joins {:?} and {:?}: expected the two ends of a link",
+                    f.from, f.to
+                ),
+            ));
+        }
+    }
+    for (i, q) in c.record.queues.iter().enumerate() {
+        let key = format!("record.queues[{i}]");
+        let node = topo.find(&q.node).ok_or_else(|| {
+            FileError::new(
+                file,
+                &format!("{key}.node"),
+                format!("{:?}: expected the name of a node in the topology", q.node),
+            )
+        })?;
+        let ports = topo.node(node).ports.len();
+        if usize::from(q.port) >= ports {
+            return Err(FileError::new(
+                file,
+                &format!("{key}.port"),
+                format!(
+                    "{}: {:?} has ports 0-{}",
+                    q.port,
+                    q.node,
+                    ports.saturating_sub(1)
+                ),
+            ));
+        }
+    }
+    if topo.nodes.iter().all(|n| n.kind != NodeKind::Host) {
+        return Err(FileError::new(
+            file,
+            "topology",
+            "no hosts: expected at least two",
+        ));
+    }
+    Ok(())
+}
+
+/// What a checked file turned out to be.
+#[derive(Debug, Clone)]
+pub enum CheckedFile {
+    /// A scenario, fully resolved.
+    Scenario(Scenario),
+    /// A topology file, built and checked.
+    Topology(Topology),
+}
+
+/// Check a scenario or topology file without running anything: a file
+/// with a top-level `topology` key is a scenario, any other a topology.
+pub fn check_file(path: &Path) -> Result<CheckedFile, FileError> {
+    let text = read_file(path)?;
+    let table: toml::Table = match text.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let e: toml::de::Error = e;
+            let err = FileError::new(path, "", e.message().trim_end().to_string());
+            return Err(match e.span() {
+                Some(s) => err.at(&text, s.start),
+                None => err,
+            });
+        }
+    };
+    if table.contains_key("topology") || table.contains_key("workload") {
+        from_str(path, &text).map(CheckedFile::Scenario)
+    } else {
+        topology::file::from_str(path, &text).map(CheckedFile::Topology)
+    }
+}

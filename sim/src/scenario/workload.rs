@@ -1,0 +1,618 @@
+//! The `[[workload]]` tables of a scenario file.
+//!
+//! One table per workload; `kind` selects the generator and decides which
+//! other keys are allowed:
+//!
+//! | kind | keys (besides the common ones) |
+//! |---|---|
+//! | `incast` | `receiver` (required), `senders` (default: every other host) |
+//! | `permutation` | `hosts` (default all), `seed` |
+//! | `all-to-all` | `hosts` |
+//! | `ring-allreduce` | `hosts` (ring order) |
+//! | `poisson` | `hosts`, `cdf` (built-in name) or `cdf_file`, `load` (0-1], `window` (required), `seed` |
+//! | `perftest` | `src`, `dst` (required) |
+//! | `hpcc-flows` | `path` (required), `shift` |
+//! | `htsim` | `path` (required) |
+//!
+//! Common keys: `op` (`write`, `send`, `read`; default `write`), `size`
+//! (bytes per pair, required for generated kinds except `poisson`),
+//! `message_size`, `qps_per_pair` (default `nic.qps_per_pair`), `start`
+//! (default 0), `priority` (default `nic.priority`). `hpcc-flows` and
+//! `htsim` take their sizes, times and priorities from the file and accept
+//! only `op` of the common keys.
+//!
+//! Hosts are named (`"h3"`) or given by host index (`3`). A host set is
+//! `"all"`, a count `N` (the first N hosts, skipping an incast's
+//! receiver) or a list. Each workload draws from its own random stream:
+//! ChaCha8 seeded with `seed` (default: the scenario's) on stream
+//! `index + 1`, so adding a workload does not change the others.
+
+use std::fmt;
+use std::path::Path;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use verbs_emu::time::{Duration, Instant, Size};
+
+use super::ScenarioDoc;
+use crate::config::SimConfig;
+use crate::input::{read_file, FileError};
+use crate::topology::{NodeId, NodeKind, Topology};
+use crate::workload::generate::{self, FlowBuilder, FlowTemplate};
+use crate::workload::{self as wl, FlowOp, FlowSizeCdf, FlowSpec};
+
+/// One `[[workload]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadDoc {
+    /// Which generator or import.
+    pub kind: WorkloadKind,
+    /// Operation.
+    #[serde(default)]
+    pub op: Option<OpDoc>,
+    /// Bytes per pair.
+    #[serde(default)]
+    pub size: Option<Size>,
+    /// Message size.
+    #[serde(default)]
+    pub message_size: Option<Size>,
+    /// QPs per pair.
+    #[serde(default)]
+    pub qps_per_pair: Option<u32>,
+    /// Post time.
+    #[serde(default)]
+    pub start: Option<Duration>,
+    /// Priority 0-7.
+    #[serde(default)]
+    pub priority: Option<u8>,
+    /// Hosts taking part.
+    #[serde(default)]
+    pub hosts: Option<HostSet>,
+    /// Incast senders.
+    #[serde(default)]
+    pub senders: Option<HostSet>,
+    /// Incast receiver.
+    #[serde(default)]
+    pub receiver: Option<HostRef>,
+    /// Perftest requester.
+    #[serde(default)]
+    pub src: Option<HostRef>,
+    /// Perftest responder.
+    #[serde(default)]
+    pub dst: Option<HostRef>,
+    /// Built-in flow-size CDF name.
+    #[serde(default)]
+    pub cdf: Option<String>,
+    /// Flow-size CDF file (relative to the scenario file).
+    #[serde(default)]
+    pub cdf_file: Option<String>,
+    /// Offered load, fraction of each host's link rate (payload bytes).
+    #[serde(default)]
+    pub load: Option<f64>,
+    /// Arrival window.
+    #[serde(default)]
+    pub window: Option<Duration>,
+    /// Seed override.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Imported file (relative to the scenario file).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Time subtracted from imported start times.
+    #[serde(default)]
+    pub shift: Option<Duration>,
+}
+
+/// Workload kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// N:1 incast.
+    Incast,
+    /// Random derangement.
+    Permutation,
+    /// Every ordered pair.
+    AllToAll,
+    /// One ring all-reduce.
+    RingAllreduce,
+    /// Poisson arrivals with a flow-size CDF.
+    Poisson,
+    /// One flow.
+    Perftest,
+    /// HPCC ns-3 flow file.
+    HpccFlows,
+    /// htsim connection matrix.
+    Htsim,
+}
+
+/// Operation as written in files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpDoc {
+    /// RDMA WRITE.
+    Write,
+    /// SEND.
+    Send,
+    /// RDMA READ.
+    Read,
+}
+
+impl From<OpDoc> for FlowOp {
+    fn from(o: OpDoc) -> FlowOp {
+        match o {
+            OpDoc::Write => FlowOp::Write,
+            OpDoc::Send => FlowOp::Send,
+            OpDoc::Read => FlowOp::Read,
+        }
+    }
+}
+
+/// A host: by name or host index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostRef {
+    /// Host index (position among hosts).
+    Index(u32),
+    /// Node name.
+    Name(String),
+}
+
+/// A set of hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostSet {
+    /// Every host.
+    All,
+    /// The first N hosts (skipping an incast's receiver).
+    Count(u32),
+    /// These hosts, in this order.
+    List(Vec<HostRef>),
+}
+
+impl<'de> Deserialize<'de> for HostRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HostRef, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = HostRef;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a host name such as \"h3\" or a host index such as 3")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<HostRef, E> {
+                Ok(HostRef::Name(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<HostRef, E> {
+                u32::try_from(v)
+                    .map(HostRef::Index)
+                    .map_err(|_| E::custom(format!("{v}: expected a host index 0 or above")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<HostRef, E> {
+                u32::try_from(v)
+                    .map(HostRef::Index)
+                    .map_err(|_| E::custom(format!("{v}: expected a smaller host index")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HostSet, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HostSet;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"all\", a host count, or a list of host names or indices")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<HostSet, E> {
+                if v == "all" {
+                    Ok(HostSet::All)
+                } else {
+                    Err(E::custom(format!(
+                        "{v:?}: expected \"all\", a host count, or a list of hosts"
+                    )))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<HostSet, E> {
+                u32::try_from(v)
+                    .map(HostSet::Count)
+                    .map_err(|_| E::custom(format!("{v}: expected a host count 0 or above")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<HostSet, E> {
+                u32::try_from(v)
+                    .map(HostSet::Count)
+                    .map_err(|_| E::custom(format!("{v}: expected a smaller host count")))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<HostSet, A::Error> {
+                let mut v = Vec::new();
+                while let Some(h) = seq.next_element::<HostRef>()? {
+                    v.push(h);
+                }
+                Ok(HostSet::List(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Keys each kind accepts besides `kind`.
+fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
+    match kind {
+        WorkloadKind::Incast => &[
+            "op",
+            "size",
+            "message_size",
+            "qps_per_pair",
+            "start",
+            "priority",
+            "receiver",
+            "senders",
+        ],
+        WorkloadKind::Permutation => &[
+            "op",
+            "size",
+            "message_size",
+            "qps_per_pair",
+            "start",
+            "priority",
+            "hosts",
+            "seed",
+        ],
+        WorkloadKind::AllToAll | WorkloadKind::RingAllreduce => &[
+            "op",
+            "size",
+            "message_size",
+            "qps_per_pair",
+            "start",
+            "priority",
+            "hosts",
+        ],
+        WorkloadKind::Poisson => &[
+            "op",
+            "message_size",
+            "qps_per_pair",
+            "start",
+            "priority",
+            "hosts",
+            "cdf",
+            "cdf_file",
+            "load",
+            "window",
+            "seed",
+        ],
+        WorkloadKind::Perftest => &[
+            "op",
+            "size",
+            "message_size",
+            "qps_per_pair",
+            "start",
+            "priority",
+            "src",
+            "dst",
+        ],
+        WorkloadKind::HpccFlows => &["op", "path", "shift"],
+        WorkloadKind::Htsim => &["op", "path"],
+    }
+}
+
+impl WorkloadDoc {
+    /// The keys given in this table (besides `kind`).
+    fn given(&self) -> Vec<&'static str> {
+        let mut g = Vec::new();
+        let mut add = |k: &'static str, present: bool| {
+            if present {
+                g.push(k);
+            }
+        };
+        add("op", self.op.is_some());
+        add("size", self.size.is_some());
+        add("message_size", self.message_size.is_some());
+        add("qps_per_pair", self.qps_per_pair.is_some());
+        add("start", self.start.is_some());
+        add("priority", self.priority.is_some());
+        add("hosts", self.hosts.is_some());
+        add("senders", self.senders.is_some());
+        add("receiver", self.receiver.is_some());
+        add("src", self.src.is_some());
+        add("dst", self.dst.is_some());
+        add("cdf", self.cdf.is_some());
+        add("cdf_file", self.cdf_file.is_some());
+        add("load", self.load.is_some());
+        add("window", self.window.is_some());
+        add("seed", self.seed.is_some());
+        add("path", self.path.is_some());
+        add("shift", self.shift.is_some());
+        g
+    }
+}
+
+/// Build the flows of every workload of `doc` on `topo`.
+pub(super) fn build(
+    file: &Path,
+    topo: &Topology,
+    doc: &ScenarioDoc,
+    config: &SimConfig,
+) -> Result<Vec<FlowSpec>, FileError> {
+    let hosts = topo.hosts();
+    let mut b = FlowBuilder::new();
+    if doc.workloads.is_empty() {
+        return Err(FileError::new(
+            file,
+            "workload",
+            "no workloads: expected at least one [[workload]] table",
+        ));
+    }
+    for (i, w) in doc.workloads.iter().enumerate() {
+        let key = format!("workload[{i}]");
+        let err = |k: &str, msg: String| FileError::new(file, &format!("{key}.{k}"), msg);
+        let ok = allowed(w.kind);
+        if let Some(k) = w.given().into_iter().find(|k| !ok.contains(k)) {
+            return Err(err(
+                k,
+                format!(
+                    "not used by kind {:?}: expected one of {}",
+                    kind_name(w.kind),
+                    ok.join(", ")
+                ),
+            ));
+        }
+        let host = |k: &str, r: &HostRef| -> Result<NodeId, FileError> {
+            match r {
+                HostRef::Index(i) => hosts.get(*i as usize).copied().ok_or_else(|| {
+                    err(
+                        k,
+                        format!(
+                            "host index {i}: the topology has hosts 0-{}",
+                            hosts.len().saturating_sub(1)
+                        ),
+                    )
+                }),
+                HostRef::Name(n) => match topo.find(n) {
+                    Some(id) if topo.node(id).kind == NodeKind::Host => Ok(id),
+                    Some(_) => Err(err(k, format!("{n:?} is a switch: expected a host"))),
+                    None => Err(err(
+                        k,
+                        format!("{n:?}: expected the name of a host in the topology"),
+                    )),
+                },
+            }
+        };
+        let set = |k: &str,
+                   s: &Option<HostSet>,
+                   skip: Option<NodeId>|
+         -> Result<Vec<NodeId>, FileError> {
+            let pool: Vec<NodeId> = hosts.iter().copied().filter(|&h| Some(h) != skip).collect();
+            let v = match s {
+                None | Some(HostSet::All) => pool,
+                Some(HostSet::Count(n)) => {
+                    if *n as usize > pool.len() {
+                        return Err(err(
+                            k,
+                            format!("{n} hosts: only {} are available", pool.len()),
+                        ));
+                    }
+                    pool[..*n as usize].to_vec()
+                }
+                Some(HostSet::List(l)) => {
+                    let mut v = Vec::with_capacity(l.len());
+                    for (j, r) in l.iter().enumerate() {
+                        let h = host(&format!("{k}[{j}]"), r)?;
+                        if v.contains(&h) {
+                            return Err(err(
+                                &format!("{k}[{j}]"),
+                                format!(
+                                    "{:?} is listed twice: expected distinct hosts",
+                                    topo.node(h).name
+                                ),
+                            ));
+                        }
+                        v.push(h);
+                    }
+                    v
+                }
+            };
+            Ok(v)
+        };
+        let priority = w.priority.unwrap_or(config.nic.priority);
+        if priority > 7 {
+            return Err(err("priority", format!("{priority}: expected 0-7")));
+        }
+        let qps = w.qps_per_pair.unwrap_or(config.nic.qps_per_pair);
+        if qps == 0 {
+            return Err(err("qps_per_pair", "0: expected at least 1".into()));
+        }
+        let needs_size = !matches!(
+            w.kind,
+            WorkloadKind::Poisson | WorkloadKind::HpccFlows | WorkloadKind::Htsim
+        );
+        let size = match w.size {
+            Some(s) if s.bytes() == 0 => {
+                return Err(err("size", "0: expected a positive size".into()))
+            }
+            Some(s) => s.bytes(),
+            None if needs_size => {
+                return Err(err(
+                    "size",
+                    "missing: expected the bytes per pair, e.g. \"1MB\"".into(),
+                ))
+            }
+            None => 0,
+        };
+        if let Some(m) = w.message_size {
+            if m.bytes() == 0 {
+                return Err(err("message_size", "0: expected a positive size".into()));
+            }
+        }
+        let t = FlowTemplate {
+            op: w.op.map_or(FlowOp::Write, FlowOp::from),
+            size,
+            message_size: w.message_size.map(|m| m.bytes()),
+            qps_per_pair: qps,
+            start: Instant::ZERO + w.start.unwrap_or(Duration::ZERO),
+            priority,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(w.seed.unwrap_or(doc.seed));
+        rng.set_stream(i as u64 + 1);
+        let dir = file.parent().unwrap_or(Path::new(""));
+        let two = |k: &str, v: &[NodeId]| {
+            if v.len() < 2 {
+                Err(err(k, format!("{} hosts: expected at least 2", v.len())))
+            } else {
+                Ok(())
+            }
+        };
+        match w.kind {
+            WorkloadKind::Incast => {
+                let r = w.receiver.as_ref().ok_or_else(|| {
+                    err("receiver", "missing: expected the receiving host".into())
+                })?;
+                let r = host("receiver", r)?;
+                let senders = set("senders", &w.senders, Some(r))?;
+                if let Some(j) = senders.iter().position(|&s| s == r) {
+                    return Err(err(
+                        &format!("senders[{j}]"),
+                        "the receiver is also a sender: expected other hosts".into(),
+                    ));
+                }
+                if senders.is_empty() {
+                    return Err(err("senders", "no senders: expected at least one".into()));
+                }
+                generate::incast(&mut b, &senders, r, &t);
+            }
+            WorkloadKind::Permutation => {
+                let h = set("hosts", &w.hosts, None)?;
+                two("hosts", &h)?;
+                generate::permutation(&mut b, &h, &t, &mut rng);
+            }
+            WorkloadKind::AllToAll => {
+                let h = set("hosts", &w.hosts, None)?;
+                two("hosts", &h)?;
+                generate::all_to_all(&mut b, &h, &t);
+            }
+            WorkloadKind::RingAllreduce => {
+                let h = set("hosts", &w.hosts, None)?;
+                two("hosts", &h)?;
+                generate::ring_allreduce(&mut b, &h, &t);
+            }
+            WorkloadKind::Poisson => {
+                let h = set("hosts", &w.hosts, None)?;
+                two("hosts", &h)?;
+                let cdf = match (&w.cdf, &w.cdf_file) {
+                    (Some(name), None) => FlowSizeCdf::builtin(name).ok_or_else(|| {
+                        let names: Vec<&str> = wl::cdf::BUILTIN.iter().map(|(n, _)| *n).collect();
+                        err(
+                            "cdf",
+                            format!("{name:?}: expected one of {}", names.join(", ")),
+                        )
+                    })?,
+                    (None, Some(p)) => {
+                        let path = dir.join(p);
+                        if !path.is_file() {
+                            return Err(err("cdf_file", format!("{} does not exist: expected a CDF file (paths are relative to the scenario file)", path.display())));
+                        }
+                        let text = read_file(&path)?;
+                        FlowSizeCdf::parse(&text).map_err(|e| FileError {
+                            file: path.clone(),
+                            position: Some((e.line, 1)),
+                            key: None,
+                            message: e.message,
+                        })?
+                    }
+                    _ => {
+                        return Err(err(
+                            "cdf",
+                            "expected exactly one of `cdf` (a built-in name) and `cdf_file`".into(),
+                        ))
+                    }
+                };
+                let load = match w.load {
+                    Some(l) if l > 0.0 && l <= 1.0 => l,
+                    Some(l) => {
+                        return Err(err("load", format!("{l}: expected a fraction in (0, 1]")))
+                    }
+                    None => {
+                        return Err(err(
+                            "load",
+                            "missing: expected the offered load, e.g. 0.3".into(),
+                        ))
+                    }
+                };
+                let window = w.window.filter(|d| *d > Duration::ZERO).ok_or_else(|| {
+                    err(
+                        "window",
+                        "missing or zero: expected how long flows arrive, e.g. \"10ms\"".into(),
+                    )
+                })?;
+                let rates: Vec<_> = h
+                    .iter()
+                    .map(|&n| {
+                        let ports = &topo.node(n).ports;
+                        ports
+                            .first()
+                            .map_or(Default::default(), |&l| topo.link(l).rate)
+                    })
+                    .collect();
+                generate::poisson(&mut b, &h, &rates, &cdf, load, window, &t, &mut rng);
+            }
+            WorkloadKind::Perftest => {
+                let s = w
+                    .src
+                    .as_ref()
+                    .ok_or_else(|| err("src", "missing: expected the requester host".into()))?;
+                let d = w
+                    .dst
+                    .as_ref()
+                    .ok_or_else(|| err("dst", "missing: expected the responder host".into()))?;
+                let (s, d) = (host("src", s)?, host("dst", d)?);
+                if s == d {
+                    return Err(err(
+                        "dst",
+                        "the same host as src: expected another host".into(),
+                    ));
+                }
+                generate::single(&mut b, s, d, &t);
+            }
+            WorkloadKind::HpccFlows | WorkloadKind::Htsim => {
+                let p = w
+                    .path
+                    .as_ref()
+                    .ok_or_else(|| err("path", "missing: expected the file to import".into()))?;
+                let path = dir.join(p);
+                if !path.is_file() {
+                    return Err(err("path", format!("{} does not exist: expected a file (paths are relative to the scenario file)", path.display())));
+                }
+                let text = read_file(&path)?;
+                let mut flows = if w.kind == WorkloadKind::HpccFlows {
+                    wl::hpcc::parse(&path, &text, topo, w.shift.unwrap_or(Duration::ZERO))?
+                } else {
+                    wl::htsim::parse(&path, &text, &hosts)?
+                };
+                if let Some(op) = w.op {
+                    for f in &mut flows {
+                        f.op = op.into();
+                    }
+                }
+                b.extend(flows);
+            }
+        }
+    }
+    b.finish().map_err(|e| {
+        FileError::new(
+            file,
+            "workload",
+            format!("{e}: expected dependencies without cycles"),
+        )
+    })
+}
+
+fn kind_name(k: WorkloadKind) -> &'static str {
+    match k {
+        WorkloadKind::Incast => "incast",
+        WorkloadKind::Permutation => "permutation",
+        WorkloadKind::AllToAll => "all-to-all",
+        WorkloadKind::RingAllreduce => "ring-allreduce",
+        WorkloadKind::Poisson => "poisson",
+        WorkloadKind::Perftest => "perftest",
+        WorkloadKind::HpccFlows => "hpcc-flows",
+        WorkloadKind::Htsim => "htsim",
+    }
+}

@@ -1,0 +1,161 @@
+//! `rocelab perftest TEST [flags] [SERVER]`: perftest-compatible benchmarks
+//! (ib_write_bw and friends) over the UDP emulation or real hardware.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use verbs_emu::backend::BackendKind;
+use verbs_emu::perftest::{self, Config, Faults, Test};
+use verbs_emu::verbs::QpType;
+
+/// perftest's flags (same letters and meanings) plus rocelab's own.
+#[derive(Debug, Args)]
+pub struct PerftestArgs {
+    /// write_bw, write_lat, read_bw, read_lat, send_bw, send_lat, atomic_bw or atomic_lat.
+    test: Test,
+    /// The server to connect to; without it, this is the server.
+    server: Option<String>,
+    /// TCP port of the out-of-band exchange.
+    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    port: u16,
+    /// RDMA device name.
+    #[arg(short = 'd', long = "ib-dev")]
+    ib_dev: Option<String>,
+    /// Port of the device (only 1 exists).
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    ib_port: u8,
+    /// GID index.
+    #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
+    gid_index: u32,
+    /// Message size in bytes (default 65536 for BW, 2 for latency).
+    #[arg(short = 's', long = "size")]
+    size: Option<u64>,
+    /// Iterations (default 5000 for write_bw, 1000 otherwise).
+    #[arg(short = 'n', long = "iters")]
+    iters: Option<u64>,
+    /// Run sizes 2 to 2^23.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// Run for this many seconds.
+    #[arg(short = 'D', long = "duration")]
+    duration: Option<u64>,
+    /// Number of QPs (BW tests).
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    qps: u32,
+    /// MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long = "mtu")]
+    mtu: Option<u32>,
+    /// TX depth (default 128 for BW, 1 for latency).
+    #[arg(short = 't', long = "tx-depth")]
+    tx_depth: Option<u32>,
+    /// RX depth.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
+    rx_depth: u32,
+    /// A completion every this many WRs.
+    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100)]
+    cq_mod: u32,
+    /// Connection type: RC, UC or UD.
+    #[arg(short = 'c', long = "connection", default_value = "RC")]
+    connection: String,
+    /// Do not warn about CPU frequency (accepted; nothing to warn about).
+    #[arg(short = 'F', long = "CPU-freq")]
+    cpu_freq: bool,
+    /// Report Gb/s instead of MiB/s.
+    #[arg(long = "report_gbits")]
+    report_gbits: bool,
+    /// Max inline size.
+    #[arg(short = 'I', long = "inline_size")]
+    inline_size: Option<u32>,
+    /// Backend: udp (emulation) or ibverbs (real hardware).
+    #[arg(long = "backend", default_value = "udp")]
+    backend: BackendKind,
+    /// Local address for the emulated device (default: the address the
+    /// peer is reached from; on loopback the client moves to 127.0.0.2...).
+    #[arg(long = "bind")]
+    bind: Option<Ipv4Addr>,
+    /// UDP port of RoCEv2.
+    #[arg(long = "udp-port", default_value_t = 4791)]
+    udp_port: u16,
+    /// Drop this share of transmitted packets.
+    #[arg(long = "loss", default_value_t = 0.0)]
+    loss: f64,
+    /// Reorder this share of transmitted packets.
+    #[arg(long = "reorder", default_value_t = 0.0)]
+    reorder: f64,
+    /// Duplicate this share of transmitted packets.
+    #[arg(long = "duplicate", default_value_t = 0.0)]
+    duplicate: f64,
+    /// Corrupt this share of transmitted packets (bad ICRC).
+    #[arg(long = "corrupt", default_value_t = 0.0)]
+    corrupt: f64,
+    /// Seed of the fault injection.
+    #[arg(long = "seed", default_value_t = 1)]
+    seed: u64,
+    /// Write every packet sent and received to this pcap file.
+    #[arg(long = "pcap")]
+    pcap: Option<PathBuf>,
+    /// Check every byte of every message; a mismatch is an error.
+    #[arg(long = "verify")]
+    verify: bool,
+    /// Spin on the socket while waiting (default for latency tests).
+    #[arg(long = "busy-poll")]
+    busy_poll: Option<bool>,
+}
+
+/// Run it.
+pub fn run(a: PerftestArgs) -> ExitCode {
+    let connection = match a.connection.to_ascii_uppercase().as_str() {
+        "RC" => QpType::Rc,
+        "UC" => QpType::Uc,
+        "UD" => QpType::Ud,
+        other => {
+            eprintln!(" Invalid connection type {other}: expected RC, UC or UD");
+            return ExitCode::FAILURE;
+        }
+    };
+    if a.ib_port != 1 {
+        eprintln!(" Port {} does not exist (the device has port 1)", a.ib_port);
+        return ExitCode::FAILURE;
+    }
+    let mut cfg = Config::new(a.test);
+    cfg.server = a.server;
+    cfg.port = a.port;
+    cfg.ib_dev = a.ib_dev;
+    cfg.gid_index = a.gid_index;
+    cfg.size = a.size;
+    cfg.iters = a.iters;
+    cfg.all = a.all;
+    cfg.duration = a.duration;
+    cfg.qps = a.qps;
+    cfg.mtu = a.mtu;
+    cfg.tx_depth = a.tx_depth;
+    cfg.rx_depth = a.rx_depth;
+    cfg.cq_mod = a.cq_mod;
+    cfg.connection = connection;
+    cfg.cpu_freq_ignore = a.cpu_freq;
+    cfg.report_gbits = a.report_gbits;
+    cfg.inline_size = a.inline_size;
+    cfg.backend = a.backend;
+    cfg.bind = a.bind;
+    cfg.udp_port = a.udp_port;
+    cfg.faults = Faults {
+        loss: a.loss,
+        reorder: a.reorder,
+        duplicate: a.duplicate,
+        corrupt: a.corrupt,
+        seed: a.seed,
+        ..Faults::default()
+    };
+    cfg.pcap = a.pcap;
+    cfg.verify = a.verify;
+    cfg.busy_poll = a.busy_poll;
+    match perftest::run(&cfg) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! `rocelab run FILE [--out DIR]`: run every variant of a scenario, write
+//! `DIR/results.json` and `DIR/counters/<variant>/`, print a table per
+//! variant and the wall-clock figures (which never go into the files).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use sim::results::{RunResult, RunStats};
+use sim::run::{simulate, RunOptions};
+use sim::scenario::{self, ScenarioResults};
+use sim::topology::Routes;
+use verbs_emu::time::Duration;
+
+/// Arguments of `rocelab run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The scenario file (TOML).
+    pub file: PathBuf,
+    /// Output directory (default: out/<scenario name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Run the scenario; the exit status says whether every variant ran and
+/// the files were written.
+pub fn run(args: &Args) -> ExitCode {
+    let t0 = Instant::now();
+    let scenario = match scenario::load(&args.file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let load_secs = t0.elapsed().as_secs_f64();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("out").join(&scenario.name));
+    let t1 = Instant::now();
+    let routes: Vec<Routes> = scenario.topologies.iter().map(Routes::compute).collect();
+    let routes_secs = t1.elapsed().as_secs_f64();
+    println!(
+        "scenario {} (seed {}): {} variant(s); loaded in {:.3} s, routes in {:.3} s",
+        scenario.name,
+        scenario.seed,
+        scenario.variants.len(),
+        load_secs,
+        routes_secs
+    );
+    let mut results: Vec<RunResult> = Vec::new();
+    for v in &scenario.variants {
+        let opts = RunOptions {
+            variant: v.name.clone(),
+            seed: v.seed,
+            duration: v.duration,
+            max_events: v.max_events,
+            progress: true,
+        };
+        let topo = &scenario.topologies[v.topology];
+        match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {
+            Ok((result, stats)) => {
+                print_variant(&result, &stats, load_secs + routes_secs);
+                results.push(result);
+            }
+            Err(e) => {
+                eprintln!("error: {}: variant {:?}: {e}", args.file.display(), v.name);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if results.len() > 1 {
+        print_comparison(&results);
+    }
+    let doc = ScenarioResults {
+        scenario: scenario.name.clone(),
+        seed: scenario.seed,
+        variants: results,
+    };
+    if let Err(e) = write_outputs(&out, &doc, &scenario) {
+        eprintln!("error: writing {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    println!(
+        "wrote {} and {}",
+        out.join("results.json").display(),
+        out.join("counters").display()
+    );
+    ExitCode::SUCCESS
+}
+
+fn write_outputs(
+    out: &Path,
+    doc: &ScenarioResults,
+    scenario: &scenario::Scenario,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("results.json"), doc.to_json())?;
+    for (v, r) in scenario.variants.iter().zip(&doc.variants) {
+        let pfc = &v.config.fabric.pfc;
+        let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
+        sim::stats::write_counter_dumps(&out.join("counters").join(&v.name), r, prios)?;
+    }
+    Ok(())
+}
+
+fn ps(v: u64) -> String {
+    Duration::from_ps(v).to_string()
+}
+
+fn gbps(bps: f64) -> String {
+    format!("{:.2} Gbit/s", bps / 1e9)
+}
+
+fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
+    let s = &r.summary;
+    println!();
+    println!("== variant {} ==", s.variant);
+    let rows: [(&str, String); 14] = [
+        (
+            "flows completed",
+            format!("{} / {}", s.flows_completed, s.flows_total),
+        ),
+        ("simulated time", ps(s.sim_time_ps)),
+        ("makespan", ps(s.makespan_ps)),
+        ("goodput", gbps(s.goodput_bps)),
+        ("drops", s.drops.to_string()),
+        ("pause frames sent", s.pause_frames_sent.to_string()),
+        ("pause time (sum)", ps(s.pause_time_ps)),
+        ("ECN marked", s.ecn_marked.to_string()),
+        ("CNPs sent", s.cnps_sent.to_string()),
+        ("retransmitted", s.retransmitted_packets.to_string()),
+        ("FCT p50", ps(s.fct_p50_ps)),
+        ("FCT p99", ps(s.fct_p99_ps)),
+        ("FCT max", ps(s.max_fct_ps)),
+        ("stopped by", s.stop_reason.clone()),
+    ];
+    for (k, v) in rows {
+        println!("  {k:<18} {v}");
+    }
+    let mem = st
+        .peak_rss_bytes
+        .map_or("n/a".to_string(), |b| format!("{:.1} MB", b as f64 / 1e6));
+    println!(
+        "  wall clock: setup {:.3} s (load + routes {:.3} s, model {:.3} s), run {:.3} s, \
+         {:.2} M events/s, {:.4} simulated s per wall s, peak memory {}",
+        pre_secs + st.setup_secs,
+        pre_secs,
+        st.setup_secs,
+        st.run_secs,
+        st.events_per_sec / 1e6,
+        st.sim_secs_per_wall_sec,
+        mem
+    );
+}
+
+/// A row of the side-by-side table: its name and how to show one variant.
+type Row = (&'static str, fn(&RunResult) -> String);
+
+fn print_comparison(results: &[RunResult]) {
+    println!();
+    print!("{:<18}", "side by side");
+    for r in results {
+        print!(" {:>16}", r.summary.variant);
+    }
+    println!();
+    let rows: [Row; 8] = [
+        ("flows completed", |r| {
+            format!("{}/{}", r.summary.flows_completed, r.summary.flows_total)
+        }),
+        ("drops", |r| r.summary.drops.to_string()),
+        ("pause frames sent", |r| {
+            r.summary.pause_frames_sent.to_string()
+        }),
+        ("retransmitted", |r| {
+            r.summary.retransmitted_packets.to_string()
+        }),
+        ("goodput", |r| gbps(r.summary.goodput_bps)),
+        ("FCT p50", |r| ps(r.summary.fct_p50_ps)),
+        ("FCT p99", |r| ps(r.summary.fct_p99_ps)),
+        ("FCT max", |r| ps(r.summary.max_fct_ps)),
+    ];
+    for (name, f) in rows {
+        print!("{name:<18}");
+        for r in results {
+            print!(" {:>16}", f(r));
+        }
+        println!();
+    }
+}

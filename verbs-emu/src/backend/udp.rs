@@ -1,0 +1,1655 @@
+//! The UDP backend: RoCEv2 over a UDP socket, driven by the sans-IO
+//! transport engine ([`crate::transport::Qp`]).
+//!
+//! Each opened device owns one socket bound to its own address (any of
+//! 127.0.0.0/8, or an interface address) on UDP 4791 or another port, one
+//! [`HostMemory`] with the registered regions, one engine per QP, and its
+//! CQs. Everything lives under one lock; progress is made by whoever holds
+//! it:
+//!
+//! * `post_send` queues work and sends what the engine produces at once,
+//!   from the caller's thread;
+//! * `poll_cq` and `wait_cq` receive, run due timers, transmit and collect
+//!   completions when the CQ is empty (busy polling needs no other thread);
+//! * a background thread per device does the same when the application has
+//!   not called in for a millisecond (a server waiting on TCP, a program
+//!   sleeping), so that retransmissions and responses never stall.
+//!
+//! Time fed to the engine is the time since the device was opened, in
+//! picoseconds.
+//!
+//! The wire: every packet is emitted by [`crate::wire::roce`] with the ICRC
+//! computed over the IPv4 and UDP headers the kernel writes for this socket
+//! (DF, identification 0, or 0, 1, 2, ... within a GSO run; see
+//! [`super::sys`]). Multi-packet messages go out as GSO runs: a FIRST packet
+//! (larger, with its RETH) alone, then the equal-sized MIDDLE packets and
+//! the LAST one in one `sendmmsg` entry. On receive, GRO runs are split
+//! again and each packet's ICRC is checked against the header its sender's
+//! kernel wrote; a mismatch is counted (`rx_icrc_errors`) and the packet
+//! dropped, as a NIC does. ECN bits received (`IP_RECVTOS`) go to the
+//! engine, which answers CE with CNPs; transmitted packets carry the ECN
+//! codepoint the engine asks for (ECT(0)).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::io::{DatagramIo, IoStats, SocketIo};
+use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch};
+use super::{
+    AhHandle, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle, Provider,
+    QpCreated, QpHandle,
+};
+use crate::time::{Duration as PsDuration, Instant};
+use crate::transport::{
+    self as tp, Access, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
+};
+use crate::verbs::{
+    qp_state, AccessFlags, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask,
+    QpCap, QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError,
+    WcFlags, WcOpcode, WcStatus, WorkCompletion,
+};
+use crate::wire::icrc::{IpEncap, UdpEncap};
+use crate::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
+use crate::wire::{Ecn, Lkey, Opcode, Qpn, Rkey};
+
+/// The IANA RoCEv2 port.
+pub const ROCE_PORT: u16 = 4791;
+/// Largest RoCEv2 datagram: 4096-byte payload plus headers and ICRC.
+const MAX_PACKET: usize = 4096 + 12 + 28 + 4 + 4 + 16;
+/// GSO runs are kept under this many bytes.
+const MAX_RUN_BYTES: usize = 60 * 1024;
+/// How long the background thread stays out of the way after the
+/// application called in.
+const APP_ACTIVE_NS: u64 = 1_000_000;
+
+/// How a UDP device is set up.
+#[derive(Debug, Clone)]
+pub struct UdpConfig {
+    /// The device name (e.g. `udp_lo`).
+    pub name: String,
+    /// Address and port to bind.
+    pub bind: SocketAddrV4,
+    /// Socket options (GSO, GRO, buffers).
+    pub socket: SocketOptions,
+    /// Spin on the socket in `wait_cq` instead of sleeping in `poll(2)`.
+    pub busy_poll: bool,
+    /// Accept packets whose ICRC does not match (still counted).
+    pub accept_bad_icrc: bool,
+    /// Link MTU used to derive the port's active MTU.
+    pub link_mtu: u32,
+    /// Congestion control of every QP's sends (DCQCN reaction point, or
+    /// none). The notification point (CNPs on CE) is always on.
+    pub cc: crate::cc::CcConfig,
+}
+
+impl UdpConfig {
+    /// Defaults for a device bound to `bind`.
+    pub fn new(bind: SocketAddrV4) -> UdpConfig {
+        UdpConfig {
+            name: device_name_for(*bind.ip()),
+            bind,
+            socket: SocketOptions::default(),
+            busy_poll: false,
+            accept_bad_icrc: false,
+            link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
+            cc: crate::cc::CcConfig::None,
+        }
+    }
+}
+
+/// The device name for an address: `udp_<interface>` when known, else
+/// `udp_<a>_<b>_<c>_<d>`.
+pub fn device_name_for(ip: Ipv4Addr) -> String {
+    if ip.is_loopback() {
+        return "udp_lo".into();
+    }
+    for (name, a) in interfaces() {
+        if a == ip {
+            return format!("udp_{name}");
+        }
+    }
+    let o = ip.octets();
+    format!("udp_{}_{}_{}_{}", o[0], o[1], o[2], o[3])
+}
+
+/// The node GUID of an emulated device: derived from its address and port
+/// like an EUI-64 (`02:00` locally administered prefix).
+pub fn node_guid_for(bind: SocketAddrV4) -> u64 {
+    let o = bind.ip().octets();
+    u64::from_be_bytes([
+        0x02,
+        0x00,
+        o[0],
+        o[1],
+        o[2],
+        o[3],
+        (bind.port() >> 8) as u8,
+        bind.port() as u8,
+    ])
+}
+
+/// The host's IPv4 interfaces, `(name, address)`, in the OS's order.
+pub fn interfaces() -> Vec<(String, Ipv4Addr)> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: p walks the list getifaddrs returned; each node is valid
+        // until freeifaddrs.
+        let ifa = unsafe { &*p };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points at a sockaddr of at least its family's
+            // size; we read sockaddr_in only for AF_INET.
+            let fam = unsafe { (*ifa.ifa_addr).sa_family } as i32;
+            if fam == libc::AF_INET {
+                // SAFETY: AF_INET means the address is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+                // SAFETY: ifa_name is a NUL-terminated string.
+                let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((name, ip));
+            }
+        }
+        p = ifa.ifa_next;
+    }
+    // SAFETY: head came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+/// Lists and opens emulated devices: one per IPv4 interface, bound to its
+/// address on the RoCEv2 port.
+#[derive(Debug, Clone)]
+pub struct UdpProvider {
+    /// UDP port the opened devices bind.
+    pub port: u16,
+}
+
+impl Default for UdpProvider {
+    fn default() -> Self {
+        UdpProvider { port: ROCE_PORT }
+    }
+}
+
+impl Provider for UdpProvider {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Udp
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceEntry>> {
+        Ok(interfaces()
+            .into_iter()
+            .map(|(name, ip)| {
+                let bind = SocketAddrV4::new(ip, self.port);
+                DeviceEntry {
+                    name: format!("udp_{name}"),
+                    node_guid: node_guid_for(bind),
+                    kind: BackendKind::Udp,
+                    detail: bind.to_string(),
+                }
+            })
+            .collect())
+    }
+
+    fn open(&self, device: &DeviceEntry) -> Result<Arc<dyn Backend>> {
+        let bind: SocketAddrV4 = device.detail.parse().map_err(|_| {
+            VerbsError::invalid(
+                "ibv_open_device",
+                format!("{}: not a UDP device", device.name),
+            )
+        })?;
+        let mut cfg = UdpConfig::new(bind);
+        cfg.name = device.name.clone();
+        Ok(Arc::new(UdpBackend::open(cfg)?))
+    }
+}
+
+// ----------------------------------------------------------------------
+// Memory: registered user regions, seen by the engine through `Memory`.
+// ----------------------------------------------------------------------
+
+#[derive(Debug)]
+struct HostRegion {
+    ptr: *mut u8,
+    base: u64,
+    len: u64,
+    access: Access,
+    zero_based: bool,
+    generation: u8,
+    valid: bool,
+    pd: u64,
+    locked: bool,
+}
+
+/// Registered memory of one device: pointers into the application's
+/// buffers, with rxe-style keys `(index << 8) | generation`.
+#[derive(Debug, Default)]
+pub struct HostMemory {
+    regions: Vec<HostRegion>,
+}
+
+// SAFETY: the raw pointers name memory the application registered and
+// promised (Backend::reg_mr's contract) to keep valid until deregistration;
+// all access goes through the device lock.
+unsafe impl Send for HostMemory {}
+
+impl HostMemory {
+    fn register(
+        &mut self,
+        ptr: *mut u8,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+        pd: u64,
+    ) -> u32 {
+        let slot = self.regions.iter().position(|r| !r.valid);
+        let idx = match slot {
+            Some(i) => {
+                let g = self.regions[i].generation.wrapping_add(1);
+                self.regions[i] = HostRegion {
+                    ptr,
+                    base: ptr as u64,
+                    len,
+                    access,
+                    zero_based,
+                    generation: g,
+                    valid: true,
+                    pd,
+                    locked: false,
+                };
+                i
+            }
+            None => {
+                self.regions.push(HostRegion {
+                    ptr,
+                    base: ptr as u64,
+                    len,
+                    access,
+                    zero_based,
+                    generation: 1,
+                    valid: true,
+                    pd,
+                    locked: false,
+                });
+                self.regions.len() - 1
+            }
+        };
+        (((idx as u32) + 1) << 8) | u32::from(self.regions[idx].generation)
+    }
+
+    fn region(&self, key: u32) -> std::result::Result<(usize, &HostRegion), MemError> {
+        let idx = (key >> 8).checked_sub(1).ok_or(MemError::BadKey(key))? as usize;
+        match self.regions.get(idx) {
+            Some(r) if r.valid && u32::from(r.generation) == key & 0xFF => Ok((idx, r)),
+            _ => Err(MemError::BadKey(key)),
+        }
+    }
+
+    fn deregister(&mut self, key: u32) -> std::result::Result<&mut HostRegion, MemError> {
+        let (idx, _) = self.region(key)?;
+        let r = &mut self.regions[idx];
+        r.valid = false;
+        Ok(r)
+    }
+
+    /// The host pointer for `[addr, addr + len)` in the region `key` names.
+    fn locate(&self, key: u32, addr: u64, len: u64) -> std::result::Result<*mut u8, MemError> {
+        let (_, r) = self.region(key)?;
+        let off = if r.zero_based {
+            addr
+        } else {
+            addr.checked_sub(r.base)
+                .ok_or(MemError::OutOfBounds { addr, len })?
+        };
+        if off.checked_add(len).map_or(true, |end| end > r.len) {
+            return Err(MemError::OutOfBounds { addr, len });
+        }
+        // SAFETY: off + len <= r.len, so the pointer stays inside the region.
+        Ok(unsafe { r.ptr.add(off as usize) })
+    }
+}
+
+impl Memory for HostMemory {
+    fn check(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> std::result::Result<(), MemError> {
+        let (_, r) = self.region(key.value())?;
+        if !r.access.contains(access) {
+            return Err(MemError::AccessDenied {
+                needed: access.bits(),
+                granted: r.access.bits(),
+            });
+        }
+        self.locate(key.value(), addr, len).map(drop)
+    }
+
+    fn write(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        data: Payload<'_>,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.locate(key.value(), addr, u64::from(data.len()))?;
+        if let Payload::Bytes(b) = data {
+            // SAFETY: `locate` bounds-checked [addr, addr + len) inside a
+            // live registered region; the source is a distinct packet buffer.
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len()) };
+        }
+        Ok(())
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
+        let p = self.locate(key.value(), addr, out.len() as u64)?;
+        // SAFETY: as in `write`, reading instead.
+        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    fn atomic(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        op: AtomicOp,
+    ) -> std::result::Result<u64, MemError> {
+        if addr % 8 != 0 {
+            return Err(MemError::Misaligned(addr));
+        }
+        let p = self.locate(key.value(), addr, 8)?.cast::<u64>();
+        // SAFETY: 8 bytes inside the region, checked by `locate`.
+        let orig = unsafe { std::ptr::read_unaligned(p) };
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } => {
+                if orig == compare {
+                    swap
+                } else {
+                    orig
+                }
+            }
+            AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
+        };
+        // SAFETY: as above.
+        unsafe { std::ptr::write_unaligned(p, new) };
+        Ok(orig)
+    }
+
+    fn write_u64(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        value: u64,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.locate(key.value(), addr, 8)?.cast::<u64>();
+        // SAFETY: 8 bytes inside the region, checked by `locate`.
+        unsafe { std::ptr::write_unaligned(p, value) };
+        Ok(())
+    }
+
+    fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
+        self.deregister(rkey.value()).map(drop)
+    }
+
+    fn carries_bytes(&self) -> bool {
+        true
+    }
+}
+
+// ----------------------------------------------------------------------
+// Device state
+// ----------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct Cq {
+    queue: VecDeque<WorkCompletion>,
+    capacity: usize,
+    overflows: u64,
+    users: u32,
+}
+
+struct QpEntry {
+    engine: Qp,
+    qp_type: QpType,
+    pd: u64,
+    send_cq: u64,
+    recv_cq: u64,
+    cap: QpCap,
+    /// Inline payloads are copied here at post time (one slot per send
+    /// queue entry), a region only the backend knows.
+    inline_buf: Box<[u8]>,
+    inline_key: u32,
+    inline_next: usize,
+}
+
+/// Counters of the UDP device (what a NIC's ethtool/hw_counters show).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UdpStats {
+    /// Packets handed to the engines.
+    pub rx_packets: u64,
+    /// Packets dropped for a bad ICRC (`rx_icrc_encapsulated`).
+    pub rx_icrc_errors: u64,
+    /// Packets accepted despite a bad ICRC (`accept_bad_icrc`).
+    pub rx_icrc_accepted: u64,
+    /// Packets that did not parse.
+    pub rx_malformed: u64,
+    /// Packets for a QP that does not exist.
+    pub rx_unknown_qp: u64,
+    /// Received CE marks.
+    pub rx_ecn_ce: u64,
+    /// Packets built and sent.
+    pub tx_packets: u64,
+    /// Datagrams in GSO runs (more than one packet each).
+    pub tx_gso_runs: u64,
+    /// Transmits whose payload could not be read (a local protection fault
+    /// after the engine's check) and were dropped.
+    pub tx_errors: u64,
+}
+
+struct State {
+    io: Box<dyn DatagramIo>,
+    mem: HostMemory,
+    pds: BTreeMap<u64, u32>,
+    cqs: BTreeMap<u64, Cq>,
+    qps: BTreeMap<u32, QpEntry>,
+    ahs: BTreeMap<u64, (u64, AhAttr)>,
+    next_handle: u64,
+    next_qpn: u32,
+    tx: TxBatch,
+    rx: RxBatch,
+    stats: UdpStats,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    socket: Arc<RoceSocket>,
+    local: SocketAddrV4,
+    start: std::time::Instant,
+    stop: AtomicBool,
+    app_touch_ns: AtomicU64,
+    cfg: UdpConfig,
+    active_mtu: Mtu,
+}
+
+/// An opened UDP device. See the module docs.
+pub struct UdpBackend {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock leaves plain data; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn os(verb: &'static str, e: io::Error) -> VerbsError {
+    VerbsError::Os { verb, source: e }
+}
+
+fn encode_addr(a: SocketAddrV4) -> tp::AddressHandle {
+    tp::AddressHandle((u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port()))
+}
+
+fn decode_addr(h: tp::AddressHandle) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::from((h.0 >> 16) as u32), h.0 as u16)
+}
+
+impl UdpBackend {
+    /// Open a device with the plain socket as its datagram path.
+    pub fn open(cfg: UdpConfig) -> Result<UdpBackend> {
+        Self::open_with(cfg, |io| Ok(Box::new(io)))
+    }
+
+    /// Open a device whose datagram path is the socket wrapped by `wrap`
+    /// (fault injection, capture: composition).
+    pub fn open_with(
+        cfg: UdpConfig,
+        wrap: impl FnOnce(SocketIo) -> io::Result<Box<dyn DatagramIo>>,
+    ) -> Result<UdpBackend> {
+        let socket = Arc::new(RoceSocket::bind(cfg.bind, &cfg.socket).map_err(|e| os("bind", e))?);
+        let local = socket.local_addr();
+        let io = wrap(SocketIo::new(socket.clone())).map_err(|e| os("open", e))?;
+        let slot = if socket.gro() {
+            65536
+        } else {
+            MAX_PACKET.next_power_of_two()
+        };
+        let active_mtu = Mtu::for_link_mtu(cfg.link_mtu);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                io,
+                mem: HostMemory::default(),
+                pds: BTreeMap::new(),
+                cqs: BTreeMap::new(),
+                qps: BTreeMap::new(),
+                ahs: BTreeMap::new(),
+                next_handle: 1,
+                next_qpn: 0x11,
+                tx: TxBatch::with_capacity(1 << 17),
+                rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
+                stats: UdpStats::default(),
+            }),
+            socket,
+            local,
+            start: std::time::Instant::now(),
+            stop: AtomicBool::new(false),
+            app_touch_ns: AtomicU64::new(0),
+            cfg,
+            active_mtu,
+        });
+        let bg = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("rocelab-{}", local))
+            .spawn(move || background(&bg))
+            .map_err(|e| os("spawn", e))?;
+        Ok(UdpBackend {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.shared.local
+    }
+
+    /// Device counters.
+    pub fn stats(&self) -> UdpStats {
+        lock(&self.shared.state).stats
+    }
+
+    /// Datagram path counters (faults, drops).
+    pub fn io_stats(&self) -> IoStats {
+        lock(&self.shared.state).io.stats()
+    }
+
+    /// Engine counters of one QP.
+    pub fn qp_stats(&self, qp: QpHandle) -> Option<tp::QpStats> {
+        lock(&self.shared.state)
+            .qps
+            .get(&(qp.0 as u32))
+            .map(|e| *e.engine.stats())
+    }
+
+    fn touch(&self) {
+        self.shared
+            .app_touch_ns
+            .store(self.shared.now_ns().max(1), Ordering::Relaxed);
+    }
+
+    fn handle(st: &mut State) -> u64 {
+        let h = st.next_handle;
+        st.next_handle += 1;
+        h
+    }
+}
+
+impl Shared {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_ps(self.start.elapsed().as_nanos() as u64 * 1000)
+    }
+
+    /// One round of progress: receive, timers, transmit, completions.
+    /// Returns the next engine deadline.
+    fn progress(&self, st: &mut State) -> Option<Instant> {
+        self.progress_with(st, true)
+    }
+
+    /// Progress; with `transmit_after` false, what the received packets
+    /// make the engines send (ACKs, mostly) waits for the next call. A
+    /// busy-polling application calls again at once, or posts, and then
+    /// the ACK leaves in the same `sendmmsg` as its next request: one
+    /// system call per hop instead of two.
+    fn progress_with(&self, st: &mut State, transmit_after: bool) -> Option<Instant> {
+        let mut now = self.now();
+        if !transmit_after {
+            self.transmit(st, now);
+        }
+        for _ in 0..8 {
+            // A receive error (an ICMP report) is a lost packet, not a failure.
+            let n = st.io.recv(&mut st.rx).unwrap_or_default();
+            if n > 0 {
+                now = self.now();
+            }
+            for k in 0..n {
+                self.receive_slot(st, k, now);
+            }
+            if n < st.rx.capacity() {
+                // The socket is drained; another call would only say so.
+                break;
+            }
+        }
+        self.run_timers(st, now);
+        if transmit_after {
+            self.transmit(st, now);
+        }
+        self.collect(st);
+        self.next_deadline(st)
+    }
+
+    fn receive_slot(&self, st: &mut State, k: usize, now: Instant) {
+        let State {
+            rx,
+            qps,
+            mem,
+            stats,
+            ..
+        } = st;
+        let (m, bytes) = rx.get(k);
+        let seg = m.segment_size.max(1);
+        for (i, pkt) in bytes.chunks(seg).enumerate() {
+            let parsed = match parse_udp_payload_unverified(pkt) {
+                Ok(p) => p,
+                Err(_) => {
+                    stats.rx_malformed += 1;
+                    continue;
+                }
+            };
+            let local = self.local;
+            let enc = |id: u16| UdpEncap {
+                ip: IpEncap::V4 {
+                    src: *m.src.ip(),
+                    dst: *local.ip(),
+                    identification: id,
+                    dont_fragment: true,
+                },
+                src_port: m.src.port(),
+                dst_port: local.port(),
+            };
+            let ok = crate::wire::icrc::verify_udp_payload(&enc(i as u16), pkt).is_ok()
+                || (i != 0 && crate::wire::icrc::verify_udp_payload(&enc(0), pkt).is_ok());
+            if !ok {
+                stats.rx_icrc_errors += 1;
+                if !self.cfg.accept_bad_icrc {
+                    continue;
+                }
+                stats.rx_icrc_accepted += 1;
+            }
+            let ecn = Ecn::from_bits(m.tos);
+            if ecn == Ecn::Ce {
+                stats.rx_ecn_ce += 1;
+            }
+            let qpn = parsed.headers.bth.dest_qp.value();
+            let Some(entry) = qps.get_mut(&qpn) else {
+                stats.rx_unknown_qp += 1;
+                continue;
+            };
+            // UD receives get a GRH area: 20 zero bytes and the IPv4 header.
+            let mut grh = [0u8; 40];
+            if entry.qp_type == QpType::Ud {
+                let total = (20 + 8 + pkt.len()) as u16;
+                let h = &mut grh[20..];
+                h[0] = 0x45;
+                h[1] = m.tos;
+                h[2..4].copy_from_slice(&total.to_be_bytes());
+                h[6] = 0x40;
+                h[8] = 64;
+                h[9] = 17;
+                h[12..16].copy_from_slice(&m.src.ip().octets());
+                h[16..20].copy_from_slice(&local.ip().octets());
+            }
+            let received = tp::Received {
+                headers: parsed.headers,
+                ecn,
+                payload: Payload::Bytes(parsed.payload),
+                grh: (entry.qp_type == QpType::Ud).then_some(&grh),
+                src: encode_addr(m.src),
+            };
+            stats.rx_packets += 1;
+            entry.engine.handle_packet(now, &received, mem);
+        }
+    }
+
+    fn run_timers(&self, st: &mut State, now: Instant) {
+        for e in st.qps.values_mut() {
+            if e.engine.poll_timeout().is_some_and(|t| t <= now) {
+                e.engine.handle_timeout(now);
+            }
+        }
+        if st
+            .io
+            .poll_timeout()
+            .is_some_and(|t| t <= std::time::Instant::now())
+        {
+            let _ = st.io.flush(std::time::Instant::now());
+        }
+    }
+
+    /// Drain every engine's transmits into one batch, grouping runs of
+    /// equal-sized packets to the same destination into GSO datagrams, and
+    /// send it.
+    fn transmit(&self, st: &mut State, now: Instant) {
+        let State {
+            io,
+            qps,
+            mem,
+            tx,
+            stats,
+            ..
+        } = st;
+        tx.clear();
+        let gso = io.gso();
+        let local = self.local;
+        // The open run: (dst, tos, segment size, first offset, count, bytes,
+        // closed by a short last packet).
+        let mut run: Option<(SocketAddrV4, u8, usize, usize, usize, usize, bool)> = None;
+        let close = |tx: &mut TxBatch,
+                     run: &mut Option<(SocketAddrV4, u8, usize, usize, usize, usize, bool)>,
+                     stats: &mut UdpStats| {
+            if let Some((dst, tos, seg, off, count, bytes, _)) = run.take() {
+                tx.push_range(dst, tos, if count > 1 { seg } else { 0 }, off, bytes);
+                if count > 1 {
+                    stats.tx_gso_runs += 1;
+                }
+            }
+        };
+        for e in qps.values_mut() {
+            while let Some(t) = e.engine.poll_transmit(now, &*mem) {
+                let dst = decode_addr(t.dest);
+                let tos = t.ecn.bits();
+                let mut headers = t.headers;
+                let plen = t.payload.len() as usize;
+                headers.bth.pad_count = ((4 - plen % 4) % 4) as u8;
+                let len = headers.header_len() + plen + usize::from(headers.bth.pad_count) + 4;
+                // Where does this packet go: onto the open run, or a new one?
+                let mut id = 0u16;
+                if gso {
+                    match &mut run {
+                        Some((rdst, rtos, seg, _, count, bytes, short))
+                            if *rdst == dst
+                                && *rtos == tos
+                                && !*short
+                                && *count < super::sys::MAX_GSO_SEGMENTS
+                                && *bytes + len <= MAX_RUN_BYTES
+                                && len <= *seg =>
+                        {
+                            if len < *seg && *count == 1 {
+                                // A FIRST packet followed by smaller ones: it
+                                // goes alone, the run restarts here.
+                                close(tx, &mut run, stats);
+                            } else {
+                                id = *count as u16;
+                            }
+                        }
+                        _ => close(tx, &mut run, stats),
+                    }
+                } else {
+                    close(tx, &mut run, stats);
+                }
+                let mark = tx.bytes_len();
+                let (off, buf) = tx.append(len);
+                let hlen = headers.header_len();
+                if t.payload
+                    .gather(&*mem, &mut buf[hlen..hlen + plen])
+                    .is_err()
+                {
+                    tx.truncate(mark);
+                    stats.tx_errors += 1;
+                    continue;
+                }
+                let enc = UdpEncap {
+                    ip: IpEncap::V4 {
+                        src: *local.ip(),
+                        dst: *dst.ip(),
+                        identification: id,
+                        dont_fragment: true,
+                    },
+                    src_port: local.port(),
+                    dst_port: dst.port(),
+                };
+                if emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf).is_err() {
+                    tx.truncate(mark);
+                    stats.tx_errors += 1;
+                    continue;
+                }
+                stats.tx_packets += 1;
+                match &mut run {
+                    Some((_, _, seg, _, count, bytes, short)) if id > 0 => {
+                        *count += 1;
+                        *bytes += len;
+                        if len < *seg {
+                            *short = true;
+                        }
+                    }
+                    _ => run = Some((dst, tos, len, off, 1, len, false)),
+                }
+            }
+        }
+        close(tx, &mut run, stats);
+        if tx.len() > 1 {
+            // ACKs leave after the requests queued with them: the peer gets
+            // the data first and the ACK's cost overlaps with the wait.
+            tx.move_to_back(|b| b.first() == Some(&Opcode::RcAcknowledge.value()));
+        }
+        if !tx.is_empty() {
+            let _ = io.send(tx);
+        }
+    }
+
+    fn collect(&self, st: &mut State) {
+        let State { qps, cqs, .. } = st;
+        for e in qps.values_mut() {
+            while let Some(c) = e.engine.poll_completion() {
+                let cq = if c.is_recv { e.recv_cq } else { e.send_cq };
+                if let Some(q) = cqs.get_mut(&cq) {
+                    if q.queue.len() >= q.capacity {
+                        q.overflows += 1;
+                    }
+                    q.queue.push_back(convert_wc(&c));
+                }
+            }
+            while e.engine.poll_event().is_some() {}
+        }
+    }
+
+    fn next_deadline(&self, st: &State) -> Option<Instant> {
+        st.qps
+            .values()
+            .filter_map(|e| e.engine.poll_timeout())
+            .min()
+    }
+
+    /// Time until `deadline`, capped.
+    fn wait_for(&self, deadline: Option<Instant>, cap: Duration) -> Duration {
+        match deadline {
+            Some(d) => {
+                let now = self.now();
+                let ps = d.saturating_duration_since(now).as_ps();
+                Duration::from_nanos(ps / 1000).min(cap)
+            }
+            None => cap,
+        }
+    }
+}
+
+fn background(shared: &Shared) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        let touched = shared.app_touch_ns.load(Ordering::Relaxed);
+        let now = shared.now_ns();
+        if touched != 0 && now.saturating_sub(touched) < APP_ACTIVE_NS {
+            std::thread::sleep(Duration::from_nanos(APP_ACTIVE_NS - (now - touched)));
+            continue;
+        }
+        let deadline = {
+            let mut st = lock(&shared.state);
+            shared.progress(&mut st)
+        };
+        let wait = shared.wait_for(deadline, Duration::from_millis(2));
+        if !wait.is_zero() {
+            let _ = shared.socket.wait_readable(Some(wait));
+        }
+    }
+}
+
+impl Drop for UdpBackend {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut st = lock(&self.shared.state);
+        for r in st.mem.regions.iter_mut().filter(|r| r.valid && r.locked) {
+            // SAFETY: unlocking the range we locked at registration.
+            unsafe { libc::munlock(r.ptr.cast(), r.len as usize) };
+            r.valid = false;
+        }
+    }
+}
+
+fn convert_wc(c: &tp::Completion) -> WorkCompletion {
+    let mut flags = WcFlags::EMPTY;
+    if c.imm_data.is_some() {
+        flags |= WcFlags::WITH_IMM;
+    }
+    if c.invalidated_rkey.is_some() {
+        flags |= WcFlags::WITH_INV;
+    }
+    if c.grh {
+        flags |= WcFlags::GRH;
+    }
+    WorkCompletion {
+        wr_id: c.wr_id,
+        status: WcStatus::from_value(c.status.value()).unwrap_or(WcStatus::GeneralErr),
+        opcode: WcOpcode::from_value(c.opcode as u32).unwrap_or(WcOpcode::Send),
+        vendor_err: 0,
+        byte_len: c.byte_len,
+        imm_data: c.imm_data.unwrap_or(0),
+        invalidated_rkey: c.invalidated_rkey.map_or(0, |k| k.value()),
+        qp_num: c.qp_num,
+        src_qp: c.src_qp.unwrap_or(Qpn::new(0)),
+        wc_flags: flags,
+    }
+}
+
+fn engine_state(s: QpState) -> tp::QpState {
+    match s {
+        QpState::Reset => tp::QpState::Reset,
+        QpState::Init => tp::QpState::Init,
+        QpState::Rtr => tp::QpState::Rtr,
+        QpState::Rts => tp::QpState::Rts,
+        QpState::Sqd => tp::QpState::Sqd,
+        QpState::Sqe => tp::QpState::Sqe,
+        QpState::Err => tp::QpState::Err,
+    }
+}
+
+fn verbs_state(s: tp::QpState) -> QpState {
+    match s {
+        tp::QpState::Reset => QpState::Reset,
+        tp::QpState::Init => QpState::Init,
+        tp::QpState::Rtr => QpState::Rtr,
+        tp::QpState::Rts => QpState::Rts,
+        tp::QpState::Sqd => QpState::Sqd,
+        tp::QpState::Sqe => QpState::Sqe,
+        tp::QpState::Err => QpState::Err,
+    }
+}
+
+fn engine_mtu(m: Mtu) -> tp::Mtu {
+    tp::Mtu::from_bytes(m.bytes()).unwrap_or_default()
+}
+
+fn engine_op(op: SendOp) -> tp::SendOp {
+    match op {
+        SendOp::Send => tp::SendOp::Send,
+        SendOp::SendWithImm(i) => tp::SendOp::SendWithImm(i),
+        SendOp::SendWithInv(k) => tp::SendOp::SendWithInv(k),
+        SendOp::Write { remote_addr, rkey } => tp::SendOp::Write { remote_addr, rkey },
+        SendOp::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => tp::SendOp::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        },
+        SendOp::Read { remote_addr, rkey } => tp::SendOp::Read { remote_addr, rkey },
+        SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => tp::SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        },
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => tp::SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        },
+    }
+}
+
+fn post_error(verb: &'static str, e: tp::PostError) -> VerbsError {
+    match e {
+        tp::PostError::BadState(s) => VerbsError::BadQpState {
+            verb,
+            state: verbs_state(s),
+        },
+        tp::PostError::QueueFull(n) => VerbsError::QueueFull { verb, depth: n },
+        tp::PostError::Unsupported(t) => {
+            VerbsError::invalid(verb, format!("operation not supported on {t:?} QPs"))
+        }
+        tp::PostError::Invalid(why) => VerbsError::invalid(verb, why),
+    }
+}
+
+impl Backend for UdpBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Udp
+    }
+
+    fn query_device(&self) -> Result<DeviceAttr> {
+        Ok(DeviceAttr {
+            name: self.shared.cfg.name.clone(),
+            node_guid: node_guid_for(self.shared.local),
+            fw_ver: concat!("rocelab-", env!("CARGO_PKG_VERSION")).into(),
+            vendor_id: 0,
+            max_mr_size: 1 << 40,
+            max_qp_wr: 16384,
+            max_cqe: 1 << 20,
+            phys_port_cnt: 1,
+        })
+    }
+
+    fn query_port(&self, port: u8) -> Result<PortAttr> {
+        if port != 1 {
+            return Err(VerbsError::invalid(
+                "ibv_query_port",
+                format!("port {port} does not exist (the device has port 1)"),
+            ));
+        }
+        Ok(PortAttr {
+            state: 4,
+            max_mtu: Mtu::Mtu4096,
+            active_mtu: self.shared.active_mtu,
+            gid_tbl_len: 1,
+            link_layer_ethernet: true,
+            lid: 0,
+        })
+    }
+
+    fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
+        if port != 1 || index != 0 {
+            return Err(VerbsError::invalid(
+                "ibv_query_gid",
+                format!("port {port} GID {index} does not exist (port 1 has GID 0)"),
+            ));
+        }
+        Ok(Gid::from_ip((*self.shared.local.ip()).into()))
+    }
+
+    fn udp_port(&self) -> u16 {
+        self.shared.local.port()
+    }
+
+    fn alloc_pd(&self) -> Result<PdHandle> {
+        let mut st = lock(&self.shared.state);
+        let h = Self::handle(&mut st);
+        st.pds.insert(h, 0);
+        Ok(PdHandle(h))
+    }
+
+    fn dealloc_pd(&self, pd: PdHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        match st.pds.get(&pd.0) {
+            None => Err(VerbsError::UnknownHandle {
+                verb: "ibv_dealloc_pd",
+                object: "PD",
+            }),
+            Some(&n) if n > 0 => Err(VerbsError::Busy {
+                verb: "ibv_dealloc_pd",
+                object: "PD",
+            }),
+            Some(_) => {
+                st.pds.remove(&pd.0);
+                Ok(())
+            }
+        }
+    }
+
+    unsafe fn reg_mr(
+        &self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<MrKeys> {
+        const VERB: &str = "ibv_reg_mr";
+        if len == 0 || addr.is_null() {
+            return Err(VerbsError::invalid(VERB, "null address or length 0"));
+        }
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(VerbsError::invalid(
+                VERB,
+                "REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE",
+            ));
+        }
+        // SAFETY: the caller promises [addr, addr + len) is valid memory.
+        let lock_rc = unsafe { libc::mlock(addr.cast(), len) };
+        let pin_error = (lock_rc != 0).then(|| {
+            format!(
+                "mlock of {len} bytes failed ({}); raise RLIMIT_MEMLOCK (ulimit -l) to pin",
+                io::Error::last_os_error()
+            )
+        });
+        let mut st = lock(&self.shared.state);
+        let Some(n) = st.pds.get_mut(&pd.0) else {
+            return Err(VerbsError::UnknownHandle {
+                verb: VERB,
+                object: "PD",
+            });
+        };
+        *n += 1;
+        let acc = Access::from_bits(access.bits());
+        let key = st.mem.register(
+            addr,
+            len as u64,
+            acc,
+            access.contains(AccessFlags::ZERO_BASED),
+            pd.0,
+        );
+        if let Ok((idx, _)) = st.mem.region(key) {
+            st.mem.regions[idx].locked = lock_rc == 0;
+        }
+        Ok(MrKeys {
+            handle: MrHandle(u64::from(key)),
+            lkey: Lkey::new(key),
+            rkey: Rkey::new(key),
+            pinned: lock_rc == 0,
+            pin_error,
+        })
+    }
+
+    fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        let r = st
+            .mem
+            .deregister(mr.0 as u32)
+            .map_err(|_| VerbsError::UnknownHandle {
+                verb: "ibv_dereg_mr",
+                object: "MR",
+            })?;
+        let (ptr, len, locked, pd) = (r.ptr, r.len, r.locked, r.pd);
+        if locked {
+            // SAFETY: unlocking the range locked at registration.
+            unsafe { libc::munlock(ptr.cast(), len as usize) };
+        }
+        if let Some(n) = st.pds.get_mut(&pd) {
+            *n = n.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    fn create_cq(&self, cqe: u32) -> Result<CqHandle> {
+        if cqe == 0 || cqe > 1 << 20 {
+            return Err(VerbsError::invalid(
+                "ibv_create_cq",
+                format!("{cqe} entries: expected 1..=1048576"),
+            ));
+        }
+        let mut st = lock(&self.shared.state);
+        let h = Self::handle(&mut st);
+        st.cqs.insert(
+            h,
+            Cq {
+                capacity: cqe as usize,
+                ..Cq::default()
+            },
+        );
+        Ok(CqHandle(h))
+    }
+
+    fn destroy_cq(&self, cq: CqHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        match st.cqs.get(&cq.0) {
+            None => Err(VerbsError::UnknownHandle {
+                verb: "ibv_destroy_cq",
+                object: "CQ",
+            }),
+            Some(c) if c.users > 0 => Err(VerbsError::Busy {
+                verb: "ibv_destroy_cq",
+                object: "CQ",
+            }),
+            Some(_) => {
+                st.cqs.remove(&cq.0);
+                Ok(())
+            }
+        }
+    }
+
+    fn poll_cq(&self, cq: CqHandle, wc: &mut [WorkCompletion]) -> Result<usize> {
+        self.touch();
+        let mut st = lock(&self.shared.state);
+        let take = |st: &mut State, wc: &mut [WorkCompletion]| -> Result<usize> {
+            let q = st.cqs.get_mut(&cq.0).ok_or(VerbsError::UnknownHandle {
+                verb: "ibv_poll_cq",
+                object: "CQ",
+            })?;
+            let n = wc.len().min(q.queue.len());
+            for (slot, c) in wc.iter_mut().zip(q.queue.drain(..n)) {
+                *slot = c;
+            }
+            Ok(n)
+        };
+        let n = take(&mut st, wc)?;
+        if n > 0 || wc.is_empty() {
+            return Ok(n);
+        }
+        self.shared.progress_with(&mut st, false);
+        take(&mut st, wc)
+    }
+
+    fn wait_cq(&self, cq: CqHandle, timeout: Duration) -> Result<bool> {
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            self.touch();
+            let deadline = {
+                let mut st = lock(&self.shared.state);
+                let ready = |st: &State| st.cqs.get(&cq.0).map(|q| !q.queue.is_empty());
+                match ready(&st) {
+                    None => {
+                        return Err(VerbsError::UnknownHandle {
+                            verb: "ibv_get_cq_event",
+                            object: "CQ",
+                        })
+                    }
+                    Some(true) => return Ok(true),
+                    Some(false) => {}
+                }
+                let d = self.shared.progress(&mut st);
+                if ready(&st) == Some(true) {
+                    return Ok(true);
+                }
+                d
+            };
+            let now = std::time::Instant::now();
+            if now >= end {
+                return Ok(false);
+            }
+            if self.shared.cfg.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            let wait = self
+                .shared
+                .wait_for(deadline, (end - now).min(Duration::from_millis(1)));
+            if !wait.is_zero() {
+                let _ = self.shared.socket.wait_readable(Some(wait));
+            }
+        }
+    }
+
+    fn create_qp(&self, pd: PdHandle, init: &QpInitAttr) -> Result<QpCreated> {
+        const VERB: &str = "ibv_create_qp";
+        let mut st = lock(&self.shared.state);
+        if !st.pds.contains_key(&pd.0) {
+            return Err(VerbsError::UnknownHandle {
+                verb: VERB,
+                object: "PD",
+            });
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !st.cqs.contains_key(&cq.0) {
+                return Err(VerbsError::UnknownHandle {
+                    verb: VERB,
+                    object: "CQ",
+                });
+            }
+        }
+        let cap = init.cap;
+        if cap.max_send_wr == 0 || cap.max_send_wr > 16384 || cap.max_recv_wr > 16384 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "queue depths {}/{}: expected 1..=16384",
+                    cap.max_send_wr, cap.max_recv_wr
+                ),
+            ));
+        }
+        if cap.max_send_sge as usize > tp::MAX_SGE || cap.max_recv_sge as usize > tp::MAX_SGE {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("at most {} SGEs per work request", tp::MAX_SGE),
+            ));
+        }
+        if cap.max_inline_data > 4096 {
+            return Err(VerbsError::invalid(VERB, "max_inline_data above 4096"));
+        }
+        let qpn = st.next_qpn;
+        st.next_qpn = if qpn >= 0xFF_FFF0 { 0x11 } else { qpn + 1 };
+        let mut cfg = QpConfig::new(Qpn::new(qpn));
+        cfg.qp_type = match init.qp_type {
+            QpType::Rc => tp::QpType::Rc,
+            QpType::Uc => tp::QpType::Uc,
+            QpType::Ud => tp::QpType::Ud,
+        };
+        cfg.max_send_wr = cap.max_send_wr;
+        cfg.max_recv_wr = cap.max_recv_wr.max(1);
+        cfg.sq_sig_all = init.sq_sig_all;
+        cfg.ecn = Ecn::Ect0;
+        cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
+        cfg.cc = self.shared.cfg.cc;
+        // A host socket absorbs more than a NIC's on-chip window: keep 2 MiB
+        // (at 4 KiB MTU) in flight and ask for ACKs twice as often as rxe,
+        // so that large messages stream without waiting for ACK round trips.
+        cfg.max_unacked_psns = 512;
+        cfg.ack_req_every = 32;
+        let inline_len = (cap.max_inline_data as usize).max(1) * cap.max_send_wr as usize;
+        let mut inline_buf = vec![0u8; inline_len].into_boxed_slice();
+        let inline_key = st.mem.register(
+            inline_buf.as_mut_ptr(),
+            inline_len as u64,
+            Access::LOCAL_WRITE,
+            false,
+            pd.0,
+        );
+        let entry = QpEntry {
+            engine: Qp::new(cfg),
+            qp_type: init.qp_type,
+            pd: pd.0,
+            send_cq: init.send_cq.0,
+            recv_cq: init.recv_cq.0,
+            cap,
+            inline_buf,
+            inline_key,
+            inline_next: 0,
+        };
+        st.qps.insert(qpn, entry);
+        if let Some(n) = st.pds.get_mut(&pd.0) {
+            *n += 1;
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if let Some(c) = st.cqs.get_mut(&cq.0) {
+                c.users += 1;
+            }
+        }
+        Ok(QpCreated {
+            handle: QpHandle(u64::from(qpn)),
+            qpn: Qpn::new(qpn),
+            cap,
+        })
+    }
+
+    fn modify_qp(&self, qp: QpHandle, attr: &QpAttr) -> Result<()> {
+        const VERB: &str = "ibv_modify_qp";
+        self.touch();
+        let mut st = lock(&self.shared.state);
+        let default_port = self.shared.local.port();
+        let e = st
+            .qps
+            .get_mut(&(qp.0 as u32))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: VERB,
+                object: "QP",
+            })?;
+        let current = verbs_state(e.engine.state());
+        qp_state::check_modify(e.qp_type, current, attr)?;
+        let mut mask = attr.mask;
+        if !mask.contains(QpAttrMask::STATE) {
+            mask |= QpAttrMask::STATE;
+        }
+        let mut ea = *e.engine.attr();
+        ea.qp_state = engine_state(if attr.mask.contains(QpAttrMask::STATE) {
+            attr.qp_state
+        } else {
+            current
+        });
+        ea.cur_qp_state = engine_state(attr.cur_qp_state);
+        ea.qp_access_flags = Access::from_bits(attr.qp_access_flags.bits());
+        ea.pkey_index = attr.pkey_index;
+        ea.port_num = attr.port_num;
+        ea.qkey = attr.qkey;
+        if mask.contains(QpAttrMask::AV) {
+            let ip = attr.ah_attr.dgid.to_ipv4().ok_or_else(|| {
+                VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "GID {} is not IPv4: the UDP backend speaks RoCEv2 over IPv4",
+                        attr.ah_attr.dgid
+                    ),
+                )
+            })?;
+            ea.ah = encode_addr(SocketAddrV4::new(
+                ip,
+                attr.ah_attr.dport.unwrap_or(default_port),
+            ));
+        }
+        ea.path_mtu = engine_mtu(attr.path_mtu);
+        ea.timeout = attr.timeout;
+        ea.retry_cnt = attr.retry_cnt;
+        ea.rnr_retry = attr.rnr_retry;
+        ea.rq_psn = attr.rq_psn;
+        ea.sq_psn = attr.sq_psn;
+        ea.max_rd_atomic = attr.max_rd_atomic;
+        ea.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        ea.min_rnr_timer = attr.min_rnr_timer;
+        ea.dest_qp_num = attr.dest_qp_num;
+        e.engine
+            .modify(&ea, tp::AttrMask::from_bits(mask.bits()))
+            .map_err(|err| VerbsError::invalid(VERB, err.to_string()))?;
+        self.shared.collect(&mut st);
+        Ok(())
+    }
+
+    fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {
+        let st = lock(&self.shared.state);
+        st.qps
+            .get(&(qp.0 as u32))
+            .map(|e| verbs_state(e.engine.state()))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "ibv_query_qp",
+                object: "QP",
+            })
+    }
+
+    fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        let e = st
+            .qps
+            .remove(&(qp.0 as u32))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "ibv_destroy_qp",
+                object: "QP",
+            })?;
+        let _ = st.mem.deregister(e.inline_key);
+        if let Some(n) = st.pds.get_mut(&e.pd) {
+            *n = n.saturating_sub(1);
+        }
+        for cq in [e.send_cq, e.recv_cq] {
+            if let Some(c) = st.cqs.get_mut(&cq) {
+                c.users = c.users.saturating_sub(1);
+            }
+        }
+        Ok(())
+    }
+
+    fn create_ah(&self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        let mut st = lock(&self.shared.state);
+        if !st.pds.contains_key(&pd.0) {
+            return Err(VerbsError::UnknownHandle {
+                verb: "ibv_create_ah",
+                object: "PD",
+            });
+        }
+        if attr.dgid.to_ipv4().is_none() {
+            return Err(VerbsError::invalid(
+                "ibv_create_ah",
+                format!("GID {} is not IPv4", attr.dgid),
+            ));
+        }
+        let h = Self::handle(&mut st);
+        st.ahs.insert(h, (pd.0, *attr));
+        if let Some(n) = st.pds.get_mut(&pd.0) {
+            *n += 1;
+        }
+        Ok(AhHandle(h))
+    }
+
+    fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        let (pd, _) = st.ahs.remove(&ah.0).ok_or(VerbsError::UnknownHandle {
+            verb: "ibv_destroy_ah",
+            object: "AH",
+        })?;
+        if let Some(n) = st.pds.get_mut(&pd) {
+            *n = n.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    unsafe fn post_send(
+        &self,
+        qp: QpHandle,
+        wrs: &[SendWr<'_>],
+    ) -> std::result::Result<(), PostError> {
+        const VERB: &str = "ibv_post_send";
+        self.touch();
+        let mut st = lock(&self.shared.state);
+        let default_port = self.shared.local.port();
+        for (index, wr) in wrs.iter().enumerate() {
+            let fail = |error| PostError { index, error };
+            let State { qps, mem, ahs, .. } = &mut *st;
+            let e = qps.get_mut(&(qp.0 as u32)).ok_or_else(|| {
+                fail(VerbsError::UnknownHandle {
+                    verb: VERB,
+                    object: "QP",
+                })
+            })?;
+            if wr.sg_list.len() > e.cap.max_send_sge.max(1) as usize
+                || wr.sg_list.len() > tp::MAX_SGE
+            {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "{} SGEs, the QP takes {}",
+                        wr.sg_list.len(),
+                        e.cap.max_send_sge
+                    ),
+                )));
+            }
+            let mut sges = [tp::Sge::default(); tp::MAX_SGE];
+            let mut nsge = wr.sg_list.len();
+            for (d, s) in sges.iter_mut().zip(wr.sg_list) {
+                *d = tp::Sge {
+                    addr: s.addr,
+                    length: s.length,
+                    lkey: s.lkey,
+                };
+            }
+            if wr.flags.contains(SendFlags::INLINE) {
+                let total: usize = wr.sg_list.iter().map(|s| s.length as usize).sum();
+                let max = e.cap.max_inline_data as usize;
+                if total > max {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        format!("inline payload of {total} bytes exceeds max_inline_data {max}"),
+                    )));
+                }
+                if matches!(
+                    wr.op,
+                    SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+                ) {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        "INLINE applies to SEND and WRITE only",
+                    )));
+                }
+                let slot = e.inline_next % e.cap.max_send_wr as usize;
+                e.inline_next = e.inline_next.wrapping_add(1);
+                let base = slot * max.max(1);
+                let mut off = 0;
+                for s in wr.sg_list {
+                    let dst = &mut e.inline_buf[base + off..base + off + s.length as usize];
+                    // SAFETY: inline data is read at post time from the
+                    // caller's buffer, which the caller promises is valid
+                    // (post_send's contract); no lkey applies.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            s.addr as *const u8,
+                            dst.as_mut_ptr(),
+                            dst.len(),
+                        )
+                    };
+                    off += s.length as usize;
+                }
+                nsge = 0;
+                if total > 0 {
+                    sges[0] = tp::Sge {
+                        addr: e.inline_buf.as_ptr() as u64 + base as u64,
+                        length: total as u32,
+                        lkey: Lkey::new(e.inline_key),
+                    };
+                    nsge = 1;
+                }
+            }
+            let ud = match (e.qp_type, wr.ud) {
+                (QpType::Ud, Some(d)) => {
+                    let Some((_, av)) = ahs.get(&d.ah.0) else {
+                        return Err(fail(VerbsError::UnknownHandle {
+                            verb: VERB,
+                            object: "AH",
+                        }));
+                    };
+                    let ip = av.dgid.to_ipv4().unwrap_or(Ipv4Addr::UNSPECIFIED);
+                    Some(tp::UdDest {
+                        ah: encode_addr(SocketAddrV4::new(ip, av.dport.unwrap_or(default_port))),
+                        remote_qpn: d.remote_qpn,
+                        remote_qkey: d.remote_qkey,
+                    })
+                }
+                (QpType::Ud, None) => {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        "a UD send needs a destination (wr.ud)",
+                    )))
+                }
+                _ => None,
+            };
+            let ewr = tp::SendWr {
+                wr_id: wr.wr_id,
+                op: engine_op(wr.op),
+                sges: tp::SgeList::from_slice(&sges[..nsge]).unwrap_or_default(),
+                flags: tp::SendFlags::from_bits(wr.flags.bits() & !SendFlags::INLINE.bits()),
+                ud,
+            };
+            let _ = mem;
+            e.engine
+                .post_send(ewr)
+                .map_err(|x| fail(post_error(VERB, x)))?;
+        }
+        let now = self.shared.now();
+        self.shared.transmit(&mut st, now);
+        self.shared.collect(&mut st);
+        Ok(())
+    }
+
+    unsafe fn post_recv(
+        &self,
+        qp: QpHandle,
+        wrs: &[RecvWr<'_>],
+    ) -> std::result::Result<(), PostError> {
+        const VERB: &str = "ibv_post_recv";
+        self.touch();
+        let mut st = lock(&self.shared.state);
+        for (index, wr) in wrs.iter().enumerate() {
+            let fail = |error| PostError { index, error };
+            let e = st.qps.get_mut(&(qp.0 as u32)).ok_or_else(|| {
+                fail(VerbsError::UnknownHandle {
+                    verb: VERB,
+                    object: "QP",
+                })
+            })?;
+            if wr.sg_list.len() > tp::MAX_SGE {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!("{} SGEs, at most {}", wr.sg_list.len(), tp::MAX_SGE),
+                )));
+            }
+            let mut sges = [tp::Sge::default(); tp::MAX_SGE];
+            for (d, s) in sges.iter_mut().zip(wr.sg_list) {
+                *d = tp::Sge {
+                    addr: s.addr,
+                    length: s.length,
+                    lkey: s.lkey,
+                };
+            }
+            let ewr = tp::RecvWr {
+                wr_id: wr.wr_id,
+                sges: tp::SgeList::from_slice(&sges[..wr.sg_list.len()]).unwrap_or_default(),
+            };
+            e.engine
+                .post_recv(ewr)
+                .map_err(|x| fail(post_error(VERB, x)))?;
+        }
+        // A flushed receive (QP in ERR) completes at once.
+        self.shared.collect(&mut st);
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! Raw UDP baselines of this host, measured the way the emulator uses
+//! the kernel, for benchmarks that print rocelab's numbers as ratios of
+//! them (`cargo bench -p verbs-emu --bench udp`).
+//!
+//! * [`raw_pingpong`]: two threads ping-pong a datagram between two
+//!   loopback sockets, both busy-polling non-blocking receives; the round
+//!   trip is what any request/response over UDP pays at least.
+//! * [`raw_stream`]: one thread streams GSO runs of equal segments to
+//!   another receiving with GRO; the receiver's byte rate is the most a
+//!   UDP transport moves through the kernel on this host.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch, MAX_GSO_SEGMENTS};
+
+fn bind(ip: Ipv4Addr) -> std::io::Result<RoceSocket> {
+    RoceSocket::bind(SocketAddrV4::new(ip, 0), &SocketOptions::default())
+}
+
+/// Round-trip times (nanoseconds) of `iters` ping-pongs of `size`-byte
+/// datagrams between two busy-polling threads on `a` and `b`.
+pub fn raw_pingpong(
+    a: Ipv4Addr,
+    b: Ipv4Addr,
+    size: usize,
+    iters: usize,
+) -> std::io::Result<Vec<u64>> {
+    let sa = bind(a)?;
+    let sb = bind(b)?;
+    let (aa, ab) = (sa.local_addr(), sb.local_addr());
+    let echo = std::thread::spawn(move || {
+        let mut rx = RxBatch::new(1, 2048);
+        let mut tx = TxBatch::with_capacity(2048);
+        let mut dropped = 0;
+        let mut done = 0;
+        while done < iters + 100 {
+            if sb.recv(&mut rx).unwrap_or(0) == 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let (_, bytes) = rx.get(0);
+            let n = bytes.len();
+            tx.clear();
+            tx.push(aa, 2, 0, n, |p| p.fill(1));
+            let _ = sb.send(&tx, &mut dropped);
+            done += 1;
+        }
+    });
+    let mut rx = RxBatch::new(1, 2048);
+    let mut tx = TxBatch::with_capacity(2048);
+    tx.push(ab, 2, 0, size, |p| p.fill(7));
+    let mut dropped = 0;
+    let mut out = Vec::with_capacity(iters);
+    for i in 0..iters + 100 {
+        let t0 = Instant::now();
+        sa.send(&tx, &mut dropped)?;
+        while sa.recv(&mut rx)? == 0 {
+            std::hint::spin_loop();
+        }
+        if i >= 100 {
+            out.push(t0.elapsed().as_nanos() as u64);
+        }
+    }
+    let _ = echo.join();
+    Ok(out)
+}
+
+/// Bytes per second received when streaming `segment`-byte packets in GSO
+/// runs for `duration` from `a` to `b` (receiver with GRO).
+pub fn raw_stream(
+    a: Ipv4Addr,
+    b: Ipv4Addr,
+    segment: usize,
+    duration: Duration,
+) -> std::io::Result<f64> {
+    let sa = bind(a)?;
+    let sb = bind(b)?;
+    let dst = sb.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut rx = RxBatch::new(16, 65536);
+        let mut bytes = 0u64;
+        let mut first: Option<Instant> = None;
+        let mut last = Instant::now();
+        loop {
+            let n = sb.recv(&mut rx).unwrap_or(0);
+            if n == 0 {
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                let _ = sb.wait_readable(Some(Duration::from_millis(5)));
+                continue;
+            }
+            let now = Instant::now();
+            if first.is_none() {
+                first = Some(now);
+            } else {
+                for k in 0..n {
+                    bytes += rx.get(k).0.len as u64;
+                }
+            }
+            last = now;
+        }
+        let secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
+        if secs > 0.0 {
+            bytes as f64 / secs
+        } else {
+            0.0
+        }
+    });
+    let per_run = (60 * 1024 / segment).clamp(1, MAX_GSO_SEGMENTS);
+    let mut tx = TxBatch::with_capacity(1 << 20);
+    for _ in 0..8 {
+        tx.push(dst, 2, segment, segment * per_run, |p| p.fill(5));
+    }
+    let mut dropped = 0;
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        sa.send(&tx, &mut dropped)?;
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    stop.store(true, Ordering::Relaxed);
+    Ok(receiver.join().unwrap_or(0.0))
+}
+
+/// The 1-minute load average, for reports.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Median of `v` (sorted in place).
+pub fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    if v.is_empty() {
+        0
+    } else {
+        v[v.len() / 2]
+    }
+}

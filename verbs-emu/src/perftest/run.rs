@@ -1,0 +1,1569 @@
+//! The perftest runner: out-of-band exchange, resources, test loops.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::report::{self, AddressInfo, HeaderInfo, LatencyStats};
+#[cfg(test)]
+use super::Test;
+use super::{Config, Verb};
+use crate::backend::{self, OpenRequest};
+use crate::verbs::{
+    AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, Endpoint, MemoryRegion, Mtu,
+    ProtectionDomain, QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge,
+    UdDest, VerbsError, WcOpcode, WorkCompletion,
+};
+use crate::wire::{Qpn, Rkey};
+
+/// Why a perftest run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PerftestError {
+    /// The flags do not make sense together.
+    #[error("{0}")]
+    Config(String),
+    /// The out-of-band TCP exchange failed.
+    #[error("out-of-band exchange: {0}")]
+    Oob(String),
+    /// A verb failed.
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    /// A work completion had an error status (perftest's message).
+    #[error("{0}")]
+    Completion(String),
+    /// `--verify` found a wrong byte.
+    #[error("verify: {0}")]
+    Verify(String),
+}
+
+type Result<T> = std::result::Result<T, PerftestError>;
+
+const QKEY: u32 = 0x1111_1111;
+const GRH: usize = 40;
+/// Most memory a side registers for verify slot rings.
+const MAX_RING_BYTES: u64 = 64 << 20;
+
+/// The byte at `offset` of message `msg` in `--verify` mode: a mix of both,
+/// so that a misplaced, stale or shifted byte is caught.
+pub fn pattern_byte(msg: u64, offset: usize) -> u8 {
+    let word = pattern_word(msg, (offset / 8) as u64);
+    (word >> ((offset % 8) * 8)) as u8
+}
+
+fn pattern_word(msg: u64, word: u64) -> u64 {
+    let mut x = msg
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(word.wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+        .wrapping_add(0x1656_67B1_9E37_79F9);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 32;
+    x
+}
+
+fn fill_pattern(buf: &mut [u8], msg: u64) {
+    let mut chunks = buf.chunks_exact_mut(8);
+    let mut w = 0u64;
+    for c in &mut chunks {
+        c.copy_from_slice(&pattern_word(msg, w).to_le_bytes());
+        w += 1;
+    }
+    let rem = chunks.into_remainder();
+    let last = pattern_word(msg, w).to_le_bytes();
+    let n = rem.len();
+    rem.copy_from_slice(&last[..n]);
+}
+
+/// Compare `buf` with message `msg`'s pattern; on mismatch say where.
+fn check_pattern(buf: &[u8], msg: u64) -> std::result::Result<(), String> {
+    let mut chunks = buf.chunks_exact(8);
+    let mut w = 0u64;
+    for c in &mut chunks {
+        let want = pattern_word(msg, w).to_le_bytes();
+        if c != want {
+            let i = (0..8).find(|&i| c[i] != want[i]).unwrap_or(0);
+            return Err(format!(
+                "message {msg} byte {}: expected {:#04x}, got {:#04x}",
+                w as usize * 8 + i,
+                want[i],
+                c[i]
+            ));
+        }
+        w += 1;
+    }
+    let rem = chunks.remainder();
+    let want = pattern_word(msg, w).to_le_bytes();
+    for (i, &b) in rem.iter().enumerate() {
+        if b != want[i] {
+            return Err(format!(
+                "message {msg} byte {}: expected {:#04x}, got {b:#04x}",
+                w as usize * 8 + i,
+                want[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The out-of-band channel: one JSON document per line over TCP.
+struct Oob {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Oob {
+    fn new(s: TcpStream) -> Result<Oob> {
+        let _ = s.set_nodelay(true);
+        let r = s
+            .try_clone()
+            .map_err(|e| PerftestError::Oob(e.to_string()))?;
+        Ok(Oob {
+            writer: s,
+            reader: BufReader::new(r),
+        })
+    }
+
+    fn send<T: Serialize>(&mut self, v: &T) -> Result<()> {
+        let mut line = serde_json::to_string(v).map_err(|e| PerftestError::Oob(e.to_string()))?;
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(|e| PerftestError::Oob(format!("send to peer: {e}")))
+    }
+
+    fn recv<T: DeserializeOwned>(&mut self) -> Result<T> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .map_err(|e| PerftestError::Oob(format!("receive from peer: {e}")))?;
+        if n == 0 {
+            return Err(PerftestError::Oob("peer closed the connection".into()));
+        }
+        serde_json::from_str(&line)
+            .map_err(|e| PerftestError::Oob(format!("bad message from peer: {e}: {line:?}")))
+    }
+
+    /// A message if one is ready, without blocking.
+    fn try_recv<T: DeserializeOwned>(&mut self) -> Result<Option<T>> {
+        if !self.reader.buffer().is_empty() {
+            return self.recv().map(Some);
+        }
+        self.writer
+            .set_nonblocking(true)
+            .map_err(|e| PerftestError::Oob(e.to_string()))?;
+        let mut probe = [0u8; 1];
+        let r = self.writer.peek(&mut probe);
+        let _ = self.writer.set_nonblocking(false);
+        match r {
+            Ok(0) => Err(PerftestError::Oob("peer closed the connection".into())),
+            Ok(_) => self.recv().map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(PerftestError::Oob(e.to_string())),
+        }
+    }
+
+    fn barrier(&mut self, tag: &str) -> Result<()> {
+        self.send(&Msg::Sync(tag.to_string()))?;
+        match self.recv::<Msg>()? {
+            Msg::Sync(t) if t == tag => Ok(()),
+            Msg::Error(e) => Err(PerftestError::Oob(format!("peer failed: {e}"))),
+            other => Err(PerftestError::Oob(format!(
+                "expected sync {tag:?}, got {other:?}"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Hello {
+    test: String,
+    sizes: Vec<u64>,
+    iters: u64,
+    qps: u32,
+    connection: String,
+    duration: Option<u64>,
+    verify: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PeerInfo {
+    endpoints: Vec<Endpoint>,
+    slots: u64,
+    slot_size: u64,
+    credit_offset: u64,
+    mtu: u32,
+    device: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Msg {
+    Hello(Hello),
+    Peer(PeerInfo),
+    Sync(String),
+    /// Client's bandwidth result for the server to print.
+    Bw {
+        size: u64,
+        iters: u64,
+        peak: f64,
+        avg: f64,
+        rate: f64,
+    },
+    /// Messages posted per QP (duration mode end).
+    Posted(Vec<u64>),
+    /// The peer failed.
+    Error(String),
+}
+
+/// One result row of a run, as numbers (what the table prints).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultRow {
+    /// A bandwidth row; `peak` and `avg` in the table's unit.
+    Bw {
+        /// Message size.
+        size: u64,
+        /// Iterations.
+        iters: u64,
+        /// Peak bandwidth.
+        peak: f64,
+        /// Average bandwidth.
+        avg: f64,
+        /// Message rate in Mpps.
+        msg_rate: f64,
+    },
+    /// A latency row.
+    Lat {
+        /// Message size.
+        size: u64,
+        /// Iterations.
+        iters: u64,
+        /// The statistics, microseconds.
+        stats: LatencyStats,
+    },
+    /// A latency row in duration mode.
+    LatDuration {
+        /// Message size.
+        size: u64,
+        /// Iterations done.
+        iters: u64,
+        /// Mean latency, microseconds.
+        avg_us: f64,
+        /// Transactions per second.
+        tps: f64,
+    },
+}
+
+/// Run the perftest `cfg` describes; prints perftest's output on stdout and
+/// returns the result rows.
+pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
+    cfg.validate().map_err(PerftestError::Config)?;
+    let server = cfg.server.is_none();
+    let (stream, local_ip, peer_ip) = if let Some(host) = &cfg.server {
+        connect(host, cfg.port)?
+    } else {
+        println!("{}", report::WAITING_BANNER);
+        accept(cfg.port)?
+    };
+    let mut oob = Oob::new(stream)?;
+    let hello = Hello {
+        test: cfg.test.name().into(),
+        sizes: cfg.sizes(),
+        iters: cfg.iterations(),
+        qps: cfg.qps,
+        connection: cfg.connection.as_str().into(),
+        duration: cfg.duration,
+        verify: cfg.verify,
+    };
+    oob.send(&Msg::Hello(hello.clone()))?;
+    match oob.recv::<Msg>()? {
+        Msg::Hello(peer) if peer == hello => {}
+        Msg::Hello(peer) => {
+            return Err(PerftestError::Config(format!(
+                "the peer runs a different test: ours {hello:?}, theirs {peer:?}; give both sides the same flags"
+            )))
+        }
+        other => return Err(PerftestError::Oob(format!("expected hello, got {other:?}"))),
+    }
+    let result = Side::setup(cfg, server, local_ip, peer_ip, &mut oob).and_then(|mut side| {
+        side.print_header();
+        side.run_all(&mut oob)
+    });
+    if let Err(e) = &result {
+        let _ = oob.send(&Msg::Error(e.to_string()));
+    }
+    result
+}
+
+fn to_v4(ip: IpAddr) -> Result<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Ok(v4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().ok_or_else(|| {
+            PerftestError::Config(format!("{v6}: the UDP backend speaks RoCEv2 over IPv4"))
+        }),
+    }
+}
+
+fn connect(host: &str, port: u16) -> Result<(TcpStream, Ipv4Addr, Ipv4Addr)> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| PerftestError::Oob(format!("cannot resolve {host}: {e}")))?
+        .filter(SocketAddr::is_ipv4)
+        .collect();
+    let addr = *addrs
+        .first()
+        .ok_or_else(|| PerftestError::Oob(format!("{host} has no IPv4 address")))?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stream = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(PerftestError::Oob(format!(
+                    "Couldn't connect to {addr}: {e}"
+                )))
+            }
+        }
+    };
+    let local = to_v4(
+        stream
+            .local_addr()
+            .map_err(|e| PerftestError::Oob(e.to_string()))?
+            .ip(),
+    )?;
+    Ok((stream, local, to_v4(addr.ip())?))
+}
+
+fn accept(port: u16) -> Result<(TcpStream, Ipv4Addr, Ipv4Addr)> {
+    let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+        .map_err(|e| PerftestError::Oob(format!("cannot listen on TCP port {port}: {e}")))?;
+    let (s, peer) = l
+        .accept()
+        .map_err(|e| PerftestError::Oob(format!("accept: {e}")))?;
+    let local = to_v4(
+        s.local_addr()
+            .map_err(|e| PerftestError::Oob(e.to_string()))?
+            .ip(),
+    )?;
+    Ok((s, local, to_v4(peer.ip())?))
+}
+
+/// The addresses to try binding the emulated device to. On loopback the
+/// client and the server share the host, so the client moves to another
+/// 127/8 address (the server keeps the one the client connected to).
+fn bind_candidates(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> Vec<Ipv4Addr> {
+    if let Some(b) = cfg.bind {
+        return vec![b];
+    }
+    if server || !local.is_loopback() {
+        return vec![local];
+    }
+    let o = peer.octets();
+    let base = u32::from(Ipv4Addr::new(127, o[1], o[2], o[3]));
+    (1..64u32)
+        .map(|k| {
+            let mut v = base.wrapping_add(k);
+            if (v & 0xFF) == 0 || (v & 0xFF) == 0xFF {
+                v = v.wrapping_add(2);
+            }
+            Ipv4Addr::from(0x7F00_0000 | (v & 0x00FF_FFFF))
+        })
+        .filter(|a| *a != peer)
+        .collect()
+}
+
+fn open_device(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> Result<Context> {
+    let mut last = None;
+    for ip in bind_candidates(cfg, server, local, peer) {
+        let req = OpenRequest {
+            kind: cfg.backend,
+            device: cfg.ib_dev.clone(),
+            bind: ip,
+            udp_port: cfg.udp_port,
+            faults: cfg.faults,
+            pcap: cfg.pcap.clone(),
+            busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw()),
+        };
+        match backend::open(&req) {
+            Ok(b) => return Ok(Context::from_backend(b)),
+            Err(VerbsError::Os { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrInUse
+                    && cfg.bind.is_none()
+                    && !server =>
+            {
+                last = Some(VerbsError::Os {
+                    verb: "bind",
+                    source,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last
+        .unwrap_or_else(|| VerbsError::NoDevice(" to bind".into()))
+        .into())
+}
+
+/// One side of the test: its resources and the peer's.
+struct Side {
+    cfg: Config,
+    server: bool,
+    _ctx: Context,
+    _pd: ProtectionDomain,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    qps: Vec<QueuePair>,
+    ahs: Vec<AddressHandle>,
+    local: PeerInfo,
+    remote: PeerInfo,
+    mtu: u32,
+    device: String,
+}
+
+fn psn_for(seed: u64, qpn: u32, server: bool) -> u32 {
+    (pattern_word(seed ^ u64::from(server), u64::from(qpn)) & 0xFF_FFFF) as u32
+}
+
+impl Side {
+    fn setup(
+        cfg: &Config,
+        server: bool,
+        local_ip: Ipv4Addr,
+        peer_ip: Ipv4Addr,
+        oob: &mut Oob,
+    ) -> Result<Side> {
+        let ctx = open_device(cfg, server, local_ip, peer_ip)?;
+        let device = ctx.query_device()?.name;
+        let port = ctx.query_port(1)?;
+        let pd = ctx.alloc_pd()?;
+        let max_size = *cfg.sizes().iter().max().unwrap_or(&65536);
+        let qps_n = u64::from(cfg.qps);
+        let tx = u64::from(cfg.tx_depth());
+        let rx = u64::from(cfg.rx_depth);
+        let ud = cfg.connection == QpType::Ud;
+        let slot_size = if ud {
+            max_size + GRH as u64
+        } else {
+            max_size.max(8)
+        };
+        // Slots per QP: enough for the queue depths in verify mode (a ring),
+        // one (or two for ping-pong) otherwise, as perftest uses.
+        let want_slots = if cfg.verify {
+            match (cfg.test.verb(), server) {
+                (Verb::Send, true) => rx,
+                (Verb::Send, false) => tx,
+                (Verb::Write, true) if cfg.test.is_bw() => (2 * tx).max(rx),
+                (Verb::Write, false) if cfg.test.is_bw() => tx,
+                (Verb::Read, true) => 2 * tx,
+                (Verb::Read, false) => tx,
+                (Verb::Atomic, _) => tx.max(1),
+                _ => 2,
+            }
+        } else {
+            match (cfg.test.verb(), server, cfg.test.is_bw()) {
+                (Verb::Send, true, true) => rx.min(64),
+                (Verb::Atomic, _, _) => tx.max(1),
+                (_, _, false) => 2,
+                _ => 1,
+            }
+        };
+        let max_slots = (MAX_RING_BYTES / (slot_size * qps_n)).max(2);
+        let slots = want_slots.clamp(1, max_slots);
+        let credit_offset = slots * slot_size * qps_n;
+        let mr_len = credit_offset + 64 * qps_n;
+        let access = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC;
+        let mut mr = pd.alloc_mr(mr_len as usize, access)?;
+        if let Some(why) = mr.pin_error() {
+            eprintln!(" Note: memory not pinned: {why}");
+        }
+        // The read responder's slots carry their pattern from the start.
+        if server && cfg.test.verb() == Verb::Read {
+            for q in 0..qps_n {
+                for s in 0..slots {
+                    let off = ((q * slots + s) * slot_size) as usize;
+                    fill_pattern(&mut mr.as_mut_slice()[off..off + max_size as usize], s);
+                }
+            }
+        }
+        let cqe = (tx + rx + 16) as u32 * cfg.qps;
+        let cq = ctx.create_cq(cqe)?;
+        let inline = cfg.inline_size();
+        let mut qps = Vec::new();
+        for _ in 0..cfg.qps {
+            qps.push(
+                pd.qp_builder(cfg.connection)
+                    .cq(&cq)
+                    .max_send_wr(cfg.tx_depth().max(16))
+                    .max_recv_wr(cfg.rx_depth.max(16))
+                    .max_inline_data(inline.max(64))
+                    .build()?,
+            );
+        }
+        let mtu_local = cfg.mtu.unwrap_or(port.active_mtu.bytes());
+        let mut endpoints = Vec::new();
+        for qp in &qps {
+            let psn = psn_for(cfg.faults.seed, qp.qpn().value(), server);
+            endpoints.push(qp.endpoint(psn, cfg.gid_index, Some(&mr))?);
+        }
+        let local = PeerInfo {
+            endpoints,
+            slots,
+            slot_size,
+            credit_offset,
+            mtu: mtu_local,
+            device: device.clone(),
+        };
+        oob.send(&Msg::Peer(local.clone()))?;
+        let remote = match oob.recv::<Msg>()? {
+            Msg::Peer(p) => p,
+            Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
+            other => {
+                return Err(PerftestError::Oob(format!(
+                    "expected endpoints, got {other:?}"
+                )))
+            }
+        };
+        if remote.endpoints.len() != qps.len() {
+            return Err(PerftestError::Oob(format!(
+                "peer has {} QPs, we have {}",
+                remote.endpoints.len(),
+                qps.len()
+            )));
+        }
+        // perftest >= 5.1: both sides use the smaller MTU.
+        let mtu = mtu_local.min(remote.mtu).min(4096);
+        let ib_mtu = Mtu::from_bytes(mtu).unwrap_or(Mtu::Mtu1024);
+        let mut ahs = Vec::new();
+        for (i, qp) in qps.iter().enumerate() {
+            let lep = &local.endpoints[i];
+            let rep = &remote.endpoints[i];
+            if ud {
+                let mut av = AhAttr::to_gid(rep.gid);
+                av.dport = Some(rep.udp_port);
+                ahs.push(pd.create_ah(&av)?);
+                qp.modify(
+                    &QpAttr::new()
+                        .with_state(QpState::Init)
+                        .with_pkey_index(0)
+                        .with_port(1)
+                        .with_qkey(QKEY),
+                )?;
+                qp.modify(&QpAttr::new().with_state(QpState::Rtr))?;
+                qp.modify(&QpAttr::new().with_state(QpState::Rts).with_sq_psn(lep.psn))?;
+            } else {
+                qp.connect(lep.psn, rep, ib_mtu, access).map_err(|e| {
+                    PerftestError::Config(format!("Failed to modify QP to RTR/RTS: {e}"))
+                })?;
+            }
+        }
+        oob.barrier("connected")?;
+        Ok(Side {
+            cfg: cfg.clone(),
+            server,
+            _ctx: ctx,
+            _pd: pd,
+            cq,
+            mr,
+            qps,
+            ahs,
+            local,
+            remote,
+            mtu,
+            device,
+        })
+    }
+
+    fn print_header(&self) {
+        let cfg = &self.cfg;
+        let t = cfg.test;
+        let send_server = t.verb() == Verb::Send && self.server;
+        let h = HeaderInfo {
+            verb: t.title_verb(),
+            bandwidth: t.is_bw(),
+            device: self.device.clone(),
+            num_qps: cfg.qps,
+            connection: cfg.connection.as_str(),
+            tx_depth: (!self.server).then(|| cfg.tx_depth()),
+            rx_depth: send_server.then_some(cfg.rx_depth),
+            cq_mod: t
+                .is_bw()
+                .then(|| self.cq_mod(*cfg.sizes().first().unwrap_or(&0))),
+            mtu: self.mtu,
+            link_ethernet: true,
+            gid_index: Some(cfg.gid_index),
+            max_inline: matches!(t.verb(), Verb::Send | Verb::Write).then(|| cfg.inline_size()),
+            outstanding_reads: matches!(t.verb(), Verb::Read | Verb::Atomic).then_some(16),
+        };
+        println!("{}", report::header_block(&h));
+        let rdma = matches!(t.verb(), Verb::Read | Verb::Write);
+        let out = (t.verb() == Verb::Read).then_some(16);
+        for (l, r) in self.local.endpoints.iter().zip(&self.remote.endpoints) {
+            for (is_local, ep) in [(true, l), (false, r)] {
+                let a = AddressInfo {
+                    lid: ep.lid,
+                    qpn: ep.qpn,
+                    psn: ep.psn,
+                    out_reads: out,
+                    rkey_vaddr: if rdma {
+                        ep.mr.map(|m| (m.rkey, m.addr))
+                    } else {
+                        None
+                    },
+                    gid: Some(ep.gid),
+                };
+                println!("{}", report::address_lines(is_local, &a));
+            }
+        }
+        println!("{}", report::RESULT_LINE);
+        if t.is_bw() {
+            println!(
+                "{}",
+                if cfg.report_gbits {
+                    report::BW_HEADER_GBITS
+                } else {
+                    report::BW_HEADER_MIB
+                }
+            );
+        } else if cfg.duration.is_some() {
+            println!("{}", report::LAT_DUR_HEADER);
+        } else {
+            println!("{}", report::LAT_HEADER);
+        }
+    }
+
+    /// perftest forces CQ moderation 1 above 8 KiB messages (single size).
+    fn cq_mod(&self, size: u64) -> u32 {
+        let m = if size > 8192 && !self.cfg.all && self.cfg.connection != QpType::Ud {
+            1
+        } else {
+            self.cfg.cq_mod
+        };
+        m.min(self.cfg.tx_depth()).max(1)
+    }
+
+    fn run_all(&mut self, oob: &mut Oob) -> Result<Vec<ResultRow>> {
+        let mut rows = Vec::new();
+        let mut warned = false;
+        for size in self.cfg.sizes() {
+            oob.barrier(&format!("size {size}"))?;
+            if self.cfg.test.is_bw() {
+                let row = match (self.cfg.test.verb(), self.server) {
+                    (Verb::Send, true) => self.send_bw_server(size, oob)?,
+                    (Verb::Write, true) if self.cfg.verify => {
+                        self.write_verify_server(size, oob)?
+                    }
+                    (_, true) => match oob.recv::<Msg>()? {
+                        Msg::Bw {
+                            size,
+                            iters,
+                            peak,
+                            avg,
+                            rate,
+                        } => BwRow {
+                            size,
+                            iters,
+                            peak,
+                            avg,
+                            rate,
+                        },
+                        Msg::Error(e) => {
+                            return Err(PerftestError::Oob(format!("peer failed: {e}")))
+                        }
+                        other => {
+                            return Err(PerftestError::Oob(format!(
+                                "expected results, got {other:?}"
+                            )))
+                        }
+                    },
+                    (_, false) => {
+                        let row = self.bw_client(size, oob)?;
+                        let server_measures = self.cfg.test.verb() == Verb::Send
+                            || (self.cfg.test.verb() == Verb::Write && self.cfg.verify);
+                        if !server_measures {
+                            oob.send(&Msg::Bw {
+                                size: row.size,
+                                iters: row.iters,
+                                peak: row.peak,
+                                avg: row.avg,
+                                rate: row.rate,
+                            })?;
+                        }
+                        row
+                    }
+                };
+                if (self.cfg.duration.is_some() || row.peak == 0.0) && !warned {
+                    println!("{}", report::NO_PEAK_WARNING);
+                    warned = true;
+                }
+                println!(
+                    "{}",
+                    report::bw_row(
+                        row.size,
+                        row.iters,
+                        row.peak,
+                        row.avg,
+                        row.rate,
+                        self.cfg.report_gbits
+                    )
+                );
+                rows.push(ResultRow::Bw {
+                    size: row.size,
+                    iters: row.iters,
+                    peak: row.peak,
+                    avg: row.avg,
+                    msg_rate: row.rate,
+                });
+            } else {
+                if let Some(r) = self.lat(size, oob)? {
+                    let line = match &r {
+                        ResultRow::Lat { size, iters, stats } => {
+                            report::lat_row(*size, *iters, stats)
+                        }
+                        ResultRow::LatDuration {
+                            size,
+                            iters,
+                            avg_us,
+                            tps,
+                        } => report::lat_dur_row(*size, *iters, *avg_us, *tps),
+                        ResultRow::Bw { .. } => String::new(),
+                    };
+                    println!("{line}");
+                    rows.push(r);
+                }
+            }
+            oob.barrier(&format!("done {size}"))?;
+        }
+        println!("{}", report::RESULT_LINE);
+        Ok(rows)
+    }
+
+    fn slot_addr(info: &PeerInfo, base: u64, qp: usize, slot: u64) -> u64 {
+        base + (qp as u64 * info.slots + slot % info.slots) * info.slot_size
+    }
+
+    fn local_slot(&self, qp: usize, slot: u64) -> (u64, usize) {
+        let a = Self::slot_addr(&self.local, self.mr.addr(), qp, slot);
+        (a, (a - self.mr.addr()) as usize)
+    }
+
+    fn remote_slot(&self, qp: usize, slot: u64) -> u64 {
+        let m = self.remote.endpoints[qp].mr.expect("peer offers a region");
+        Self::slot_addr(&self.remote, m.addr, qp, slot)
+    }
+
+    fn remote_rkey(&self, qp: usize) -> Rkey {
+        Rkey::new(self.remote.endpoints[qp].mr.map_or(0, |m| m.rkey))
+    }
+
+    fn completion_error(&self, wc: &WorkCompletion, scnt: u64, ccnt: u64) -> PerftestError {
+        let mut s = report::completion_error(
+            self.server,
+            wc.status.as_str(),
+            wc.status.value(),
+            wc.wr_id,
+            wc.vendor_err,
+        );
+        s.push_str(&format!("\n scnt={scnt}, ccnt={ccnt}"));
+        PerftestError::Completion(s)
+    }
+
+    fn ud_dest(&self, qp: usize) -> Option<UdDest> {
+        self.ahs.get(qp).map(|ah| UdDest {
+            ah: ah.handle(),
+            remote_qpn: Qpn::new(self.remote.endpoints[qp].qpn),
+            remote_qkey: QKEY,
+        })
+    }
+
+    fn post_recv_slot(&self, qp: usize, slot: u64, len: u64) -> Result<()> {
+        let (addr, _) = self.local_slot(qp, slot);
+        let len = if self.cfg.connection == QpType::Ud {
+            len + GRH as u64
+        } else {
+            len
+        };
+        let sge = [Sge {
+            addr,
+            length: len as u32,
+            lkey: self.mr.lkey(),
+        }];
+        let wr = RecvWr {
+            wr_id: ((qp as u64) << 32) | (slot & 0xFFFF_FFFF),
+            sg_list: if len == 0 { &[] } else { &sge },
+        };
+        // SAFETY: the SGE lies in our registered region, which outlives the
+        // QP; the slot is not touched until its completion is polled.
+        unsafe { self.qps[qp].post_recv(&[wr]) }.map_err(|e| PerftestError::Verbs(e.error))
+    }
+
+    // ------------------------------------------------------------------
+    // Bandwidth
+    // ------------------------------------------------------------------
+
+    fn bw_client(&mut self, size: u64, oob: &mut Oob) -> Result<BwRow> {
+        let cfg = self.cfg.clone();
+        let nq = self.qps.len();
+        let verb = cfg.test.verb();
+        let verify = cfg.verify;
+        let write_verify = verify && verb == Verb::Write;
+        let tx = u64::from(cfg.tx_depth());
+        let cq_mod = u64::from(self.cq_mod(size));
+        let mut target = vec![cfg.iterations(); nq];
+        let deadline = cfg
+            .duration
+            .map(|d| Instant::now() + Duration::from_secs(d));
+        if deadline.is_some() {
+            target.iter_mut().for_each(|t| *t = u64::MAX);
+        }
+        let mut posted = vec![0u64; nq];
+        let mut completed = vec![0u64; nq];
+        let mut tposted: Vec<Vec<Instant>> = vec![Vec::new(); nq];
+        let mut tcompleted: Vec<Vec<Instant>> = vec![Vec::new(); nq];
+        let mut wcs = [WorkCompletion::empty(); 16];
+        let inline =
+            size <= u64::from(cfg.inline_size()) && matches!(verb, Verb::Send | Verb::Write);
+        // Counters start at 0 on the responder for atomics; credits at 0.
+        if write_verify {
+            let off = self.local.credit_offset as usize;
+            self.mr.as_mut_slice()[off..off + 64 * nq].fill(0);
+        }
+        let start = Instant::now();
+        let mut scratch = vec![0u8; 0];
+        if verb == Verb::Send || write_verify {
+            oob.barrier("recvs posted")?;
+        }
+        loop {
+            let mut all_done = true;
+            for q in 0..nq {
+                if let Some(d) = deadline {
+                    if target[q] == u64::MAX && Instant::now() >= d {
+                        // Finish at a signaled boundary.
+                        target[q] = posted[q].div_ceil(cq_mod).max(1) * cq_mod;
+                    }
+                }
+                while posted[q] < target[q] && posted[q] - completed[q] < tx {
+                    let i = posted[q];
+                    if write_verify {
+                        let off = self.local.credit_offset as usize + 64 * q;
+                        let credit_ptr = self.mr.as_slice()[off..].as_ptr().cast::<u64>();
+                        // SAFETY: an aligned u64 inside our region, written by
+                        // the peer's RDMA WRITE; volatile because it changes
+                        // under us.
+                        let verified = unsafe { std::ptr::read_volatile(credit_ptr) };
+                        if i >= verified + self.remote.slots {
+                            break;
+                        }
+                    }
+                    let (laddr, loff) = self.local_slot(q, i);
+                    if verify && matches!(verb, Verb::Send | Verb::Write) {
+                        fill_pattern(&mut self.mr.as_mut_slice()[loff..loff + size as usize], i);
+                    }
+                    let raddr = self.remote_slot(q, i);
+                    let rkey = self.remote_rkey(q);
+                    let op = match verb {
+                        Verb::Send => SendOp::Send,
+                        Verb::Write if write_verify => SendOp::WriteWithImm {
+                            remote_addr: raddr,
+                            rkey,
+                            imm: i as u32,
+                        },
+                        Verb::Write => SendOp::Write {
+                            remote_addr: raddr,
+                            rkey,
+                        },
+                        Verb::Read => SendOp::Read {
+                            remote_addr: raddr,
+                            rkey,
+                        },
+                        Verb::Atomic => SendOp::FetchAdd {
+                            remote_addr: self.remote_slot(q, 0),
+                            rkey,
+                            add: 1,
+                        },
+                    };
+                    let signaled = (i + 1) % cq_mod == 0 || i + 1 == target[q];
+                    let mut flags = if signaled {
+                        SendFlags::SIGNALED
+                    } else {
+                        SendFlags::EMPTY
+                    };
+                    if inline {
+                        flags |= SendFlags::INLINE;
+                    }
+                    let sge = [Sge {
+                        addr: laddr,
+                        length: if verb == Verb::Atomic { 8 } else { size as u32 },
+                        lkey: self.mr.lkey(),
+                    }];
+                    let wr = SendWr {
+                        wr_id: ((q as u64) << 32) | (i & 0xFFFF_FFFF),
+                        sg_list: &sge,
+                        op,
+                        flags,
+                        ud: self.ud_dest(q),
+                    };
+                    // SAFETY: the SGE is inside our region; the slot is not
+                    // rewritten until this WR's completion is seen (at most
+                    // tx_depth outstanding over tx_depth slots).
+                    unsafe { self.qps[q].post_send(&[wr]) }
+                        .map_err(|e| PerftestError::Verbs(e.error))?;
+                    tposted[q].push(Instant::now());
+                    posted[q] += 1;
+                }
+                if completed[q] < target[q] {
+                    all_done = false;
+                }
+            }
+            if all_done {
+                break;
+            }
+            let got = self.cq.poll(&mut wcs)?.to_vec();
+            if got.is_empty() {
+                if write_verify || self.cfg.busy_poll == Some(true) {
+                    std::hint::spin_loop();
+                } else {
+                    self.cq.wait(Duration::from_millis(1))?;
+                }
+            }
+            let now = Instant::now();
+            for wc in got {
+                let q = (wc.wr_id >> 32) as usize;
+                if !wc.is_ok() {
+                    return Err(self.completion_error(
+                        &wc,
+                        posted.iter().sum(),
+                        completed.iter().sum(),
+                    ));
+                }
+                if q >= nq {
+                    continue;
+                }
+                let i = (wc.wr_id & 0xFFFF_FFFF) | (completed[q] & !0xFFFF_FFFF);
+                let upto = i + 1;
+                for k in completed[q]..upto {
+                    tcompleted[q].push(now);
+                    if verify {
+                        self.verify_client_completion(q, k, size, &mut scratch)?;
+                    }
+                }
+                completed[q] = completed[q].max(upto);
+            }
+        }
+        let elapsed = start.elapsed();
+        if deadline.is_some() && verb == Verb::Send {
+            oob.send(&Msg::Posted(completed.clone()))?;
+        }
+        let iters = if deadline.is_some() {
+            *completed.iter().min().unwrap_or(&0)
+        } else {
+            cfg.iterations()
+        };
+        let total_msgs: u64 = completed.iter().sum();
+        let bytes = total_msgs * size;
+        let secs = elapsed.as_secs_f64();
+        let avg = report::bandwidth(bytes, secs, cfg.report_gbits);
+        let rate = total_msgs as f64 / secs / 1e6;
+        let peak = if deadline.is_some() || cfg.iterations() > 20000 {
+            0.0
+        } else {
+            peak_bw(&tposted, &tcompleted, size, cfg.report_gbits).max(avg)
+        };
+        Ok(BwRow {
+            size,
+            iters,
+            peak,
+            avg,
+            rate,
+        })
+    }
+
+    fn verify_client_completion(
+        &self,
+        q: usize,
+        k: u64,
+        size: u64,
+        _scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        match self.cfg.test.verb() {
+            Verb::Read => {
+                let (_, off) = self.local_slot(q, k);
+                let remote_slot = k % self.remote.slots;
+                check_pattern(&self.mr.as_slice()[off..off + size as usize], remote_slot)
+                    .map_err(|e| PerftestError::Verify(format!("READ into QP {q} slot: {e}")))
+            }
+            Verb::Atomic => {
+                let (_, off) = self.local_slot(q, k);
+                let v = u64::from_ne_bytes(
+                    self.mr.as_slice()[off..off + 8]
+                        .try_into()
+                        .unwrap_or([0; 8]),
+                );
+                if v != k {
+                    return Err(PerftestError::Verify(format!(
+                        "FETCH_ADD {k} on QP {q} returned {v}, expected {k}"
+                    )));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Receiving side of send_bw: count, check and repost receives.
+    fn send_bw_server(&mut self, size: u64, oob: &mut Oob) -> Result<BwRow> {
+        let nq = self.qps.len();
+        let slots = self.local.slots;
+        let rx = u64::from(self.cfg.rx_depth);
+        let mut expect = vec![self.cfg.iterations(); nq];
+        let duration = self.cfg.duration.is_some();
+        if duration {
+            expect.iter_mut().for_each(|e| *e = u64::MAX);
+        }
+        let mut received = vec![0u64; nq];
+        let mut posted = vec![0u64; nq];
+        for q in 0..nq {
+            while posted[q] < rx.min(expect[q]) {
+                self.post_recv_slot(q, posted[q] % slots, size)?;
+                posted[q] += 1;
+            }
+        }
+        oob.barrier("recvs posted")?;
+        let mut first: Option<Instant> = None;
+        let mut last = Instant::now();
+        let mut wcs = [WorkCompletion::empty(); 16];
+        while received.iter().zip(&expect).any(|(r, e)| r < e) {
+            if duration && expect[0] == u64::MAX {
+                if let Some(Msg::Posted(p)) = oob.try_recv::<Msg>()? {
+                    expect = p;
+                    continue;
+                }
+            }
+            let got = self.cq.poll(&mut wcs)?.to_vec();
+            if got.is_empty() {
+                self.cq.wait(Duration::from_millis(1))?;
+                continue;
+            }
+            let now = Instant::now();
+            for wc in got {
+                if !wc.is_ok() {
+                    return Err(self.completion_error(&wc, 0, received.iter().sum()));
+                }
+                let q = (wc.wr_id >> 32) as usize;
+                let slot = wc.wr_id & 0xFFFF_FFFF;
+                if q >= nq || wc.opcode != WcOpcode::Recv {
+                    continue;
+                }
+                first.get_or_insert(now);
+                last = now;
+                let k = received[q];
+                if self.cfg.verify {
+                    // UD receives count the 40-byte GRH area in byte_len.
+                    let grh = if self.cfg.connection == QpType::Ud {
+                        GRH as u64
+                    } else {
+                        0
+                    };
+                    if u64::from(wc.byte_len) != size + grh {
+                        return Err(PerftestError::Verify(format!(
+                            "message {k} on QP {q} has {} bytes, expected {}",
+                            wc.byte_len,
+                            size + grh
+                        )));
+                    }
+                    let (_, off) = self.local_slot(q, slot);
+                    let off = if self.cfg.connection == QpType::Ud {
+                        off + GRH
+                    } else {
+                        off
+                    };
+                    check_pattern(&self.mr.as_slice()[off..off + size as usize], k)
+                        .map_err(|e| PerftestError::Verify(format!("SEND on QP {q}: {e}")))?;
+                }
+                received[q] += 1;
+                if posted[q] < expect[q] {
+                    self.post_recv_slot(q, slot, size)?;
+                    posted[q] += 1;
+                }
+            }
+        }
+        let total: u64 = received.iter().sum();
+        let secs = first.map_or(0.0, |f| (last - f).as_secs_f64()).max(1e-9);
+        Ok(BwRow {
+            size,
+            iters: if duration {
+                *received.iter().min().unwrap_or(&0)
+            } else {
+                self.cfg.iterations()
+            },
+            peak: 0.0,
+            avg: report::bandwidth(total * size, secs, self.cfg.report_gbits),
+            rate: total as f64 / secs / 1e6,
+        })
+    }
+
+    /// Receiving side of write_bw with --verify: check each slot on its
+    /// WRITE-with-immediate completion and return credits.
+    fn write_verify_server(&mut self, size: u64, oob: &mut Oob) -> Result<BwRow> {
+        let nq = self.qps.len();
+        let rx = u64::from(self.cfg.rx_depth);
+        let n = self.cfg.iterations();
+        let mut verified = vec![0u64; nq];
+        let mut posted = vec![0u64; nq];
+        for (q, p) in posted.iter_mut().enumerate() {
+            while *p < rx.min(n) {
+                self.post_recv_slot(q, 0, 0)?;
+                *p += 1;
+            }
+        }
+        oob.barrier("recvs posted")?;
+        let credit_every = (self.local.slots / 4).max(1);
+        let mut wcs = [WorkCompletion::empty(); 16];
+        let start = Instant::now();
+        while verified.iter().any(|&v| v < n) {
+            let got = self.cq.poll(&mut wcs)?.to_vec();
+            if got.is_empty() {
+                std::hint::spin_loop();
+                continue;
+            }
+            for wc in got {
+                if !wc.is_ok() {
+                    return Err(self.completion_error(&wc, 0, verified.iter().sum()));
+                }
+                let q = (wc.wr_id >> 32) as usize;
+                if q >= nq || wc.opcode != WcOpcode::RecvRdmaWithImm {
+                    continue;
+                }
+                let k = verified[q];
+                let imm = u64::from(wc.imm().unwrap_or(u32::MAX));
+                if imm != k & 0xFFFF_FFFF {
+                    return Err(PerftestError::Verify(format!(
+                        "QP {q}: WRITE with immediate {imm} arrived when {k} was expected"
+                    )));
+                }
+                let (_, off) = self.local_slot(q, k);
+                check_pattern(&self.mr.as_slice()[off..off + size as usize], k)
+                    .map_err(|e| PerftestError::Verify(format!("WRITE on QP {q}: {e}")))?;
+                verified[q] += 1;
+                if posted[q] < n {
+                    self.post_recv_slot(q, 0, 0)?;
+                    posted[q] += 1;
+                }
+                if verified[q] % credit_every == 0 || verified[q] == n {
+                    self.send_credit(q, verified[q])?;
+                }
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let total: u64 = verified.iter().sum();
+        Ok(BwRow {
+            size,
+            iters: n,
+            peak: 0.0,
+            avg: report::bandwidth(total * size, secs, self.cfg.report_gbits),
+            rate: total as f64 / secs / 1e6,
+        })
+    }
+
+    fn send_credit(&self, q: usize, value: u64) -> Result<()> {
+        let m = self.remote.endpoints[q].mr.expect("peer offers a region");
+        let addr = m.addr + self.remote.credit_offset + 64 * q as u64;
+        let bytes = value.to_ne_bytes();
+        let sge = [Sge {
+            addr: bytes.as_ptr() as u64,
+            length: 8,
+            lkey: self.mr.lkey(),
+        }];
+        let wr = SendWr {
+            wr_id: u64::MAX,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: addr,
+                rkey: Rkey::new(m.rkey),
+            },
+            flags: SendFlags::INLINE,
+            ud: None,
+        };
+        // SAFETY: inline data is copied at post time; no memory is read
+        // afterwards.
+        unsafe { self.qps[q].post_send(&[wr]) }.map_err(|e| PerftestError::Verbs(e.error))
+    }
+
+    // ------------------------------------------------------------------
+    // Latency
+    // ------------------------------------------------------------------
+
+    fn lat(&mut self, size: u64, oob: &mut Oob) -> Result<Option<ResultRow>> {
+        let t = self.cfg.test;
+        let n = self.cfg.iterations();
+        let deadline = self.cfg.duration.map(Duration::from_secs);
+        let mut samples: Vec<u64> = Vec::with_capacity(n as usize);
+        let start = Instant::now();
+        let done;
+        match t.verb() {
+            Verb::Write | Verb::Send => {
+                done = self.ping_pong(size, n, deadline, &mut samples, oob)?;
+            }
+            Verb::Read | Verb::Atomic => {
+                if self.server {
+                    // The responder is the device: nothing to do but wait.
+                    match oob.recv::<Msg>()? {
+                        Msg::Sync(s) if s == "lat done" => return Ok(None),
+                        Msg::Error(e) => {
+                            return Err(PerftestError::Oob(format!("peer failed: {e}")))
+                        }
+                        other => {
+                            return Err(PerftestError::Oob(format!(
+                                "expected end of test, got {other:?}"
+                            )))
+                        }
+                    }
+                }
+                done = self.read_lat_client(size, n, deadline, &mut samples)?;
+                oob.send(&Msg::Sync("lat done".into()))?;
+            }
+        }
+        let rtt_factor = if matches!(t.verb(), Verb::Write | Verb::Send) {
+            2
+        } else {
+            1
+        };
+        if deadline.is_some() {
+            let secs = start.elapsed().as_secs_f64();
+            let avg_us = if done == 0 {
+                0.0
+            } else {
+                secs * 1e6 / done as f64 / f64::from(rtt_factor)
+            };
+            return Ok(Some(ResultRow::LatDuration {
+                size,
+                iters: done,
+                avg_us,
+                tps: done as f64 / secs,
+            }));
+        }
+        match LatencyStats::from_samples(&mut samples, rtt_factor) {
+            Some(stats) => Ok(Some(ResultRow::Lat {
+                size,
+                iters: n,
+                stats,
+            })),
+            None => Ok(None),
+        }
+    }
+
+    /// write_lat / send_lat: the client sends first; each side answers the
+    /// other's message. Returns the iterations done.
+    fn ping_pong(
+        &mut self,
+        size: u64,
+        n: u64,
+        deadline: Option<Duration>,
+        samples: &mut Vec<u64>,
+        oob: &mut Oob,
+    ) -> Result<u64> {
+        let send = self.cfg.test.verb() == Verb::Send;
+        let verify = self.cfg.verify;
+        let inline = size <= u64::from(self.cfg.inline_size());
+        let (rx_addr, rx_off) = self.local_slot(0, 0);
+        let (tx_addr, tx_off) = self.local_slot(0, 1);
+        let size_us = size as usize;
+        let rx_data_off = if send && self.cfg.connection == QpType::Ud {
+            rx_off + GRH
+        } else {
+            rx_off
+        };
+        let _ = rx_addr;
+        if send {
+            self.post_recv_slot(0, 0, size)?;
+        }
+        oob.barrier("pingpong ready")?;
+        let start = Instant::now();
+        let mut wcs = [WorkCompletion::empty(); 4];
+        let mut last = Instant::now();
+        let mut i = 0u64;
+        let mut stop_at: Option<u64> = None;
+        // The client sends message i and waits for the server's message i.
+        while stop_at.map_or(true, |s| i < s) && (deadline.is_some() || i < n) {
+            let marker = (i % 255 + 1) as u8;
+            if self.server || i > 0 {
+                // Wait for the peer's message i.
+                let mut spins = 0u64;
+                loop {
+                    if send {
+                        let got = self.cq.poll(&mut wcs)?.to_vec();
+                        let mut arrived = false;
+                        for wc in got {
+                            if !wc.is_ok() {
+                                return Err(self.completion_error(&wc, i, i));
+                            }
+                            if wc.opcode == WcOpcode::Recv {
+                                arrived = true;
+                            }
+                        }
+                        if arrived {
+                            break;
+                        }
+                    } else {
+                        let p = self.mr.as_slice()[rx_off + size_us - 1..].as_ptr();
+                        // SAFETY: a byte of our region written by the peer's
+                        // RDMA WRITE; volatile because it changes under us.
+                        if unsafe { std::ptr::read_volatile(p) } == self.expected_marker(i) {
+                            break;
+                        }
+                        for wc in self.cq.poll(&mut wcs)?.iter() {
+                            if !wc.is_ok() {
+                                return Err(self.completion_error(wc, i, i));
+                            }
+                        }
+                    }
+                    spins += 1;
+                    if spins % 1024 == 0 && deadline.is_some() && self.server {
+                        if let Some(Msg::Posted(p)) = oob.try_recv::<Msg>()? {
+                            stop_at = Some(p[0]);
+                            if i >= p[0] {
+                                return Ok(i);
+                            }
+                        }
+                    }
+                }
+                let msg_idx = if self.server { 2 * i } else { 2 * i - 1 };
+                if verify {
+                    let buf = &self.mr.as_slice()[rx_data_off..rx_data_off + size_us];
+                    let body = if send { buf } else { &buf[..size_us - 1] };
+                    let mut want = vec![0u8; size_us];
+                    fill_pattern(&mut want, msg_idx);
+                    if body != &want[..body.len()] {
+                        let at = body
+                            .iter()
+                            .zip(&want)
+                            .position(|(a, b)| a != b)
+                            .unwrap_or(0);
+                        return Err(PerftestError::Verify(format!(
+                            "message {msg_idx} byte {at}: expected {:#04x}, got {:#04x}",
+                            want[at], body[at]
+                        )));
+                    }
+                }
+                if send {
+                    self.post_recv_slot(0, 0, size)?;
+                }
+                if self.server && i + 1 >= n && deadline.is_none() {
+                    // Answer the last one below, then stop.
+                }
+            }
+            let now = Instant::now();
+            if i > 0 {
+                samples.push((now - last).as_nanos() as u64);
+            }
+            last = now;
+            if !self.server {
+                if let Some(d) = deadline {
+                    if start.elapsed() >= d {
+                        oob.send(&Msg::Posted(vec![i]))?;
+                        return Ok(i);
+                    }
+                }
+                if i >= n && deadline.is_none() {
+                    break;
+                }
+            }
+            // Send our message i.
+            let msg_idx = if self.server { 2 * i + 1 } else { 2 * i };
+            {
+                let buf = &mut self.mr.as_mut_slice()[tx_off..tx_off + size_us];
+                if verify {
+                    fill_pattern(buf, msg_idx);
+                }
+                if !send {
+                    buf[size_us - 1] = marker;
+                }
+            }
+            let sge = [Sge {
+                addr: tx_addr,
+                length: size as u32,
+                lkey: self.mr.lkey(),
+            }];
+            let op = if send {
+                SendOp::Send
+            } else {
+                SendOp::Write {
+                    remote_addr: self.remote_slot(0, 0),
+                    rkey: self.remote_rkey(0),
+                }
+            };
+            let mut flags = SendFlags::SIGNALED;
+            if inline {
+                flags |= SendFlags::INLINE;
+            }
+            let wr = SendWr {
+                wr_id: i,
+                sg_list: &sge,
+                op,
+                flags,
+                ud: self.ud_dest(0),
+            };
+            // SAFETY: the SGE is inside our region; the source slot is
+            // rewritten only after the peer answered this message.
+            unsafe { self.qps[0].post_send(&[wr]) }.map_err(|e| PerftestError::Verbs(e.error))?;
+            i += 1;
+            if self.server && i >= n && deadline.is_none() {
+                break;
+            }
+        }
+        // Let the last send complete before the resources go.
+        let _ = self.cq.poll_n(0, Duration::from_millis(1));
+        Ok(i.min(n))
+    }
+
+    fn expected_marker(&self, i: u64) -> u8 {
+        // The server waits for the client's message i (marker i), the client
+        // for the server's answer to its message i - 1.
+        let k = if self.server { i } else { i - 1 };
+        (k % 255 + 1) as u8
+    }
+
+    fn read_lat_client(
+        &mut self,
+        size: u64,
+        n: u64,
+        deadline: Option<Duration>,
+        samples: &mut Vec<u64>,
+    ) -> Result<u64> {
+        let atomic = self.cfg.test.verb() == Verb::Atomic;
+        let (laddr, loff) = self.local_slot(0, 0);
+        let start = Instant::now();
+        let mut wcs = [WorkCompletion::empty(); 4];
+        let mut i = 0u64;
+        while deadline.map_or(i < n, |d| start.elapsed() < d) {
+            let t0 = Instant::now();
+            let op = if atomic {
+                SendOp::FetchAdd {
+                    remote_addr: self.remote_slot(0, 0),
+                    rkey: self.remote_rkey(0),
+                    add: 1,
+                }
+            } else {
+                SendOp::Read {
+                    remote_addr: self.remote_slot(0, 0),
+                    rkey: self.remote_rkey(0),
+                }
+            };
+            let sge = [Sge {
+                addr: laddr,
+                length: if atomic { 8 } else { size as u32 },
+                lkey: self.mr.lkey(),
+            }];
+            let wr = SendWr {
+                wr_id: i,
+                sg_list: &sge,
+                op,
+                flags: SendFlags::SIGNALED,
+                ud: None,
+            };
+            // SAFETY: the SGE is in our region and only read after the
+            // completion below.
+            unsafe { self.qps[0].post_send(&[wr]) }.map_err(|e| PerftestError::Verbs(e.error))?;
+            loop {
+                let got = self.cq.poll(&mut wcs)?;
+                if let Some(wc) = got.first() {
+                    if !wc.is_ok() {
+                        let wc = *wc;
+                        return Err(self.completion_error(&wc, i + 1, i));
+                    }
+                    break;
+                }
+            }
+            samples.push(t0.elapsed().as_nanos() as u64);
+            if self.cfg.verify {
+                if atomic {
+                    let v = u64::from_ne_bytes(
+                        self.mr.as_slice()[loff..loff + 8]
+                            .try_into()
+                            .unwrap_or([0; 8]),
+                    );
+                    if v != i {
+                        return Err(PerftestError::Verify(format!(
+                            "FETCH_ADD {i} returned {v}, expected {i}"
+                        )));
+                    }
+                } else {
+                    check_pattern(&self.mr.as_slice()[loff..loff + size as usize], 0)
+                        .map_err(|e| PerftestError::Verify(format!("READ: {e}")))?;
+                }
+            }
+            i += 1;
+        }
+        Ok(i)
+    }
+}
+
+struct BwRow {
+    size: u64,
+    iters: u64,
+    peak: f64,
+    avg: f64,
+    rate: f64,
+}
+
+/// perftest's peak: the best rate over windows of consecutive messages
+/// (from the post of the first to the completion of the last).
+fn peak_bw(tposted: &[Vec<Instant>], tcompleted: &[Vec<Instant>], size: u64, gbits: bool) -> f64 {
+    let mut best = 0.0f64;
+    for (tp, tc) in tposted.iter().zip(tcompleted) {
+        let n = tp.len().min(tc.len());
+        let mut w = 1usize;
+        while w <= n {
+            let step = (w / 4).max(1);
+            let mut i = 0;
+            while i + w <= n {
+                let dt = tc[i + w - 1].saturating_duration_since(tp[i]).as_secs_f64();
+                if dt > 0.0 {
+                    best = best.max(report::bandwidth(w as u64 * size, dt, gbits));
+                }
+                i += step;
+            }
+            w *= 2;
+        }
+    }
+    best * tposted.len().max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_detects_position_and_message() {
+        let mut b = vec![0u8; 37];
+        fill_pattern(&mut b, 5);
+        assert!(check_pattern(&b, 5).is_ok());
+        assert!(check_pattern(&b, 6).is_err());
+        for (i, &v) in b.iter().enumerate() {
+            assert_eq!(v, pattern_byte(5, i));
+        }
+        b[33] ^= 1;
+        let e = check_pattern(&b, 5).unwrap_err();
+        assert!(e.contains("byte 33"), "{e}");
+    }
+
+    #[test]
+    fn loopback_client_moves_to_another_address() {
+        let cfg = Config::new(Test::WriteBw);
+        let lo = Ipv4Addr::LOCALHOST;
+        let c = bind_candidates(&cfg, false, lo, lo);
+        assert_eq!(c[0], Ipv4Addr::new(127, 0, 0, 2));
+        assert!(!c.contains(&lo));
+        assert_eq!(bind_candidates(&cfg, true, lo, lo), vec![lo]);
+        let remote = Ipv4Addr::new(10, 0, 0, 1);
+        let local = Ipv4Addr::new(10, 0, 0, 2);
+        assert_eq!(bind_candidates(&cfg, false, local, remote), vec![local]);
+    }
+}

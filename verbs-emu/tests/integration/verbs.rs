@@ -1,0 +1,780 @@
+//! The verbs API over the UDP backend: two devices on loopback addresses,
+//! in one process and in two, moving real bytes through the transport
+//! engine.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
+use verbs_emu::verbs::{
+    AccessFlags, AhAttr, CompletionQueue, Context, Endpoint, MemoryRegion, Mtu, ProtectionDomain,
+    QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, UdDest, VerbsError,
+    WcFlags, WcOpcode, WcStatus, WorkCompletion,
+};
+use verbs_emu::wire::{Qpn, Rkey};
+
+const ALL: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0
+        | AccessFlags::REMOTE_WRITE.0
+        | AccessFlags::REMOTE_READ.0
+        | AccessFlags::REMOTE_ATOMIC.0,
+);
+const T: Duration = Duration::from_secs(10);
+
+struct Peer {
+    ctx: Context,
+    _pd: ProtectionDomain,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    qp: QueuePair,
+    backend: Arc<UdpBackend>,
+}
+
+fn open(ip: Ipv4Addr) -> (Context, Arc<UdpBackend>) {
+    let b = Arc::new(UdpBackend::open(UdpConfig::new(SocketAddrV4::new(ip, 4791))).expect("bind"));
+    (Context::from_backend(b.clone()), b)
+}
+
+fn peer(ip: Ipv4Addr, qp_type: QpType, len: usize) -> Peer {
+    let (ctx, backend) = open(ip);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(256).unwrap();
+    let mr = pd.alloc_mr(len, ALL).unwrap();
+    let qp = pd
+        .qp_builder(qp_type)
+        .cq(&cq)
+        .max_send_wr(64)
+        .max_recv_wr(64)
+        .max_inline_data(128)
+        .build()
+        .unwrap();
+    Peer {
+        ctx,
+        _pd: pd,
+        cq,
+        mr,
+        qp,
+        backend,
+    }
+}
+
+fn endpoint(p: &Peer, psn: u32) -> Endpoint {
+    p.qp.endpoint(psn, 0, Some(&p.mr)).unwrap()
+}
+
+/// Two connected RC (or UC) peers on 127.<net>.0.1 and 127.<net>.0.2.
+fn pair(net: u8, qp_type: QpType, len: usize) -> (Peer, Peer) {
+    let a = peer(Ipv4Addr::new(127, net, 0, 1), qp_type, len);
+    let b = peer(Ipv4Addr::new(127, net, 0, 2), qp_type, len);
+    let (ea, eb) = (endpoint(&a, 100), endpoint(&b, 0xFF_FFF0));
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    (a, b)
+}
+
+fn post_send(p: &Peer, wr: SendWr<'_>) {
+    // SAFETY: SGEs name the peer's own registered region, untouched until
+    // the completion is polled.
+    unsafe { p.qp.post_send(&[wr]) }.unwrap();
+}
+
+fn post_recv(p: &Peer, wr_id: u64, off: usize, len: u32) {
+    let sge = [p.mr.sge(off, len)];
+    // SAFETY: as above.
+    unsafe {
+        p.qp.post_recv(&[RecvWr {
+            wr_id,
+            sg_list: &sge,
+        }])
+    }
+    .unwrap();
+}
+
+fn one(p: &Peer) -> WorkCompletion {
+    p.cq.poll_n(1, T).unwrap()[0]
+}
+
+fn fill(mr: &mut MemoryRegion, off: usize, len: usize, seed: u8) {
+    for (i, b) in mr.as_mut_slice()[off..off + len].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
+    }
+}
+
+#[test]
+fn rc_write_send_read_and_atomics_move_real_bytes() {
+    let (mut a, b) = pair(41, QpType::Rc, 1 << 20);
+    let remote = b.mr.remote();
+    // A 200 KB write crosses many 1 KiB packets and GSO runs.
+    fill(&mut a.mr, 0, 200_000, 7);
+    let sge = [a.mr.sge(0, 200_000)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: remote.addr + 4096,
+                rkey: Rkey::new(remote.rkey),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    let wc = one(&a);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (1, WcStatus::Success, WcOpcode::RdmaWrite)
+    );
+    assert_eq!(wc.byte_len, 200_000);
+    assert_eq!(
+        &b.mr.as_slice()[4096..4096 + 200_000],
+        &a.mr.as_slice()[..200_000]
+    );
+
+    // SEND with immediate into a posted receive.
+    post_recv(&b, 9, 500_000, 5000);
+    fill(&mut a.mr, 300_000, 3000, 3);
+    let sge = [a.mr.sge(300_000, 3000)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 2,
+            sg_list: &sge,
+            op: SendOp::SendWithImm(0xdead_beef),
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::Success);
+    let r = one(&b);
+    assert_eq!(
+        (r.wr_id, r.status, r.opcode, r.byte_len),
+        (9, WcStatus::Success, WcOpcode::Recv, 3000)
+    );
+    assert_eq!(r.imm(), Some(0xdead_beef));
+    assert!(r.wc_flags.contains(WcFlags::WITH_IMM));
+    assert_eq!(
+        &b.mr.as_slice()[500_000..503_000],
+        &a.mr.as_slice()[300_000..303_000]
+    );
+
+    // READ it back from the other side.
+    let sge = [b.mr.sge(600_000, 200_000)];
+    let ra = a.mr.remote();
+    post_send(
+        &b,
+        SendWr {
+            wr_id: 3,
+            sg_list: &sge,
+            op: SendOp::Read {
+                remote_addr: ra.addr,
+                rkey: Rkey::new(ra.rkey),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    let wc = one(&b);
+    assert_eq!(
+        (wc.status, wc.opcode, wc.byte_len),
+        (WcStatus::Success, WcOpcode::RdmaRead, 200_000)
+    );
+    assert_eq!(
+        &b.mr.as_slice()[600_000..800_000],
+        &a.mr.as_slice()[..200_000]
+    );
+
+    // Atomics on an 8-byte counter in b's region.
+    let sge = [a.mr.sge(900_000, 8)];
+    for (k, op) in [
+        SendOp::FetchAdd {
+            remote_addr: remote.addr + 1_000_000 - 8,
+            rkey: Rkey::new(remote.rkey),
+            add: 5,
+        },
+        SendOp::CompareSwap {
+            remote_addr: remote.addr + 1_000_000 - 8,
+            rkey: Rkey::new(remote.rkey),
+            compare: 5,
+            swap: 77,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        post_send(
+            &a,
+            SendWr {
+                wr_id: 10 + k as u64,
+                sg_list: &sge,
+                op,
+                flags: SendFlags::SIGNALED,
+                ud: None,
+            },
+        );
+        let wc = one(&a);
+        assert_eq!(wc.status, WcStatus::Success, "{op:?}");
+        let orig = u64::from_ne_bytes(a.mr.as_slice()[900_000..900_008].try_into().unwrap());
+        assert_eq!(orig, [0, 5][k]);
+    }
+    let v = u64::from_ne_bytes(
+        b.mr.as_slice()[1_000_000 - 8..1_000_000]
+            .try_into()
+            .unwrap(),
+    );
+    assert_eq!(v, 77);
+    // WRITE with immediate consumes a receive and reports the immediate.
+    post_recv(&b, 20, 0, 0);
+    let sge = [a.mr.sge(0, 64)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 21,
+            sg_list: &sge,
+            op: SendOp::WriteWithImm {
+                remote_addr: remote.addr,
+                rkey: Rkey::new(remote.rkey),
+                imm: 42,
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::Success);
+    let r = one(&b);
+    assert_eq!(
+        (r.wr_id, r.opcode, r.imm()),
+        (20, WcOpcode::RecvRdmaWithImm, Some(42))
+    );
+    let stats = a.backend.stats();
+    assert!(
+        stats.tx_gso_runs > 0,
+        "multi-packet messages use GSO: {stats:?}"
+    );
+    assert_eq!(b.backend.stats().rx_icrc_errors, 0);
+}
+
+#[test]
+fn unsignaled_inline_batch_completes_once() {
+    let (mut a, b) = pair(42, QpType::Rc, 1 << 16);
+    let remote = b.mr.remote();
+    let mut wrs = Vec::new();
+    let mut sges = Vec::new();
+    for k in 0..10u8 {
+        fill(&mut a.mr, 100 * k as usize, 100, k);
+        sges.push([a.mr.sge(100 * k as usize, 100)]);
+    }
+    for (k, sge) in sges.iter().enumerate() {
+        wrs.push(SendWr {
+            wr_id: k as u64,
+            sg_list: sge,
+            op: SendOp::Write {
+                remote_addr: remote.addr + 100 * k as u64,
+                rkey: Rkey::new(remote.rkey),
+            },
+            flags: if k == 9 {
+                SendFlags::INLINE | SendFlags::SIGNALED
+            } else {
+                SendFlags::INLINE
+            },
+            ud: None,
+        });
+    }
+    // SAFETY: inline data is copied at post time.
+    unsafe { a.qp.post_send(&wrs) }.unwrap();
+    // Inline means the source may change right after the post.
+    a.mr.as_mut_slice()[..1000].fill(0xEE);
+    let wc = a.cq.poll_n(1, T).unwrap();
+    assert_eq!(wc[0].wr_id, 9);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut more = [WorkCompletion::empty(); 4];
+    assert!(
+        a.cq.poll(&mut more).unwrap().is_empty(),
+        "unsignaled WRs make no CQE"
+    );
+    for k in 0..10u8 {
+        let mut want = [0u8; 100];
+        for (i, w) in want.iter_mut().enumerate() {
+            *w = (i as u8).wrapping_mul(31).wrapping_add(k);
+        }
+        assert_eq!(
+            &b.mr.as_slice()[100 * k as usize..100 * k as usize + 100],
+            &want[..]
+        );
+    }
+    // Inline beyond max_inline_data is refused at post time.
+    let big = [a.mr.sge(0, 4000)];
+    let wr = SendWr {
+        wr_id: 99,
+        sg_list: &big,
+        op: SendOp::Send,
+        flags: SendFlags::INLINE,
+        ud: None,
+    };
+    // SAFETY: refused before any access.
+    let e = unsafe { a.qp.post_send(&[wr]) }.unwrap_err();
+    assert_eq!(e.index, 0);
+    assert!(e.to_string().contains("max_inline_data"), "{e}");
+}
+
+#[test]
+fn ud_send_carries_source_qp_and_grh() {
+    let mut a = peer(Ipv4Addr::new(127, 43, 0, 1), QpType::Ud, 8192);
+    let b = peer(Ipv4Addr::new(127, 43, 0, 2), QpType::Ud, 8192);
+    for p in [&a, &b] {
+        p.qp.modify(
+            &QpAttr::new()
+                .with_state(QpState::Init)
+                .with_pkey_index(0)
+                .with_port(1)
+                .with_qkey(0x1111_1111),
+        )
+        .unwrap();
+        p.qp.modify(&QpAttr::new().with_state(QpState::Rtr))
+            .unwrap();
+        p.qp.modify(&QpAttr::new().with_state(QpState::Rts).with_sq_psn(0))
+            .unwrap();
+    }
+    post_recv(&b, 5, 0, 40 + 512);
+    let ah = a
+        ._pd
+        .create_ah(&AhAttr::to_gid(endpoint(&b, 0).gid))
+        .unwrap();
+    fill(&mut a.mr, 0, 300, 9);
+    let sge = [a.mr.sge(0, 300)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: Some(UdDest {
+                ah: ah.handle(),
+                remote_qpn: b.qp.qpn(),
+                remote_qkey: 0x1111_1111,
+            }),
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::Success);
+    let r = one(&b);
+    assert_eq!(r.status, WcStatus::Success);
+    assert_eq!(r.src_qp, a.qp.qpn());
+    assert!(r.wc_flags.contains(WcFlags::GRH));
+    assert_eq!(&b.mr.as_slice()[40..340], &a.mr.as_slice()[..300]);
+    // The GRH area holds the IPv4 header in its last 20 bytes.
+    assert_eq!(b.mr.as_slice()[20], 0x45);
+    assert_eq!(&b.mr.as_slice()[20 + 12..20 + 16], &[127, 43, 0, 1]);
+}
+
+#[test]
+fn bad_rkey_is_a_remote_access_error_and_flushes() {
+    let (a, b) = pair(44, QpType::Rc, 1 << 16);
+    let remote = b.mr.remote();
+    let sge = [a.mr.sge(0, 64)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: remote.addr,
+                rkey: Rkey::new(remote.rkey ^ 0x5500),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    let wc = one(&a);
+    assert_eq!(wc.status, WcStatus::RemAccessErr);
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+    // Out of bounds is the same error; later posts flush.
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 2,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::WrFlushErr);
+}
+
+#[test]
+fn missing_receive_gives_rnr_then_retry_exhaustion() {
+    let a = peer(Ipv4Addr::new(127, 45, 0, 1), QpType::Rc, 1 << 16);
+    let b = peer(Ipv4Addr::new(127, 45, 0, 2), QpType::Rc, 1 << 16);
+    let (ea, eb) = (endpoint(&a, 0), endpoint(&b, 0));
+    // rnr_retry 0 on the sender: the first RNR NAK fails the send.
+    for (p, e, r) in [(&a, &eb, 0u8), (&b, &ea, 7)] {
+        let mut av = AhAttr::to_gid(e.gid);
+        av.dport = Some(e.udp_port);
+        p.qp.modify(
+            &QpAttr::new()
+                .with_state(QpState::Init)
+                .with_pkey_index(0)
+                .with_port(1)
+                .with_access_flags(ALL),
+        )
+        .unwrap();
+        p.qp.modify(
+            &QpAttr::new()
+                .with_state(QpState::Rtr)
+                .with_av(av)
+                .with_path_mtu(Mtu::Mtu1024)
+                .with_dest_qpn(Qpn::new(e.qpn))
+                .with_rq_psn(e.psn)
+                .with_max_dest_rd_atomic(1)
+                .with_min_rnr_timer(1),
+        )
+        .unwrap();
+        p.qp.modify(
+            &QpAttr::new()
+                .with_state(QpState::Rts)
+                .with_sq_psn(0)
+                .with_timeout(14)
+                .with_retry_cnt(7)
+                .with_rnr_retry(r)
+                .with_max_rd_atomic(1),
+        )
+        .unwrap();
+    }
+    // With infinite RNR retries (b) the send waits for the receive.
+    let sge = [b.mr.sge(0, 16)];
+    post_send(
+        &b,
+        SendWr {
+            wr_id: 2,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    std::thread::sleep(Duration::from_millis(30));
+    let mut w = [WorkCompletion::empty(); 2];
+    assert!(
+        b.cq.poll(&mut w).unwrap().is_empty(),
+        "still waiting for a receive"
+    );
+    assert!(b.backend.qp_stats(b.qp.handle()).unwrap().rx_rnr_naks > 0);
+    post_recv(&a, 3, 0, 16);
+    let wc = one(&b);
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
+    assert_eq!((one(&a).wr_id), 3);
+    // With rnr_retry 0 (a) the first RNR NAK fails the send.
+    let sge = [a.mr.sge(0, 16)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::RnrRetryExcErr);
+}
+
+#[test]
+fn peer_gone_exhausts_retries() {
+    let a = peer(Ipv4Addr::new(127, 46, 0, 1), QpType::Rc, 4096);
+    let eb = {
+        let b = peer(Ipv4Addr::new(127, 46, 0, 2), QpType::Rc, 4096);
+        endpoint(&b, 0)
+    }; // b is gone: its device closed.
+    let mut av = AhAttr::to_gid(eb.gid);
+    av.dport = Some(eb.udp_port);
+    a.qp.modify(
+        &QpAttr::new()
+            .with_state(QpState::Init)
+            .with_pkey_index(0)
+            .with_port(1)
+            .with_access_flags(ALL),
+    )
+    .unwrap();
+    a.qp.modify(
+        &QpAttr::new()
+            .with_state(QpState::Rtr)
+            .with_av(av)
+            .with_path_mtu(Mtu::Mtu1024)
+            .with_dest_qpn(Qpn::new(eb.qpn))
+            .with_rq_psn(0)
+            .with_max_dest_rd_atomic(1)
+            .with_min_rnr_timer(1),
+    )
+    .unwrap();
+    // timeout 8: 4.096 us x 2^8 = 1 ms per try, 2 retries.
+    a.qp.modify(
+        &QpAttr::new()
+            .with_state(QpState::Rts)
+            .with_sq_psn(0)
+            .with_timeout(8)
+            .with_retry_cnt(2)
+            .with_rnr_retry(0)
+            .with_max_rd_atomic(1),
+    )
+    .unwrap();
+    let sge = [a.mr.sge(0, 16)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 7,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    let wc = one(&a);
+    assert_eq!((wc.wr_id, wc.status), (7, WcStatus::RetryExcErr));
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+    let _ = a.ctx;
+}
+
+#[test]
+fn invalid_transitions_are_refused_and_change_nothing() {
+    let a = peer(Ipv4Addr::new(127, 47, 0, 1), QpType::Rc, 4096);
+    let e =
+        a.qp.modify(&QpAttr::new().with_state(QpState::Rts).with_sq_psn(0))
+            .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            VerbsError::InvalidTransition {
+                from: QpState::Reset,
+                to: QpState::Rts,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(a.qp.state().unwrap(), QpState::Reset);
+    let e =
+        a.qp.modify(&QpAttr::new().with_state(QpState::Init).with_port(1))
+            .unwrap_err();
+    assert!(matches!(e, VerbsError::MissingAttributes { .. }), "{e}");
+    a.qp.modify(
+        &QpAttr::new()
+            .with_state(QpState::Init)
+            .with_pkey_index(0)
+            .with_port(1)
+            .with_access_flags(ALL),
+    )
+    .unwrap();
+    let e =
+        a.qp.modify(&QpAttr::new().with_state(QpState::Rtr).with_sq_psn(1))
+            .unwrap_err();
+    assert!(e.to_string().contains("RTR"), "{e}");
+    assert_eq!(a.qp.state().unwrap(), QpState::Init);
+    // post_send below RTS is refused; post_recv in INIT is fine.
+    let sge = [a.mr.sge(0, 8)];
+    // SAFETY: refused before any access.
+    let e = unsafe {
+        a.qp.post_send(&[SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        }])
+    }
+    .unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            VerbsError::BadQpState {
+                state: QpState::Init,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    post_recv(&a, 1, 0, 8);
+    // Registration rules: remote write needs local write.
+    let e = a._pd.alloc_mr(64, AccessFlags::REMOTE_WRITE).unwrap_err();
+    assert!(e.to_string().contains("LOCAL_WRITE"), "{e}");
+}
+
+/// The child half of the two-process test: a passive peer that prints its
+/// endpoint, waits for the parent's and serves until stdin closes.
+#[test]
+#[ignore = "run by two_processes_write_and_send as a child process"]
+fn child_peer() {
+    use std::io::BufRead;
+    if std::env::var("ROCELAB_CHILD").is_err() {
+        return;
+    }
+    let mut b = peer(Ipv4Addr::new(127, 48, 0, 2), QpType::Rc, 1 << 16);
+    fill(&mut b.mr, 0, 4096, 1);
+    let eb = endpoint(&b, 5);
+    println!("ENDPOINT {}", serde_json::to_string(&eb).unwrap());
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let ea: Endpoint = serde_json::from_str(line.trim()).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    post_recv(&b, 1, 8192, 4096);
+    println!("READY");
+    let r = one(&b);
+    // Echo what was received back as the result line.
+    println!(
+        "RECV {} {} {}",
+        r.status.value(),
+        r.byte_len,
+        b.mr.as_slice()[8192..8192 + r.byte_len as usize]
+            .iter()
+            .map(|&x| x as u64)
+            .sum::<u64>()
+    );
+    line.clear();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+}
+
+#[test]
+fn two_processes_write_read_and_send() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "verbs::child_peer",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ROCELAB_CHILD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut next = |prefix: &str| -> String {
+        loop {
+            let mut l = String::new();
+            assert!(
+                out.read_line(&mut l).unwrap() > 0,
+                "child ended before {prefix}"
+            );
+            // The harness prints "test ... " before the child's first line.
+            if let Some(at) = l.find(prefix) {
+                return l[at + prefix.len()..].trim().to_string();
+            }
+        }
+    };
+    let eb: Endpoint = serde_json::from_str(&next("ENDPOINT")).unwrap();
+    let mut a = peer(Ipv4Addr::new(127, 48, 0, 1), QpType::Rc, 1 << 16);
+    let ea = endpoint(&a, 9);
+    writeln!(stdin, "{}", serde_json::to_string(&ea).unwrap()).unwrap();
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    next("READY");
+    let m = eb.mr.unwrap();
+    // READ the child's pattern, WRITE ours, SEND a message.
+    let sge = [a.mr.sge(0, 4096)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Read {
+                remote_addr: m.addr,
+                rkey: Rkey::new(m.rkey),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::Success);
+    let want: Vec<u8> = (0..4096)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(1))
+        .collect();
+    assert_eq!(&a.mr.as_slice()[..4096], &want[..]);
+    fill(&mut a.mr, 10_000, 3000, 4);
+    let sge = [a.mr.sge(10_000, 3000)];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 2,
+            sg_list: &sge,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::Success);
+    let sum: u64 = a.mr.as_slice()[10_000..13_000]
+        .iter()
+        .map(|&x| x as u64)
+        .sum();
+    assert_eq!(next("RECV"), format!("0 3000 {sum}"));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn ce_marks_become_cnps_that_reach_the_sender() {
+    use verbs_emu::backend::fault::{FaultConfig, FaultInjector};
+    use verbs_emu::cc::{CcConfig, DcqcnParams};
+    use verbs_emu::time::Rate;
+    // The sender's path marks every ECT packet CE, as a congested ECN
+    // switch would; its QPs run DCQCN.
+    let mut cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, 50, 0, 1), 4791));
+    cfg.cc = CcConfig::Dcqcn(DcqcnParams::connectx(Rate::from_gbps(100)));
+    let marks = FaultConfig {
+        ce_mark: 1.0,
+        ..FaultConfig::default()
+    };
+    let ba = Arc::new(
+        UdpBackend::open_with(cfg, move |s| Ok(Box::new(FaultInjector::new(s, marks)))).unwrap(),
+    );
+    let ca = Context::from_backend(ba.clone());
+    let pd = ca.alloc_pd().unwrap();
+    let cq = ca.create_cq(64).unwrap();
+    let mut mr = pd.alloc_mr(1 << 16, ALL).unwrap();
+    let qp = pd.qp_builder(QpType::Rc).cq(&cq).build().unwrap();
+    let b = peer(Ipv4Addr::new(127, 50, 0, 2), QpType::Rc, 1 << 16);
+    let ea = qp.endpoint(0, 0, Some(&mr)).unwrap();
+    let eb = endpoint(&b, 0);
+    qp.connect(0, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(0, &ea, Mtu::Mtu1024, ALL).unwrap();
+    mr.as_mut_slice().fill(0x33);
+    let rm = b.mr.remote();
+    for i in 0..20u64 {
+        let sge = [mr.sge(0, 8192)];
+        let wr = SendWr {
+            wr_id: i,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: rm.addr,
+                rkey: Rkey::new(rm.rkey),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        // SAFETY: our registered region, unchanged until the completion.
+        unsafe { qp.post_send(&[wr]) }.unwrap();
+        assert_eq!(cq.poll_n(1, T).unwrap()[0].status, WcStatus::Success);
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert!(b.mr.as_slice()[..8192].iter().all(|&x| x == 0x33));
+    assert!(
+        b.backend.stats().rx_ecn_ce > 0,
+        "the receiver read the CE marks"
+    );
+    let rx = b.backend.qp_stats(b.qp.handle()).unwrap();
+    assert!(
+        rx.rx_ce > 0 && rx.tx_cnps > 0,
+        "the notification point answered with CNPs: {rx:?}"
+    );
+    let tx = ba.qp_stats(qp.handle()).unwrap();
+    assert!(
+        tx.rx_cnps > 0,
+        "the sender's reaction point got them: {tx:?}"
+    );
+    assert!(ba.io_stats().fault_ce_marked > 0);
+}
