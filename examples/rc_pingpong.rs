@@ -15,8 +15,16 @@
 //! `%04x:%06x:%06x:` plus the GID's 16 bytes in hex, NUL-terminated, and the
 //! client answers the server's address with `done`. So with `--backend
 //! ibverbs` on a host with an RDMA NIC this program talks to the real
-//! `ibv_rc_pingpong` on the other end. The backend is any the build's
-//! providers offer; a device is chosen with `-d NAME` (the first otherwise).
+//! `ibv_rc_pingpong` on the other end.
+//!
+//! The device is the first one found (emulated UDP devices first), or the
+//! one named by `-d`, or, for the UDP emulation, the one bound to `--bind
+//! ADDR`. Both ends on one host need two addresses, as two NICs would:
+//!
+//! ```text
+//! cargo run --example rc_pingpong -- --bind 127.0.0.1
+//! cargo run --example rc_pingpong -- --bind 127.0.0.2 127.0.0.1
+//! ```
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -26,8 +34,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use std::net::Ipv4Addr;
+
 use verbs_emu::backend::ibverbs::IbverbsProvider;
-use verbs_emu::backend::{BackendKind, Provider};
+use verbs_emu::backend::udp::UdpProvider;
+use verbs_emu::backend::{self, BackendKind, OpenRequest, Provider};
 use verbs_emu::verbs::{
     device_list, AccessFlags, AhAttr, Context, Endpoint, Gid, Mtu, QpAttr, QpState, QpType, RecvWr,
     SendFlags, SendOp, SendWr, VerbsError, WorkCompletion,
@@ -78,6 +89,10 @@ struct Args {
     /// Which backend's devices to use: udp or ibverbs (default: any).
     #[arg(long)]
     backend: Option<BackendKind>,
+    /// Emulation only: open a UDP device bound to this IPv4 address (any of
+    /// 127.0.0.0/8 works for two ends on one host).
+    #[arg(long)]
+    bind: Option<Ipv4Addr>,
     /// The server to connect to; without it, act as the server.
     servername: Option<String>,
 }
@@ -106,33 +121,7 @@ fn run(args: &Args) -> Result<(), Error> {
     if args.rx_depth < 2 {
         return Err("-r: the receive depth must be at least 2".into());
     }
-    let ibverbs = IbverbsProvider::new();
-    let providers: Vec<&dyn Provider> = vec![&ibverbs];
-    let providers: Vec<&dyn Provider> = providers
-        .into_iter()
-        .filter(|provider| args.backend.map_or(true, |kind| kind == provider.kind()))
-        .collect();
-    let (devices, unavailable) = device_list(&providers);
-    let chosen = devices.iter().find(|device| {
-        args.device
-            .as_ref()
-            .map_or(true, |name| *name == device.name)
-    });
-    let Some(device) = chosen else {
-        let mut why = match &args.device {
-            Some(name) => format!("no RDMA device named {name}"),
-            None => "no RDMA devices".to_owned(),
-        };
-        for (kind, error) in unavailable {
-            why.push_str(&format!("; {kind}: {error}"));
-        }
-        return Err(why.into());
-    };
-    let provider = providers
-        .iter()
-        .find(|provider| provider.kind() == device.kind)
-        .ok_or("the device's provider vanished")?;
-    let context = Context::open(*provider, device)?;
+    let context = open_context(args)?;
 
     let pd = context.alloc_pd()?;
     let mut mr = pd.alloc_mr(args.size.max(1) as usize, AccessFlags::LOCAL_WRITE)?;
@@ -284,6 +273,53 @@ fn run(args: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// The device the flags name: a UDP device at `--bind`, else the first
+/// device (of `--backend`, named `-d` when given) that a provider lists.
+fn open_context(args: &Args) -> Result<Context, Error> {
+    if let Some(bind) = args.bind {
+        if args.backend == Some(BackendKind::Ibverbs) {
+            return Err("--bind applies to the UDP emulation, not to --backend ibverbs".into());
+        }
+        let request = OpenRequest {
+            kind: BackendKind::Udp,
+            device: args.device.clone(),
+            bind,
+            udp_port: 4791,
+            faults: Default::default(),
+            pcap: None,
+            busy_poll: !args.events,
+        };
+        return Ok(Context::from_backend(backend::open(&request)?));
+    }
+    let udp = UdpProvider::default();
+    let ibverbs = IbverbsProvider::new();
+    let providers: Vec<&dyn Provider> = [&udp as &dyn Provider, &ibverbs]
+        .into_iter()
+        .filter(|provider| args.backend.map_or(true, |kind| kind == provider.kind()))
+        .collect();
+    let (devices, unavailable) = device_list(&providers);
+    let chosen = devices.iter().find(|device| {
+        args.device
+            .as_ref()
+            .map_or(true, |name| *name == device.name)
+    });
+    let Some(device) = chosen else {
+        let mut why = match &args.device {
+            Some(name) => format!("no RDMA device named {name}"),
+            None => "no RDMA devices".to_owned(),
+        };
+        for (kind, error) in unavailable {
+            why.push_str(&format!("; {kind}: {error}"));
+        }
+        return Err(why.into());
+    };
+    let provider = providers
+        .iter()
+        .find(|provider| provider.kind() == device.kind)
+        .ok_or("the device's provider vanished")?;
+    Ok(Context::open(*provider, device)?)
+}
+
 /// Polls until at least one completion arrives (or the run stalls).
 fn poll_busy<'a>(
     cq: &verbs_emu::verbs::CompletionQueue,
@@ -423,6 +459,60 @@ mod tests {
             b"0000:000011:abcdef:00000000000000000000ffff0a000001\0"
         );
         assert_eq!(parse_wire(&msg, Mtu::Mtu1024).unwrap(), endpoint());
+    }
+
+    #[test]
+    fn ping_pong_runs_between_two_emulated_devices() {
+        // Two ends in one process, each on its own loopback address, as two
+        // hosts would be; the TCP port is this test's own.
+        let port = "18699";
+        let server = Args::parse_from([
+            "rc_pingpong",
+            "--bind",
+            "127.0.77.1",
+            "-p",
+            port,
+            "-n",
+            "50",
+            "-s",
+            "512",
+        ]);
+        let client = Args::parse_from([
+            "rc_pingpong",
+            "--bind",
+            "127.0.77.2",
+            "-p",
+            port,
+            "-n",
+            "50",
+            "-s",
+            "512",
+            "127.0.0.1",
+        ]);
+        let server = std::thread::spawn(move || run(&server).map_err(|e| e.to_string()));
+        // The server listens once it has its device; retry the connect.
+        let mut result = Err(String::new());
+        for _ in 0..50 {
+            result = run(&client).map_err(|e| e.to_string());
+            match &result {
+                Err(e) if e.contains("couldn't connect") => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                _ => break,
+            }
+        }
+        assert_eq!(result, Ok(()));
+        assert_eq!(server.join().unwrap(), Ok(()));
+    }
+
+    #[test]
+    fn bind_is_refused_for_hardware() {
+        let args = Args::parse_from(["rc_pingpong", "--backend", "ibverbs", "--bind", "127.0.0.1"]);
+        let error = open_context(&args).err().unwrap().to_string();
+        assert!(
+            error.contains("--bind applies to the UDP emulation"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -311,14 +311,26 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
             Ok(Arc::new(b))
         }
         BackendKind::Ibverbs => {
-            // The hardware backend lists its devices; opening it as a verbs
-            // Backend is wired here once it implements the trait.
-            match ibverbs::list_devices() {
-                Err(e) => Err(VerbsError::Unavailable(e.to_string())),
-                Ok(_) => Err(VerbsError::Unavailable(
-                    "the ibverbs backend does not serve the verbs API yet".into(),
-                )),
+            // A NIC's wire is out of our reach: faults and capture wrap the
+            // UDP datagram path only, and RoCEv2 NICs send to UDP 4791.
+            if req.faults.any() || req.pcap.is_some() {
+                return Err(VerbsError::invalid(
+                    "ibv_open_device",
+                    "fault injection and pcap capture wrap the UDP backend's datagrams; \
+                     a hardware NIC's wire cannot be reached (use --backend udp)",
+                ));
             }
+            if req.udp_port != 4791 {
+                return Err(VerbsError::invalid(
+                    "ibv_open_device",
+                    format!("UDP port {}: a RoCEv2 NIC always uses 4791", req.udp_port),
+                ));
+            }
+            // busy_poll needs nothing here: polling never blocks, and
+            // wait_cq sleeps on the completion channel.
+            Ok(Arc::new(ibverbs::IbverbsBackend::open(
+                req.device.as_deref(),
+            )?))
         }
     }
 }

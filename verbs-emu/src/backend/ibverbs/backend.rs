@@ -837,6 +837,49 @@ mod tests {
         assert_eq!(describe_node(4, 1), "RNIC, iWARP");
     }
 
+    fn open_request() -> crate::backend::OpenRequest {
+        crate::backend::OpenRequest {
+            kind: BackendKind::Ibverbs,
+            device: None,
+            bind: std::net::Ipv4Addr::LOCALHOST,
+            udp_port: 4791,
+            faults: crate::backend::fault::FaultConfig::default(),
+            pcap: None,
+            busy_poll: false,
+        }
+    }
+
+    #[test]
+    fn opening_hardware_refuses_what_only_the_udp_path_can_do() {
+        let mut faulty = open_request();
+        faulty.faults.loss = 0.02;
+        let error = crate::backend::open(&faulty).err().expect("refused");
+        assert!(error.to_string().contains("use --backend udp"), "{error}");
+        let mut capture = open_request();
+        capture.pcap = Some("x.pcap".into());
+        assert!(crate::backend::open(&capture).is_err());
+        let mut port = open_request();
+        port.udp_port = 4792;
+        let error = crate::backend::open(&port).err().expect("refused");
+        assert!(error.to_string().contains("always uses 4791"), "{error}");
+    }
+
+    #[test]
+    fn opening_hardware_here_says_why_it_cannot() {
+        // No RDMA device where this runs (or no libibverbs at all): the
+        // answer names the reason, never panics. With a device it opens.
+        match crate::backend::open(&open_request()) {
+            Ok(backend) => assert_eq!(backend.kind(), BackendKind::Ibverbs),
+            Err(VerbsError::NoDevice(detail)) => {
+                assert!(detail.contains("ibv_get_device_list"), "{detail}");
+            }
+            Err(VerbsError::Unavailable(text)) => {
+                assert!(text.contains("libibverbs.so.1 not found"), "{text}");
+            }
+            Err(other) => panic!("unexpected: {other}"),
+        }
+    }
+
     #[test]
     fn provider_without_devices_lists_nothing_or_reports_why() {
         // Here: either the library is missing (Unavailable, with the
