@@ -121,7 +121,7 @@ fn main() {
             }
             let base = bench(&name, k, pattern, &pfc);
             let dname = format!("k{k}-{pattern}-dcqcn");
-            if want("dcqcn") || want(&dname) {
+            if filter.is_empty() || filter.iter().any(|f| f.contains("dcqcn")) {
                 let d = bench(&dname, k, pattern, &dcqcn);
                 println!(
                     "{dname:<28} events ratio DCQCN / PFC-only: {:.2}",

@@ -175,6 +175,34 @@ mod tests {
     }
 
     #[test]
+    fn matches_a_sorted_reference_under_random_scheduling() {
+        use rand::Rng;
+        use rand_chacha::rand_core::SeedableRng;
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut q = EventQueue::new();
+        let mut reference: Vec<(u64, u64)> = Vec::new();
+        let mut popped = Vec::new();
+        let mut id = 0u64;
+        for _ in 0..20_000 {
+            if rng.gen_bool(0.55) || q.is_empty() {
+                let now = q.now().as_ps();
+                let t = now + rng.gen_range(0..5_000_000u64) * rng.gen_range(0..3u64);
+                q.schedule(Instant::from_ps(t), id);
+                reference.push((t, id));
+                id += 1;
+            } else {
+                popped.push(q.pop().map(|(t, e)| (t.as_ps(), e)).unwrap());
+            }
+        }
+        while let Some((t, e)) = q.pop() {
+            popped.push((t.as_ps(), e));
+        }
+        // Ids grow with insertion, so (time, id) is (time, sequence).
+        reference.sort_unstable();
+        assert_eq!(popped, reference);
+    }
+
+    #[test]
     fn derived_streams_are_stable_and_distinct() {
         let a1 = derive_rng(7, StreamKind::Switch, 0).next_u64();
         let a2 = derive_rng(7, StreamKind::Switch, 0).next_u64();

@@ -63,3 +63,39 @@ fn bad_inputs_are_errors_not_panics() {
     );
     assert!(e.unwrap_err().to_string().contains("no link from h0 to h1"));
 }
+
+#[test]
+fn dwrr_shares_the_egress_by_weight_and_strict_serves_the_highest_first() {
+    use sim::config::SchedulerConfig;
+    use verbs_emu::time::Size;
+    let (t, r) = star(3, Rate::from_gbps(100), Duration::from_us(1));
+    let mut low = write(1, 3, 1, 2_000_000);
+    low.priority = 1;
+    let flows = vec![write(0, 2, 1, 2_000_000), low];
+    let mut cfg = SimConfig::default();
+    cfg.nic.window = Some(1024);
+    cfg.fabric.scheduler = SchedulerConfig::Dwrr {
+        weights: [1, 1, 1, 3, 1, 1, 1, 1],
+        quantum: Size::from_bytes(4096),
+    };
+    let (res, _) = simulate(&t, &r, &cfg, &flows, &RunOptions::default()).unwrap();
+    assert_eq!(res.summary.flows_completed, 2);
+    // Priority 3 gets 3/4 of the link while both are backlogged.
+    let wire = 2_000_000.0 + 489.0 * 62.0;
+    let expect = wire * 8.0 / 75e9 * 1e12;
+    let fct3 = res.flows[0].fct_ps.unwrap() as f64;
+    assert!(
+        (fct3 / expect - 1.0).abs() < 0.05,
+        "prio 3 fct {fct3}, expected {expect}"
+    );
+    // Strict priority: priority 3 as if alone.
+    cfg.fabric.scheduler = SchedulerConfig::Strict;
+    let (res, _) = simulate(&t, &r, &cfg, &flows, &RunOptions::default()).unwrap();
+    let alone = wire * 8.0 / 100e9 * 1e12;
+    let fct3 = res.flows[0].fct_ps.unwrap() as f64;
+    assert!(
+        (fct3 / alone - 1.0).abs() < 0.05,
+        "strict prio 3 fct {fct3}, alone {alone}"
+    );
+    assert!(res.flows[1].fct_ps.unwrap() as f64 > 1.9 * alone);
+}

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod dcqcn;
 mod determinism;
 mod fabric;
 mod imports;

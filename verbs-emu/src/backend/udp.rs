@@ -26,7 +26,16 @@
 //! the LAST one in one `sendmmsg` entry. On receive, GRO runs are split
 //! again and each packet's ICRC is checked against the header its sender's
 //! kernel wrote; a mismatch is counted (`rx_icrc_errors`) and the packet
-//! dropped, as a NIC does. ECN bits received (`IP_RECVTOS`) go to the
+//! dropped, as a NIC does.
+//!
+//! How far the ICRC is proven: single datagrams (identification 0, DF) are
+//! checked against the kernel's real IPv4 header in an AF_PACKET capture on
+//! loopback, and tshark decodes them. GSO runs rely on Linux numbering the
+//! segments' identification 0, 1, 2, ... (ROCEV2.md §8); loopback never
+//! cuts a run, so that numbering is only checked by our own receiver
+//! splitting GRO runs the same way, not against a kernel-segmented capture.
+//! Turn GSO off ([`SocketOptions::gso`]) where exact wire behaviour matters
+//! more than speed. ECN bits received (`IP_RECVTOS`) go to the
 //! engine, which answers CE with CNPs; transmitted packets carry the ECN
 //! codepoint the engine asks for (ECT(0)).
 

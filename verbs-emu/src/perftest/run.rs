@@ -353,15 +353,29 @@ fn accept(port: u16) -> Result<(TcpStream, Ipv4Addr, Ipv4Addr)> {
     Ok((s, local, to_v4(peer.ip())?))
 }
 
-/// The addresses to try binding the emulated device to. On loopback the
-/// client and the server share the host, so the client moves to another
-/// 127/8 address (the server keeps the one the client connected to).
-fn bind_candidates(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> Vec<Ipv4Addr> {
+/// The addresses (and UDP ports) to try binding the emulated device to. On
+/// loopback the client and the server share the host, so the client moves
+/// to another 127/8 address (the server keeps the one the client connected
+/// to); reaching its own host through another address, the client moves to
+/// the next UDP ports instead (its endpoint tells the server which).
+fn bind_candidates(
+    cfg: &Config,
+    server: bool,
+    local: Ipv4Addr,
+    peer: Ipv4Addr,
+) -> Vec<(Ipv4Addr, u16)> {
+    let port = cfg.udp_port;
     if let Some(b) = cfg.bind {
-        return vec![b];
+        return vec![(b, port)];
     }
-    if server || !local.is_loopback() {
-        return vec![local];
+    if server {
+        return vec![(local, port)];
+    }
+    if !local.is_loopback() {
+        if local != peer {
+            return vec![(local, port)];
+        }
+        return (1..16u16).map(|k| (local, port.wrapping_add(k))).collect();
     }
     let o = peer.octets();
     let base = u32::from(Ipv4Addr::new(127, o[1], o[2], o[3]));
@@ -374,17 +388,18 @@ fn bind_candidates(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) 
             Ipv4Addr::from(0x7F00_0000 | (v & 0x00FF_FFFF))
         })
         .filter(|a| *a != peer)
+        .map(|a| (a, port))
         .collect()
 }
 
 fn open_device(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> Result<Context> {
     let mut last = None;
-    for ip in bind_candidates(cfg, server, local, peer) {
+    for (ip, udp_port) in bind_candidates(cfg, server, local, peer) {
         let req = OpenRequest {
             kind: cfg.backend,
             device: cfg.ib_dev.clone(),
             bind: ip,
-            udp_port: cfg.udp_port,
+            udp_port,
             faults: cfg.faults,
             pcap: cfg.pcap.clone(),
             busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw()),
@@ -400,6 +415,11 @@ fn open_device(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> R
                     verb: "bind",
                     source,
                 });
+            }
+            Err(VerbsError::Os { verb, source }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+                return Err(PerftestError::Config(format!(
+                    "{verb} {ip}:{udp_port}: {source}; another device is there: pick another address with --bind or port with --udp-port"
+                )))
             }
             Err(e) => return Err(e.into()),
         }
@@ -1559,11 +1579,19 @@ mod tests {
         let cfg = Config::new(Test::WriteBw);
         let lo = Ipv4Addr::LOCALHOST;
         let c = bind_candidates(&cfg, false, lo, lo);
-        assert_eq!(c[0], Ipv4Addr::new(127, 0, 0, 2));
-        assert!(!c.contains(&lo));
-        assert_eq!(bind_candidates(&cfg, true, lo, lo), vec![lo]);
+        assert_eq!(c[0], (Ipv4Addr::new(127, 0, 0, 2), 4791));
+        assert!(!c.iter().any(|(a, _)| *a == lo));
+        assert_eq!(bind_candidates(&cfg, true, lo, lo), vec![(lo, 4791)]);
         let remote = Ipv4Addr::new(10, 0, 0, 1);
         let local = Ipv4Addr::new(10, 0, 0, 2);
-        assert_eq!(bind_candidates(&cfg, false, local, remote), vec![local]);
+        assert_eq!(
+            bind_candidates(&cfg, false, local, remote),
+            vec![(local, 4791)]
+        );
+        // Its own host through a real address: same address, next ports.
+        assert_eq!(
+            bind_candidates(&cfg, false, remote, remote)[0],
+            (remote, 4792)
+        );
     }
 }

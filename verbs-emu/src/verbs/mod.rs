@@ -10,7 +10,7 @@
 //! drop in the order rdma-core requires (QPs before CQs and PDs, MRs before
 //! PDs). Code written against these types runs unchanged over the UDP
 //! emulation and over real hardware: the difference lives in the
-//! [`Backend`](crate::backend::Backend) underneath.
+//! [`Backend`] trait underneath.
 //!
 //! Posting work requests is `unsafe` for the reason it is in C: the device
 //! reads and writes the buffers asynchronously until the completion (see
