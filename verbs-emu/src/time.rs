@@ -480,6 +480,61 @@ impl FromStr for Size {
     }
 }
 
+/// The value in the largest of `units` that divides it exactly, e.g.
+/// `"1500ns"` rather than the rounded display form: what files get, so that
+/// a value written out reads back identical.
+fn exact_string(v: u64, units: &[(u64, &str)], base: &str) -> String {
+    for &(scale, suffix) in units {
+        if v != 0 && v % scale == 0 {
+            return format!("{}{suffix}", v / scale);
+        }
+    }
+    format!("{v}{base}")
+}
+
+impl Duration {
+    /// Exact text form (`"1500ns"`, `"10ms"`), parsed back without loss.
+    pub fn exact(self) -> String {
+        exact_string(
+            self.0,
+            &[
+                (PS_PER_S, "s"),
+                (PS_PER_MS, "ms"),
+                (PS_PER_US, "us"),
+                (PS_PER_NS, "ns"),
+            ],
+            "ps",
+        )
+    }
+}
+
+impl Rate {
+    /// Exact text form (`"100Gbps"`, `"2500Mbps"`), parsed back without loss.
+    pub fn exact(self) -> String {
+        exact_string(
+            self.0,
+            &[
+                (1_000_000_000_000, "Tbps"),
+                (1_000_000_000, "Gbps"),
+                (1_000_000, "Mbps"),
+                (1_000, "Kbps"),
+            ],
+            "bps",
+        )
+    }
+}
+
+impl Size {
+    /// Exact text form (`"4KiB"`, `"1000001B"`), parsed back without loss.
+    pub fn exact(self) -> String {
+        exact_string(
+            self.0,
+            &[(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")],
+            "B",
+        )
+    }
+}
+
 /// serde support: durations, rates and sizes are strings in files
 /// (`"1.5us"`), and plain integers are accepted as base units.
 mod serde_impls {
@@ -491,7 +546,7 @@ mod serde_impls {
         ($ty:ident, $ctor:expr, $what:expr) => {
             impl Serialize for $ty {
                 fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                    s.collect_str(self)
+                    s.serialize_str(&self.exact())
                 }
             }
             impl<'de> Deserialize<'de> for $ty {
@@ -582,6 +637,37 @@ mod tests {
             Duration::from_ns(80)
         );
         assert_eq!(Rate::from_gbps(100).bytes_in(Duration::from_ns(80)), 1000);
+    }
+
+    #[test]
+    fn exact_forms_read_back_without_loss() {
+        for ps in [
+            0,
+            1,
+            999,
+            1_500_000,
+            4_096_000,
+            10_000_000_000,
+            123_456_789_012_345,
+        ] {
+            let d = Duration::from_ps(ps);
+            assert_eq!(d.exact().parse::<Duration>().unwrap(), d, "{}", d.exact());
+        }
+        for b in [0, 1, 4096, 32_000_000, 1 << 30, 1_048_577] {
+            let s = Size::from_bytes(b);
+            assert_eq!(s.exact().parse::<Size>().unwrap(), s, "{}", s.exact());
+        }
+        for bps in [0, 25_000_000_000, 2_500_000_000, 1_234_567] {
+            let r = Rate::from_bps(bps);
+            assert_eq!(r.exact().parse::<Rate>().unwrap(), r, "{}", r.exact());
+        }
+        assert_eq!(Size::from_bytes(32_000_000).exact(), "31250KiB");
+        assert_eq!(Duration::from_ns(1500).exact(), "1500ns");
+        let json = serde_json::to_string(&Size::from_bytes(32_000_000)).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Size>(&json).unwrap(),
+            Size::from_bytes(32_000_000)
+        );
     }
 
     #[test]
