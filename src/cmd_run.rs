@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use sim::results::{RunResult, RunStats};
+use sim::results::{GroupRecord, RunResult, RunStats};
 use sim::run::{simulate, RunOptions};
 use sim::scenario::{self, ScenarioResults};
 use sim::topology::Routes;
@@ -57,6 +57,7 @@ pub fn run(args: &Args) -> ExitCode {
             duration: v.duration,
             max_events: v.max_events,
             progress: true,
+            groups: v.groups.clone(),
         };
         let topo = &scenario.topologies[v.topology];
         match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {
@@ -139,6 +140,9 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     for (k, v) in rows {
         println!("  {k:<18} {v}");
     }
+    for g in &r.groups {
+        println!("  step time {}: {}", g.name, step_time(g));
+    }
     let mem = st
         .peak_rss_bytes
         .map_or("n/a".to_string(), |b| format!("{:.1} MB", b as f64 / 1e6));
@@ -153,6 +157,27 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
         st.sim_secs_per_wall_sec,
         mem
     );
+}
+
+/// A group's step time, with its bandwidth bound when it has one, or why
+/// there is none.
+fn step_time(g: &GroupRecord) -> String {
+    let Some(step) = g.step_time_ps else {
+        return format!(
+            "incomplete ({} of {} flows completed)",
+            g.flows_completed, g.flows
+        );
+    };
+    match g.ideal_ps {
+        Some(ideal) if ideal > 0 => format!(
+            "{} (ideal {}, x{:.3}; {} flows)",
+            ps(step),
+            ps(ideal),
+            step as f64 / ideal as f64,
+            g.flows
+        ),
+        _ => format!("{} ({} flows)", ps(step), g.flows),
+    }
 }
 
 /// A row of the side-by-side table: its name and how to show one variant.

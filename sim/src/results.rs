@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 pub struct RunResult {
     /// The headline numbers.
     pub summary: Summary,
+    /// One record per dependent workload (ring all-reduce, htsim import
+    /// with triggers), in workload order: its step time.
+    #[serde(default)]
+    pub groups: Vec<GroupRecord>,
     /// One record per flow, in flow id order (empty when not recorded).
     pub flows: Vec<FlowRecord>,
     /// Per-port counters of every node, in (node, port) order (empty when
@@ -57,7 +61,8 @@ pub struct Summary {
     pub cnps_sent: u64,
     /// Data packets sent again by requesters.
     pub retransmitted_packets: u64,
-    /// Median flow completion time of completed flows (0 when none).
+    /// Median flow completion time of completed flows (0 when none);
+    /// FCTs count from each flow's post time (see [`FlowRecord`]).
     pub fct_p50_ps: u64,
     /// 99th percentile flow completion time (nearest rank).
     pub fct_p99_ps: u64,
@@ -86,11 +91,17 @@ pub struct FlowRecord {
     pub dst: String,
     /// Bytes of the flow.
     pub size: u64,
-    /// Start time.
+    /// Configured start time.
     pub start_ps: u64,
+    /// When its first work requests were actually posted: `start`, or
+    /// later when it waited for other flows (`None`: never posted, because
+    /// a flow it waits for did not complete or the run ended first).
+    #[serde(default)]
+    pub posted_ps: Option<u64>,
     /// Completion time of the last work request, if it completed.
     pub finish_ps: Option<u64>,
-    /// `finish - start`.
+    /// `finish - posted`: the flow completion time counts from the post,
+    /// not from the configured start.
     pub fct_ps: Option<u64>,
     /// FCT divided by the stand-alone FCT (base RTT plus wire bytes at the
     /// bottleneck rate), floored at 1.
@@ -99,6 +110,29 @@ pub struct FlowRecord {
     pub bytes_acked: u64,
     /// Whether a work request ended in error (retry exhaustion ...).
     pub failed: bool,
+}
+
+/// The step time of one dependent workload (a group of flows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// The workload's `name`, or its kind and index (`ring-allreduce-0`).
+    pub name: String,
+    /// Workload kind (`ring-allreduce`, `htsim`).
+    pub kind: String,
+    /// Flows in the group.
+    pub flows: u64,
+    /// Flows of the group that completed.
+    pub flows_completed: u64,
+    /// First post of any of its flows (`None`: none was posted).
+    pub start_ps: Option<u64>,
+    /// Last finish of any of its flows (`None`: none finished).
+    pub finish_ps: Option<u64>,
+    /// `finish - start` when every flow completed, else `None`.
+    pub step_time_ps: Option<u64>,
+    /// Ring all-reduce only: the bandwidth-only bound
+    /// `2(N-1)/N x size x 8 / rate` at the slowest host link of the ring,
+    /// rounded down (no latency, no header bytes).
+    pub ideal_ps: Option<u64>,
 }
 
 /// Counters of one port (one side of a link).

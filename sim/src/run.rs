@@ -4,13 +4,17 @@
 //! and a flow list, runs the event loop until the network is idle, the
 //! duration is reached or the event budget is spent, and returns the
 //! deterministic [`RunResult`] together with wall-clock [`RunStats`].
+//!
+//! Flows are posted at their `start`, or, when they wait for other flows
+//! ([`FlowSpec::after`]), at the later of `start` and the completion of
+//! the last flow they wait for (see [`crate::workload`]).
 
 use verbs_emu::time::Duration;
 
 use crate::config::{ConfigError, SimConfig};
 use crate::results::{RunResult, RunStats};
 use crate::topology::{Routes, Topology};
-use crate::workload::FlowSpec;
+use crate::workload::{FlowSpec, GroupSpec};
 
 /// How long to run and what to call the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +31,10 @@ pub struct RunOptions {
     /// Draw a progress bar on stderr when it is a terminal and the run
     /// takes more than about two seconds.
     pub progress: bool,
+    /// Groups of flows to report step times for (`results.groups`), by
+    /// group id: a flow with `group == Some(g)` belongs to `groups[g]`.
+    /// Flows of a group id not listed here are not reported as a group.
+    pub groups: Vec<GroupSpec>,
 }
 
 impl Default for RunOptions {
@@ -37,6 +45,7 @@ impl Default for RunOptions {
             duration: None,
             max_events: 2_000_000_000,
             progress: false,
+            groups: Vec::new(),
         }
     }
 }

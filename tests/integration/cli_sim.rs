@@ -152,8 +152,17 @@ fabric.pfc.enabled = false
         "{text}"
     );
     // Counter dumps per variant, named as the real tools name them.
+    // Each opens with the end of the run (the duration, 50 ms) in ps.
     let nic = std::fs::read_to_string(out_dir.join("counters/lossless/h1.ethtool.txt")).unwrap();
-    assert!(nic.starts_with("NIC statistics:"), "{nic}");
+    assert!(
+        nic.starts_with("# time_ps: 50000000000\nNIC statistics:\n"),
+        "{nic}"
+    );
+    let rdma = std::fs::read_to_string(out_dir.join("counters/lossless/h1.rdma.txt")).unwrap();
+    assert!(
+        rdma.starts_with("# time_ps: 50000000000\nlink mlx5_0/1 "),
+        "{rdma}"
+    );
     // Same file, same seed: the same bytes.
     let again = dir.join("again");
     let out = rocelab(&[
@@ -167,4 +176,89 @@ fabric.pfc.enabled = false
         std::fs::read_to_string(again.join("results.json")).unwrap(),
         text
     );
+}
+
+#[test]
+fn run_reports_ring_allreduce_step_time_and_doctor_reads_one_dump_over_the_run() {
+    let dir = scratch("ring");
+    let scenario = dir.join("ring.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "ring"
+[topology]
+hosts = ["h0", "h1", "h2", "h3"]
+switches = ["sw0"]
+link = [{ a = "h0", b = "sw0" }, { a = "h1", b = "sw0" }, { a = "h2", b = "sw0" }, { a = "h3", b = "sw0" }]
+[[workload]]
+kind = "ring-allreduce"
+name = "grads"
+size = "400KB"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = rocelab(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let v = &json["variants"][0];
+    let g = &v["groups"][0];
+    assert_eq!(g["name"], "grads");
+    assert_eq!(g["kind"], "ring-allreduce");
+    assert_eq!(g["flows"], 24, "2(N-1) steps of N flows");
+    assert_eq!(g["flows_completed"], 24);
+    // 2 x 3/4 x 400 kB x 8 at 100 Gbit/s.
+    assert_eq!(g["ideal_ps"], 48_000_000);
+    // Six steps of a 100 kB chunk (25 frames, 62 B of headers each, 16 B
+    // RETH) at 80 ps per byte, plus the last frame's second hop, the ACK's
+    // two hops back and four 1 us link delays: latency dominates small
+    // chunks.
+    let per_step = (100_000 + 25 * 62 + 16) * 80 + (4096 + 62) * 80 + 2 * 66 * 80 + 4_000_000;
+    let step = g["step_time_ps"].as_u64().unwrap();
+    let expected = 6 * per_step;
+    assert!(
+        step > 48_000_000 && step.abs_diff(expected) < expected / 50,
+        "step {step}, expected {expected}"
+    );
+    let line = format!(
+        "step time grads: {}",
+        verbs_emu::time::Duration::from_ps(step)
+    );
+    assert!(stdout.contains(&line), "{line:?} in {stdout}");
+    // Steps run one after the other: a later step is posted after time 0.
+    let flows = v["flows"].as_array().unwrap();
+    let late = flows
+        .iter()
+        .filter(|f| f["posted_ps"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(late, 20, "every flow but the first step's four waits");
+
+    // One simulated dump alone: counts over the simulated run, not since
+    // boot.
+    let end = v["summary"]["sim_time_ps"].as_u64().unwrap();
+    let dump = out_dir.join("counters/default/h1.ethtool.txt");
+    let out = rocelab(&["doctor", dump.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // The parser keeps nanoseconds.
+    let interval = verbs_emu::time::Duration::from_ps(end / 1000 * 1000);
+    assert!(
+        text.contains(&format!(
+            "h1: 1 snapshot of simulated counters: counts over {interval} from time zero"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("since boot"), "{text}");
 }

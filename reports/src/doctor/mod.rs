@@ -297,6 +297,12 @@ impl Diagnosis {
                 "1 snapshot: totals since boot, not a rate".to_string()
             } else {
                 match src.interval_ps {
+                    // One snapshot that is not since boot: simulated
+                    // counters, which start at zero at time zero.
+                    Some(ps) if src.snapshots == 1 => format!(
+                        "1 snapshot of simulated counters: counts over {} from time zero",
+                        Duration::from_ps(ps)
+                    ),
                     Some(ps) => format!(
                         "{} snapshots: deltas over {}",
                         src.snapshots,

@@ -41,7 +41,8 @@ use crate::config::{
 };
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
-    percentile, FlowRecord, NicRecord, PortRecord, QueueSeries, RunResult, RunStats, Summary,
+    percentile, FlowRecord, GroupRecord, NicRecord, PortRecord, QueueSeries, RunResult, RunStats,
+    Summary,
 };
 use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
@@ -69,7 +70,8 @@ pub(crate) enum Ev {
     Wake(u32),
     /// Repeat an XOFF still in force (generation-checked).
     Refresh { port: u32, prio: u8, gen: u32 },
-    /// A flow posts its first work requests.
+    /// A flow posts its first work requests (at its start, or when the
+    /// last flow it waits for completed).
     FlowStart(u32),
     /// A queue pair's deadline.
     QpTimer(u32),
@@ -110,6 +112,10 @@ pub struct World<'a> {
     pub(crate) nics: Vec<Nic>,
     pub(crate) qps: QpTable,
     pub(crate) flow_state: Vec<FlowState>,
+    /// Flows waiting for each flow, as offsets into `dependents` (flow
+    /// `i`'s waiters are `dependents[dependent_start[i]..dependent_start[i + 1]]`).
+    dependent_start: Vec<u32>,
+    dependents: Vec<u32>,
     ecn: [Option<EcnConfig>; 8],
     lossless: u8,
     pfc_refresh: Option<Duration>,
@@ -357,6 +363,8 @@ impl<'a> World<'a> {
             nics,
             qps: QpTable::default(),
             flow_state: Vec::with_capacity(flows.len()),
+            dependent_start: Vec::new(),
+            dependents: Vec::new(),
             ecn,
             lossless,
             pfc_refresh: cfg.fabric.pfc.refresh,
@@ -443,10 +451,87 @@ impl<'a> World<'a> {
                     id: f.id,
                     message: m,
                 })?;
-            self.flow_state.push(FlowState::new(f, qp));
-            self.q.schedule(f.start, Ev::FlowStart(f.id));
+            let mut after = f.after.clone();
+            after.sort_unstable();
+            after.dedup();
+            if let Some(&a) = after.iter().find(|&&a| a >= f.id) {
+                return Err(SimError::Flow {
+                    id: f.id,
+                    message: format!(
+                        "waits for flow {a}: expected flows with smaller ids (dependencies sort first)"
+                    ),
+                });
+            }
+            let mut st = FlowState::new(f, qp);
+            st.waiting = after.len() as u32;
+            self.flow_state.push(st);
+            if after.is_empty() {
+                self.q.schedule(f.start, Ev::FlowStart(f.id));
+            }
         }
+        // Who waits for whom, flow by flow (counting sort by dependency).
+        let mut start = vec![0u32; flows.len() + 1];
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for f in flows {
+            let mut after = f.after.clone();
+            after.sort_unstable();
+            after.dedup();
+            for a in after {
+                start[a as usize + 1] += 1;
+                pairs.push((a, f.id));
+            }
+        }
+        for i in 0..flows.len() {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut dependents = vec![0u32; pairs.len()];
+        for (a, d) in pairs {
+            dependents[fill[a as usize] as usize] = d;
+            fill[a as usize] += 1;
+        }
+        self.dependent_start = start;
+        self.dependents = dependents;
         Ok(())
+    }
+
+    /// Flow `id` completed at `now`: post every flow that was waiting only
+    /// for it, at the later of `now` and its own start.
+    pub(crate) fn release_dependents(&mut self, id: u32, now: Instant) {
+        let (a, b) = (
+            self.dependent_start[id as usize] as usize,
+            self.dependent_start[id as usize + 1] as usize,
+        );
+        for k in a..b {
+            let d = self.dependents[k];
+            let st = &mut self.flow_state[d as usize];
+            st.waiting -= 1;
+            if st.waiting == 0 && !st.blocked {
+                let at = now.max(self.flows[d as usize].start);
+                self.q.schedule(at, Ev::FlowStart(d));
+            }
+        }
+    }
+
+    /// Flow `id` failed: every flow waiting for it, directly or not, can
+    /// never be posted; they stop counting as open.
+    pub(crate) fn block_dependents(&mut self, id: u32) {
+        let mut stack = vec![id];
+        while let Some(f) = stack.pop() {
+            let (a, b) = (
+                self.dependent_start[f as usize] as usize,
+                self.dependent_start[f as usize + 1] as usize,
+            );
+            for k in a..b {
+                let d = self.dependents[k];
+                let st = &mut self.flow_state[d as usize];
+                if !st.blocked {
+                    st.blocked = true;
+                    self.flows_open -= 1;
+                    stack.push(d);
+                }
+            }
+        }
     }
 
     /// Run the event loop and collect the results.
@@ -833,7 +918,10 @@ impl<'a> World<'a> {
         for (f, st) in self.flows.iter().zip(&self.flow_state) {
             first_start = first_start.min(f.start);
             bytes += st.bytes_acked;
-            let fct = st.finish.map(|t| (t - f.start).as_ps());
+            let fct = match (st.finish, st.posted_at) {
+                (Some(t), Some(p)) => Some((t - p).as_ps()),
+                _ => None,
+            };
             if let (Some(t), Some(x)) = (st.finish, fct) {
                 completed += 1;
                 fcts.push(x);
@@ -847,6 +935,7 @@ impl<'a> World<'a> {
                     dst: name(f.dst.0),
                     size: f.size,
                     start_ps: f.start.as_ps(),
+                    posted_ps: st.posted_at.map(|t| t.as_ps()),
                     finish_ps: st.finish.map(|t| t.as_ps()),
                     fct_ps: fct,
                     slowdown: fct.map(|x| (x as f64 / ideal as f64).max(1.0)),
@@ -926,13 +1015,69 @@ impl<'a> World<'a> {
             frames_sent: frames,
             stop_reason: self.stop_reason.to_string(),
         };
+        let groups = self.group_records();
+        // Samples stop with the run: an idle network ends at its last
+        // activity, and the sampler may have run on beside stale timers.
+        let mut queues = std::mem::take(&mut self.samples);
+        for series in &mut queues {
+            series.samples.retain(|&(t, _)| t <= now.as_ps());
+        }
         RunResult {
             summary,
+            groups,
             flows,
             ports: ports_out,
             nics,
-            queues: std::mem::take(&mut self.samples),
+            queues,
         }
+    }
+
+    /// The step time of every group in [`RunOptions::groups`].
+    fn group_records(&self) -> Vec<GroupRecord> {
+        let mut out = Vec::with_capacity(self.opts.groups.len());
+        for (g, spec) in self.opts.groups.iter().enumerate() {
+            let mut flows = 0u64;
+            let mut completed = 0u64;
+            let mut first_post: Option<Instant> = None;
+            let mut last_finish: Option<Instant> = None;
+            let mut slowest: Option<Rate> = None;
+            for (f, st) in self.flows.iter().zip(&self.flow_state) {
+                if f.group != Some(g as u32) {
+                    continue;
+                }
+                flows += 1;
+                if let Some(p) = st.posted_at {
+                    first_post = Some(first_post.map_or(p, |x| x.min(p)));
+                }
+                if let Some(t) = st.finish {
+                    completed += 1;
+                    last_finish = Some(last_finish.map_or(t, |x| x.max(t)));
+                }
+                for node in [f.src, f.dst] {
+                    let host = self.host_of_node[node.0 as usize];
+                    let rate = self.ports[self.nics[host as usize].port as usize].rate;
+                    slowest = Some(slowest.map_or(rate, |r| r.min(rate)));
+                }
+            }
+            let step = match (first_post, last_finish) {
+                (Some(a), Some(b)) if completed == flows && flows > 0 => Some((b - a).as_ps()),
+                _ => None,
+            };
+            out.push(GroupRecord {
+                name: spec.name.clone(),
+                kind: spec.kind.clone(),
+                flows,
+                flows_completed: completed,
+                start_ps: first_post.map(|t| t.as_ps()),
+                finish_ps: last_finish.map(|t| t.as_ps()),
+                step_time_ps: step,
+                ideal_ps: spec
+                    .ring
+                    .zip(slowest)
+                    .and_then(|(ring, rate)| ring.ideal_ps(rate)),
+            });
+        }
+        out
     }
 
     /// Stand-alone FCT of a flow: base RTT over the path its hash picks

@@ -5,6 +5,8 @@
 //!   responder at the destination), one pair per (source, destination,
 //!   `qp_index`). Flows post their messages as signalled work requests,
 //!   a bounded number at a time, and complete when the last one does.
+//!   A flow that waits for others is posted by the event its last
+//!   dependency's completion schedules; nothing polls for it.
 //! * Transmission is pulled: when the NIC port is free and a priority is
 //!   not paused, the next QP in that priority's ready ring is asked for a
 //!   packet ([`Qp::poll_transmit`]); a QP that has nothing leaves the ring
@@ -374,6 +376,12 @@ pub(crate) struct FlowState {
     pub bytes_acked: u64,
     /// A work request ended in error.
     pub failed: bool,
+    /// When its first work requests were posted.
+    pub posted_at: Option<Instant>,
+    /// Flows it still waits for.
+    pub waiting: u32,
+    /// A flow it waits for (directly or not) failed: it is never posted.
+    pub blocked: bool,
 }
 
 impl FlowState {
@@ -388,6 +396,9 @@ impl FlowState {
             finish: None,
             bytes_acked: 0,
             failed: false,
+            posted_at: None,
+            waiting: 0,
+            blocked: false,
         }
     }
 }
@@ -400,6 +411,7 @@ fn message_len(f: &FlowSpec, i: u64) -> u32 {
 impl World<'_> {
     /// A flow starts: post its first messages.
     pub(crate) fn flow_start(&mut self, id: u32, now: Instant) {
+        self.flow_state[id as usize].posted_at = Some(now);
         let f = &self.flows[id as usize];
         if f.op == FlowOp::Send {
             let qp = self.flow_state[id as usize].qp;
@@ -484,6 +496,7 @@ impl World<'_> {
                 if st.done == st.msgs {
                     st.finish = Some(now);
                     self.flows_open -= 1;
+                    self.release_dependents(fid, now);
                 } else {
                     self.post_more(fid);
                     if f.op == FlowOp::Send {
@@ -495,6 +508,7 @@ impl World<'_> {
                 self.flows_open -= 1;
                 let host = self.qps.qps[id as usize].host;
                 self.nics[host as usize].counters.req_cqe_error += 1;
+                self.block_dependents(fid);
             }
         }
         while self.qps.qps[id as usize].engine.poll_event().is_some() {}

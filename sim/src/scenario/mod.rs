@@ -59,7 +59,7 @@ use crate::config::{FabricConfig, FaultConfig, NicConfig, RecordConfig, SimConfi
 use crate::input::{decode_str, decode_value, read_file, FileError};
 use crate::results::RunResult;
 use crate::topology::{self, NodeKind, Topology};
-use crate::workload::FlowSpec;
+use crate::workload::{FlowSpec, GroupSpec};
 
 pub use workload::{HostRef, HostSet, OpDoc, WorkloadDoc, WorkloadKind};
 
@@ -142,6 +142,8 @@ pub struct Variant {
     pub config: SimConfig,
     /// The flows, final (sorted, dense ids).
     pub flows: Vec<FlowSpec>,
+    /// The groups of the dependent workloads; flows' `group` index it.
+    pub groups: Vec<GroupSpec>,
     /// Root seed of the run.
     pub seed: u64,
     /// Stop time.
@@ -151,8 +153,8 @@ pub struct Variant {
 }
 
 /// What `results.json` holds: the scenario, its seed and one entry per
-/// variant (each a [`RunResult`]: `summary`, `flows`, `ports`, `nics`,
-/// `queues`).
+/// variant (each a [`RunResult`]: `summary`, `groups`, `flows`, `ports`,
+/// `nics`, `queues`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResults {
     /// Scenario name.
@@ -301,7 +303,7 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
             faults,
         };
         check_config(path, topo, &config).map_err(|e| e.with_variant_if(&prefix, &vname))?;
-        let flows = workload::build(path, topo, &doc, &config)
+        let (flows, groups) = workload::build(path, topo, &doc, &config)
             .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         scenario.variants.push(Variant {
             name: vname,
@@ -309,6 +311,7 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
             topology: t,
             config,
             flows,
+            groups,
             seed: doc.seed,
             duration: doc.duration,
             max_events: doc.max_events.unwrap_or(DEFAULT_MAX_EVENTS),

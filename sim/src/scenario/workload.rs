@@ -14,7 +14,9 @@
 //! | `hpcc-flows` | `path` (required), `shift` |
 //! | `htsim` | `path` (required) |
 //!
-//! Common keys: `op` (`write`, `send`, `read`; default `write`), `size`
+//! Common keys: `name` (reported with the workload's step time; default
+//! its kind and index, `ring-allreduce-0`; names must differ), `op`
+//! (`write`, `send`, `read`; default `write`), `size`
 //! (bytes per pair, required for generated kinds except `poisson`),
 //! `message_size`, `qps_per_pair` (default `nic.qps_per_pair`), `start`
 //! (default 0), `priority` (default `nic.priority`). `hpcc-flows` and
@@ -41,7 +43,7 @@ use crate::config::SimConfig;
 use crate::input::{read_file, FileError};
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::generate::{self, FlowBuilder, FlowTemplate};
-use crate::workload::{self as wl, FlowOp, FlowSizeCdf, FlowSpec};
+use crate::workload::{self as wl, FlowOp, FlowSizeCdf, FlowSpec, GroupSpec};
 
 /// One `[[workload]]` table.
 #[derive(Debug, Clone, Deserialize)]
@@ -49,6 +51,9 @@ use crate::workload::{self as wl, FlowOp, FlowSizeCdf, FlowSpec};
 pub struct WorkloadDoc {
     /// Which generator or import.
     pub kind: WorkloadKind,
+    /// Name in results (default: kind and index, `ring-allreduce-0`).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Operation.
     #[serde(default)]
     pub op: Option<OpDoc>,
@@ -325,15 +330,18 @@ impl WorkloadDoc {
     }
 }
 
-/// Build the flows of every workload of `doc` on `topo`.
+/// Build the flows of every workload of `doc` on `topo`, with the groups
+/// of the dependent workloads (ring all-reduce, htsim imports with
+/// triggers).
 pub(super) fn build(
     file: &Path,
     topo: &Topology,
     doc: &ScenarioDoc,
     config: &SimConfig,
-) -> Result<Vec<FlowSpec>, FileError> {
+) -> Result<(Vec<FlowSpec>, Vec<GroupSpec>), FileError> {
     let hosts = topo.hosts();
     let mut b = FlowBuilder::new();
+    let mut names: Vec<String> = Vec::with_capacity(doc.workloads.len());
     if doc.workloads.is_empty() {
         return Err(FileError::new(
             file,
@@ -349,12 +357,29 @@ pub(super) fn build(
             return Err(err(
                 k,
                 format!(
-                    "not used by kind {:?}: expected one of {}",
+                    "not used by kind {:?}: expected one of name, {}",
                     kind_name(w.kind),
                     ok.join(", ")
                 ),
             ));
         }
+        let name = match &w.name {
+            Some(n) if n.trim().is_empty() => {
+                return Err(err(
+                    "name",
+                    "empty: expected a name such as \"grads\"".into(),
+                ))
+            }
+            Some(n) => n.clone(),
+            None => format!("{}-{i}", kind_name(w.kind)),
+        };
+        if let Some(j) = names.iter().position(|x| *x == name) {
+            return Err(err(
+                "name",
+                format!("{name:?} is also the name of workload[{j}]: expected distinct names"),
+            ));
+        }
+        names.push(name.clone());
         let host = |k: &str, r: &HostRef| -> Result<NodeId, FileError> {
             match r {
                 HostRef::Index(i) => hosts.get(*i as usize).copied().ok_or_else(|| {
@@ -491,7 +516,10 @@ pub(super) fn build(
             WorkloadKind::RingAllreduce => {
                 let h = set("hosts", &w.hosts, None)?;
                 two("hosts", &h)?;
-                generate::ring_allreduce(&mut b, &h, &t);
+                let g = generate::ring_allreduce(&mut b, &h, &t);
+                if let Some(spec) = b.group_mut(g) {
+                    spec.name = name;
+                }
             }
             WorkloadKind::Poisson => {
                 let h = set("hosts", &w.hosts, None)?;
@@ -591,17 +619,29 @@ pub(super) fn build(
                         f.op = op.into();
                     }
                 }
+                if flows.iter().any(|f| !f.after.is_empty()) {
+                    let g = b.new_group(GroupSpec {
+                        name,
+                        kind: kind_name(w.kind).to_string(),
+                        ring: None,
+                    });
+                    for f in &mut flows {
+                        f.group = Some(g);
+                    }
+                }
                 b.extend(flows);
             }
         }
     }
-    b.finish().map_err(|e| {
+    let groups = b.groups().to_vec();
+    let flows = b.finish().map_err(|e| {
         FileError::new(
             file,
             "workload",
             format!("{e}: expected dependencies without cycles"),
         )
-    })
+    })?;
+    Ok((flows, groups))
 }
 
 fn kind_name(k: WorkloadKind) -> &'static str {

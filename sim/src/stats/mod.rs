@@ -11,7 +11,9 @@
 //!   `link DEV/1 name value name value ...`.
 //! * [`write_counter_dumps`] writes both for every host into a directory
 //!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), and the ethtool form for
-//!   every switch port (`<switch>-p<port>.ethtool.txt`).
+//!   every switch port (`<switch>-p<port>.ethtool.txt`). Each file starts
+//!   with a `# time_ps: <end of run in ps>` comment line, the metadata the
+//!   reports parsers read as simulated time.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -90,26 +92,38 @@ pub fn rdma_statistic(dev: &str, nic: &NicRecord) -> String {
     out
 }
 
+/// The metadata line that opens every dump file: the simulated time at
+/// the end of the run, so that one dump reads as counts over a known
+/// interval (counters start at zero at time zero) rather than totals since
+/// boot. The reports parsers read it (`# time_ps: N`).
+pub fn time_line(sim_time_ps: u64) -> String {
+    format!("# time_ps: {sim_time_ps}\n")
+}
+
 /// Write the dumps of every host and switch port of `result` into `dir`
-/// (created if missing).
+/// (created if missing), each opened by [`time_line`].
 pub fn write_counter_dumps(
     dir: &Path,
     result: &RunResult,
     pfc_prios: &[u8],
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    let time = time_line(result.summary.sim_time_ps);
     for p in &result.ports {
         let name = if p.is_nic {
             format!("{}.ethtool.txt", p.node)
         } else {
             format!("{}-p{}.ethtool.txt", p.node, p.port)
         };
-        std::fs::write(dir.join(name), ethtool_dump(p, pfc_prios))?;
+        std::fs::write(
+            dir.join(name),
+            format!("{time}{}", ethtool_dump(p, pfc_prios)),
+        )?;
     }
     for n in &result.nics {
         std::fs::write(
             dir.join(format!("{}.rdma.txt", n.node)),
-            rdma_statistic("mlx5_0", n),
+            format!("{time}{}", rdma_statistic("mlx5_0", n)),
         )?;
     }
     Ok(())

@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use verbs_emu::time::{Duration, Instant, Rate};
 
-use super::{finish, DependencyError, FlowOp, FlowSizeCdf, FlowSpec};
+use super::{finish, DependencyError, FlowOp, FlowSizeCdf, FlowSpec, GroupSpec, RingShape};
 use crate::topology::NodeId;
 
 /// What every flow of a workload shares.
@@ -45,11 +45,11 @@ impl Default for FlowTemplate {
     }
 }
 
-/// Collects flows with unique ids.
+/// Collects flows with unique ids, and the groups they belong to.
 #[derive(Debug, Clone, Default)]
 pub struct FlowBuilder {
     flows: Vec<FlowSpec>,
-    next_group: u32,
+    groups: Vec<GroupSpec>,
 }
 
 impl FlowBuilder {
@@ -63,10 +63,21 @@ impl FlowBuilder {
         &self.flows
     }
 
-    /// A fresh group id for a collective.
-    pub fn new_group(&mut self) -> u32 {
-        self.next_group += 1;
-        self.next_group - 1
+    /// Register a group; returns its id (its index in [`groups`](Self::groups)).
+    pub fn new_group(&mut self, spec: GroupSpec) -> u32 {
+        self.groups.push(spec);
+        self.groups.len() as u32 - 1
+    }
+
+    /// The groups so far, by id. Group ids do not change in
+    /// [`finish`](Self::finish).
+    pub fn groups(&self) -> &[GroupSpec] {
+        &self.groups
+    }
+
+    /// Group `id`, to rename it.
+    pub fn group_mut(&mut self, id: u32) -> Option<&mut GroupSpec> {
+        self.groups.get_mut(id as usize)
     }
 
     /// Add the flows of one pair: `size` bytes from `src` to `dst` split
@@ -110,7 +121,8 @@ impl FlowBuilder {
     }
 
     /// Add already built flows (from an import); their ids and `after`
-    /// lists are shifted past the flows already here.
+    /// lists are shifted past the flows already here. Their `group` is kept
+    /// as given (register it with [`new_group`](Self::new_group)).
     pub fn extend(&mut self, flows: Vec<FlowSpec>) {
         let base = self.flows.len() as u32;
         let mut flows = flows;
@@ -187,11 +199,19 @@ pub fn all_to_all(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) {
 /// order: `2(N-1)` steps; at step `s` host `i` sends chunk `(i - s) mod N`
 /// (`size / N` bytes, the first `size % N` chunks one byte more) to host
 /// `i+1`. Step `s > 0` of host `i` waits for step `s-1` of host `i-1`
-/// (the chunk it forwards) and of itself. All flows share one group.
-/// Returns the group id.
+/// (the chunk it forwards) and of itself. All flows share one group, named
+/// `ring-allreduce` (rename it with [`FlowBuilder::group_mut`]). Returns
+/// the group id.
 pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -> u32 {
-    let group = b.new_group();
     let n = hosts.len();
+    let group = b.new_group(GroupSpec {
+        name: "ring-allreduce".to_string(),
+        kind: "ring-allreduce".to_string(),
+        ring: Some(RingShape {
+            hosts: n as u32,
+            bytes: t.size,
+        }),
+    });
     if n < 2 {
         return group;
     }

@@ -9,14 +9,20 @@
 //! # Dependencies (what the NIC model must honour)
 //!
 //! A flow whose [`FlowSpec::after`] is not empty is posted at the later of
-//! its `start` and the moment the last byte of every listed flow has been
-//! received by that flow's responder (for READ: by the requester, where
-//! the data lands). Listed ids are always smaller than the flow's own id
-//! (they sort earlier), so dependencies never form a cycle. A ring
-//! all-reduce uses this: step `k+1` of host `i` waits for step `k`'s chunk
-//! from host `i-1` (and for its own step-`k` send). The flows of one
-//! collective share a [`FlowSpec::group`]; the group's *step time* is the
-//! last finish minus the first start of its flows.
+//! its `start` and the moment the last of the listed flows *completes*: the
+//! instant its requester sees the completion of its last work request
+//! (the flow's recorded `finish`). The simulator has global knowledge, so
+//! the waiting flow's host need not be the one that saw the completion.
+//! A flow whose dependency never completes (it failed, or the run ended
+//! first) is never posted and counts as not completed. Listed ids are
+//! always smaller than the flow's own id (they sort earlier), so
+//! dependencies never form a cycle. A ring all-reduce uses this: step
+//! `k+1` of host `i` waits for step `k`'s chunk from host `i-1` (and for
+//! its own step-`k` send).
+//!
+//! The flows of one dependent workload share a [`FlowSpec::group`], an
+//! index into the [`GroupSpec`] list of the workload; the group's *step
+//! time* is the last finish minus the first post of its flows.
 
 pub mod cdf;
 pub mod generate;
@@ -63,12 +69,51 @@ pub struct FlowSpec {
     pub qp_index: u32,
     /// Priority (traffic class, 0-7) the flow uses.
     pub priority: u8,
-    /// Group tag for collective workloads (all flows of one ring
-    /// all-reduce share it).
+    /// Group of a dependent workload (all flows of one ring all-reduce
+    /// share it): an index into the workload's [`GroupSpec`] list.
     pub group: Option<u32>,
     /// Flows that must have been delivered before this one is posted (see
     /// the module docs); ids smaller than `id`. Empty: start at `start`.
     pub after: Vec<u32>,
+}
+
+/// A named group of flows reported together (a collective, or an import
+/// whose flows wait for each other): its step time is the last finish
+/// minus the first post of its flows. A flow's [`FlowSpec::group`] is the
+/// index of its group in the list the groups come in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Name in results (the workload's name, or its kind and index).
+    pub name: String,
+    /// Workload kind (`ring-allreduce`, `htsim`).
+    pub kind: String,
+    /// For a ring all-reduce: hosts in the ring and bytes reduced per
+    /// host, from which the bandwidth bound follows.
+    pub ring: Option<RingShape>,
+}
+
+/// Shape of a ring all-reduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingShape {
+    /// Hosts in the ring (N).
+    pub hosts: u32,
+    /// Bytes reduced per host (the workload's `size`).
+    pub bytes: u64,
+}
+
+impl RingShape {
+    /// The bandwidth-only bound of the all-reduce in picoseconds (rounded
+    /// down): every host sends `2(N-1)/N x bytes`, at `rate`, the slowest
+    /// host link of the ring. `None` for a zero rate or fewer than 2 hosts.
+    pub fn ideal_ps(&self, rate: verbs_emu::time::Rate) -> Option<u64> {
+        let n = u128::from(self.hosts);
+        if n < 2 || rate.bps() == 0 {
+            return None;
+        }
+        let bits = 2 * (n - 1) * u128::from(self.bytes) * 8;
+        let ps = bits * 1_000_000_000_000 / (n * u128::from(rate.bps()));
+        u64::try_from(ps).ok()
+    }
 }
 
 /// Put `flows` in their final order and number them densely: sorted by

@@ -131,7 +131,44 @@ fn import_scenarios_load_and_error_rates_become_faults() {
         "2.00001 s shifted by 2 s"
     );
     let s = scenario::load(&repo().join("scenarios/imports/htsim-import.toml")).unwrap();
-    assert_eq!(s.variants[0].flows.len(), 4);
+    let v = &s.variants[0];
+    assert_eq!(v.flows.len(), 4);
+    // A matrix with triggers is one group, reported by its kind and index.
+    assert_eq!(v.groups.len(), 1);
+    assert_eq!(
+        (v.groups[0].name.as_str(), v.groups[0].kind.as_str()),
+        ("htsim-0", "htsim")
+    );
+    assert!(v.groups[0].ring.is_none());
+    assert!(v.flows.iter().all(|f| f.group == Some(0)));
+    // Run it: the triggered flow is posted when the later of the barrier's
+    // two flows completes.
+    let routes = sim::topology::Routes::compute(&s.topologies[v.topology]);
+    let opts = sim::run::RunOptions {
+        groups: v.groups.clone(),
+        ..sim::run::RunOptions::default()
+    };
+    let (res, _) = sim::run::simulate(
+        &s.topologies[v.topology],
+        &routes,
+        &v.config,
+        &v.flows,
+        &opts,
+    )
+    .unwrap();
+    let waiting = v.flows.iter().find(|f| !f.after.is_empty()).unwrap();
+    let ready = waiting
+        .after
+        .iter()
+        .map(|&a| res.flows[a as usize].finish_ps.unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(res.flows[waiting.id as usize].posted_ps, Some(ready));
+    let g = &res.groups[0];
+    assert_eq!((g.flows, g.flows_completed), (4, 4));
+    assert_eq!(g.start_ps, Some(0));
+    assert_eq!(g.step_time_ps, g.finish_ps);
+    assert_eq!(g.ideal_ps, None);
 
     let dir = std::env::temp_dir().join(format!("rocelab-imp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -3,6 +3,7 @@
 mod support;
 
 mod dcqcn;
+mod dependencies;
 mod determinism;
 mod fabric;
 mod imports;

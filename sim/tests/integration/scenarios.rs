@@ -142,6 +142,9 @@ fn bad_scenarios_name_file_key_and_expectation() {
         (format!("{base}{incast}[[variant]]\nfabric.pfc.enabled = false\n"), "variant[0].name", "expected a name", None),
         (format!("{base}{incast}[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a\"\n"), "variant[1].name", "unique", None),
         (base.to_string(), "workload", "at least one", None),
+        (format!("{base}{incast}name = \" \"\n"), "workload[0].name", "empty", None),
+        (format!("{base}{incast}name = \"a\"\n{incast}name = \"a\"\n"), "workload[1].name", "also the name of workload[0]", None),
+        (format!("{base}{incast}[[workload]]\nkind = \"incast\"\nreceiver = \"h1\"\nsize = \"1MB\"\nname = \"incast-0\"\n"), "workload[1].name", "expected distinct names", None),
     ];
     for (i, (text, key, words, line)) in cases.iter().enumerate() {
         let path = dir.join(format!("case{i}.toml"));
