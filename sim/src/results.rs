@@ -74,9 +74,9 @@ pub struct Summary {
     pub bytes_delivered: u64,
     /// Frames put on links (all kinds).
     pub frames_sent: u64,
-    /// Why the run stopped: `flows_done` (every flow completed or failed;
-    /// only without a duration), `idle` (nothing left to do), `duration`
-    /// or `event_budget`.
+    /// Why the run stopped: `flows_done` (every flow completed or failed,
+    /// before the duration if one is set), `idle` (nothing left to do),
+    /// `duration` or `event_budget`.
     pub stop_reason: String,
 }
 
