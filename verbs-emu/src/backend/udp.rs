@@ -75,6 +75,9 @@ const MAX_RUN_BYTES: usize = 60 * 1024;
 /// How long the background thread stays out of the way after the
 /// application called in.
 const APP_ACTIVE_NS: u64 = 1_000_000;
+/// How long the background thread keeps polling without sleeping after
+/// the last packet it moved.
+const BACKGROUND_SPIN_NS: u64 = 200_000;
 
 /// How a UDP device is set up.
 #[derive(Debug, Clone)]
@@ -888,6 +891,13 @@ impl Shared {
 }
 
 fn background(shared: &Shared) {
+    // Time of the last round that moved a packet: while traffic flows the
+    // thread polls the socket again at once instead of sleeping in
+    // poll(2), so the sender's kernel does not pay a wake-up per datagram
+    // and this thread no context switch per batch (adaptive polling, as
+    // NAPI busy polling does). After BACKGROUND_SPIN_NS of silence it
+    // sleeps again.
+    let mut last_moved = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
         let touched = shared.app_touch_ns.load(Ordering::Relaxed);
         let now = shared.now_ns();
@@ -895,10 +905,19 @@ fn background(shared: &Shared) {
             std::thread::sleep(Duration::from_nanos(APP_ACTIVE_NS - (now - touched)));
             continue;
         }
-        let deadline = {
+        let (deadline, moved) = {
             let mut st = lock(&shared.state);
-            shared.progress(&mut st)
+            let before = (st.stats.rx_packets, st.stats.tx_packets);
+            let d = shared.progress(&mut st);
+            (d, (st.stats.rx_packets, st.stats.tx_packets) != before)
         };
+        if moved {
+            last_moved = shared.now_ns();
+        }
+        if shared.now_ns().saturating_sub(last_moved) < BACKGROUND_SPIN_NS {
+            std::hint::spin_loop();
+            continue;
+        }
         let wait = shared.wait_for(deadline, Duration::from_millis(2));
         if !wait.is_zero() {
             let _ = shared.socket.wait_readable(Some(wait));
