@@ -954,7 +954,15 @@ impl<'a> World<'a> {
             flows,
             ports: ports_out,
             nics,
-            queues: std::mem::take(&mut self.samples),
+            queues: std::mem::take(&mut self.samples)
+                .into_iter()
+                .map(|mut q| {
+                    // Samples taken while only stale timers were left lie
+                    // past the end of the run and repeat the last state.
+                    q.samples.retain(|s| s.0 <= now.as_ps());
+                    q
+                })
+                .collect(),
             pauses,
         }
     }
