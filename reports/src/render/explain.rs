@@ -66,14 +66,22 @@ pub fn variant(r: &RunResult) -> Vec<String> {
                 .unwrap_or_default()
         );
         if s.retransmitted_packets > 0 {
+            let per_drop = s.retransmitted_packets as f64 / s.drops as f64;
             t.push_str(&format!(
-                ", which caused {} retransmitted data packets ({:.1} per drop: go-back-N \
-                 resends everything after a loss)",
+                ", which caused {} retransmitted data packets ({per_drop:.1} per drop{})",
                 s.retransmitted_packets,
-                s.retransmitted_packets as f64 / s.drops as f64
+                if per_drop >= 1.5 {
+                    ": go-back-N resends everything after a loss, including packets \
+                     that had arrived"
+                } else {
+                    ""
+                }
             ));
         } else {
-            t.push_str(", yet no data packet was retransmitted");
+            t.push_str(
+                ", yet no data packet was retransmitted (no NAK or ACK timeout had triggered \
+                 a resend by the end of the run)",
+            );
         }
         t.push('.');
         out.push(t);
@@ -151,7 +159,8 @@ pub fn variant(r: &RunResult) -> Vec<String> {
     if let Some(sd) = median_slowdown(r) {
         if sd >= 1.5 {
             out.push(format!(
-                "{v}: the median flow took {} as long as it would alone on the fabric.",
+                "{v}: the median completed flow took {} as long as it would alone on the \
+                 fabric.",
                 times(sd)
             ));
         }
@@ -197,7 +206,15 @@ pub fn comparison(rs: &[RunResult]) -> Vec<String> {
                     sb.drops,
                     sb.retransmitted_packets
                 );
-                if sa.fct_p99_ps > 0 && sb.fct_p99_ps > 0 {
+                let unfinished = [sa, sb]
+                    .into_iter()
+                    .find(|x| x.flows_completed < x.flows_total);
+                if let Some(u) = unfinished {
+                    t.push_str(&format!(
+                        "; FCTs do not compare: {} completed only {} of {} flows",
+                        u.variant, u.flows_completed, u.flows_total
+                    ));
+                } else if sa.fct_p99_ps > 0 && sb.fct_p99_ps > 0 {
                     let ratio = sb.fct_p99_ps as f64 / sa.fct_p99_ps as f64;
                     if ratio >= 1.1 {
                         t.push_str(&format!(
