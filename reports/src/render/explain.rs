@@ -132,12 +132,26 @@ pub fn variant(r: &RunResult) -> Vec<String> {
         let tail = s.fct_p99_ps as f64 / s.fct_p50_ps as f64;
         let uneven = fastest > 0 && s.fct_p50_ps as f64 >= 2.0 * fastest as f64;
         if tail >= 2.0 {
-            out.push(format!(
-                "{v}: the tail is long: p99 FCT {} is {} the median {}.",
+            let sizes = r
+                .flows
+                .iter()
+                .filter(|f| f.fct_ps.is_some())
+                .map(|f| f.size);
+            let (lo, hi) = sizes.fold((u64::MAX, 0), |(a, b), x| (a.min(x), b.max(x)));
+            let mut t = format!(
+                "{v}: the tail is long: p99 FCT {} is {} the median {}",
                 fmt_time(s.fct_p99_ps),
                 times(tail),
                 fmt_time(s.fct_p50_ps)
-            ));
+            );
+            if hi >= 2 * lo.max(1) {
+                t.push_str(&format!(
+                    " (flow sizes range from {lo} B to {hi} B, so part of the spread is size; \
+                     the slowdowns below allow for it)"
+                ));
+            }
+            t.push('.');
+            out.push(t);
         } else if uneven {
             let slow = fcts.iter().filter(|&&t| t >= 2 * fastest).count();
             out.push(format!(
@@ -156,12 +170,13 @@ pub fn variant(r: &RunResult) -> Vec<String> {
             ));
         }
     }
-    if let Some(sd) = median_slowdown(r) {
-        if sd >= 1.5 {
+    if let Some((median, p99)) = slowdowns(r) {
+        if median >= 1.5 || p99 >= 2.0 {
             out.push(format!(
-                "{v}: the median completed flow took {} as long as it would alone on the \
-                 fabric.",
-                times(sd)
+                "{v}: slowdown (FCT over the FCT alone on the fabric): the median completed \
+                 flow took {} as long, the p99 {}.",
+                times(median),
+                times(p99)
             ));
         }
     }
@@ -181,6 +196,47 @@ pub fn comparison(rs: &[RunResult]) -> Vec<String> {
     };
     let lossless: Vec<&RunResult> = rs.iter().filter(|r| r.summary.drops == 0).collect();
     let lossy: Vec<&RunResult> = rs.iter().filter(|r| r.summary.drops > 0).collect();
+    let same = |a: &RunResult, b: &RunResult| {
+        let (x, y) = (&a.summary, &b.summary);
+        (
+            x.drops,
+            x.pause_frames_sent,
+            x.pause_time_ps,
+            x.ecn_marked,
+            x.cnps_sent,
+            x.retransmitted_packets,
+            x.fct_p50_ps,
+            x.fct_p99_ps,
+            x.max_fct_ps,
+            x.flows_completed,
+            x.bytes_delivered,
+        ) == (
+            y.drops,
+            y.pause_frames_sent,
+            y.pause_time_ps,
+            y.ecn_marked,
+            y.cnps_sent,
+            y.retransmitted_packets,
+            y.fct_p50_ps,
+            y.fct_p99_ps,
+            y.max_fct_ps,
+            y.flows_completed,
+            y.bytes_delivered,
+        )
+    };
+    if rs.iter().all(|r| same(r, &rs[0])) {
+        out.push(format!(
+            "The variants ({}) gave the same numbers: {}.",
+            names(&mut rs.iter()),
+            if rs[0].summary.drops == 0 && rs[0].summary.pause_frames_sent == 0 {
+                "no buffer filled far enough to drop or pause, so the settings that differ \
+                 never came into play"
+            } else {
+                "the settings that differ did not change what happened"
+            }
+        ));
+        return out;
+    }
     if lossy.is_empty() {
         out.push(format!(
             "No variant dropped a frame ({}): the differences below come from queueing, \
@@ -374,13 +430,15 @@ fn top_drop_port(r: &RunResult) -> Option<(&str, u16, u64)> {
         .max_by(|a, b| a.2.cmp(&b.2).then(b.0.cmp(a.0)).then(b.1.cmp(&a.1)))
 }
 
-fn median_slowdown(r: &RunResult) -> Option<f64> {
+/// Median and p99 (nearest rank) slowdown of the completed flows.
+fn slowdowns(r: &RunResult) -> Option<(f64, f64)> {
     let mut v: Vec<f64> = r.flows.iter().filter_map(|f| f.slowdown).collect();
     if v.is_empty() {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    Some(v[(v.len() - 1) / 2])
+    let rank = |p: usize| v[(p * v.len()).div_ceil(100).max(1) - 1];
+    Some((rank(50), rank(99)))
 }
 
 fn stop_reason(s: &str) -> &str {

@@ -287,24 +287,35 @@ fn explanation_follows_the_numbers() {
 
 #[test]
 fn explanation_branches_when_nothing_drops_or_pauses() {
-    // Both variants of the lossless run: no drops anywhere, so the
-    // comparison says so; with pause counters cleared the text says no
-    // buffer filled.
     let mut a = variant(tiny(), "lossless").clone();
     let mut b = a.clone();
     b.summary.variant = "copy".into();
-    let doc = ScenarioResults {
+    let doc = |a: &RunResult, b: &RunResult| ScenarioResults {
         scenario: "x".into(),
         seed: 1,
-        variants: vec![a.clone(), b],
+        variants: vec![a.clone(), b.clone()],
     };
-    let lines = render::explanation(&doc);
+    // Same numbers under two names: said once, nothing compared.
+    let lines = render::explanation(&doc(&a, &b));
+    let same = "The variants (lossless, copy) gave the same numbers: the settings that \
+                differ did not change what happened.";
+    assert!(lines.iter().any(|l| l == same), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.starts_with("Goodput")));
+    // No drops in either, different goodput: both said, with the ratio.
+    b.summary.goodput_bps = a.summary.goodput_bps / 4.0;
+    b.summary.pause_frames_sent += 1;
+    let lines = render::explanation(&doc(&a, &b));
     assert!(lines
         .iter()
-        .any(|l| l.starts_with("No variant dropped a frame")));
-    assert!(lines
-        .iter()
-        .any(|l| l.starts_with("Goodput is within 10 %")));
+        .any(|l| l.starts_with("No variant dropped a frame (lossless, copy)")));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Goodput: lossless reached")
+                && l.contains("4.0 times that of copy")),
+        "{lines:#?}"
+    );
+    // No pauses either: nothing filled up.
     a.summary.pause_frames_sent = 0;
     a.summary.pause_time_ps = 0;
     let lines = render::explain::variant(&a);
