@@ -362,7 +362,12 @@ fn pause_plots(rs: &[RunResult]) -> String {
         let title = format!("{}: PAUSE timeline", r.summary.variant);
         let end = r.summary.sim_time_ps.max(1) as f64 / 1e6;
         let x = Axis::linear(0.0, end);
-        let rows = r.pauses.len();
+        // The most held-off rows, shown in (node, port, priority) order.
+        let mut shown: Vec<usize> = (0..r.pauses.len()).collect();
+        shown.sort_by_key(|&k| std::cmp::Reverse(held_ps(&r.pauses[k])));
+        shown.truncate(MAX_PAUSE_ROWS);
+        shown.sort_unstable();
+        let rows = shown.len();
         if rows == 0 {
             let mut p = Plot::new(420, 90, &title, x, Axis::linear(0.0, 1.0));
             p.frame();
@@ -386,9 +391,22 @@ fn pause_plots(rs: &[RunResult]) -> String {
         let mut p = Plot::with_margin(520, height, &title, x, Axis::linear(0.0, 1.0), 150.0);
         p.axes("time (us)", "", &num, &|_| String::new());
         let (l, t, _, _) = p.area();
-        for (k, s) in r.pauses.iter().enumerate() {
+        if rows < r.pauses.len() {
+            let (_, _, rr, b) = p.area();
+            p.label(
+                rr,
+                b + 28.0,
+                "end",
+                &format!(
+                    "{} of {} paused rows shown (the longest held)",
+                    rows,
+                    r.pauses.len()
+                ),
+            );
+        }
+        for (k, s) in shown.iter().map(|&k| &r.pauses[k]).enumerate() {
             let y0 = t + 2.0 + row_h * k as f64;
-            let held: u64 = s.intervals.iter().map(|iv| iv.1.saturating_sub(iv.0)).sum();
+            let held = held_ps(s);
             let mut name = format!("{}:{} p{} ({})", s.node, s.port, s.priority, fmt_time(held));
             if s.dropped_intervals > 0 {
                 name.push_str(&format!(" +{} more", s.dropped_intervals));
@@ -429,6 +447,14 @@ fn pause_plots(rs: &[RunResult]) -> String {
     }
     out.push_str("</div>\n");
     out
+}
+
+/// Most rows of one PAUSE timeline.
+const MAX_PAUSE_ROWS: usize = 40;
+
+/// Time the recorded intervals of `s` add up to.
+fn held_ps(s: &sim::results::PauseSeries) -> u64 {
+    s.intervals.iter().map(|iv| iv.1.saturating_sub(iv.0)).sum()
 }
 
 /// FCT CDF of every variant on one plot, log time axis.
@@ -540,6 +566,76 @@ mod tests {
         assert_eq!(fmt_rate(97.86e9), "97.86 Gbit/s");
         assert_eq!(bytes_tick(1_500_000.0, 1e7), "1.5 MB");
         assert_eq!(bytes_tick(0.0, 500.0), "0 B");
+    }
+
+    fn empty_run(name: &str) -> RunResult {
+        RunResult {
+            summary: sim::results::Summary {
+                variant: name.into(),
+                sim_time_ps: 0,
+                events: 0,
+                flows_completed: 0,
+                flows_total: 0,
+                goodput_bps: 0.0,
+                drops: 0,
+                pause_frames_sent: 0,
+                pause_time_ps: 0,
+                ecn_marked: 0,
+                cnps_sent: 0,
+                retransmitted_packets: 0,
+                fct_p50_ps: 0,
+                fct_p99_ps: 0,
+                max_fct_ps: 0,
+                makespan_ps: 0,
+                bytes_delivered: 0,
+                frames_sent: 0,
+                stop_reason: "idle".into(),
+            },
+            flows: Vec::new(),
+            ports: Vec::new(),
+            nics: Vec::new(),
+            queues: Vec::new(),
+            pauses: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_empty_run_renders_notes_instead_of_plots() {
+        let doc = ScenarioResults {
+            scenario: "empty".into(),
+            seed: 0,
+            variants: vec![empty_run("a"), empty_run("b")],
+        };
+        let h = html(&doc);
+        assert!(h.contains("No queue was recorded"));
+        assert!(h.contains("No flow completed"));
+        assert!(h.contains("No completed flow recorded"));
+        assert!(h.contains("a: the workload had no flows."));
+        assert!(h.contains("The variants (a, b) gave the same numbers"));
+        assert_eq!(h.matches("<svg").count(), 2);
+        assert!(markdown(&doc).contains("| flows completed | 0 / 0 | 0 / 0 |"));
+    }
+
+    #[test]
+    fn pause_timelines_keep_the_longest_rows() {
+        let mut r = empty_run("v");
+        r.summary.sim_time_ps = 1_000_000;
+        r.summary.pause_frames_sent = 1;
+        for k in 0..(MAX_PAUSE_ROWS as u64 + 5) {
+            r.pauses.push(sim::results::PauseSeries {
+                node: format!("n{k}"),
+                port: 0,
+                peer: "x".into(),
+                priority: 3,
+                intervals: vec![(0, 1000 + k)],
+                dropped_intervals: 0,
+            });
+        }
+        let svg = pause_plots(std::slice::from_ref(&r));
+        assert!(svg.contains("40 of 45 paused rows shown"));
+        assert!(svg.contains(">n44:0 p3 ("));
+        assert!(!svg.contains(">n4:0 p3 ("));
+        assert_eq!(svg.matches("class=\"p\"").count(), MAX_PAUSE_ROWS);
     }
 
     #[test]
