@@ -1,6 +1,7 @@
 //! `rocelab run FILE [--out DIR]`: run every variant of a scenario, write
-//! `DIR/results.json` and `DIR/counters/<variant>/`, print a table per
-//! variant and the wall-clock figures (which never go into the files).
+//! `DIR/results.json`, `DIR/counters/<variant>/` and `DIR/report.html`,
+//! print a table per variant and the wall-clock figures (which never go
+//! into the files).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -84,8 +85,9 @@ pub fn run(args: &Args) -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!(
-        "wrote {} and {}",
+        "wrote {}, {} and {}",
         out.join("results.json").display(),
+        out.join("report.html").display(),
         out.join("counters").display()
     );
     ExitCode::SUCCESS
@@ -98,6 +100,7 @@ fn write_outputs(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("results.json"), doc.to_json())?;
+    std::fs::write(out.join("report.html"), reports::render::html(doc))?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };

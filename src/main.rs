@@ -11,6 +11,7 @@ mod cmd_devices;
 mod cmd_doctor;
 mod cmd_parse;
 mod cmd_perftest;
+mod cmd_report;
 mod cmd_run;
 mod cmd_validate;
 mod cmd_wire;
@@ -28,8 +29,10 @@ struct Cli {
 enum Command {
     /// Print the version and the crates it is built from.
     Version,
-    /// Run every variant of a scenario; write results.json and counter dumps.
+    /// Run every variant of a scenario; write results.json, counter dumps and report.html.
     Run(cmd_run::Args),
+    /// Render a results.json as report.html (SVG plots, explanation) or Markdown.
+    Report(cmd_report::Args),
     /// Check a scenario or topology file without running it.
     Validate {
         /// The scenario or topology file (TOML).
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Run(args) => cmd_run::run(&args),
+        Command::Report(args) => cmd_report::run(&args),
         Command::Validate { file } => cmd_validate::run(&file),
         Command::Wire(args) => cmd_wire::run(args),
         Command::Devices(args) => cmd_devices::run(&args),

@@ -3,3 +3,4 @@
 pub mod compare;
 pub mod doctor;
 pub mod realnic;
+pub mod render;

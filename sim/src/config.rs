@@ -383,6 +383,10 @@ pub struct RecordConfig {
     pub flows: bool,
     /// Keep per-port counters in the results.
     pub ports: bool,
+    /// Most PAUSE (held-off) intervals kept per port for the pause
+    /// timelines in `results.json` (`pauses`); 0 keeps none. Intervals past
+    /// the cap are only counted.
+    pub pause_intervals: u32,
 }
 
 impl Default for RecordConfig {
@@ -392,6 +396,7 @@ impl Default for RecordConfig {
             interval: Duration::from_us(10),
             flows: true,
             ports: true,
+            pause_intervals: 256,
         }
     }
 }

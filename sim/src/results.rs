@@ -28,6 +28,12 @@ pub struct RunResult {
     pub nics: Vec<NicRecord>,
     /// Sampled egress queue depths.
     pub queues: Vec<QueueSeries>,
+    /// When transmitters were held off by PAUSE: one entry per (port,
+    /// priority) that was paused at least once, in (node, port, priority)
+    /// order; at most `record.pause_intervals` intervals per port. Absent
+    /// in files written before it existed (read back as empty).
+    #[serde(default)]
+    pub pauses: Vec<PauseSeries>,
 }
 
 /// Headline numbers of one variant.
@@ -233,6 +239,26 @@ pub struct QueueSeries {
     pub interval_ps: u64,
     /// `(time_ps, bytes)` samples.
     pub samples: Vec<(u64, u64)>,
+}
+
+/// The held-off intervals of one port's transmitter for one priority: the
+/// times the peer's PAUSE (XOFF) stopped it until XON or quanta expiry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseSeries {
+    /// Node name of the paused transmitter.
+    pub node: String,
+    /// Port number on that node.
+    pub port: u16,
+    /// Node at the other end of the link (the one that sent PAUSE).
+    pub peer: String,
+    /// Priority held off.
+    pub priority: u8,
+    /// `(start_ps, end_ps)` intervals in time order; an interval still
+    /// open when the run stopped ends at the end of the run.
+    pub intervals: Vec<(u64, u64)>,
+    /// Intervals of this priority not kept because the port's cap was
+    /// reached (their time still counts in `rx_pause_duration_ps`).
+    pub dropped_intervals: u64,
 }
 
 /// Wall-clock and memory figures of a run: printed, never written into

@@ -120,3 +120,85 @@ fn compare_prints_ratios_and_verdicts() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rocelab-clirep-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn report_renders_html_and_markdown_next_to_the_results() {
+    let dir = scratch("report");
+    let run = rocelab(&[
+        "run",
+        &fixture("render/tiny-incast.toml"),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{run:?}");
+    let results = dir.join("results.json");
+    let from_run = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    // Default: HTML next to the results, identical to what `run` wrote.
+    let o = rocelab(&["report", results.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(html, from_run);
+    assert!(stdout(&o).contains(&format!("({} bytes)", html.len())));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let drops = json["variants"][1]["summary"]["drops"].as_u64().unwrap();
+    assert!(drops > 0);
+    assert!(html.contains(&format!(
+        "data-row=\"drops\" data-variant=\"lossy\" data-value=\"{drops}\">{drops}</td>"
+    )));
+    // Markdown, default name, and an explicit output file.
+    let o = rocelab(&["report", results.to_str().unwrap(), "--format", "md"]);
+    assert!(o.status.success(), "{o:?}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains(&format!("| drops | 0 | {drops} |")), "{md}");
+    let other = dir.join("elsewhere.html");
+    let o = rocelab(&[
+        "report",
+        results.to_str().unwrap(),
+        "--out",
+        other.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), html);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn report_rejects_a_malformed_results_file_naming_it() {
+    let dir = scratch("bad");
+    let f = dir.join("results.json");
+    std::fs::write(
+        &f,
+        "{\"scenario\": \"x\", \"seed\": \"one\", \"variants\": []}",
+    )
+    .unwrap();
+    let o = rocelab(&["report", f.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(f.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("seed") || err.contains("invalid type"),
+        "{err}"
+    );
+    assert!(!dir.join("report.html").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_lists_the_report_command() {
+    let o = rocelab(&["--help"]);
+    assert!(o.status.success());
+    let help = stdout(&o);
+    assert!(
+        help.lines()
+            .any(|l| l.trim_start().starts_with("report ") && l.contains("results.json")),
+        "{help}"
+    );
+}

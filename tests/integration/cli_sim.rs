@@ -176,6 +176,14 @@ fabric.pfc.enabled = false
         std::fs::read_to_string(again.join("results.json")).unwrap(),
         text
     );
+    // The report is written beside the results, the same bytes each time.
+    let report = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(report.starts_with("<!DOCTYPE html>"), "{report}");
+    assert!(report.contains("<th>lossless</th><th>lossy</th>"));
+    assert_eq!(
+        std::fs::read_to_string(again.join("report.html")).unwrap(),
+        report
+    );
 }
 
 #[test]

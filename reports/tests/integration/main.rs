@@ -1,11 +1,12 @@
 //! Integration tests of the reports crate: real-tool parsers on fixtures,
-//! the doctor on one capture set per playbook symptom, comparisons, and
-//! robustness against arbitrary text.
+//! the doctor on one capture set per playbook symptom, comparisons, the run
+//! report, and robustness against arbitrary text.
 
 mod compare;
 mod doctor;
 mod fuzz;
 mod parsers;
+mod render;
 
 use std::path::PathBuf;
 

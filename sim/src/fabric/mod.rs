@@ -41,8 +41,8 @@ use crate::config::{
 };
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
-    percentile, FlowRecord, GroupRecord, NicRecord, PortRecord, QueueSeries, RunResult, RunStats,
-    Summary,
+    percentile, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, QueueSeries,
+    RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
@@ -186,7 +186,9 @@ impl<'a> World<'a> {
                     return Err(SimError::Topology(format!("link {}: zero rate", lid.0)));
                 }
                 let peer = node_port_base[on] + u32::from(other.port);
-                ports.push(Port::new(me.0, me.1, peer, link.rate, link.delay));
+                let mut port = Port::new(me.0, me.1, peer, link.rate, link.delay);
+                port.pause_log_cap = cfg.record.pause_intervals as usize;
+                ports.push(port);
             }
         }
         // Hosts and NICs.
@@ -963,7 +965,27 @@ impl<'a> World<'a> {
         let mut ecn_marked = 0;
         let mut frames = 0;
         let mut ports_out = Vec::new();
+        let mut pauses = Vec::new();
         for (gi, p) in self.ports.iter().enumerate() {
+            for prio in 0..8u8 {
+                let dropped = p.pause_log_dropped[usize::from(prio)];
+                let intervals: Vec<(u64, u64)> = p
+                    .pause_log
+                    .iter()
+                    .filter(|e| e.0 == prio)
+                    .map(|e| (e.1, e.2))
+                    .collect();
+                if !intervals.is_empty() || dropped > 0 {
+                    pauses.push(PauseSeries {
+                        node: name(p.node),
+                        port: p.local,
+                        peer: name(self.ports[p.peer as usize].node),
+                        priority: prio,
+                        intervals,
+                        dropped_intervals: dropped,
+                    });
+                }
+            }
             pause_frames += p.prio.iter().map(|c| c.tx_pause).sum::<u64>();
             pause_time += p.prio.iter().map(|c| c.rx_pause_duration_ps).sum::<u64>();
             ecn_marked += p.ecn_marked;
@@ -1031,6 +1053,7 @@ impl<'a> World<'a> {
             ports: ports_out,
             nics,
             queues,
+            pauses,
         }
     }
 

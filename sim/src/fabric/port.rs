@@ -83,6 +83,13 @@ pub struct Port {
     pub max_queue: u64,
     /// Frames serialised (all kinds).
     pub frames_sent: u64,
+    /// Closed held-off intervals `(priority, start_ps, end_ps)`, in the
+    /// order they closed, at most `pause_log_cap` of them.
+    pub pause_log: Vec<(u8, u64, u64)>,
+    /// Most intervals kept in `pause_log` (0: none are kept).
+    pub pause_log_cap: usize,
+    /// Intervals not kept because the log was full, per priority.
+    pub pause_log_dropped: [u64; 8],
 }
 
 impl Port {
@@ -113,6 +120,19 @@ impl Port {
             ecn_marked: 0,
             max_queue: 0,
             frames_sent: 0,
+            pause_log: Vec::new(),
+            pause_log_cap: 0,
+            pause_log_dropped: [0; 8],
+        }
+    }
+
+    /// A held-off interval of priority `p` ended: count it and log it.
+    fn close_pause(&mut self, p: usize, began: Instant, end: Instant) {
+        self.prio[p].rx_pause_duration_ps += (end - began).as_ps();
+        if self.pause_log.len() < self.pause_log_cap {
+            self.pause_log.push((p as u8, began.as_ps(), end.as_ps()));
+        } else if self.pause_log_cap > 0 {
+            self.pause_log_dropped[p] += 1;
         }
     }
 
@@ -155,7 +175,7 @@ impl Port {
         self.prio[p].rx_pause += 1;
         if quanta == 0 {
             if let Some(began) = self.pause_began[p].take() {
-                self.prio[p].rx_pause_duration_ps += (now - began).as_ps();
+                self.close_pause(p, began, now);
                 self.prio[p].rx_pause_transition += 1;
             }
             self.paused_until[p] = now;
@@ -171,7 +191,7 @@ impl Port {
     pub fn settle_pause(&mut self, now: Instant, p: usize) {
         if let Some(began) = self.pause_began[p] {
             if self.paused_until[p] <= now {
-                self.prio[p].rx_pause_duration_ps += (self.paused_until[p] - began).as_ps();
+                self.close_pause(p, began, self.paused_until[p]);
                 self.prio[p].rx_pause_transition += 1;
                 self.pause_began[p] = None;
             }
@@ -184,7 +204,7 @@ impl Port {
         for p in 0..8 {
             self.settle_pause(now, p);
             if let Some(began) = self.pause_began[p].take() {
-                self.prio[p].rx_pause_duration_ps += (now - began).as_ps();
+                self.close_pause(p, began, now);
             }
             if let Some(since) = self.xoff_since[p].take() {
                 self.prio[p].tx_pause_duration_ps += (now - since).as_ps();
@@ -235,5 +255,30 @@ mod tests {
         p.finish(later);
         assert_eq!(p.prio[3].rx_pause_duration_ps, 10_000_000 + 512_000);
         assert_eq!(p.prio[3].rx_pause_transition, 2);
+        // Logging is off by default.
+        assert!(p.pause_log.is_empty());
+        assert_eq!(p.pause_log_dropped, [0; 8]);
+    }
+
+    #[test]
+    fn pause_log_keeps_intervals_up_to_its_cap() {
+        let mut p = Port::new(0, 0, 1, Rate::from_gbps(100), Duration::from_us(1));
+        p.pause_log_cap = 2;
+        let us = |n: u64| Instant::from_ps(n * 1_000_000);
+        for (on, off) in [(1, 3), (5, 6), (8, 9)] {
+            p.apply_pause(us(on), 3, 0xFFFF);
+            p.apply_pause(us(off), 3, 0);
+        }
+        // Expires on its own (100 quanta = 512 ns at 100G), closed at the end.
+        p.apply_pause(us(20), 5, 100);
+        p.finish(us(30));
+        assert_eq!(
+            p.pause_log,
+            vec![(3, 1_000_000, 3_000_000), (3, 5_000_000, 6_000_000)]
+        );
+        assert_eq!(p.pause_log_dropped[3], 1);
+        assert_eq!(p.pause_log_dropped[5], 1);
+        assert_eq!(p.prio[3].rx_pause_duration_ps, 4_000_000);
+        assert_eq!(p.prio[5].rx_pause_duration_ps, 512_000);
     }
 }
