@@ -71,7 +71,7 @@ pub const ROCE_PORT: u16 = 4791;
 /// Largest RoCEv2 datagram: 4096-byte payload plus headers and ICRC.
 const MAX_PACKET: usize = 4096 + 12 + 28 + 4 + 4 + 16;
 /// GSO runs are kept under this many bytes.
-const MAX_RUN_BYTES: usize = 60 * 1024;
+const MAX_RUN_BYTES: usize = super::sys::MAX_DATAGRAM;
 /// How long the background thread stays out of the way after the
 /// application called in.
 const APP_ACTIVE_NS: u64 = 1_000_000;
