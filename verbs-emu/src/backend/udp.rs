@@ -652,6 +652,15 @@ impl Shared {
         self.next_deadline(st)
     }
 
+    /// Send what the engines hold ready: above all the ACKs that
+    /// `progress_with(.., false)` left for the next call, which may never
+    /// come when the application is done (it got its last completion and
+    /// tears down).
+    fn flush_deferred(&self, st: &mut State) {
+        let now = self.now();
+        self.transmit(st, now);
+    }
+
     fn receive_slot(&self, st: &mut State, k: usize, now: Instant) {
         let State {
             rx,
@@ -913,6 +922,8 @@ impl Drop for UdpBackend {
             let _ = t.join();
         }
         let mut st = lock(&self.shared.state);
+        // As in destroy_qp: the deferred ACKs leave before the socket goes.
+        self.shared.flush_deferred(&mut st);
         for r in st.mem.regions.iter_mut().filter(|r| r.valid && r.locked) {
             // SAFETY: unlocking the range we locked at registration.
             unsafe { libc::munlock(r.ptr.cast(), r.len as usize) };
@@ -1440,6 +1451,17 @@ impl Backend for UdpBackend {
 
     fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
         let mut st = lock(&self.shared.state);
+        if !st.qps.contains_key(&(qp.0 as u32)) {
+            return Err(VerbsError::UnknownHandle {
+                verb: "ibv_destroy_qp",
+                object: "QP",
+            });
+        }
+        // ACKs for what this QP received may still wait for the next
+        // transmit (poll_cq defers them to share a sendmmsg with the next
+        // request): a NIC would have sent them already, and the peer's
+        // requests would otherwise time out against a QP that is gone.
+        self.shared.flush_deferred(&mut st);
         let e = st
             .qps
             .remove(&(qp.0 as u32))
