@@ -23,7 +23,12 @@
 //! (DF, identification 0, or 0, 1, 2, ... within a GSO run; see
 //! [`super::sys`]). Multi-packet messages go out as GSO runs: a FIRST packet
 //! (larger, with its RETH) alone, then the equal-sized MIDDLE packets and
-//! the LAST one in one `sendmmsg` entry. On receive, GRO runs are split
+//! the LAST one in one `sendmmsg` entry (runs up to the largest UDP
+//! datagram). On the plain socket each packet is handed to the kernel as
+//! iovecs: its headers and its pad and ICRC from the batch, its payload
+//! straight from the registered region, so the payload is copied once (by
+//! the kernel) instead of twice; wrappers that read the bytes (faults,
+//! capture) get them gathered into one buffer. On receive, GRO runs are split
 //! again and each packet's ICRC is checked against the header its sender's
 //! kernel wrote; a mismatch is counted (`rx_icrc_errors`) and the packet
 //! dropped, as a NIC does.
@@ -763,6 +768,9 @@ impl Shared {
         } = st;
         tx.clear();
         let gso = io.gso();
+        // Payload straight from registered memory (the kernel copies it
+        // once), or gathered into the batch for wrappers that read bytes.
+        let pieces = io.pieces();
         let local = self.local;
         // The open run: (dst, tos, segment size, first offset, count, bytes,
         // closed by a short last packet).
@@ -771,7 +779,12 @@ impl Shared {
                      run: &mut Option<(SocketAddrV4, u8, usize, usize, usize, usize, bool)>,
                      stats: &mut UdpStats| {
             if let Some((dst, tos, seg, off, count, bytes, _)) = run.take() {
-                tx.push_range(dst, tos, if count > 1 { seg } else { 0 }, off, bytes);
+                let seg = if count > 1 { seg } else { 0 };
+                if pieces {
+                    tx.push_pieces(dst, tos, seg, off, bytes);
+                } else {
+                    tx.push_range(dst, tos, seg, off, bytes);
+                }
                 if count > 1 {
                     stats.tx_gso_runs += 1;
                 }
@@ -789,13 +802,16 @@ impl Shared {
                 let mut id = 0u16;
                 if gso {
                     match &mut run {
-                        Some((rdst, rtos, seg, _, count, bytes, short))
+                        Some((rdst, rtos, seg, first, count, bytes, short))
                             if *rdst == dst
                                 && *rtos == tos
                                 && !*short
                                 && *count < super::sys::MAX_GSO_SEGMENTS
                                 && *bytes + len <= MAX_RUN_BYTES
-                                && len <= *seg =>
+                                && len <= *seg
+                                && (!pieces
+                                    || tx.pieces_len() - *first + 2 + t.payload.pieces().len()
+                                        <= super::sys::MAX_IOV) =>
                         {
                             if len < *seg && *count == 1 {
                                 // A FIRST packet followed by smaller ones: it
@@ -810,17 +826,6 @@ impl Shared {
                 } else {
                     close(tx, &mut run, stats);
                 }
-                let mark = tx.bytes_len();
-                let (off, buf) = tx.append(len);
-                let hlen = headers.header_len();
-                if t.payload
-                    .gather(&*mem, &mut buf[hlen..hlen + plen])
-                    .is_err()
-                {
-                    tx.truncate(mark);
-                    stats.tx_errors += 1;
-                    continue;
-                }
                 let enc = UdpEncap {
                     ip: IpEncap::V4 {
                         src: *local.ip(),
@@ -831,11 +836,37 @@ impl Shared {
                     src_port: local.port(),
                     dst_port: dst.port(),
                 };
-                if emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf).is_err() {
-                    tx.truncate(mark);
-                    stats.tx_errors += 1;
-                    continue;
-                }
+                let mark = tx.bytes_len();
+                let hlen = headers.header_len();
+                let off = if pieces {
+                    let pmark = tx.pieces_len();
+                    // SAFETY: the located ranges lie in live registered
+                    // regions (or the QP's inline buffer), which cannot be
+                    // deregistered while the device lock is held, and the
+                    // batch is sent before the lock is released.
+                    match unsafe { emit_pieces(tx, mem, &headers, &t.payload, &enc) } {
+                        Some(()) => pmark,
+                        None => {
+                            tx.truncate(mark);
+                            tx.truncate_pieces(pmark);
+                            stats.tx_errors += 1;
+                            continue;
+                        }
+                    }
+                } else {
+                    let (off, buf) = tx.append(len);
+                    if t.payload
+                        .gather(&*mem, &mut buf[hlen..hlen + plen])
+                        .is_err()
+                        || emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf)
+                            .is_err()
+                    {
+                        tx.truncate(mark);
+                        stats.tx_errors += 1;
+                        continue;
+                    }
+                    off
+                };
                 stats.tx_packets += 1;
                 match &mut run {
                     Some((_, _, seg, _, count, bytes, short)) if id > 0 => {
@@ -853,7 +884,7 @@ impl Shared {
         if tx.len() > 1 {
             // ACKs leave after the requests queued with them: the peer gets
             // the data first and the ACK's cost overlaps with the wait.
-            tx.move_to_back(|b| b.first() == Some(&Opcode::RcAcknowledge.value()));
+            tx.move_to_back(|b| b == Some(Opcode::RcAcknowledge.value()));
         }
         if !tx.is_empty() {
             let _ = io.send(tx);
@@ -894,6 +925,53 @@ impl Shared {
             None => cap,
         }
     }
+}
+
+/// Queue one packet as pieces of `tx`: its headers, its payload where it
+/// lies in registered memory, and the pad and ICRC. `None` (with pieces
+/// and bytes possibly added, for the caller to drop) when a payload range
+/// is not in registered memory or the headers do not emit.
+///
+/// # Safety
+///
+/// The payload's regions must stay registered until `tx` is sent.
+unsafe fn emit_pieces(
+    tx: &mut TxBatch,
+    mem: &HostMemory,
+    headers: &crate::wire::RoceHeaders,
+    payload: &tp::PayloadDesc,
+    enc: &UdpEncap,
+) -> Option<()> {
+    let hlen = headers.header_len();
+    let plen = payload.len() as usize;
+    let pad = usize::from(headers.bth.pad_count);
+    let (hoff, hbuf) = tx.append(hlen);
+    headers.emit(hbuf).ok()?;
+    tx.push_buf_piece(hoff, hlen);
+    let mut parts: [&[u8]; tp::MAX_PIECES + 1] = [&[]; tp::MAX_PIECES + 1];
+    for (slot, p) in parts.iter_mut().zip(payload.pieces()) {
+        let ptr = mem.locate(p.key, p.addr, u64::from(p.len)).ok()?;
+        // SAFETY: `locate` bounds-checked the range inside a live region,
+        // which the caller keeps registered until the batch is sent.
+        *slot = unsafe { std::slice::from_raw_parts(ptr, p.len as usize) };
+        // SAFETY: as above.
+        unsafe { tx.push_ext_piece(ptr, p.len as usize) };
+    }
+    const ZEROS: [u8; 3] = [0; 3];
+    let n = payload.pieces().len();
+    parts[n] = &ZEROS[..pad.min(3)];
+    let crc = crate::wire::icrc::Icrc::for_udp_payload_parts(
+        enc,
+        hlen + plen + pad,
+        tx.appended(hoff, hlen),
+        parts[..=n].iter().copied(),
+    )
+    .ok()?;
+    let (toff, tbuf) = tx.append(pad + 4);
+    tbuf[..pad].fill(0);
+    tbuf[pad..].copy_from_slice(&crc.to_le_bytes());
+    tx.push_buf_piece(toff, pad + 4);
+    Some(())
 }
 
 fn background(shared: &Shared) {
