@@ -12,8 +12,9 @@
 //! * `poll_cq` and `wait_cq` receive, run due timers, transmit and collect
 //!   completions when the CQ is empty (busy polling needs no other thread);
 //! * a background thread per device does the same when the application has
-//!   not called in for a millisecond (a server waiting on TCP, a program
-//!   sleeping), so that retransmissions and responses never stall.
+//!   not called in for a millisecond and no thread of it waits in
+//!   `wait_cq` (a server waiting on TCP, a program sleeping), so that
+//!   retransmissions and responses never stall.
 //!
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
@@ -493,6 +494,10 @@ struct Shared {
     start: std::time::Instant,
     stop: AtomicBool,
     app_touch_ns: AtomicU64,
+    /// Application threads inside `wait_cq`: they make progress
+    /// themselves, so the background thread stays out of their way (two
+    /// threads woken by every datagram, taking turns at the lock).
+    app_waiting: AtomicU64,
     cfg: UdpConfig,
     active_mtu: Mtu,
 }
@@ -560,6 +565,7 @@ impl UdpBackend {
             start: std::time::Instant::now(),
             stop: AtomicBool::new(false),
             app_touch_ns: AtomicU64::new(0),
+            app_waiting: AtomicU64::new(0),
             cfg,
             active_mtu,
         });
@@ -976,6 +982,10 @@ unsafe fn emit_pieces(
 
 fn background(shared: &Shared) {
     while !shared.stop.load(Ordering::Relaxed) {
+        if shared.app_waiting.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(Duration::from_nanos(APP_ACTIVE_NS));
+            continue;
+        }
         let touched = shared.app_touch_ns.load(Ordering::Relaxed);
         let now = shared.now_ns();
         if touched != 0 && now.saturating_sub(touched) < APP_ACTIVE_NS {
@@ -1325,6 +1335,14 @@ impl Backend for UdpBackend {
     }
 
     fn wait_cq(&self, cq: CqHandle, timeout: Duration) -> Result<bool> {
+        struct Waiting<'a>(&'a AtomicU64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.shared.app_waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.shared.app_waiting);
         let end = std::time::Instant::now() + timeout;
         loop {
             self.touch();
