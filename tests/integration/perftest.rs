@@ -247,3 +247,46 @@ fn ud_multi_qp_duration_and_all_sizes_run() {
         }
     }
 }
+
+/// A server asked for the hardware backend opens its device before it
+/// waits for a client: on a host without RDMA hardware it fails at once
+/// with the backend's reason, instead of sitting on the TCP port.
+#[test]
+fn ibverbs_server_without_a_device_fails_before_waiting_for_a_client() {
+    let devices = rocelab().args(["devices", "--long"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&devices.stdout);
+    if listing
+        .lines()
+        .any(|l| l.split('\t').nth(2) == Some("ibverbs"))
+    {
+        // A real device would open, and the server would then wait for a
+        // client as it should: nothing to check on this host.
+        return;
+    }
+    let t0 = Instant::now();
+    let server = rocelab()
+        .args([
+            "perftest",
+            "write_bw",
+            "--backend",
+            "ibverbs",
+            "-p",
+            "18590",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait(server, Duration::from_secs(20));
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("no RDMA devices") || out.contains("libibverbs.so.1 not found"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("Waiting for client"),
+        "the server waited for a client before opening the device:\n{out}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}

@@ -33,36 +33,56 @@ fn perftest_pair(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only PART[,PART...]` (raw, lat, bw64, bw1m) runs those parts
+    // alone, for profiling; figures of skipped parts print as NaN.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
+    let run = |part: &str| {
+        only.as_deref()
+            .map_or(true, |o| o.split(',').any(|p| p == part))
+    };
     println!("load average before: {}", load_average());
     let a = Ipv4Addr::new(127, 71, 0, 1);
     let b = Ipv4Addr::new(127, 71, 0, 2);
-    let mut rtts = raw_pingpong(a, b, 64, if quick { 2000 } else { 20000 }).expect("raw ping-pong");
-    let rtt_us = median(&mut rtts) as f64 / 1000.0;
-    let gbps = raw_stream(a, b, 4096, Duration::from_secs(if quick { 1 } else { 3 }))
-        .expect("raw stream")
-        * 8.0
-        / 1e9;
+    let (mut rtt_us, mut gbps) = (f64::NAN, f64::NAN);
+    if run("raw") {
+        let mut rtts =
+            raw_pingpong(a, b, 64, if quick { 2000 } else { 20000 }).expect("raw ping-pong");
+        rtt_us = median(&mut rtts) as f64 / 1000.0;
+        gbps = raw_stream(a, b, 4096, Duration::from_secs(if quick { 1 } else { 3 }))
+            .expect("raw stream")
+            * 8.0
+            / 1e9;
+    }
 
-    let lat = perftest_pair(Test::WriteLat, 18760, 8, if quick { 2000 } else { 20000 });
-    let bw64 = perftest_pair(
-        Test::WriteBw,
-        18761,
-        65536,
-        if quick { 2000 } else { 20000 },
-    );
-    let bw1m = perftest_pair(
-        Test::WriteBw,
-        18762,
-        1 << 20,
-        if quick { 200 } else { 2000 },
-    );
+    let lat = run("lat")
+        .then(|| perftest_pair(Test::WriteLat, 18760, 8, if quick { 2000 } else { 20000 }));
+    let bw64 = run("bw64").then(|| {
+        perftest_pair(
+            Test::WriteBw,
+            18761,
+            65536,
+            if quick { 2000 } else { 20000 },
+        )
+    });
+    let bw1m = run("bw1m").then(|| {
+        perftest_pair(
+            Test::WriteBw,
+            18762,
+            1 << 20,
+            if quick { 200 } else { 2000 },
+        )
+    });
     let typical = match lat {
-        ResultRow::Lat { stats, .. } => stats.typical,
+        Some(ResultRow::Lat { stats, .. }) => stats.typical,
         _ => f64::NAN,
     };
-    let avg = |r: &ResultRow| match r {
-        ResultRow::Bw { avg, .. } => *avg,
+    let avg = |r: &Option<ResultRow>| match r {
+        Some(ResultRow::Bw { avg, .. }) => *avg,
         _ => f64::NAN,
     };
     println!();

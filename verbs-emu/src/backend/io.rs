@@ -21,6 +21,14 @@ pub trait DatagramIo: Send {
     /// Whether GSO runs may be handed to `send`.
     fn gso(&self) -> bool;
 
+    /// Whether `send` takes datagrams queued from pieces
+    /// ([`TxBatch::push_pieces`]), whose payload the kernel reads straight
+    /// from registered memory. Wrappers that look at the bytes say no (the
+    /// default) and get contiguous datagrams.
+    fn pieces(&self) -> bool {
+        false
+    }
+
     /// Send a batch. Datagrams the network loses are not errors.
     fn send(&mut self, batch: &TxBatch) -> io::Result<()>;
 
@@ -94,13 +102,13 @@ impl DatagramIo for SocketIo {
         self.socket.gso()
     }
 
+    fn pieces(&self) -> bool {
+        true
+    }
+
     fn send(&mut self, batch: &TxBatch) -> io::Result<()> {
-        for (_, _, seg, bytes) in batch.iter() {
-            self.tx_packets += if seg > 0 {
-                bytes.len().div_ceil(seg) as u64
-            } else {
-                1
-            };
+        for (seg, len) in batch.lengths() {
+            self.tx_packets += if seg > 0 { len.div_ceil(seg) as u64 } else { 1 };
         }
         self.socket.send(batch, &mut self.tx_dropped).map(drop)
     }
@@ -135,6 +143,9 @@ impl<T: DatagramIo + ?Sized> DatagramIo for Box<T> {
     }
     fn gso(&self) -> bool {
         (**self).gso()
+    }
+    fn pieces(&self) -> bool {
+        (**self).pieces()
     }
     fn send(&mut self, batch: &TxBatch) -> io::Result<()> {
         (**self).send(batch)

@@ -211,20 +211,46 @@ impl RoceSocket {
                 [const { MaybeUninit::uninit() }; MAX_BATCH];
             let mut names: [MaybeUninit<libc::sockaddr_in>; MAX_BATCH] =
                 [const { MaybeUninit::uninit() }; MAX_BATCH];
-            let mut cmsgs = [[0u64; CMSG_SPACE / 8]; MAX_BATCH];
+            // Control buffers: only the ones in use are zeroed (zeroing all
+            // 64 costs a busy-polling caller more than the rest of a call).
+            let mut cmsgs: [MaybeUninit<[u64; CMSG_SPACE / 8]>; MAX_BATCH] =
+                [const { MaybeUninit::uninit() }; MAX_BATCH];
+            // The iovecs of datagrams queued from pieces, all of this chunk's
+            // (allocated only when there are any).
+            let npieces: usize = chunk.iter().map(|e| e.pieces).sum();
+            let mut piece_iovs: Vec<libc::iovec> = Vec::with_capacity(npieces);
+            for e in chunk.iter().filter(|e| e.pieces > 0) {
+                for p in &batch.pieces[e.off..e.off + e.pieces] {
+                    let (base, len) = match *p {
+                        TxPiece::Buf { off, len } => (batch.buf[off..].as_ptr(), len),
+                        TxPiece::Ext { ptr, len } => (ptr, len),
+                    };
+                    piece_iovs.push(libc::iovec {
+                        iov_base: base as *mut libc::c_void,
+                        iov_len: len,
+                    });
+                }
+            }
+            let mut next_piece = 0;
             for (i, e) in chunk.iter().enumerate() {
                 names[i].write(sockaddr_of(e.dst));
-                iovs[i].write(libc::iovec {
-                    iov_base: batch.buf[e.off..].as_ptr() as *mut libc::c_void,
-                    iov_len: e.len,
-                });
                 // SAFETY: zeroed msghdr is a valid "empty" value.
                 let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
                 msg.msg_name = names[i].as_mut_ptr().cast();
                 msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-                msg.msg_iov = iovs[i].as_mut_ptr();
-                msg.msg_iovlen = 1;
-                msg.msg_control = cmsgs[i].as_mut_ptr().cast();
+                if e.pieces > 0 {
+                    msg.msg_iov = piece_iovs[next_piece..].as_mut_ptr();
+                    msg.msg_iovlen = e.pieces as _;
+                    next_piece += e.pieces;
+                } else {
+                    iovs[i].write(libc::iovec {
+                        iov_base: batch.buf[e.off..].as_ptr() as *mut libc::c_void,
+                        iov_len: e.len,
+                    });
+                    msg.msg_iov = iovs[i].as_mut_ptr();
+                    msg.msg_iovlen = 1;
+                }
+                msg.msg_control = cmsgs[i].write([0; CMSG_SPACE / 8]).as_mut_ptr().cast();
                 msg.msg_controllen = CMSG_SPACE as _;
                 // SAFETY: msg_control points at CMSG_SPACE writable, aligned
                 // bytes; CMSG_* walk only inside msg_controllen.
@@ -255,7 +281,8 @@ impl RoceSocket {
                 });
             }
             // SAFETY: the first chunk.len() headers are initialised and point
-            // into names/iovs/cmsgs/batch.buf, all alive for the call.
+            // into names/iovs/piece_iovs/cmsgs/batch.buf, all alive for the
+            // call, and into memory push_ext_piece's callers keep valid.
             let r = unsafe {
                 libc::sendmmsg(
                     self.fd.as_raw_fd(),
@@ -420,11 +447,32 @@ impl RoceSocket {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct TxEntry {
     dst: SocketAddrV4,
+    /// Contiguous bytes: `buf[off..off + len]`. From pieces
+    /// ([`TxBatch::push_pieces`]): `pieces[off..off + pieces]`, `len` bytes
+    /// in all.
     off: usize,
     len: usize,
+    /// 0: contiguous; else the number of pieces.
+    pieces: usize,
     segment_size: usize,
     tos: u8,
 }
+
+/// One part of a datagram queued from pieces: bytes of the batch's own
+/// buffer, or memory outside it (a registered region) the kernel reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxPiece {
+    Buf { off: usize, len: usize },
+    Ext { ptr: *const u8, len: usize },
+}
+
+// SAFETY: `Ext` pointers are only dereferenced by the kernel during
+// `RoceSocket::send`; `push_ext_piece`'s contract keeps them valid until
+// the batch is sent or cleared, by whichever thread holds the batch.
+unsafe impl Send for TxPiece {}
+
+/// Most iovecs one datagram may take (the kernel's `UIO_MAXIOV`).
+pub const MAX_IOV: usize = 1024;
 
 /// Datagrams waiting for one `sendmmsg`, in one reusable buffer.
 #[derive(Debug, Default)]
@@ -434,6 +482,8 @@ pub struct TxBatch {
     buf: Vec<u8>,
     used: usize,
     entries: Vec<TxEntry>,
+    /// Parts of datagrams queued from pieces, in order.
+    pieces: Vec<TxPiece>,
 }
 
 impl TxBatch {
@@ -443,6 +493,7 @@ impl TxBatch {
             buf: Vec::with_capacity(bytes),
             used: 0,
             entries: Vec::with_capacity(MAX_BATCH),
+            pieces: Vec::new(),
         }
     }
 
@@ -472,6 +523,7 @@ impl TxBatch {
             dst,
             off,
             len,
+            pieces: 0,
             segment_size,
             tos,
         });
@@ -511,20 +563,89 @@ impl TxBatch {
             dst,
             off,
             len,
+            pieces: 0,
             segment_size,
             tos,
         });
     }
 
-    /// Reorder the queued datagrams so that those whose bytes match `late`
-    /// go last, keeping the order within both groups. No allocation.
-    pub fn move_to_back(&mut self, late: impl Fn(&[u8]) -> bool) {
+    /// Pieces added so far (the start of the next datagram's pieces).
+    pub fn pieces_len(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Add appended bytes `off..off + len` as the next piece.
+    pub fn push_buf_piece(&mut self, off: usize, len: usize) {
+        debug_assert!(off + len <= self.used);
+        self.pieces.push(TxPiece::Buf { off, len });
+    }
+
+    /// Appended bytes `off..off + len`.
+    pub fn appended(&self, off: usize, len: usize) -> &[u8] {
+        &self.buf[off..off + len]
+    }
+
+    /// Add `len` bytes at `ptr`, outside the batch, as the next piece: the
+    /// kernel copies them straight from there when the batch is sent.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` must stay valid for reads until the batch is sent
+    /// or cleared.
+    pub unsafe fn push_ext_piece(&mut self, ptr: *const u8, len: usize) {
+        self.pieces.push(TxPiece::Ext { ptr, len });
+    }
+
+    /// Drop pieces past `count` (a packet that could not be built).
+    pub fn truncate_pieces(&mut self, count: usize) {
+        self.pieces.truncate(count);
+    }
+
+    /// Queue the pieces `first..` added since as one datagram of `len`
+    /// bytes (a GSO run when `segment_size` is non-zero and smaller than
+    /// `len`). At most [`MAX_IOV`] pieces.
+    pub fn push_pieces(
+        &mut self,
+        dst: SocketAddrV4,
+        tos: u8,
+        segment_size: usize,
+        first: usize,
+        len: usize,
+    ) {
+        let count = self.pieces.len() - first;
+        debug_assert!(count > 0 && count <= MAX_IOV);
+        self.entries.push(TxEntry {
+            dst,
+            off: first,
+            len,
+            pieces: count,
+            segment_size,
+            tos,
+        });
+    }
+
+    /// The first byte of a datagram (its BTH opcode for RoCE packets).
+    fn first_byte(&self, e: &TxEntry) -> Option<u8> {
+        if e.pieces == 0 {
+            return self.buf.get(e.off).copied().filter(|_| e.len > 0);
+        }
+        match self.pieces[e.off] {
+            TxPiece::Buf { off, len } if len > 0 => self.buf.get(off).copied(),
+            // SAFETY: valid until sent or cleared (push_ext_piece).
+            TxPiece::Ext { ptr, len } if len > 0 => Some(unsafe { *ptr }),
+            _ => None,
+        }
+    }
+
+    /// Reorder the queued datagrams so that those whose first byte matches
+    /// `late` go last, keeping the order within both groups. No allocation.
+    pub fn move_to_back(&mut self, late: impl Fn(Option<u8>) -> bool) {
         let n = self.entries.len();
         let mut moved = 0;
         let mut i = 0;
         while i < n - moved {
             let e = self.entries[i];
-            if late(&self.buf[e.off..e.off + e.len]) {
+            if late(self.first_byte(&e)) {
                 self.entries.remove(i);
                 self.entries.push(e);
                 moved += 1;
@@ -548,12 +669,15 @@ impl TxBatch {
     pub fn clear(&mut self) {
         self.used = 0;
         self.entries.clear();
+        self.pieces.clear();
     }
 
     /// The queued datagrams: destination, TOS, segment size (0 = none) and
-    /// bytes.
+    /// bytes. Datagrams queued from pieces ([`TxBatch::push_pieces`]) are
+    /// not contiguous and are skipped: only a datagram path that says it
+    /// takes them ([`super::io::DatagramIo::pieces`]) gets such batches.
     pub fn iter(&self) -> impl Iterator<Item = (SocketAddrV4, u8, usize, &[u8])> + '_ {
-        self.entries.iter().map(|e| {
+        self.entries.iter().filter(|e| e.pieces == 0).map(|e| {
             (
                 e.dst,
                 e.tos,
@@ -561,6 +685,11 @@ impl TxBatch {
                 &self.buf[e.off..e.off + e.len],
             )
         })
+    }
+
+    /// Every queued datagram's segment size (0 = none) and length in bytes.
+    pub fn lengths(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.entries.iter().map(|e| (e.segment_size, e.len))
     }
 }
 
@@ -658,6 +787,57 @@ mod tests {
             &SocketOptions::default(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn datagrams_from_pieces_arrive_as_if_contiguous() {
+        let a = sock([127, 0, 0, 1]);
+        let b = sock([127, 0, 0, 1]);
+        // Payload outside the batch, as a registered region is.
+        let region: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
+        let mut tx = TxBatch::with_capacity(1 << 16);
+        // A GSO run of three 1010-byte packets: 4 header bytes from the
+        // batch, 1000 payload bytes from the region, a 6-byte trailer.
+        let first = tx.pieces_len();
+        for k in 0..3u8 {
+            let (h, hb) = tx.append(4);
+            hb.fill(0xA0 + k);
+            tx.push_buf_piece(h, 4);
+            // SAFETY: `region` outlives the send below.
+            unsafe { tx.push_ext_piece(region[1000 * k as usize..].as_ptr(), 1000) };
+            let (t, tb) = tx.append(6);
+            tb.fill(0xB0 + k);
+            tx.push_buf_piece(t, 6);
+        }
+        tx.push_pieces(b.local_addr(), 0x02, 1010, first, 3030);
+        // And a contiguous datagram after it in the same sendmmsg.
+        tx.push(b.local_addr(), 0x02, 0, 10, |p| p.fill(9));
+        assert_eq!(
+            tx.lengths().collect::<Vec<_>>(),
+            vec![(1010, 3030), (0, 10)]
+        );
+        let mut dropped = 0;
+        assert_eq!(a.send(&tx, &mut dropped).unwrap(), 2);
+        let mut rx = RxBatch::new(8, 65536);
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..100 {
+            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
+            b.recv(&mut rx).unwrap();
+            for i in 0..rx.len() {
+                got.extend(rx.segments(i).map(<[u8]>::to_vec));
+            }
+            if got.len() >= 4 {
+                break;
+            }
+        }
+        assert_eq!(got.len(), 4);
+        for k in 0..3usize {
+            let mut want = vec![0xA0 + k as u8; 4];
+            want.extend_from_slice(&region[1000 * k..1000 * k + 1000]);
+            want.extend_from_slice(&[0xB0 + k as u8; 6]);
+            assert_eq!(got[k], want, "packet {k}");
+        }
+        assert_eq!(got[3], vec![9; 10]);
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! * `poll_cq` and `wait_cq` receive, run due timers, transmit and collect
 //!   completions when the CQ is empty (busy polling needs no other thread);
 //! * a background thread per device does the same when the application has
-//!   not called in for a millisecond (a server waiting on TCP, a program
-//!   sleeping), so that retransmissions and responses never stall.
+//!   not called in for a millisecond and no thread of it waits in
+//!   `wait_cq` (a server waiting on TCP, a program sleeping), so that
+//!   retransmissions and responses never stall.
 //!
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
@@ -23,7 +24,12 @@
 //! (DF, identification 0, or 0, 1, 2, ... within a GSO run; see
 //! [`super::sys`]). Multi-packet messages go out as GSO runs: a FIRST packet
 //! (larger, with its RETH) alone, then the equal-sized MIDDLE packets and
-//! the LAST one in one `sendmmsg` entry. On receive, GRO runs are split
+//! the LAST one in one `sendmmsg` entry (runs up to the largest UDP
+//! datagram). On the plain socket each packet is handed to the kernel as
+//! iovecs: its headers and its pad and ICRC from the batch, its payload
+//! straight from the registered region, so the payload is copied once (by
+//! the kernel) instead of twice; wrappers that read the bytes (faults,
+//! capture) get them gathered into one buffer. On receive, GRO runs are split
 //! again and each packet's ICRC is checked against the header its sender's
 //! kernel wrote; a mismatch is counted (`rx_icrc_errors`) and the packet
 //! dropped, as a NIC does.
@@ -71,7 +77,7 @@ pub const ROCE_PORT: u16 = 4791;
 /// Largest RoCEv2 datagram: 4096-byte payload plus headers and ICRC.
 const MAX_PACKET: usize = 4096 + 12 + 28 + 4 + 4 + 16;
 /// GSO runs are kept under this many bytes.
-const MAX_RUN_BYTES: usize = 60 * 1024;
+const MAX_RUN_BYTES: usize = super::sys::MAX_DATAGRAM;
 /// How long the background thread stays out of the way after the
 /// application called in.
 const APP_ACTIVE_NS: u64 = 1_000_000;
@@ -491,6 +497,10 @@ struct Shared {
     start: std::time::Instant,
     stop: AtomicBool,
     app_touch_ns: AtomicU64,
+    /// Application threads inside `wait_cq`: they make progress
+    /// themselves, so the background thread stays out of their way (two
+    /// threads woken by every datagram, taking turns at the lock).
+    app_waiting: AtomicU64,
     cfg: UdpConfig,
     active_mtu: Mtu,
 }
@@ -558,6 +568,7 @@ impl UdpBackend {
             start: std::time::Instant::now(),
             stop: AtomicBool::new(false),
             app_touch_ns: AtomicU64::new(0),
+            app_waiting: AtomicU64::new(0),
             cfg,
             active_mtu,
         });
@@ -653,6 +664,15 @@ impl Shared {
         }
         self.collect(st);
         self.next_deadline(st)
+    }
+
+    /// Send what the engines hold ready: above all the ACKs that
+    /// `progress_with(.., false)` left for the next call, which may never
+    /// come when the application is done (it got its last completion and
+    /// tears down).
+    fn flush_deferred(&self, st: &mut State) {
+        let now = self.now();
+        self.transmit(st, now);
     }
 
     fn receive_slot(&self, st: &mut State, k: usize, now: Instant) {
@@ -757,6 +777,9 @@ impl Shared {
         } = st;
         tx.clear();
         let gso = io.gso();
+        // Payload straight from registered memory (the kernel copies it
+        // once), or gathered into the batch for wrappers that read bytes.
+        let pieces = io.pieces();
         let local = self.local;
         // The open run: (dst, tos, segment size, first offset, count, bytes,
         // closed by a short last packet).
@@ -765,7 +788,12 @@ impl Shared {
                      run: &mut Option<(SocketAddrV4, u8, usize, usize, usize, usize, bool)>,
                      stats: &mut UdpStats| {
             if let Some((dst, tos, seg, off, count, bytes, _)) = run.take() {
-                tx.push_range(dst, tos, if count > 1 { seg } else { 0 }, off, bytes);
+                let seg = if count > 1 { seg } else { 0 };
+                if pieces {
+                    tx.push_pieces(dst, tos, seg, off, bytes);
+                } else {
+                    tx.push_range(dst, tos, seg, off, bytes);
+                }
                 if count > 1 {
                     stats.tx_gso_runs += 1;
                 }
@@ -783,13 +811,16 @@ impl Shared {
                 let mut id = 0u16;
                 if gso {
                     match &mut run {
-                        Some((rdst, rtos, seg, _, count, bytes, short))
+                        Some((rdst, rtos, seg, first, count, bytes, short))
                             if *rdst == dst
                                 && *rtos == tos
                                 && !*short
                                 && *count < super::sys::MAX_GSO_SEGMENTS
                                 && *bytes + len <= MAX_RUN_BYTES
-                                && len <= *seg =>
+                                && len <= *seg
+                                && (!pieces
+                                    || tx.pieces_len() - *first + 2 + t.payload.pieces().len()
+                                        <= super::sys::MAX_IOV) =>
                         {
                             if len < *seg && *count == 1 {
                                 // A FIRST packet followed by smaller ones: it
@@ -804,17 +835,6 @@ impl Shared {
                 } else {
                     close(tx, &mut run, stats);
                 }
-                let mark = tx.bytes_len();
-                let (off, buf) = tx.append(len);
-                let hlen = headers.header_len();
-                if t.payload
-                    .gather(&*mem, &mut buf[hlen..hlen + plen])
-                    .is_err()
-                {
-                    tx.truncate(mark);
-                    stats.tx_errors += 1;
-                    continue;
-                }
                 let enc = UdpEncap {
                     ip: IpEncap::V4 {
                         src: *local.ip(),
@@ -825,11 +845,37 @@ impl Shared {
                     src_port: local.port(),
                     dst_port: dst.port(),
                 };
-                if emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf).is_err() {
-                    tx.truncate(mark);
-                    stats.tx_errors += 1;
-                    continue;
-                }
+                let mark = tx.bytes_len();
+                let hlen = headers.header_len();
+                let off = if pieces {
+                    let pmark = tx.pieces_len();
+                    // SAFETY: the located ranges lie in live registered
+                    // regions (or the QP's inline buffer), which cannot be
+                    // deregistered while the device lock is held, and the
+                    // batch is sent before the lock is released.
+                    match unsafe { emit_pieces(tx, mem, &headers, &t.payload, &enc) } {
+                        Some(()) => pmark,
+                        None => {
+                            tx.truncate(mark);
+                            tx.truncate_pieces(pmark);
+                            stats.tx_errors += 1;
+                            continue;
+                        }
+                    }
+                } else {
+                    let (off, buf) = tx.append(len);
+                    if t.payload
+                        .gather(&*mem, &mut buf[hlen..hlen + plen])
+                        .is_err()
+                        || emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf)
+                            .is_err()
+                    {
+                        tx.truncate(mark);
+                        stats.tx_errors += 1;
+                        continue;
+                    }
+                    off
+                };
                 stats.tx_packets += 1;
                 match &mut run {
                     Some((_, _, seg, _, count, bytes, short)) if id > 0 => {
@@ -847,7 +893,7 @@ impl Shared {
         if tx.len() > 1 {
             // ACKs leave after the requests queued with them: the peer gets
             // the data first and the ACK's cost overlaps with the wait.
-            tx.move_to_back(|b| b.first() == Some(&Opcode::RcAcknowledge.value()));
+            tx.move_to_back(|b| b == Some(Opcode::RcAcknowledge.value()));
         }
         if !tx.is_empty() {
             let _ = io.send(tx);
@@ -890,6 +936,53 @@ impl Shared {
     }
 }
 
+/// Queue one packet as pieces of `tx`: its headers, its payload where it
+/// lies in registered memory, and the pad and ICRC. `None` (with pieces
+/// and bytes possibly added, for the caller to drop) when a payload range
+/// is not in registered memory or the headers do not emit.
+///
+/// # Safety
+///
+/// The payload's regions must stay registered until `tx` is sent.
+unsafe fn emit_pieces(
+    tx: &mut TxBatch,
+    mem: &HostMemory,
+    headers: &crate::wire::RoceHeaders,
+    payload: &tp::PayloadDesc,
+    enc: &UdpEncap,
+) -> Option<()> {
+    let hlen = headers.header_len();
+    let plen = payload.len() as usize;
+    let pad = usize::from(headers.bth.pad_count);
+    let (hoff, hbuf) = tx.append(hlen);
+    headers.emit(hbuf).ok()?;
+    tx.push_buf_piece(hoff, hlen);
+    let mut parts: [&[u8]; tp::MAX_PIECES + 1] = [&[]; tp::MAX_PIECES + 1];
+    for (slot, p) in parts.iter_mut().zip(payload.pieces()) {
+        let ptr = mem.locate(p.key, p.addr, u64::from(p.len)).ok()?;
+        // SAFETY: `locate` bounds-checked the range inside a live region,
+        // which the caller keeps registered until the batch is sent.
+        *slot = unsafe { std::slice::from_raw_parts(ptr, p.len as usize) };
+        // SAFETY: as above.
+        unsafe { tx.push_ext_piece(ptr, p.len as usize) };
+    }
+    const ZEROS: [u8; 3] = [0; 3];
+    let n = payload.pieces().len();
+    parts[n] = &ZEROS[..pad.min(3)];
+    let crc = crate::wire::icrc::Icrc::for_udp_payload_parts(
+        enc,
+        hlen + plen + pad,
+        tx.appended(hoff, hlen),
+        parts[..=n].iter().copied(),
+    )
+    .ok()?;
+    let (toff, tbuf) = tx.append(pad + 4);
+    tbuf[..pad].fill(0);
+    tbuf[pad..].copy_from_slice(&crc.to_le_bytes());
+    tx.push_buf_piece(toff, pad + 4);
+    Some(())
+}
+
 fn background(shared: &Shared) {
     // Time of the last round that moved a packet: while traffic flows the
     // thread polls the socket again at once instead of sleeping in
@@ -899,6 +992,10 @@ fn background(shared: &Shared) {
     // sleeps again.
     let mut last_moved = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
+        if shared.app_waiting.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(Duration::from_nanos(APP_ACTIVE_NS));
+            continue;
+        }
         let touched = shared.app_touch_ns.load(Ordering::Relaxed);
         let now = shared.now_ns();
         if touched != 0 && now.saturating_sub(touched) < APP_ACTIVE_NS {
@@ -932,6 +1029,8 @@ impl Drop for UdpBackend {
             let _ = t.join();
         }
         let mut st = lock(&self.shared.state);
+        // As in destroy_qp: the deferred ACKs leave before the socket goes.
+        self.shared.flush_deferred(&mut st);
         for r in st.mem.regions.iter_mut().filter(|r| r.valid && r.locked) {
             // SAFETY: unlocking the range we locked at registration.
             unsafe { libc::munlock(r.ptr.cast(), r.len as usize) };
@@ -1255,6 +1354,14 @@ impl Backend for UdpBackend {
     }
 
     fn wait_cq(&self, cq: CqHandle, timeout: Duration) -> Result<bool> {
+        struct Waiting<'a>(&'a AtomicU64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.shared.app_waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.shared.app_waiting);
         let end = std::time::Instant::now() + timeout;
         loop {
             self.touch();
@@ -1344,11 +1451,14 @@ impl Backend for UdpBackend {
         cfg.ecn = Ecn::Ect0;
         cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
         cfg.cc = self.shared.cfg.cc;
-        // A host socket absorbs more than a NIC's on-chip window: keep 2 MiB
-        // (at 4 KiB MTU) in flight and ask for ACKs twice as often as rxe,
-        // so that large messages stream without waiting for ACK round trips.
-        cfg.max_unacked_psns = 512;
-        cfg.ack_req_every = 32;
+        // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
+        // (at 4 KiB MTU, half the default socket buffer) in flight, so that
+        // large messages stream without waiting for ACK round trips. Every
+        // ACK wakes the sender and costs it a receive, so within a long
+        // message they are asked for every 128 packets (rxe: 64); the LAST
+        // packet of each message asks for one as well.
+        cfg.max_unacked_psns = 1024;
+        cfg.ack_req_every = 128;
         let inline_len = (cap.max_inline_data as usize).max(1) * cap.max_send_wr as usize;
         let mut inline_buf = vec![0u8; inline_len].into_boxed_slice();
         let inline_key = st.mem.register(
@@ -1459,6 +1569,17 @@ impl Backend for UdpBackend {
 
     fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
         let mut st = lock(&self.shared.state);
+        if !st.qps.contains_key(&(qp.0 as u32)) {
+            return Err(VerbsError::UnknownHandle {
+                verb: "ibv_destroy_qp",
+                object: "QP",
+            });
+        }
+        // ACKs for what this QP received may still wait for the next
+        // transmit (poll_cq defers them to share a sendmmsg with the next
+        // request): a NIC would have sent them already, and the peer's
+        // requests would otherwise time out against a QP that is gone.
+        self.shared.flush_deferred(&mut st);
         let e = st
             .qps
             .remove(&(qp.0 as u32))

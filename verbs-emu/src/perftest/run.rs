@@ -11,7 +11,7 @@ use super::report::{self, AddressInfo, HeaderInfo, LatencyStats};
 #[cfg(test)]
 use super::Test;
 use super::{Config, Verb};
-use crate::backend::{self, OpenRequest};
+use crate::backend::{self, BackendKind, OpenRequest};
 use crate::verbs::{
     AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, Endpoint, MemoryRegion, Mtu,
     ProtectionDomain, QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge,
@@ -261,6 +261,19 @@ pub enum ResultRow {
 pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
     cfg.validate().map_err(PerftestError::Config)?;
     let server = cfg.server.is_none();
+    // A hardware device does not depend on the connection's addresses:
+    // open it first, so that a host without one (no RDMA devices, no
+    // libibverbs) fails at once instead of after a peer connects. The UDP
+    // backend binds the address the connection reveals, so it waits.
+    let early = match cfg.backend {
+        BackendKind::Ibverbs => Some(open_device(
+            cfg,
+            server,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+        )?),
+        BackendKind::Udp => None,
+    };
     let (stream, local_ip, peer_ip) = if let Some(host) = &cfg.server {
         connect(host, cfg.port)?
     } else {
@@ -287,10 +300,16 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
         }
         other => return Err(PerftestError::Oob(format!("expected hello, got {other:?}"))),
     }
-    let result = Side::setup(cfg, server, local_ip, peer_ip, &mut oob).and_then(|mut side| {
-        side.print_header();
-        side.run_all(&mut oob)
-    });
+    let ctx = match early {
+        Some(ctx) => Ok(ctx),
+        None => open_device(cfg, server, local_ip, peer_ip),
+    };
+    let result = ctx
+        .and_then(|ctx| Side::setup(ctx, cfg, server, &mut oob))
+        .and_then(|mut side| {
+            side.print_header();
+            side.run_all(&mut oob)
+        });
     if let Err(e) = &result {
         let _ = oob.send(&Msg::Error(e.to_string()));
     }
@@ -450,14 +469,7 @@ fn psn_for(seed: u64, qpn: u32, server: bool) -> u32 {
 }
 
 impl Side {
-    fn setup(
-        cfg: &Config,
-        server: bool,
-        local_ip: Ipv4Addr,
-        peer_ip: Ipv4Addr,
-        oob: &mut Oob,
-    ) -> Result<Side> {
-        let ctx = open_device(cfg, server, local_ip, peer_ip)?;
+    fn setup(ctx: Context, cfg: &Config, server: bool, oob: &mut Oob) -> Result<Side> {
         let device = ctx.query_device()?.name;
         let port = ctx.query_port(1)?;
         let pd = ctx.alloc_pd()?;

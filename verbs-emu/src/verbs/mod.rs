@@ -347,11 +347,20 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // After dereg_mr returns the backend never touches the memory again
-        // (Backend contract), so freeing it next is sound.
-        let _ = self.pd.backend.dereg_mr(self.handle);
+        // After a successful dereg_mr the backend never touches the memory
+        // again (Backend contract), so freeing it next is sound. When
+        // deregistration fails (a provider's EBUSY, a device gone wrong) the
+        // registration may still be live: the device could still DMA into
+        // these pages or a peer still WRITE to them through the rkey, so
+        // freeing them would hand memory the device references to the
+        // allocator. The buffer is leaked instead, deliberately: a leak is
+        // bounded and safe, a use after free is neither.
+        if self.pd.backend.dereg_mr(self.handle).is_err() {
+            return;
+        }
         if let Some(layout) = self.owned {
-            // SAFETY: allocated in alloc_mr with this layout.
+            // SAFETY: allocated in alloc_mr with this layout; deregistered
+            // above, so nothing references it any more.
             unsafe { std::alloc::dealloc(self.addr, layout) };
         }
     }
