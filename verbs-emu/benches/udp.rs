@@ -36,7 +36,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     // `--only PART[,PART...]` (raw, lat, bw64, bw1m) runs those parts
-    // alone, for profiling; figures of skipped parts print as NaN.
+    // alone, for profiling; a ratio that needs a skipped part says so.
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -94,16 +94,27 @@ fn main() {
     println!("raw UDP 4 KiB GSO+GRO stream: {gbps:.2} Gbit/s");
     let ratio_lat = typical / (rtt_us / 2.0);
     println!(
-        "rocelab write_lat 8 B t_typical: {typical:.2} us = {ratio_lat:.2} x half raw RTT (target <= 1.20) {}",
-        if ratio_lat <= 1.2 { "MET" } else { "MISSED" }
+        "rocelab write_lat 8 B t_typical: {typical:.2} us = {ratio_lat:.3} x half raw RTT (target <= 1.20) {}",
+        verdict(ratio_lat, ratio_lat <= 1.2)
     );
     for (name, r) in [("64 KiB", &bw64), ("1 MiB", &bw1m)] {
         let g = avg(r);
         let ratio = g / gbps;
         println!(
-            "rocelab write_bw {name}: {g:.2} Gbit/s = {:.0} % of raw stream (target >= 80 %) {}",
+            "rocelab write_bw {name}: {g:.2} Gbit/s = {:.1} % of raw stream (target >= 80 %) {}",
             ratio * 100.0,
-            if ratio >= 0.8 { "MET" } else { "MISSED" }
+            verdict(ratio, ratio >= 0.8)
         );
+    }
+}
+
+/// MET or MISSED, or why there is no ratio (a part skipped with `--only`).
+fn verdict(ratio: f64, met: bool) -> &'static str {
+    if ratio.is_nan() {
+        "not measured (--only)"
+    } else if met {
+        "MET"
+    } else {
+        "MISSED"
     }
 }
