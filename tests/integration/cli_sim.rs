@@ -21,6 +21,23 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `rocelab run SCENARIO --out OUT`, which must succeed; its stdout.
+fn run_ok(scenario: &Path, out: &Path) -> String {
+    let o = rocelab(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
 fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -95,18 +112,7 @@ fabric.pfc.enabled = false
     )
     .unwrap();
     let out_dir = dir.join("out");
-    let out = rocelab(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_ok(&scenario, &out_dir);
     assert!(stdout.contains("== variant lossless =="), "{stdout}");
     assert!(
         stdout.contains("events/s") && stdout.contains("peak memory"),
@@ -165,13 +171,7 @@ fabric.pfc.enabled = false
     );
     // Same file, same seed: the same bytes.
     let again = dir.join("again");
-    let out = rocelab(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--out",
-        again.to_str().unwrap(),
-    ]);
-    assert!(out.status.success());
+    run_ok(&scenario, &again);
     assert_eq!(
         std::fs::read_to_string(again.join("results.json")).unwrap(),
         text
@@ -206,18 +206,7 @@ size = "400KB"
     )
     .unwrap();
     let out_dir = dir.join("out");
-    let out = rocelab(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_ok(&scenario, &out_dir);
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
             .unwrap();
@@ -277,16 +266,9 @@ size = "400KB"
 #[test]
 fn lesson_two_shows_head_of_line_blocking_and_what_dcqcn_buys_back() {
     let dir = scratch("hol");
-    let out = rocelab(&[
-        "run",
-        "scenarios/pfc-head-of-line-blocking.toml",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        &repo().join("scenarios/pfc-head-of-line-blocking.toml"),
+        &dir,
     );
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -477,31 +477,28 @@ fn pause_plots(rs: &[RunResult]) -> String {
             // Merge intervals closer than half a pixel: same picture, fewer
             // elements.
             let px_ps = end * 1e6 / p.area_width() / 2.0;
+            let mut bar = |(a, b): (u64, u64)| {
+                p.span(
+                    a as f64 / 1e6,
+                    b as f64 / 1e6,
+                    y0,
+                    y0 + row_h - 4.0,
+                    color(i),
+                )
+            };
             let mut cur: Option<(u64, u64)> = None;
             for &(a, b) in &s.intervals {
                 cur = match cur {
                     Some((ca, cb)) if (a as f64) - (cb as f64) <= px_ps => Some((ca, cb.max(b))),
-                    Some((ca, cb)) => {
-                        p.span(
-                            ca as f64 / 1e6,
-                            cb as f64 / 1e6,
-                            y0,
-                            y0 + row_h - 4.0,
-                            color(i),
-                        );
+                    Some(done) => {
+                        bar(done);
                         Some((a, b))
                     }
                     None => Some((a, b)),
                 };
             }
-            if let Some((ca, cb)) = cur {
-                p.span(
-                    ca as f64 / 1e6,
-                    cb as f64 / 1e6,
-                    y0,
-                    y0 + row_h - 4.0,
-                    color(i),
-                );
+            if let Some(done) = cur {
+                bar(done);
             }
         }
         out.push_str(&p.finish());

@@ -497,14 +497,15 @@ impl<'a> World<'a> {
         Ok(())
     }
 
+    /// Where flow `id`'s dependents lie in `dependents`.
+    fn dependents_of(&self, id: u32) -> std::ops::Range<usize> {
+        self.dependent_start[id as usize] as usize..self.dependent_start[id as usize + 1] as usize
+    }
+
     /// Flow `id` completed at `now`: post every flow that was waiting only
     /// for it, at the later of `now` and its own start.
     pub(crate) fn release_dependents(&mut self, id: u32, now: Instant) {
-        let (a, b) = (
-            self.dependent_start[id as usize] as usize,
-            self.dependent_start[id as usize + 1] as usize,
-        );
-        for k in a..b {
+        for k in self.dependents_of(id) {
             let d = self.dependents[k];
             let st = &mut self.flow_state[d as usize];
             st.waiting -= 1;
@@ -520,11 +521,7 @@ impl<'a> World<'a> {
     pub(crate) fn block_dependents(&mut self, id: u32) {
         let mut stack = vec![id];
         while let Some(f) = stack.pop() {
-            let (a, b) = (
-                self.dependent_start[f as usize] as usize,
-                self.dependent_start[f as usize + 1] as usize,
-            );
-            for k in a..b {
+            for k in self.dependents_of(f) {
                 let d = self.dependents[k];
                 let st = &mut self.flow_state[d as usize];
                 if !st.blocked {

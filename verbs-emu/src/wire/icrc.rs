@@ -571,12 +571,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn parts_give_the_icrc_of_the_joined_payload() {
-        // Vector 1's UDP payload (BTH through pad), cut every which way.
-        let p = hex(V1);
-        let body = &p[28..p.len() - 4];
-        let encap = UdpEncap {
+    /// The IPv4/UDP encapsulation of vector 1 (identification 0x1234, DF).
+    fn v1_encap() -> UdpEncap {
+        UdpEncap {
             ip: IpEncap::V4 {
                 src: Ipv4Addr::new(192, 168, 1, 10),
                 dst: Ipv4Addr::new(192, 168, 1, 20),
@@ -585,7 +582,15 @@ mod tests {
             },
             src_port: 49651,
             dst_port: 4791,
-        };
+        }
+    }
+
+    #[test]
+    fn parts_give_the_icrc_of_the_joined_payload() {
+        // Vector 1's UDP payload (BTH through pad), cut every which way.
+        let p = hex(V1);
+        let body = &p[28..p.len() - 4];
+        let encap = v1_encap();
         for head in BTH_LEN..=body.len() {
             for cut in head..=body.len() {
                 let rest = [&body[head..cut], &[][..], &body[cut..]];
@@ -603,16 +608,7 @@ mod tests {
     fn udp_payload_form_matches_the_whole_packet_form() {
         // Vector 1 has identification 0x1234 with DF.
         let p = hex(V1);
-        let encap = UdpEncap {
-            ip: IpEncap::V4 {
-                src: Ipv4Addr::new(192, 168, 1, 10),
-                dst: Ipv4Addr::new(192, 168, 1, 20),
-                identification: 0x1234,
-                dont_fragment: true,
-            },
-            src_port: 49651,
-            dst_port: 4791,
-        };
+        let encap = v1_encap();
         assert_eq!(verify_udp_payload(&encap, &p[28..]), Ok(()));
         let wrong_id = UdpEncap::ipv4(
             Ipv4Addr::new(192, 168, 1, 10),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
 use verbs_emu::verbs::{
     AccessFlags, AhAttr, CompletionQueue, Context, Endpoint, MemoryRegion, Mtu, ProtectionDomain,
-    QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, UdDest, VerbsError,
+    QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, VerbsError,
     WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
 use verbs_emu::wire::{Qpn, Rkey};
@@ -77,6 +77,17 @@ fn post_send(p: &Peer, wr: SendWr<'_>) {
     // SAFETY: SGEs name the peer's own registered region, untouched until
     // the completion is polled.
     unsafe { p.qp.post_send(&[wr]) }.unwrap();
+}
+
+/// A signaled SEND of `sg_list` on a connected QP.
+fn signaled_send(wr_id: u64, sg_list: &[Sge]) -> SendWr<'_> {
+    SendWr {
+        wr_id,
+        sg_list,
+        op: SendOp::Send,
+        flags: SendFlags::SIGNALED,
+        ud: None,
+    }
 }
 
 fn post_recv(p: &Peer, wr_id: u64, off: usize, len: u32) {
@@ -390,16 +401,7 @@ fn bad_rkey_is_a_remote_access_error_and_flushes() {
     assert_eq!(wc.status, WcStatus::RemAccessErr);
     assert_eq!(a.qp.state().unwrap(), QpState::Err);
     // Out of bounds is the same error; later posts flush.
-    post_send(
-        &a,
-        SendWr {
-            wr_id: 2,
-            sg_list: &sge,
-            op: SendOp::Send,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        },
-    );
+    post_send(&a, signaled_send(2, &sge));
     assert_eq!(one(&a).status, WcStatus::WrFlushErr);
 }
 
@@ -444,16 +446,7 @@ fn missing_receive_gives_rnr_then_retry_exhaustion() {
     }
     // With infinite RNR retries (b) the send waits for the receive.
     let sge = [b.mr.sge(0, 16)];
-    post_send(
-        &b,
-        SendWr {
-            wr_id: 2,
-            sg_list: &sge,
-            op: SendOp::Send,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        },
-    );
+    post_send(&b, signaled_send(2, &sge));
     std::thread::sleep(Duration::from_millis(30));
     let mut w = [WorkCompletion::empty(); 2];
     assert!(
@@ -467,16 +460,7 @@ fn missing_receive_gives_rnr_then_retry_exhaustion() {
     assert_eq!((one(&a).wr_id), 3);
     // With rnr_retry 0 (a) the first RNR NAK fails the send.
     let sge = [a.mr.sge(0, 16)];
-    post_send(
-        &a,
-        SendWr {
-            wr_id: 1,
-            sg_list: &sge,
-            op: SendOp::Send,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        },
-    );
+    post_send(&a, signaled_send(1, &sge));
     assert_eq!(one(&a).status, WcStatus::RnrRetryExcErr);
 }
 
@@ -520,16 +504,7 @@ fn peer_gone_exhausts_retries() {
     )
     .unwrap();
     let sge = [a.mr.sge(0, 16)];
-    post_send(
-        &a,
-        SendWr {
-            wr_id: 7,
-            sg_list: &sge,
-            op: SendOp::Send,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        },
-    );
+    post_send(&a, signaled_send(7, &sge));
     let wc = one(&a);
     assert_eq!((wc.wr_id, wc.status), (7, WcStatus::RetryExcErr));
     assert_eq!(a.qp.state().unwrap(), QpState::Err);
@@ -574,16 +549,7 @@ fn invalid_transitions_are_refused_and_change_nothing() {
     // post_send below RTS is refused; post_recv in INIT is fine.
     let sge = [a.mr.sge(0, 8)];
     // SAFETY: refused before any access.
-    let e = unsafe {
-        a.qp.post_send(&[SendWr {
-            wr_id: 1,
-            sg_list: &sge,
-            op: SendOp::Send,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        }])
-    }
-    .unwrap_err();
+    let e = unsafe { a.qp.post_send(&[signaled_send(1, &sge)]) }.unwrap_err();
     assert!(
         matches!(
             e.error,
@@ -696,16 +662,7 @@ fn two_processes_write_read_and_send() {
     assert_eq!(&a.mr.as_slice()[..4096], &want[..]);
     fill(&mut a.mr, 10_000, 3000, 4);
     let sge = [a.mr.sge(10_000, 3000)];
-    post_send(
-        &a,
-        SendWr {
-            wr_id: 2,
-            sg_list: &sge,
-            op: SendOp::Send,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        },
-    );
+    post_send(&a, signaled_send(2, &sge));
     assert_eq!(one(&a).status, WcStatus::Success);
     let sum: u64 = a.mr.as_slice()[10_000..13_000]
         .iter()
@@ -797,16 +754,7 @@ fn receiver_closing_right_after_its_completion_still_acks() {
         post_recv(&b, 7, 0, 4096);
         fill(&mut a.mr, 0, 3000, round as u8);
         let sge = [a.mr.sge(0, 3000)];
-        post_send(
-            &a,
-            SendWr {
-                wr_id: 1,
-                sg_list: &sge,
-                op: SendOp::Send,
-                flags: SendFlags::SIGNALED,
-                ud: None,
-            },
-        );
+        post_send(&a, signaled_send(1, &sge));
         let mut wc = [WorkCompletion::empty(); 1];
         let end = std::time::Instant::now() + T;
         while b.cq.poll(&mut wc).unwrap().is_empty() {
