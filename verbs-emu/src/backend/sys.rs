@@ -624,37 +624,6 @@ impl TxBatch {
         });
     }
 
-    /// The first byte of a datagram (its BTH opcode for RoCE packets).
-    fn first_byte(&self, e: &TxEntry) -> Option<u8> {
-        if e.pieces == 0 {
-            return self.buf.get(e.off).copied().filter(|_| e.len > 0);
-        }
-        match self.pieces[e.off] {
-            TxPiece::Buf { off, len } if len > 0 => self.buf.get(off).copied(),
-            // SAFETY: valid until sent or cleared (push_ext_piece).
-            TxPiece::Ext { ptr, len } if len > 0 => Some(unsafe { *ptr }),
-            _ => None,
-        }
-    }
-
-    /// Reorder the queued datagrams so that those whose first byte matches
-    /// `late` go last, keeping the order within both groups. No allocation.
-    pub fn move_to_back(&mut self, late: impl Fn(Option<u8>) -> bool) {
-        let n = self.entries.len();
-        let mut moved = 0;
-        let mut i = 0;
-        while i < n - moved {
-            let e = self.entries[i];
-            if late(self.first_byte(&e)) {
-                self.entries.remove(i);
-                self.entries.push(e);
-                moved += 1;
-            } else {
-                i += 1;
-            }
-        }
-    }
-
     /// Number of datagrams (a GSO run counts once).
     pub fn len(&self) -> usize {
         self.entries.len()

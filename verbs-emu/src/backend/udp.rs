@@ -486,6 +486,8 @@ struct State {
     next_handle: u64,
     next_qpn: u32,
     tx: TxBatch,
+    /// ACKs of one transmit, held back to go after its requests.
+    acks: Vec<tp::Transmit>,
     rx: RxBatch,
     stats: UdpStats,
 }
@@ -560,6 +562,7 @@ impl UdpBackend {
                 next_handle: 1,
                 next_qpn: 0x11,
                 tx: TxBatch::with_capacity(1 << 17),
+                acks: Vec::new(),
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 stats: UdpStats::default(),
             }),
@@ -766,135 +769,45 @@ impl Shared {
     /// Drain every engine's transmits into one batch, grouping runs of
     /// equal-sized packets to the same destination into GSO datagrams, and
     /// send it.
+    ///
+    /// ACKs go last, each its own datagram or in runs of ACKs: the peer
+    /// gets the data first and the ACK's cost overlaps with the wait.
+    /// (Closing a request's run with the ACK as its shorter last segment
+    /// saves a datagram but measured slower on loopback: the data then
+    /// waits for the whole run.)
     fn transmit(&self, st: &mut State, now: Instant) {
         let State {
             io,
             qps,
             mem,
             tx,
+            acks,
             stats,
             ..
         } = st;
         tx.clear();
-        let gso = io.gso();
-        // Payload straight from registered memory (the kernel copies it
-        // once), or gathered into the batch for wrappers that read bytes.
-        let pieces = io.pieces();
-        let local = self.local;
-        // The open run: (dst, tos, segment size, first offset, count, bytes,
-        // closed by a short last packet).
-        let mut run: Option<(SocketAddrV4, u8, usize, usize, usize, usize, bool)> = None;
-        let close = |tx: &mut TxBatch,
-                     run: &mut Option<(SocketAddrV4, u8, usize, usize, usize, usize, bool)>,
-                     stats: &mut UdpStats| {
-            if let Some((dst, tos, seg, off, count, bytes, _)) = run.take() {
-                let seg = if count > 1 { seg } else { 0 };
-                if pieces {
-                    tx.push_pieces(dst, tos, seg, off, bytes);
-                } else {
-                    tx.push_range(dst, tos, seg, off, bytes);
-                }
-                if count > 1 {
-                    stats.tx_gso_runs += 1;
-                }
-            }
+        let mut runs = RunBuilder {
+            run: None,
+            gso: io.gso(),
+            // Payload straight from registered memory (the kernel copies it
+            // once), or gathered into the batch for wrappers that read bytes.
+            pieces: io.pieces(),
+            local: self.local,
         };
+        acks.clear();
         for e in qps.values_mut() {
             while let Some(t) = e.engine.poll_transmit(now, &*mem) {
-                let dst = decode_addr(t.dest);
-                let tos = t.ecn.bits();
-                let mut headers = t.headers;
-                let plen = t.payload.len() as usize;
-                headers.bth.pad_count = ((4 - plen % 4) % 4) as u8;
-                let len = headers.header_len() + plen + usize::from(headers.bth.pad_count) + 4;
-                // Where does this packet go: onto the open run, or a new one?
-                let mut id = 0u16;
-                if gso {
-                    match &mut run {
-                        Some((rdst, rtos, seg, first, count, bytes, short))
-                            if *rdst == dst
-                                && *rtos == tos
-                                && !*short
-                                && *count < super::sys::MAX_GSO_SEGMENTS
-                                && *bytes + len <= MAX_RUN_BYTES
-                                && len <= *seg
-                                && (!pieces
-                                    || tx.pieces_len() - *first + 2 + t.payload.pieces().len()
-                                        <= super::sys::MAX_IOV) =>
-                        {
-                            if len < *seg && *count == 1 {
-                                // A FIRST packet followed by smaller ones: it
-                                // goes alone, the run restarts here.
-                                close(tx, &mut run, stats);
-                            } else {
-                                id = *count as u16;
-                            }
-                        }
-                        _ => close(tx, &mut run, stats),
-                    }
+                if t.headers.bth.opcode == Opcode::RcAcknowledge {
+                    acks.push(t);
                 } else {
-                    close(tx, &mut run, stats);
-                }
-                let enc = UdpEncap {
-                    ip: IpEncap::V4 {
-                        src: *local.ip(),
-                        dst: *dst.ip(),
-                        identification: id,
-                        dont_fragment: true,
-                    },
-                    src_port: local.port(),
-                    dst_port: dst.port(),
-                };
-                let mark = tx.bytes_len();
-                let hlen = headers.header_len();
-                let off = if pieces {
-                    let pmark = tx.pieces_len();
-                    // SAFETY: the located ranges lie in live registered
-                    // regions (or the QP's inline buffer), which cannot be
-                    // deregistered while the device lock is held, and the
-                    // batch is sent before the lock is released.
-                    match unsafe { emit_pieces(tx, mem, &headers, &t.payload, &enc) } {
-                        Some(()) => pmark,
-                        None => {
-                            tx.truncate(mark);
-                            tx.truncate_pieces(pmark);
-                            stats.tx_errors += 1;
-                            continue;
-                        }
-                    }
-                } else {
-                    let (off, buf) = tx.append(len);
-                    if t.payload
-                        .gather(&*mem, &mut buf[hlen..hlen + plen])
-                        .is_err()
-                        || emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf)
-                            .is_err()
-                    {
-                        tx.truncate(mark);
-                        stats.tx_errors += 1;
-                        continue;
-                    }
-                    off
-                };
-                stats.tx_packets += 1;
-                match &mut run {
-                    Some((_, _, seg, _, count, bytes, short)) if id > 0 => {
-                        *count += 1;
-                        *bytes += len;
-                        if len < *seg {
-                            *short = true;
-                        }
-                    }
-                    _ => run = Some((dst, tos, len, off, 1, len, false)),
+                    runs.add(tx, mem, stats, &t);
                 }
             }
         }
-        close(tx, &mut run, stats);
-        if tx.len() > 1 {
-            // ACKs leave after the requests queued with them: the peer gets
-            // the data first and the ACK's cost overlaps with the wait.
-            tx.move_to_back(|b| b == Some(Opcode::RcAcknowledge.value()));
+        for t in acks.iter() {
+            runs.add(tx, mem, stats, t);
         }
+        runs.close(tx, stats);
         if !tx.is_empty() {
             let _ = io.send(tx);
         }
@@ -932,6 +845,139 @@ impl Shared {
                 Duration::from_nanos(ps / 1000).min(cap)
             }
             None => cap,
+        }
+    }
+}
+
+/// The GSO run being built: packets to one destination with one TOS, all
+/// `seg` bytes but a shorter last one.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    dst: SocketAddrV4,
+    tos: u8,
+    /// Size of every segment but the last.
+    seg: usize,
+    /// Where the run starts: a byte offset, or a piece index.
+    first: usize,
+    count: usize,
+    bytes: usize,
+    /// Closed by a shorter last packet.
+    short: bool,
+}
+
+/// Groups the packets of one transmit into datagrams and emits them into
+/// the batch (see [`Shared::transmit`]).
+struct RunBuilder {
+    run: Option<Run>,
+    gso: bool,
+    pieces: bool,
+    local: SocketAddrV4,
+}
+
+impl RunBuilder {
+    /// Queue the open run as one datagram.
+    fn close(&mut self, tx: &mut TxBatch, stats: &mut UdpStats) {
+        if let Some(r) = self.run.take() {
+            let seg = if r.count > 1 { r.seg } else { 0 };
+            if self.pieces {
+                tx.push_pieces(r.dst, r.tos, seg, r.first, r.bytes);
+            } else {
+                tx.push_range(r.dst, r.tos, seg, r.first, r.bytes);
+            }
+            if r.count > 1 {
+                stats.tx_gso_runs += 1;
+            }
+        }
+    }
+
+    /// Emit `t` onto the open run or a new one. A packet smaller than the
+    /// segments before it ends the run (a LAST after MIDDLE packets), but
+    /// one smaller than a lone first packet starts a new run: its
+    /// equal-sized successors (MIDDLE packets after a FIRST) could not
+    /// follow it in this one.
+    fn add(&mut self, tx: &mut TxBatch, mem: &HostMemory, stats: &mut UdpStats, t: &tp::Transmit) {
+        let dst = decode_addr(t.dest);
+        let tos = t.ecn.bits();
+        let mut headers = t.headers;
+        let plen = t.payload.len() as usize;
+        headers.bth.pad_count = ((4 - plen % 4) % 4) as u8;
+        let len = headers.header_len() + plen + usize::from(headers.bth.pad_count) + 4;
+        let joins = self.gso
+            && self.run.is_some_and(|r| {
+                r.dst == dst
+                    && r.tos == tos
+                    && !r.short
+                    && r.count < super::sys::MAX_GSO_SEGMENTS
+                    && r.bytes + len <= MAX_RUN_BYTES
+                    && (len == r.seg || (len < r.seg && r.count > 1))
+                    && (!self.pieces
+                        || tx.pieces_len() - r.first + 2 + t.payload.pieces().len()
+                            <= super::sys::MAX_IOV)
+            });
+        if !joins {
+            self.close(tx, stats);
+        }
+        let id = if joins {
+            self.run.map_or(0, |r| r.count as u16)
+        } else {
+            0
+        };
+        let enc = UdpEncap {
+            ip: IpEncap::V4 {
+                src: *self.local.ip(),
+                dst: *dst.ip(),
+                identification: id,
+                dont_fragment: true,
+            },
+            src_port: self.local.port(),
+            dst_port: dst.port(),
+        };
+        let mark = tx.bytes_len();
+        let hlen = headers.header_len();
+        let off = if self.pieces {
+            let pmark = tx.pieces_len();
+            // SAFETY: the located ranges lie in live registered regions (or
+            // a QP's inline buffer), which cannot be deregistered while the
+            // device lock is held, and the batch is sent before the lock is
+            // released.
+            match unsafe { emit_pieces(tx, mem, &headers, &t.payload, &enc) } {
+                Some(()) => pmark,
+                None => {
+                    tx.truncate(mark);
+                    tx.truncate_pieces(pmark);
+                    stats.tx_errors += 1;
+                    return;
+                }
+            }
+        } else {
+            let (off, buf) = tx.append(len);
+            if t.payload.gather(mem, &mut buf[hlen..hlen + plen]).is_err()
+                || emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf).is_err()
+            {
+                tx.truncate(mark);
+                stats.tx_errors += 1;
+                return;
+            }
+            off
+        };
+        stats.tx_packets += 1;
+        match &mut self.run {
+            Some(r) if joins => {
+                r.count += 1;
+                r.bytes += len;
+                r.short = len < r.seg;
+            }
+            _ => {
+                self.run = Some(Run {
+                    dst,
+                    tos,
+                    seg: len,
+                    first: off,
+                    count: 1,
+                    bytes: len,
+                    short: false,
+                })
+            }
         }
     }
 }
