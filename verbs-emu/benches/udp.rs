@@ -10,6 +10,13 @@
 //!   loopback;
 //! * the ratios against the targets: write_lat <= 1.2 x half the raw RTT,
 //!   write_bw >= 80 % of the raw streaming rate.
+//!
+//! The parts run in rounds (`--rounds N`, default 3; `--quick`: one short
+//! round): each round measures the baselines right before the figures they
+//! scale, a table shows every round, and the verdicts take the median of
+//! the rounds' ratios, so that a host whose speed drifts between minutes
+//! moves both sides of a ratio. `--only raw,lat,bw64,bw1m` picks parts
+//! (each with the baseline it is scaled by).
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -35,77 +42,157 @@ fn perftest_pair(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
     // `--only PART[,PART...]` (raw, lat, bw64, bw1m) runs those parts
-    // alone, for profiling; a ratio that needs a skipped part says so.
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1).cloned());
+    // with their baselines, for profiling; the others say "not measured".
+    let only = value("--only");
     let run = |part: &str| {
         only.as_deref()
             .map_or(true, |o| o.split(',').any(|p| p == part))
     };
+    // `--rounds N`: each round measures every part once, baseline next to
+    // the figure it scales, so that a host whose speed drifts (a shared
+    // VM) shifts both; the verdict takes the median of the rounds' ratios.
+    let rounds: usize = value("--rounds")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1 } else { 3 })
+        .max(1);
     println!("load average before: {}", load_average());
     let a = Ipv4Addr::new(127, 71, 0, 1);
     let b = Ipv4Addr::new(127, 71, 0, 2);
-    let (mut rtt_us, mut gbps) = (f64::NAN, f64::NAN);
-    if run("raw") {
-        let mut rtts =
-            raw_pingpong(a, b, 64, if quick { 2000 } else { 20000 }).expect("raw ping-pong");
-        rtt_us = median(&mut rtts) as f64 / 1000.0;
-        gbps = raw_stream(a, b, 4096, Duration::from_secs(if quick { 1 } else { 3 }))
-            .expect("raw stream")
-            * 8.0
-            / 1e9;
+    let mut table: Vec<Round> = Vec::new();
+    for round in 0..rounds {
+        let port = 18760 + 4 * round as u16;
+        let mut r = Round::default();
+        if run("raw") || run("lat") {
+            let mut rtts =
+                raw_pingpong(a, b, 64, if quick { 2000 } else { 10000 }).expect("raw ping-pong");
+            r.rtt_us = median(&mut rtts) as f64 / 1000.0;
+        }
+        if run("lat") {
+            r.lat_us =
+                match perftest_pair(Test::WriteLat, port, 8, if quick { 2000 } else { 10000 }) {
+                    ResultRow::Lat { stats, .. } => stats.typical,
+                    _ => f64::NAN,
+                };
+        }
+        if run("raw") || run("bw64") || run("bw1m") {
+            r.raw_gbps =
+                raw_stream(a, b, 4096, Duration::from_secs(1)).expect("raw stream") * 8.0 / 1e9;
+        }
+        if run("bw64") {
+            r.bw64 = bw(perftest_pair(
+                Test::WriteBw,
+                port + 1,
+                65536,
+                if quick { 2000 } else { 20000 },
+            ));
+        }
+        if run("bw1m") {
+            r.bw1m = bw(perftest_pair(
+                Test::WriteBw,
+                port + 2,
+                1 << 20,
+                if quick { 200 } else { 2000 },
+            ));
+        }
+        table.push(r);
     }
 
-    let lat = run("lat")
-        .then(|| perftest_pair(Test::WriteLat, 18760, 8, if quick { 2000 } else { 20000 }));
-    let bw64 = run("bw64").then(|| {
-        perftest_pair(
-            Test::WriteBw,
-            18761,
-            65536,
-            if quick { 2000 } else { 20000 },
-        )
-    });
-    let bw1m = run("bw1m").then(|| {
-        perftest_pair(
-            Test::WriteBw,
-            18762,
-            1 << 20,
-            if quick { 200 } else { 2000 },
-        )
-    });
-    let typical = match lat {
-        Some(ResultRow::Lat { stats, .. }) => stats.typical,
-        _ => f64::NAN,
-    };
-    let avg = |r: &Option<ResultRow>| match r {
-        Some(ResultRow::Bw { avg, .. }) => *avg,
-        _ => f64::NAN,
-    };
     println!();
     println!("load average after: {}", load_average());
+    println!(
+        "{:>5} {:>9} {:>10} {:>11} {:>9} {:>14} {:>14}",
+        "round", "raw RTT", "write_lat", "raw stream", "lat/half", "write_bw 64K", "write_bw 1M"
+    );
+    for (i, r) in table.iter().enumerate() {
+        println!(
+            "{:>5} {:>6.2} us {:>7.2} us {:>6.2} Gb/s {:>8.3}x {:>6.2} = {:>4.1}% {:>6.2} = {:>4.1}%",
+            i + 1,
+            r.rtt_us,
+            r.lat_us,
+            r.raw_gbps,
+            r.lat_ratio(),
+            r.bw64,
+            r.bw64 / r.raw_gbps * 100.0,
+            r.bw1m,
+            r.bw1m / r.raw_gbps * 100.0
+        );
+    }
+    let med = |f: &dyn Fn(&Round) -> f64| median_f64(table.iter().map(f).collect());
+    let rtt_us = med(&|r| r.rtt_us);
+    let gbps = med(&|r| r.raw_gbps);
+    println!("medians of {rounds} round(s):");
     println!(
         "raw UDP busy-poll ping-pong, 64 B: RTT median {rtt_us:.2} us (half: {:.2} us)",
         rtt_us / 2.0
     );
     println!("raw UDP 4 KiB GSO+GRO stream: {gbps:.2} Gbit/s");
-    let ratio_lat = typical / (rtt_us / 2.0);
+    let ratio_lat = med(&|r| r.lat_ratio());
     println!(
-        "rocelab write_lat 8 B t_typical: {typical:.2} us = {ratio_lat:.3} x half raw RTT (target <= 1.20) {}",
+        "rocelab write_lat 8 B t_typical: {:.2} us = {ratio_lat:.3} x half raw RTT (target <= 1.20) {}",
+        med(&|r| r.lat_us),
         verdict(ratio_lat, ratio_lat <= 1.2)
     );
-    for (name, r) in [("64 KiB", &bw64), ("1 MiB", &bw1m)] {
-        let g = avg(r);
-        let ratio = g / gbps;
+    type Pick = fn(&Round) -> f64;
+    let parts: [(&str, Pick); 2] = [("64 KiB", |r| r.bw64), ("1 MiB", |r| r.bw1m)];
+    for (name, pick) in parts {
+        let ratio = med(&|r| pick(r) / r.raw_gbps);
         println!(
-            "rocelab write_bw {name}: {g:.2} Gbit/s = {:.1} % of raw stream (target >= 80 %) {}",
+            "rocelab write_bw {name}: {:.2} Gbit/s = {:.1} % of raw stream (target >= 80 %) {}",
+            med(&|r| pick(r)),
             ratio * 100.0,
             verdict(ratio, ratio >= 0.8)
         );
     }
+}
+
+/// One round's figures; NaN where a part was skipped.
+struct Round {
+    rtt_us: f64,
+    lat_us: f64,
+    raw_gbps: f64,
+    bw64: f64,
+    bw1m: f64,
+}
+
+impl Default for Round {
+    fn default() -> Self {
+        Round {
+            rtt_us: f64::NAN,
+            lat_us: f64::NAN,
+            raw_gbps: f64::NAN,
+            bw64: f64::NAN,
+            bw1m: f64::NAN,
+        }
+    }
+}
+
+impl Round {
+    fn lat_ratio(&self) -> f64 {
+        self.lat_us / (self.rtt_us / 2.0)
+    }
+}
+
+fn bw(row: ResultRow) -> f64 {
+    match row {
+        ResultRow::Bw { avg, .. } => avg,
+        _ => f64::NAN,
+    }
+}
+
+/// Median of the figures that were measured (NaN when none was).
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| !x.is_nan());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// MET or MISSED, or why there is no ratio (a part skipped with `--only`).
