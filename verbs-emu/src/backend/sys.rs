@@ -23,6 +23,7 @@
 //! nothing. Receives never block; [`RoceSocket::wait_readable`] blocks with
 //! a timeout, and a busy-polling caller simply calls `recv` in a loop.
 
+use std::cell::RefCell;
 use std::io;
 use std::mem::{size_of, MaybeUninit};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -202,6 +203,13 @@ impl RoceSocket {
     /// such as an unreachable destination drop that datagram (as a lossy
     /// network would) and are counted in `dropped`.
     pub fn send(&self, batch: &TxBatch, dropped: &mut u64) -> io::Result<usize> {
+        thread_local! {
+            static PIECE_IOVS: RefCell<Vec<libc::iovec>> = const { RefCell::new(Vec::new()) };
+        }
+        // Taken out for the call and put back after (an early error return
+        // just drops it). Its pointers are stale between calls and only
+        // read by the kernel during one.
+        let mut piece_iovs = PIECE_IOVS.with(|c| c.take());
         let mut done = 0;
         while done < batch.entries.len() {
             let chunk = &batch.entries[done..(done + MAX_BATCH).min(batch.entries.len())];
@@ -215,10 +223,10 @@ impl RoceSocket {
             // 64 costs a busy-polling caller more than the rest of a call).
             let mut cmsgs: [MaybeUninit<[u64; CMSG_SPACE / 8]>; MAX_BATCH] =
                 [const { MaybeUninit::uninit() }; MAX_BATCH];
-            // The iovecs of datagrams queued from pieces, all of this chunk's
-            // (allocated only when there are any).
-            let npieces: usize = chunk.iter().map(|e| e.pieces).sum();
-            let mut piece_iovs: Vec<libc::iovec> = Vec::with_capacity(npieces);
+            // The iovecs of datagrams queued from pieces, all of this chunk's,
+            // in the calling thread's reusable scratch (no allocation once it
+            // has grown to the largest batch).
+            piece_iovs.clear();
             for e in chunk.iter().filter(|e| e.pieces > 0) {
                 for p in &batch.pieces[e.off..e.off + e.pieces] {
                     let (base, len) = match *p {
@@ -310,6 +318,7 @@ impl RoceSocket {
             }
             done += r as usize;
         }
+        PIECE_IOVS.with(|c| c.replace(piece_iovs));
         Ok(done)
     }
 
