@@ -5,6 +5,10 @@
 //!
 //! * raw UDP: busy-poll ping-pong RTT of 64-byte datagrams, and the rate of
 //!   4 KiB segments streamed with GSO and received with GRO;
+//! * raw UDP streaming the datagrams write_bw 64 KiB sends (the FIRST packet
+//!   alone, longer by its RETH, then the other 15 packets as one GSO run),
+//!   payload rate: the share of the raw stream that RoCE's packet
+//!   boundaries leave before any protocol work;
 //! * rocelab perftest write_lat (8 B, t_typical) and write_bw (64 KiB and
 //!   1 MiB), server and client in two threads of this process over
 //!   loopback;
@@ -21,8 +25,9 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use verbs_emu::bench::{load_average, median, raw_pingpong, raw_stream};
+use verbs_emu::bench::{load_average, median, raw_pingpong, raw_stream, raw_stream_of};
 use verbs_emu::perftest::{self, Config, ResultRow, Test};
+use verbs_emu::wire::{bth, icrc, reth};
 
 fn perftest_pair(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
     let mut server = Config::new(test);
@@ -32,9 +37,17 @@ fn perftest_pair(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
     server.report_gbits = true;
     let mut client = server.clone();
     client.server = Some("127.70.0.1".into());
-    let s = std::thread::spawn(move || perftest::run(&server));
+    // Named threads, so that a profile tells the two sides apart.
+    let s = std::thread::Builder::new()
+        .name("perftest-server".into())
+        .spawn(move || perftest::run(&server))
+        .expect("spawn server");
     std::thread::sleep(Duration::from_millis(200));
-    let rows = perftest::run(&client).expect("perftest client");
+    let c = std::thread::Builder::new()
+        .name("perftest-client".into())
+        .spawn(move || perftest::run(&client))
+        .expect("spawn client");
+    let rows = c.join().expect("client thread").expect("perftest client");
     s.join().expect("server thread").expect("perftest server");
     rows.into_iter().next().expect("one result row")
 }
@@ -85,6 +98,19 @@ fn main() {
                 raw_stream(a, b, 4096, Duration::from_secs(1)).expect("raw stream") * 8.0 / 1e9;
         }
         if run("bw64") {
+            // The same stream cut as write_bw 64 KiB cuts it at a 4 KiB
+            // MTU: the FIRST packet (with its RETH) alone, the 14 MIDDLE
+            // packets and the LAST in one GSO run; payload bytes only.
+            let middle = bth::HEADER_LEN + 4096 + icrc::ICRC_LEN;
+            let first = middle + reth::HEADER_LEN;
+            let shape = [(0, first), (middle, 15 * middle)].repeat(4);
+            let wire_bytes = (first + 15 * middle) as f64;
+            r.shape64_gbps = raw_stream_of(a, b, &shape, Duration::from_secs(1))
+                .expect("raw stream in 64 KiB shape")
+                * 65536.0
+                / wire_bytes
+                * 8.0
+                / 1e9;
             r.bw64 = bw(perftest_pair(
                 Test::WriteBw,
                 port + 1,
@@ -106,17 +132,26 @@ fn main() {
     println!();
     println!("load average after: {}", load_average());
     println!(
-        "{:>5} {:>9} {:>10} {:>11} {:>9} {:>14} {:>14}",
-        "round", "raw RTT", "write_lat", "raw stream", "lat/half", "write_bw 64K", "write_bw 1M"
+        "{:>5} {:>9} {:>10} {:>11} {:>9} {:>14} {:>14} {:>14}",
+        "round",
+        "raw RTT",
+        "write_lat",
+        "raw stream",
+        "lat/half",
+        "64K shape",
+        "write_bw 64K",
+        "write_bw 1M"
     );
     for (i, r) in table.iter().enumerate() {
         println!(
-            "{:>5} {:>6.2} us {:>7.2} us {:>6.2} Gb/s {:>8.3}x {:>6.2} = {:>4.1}% {:>6.2} = {:>4.1}%",
+            "{:>5} {:>6.2} us {:>7.2} us {:>6.2} Gb/s {:>8.3}x {:>6.2} = {:>4.1}% {:>6.2} = {:>4.1}% {:>6.2} = {:>4.1}%",
             i + 1,
             r.rtt_us,
             r.lat_us,
             r.raw_gbps,
             r.lat_ratio(),
+            r.shape64_gbps,
+            r.shape64_gbps / r.raw_gbps * 100.0,
             r.bw64,
             r.bw64 / r.raw_gbps * 100.0,
             r.bw1m,
@@ -138,6 +173,12 @@ fn main() {
         med(&|r| r.lat_us),
         verdict(ratio_lat, ratio_lat <= 1.2)
     );
+    let ceiling = med(&|r| r.shape64_gbps / r.raw_gbps);
+    println!(
+        "raw UDP in write_bw 64 KiB's datagrams (FIRST alone, then a 15-packet run): {:.2} Gbit/s = {:.1} % of raw stream (what the packet boundaries alone leave)",
+        med(&|r| r.shape64_gbps),
+        ceiling * 100.0
+    );
     type Pick = fn(&Round) -> f64;
     let parts: [(&str, Pick); 2] = [("64 KiB", |r| r.bw64), ("1 MiB", |r| r.bw1m)];
     for (name, pick) in parts {
@@ -156,6 +197,8 @@ struct Round {
     rtt_us: f64,
     lat_us: f64,
     raw_gbps: f64,
+    /// Raw UDP in write_bw 64 KiB's datagram shape, payload Gbit/s.
+    shape64_gbps: f64,
     bw64: f64,
     bw1m: f64,
 }
@@ -166,6 +209,7 @@ impl Default for Round {
             rtt_us: f64::NAN,
             lat_us: f64::NAN,
             raw_gbps: f64::NAN,
+            shape64_gbps: f64::NAN,
             bw64: f64::NAN,
             bw1m: f64::NAN,
         }

@@ -76,6 +76,21 @@ pub fn raw_stream(
     segment: usize,
     duration: Duration,
 ) -> std::io::Result<f64> {
+    let per_run = (60 * 1024 / segment).clamp(1, MAX_GSO_SEGMENTS);
+    raw_stream_of(a, b, &[(segment, segment * per_run); 8], duration)
+}
+
+/// UDP payload bytes per second received when the datagrams `(segment
+/// size, length)` (segment size 0: a plain datagram) are sent over and over,
+/// all in one `sendmmsg` each time, for `duration` from `a` to `b`
+/// (receiver with GRO). With the shape of a RoCE message's packets it shows
+/// what the packet boundaries alone cost against [`raw_stream`].
+pub fn raw_stream_of(
+    a: Ipv4Addr,
+    b: Ipv4Addr,
+    datagrams: &[(usize, usize)],
+    duration: Duration,
+) -> std::io::Result<f64> {
     let sa = bind(a)?;
     let sb = bind(b)?;
     let dst = sb.local_addr();
@@ -112,10 +127,9 @@ pub fn raw_stream(
             0.0
         }
     });
-    let per_run = (60 * 1024 / segment).clamp(1, MAX_GSO_SEGMENTS);
     let mut tx = TxBatch::with_capacity(1 << 20);
-    for _ in 0..8 {
-        tx.push(dst, 2, segment, segment * per_run, |p| p.fill(5));
+    for &(segment, len) in datagrams {
+        tx.push(dst, 2, segment, len, |p| p.fill(5));
     }
     let mut dropped = 0;
     let end = Instant::now() + duration;
