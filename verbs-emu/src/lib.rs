@@ -15,6 +15,9 @@
 //! Nothing under `wire`, `transport` or `cc` reads a clock, opens a socket,
 //! spawns a thread or takes OS entropy.
 
+#[macro_use]
+mod value_enum;
+
 pub mod backend;
 pub mod bench;
 pub mod cc;

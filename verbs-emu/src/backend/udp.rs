@@ -66,7 +66,7 @@ use crate::transport::{
 use crate::verbs::{
     qp_state, AccessFlags, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask,
     QpCap, QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError,
-    WcFlags, WcOpcode, WcStatus, WorkCompletion,
+    WcFlags, WorkCompletion,
 };
 use crate::wire::icrc::{IpEncap, UdpEncap};
 use crate::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
@@ -1101,8 +1101,8 @@ fn convert_wc(c: &tp::Completion) -> WorkCompletion {
     }
     WorkCompletion {
         wr_id: c.wr_id,
-        status: WcStatus::from_value(c.status.value()).unwrap_or(WcStatus::GeneralErr),
-        opcode: WcOpcode::from_value(c.opcode as u32).unwrap_or(WcOpcode::Send),
+        status: c.status,
+        opcode: c.opcode,
         vendor_err: 0,
         byte_len: c.byte_len,
         imm_data: c.imm_data.unwrap_or(0),
@@ -1110,30 +1110,6 @@ fn convert_wc(c: &tp::Completion) -> WorkCompletion {
         qp_num: c.qp_num,
         src_qp: c.src_qp.unwrap_or(Qpn::new(0)),
         wc_flags: flags,
-    }
-}
-
-fn engine_state(s: QpState) -> tp::QpState {
-    match s {
-        QpState::Reset => tp::QpState::Reset,
-        QpState::Init => tp::QpState::Init,
-        QpState::Rtr => tp::QpState::Rtr,
-        QpState::Rts => tp::QpState::Rts,
-        QpState::Sqd => tp::QpState::Sqd,
-        QpState::Sqe => tp::QpState::Sqe,
-        QpState::Err => tp::QpState::Err,
-    }
-}
-
-fn verbs_state(s: tp::QpState) -> QpState {
-    match s {
-        tp::QpState::Reset => QpState::Reset,
-        tp::QpState::Init => QpState::Init,
-        tp::QpState::Rtr => QpState::Rtr,
-        tp::QpState::Rts => QpState::Rts,
-        tp::QpState::Sqd => QpState::Sqd,
-        tp::QpState::Sqe => QpState::Sqe,
-        tp::QpState::Err => QpState::Err,
     }
 }
 
@@ -1182,10 +1158,7 @@ fn engine_op(op: SendOp) -> tp::SendOp {
 
 fn post_error(verb: &'static str, e: tp::PostError) -> VerbsError {
     match e {
-        tp::PostError::BadState(s) => VerbsError::BadQpState {
-            verb,
-            state: verbs_state(s),
-        },
+        tp::PostError::BadState(s) => VerbsError::BadQpState { verb, state: s },
         tp::PostError::QueueFull(n) => VerbsError::QueueFull { verb, depth: n },
         tp::PostError::Unsupported(t) => {
             VerbsError::invalid(verb, format!("operation not supported on {t:?} QPs"))
@@ -1556,19 +1529,19 @@ impl Backend for UdpBackend {
                 verb: VERB,
                 object: "QP",
             })?;
-        let current = verbs_state(e.engine.state());
+        let current = e.engine.state();
         qp_state::check_modify(e.qp_type, current, attr)?;
         let mut mask = attr.mask;
         if !mask.contains(QpAttrMask::STATE) {
             mask |= QpAttrMask::STATE;
         }
         let mut ea = *e.engine.attr();
-        ea.qp_state = engine_state(if attr.mask.contains(QpAttrMask::STATE) {
+        ea.qp_state = if attr.mask.contains(QpAttrMask::STATE) {
             attr.qp_state
         } else {
             current
-        });
-        ea.cur_qp_state = engine_state(attr.cur_qp_state);
+        };
+        ea.cur_qp_state = attr.cur_qp_state;
         ea.qp_access_flags = Access::from_bits(attr.qp_access_flags.bits());
         ea.pkey_index = attr.pkey_index;
         ea.port_num = attr.port_num;
@@ -1609,7 +1582,7 @@ impl Backend for UdpBackend {
         let st = lock(&self.shared.state);
         st.qps
             .get(&(qp.0 as u32))
-            .map(|e| verbs_state(e.engine.state()))
+            .map(|e| e.engine.state())
             .ok_or(VerbsError::UnknownHandle {
                 verb: "ibv_query_qp",
                 object: "QP",

@@ -267,91 +267,78 @@ pub struct RecvWr {
     pub sges: SgeList,
 }
 
-/// `ibv_wc_status`, with the rdma-core values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum WcStatus {
-    /// 0.
-    Success = 0,
-    /// 1.
-    LocLenErr = 1,
-    /// 2.
-    LocQpOpErr = 2,
-    /// 4.
-    LocProtErr = 4,
-    /// 5.
-    WrFlushErr = 5,
-    /// 7.
-    BadRespErr = 7,
-    /// 8.
-    LocAccessErr = 8,
-    /// 9.
-    RemInvReqErr = 9,
-    /// 10.
-    RemAccessErr = 10,
-    /// 11.
-    RemOpErr = 11,
-    /// 12.
-    RetryExcErr = 12,
-    /// 13.
-    RnrRetryExcErr = 13,
-    /// 15.
-    RemInvRdReqErr = 15,
-    /// 21.
-    GeneralErr = 21,
-}
-
-impl WcStatus {
-    /// The rdma-core value.
-    pub const fn value(self) -> u32 {
-        self as u32
-    }
-
-    /// The rdma-core name (`ibv_wc_status_str` spelling of the enum).
-    pub const fn name(self) -> &'static str {
-        match self {
-            WcStatus::Success => "IBV_WC_SUCCESS",
-            WcStatus::LocLenErr => "IBV_WC_LOC_LEN_ERR",
-            WcStatus::LocQpOpErr => "IBV_WC_LOC_QP_OP_ERR",
-            WcStatus::LocProtErr => "IBV_WC_LOC_PROT_ERR",
-            WcStatus::WrFlushErr => "IBV_WC_WR_FLUSH_ERR",
-            WcStatus::BadRespErr => "IBV_WC_BAD_RESP_ERR",
-            WcStatus::LocAccessErr => "IBV_WC_LOC_ACCESS_ERR",
-            WcStatus::RemInvReqErr => "IBV_WC_REM_INV_REQ_ERR",
-            WcStatus::RemAccessErr => "IBV_WC_REM_ACCESS_ERR",
-            WcStatus::RemOpErr => "IBV_WC_REM_OP_ERR",
-            WcStatus::RetryExcErr => "IBV_WC_RETRY_EXC_ERR",
-            WcStatus::RnrRetryExcErr => "IBV_WC_RNR_RETRY_EXC_ERR",
-            WcStatus::RemInvRdReqErr => "IBV_WC_REM_INV_RD_REQ_ERR",
-            WcStatus::GeneralErr => "IBV_WC_GENERAL_ERR",
-        }
+value_enum! {
+    /// `ibv_wc_status`; `as_str` is `ibv_wc_status_str`.
+    WcStatus {
+        /// Success.
+        Success = 0, "success";
+        /// Local length error.
+        LocLenErr = 1, "local length error";
+        /// Local QP operation error.
+        LocQpOpErr = 2, "local QP operation error";
+        /// Local EE context operation error.
+        LocEecOpErr = 3, "local EE context operation error";
+        /// Local protection error.
+        LocProtErr = 4, "local protection error";
+        /// Work request flushed.
+        WrFlushErr = 5, "Work Request Flushed Error";
+        /// Memory window bind error.
+        MwBindErr = 6, "memory management operation error";
+        /// Bad response.
+        BadRespErr = 7, "bad response error";
+        /// Local access error.
+        LocAccessErr = 8, "local access error";
+        /// Remote invalid request.
+        RemInvReqErr = 9, "remote invalid request error";
+        /// Remote access error.
+        RemAccessErr = 10, "remote access error";
+        /// Remote operation error.
+        RemOpErr = 11, "remote operation error";
+        /// Transport retry counter exceeded.
+        RetryExcErr = 12, "transport retry counter exceeded";
+        /// RNR retry counter exceeded.
+        RnrRetryExcErr = 13, "RNR retry counter exceeded";
+        /// Local RDD violation.
+        LocRddViolErr = 14, "local RDD violation error";
+        /// Remote invalid RD request.
+        RemInvRdReqErr = 15, "remote invalid RD request";
+        /// Remote aborted.
+        RemAbortErr = 16, "aborted error";
+        /// Invalid EE context number.
+        InvEecnErr = 17, "invalid EE context number";
+        /// Invalid EE context state.
+        InvEecStateErr = 18, "invalid EE context state";
+        /// Fatal.
+        FatalErr = 19, "fatal error";
+        /// Response timeout.
+        RespTimeoutErr = 20, "response timeout error";
+        /// General error.
+        GeneralErr = 21, "general error";
     }
 }
 
-impl fmt::Display for WcStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+value_enum! {
+    /// `ibv_wc_opcode`.
+    WcOpcode {
+        /// A SEND completed.
+        Send = 0, "SEND";
+        /// An RDMA WRITE completed.
+        RdmaWrite = 1, "RDMA_WRITE";
+        /// An RDMA READ completed.
+        RdmaRead = 2, "RDMA_READ";
+        /// A compare-and-swap completed.
+        CompSwap = 3, "COMP_SWAP";
+        /// A fetch-and-add completed.
+        FetchAdd = 4, "FETCH_ADD";
+        /// A memory window bind completed.
+        BindMw = 5, "BIND_MW";
+        /// A local invalidate completed.
+        LocalInv = 6, "LOCAL_INV";
+        /// A SEND was received.
+        Recv = 128, "RECV";
+        /// An RDMA WRITE with immediate was received.
+        RecvRdmaWithImm = 129, "RECV_RDMA_WITH_IMM";
     }
-}
-
-/// `ibv_wc_opcode`, with the rdma-core values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum WcOpcode {
-    /// 0.
-    Send = 0,
-    /// 1.
-    RdmaWrite = 1,
-    /// 2.
-    RdmaRead = 2,
-    /// 3.
-    CompSwap = 3,
-    /// 4.
-    FetchAdd = 4,
-    /// 128.
-    Recv = 128,
-    /// 129.
-    RecvRdmaWithImm = 129,
 }
 
 /// A work completion (`ibv_wc`). For a flushed WR only `wr_id`, `status`,
@@ -393,36 +380,23 @@ pub enum QpType {
     Ud,
 }
 
-/// `ibv_qp_state`, with the rdma-core values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum QpState {
-    /// 0.
-    Reset = 0,
-    /// 1.
-    Init = 1,
-    /// 2: ready to receive.
-    Rtr = 2,
-    /// 3: ready to send.
-    Rts = 3,
-    /// 4: send queue drained.
-    Sqd = 4,
-    /// 5: send queue error.
-    Sqe = 5,
-    /// 6: error.
-    Err = 6,
-}
-
-impl fmt::Display for QpState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            QpState::Reset => "RESET",
-            QpState::Init => "INIT",
-            QpState::Rtr => "RTR",
-            QpState::Rts => "RTS",
-            QpState::Sqd => "SQD",
-            QpState::Sqe => "SQE",
-            QpState::Err => "ERR",
-        })
+value_enum! {
+    /// `ibv_qp_state`.
+    QpState {
+        /// Reset.
+        Reset = 0, "RESET";
+        /// Initialised.
+        Init = 1, "INIT";
+        /// Ready to receive.
+        Rtr = 2, "RTR";
+        /// Ready to send.
+        Rts = 3, "RTS";
+        /// Send queue drained.
+        Sqd = 4, "SQD";
+        /// Send queue error.
+        Sqe = 5, "SQE";
+        /// Error.
+        Err = 6, "ERR";
     }
 }
 

@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::transport::{QpState, WcOpcode, WcStatus};
 use crate::wire::{Lkey, Qpn, Rkey};
 
 macro_rules! flags {
@@ -179,135 +180,6 @@ flags! {
         DEST_QPN = 1 << 20,
         /// `rate_limit`.
         RATE_LIMIT = 1 << 25,
-    }
-}
-
-macro_rules! value_enum {
-    ($(#[$m:meta])* $name:ident { $( $(#[$vm:meta])* $var:ident = $val:expr, $text:expr; )* }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[repr(u32)]
-        pub enum $name {
-            $( $(#[$vm])* $var = $val, )*
-        }
-
-        impl $name {
-            /// The rdma-core value.
-            pub const fn value(self) -> u32 {
-                self as u32
-            }
-            /// From the rdma-core value.
-            pub const fn from_value(v: u32) -> Option<$name> {
-                match v {
-                    $( $val => Some($name::$var), )*
-                    _ => None,
-                }
-            }
-            /// rdma-core's string for it.
-            pub const fn as_str(self) -> &'static str {
-                match self { $( $name::$var => $text, )* }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-value_enum! {
-    /// `ibv_wc_status`; `as_str` is `ibv_wc_status_str`.
-    WcStatus {
-        /// Success.
-        Success = 0, "success";
-        /// Local length error.
-        LocLenErr = 1, "local length error";
-        /// Local QP operation error.
-        LocQpOpErr = 2, "local QP operation error";
-        /// Local EE context operation error.
-        LocEecOpErr = 3, "local EE context operation error";
-        /// Local protection error.
-        LocProtErr = 4, "local protection error";
-        /// Work request flushed.
-        WrFlushErr = 5, "Work Request Flushed Error";
-        /// Memory window bind error.
-        MwBindErr = 6, "memory management operation error";
-        /// Bad response.
-        BadRespErr = 7, "bad response error";
-        /// Local access error.
-        LocAccessErr = 8, "local access error";
-        /// Remote invalid request.
-        RemInvReqErr = 9, "remote invalid request error";
-        /// Remote access error.
-        RemAccessErr = 10, "remote access error";
-        /// Remote operation error.
-        RemOpErr = 11, "remote operation error";
-        /// Transport retry counter exceeded.
-        RetryExcErr = 12, "transport retry counter exceeded";
-        /// RNR retry counter exceeded.
-        RnrRetryExcErr = 13, "RNR retry counter exceeded";
-        /// Local RDD violation.
-        LocRddViolErr = 14, "local RDD violation error";
-        /// Remote invalid RD request.
-        RemInvRdReqErr = 15, "remote invalid RD request";
-        /// Remote aborted.
-        RemAbortErr = 16, "aborted error";
-        /// Invalid EE context number.
-        InvEecnErr = 17, "invalid EE context number";
-        /// Invalid EE context state.
-        InvEecStateErr = 18, "invalid EE context state";
-        /// Fatal.
-        FatalErr = 19, "fatal error";
-        /// Response timeout.
-        RespTimeoutErr = 20, "response timeout error";
-        /// General error.
-        GeneralErr = 21, "general error";
-    }
-}
-
-value_enum! {
-    /// `ibv_wc_opcode`.
-    WcOpcode {
-        /// A SEND completed.
-        Send = 0, "SEND";
-        /// An RDMA WRITE completed.
-        RdmaWrite = 1, "RDMA_WRITE";
-        /// An RDMA READ completed.
-        RdmaRead = 2, "RDMA_READ";
-        /// A compare-and-swap completed.
-        CompSwap = 3, "COMP_SWAP";
-        /// A fetch-and-add completed.
-        FetchAdd = 4, "FETCH_ADD";
-        /// A memory window bind completed.
-        BindMw = 5, "BIND_MW";
-        /// A local invalidate completed.
-        LocalInv = 6, "LOCAL_INV";
-        /// A SEND was received.
-        Recv = 128, "RECV";
-        /// An RDMA WRITE with immediate was received.
-        RecvRdmaWithImm = 129, "RECV_RDMA_WITH_IMM";
-    }
-}
-
-value_enum! {
-    /// `ibv_qp_state`.
-    QpState {
-        /// Reset.
-        Reset = 0, "RESET";
-        /// Initialised.
-        Init = 1, "INIT";
-        /// Ready to receive.
-        Rtr = 2, "RTR";
-        /// Ready to send.
-        Rts = 3, "RTS";
-        /// Send queue drained.
-        Sqd = 4, "SQD";
-        /// Send queue error.
-        Sqe = 5, "SQE";
-        /// Error.
-        Err = 6, "ERR";
     }
 }
 
