@@ -69,5 +69,8 @@ pub use memory::{
     Access, AtomicOp, ByteMemory, LengthMemory, MemError, MemKey, Memory, Payload, PayloadDesc,
     Piece, Registration, MAX_PIECES,
 };
-pub use qp::{local_ack_timeout, rnr_timer, wire_time, Qp, QpEvent, MAX_MESSAGE, WIRE_OVERHEAD};
+pub use qp::{
+    local_ack_timeout, rnr_timer, transition_masks, wire_time, Qp, QpEvent, MAX_MESSAGE,
+    WIRE_OVERHEAD,
+};
 pub use types::*;

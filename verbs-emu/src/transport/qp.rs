@@ -2411,8 +2411,10 @@ fn scatter<M: Memory + ?Sized>(
 }
 
 /// The (required, optional) attribute masks of a transition, or `None` when
-/// the kernel table has no such transition (ROCEV2.md §5.9).
-fn transition_masks(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, AttrMask)> {
+/// the kernel table has no such transition (ROCEV2.md §5.9). STATE is
+/// always required and in neither mask. The one table of the crate: the
+/// verbs API's `ibv_modify_qp` checks use it too.
+pub fn transition_masks(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, AttrMask)> {
     use AttrMask as M;
     use QpState::*;
     let none = M::NONE;
@@ -2443,35 +2445,25 @@ fn transition_masks(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, 
             ),
         },
         (Rtr, Rts) => match t {
-            QpType::Ud => (M::SQ_PSN, M::CUR_STATE | M::QKEY | M::RATE_LIMIT),
+            QpType::Ud => (M::SQ_PSN, M::CUR_STATE | M::QKEY),
             QpType::Uc => (
                 M::SQ_PSN,
-                M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE | M::RATE_LIMIT,
+                M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE,
             ),
             QpType::Rc => (
                 M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
-                M::CUR_STATE
-                    | M::ALT_PATH
-                    | M::ACCESS_FLAGS
-                    | M::MIN_RNR_TIMER
-                    | M::PATH_MIG_STATE
-                    | M::RATE_LIMIT,
+                M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::MIN_RNR_TIMER | M::PATH_MIG_STATE,
             ),
         },
         (Rts, Rts) => match t {
-            QpType::Ud => (none, M::CUR_STATE | M::QKEY | M::RATE_LIMIT),
+            QpType::Ud => (none, M::CUR_STATE | M::QKEY),
             QpType::Uc => (
                 none,
-                M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE | M::RATE_LIMIT,
+                M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE,
             ),
             QpType::Rc => (
                 none,
-                M::CUR_STATE
-                    | M::ACCESS_FLAGS
-                    | M::ALT_PATH
-                    | M::PATH_MIG_STATE
-                    | M::MIN_RNR_TIMER
-                    | M::RATE_LIMIT,
+                M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE | M::MIN_RNR_TIMER,
             ),
         },
         (Rts, Sqd) => (none, M::EN_SQD_ASYNC_NOTIFY),

@@ -4,10 +4,13 @@
 //! [`check_modify`] is pure: it says whether a modify from a state with a
 //! given mask is allowed, and if not, exactly why. Backends that do not get
 //! this check from a kernel (the UDP emulation) call it before applying a
-//! modify; nothing is changed when it fails.
+//! modify; nothing is changed when it fails. The table itself is the
+//! transport engine's ([`crate::transport::transition_masks`]), so the API
+//! and the engine cannot disagree about a transition.
 
 use super::error::VerbsError;
 use super::types::{QpAttr, QpAttrMask as M, QpState, QpType};
+use crate::transport as tp;
 
 /// Required and optional attributes of one transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,152 +21,20 @@ pub struct TransitionRule {
     pub optional: M,
 }
 
-const fn rule(required: M, optional: M) -> Option<TransitionRule> {
-    Some(TransitionRule { required, optional })
-}
-
-const fn or(a: M, b: M) -> M {
-    M(a.0 | b.0)
-}
-
-const fn m(bits: &[M]) -> M {
-    let mut v = 0;
-    let mut i = 0;
-    while i < bits.len() {
-        v |= bits[i].0;
-        i += 1;
-    }
-    M(v)
-}
-
 /// The rule for `from -> to` on a QP of type `qp_type`, or `None` when the
-/// transition does not exist.
-pub const fn transition_rule(
-    qp_type: QpType,
-    from: QpState,
-    to: QpState,
-) -> Option<TransitionRule> {
-    use QpState::*;
-    use QpType::*;
-    const NONE: M = M::EMPTY;
-    match (from, to) {
-        (Reset, Reset) => rule(NONE, NONE),
-        (Reset, Init) => match qp_type {
-            Ud => rule(m(&[M::PKEY_INDEX, M::PORT, M::QKEY]), NONE),
-            Rc | Uc => rule(m(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]), NONE),
-        },
-        (Init, Init) => match qp_type {
-            Ud => rule(NONE, m(&[M::PKEY_INDEX, M::PORT, M::QKEY])),
-            Rc | Uc => rule(NONE, m(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS])),
-        },
-        (Init, Rtr) => match qp_type {
-            Ud => rule(NONE, m(&[M::PKEY_INDEX, M::QKEY])),
-            Uc => rule(
-                m(&[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN]),
-                m(&[M::ALT_PATH, M::ACCESS_FLAGS, M::PKEY_INDEX]),
-            ),
-            Rc => rule(
-                m(&[
-                    M::AV,
-                    M::PATH_MTU,
-                    M::DEST_QPN,
-                    M::RQ_PSN,
-                    M::MAX_DEST_RD_ATOMIC,
-                    M::MIN_RNR_TIMER,
-                ]),
-                m(&[M::ALT_PATH, M::ACCESS_FLAGS, M::PKEY_INDEX]),
-            ),
-        },
-        (Rtr, Rts) => match qp_type {
-            Ud => rule(M::SQ_PSN, or(M::CUR_STATE, M::QKEY)),
-            Uc => rule(
-                M::SQ_PSN,
-                m(&[
-                    M::CUR_STATE,
-                    M::ALT_PATH,
-                    M::ACCESS_FLAGS,
-                    M::PATH_MIG_STATE,
-                ]),
-            ),
-            Rc => rule(
-                m(&[
-                    M::TIMEOUT,
-                    M::RETRY_CNT,
-                    M::RNR_RETRY,
-                    M::SQ_PSN,
-                    M::MAX_QP_RD_ATOMIC,
-                ]),
-                m(&[
-                    M::CUR_STATE,
-                    M::ALT_PATH,
-                    M::ACCESS_FLAGS,
-                    M::MIN_RNR_TIMER,
-                    M::PATH_MIG_STATE,
-                ]),
-            ),
-        },
-        (Rts, Rts) | (Sqd, Rts) => match qp_type {
-            Ud => rule(NONE, or(M::CUR_STATE, M::QKEY)),
-            Uc => rule(
-                NONE,
-                m(&[
-                    M::CUR_STATE,
-                    M::ACCESS_FLAGS,
-                    M::ALT_PATH,
-                    M::PATH_MIG_STATE,
-                ]),
-            ),
-            Rc => rule(
-                NONE,
-                m(&[
-                    M::CUR_STATE,
-                    M::ACCESS_FLAGS,
-                    M::ALT_PATH,
-                    M::PATH_MIG_STATE,
-                    M::MIN_RNR_TIMER,
-                ]),
-            ),
-        },
-        (Rts, Sqd) => rule(NONE, M::EN_SQD_ASYNC_NOTIFY),
-        (Sqd, Sqd) => match qp_type {
-            Ud => rule(NONE, m(&[M::PKEY_INDEX, M::QKEY])),
-            Uc => rule(
-                NONE,
-                m(&[
-                    M::AV,
-                    M::ALT_PATH,
-                    M::ACCESS_FLAGS,
-                    M::PKEY_INDEX,
-                    M::PATH_MIG_STATE,
-                ]),
-            ),
-            Rc => rule(
-                NONE,
-                m(&[
-                    M::PORT,
-                    M::AV,
-                    M::TIMEOUT,
-                    M::RETRY_CNT,
-                    M::RNR_RETRY,
-                    M::MAX_QP_RD_ATOMIC,
-                    M::MAX_DEST_RD_ATOMIC,
-                    M::ALT_PATH,
-                    M::ACCESS_FLAGS,
-                    M::PKEY_INDEX,
-                    M::MIN_RNR_TIMER,
-                    M::PATH_MIG_STATE,
-                ]),
-            ),
-        },
-        (Sqe, Rts) => match qp_type {
-            Ud => rule(NONE, or(M::CUR_STATE, M::QKEY)),
-            Uc => rule(NONE, or(M::CUR_STATE, M::ACCESS_FLAGS)),
-            Rc => None,
-        },
-        (Init | Rtr | Rts | Sqd | Sqe, Reset | Err) => rule(NONE, NONE),
-        (Err, Reset | Err) => rule(NONE, NONE),
-        _ => None,
-    }
+/// transition does not exist: the transport engine's table
+/// ([`crate::transport::transition_masks`]), in this API's types.
+pub fn transition_rule(qp_type: QpType, from: QpState, to: QpState) -> Option<TransitionRule> {
+    let t = match qp_type {
+        QpType::Rc => tp::QpType::Rc,
+        QpType::Uc => tp::QpType::Uc,
+        QpType::Ud => tp::QpType::Ud,
+    };
+    let (required, optional) = tp::transition_masks(t, from, to)?;
+    Some(TransitionRule {
+        required: M(required.bits()),
+        optional: M(optional.bits()),
+    })
 }
 
 /// Checks a modify of a `qp_type` QP currently in `current` with `attr`.
