@@ -1049,11 +1049,11 @@ fn background(shared: &Shared) {
     //   polling does);
     // * a stream (a round received BULK_PACKETS or more, until
     //   BACKGROUND_SPIN_NS of silence): it sleeps as soon as the socket is
-    //   empty. Spinning there costs more than the wake-ups
-    //   it saves: the spinning core competes with the sender's (on a
-    //   virtual machine its hyperthread sibling, perhaps); write_bw 64 KiB
-    //   was faster with the receiver sleeping in 12 of 16 alternating
-    //   bench runs (medians +10-15 %).
+    //   empty. Spinning there costs more than the wake-ups it saves: the
+    //   spinning core competes with the sender's (on a virtual machine its
+    //   hyperthread sibling, perhaps); write_bw 64 KiB was faster with the
+    //   receiver sleeping in 12 of 16 alternating bench runs (medians
+    //   +10-15 %).
     let mut last_moved = 0u64;
     let mut streaming = false;
     while !shared.stop.load(Ordering::Relaxed) {
@@ -1489,11 +1489,7 @@ impl Backend for UdpBackend {
         let qpn = st.next_qpn;
         st.next_qpn = if qpn >= 0xFF_FFF0 { 0x11 } else { qpn + 1 };
         let mut cfg = QpConfig::new(Qpn::new(qpn));
-        cfg.qp_type = match init.qp_type {
-            QpType::Rc => tp::QpType::Rc,
-            QpType::Uc => tp::QpType::Uc,
-            QpType::Ud => tp::QpType::Ud,
-        };
+        cfg.qp_type = init.qp_type;
         cfg.max_send_wr = cap.max_send_wr;
         cfg.max_recv_wr = cap.max_recv_wr.max(1);
         cfg.sq_sig_all = init.sq_sig_all;

@@ -369,15 +369,16 @@ pub struct Completion {
     pub solicited: bool,
 }
 
-/// QP transport type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QpType {
-    /// Reliable connected.
-    Rc,
-    /// Unreliable connected.
-    Uc,
-    /// Unreliable datagram.
-    Ud,
+value_enum! {
+    /// `ibv_qp_type` (the ones this API supports).
+    QpType {
+        /// Reliable connected.
+        Rc = 2, "RC";
+        /// Unreliable connected.
+        Uc = 3, "UC";
+        /// Unreliable datagram.
+        Ud = 4, "UD";
+    }
 }
 
 value_enum! {

@@ -25,12 +25,7 @@ pub struct TransitionRule {
 /// transition does not exist: the transport engine's table
 /// ([`crate::transport::transition_masks`]), in this API's types.
 pub fn transition_rule(qp_type: QpType, from: QpState, to: QpState) -> Option<TransitionRule> {
-    let t = match qp_type {
-        QpType::Rc => tp::QpType::Rc,
-        QpType::Uc => tp::QpType::Uc,
-        QpType::Ud => tp::QpType::Ud,
-    };
-    let (required, optional) = tp::transition_masks(t, from, to)?;
+    let (required, optional) = tp::transition_masks(qp_type, from, to)?;
     Some(TransitionRule {
         required: M(required.bits()),
         optional: M(optional.bits()),

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::transport::{QpState, WcOpcode, WcStatus};
+pub use crate::transport::{QpState, QpType, WcOpcode, WcStatus};
 use crate::wire::{Lkey, Qpn, Rkey};
 
 macro_rules! flags {
@@ -180,18 +180,6 @@ flags! {
         DEST_QPN = 1 << 20,
         /// `rate_limit`.
         RATE_LIMIT = 1 << 25,
-    }
-}
-
-value_enum! {
-    /// `ibv_qp_type` (the ones this API supports).
-    QpType {
-        /// Reliable connected.
-        Rc = 2, "RC";
-        /// Unreliable connected.
-        Uc = 3, "UC";
-        /// Unreliable datagram.
-        Ud = 4, "UD";
     }
 }
 
