@@ -82,6 +82,92 @@ pub struct PfcConfig {
     /// Headroom per ingress (port, lossless priority): where frames in
     /// flight after XOFF land. Separate from the shared pool.
     pub headroom: HeadroomConfig,
+    /// The switches' PFC watchdog (SONiC `pfcwd`), off by default.
+    pub watchdog: PfcWatchdogConfig,
+    /// Live detection of PFC deadlocks (cyclic buffer dependencies).
+    pub deadlock: DeadlockConfig,
+}
+
+/// The PFC watchdog of every switch, with SONiC's semantics (see
+/// [`crate::fabric::watchdog`]): every `poll_interval` it samples each
+/// lossless egress queue; a queue that stays held off by PAUSE, with PFC
+/// frames still arriving and no XON, for `detection_time` is in a storm
+/// and gets `action`; a stormed queue that receives no PFC frame for
+/// `restoration_time` is restored. Defaults are SONiC's
+/// (`pfcwd start_default`: 200 ms, 200 ms, poll 200 ms, action `drop`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcWatchdogConfig {
+    /// Watchdog on.
+    pub enabled: bool,
+    /// How long a queue must stay stormed before the action starts.
+    pub detection_time: Duration,
+    /// How long a stormed queue must see no PFC frame before it is
+    /// restored.
+    pub restoration_time: Duration,
+    /// Sampling period (at most the detection and restoration times).
+    pub poll_interval: Duration,
+    /// What a stormed queue does.
+    pub action: PfcWatchdogAction,
+}
+
+impl Default for PfcWatchdogConfig {
+    fn default() -> Self {
+        PfcWatchdogConfig {
+            enabled: false,
+            detection_time: Duration::from_ms(200),
+            restoration_time: Duration::from_ms(200),
+            poll_interval: Duration::from_ms(200),
+            action: PfcWatchdogAction::Drop,
+        }
+    }
+}
+
+/// The action of a stormed queue (SONiC `pfcwd start --action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PfcWatchdogAction {
+    /// Ignore PAUSE on the queue, drop what it holds and every frame of
+    /// the priority that arrives for it or on the port.
+    Drop,
+    /// Ignore PAUSE on the queue and keep transmitting.
+    Forward,
+    /// Only record the storm (events and counters).
+    Alert,
+}
+
+/// Live PFC deadlock detection (see [`crate::fabric::deadlock`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadlockConfig {
+    /// Look for deadlocks while some switch port holds XOFF.
+    pub detect: bool,
+    /// Time between two checks while some switch port holds XOFF (the
+    /// bound on the report's delay after the deadlock formed).
+    pub check_interval: Duration,
+    /// `report`: record the deadlock and run on; `stop`: end the run
+    /// (`stop_reason = "deadlock"`).
+    pub on_deadlock: OnDeadlock,
+}
+
+impl Default for DeadlockConfig {
+    fn default() -> Self {
+        DeadlockConfig {
+            detect: true,
+            check_interval: Duration::from_us(100),
+            on_deadlock: OnDeadlock::Report,
+        }
+    }
+}
+
+/// What a detected deadlock does to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDeadlock {
+    /// Record it in `results.deadlocks` and run on.
+    Report,
+    /// Record it and end the run.
+    Stop,
 }
 
 impl Default for PfcConfig {
@@ -94,6 +180,8 @@ impl Default for PfcConfig {
             response_time: Duration::ZERO,
             threshold: PfcThreshold::default(),
             headroom: HeadroomConfig::default(),
+            watchdog: PfcWatchdogConfig::default(),
+            deadlock: DeadlockConfig::default(),
         }
     }
 }
@@ -263,6 +351,54 @@ pub struct NicConfig {
     /// Maximum outstanding (unacknowledged) packets per QP; `None`: no
     /// window beyond the transport's own limits.
     pub window: Option<u32>,
+    /// PFC storm prevention of the NIC (ConnectX device stall watermarks).
+    pub pause_storm: PauseStormConfig,
+}
+
+/// ConnectX PFC storm prevention (`ethtool --set-tunable DEV
+/// pfc-prevention-tout`): when the NIC has held XOFF on a priority without
+/// a break for the minor watermark it counts a
+/// `tx_pause_storm_warning_events`; at the critical watermark it counts a
+/// `tx_pause_storm_error_events` and stops sending PAUSE until its receive
+/// buffer has drained to XON. The mlx5 driver's `auto` setting is a
+/// critical watermark of 100 ms (range 80 ms to 8 s) and a minor one of
+/// 85 % of it, at least 80 ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PauseStormConfig {
+    /// Prevention on (the driver's default on NICs with stall detection).
+    pub enabled: bool,
+    /// Critical watermark: continuous XOFF time after which PAUSE stops.
+    pub critical: Duration,
+    /// Minor watermark (warning). Default: 85 % of `critical`, at least
+    /// 80 ms when `critical` is at least that, as the driver derives it.
+    pub minor: Option<Duration>,
+}
+
+impl Default for PauseStormConfig {
+    fn default() -> Self {
+        PauseStormConfig {
+            enabled: true,
+            critical: Duration::from_ms(100),
+            minor: None,
+        }
+    }
+}
+
+impl PauseStormConfig {
+    /// The minor watermark: the configured one, or the driver's
+    /// `max(80 ms, 85 % of critical)` (below 80 ms of critical, which the
+    /// driver refuses and a short simulation wants, 85 % of it).
+    pub fn minor_watermark(&self) -> Duration {
+        self.minor.unwrap_or_else(|| {
+            let pct = Duration::from_ps(self.critical.as_ps() / 100 * 85);
+            if self.critical >= Duration::from_ms(80) {
+                pct.max(Duration::from_ms(80))
+            } else {
+                pct
+            }
+        })
+    }
 }
 
 impl Default for NicConfig {
@@ -282,6 +418,7 @@ impl Default for NicConfig {
             cnp_priority: 6,
             qps_per_pair: 1,
             window: None,
+            pause_storm: PauseStormConfig::default(),
         }
     }
 }
@@ -550,6 +687,30 @@ impl SimConfig {
                 ));
             }
         }
+        let wd = &f.pfc.watchdog;
+        for (key, d) in [
+            ("fabric.pfc.watchdog.detection_time", wd.detection_time),
+            ("fabric.pfc.watchdog.restoration_time", wd.restoration_time),
+            ("fabric.pfc.watchdog.poll_interval", wd.poll_interval),
+            (
+                "fabric.pfc.deadlock.check_interval",
+                f.pfc.deadlock.check_interval,
+            ),
+        ] {
+            if d == Duration::ZERO {
+                return Err(ConfigError::new(key, "0: expected a positive duration"));
+            }
+        }
+        if wd.poll_interval > wd.detection_time.min(wd.restoration_time) {
+            return Err(ConfigError::new(
+                "fabric.pfc.watchdog.poll_interval",
+                format!(
+                    "{} is longer than the detection or restoration time: expected at most {}",
+                    wd.poll_interval,
+                    wd.detection_time.min(wd.restoration_time)
+                ),
+            ));
+        }
         if let SchedulerConfig::Dwrr { quantum, .. } = f.scheduler {
             if quantum.bytes() == 0 {
                 return Err(ConfigError::new(
@@ -596,6 +757,23 @@ impl SimConfig {
                 return Err(ConfigError::new(
                     "nic.rx_drain_rate",
                     "0: expected a positive rate",
+                ));
+            }
+        }
+        if n.pause_storm.critical == Duration::ZERO {
+            return Err(ConfigError::new(
+                "nic.pause_storm.critical",
+                "0: expected a positive duration",
+            ));
+        }
+        if let Some(m) = n.pause_storm.minor {
+            if m == Duration::ZERO || m > n.pause_storm.critical {
+                return Err(ConfigError::new(
+                    "nic.pause_storm.minor",
+                    format!(
+                        "{m}: expected a positive duration at most the critical watermark {}",
+                        n.pause_storm.critical
+                    ),
                 ));
             }
         }

@@ -34,6 +34,98 @@ pub struct RunResult {
     /// in files written before it existed (read back as empty).
     #[serde(default)]
     pub pauses: Vec<PauseSeries>,
+    /// PFC watchdog storm events of the switches, in time order (empty
+    /// when the watchdog is off or saw no storm).
+    #[serde(default)]
+    pub pfcwd_events: Vec<PfcwdEvent>,
+    /// PFC watchdog counters of every queue that saw a storm, in (node,
+    /// port, priority) order: the rows of `pfcwd show stats`.
+    #[serde(default)]
+    pub pfcwd_stats: Vec<PfcwdStats>,
+    /// PFC deadlocks found during the run, in the order they were found.
+    #[serde(default)]
+    pub deadlocks: Vec<DeadlockRecord>,
+}
+
+/// A PFC watchdog state change of one egress queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PfcwdEvent {
+    /// When the watchdog's poll saw it.
+    pub time_ps: u64,
+    /// Switch name.
+    pub node: String,
+    /// Port number on that switch.
+    pub port: u16,
+    /// Node at the other end of the link (the one sending PAUSE).
+    pub peer: String,
+    /// Priority (queue) of the storm.
+    pub priority: u8,
+    /// `storm_detected` or `storm_restored`.
+    pub event: String,
+    /// The configured action (`drop`, `forward`, `alert`).
+    pub action: String,
+}
+
+/// The `pfcwd show stats` counters of one queue. `tx_*`: frames the queue
+/// sent (`ok`) or dropped during storms; `rx_*`: frames of the priority
+/// that arrived on the port during storms; `*_last`: the same for the
+/// latest storm only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PfcwdStats {
+    /// Switch name.
+    pub node: String,
+    /// Port number on that switch.
+    pub port: u16,
+    /// Priority (queue).
+    pub priority: u8,
+    /// `stormed` or `operational` at the end of the run.
+    pub status: String,
+    /// Storms detected.
+    pub storms_detected: u64,
+    /// Storms restored.
+    pub storms_restored: u64,
+    /// Frames sent while stormed.
+    pub tx_ok: u64,
+    /// Frames dropped from the queue while stormed.
+    pub tx_drop: u64,
+    /// Frames received on the port and priority while stormed.
+    pub rx_ok: u64,
+    /// Frames of the priority dropped on arrival while stormed.
+    pub rx_drop: u64,
+    /// `tx_ok` of the latest storm.
+    pub tx_last_ok: u64,
+    /// `tx_drop` of the latest storm.
+    pub tx_last_drop: u64,
+    /// `rx_ok` of the latest storm.
+    pub rx_last_ok: u64,
+    /// `rx_drop` of the latest storm.
+    pub rx_last_drop: u64,
+}
+
+/// A PFC deadlock: egress queues held off by PAUSE whose frames can only
+/// leave through each other (a cycle of the buffer dependency graph).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadlockRecord {
+    /// The lossless priority that deadlocked.
+    pub priority: u8,
+    /// When the last member was held off: the deadlock's onset.
+    pub formed_ps: u64,
+    /// When the check found it.
+    pub detected_ps: u64,
+    /// The stuck egress queues (a cycle, or cycles sharing queues), in
+    /// (node, port) order.
+    pub members: Vec<QueueRef>,
+}
+
+/// One egress queue of a switch port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRef {
+    /// Switch name.
+    pub node: String,
+    /// Port number on that switch.
+    pub port: u16,
+    /// Node at the other end of the link.
+    pub peer: String,
 }
 
 /// Headline numbers of one variant.
@@ -166,6 +258,14 @@ pub struct PortRecord {
     /// Most PFC headroom one ingress priority of this (switch) port used,
     /// bytes: the smallest headroom that would have avoided drops here.
     pub max_headroom_bytes: u64,
+    /// NIC ports: times the NIC held XOFF past the minor stall watermark
+    /// (mlx5 `tx_pause_storm_warning_events`).
+    #[serde(default)]
+    pub tx_pause_storm_warning_events: u64,
+    /// NIC ports: times it reached the critical watermark and stopped
+    /// sending PAUSE (mlx5 `tx_pause_storm_error_events`).
+    #[serde(default)]
+    pub tx_pause_storm_error_events: u64,
 }
 
 /// One priority's counters on a port.

@@ -695,6 +695,9 @@ mod tests {
             nics: Vec::new(),
             queues: Vec::new(),
             pauses: Vec::new(),
+            pfcwd_events: Vec::new(),
+            pfcwd_stats: Vec::new(),
+            deadlocks: Vec::new(),
         }
     }
 

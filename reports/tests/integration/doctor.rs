@@ -472,6 +472,8 @@ fn simulator_counter_dumps_feed_the_doctor() {
             ecn_marked: 0,
             max_queue_bytes: 0,
             max_headroom_bytes: 0,
+            tx_pause_storm_warning_events: 0,
+            tx_pause_storm_error_events: 0,
         }
     };
     // A sender held off 60 % of the run; the switch port facing it sends

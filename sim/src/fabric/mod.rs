@@ -22,11 +22,16 @@
 //! * **NICs** host queue pairs driven by the shared transport engine (see
 //!   [`nic`]); they obey PAUSE per priority, can drain received frames at
 //!   a configured rate and then send PAUSE themselves.
+//! * **Watchdogs** ([`watchdog`]): the switches' PFC storm watchdog and
+//!   the NICs' PAUSE storm prevention; **deadlocks** ([`deadlock`]) are
+//!   found live from the buffer dependencies of paused queues.
 
+pub mod deadlock;
 pub mod nic;
 pub mod packet;
 pub mod port;
 pub mod switch;
+pub mod watchdog;
 
 use std::collections::VecDeque;
 use std::io::IsTerminal;
@@ -79,6 +84,17 @@ pub(crate) enum Ev {
     Drain(u32),
     /// Sample the recorded queues.
     Sample,
+    /// A PFC watchdog poll (all switches).
+    WdPoll,
+    /// Look for PFC deadlocks.
+    DeadlockCheck,
+    /// A NIC stall watermark of an XOFF episode (generation-checked).
+    NicStall {
+        port: u32,
+        prio: u8,
+        gen: u32,
+        critical: bool,
+    },
 }
 
 /// One switch.
@@ -129,6 +145,12 @@ pub struct World<'a> {
     last_active: Instant,
     setup_secs: f64,
     stop_reason: &'static str,
+    /// The switches' PFC watchdog, when enabled.
+    wd: Option<Box<watchdog::Watchdog>>,
+    /// The deadlock detector, when enabled.
+    deadlock: Option<Box<deadlock::Detector>>,
+    /// End the run after this event (`on_deadlock = "stop"`).
+    halt: bool,
 }
 
 impl<'a> World<'a> {
@@ -380,7 +402,19 @@ impl<'a> World<'a> {
             last_active: Instant::ZERO,
             setup_secs: 0.0,
             stop_reason: "idle",
+            wd: None,
+            deadlock: None,
+            halt: false,
         };
+        if cfg.fabric.pfc.watchdog.enabled && lossless != 0 {
+            world.wd = Some(Box::new(watchdog::Watchdog::new(
+                &cfg.fabric.pfc.watchdog,
+                world.ports.len(),
+            )));
+        }
+        if cfg.fabric.pfc.deadlock.detect && lossless != 0 {
+            world.deadlock = Some(Box::new(deadlock::Detector::new(&cfg.fabric.pfc.deadlock)));
+        }
         world.build_flows()?;
         if !world.samples.is_empty() {
             world.q.schedule(Instant::ZERO, Ev::Sample);
@@ -565,6 +599,10 @@ impl<'a> World<'a> {
             if self.dispatch(now, ev) {
                 self.last_active = now;
             }
+            if self.halt {
+                self.stop_reason = "deadlock";
+                break;
+            }
             if want_bar && self.q.processed() - last_check >= 1 << 18 {
                 last_check = self.q.processed();
                 progress(&mut bar, wall, now, end);
@@ -605,6 +643,9 @@ impl<'a> World<'a> {
             Ev::Arrive(p) => self.arrive(p, now),
             Ev::Pfc { port, prio, quanta } => {
                 self.ports[port as usize].apply_pause(now, prio, quanta);
+                if quanta > 0 && self.wd.is_some() {
+                    self.wd_arm(port, prio, now);
+                }
                 self.kick(port, now);
             }
             Ev::Wake(p) => {
@@ -643,6 +684,20 @@ impl<'a> World<'a> {
                 }
                 return false;
             }
+            Ev::WdPoll => {
+                self.wd_poll(now);
+                return false;
+            }
+            Ev::DeadlockCheck => {
+                self.deadlock_check(now);
+                return false;
+            }
+            Ev::NicStall {
+                port,
+                prio,
+                gen,
+                critical,
+            } => return self.nic_stall(port, prio, gen, critical, now),
         }
         true
     }
@@ -686,7 +741,7 @@ impl<'a> World<'a> {
             if have == 0 {
                 return;
             }
-            let paused = port.paused_mask(now);
+            let paused = port.paused_mask(now) & !port.wd_ignore;
             let eligible = have & !paused;
             if eligible == 0 {
                 // Everything waiting is paused: wake when the first pause
@@ -822,6 +877,10 @@ impl<'a> World<'a> {
             self.nic_receive(host, pkt, now);
             return;
         }
+        if self.ports[rx as usize].wd_drop & (1 << pkt.prio) != 0 {
+            self.wd_drop_frame(rx, pkt.prio, false);
+            return;
+        }
         let s = &mut self.switches[sw as usize];
         let (off, cnt) = s.route[pkt.dst as usize];
         if cnt == 0 {
@@ -840,6 +899,10 @@ impl<'a> World<'a> {
         let out = s.port_base + u32::from(hop);
         let local_in = self.ports[rx as usize].local;
         let prio = pkt.prio;
+        if self.ports[out as usize].wd_drop & (1 << prio) != 0 {
+            self.wd_drop_frame(out, prio, true);
+            return;
+        }
         let egress_q = self.ports[out as usize].qbytes[usize::from(prio)];
         let (adm, ch) = s.mmu.arrive(local_in, prio, u64::from(pkt.wire), egress_q);
         if ch == PfcChange::Pause {
@@ -868,16 +931,23 @@ impl<'a> World<'a> {
             return;
         }
         let quanta = if xoff { self.pfc_quanta } else { 0 };
-        let port = &mut self.ports[p as usize];
         let pr = usize::from(prio);
         if xoff {
             if !refresh {
+                let port = &mut self.ports[p as usize];
                 if port.xoff_since[pr].is_some() {
                     return;
                 }
                 port.xoff_since[pr] = Some(now);
                 port.xoff_gen[pr] = port.xoff_gen[pr].wrapping_add(1);
+                let gen = port.xoff_gen[pr];
+                if self.switch_of_node[port.node as usize] == NONE {
+                    self.nic_stall_arm(p, prio, gen, now);
+                } else if self.deadlock.is_some() {
+                    self.deadlock_arm(now);
+                }
             }
+            let port = &self.ports[p as usize];
             if quanta > 0 {
                 let every = self
                     .pfc_refresh
@@ -888,12 +958,14 @@ impl<'a> World<'a> {
                     .schedule(now + every, Ev::Refresh { port: p, prio, gen });
             }
         } else {
+            let port = &mut self.ports[p as usize];
             let Some(since) = port.xoff_since[pr].take() else {
                 return;
             };
             port.prio[pr].tx_pause_duration_ps += (now - since).as_ps();
             port.xoff_gen[pr] = port.xoff_gen[pr].wrapping_add(1);
         }
+        let port = &mut self.ports[p as usize];
         port.prio[pr].tx_pause += 1;
         port.ctrl.push_back((prio, quanta));
         self.kick(p, now);
@@ -1002,6 +1074,14 @@ impl<'a> World<'a> {
                         NONE => 0,
                         sw => self.switches[sw as usize].mmu.max_headroom[usize::from(p.local)],
                     },
+                    tx_pause_storm_warning_events: match self.host_of_node[p.node as usize] {
+                        NONE => 0,
+                        h => self.nics[h as usize].storm_warning,
+                    },
+                    tx_pause_storm_error_events: match self.host_of_node[p.node as usize] {
+                        NONE => 0,
+                        h => self.nics[h as usize].storm_error,
+                    },
                 });
             }
         }
@@ -1043,6 +1123,12 @@ impl<'a> World<'a> {
         for series in &mut queues {
             series.samples.retain(|&(t, _)| t <= now.as_ps());
         }
+        let (pfcwd_events, pfcwd_stats) = self.wd_results();
+        let deadlocks = self
+            .deadlock
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.records))
+            .unwrap_or_default();
         RunResult {
             summary,
             groups,
@@ -1051,6 +1137,9 @@ impl<'a> World<'a> {
             nics,
             queues,
             pauses,
+            pfcwd_events,
+            pfcwd_stats,
+            deadlocks,
         }
     }
 

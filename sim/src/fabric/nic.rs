@@ -66,6 +66,13 @@ pub(crate) struct Nic {
     pub drain: Option<Rate>,
     /// Transport counters the engine does not keep.
     pub counters: NicRecord,
+    /// Priorities on which the NIC stopped sending PAUSE past the critical
+    /// stall watermark (until its receive buffer drains to XON).
+    pub stall_block: u8,
+    /// `tx_pause_storm_warning_events`.
+    pub storm_warning: u64,
+    /// `tx_pause_storm_error_events`.
+    pub storm_error: u64,
 }
 
 impl Nic {
@@ -93,6 +100,9 @@ impl Nic {
             rx: RxQueue::default(),
             drain: cfg.nic.rx_drain_rate,
             counters: NicRecord::default(),
+            stall_block: 0,
+            storm_warning: 0,
+            storm_error: 0,
         }
     }
 
@@ -610,7 +620,7 @@ impl World<'_> {
                 Ev::Drain(host),
             );
         }
-        if over {
+        if over && nic.stall_block & (1 << pkt.prio) == 0 {
             self.send_pfc(port, pkt.prio, true, now, false);
         }
     }
@@ -633,6 +643,7 @@ impl World<'_> {
             _ => nic.rx.draining = false,
         }
         if below {
+            nic.stall_block = 0;
             for p in 0..8 {
                 if self.ports[port as usize].xoff_since[p].is_some() {
                     self.send_pfc(port, p as u8, false, now, false);

@@ -90,6 +90,12 @@ pub struct Port {
     pub pause_log_cap: usize,
     /// Intervals not kept because the log was full, per priority.
     pub pause_log_dropped: [u64; 8],
+    /// Priorities whose PAUSE the transmitter ignores (PFC watchdog storm
+    /// action `forward` or `drop`), as a bit set.
+    pub wd_ignore: u8,
+    /// Priorities whose frames are dropped at this port, queued for it or
+    /// arriving on it (watchdog action `drop`), as a bit set.
+    pub wd_drop: u8,
 }
 
 impl Port {
@@ -123,6 +129,8 @@ impl Port {
             pause_log: Vec::new(),
             pause_log_cap: 0,
             pause_log_dropped: [0; 8],
+            wd_ignore: 0,
+            wd_drop: 0,
         }
     }
 

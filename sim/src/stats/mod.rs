@@ -9,16 +9,21 @@
 //!   durations are in microseconds, as mlx5 reports them.
 //! * [`rdma_statistic`]: `rdma statistic show link DEV/1` — one line,
 //!   `link DEV/1 name value name value ...`.
+//!   NIC ports end with the ConnectX stall counters
+//!   `tx_pause_storm_warning_events` and `tx_pause_storm_error_events`.
+//! * [`pfcwd_show_stats`]: SONiC's `pfcwd show stats` table (tabulate
+//!   `simple` format, right-aligned) of one switch's watchdog queues.
 //! * [`write_counter_dumps`] writes both for every host into a directory
-//!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), and the ethtool form for
-//!   every switch port (`<switch>-p<port>.ethtool.txt`). Each file starts
+//!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), the ethtool form for
+//!   every switch port (`<switch>-p<port>.ethtool.txt`) and, for every
+//!   switch whose watchdog saw a storm, `<switch>.pfcwd.txt`. Each file starts
 //!   with a `# time_ps: <end of run in ps>` comment line, the metadata the
 //!   reports parsers read as simulated time.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::results::{NicRecord, PortRecord, RunResult};
+use crate::results::{NicRecord, PfcwdStats, PortRecord, RunResult};
 
 /// The `ethtool -S` text of one port. `pfc_prios`: priorities with PFC
 /// enabled (their pause rows are printed).
@@ -62,6 +67,66 @@ pub fn ethtool_dump(port: &PortRecord, pfc_prios: &[u8]) -> String {
             &format!("rx_prio{n}_pause_transition"),
             c.rx_pause_transition,
         );
+    }
+    if port.is_nic {
+        line(
+            "tx_pause_storm_warning_events",
+            port.tx_pause_storm_warning_events,
+        );
+        line(
+            "tx_pause_storm_error_events",
+            port.tx_pause_storm_error_events,
+        );
+    }
+    out
+}
+
+/// SONiC's `pfcwd show stats` for the queues of one switch: columns
+/// `QUEUE` (`Ethernet<port>:<priority>`, the simulator's port number),
+/// `STATUS` (`stormed` or `operational`), then `STORM DETECTED/RESTORED`,
+/// `TX OK/DROP`, `RX OK/DROP`, `TX LAST OK/DROP`, `RX LAST OK/DROP` as
+/// `a/b` pairs; every column right-aligned and as wide as its widest cell,
+/// two spaces between columns, a dash rule under the header.
+pub fn pfcwd_show_stats(rows: &[&PfcwdStats]) -> String {
+    let header = [
+        "QUEUE",
+        "STATUS",
+        "STORM DETECTED/RESTORED",
+        "TX OK/DROP",
+        "RX OK/DROP",
+        "TX LAST OK/DROP",
+        "RX LAST OK/DROP",
+    ];
+    let pair = |a: u64, b: u64| format!("{a}/{b}");
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            [
+                format!("Ethernet{}:{}", r.port, r.priority),
+                r.status.clone(),
+                pair(r.storms_detected, r.storms_restored),
+                pair(r.tx_ok, r.tx_drop),
+                pair(r.rx_ok, r.rx_drop),
+                pair(r.tx_last_ok, r.tx_last_drop),
+                pair(r.rx_last_ok, r.rx_last_drop),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for row in &cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let mut row = |cols: &mut dyn Iterator<Item = String>| {
+        let line: Vec<String> = cols.zip(width).map(|(c, w)| format!("{c:>w$}")).collect();
+        let _ = writeln!(out, "{}", line.join("  "));
+    };
+    row(&mut header.iter().map(|h| h.to_string()));
+    row(&mut width.iter().map(|&w| "-".repeat(w)));
+    for r in cells {
+        row(&mut r.into_iter());
     }
     out
 }
@@ -126,6 +191,17 @@ pub fn write_counter_dumps(
             format!("{time}{}", rdma_statistic("mlx5_0", n)),
         )?;
     }
+    let mut i = 0;
+    let wd = &result.pfcwd_stats;
+    while i < wd.len() {
+        let node = &wd[i].node;
+        let rows: Vec<&PfcwdStats> = wd[i..].iter().take_while(|r| &r.node == node).collect();
+        i += rows.len();
+        std::fs::write(
+            dir.join(format!("{node}.pfcwd.txt")),
+            format!("{time}{}", pfcwd_show_stats(&rows)),
+        )?;
+    }
     Ok(())
 }
 
@@ -151,6 +227,8 @@ mod tests {
             ecn_marked: 0,
             max_queue_bytes: 0,
             max_headroom_bytes: 0,
+            tx_pause_storm_warning_events: 0,
+            tx_pause_storm_error_events: 0,
         };
         let s = ethtool_dump(&p, &[3]);
         assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));
@@ -159,6 +237,35 @@ mod tests {
         assert!(s.contains("\n     tx_prio3_bytes: 4096\n"));
         assert!(s.contains("\n     rx_discards_phy: 2\n"));
         assert!(!s.contains("rx_prio0_pause"), "no pause rows without PFC");
+    }
+
+    #[test]
+    fn pfcwd_table_has_sonic_columns_right_aligned() {
+        let r = PfcwdStats {
+            node: "leaf0".into(),
+            port: 12,
+            priority: 3,
+            status: "stormed".into(),
+            storms_detected: 1,
+            tx_drop: 1234,
+            tx_last_drop: 1234,
+            rx_drop: 7,
+            rx_last_drop: 7,
+            ..PfcwdStats::default()
+        };
+        let s = pfcwd_show_stats(&[&r]);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            lines[0],
+            "       QUEUE   STATUS  STORM DETECTED/RESTORED  TX OK/DROP  RX OK/DROP  TX LAST OK/DROP  RX LAST OK/DROP"
+        );
+        assert!(lines[1].starts_with("------------  -------  ---"));
+        assert_eq!(
+            lines[2],
+            "Ethernet12:3  stormed                      1/0      0/1234         0/7           0/1234              0/7"
+        );
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()));
     }
 
     #[test]

@@ -12,4 +12,5 @@ mod loss;
 mod pfc;
 mod scenarios;
 mod topology;
+mod watchdog;
 mod workloads;
