@@ -3,6 +3,7 @@
 mod support;
 
 mod dcqcn;
+mod deadlock;
 mod dependencies;
 mod determinism;
 mod fabric;

@@ -1,0 +1,199 @@
+//! PFC deadlocks: the ring of scenarios/faults/deadlock-ring.toml
+//! deadlocks and the cycle is reported live; the watchdog breaks it; runs
+//! on fat trees and leaf-spines never report one.
+
+use std::path::Path;
+
+use sim::results::RunResult;
+use sim::run::{simulate, RunOptions};
+use sim::scenario::{self, Scenario};
+use sim::topology::Routes;
+use verbs_emu::time::Duration;
+
+fn ring() -> Scenario {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/faults/deadlock-ring.toml");
+    scenario::load(&f).unwrap()
+}
+
+fn run(s: &Scenario, variant: &str, until: Duration) -> RunResult {
+    let v = s.variants.iter().find(|v| v.name == variant).unwrap();
+    let t = &s.topologies[v.topology];
+    let r = Routes::compute(t);
+    let opts = RunOptions {
+        variant: v.name.clone(),
+        seed: s.seed,
+        duration: Some(until),
+        ..RunOptions::default()
+    };
+    simulate(t, &r, &v.config, &v.flows, &opts).unwrap().0
+}
+
+#[test]
+fn ring_deadlocks_and_the_cycle_is_reported_within_a_millisecond() {
+    let s = ring();
+    let a = run(&s, "deadlock", Duration::from_ms(3));
+    assert_eq!(a.deadlocks.len(), 1, "{:?}", a.deadlocks);
+    let d = &a.deadlocks[0];
+    assert_eq!(d.priority, 3);
+    let members: Vec<(&str, &str)> = d
+        .members
+        .iter()
+        .map(|m| (m.node.as_str(), m.peer.as_str()))
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("s0", "s1"),
+            ("s1", "s2"),
+            ("s2", "s3"),
+            ("s3", "s4"),
+            ("s4", "s0")
+        ]
+    );
+    assert!(d.detected_ps >= d.formed_ps);
+    assert!(
+        d.detected_ps - d.formed_ps <= 1_000_000_000,
+        "formed {} detected {}",
+        d.formed_ps,
+        d.detected_ps
+    );
+    // Throughput to zero: nothing more is delivered after the report.
+    let b = run(&s, "deadlock", Duration::from_ms(6));
+    assert_eq!(b.deadlocks, a.deadlocks, "reported once");
+    assert_eq!(b.summary.bytes_delivered, a.summary.bytes_delivered);
+    assert_eq!(b.summary.flows_completed, 0);
+    assert_eq!(b.summary.drops, 0);
+    // Stop at the report.
+    let c = run(&s, "deadlock-stop", Duration::from_ms(6));
+    assert_eq!(c.summary.stop_reason, "deadlock");
+    assert_eq!(c.summary.sim_time_ps, d.detected_ps);
+    assert_eq!(c.deadlocks, a.deadlocks);
+}
+
+#[test]
+fn the_watchdog_breaks_the_deadlock_and_traffic_resumes() {
+    let s = ring();
+    let stuck = run(&s, "deadlock", Duration::from_ms(6));
+    let wd = run(&s, "watchdog", Duration::from_ms(6));
+    assert!(
+        !wd.deadlocks.is_empty(),
+        "it deadlocks before the watchdog acts"
+    );
+    let first = wd.deadlocks[0].detected_ps;
+    let storms: Vec<_> = wd
+        .pfcwd_events
+        .iter()
+        .filter(|e| e.event == "storm_detected")
+        .collect();
+    assert!(!storms.is_empty());
+    assert!(storms
+        .iter()
+        .all(|e| e.node.starts_with('s') && e.peer.starts_with('s')));
+    assert!(storms[0].time_ps > first);
+    // Forward: the stormed ring queues send despite PAUSE.
+    assert!(
+        wd.pfcwd_stats.iter().all(|q| q.tx_ok > 1000),
+        "{:?}",
+        wd.pfcwd_stats
+    );
+    assert!(
+        wd.summary.bytes_delivered > 2 * stuck.summary.bytes_delivered,
+        "watchdog {} stuck {}",
+        wd.summary.bytes_delivered,
+        stuck.summary.bytes_delivered
+    );
+}
+
+/// Runs on fat trees and leaf-spines (up-down routing: no cyclic buffer
+/// dependency exists) with random seeds, workloads and PFC thresholds,
+/// `runs` of them, seeds `first..`. Returns how many of them paused.
+fn random_fabric_runs(first: u64, runs: u64) -> u64 {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use sim::config::{PfcThreshold, SimConfig};
+    use sim::topology::generate::{fat_tree, leaf_spine, LeafSpine};
+    use sim::topology::{LinkProps, NodeId, NodeKind};
+    use sim::workload::generate::{self, FlowBuilder, FlowTemplate};
+    use verbs_emu::time::{Instant, Rate, Size};
+
+    let lp = LinkProps::default();
+    let ft = fat_tree(4, lp, lp).unwrap();
+    let ls = leaf_spine(&LeafSpine {
+        leaves: 4,
+        spines: 2,
+        hosts_per_leaf: 4,
+        host_link: lp,
+        fabric_link: LinkProps {
+            rate: Rate::from_gbps(100),
+            ..lp
+        },
+        oversubscription: Some(2.0),
+    })
+    .unwrap();
+    let topos = [(Routes::compute(&ft), ft), (Routes::compute(&ls), ls)];
+    let mut paused = 0;
+    for seed in first..first + runs {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (routes, t) = &topos[rng.gen_range(0..2)];
+        let hosts: Vec<NodeId> = (0..t.nodes.len() as u32)
+            .map(NodeId)
+            .filter(|n| t.nodes[n.0 as usize].kind == NodeKind::Host)
+            .collect();
+        let tpl = FlowTemplate {
+            size: rng.gen_range(50_000..400_000),
+            message_size: Some(16_384),
+            ..FlowTemplate::default()
+        };
+        let mut b = FlowBuilder::new();
+        match rng.gen_range(0..3) {
+            0 => generate::permutation(&mut b, &hosts, &tpl, &mut rng),
+            1 => {
+                let r = hosts[rng.gen_range(0..hosts.len())];
+                let n = rng.gen_range(2..hosts.len());
+                let senders: Vec<NodeId> =
+                    hosts.iter().copied().filter(|&h| h != r).take(n).collect();
+                generate::incast(&mut b, &senders, r, &tpl);
+            }
+            _ => {
+                for _ in 0..rng.gen_range(4..24) {
+                    let s = hosts[rng.gen_range(0..hosts.len())];
+                    let d = hosts[rng.gen_range(0..hosts.len())];
+                    if s != d {
+                        let at = Instant::from_ps(rng.gen_range(0..20_000_000));
+                        let size = rng.gen_range(20_000..400_000);
+                        b.pair(s, d, size, at, &tpl, None, &[]);
+                    }
+                }
+            }
+        }
+        let flows = b.finish().unwrap();
+        let mut cfg = SimConfig::default();
+        cfg.fabric.ecn.clear();
+        cfg.record.ports = false;
+        cfg.record.flows = false;
+        let xoff = rng.gen_range(20_000..200_000);
+        cfg.fabric.pfc.threshold = PfcThreshold::Static {
+            xoff: Size::from_bytes(xoff),
+            xon: Size::from_bytes(xoff / 2),
+        };
+        cfg.fabric.pfc.deadlock.check_interval = Duration::from_us(rng.gen_range(1..50));
+        let opts = RunOptions {
+            seed,
+            duration: Some(Duration::from_ms(2)),
+            ..RunOptions::default()
+        };
+        let res = simulate(t, routes, &cfg, &flows, &opts).unwrap().0;
+        assert!(res.deadlocks.is_empty(), "seed {seed}: {:?}", res.deadlocks);
+        if res.summary.pause_frames_sent > 0 {
+            paused += 1;
+        }
+    }
+    paused
+}
+
+#[test]
+fn random_runs_on_fat_trees_and_leaf_spines_report_no_deadlock() {
+    let runs = 200;
+    let paused = random_fabric_runs(1, runs);
+    assert!(paused * 2 > runs, "only {paused} of {runs} runs paused");
+}
