@@ -146,6 +146,31 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     for g in &r.groups {
         println!("  step time {}: {}", g.name, step_time(g));
     }
+    for d in &r.deadlocks {
+        let members: Vec<String> = d
+            .members
+            .iter()
+            .map(|m| format!("{} port {} (to {})", m.node, m.port, m.peer))
+            .collect();
+        println!(
+            "  PFC DEADLOCK       priority {}, formed at {}, found at {}: {}",
+            d.priority,
+            ps(d.formed_ps),
+            ps(d.detected_ps),
+            members.join(", ")
+        );
+    }
+    let storms = r
+        .pfcwd_events
+        .iter()
+        .filter(|e| e.event == "storm_detected")
+        .count();
+    if storms > 0 {
+        println!(
+            "  PFC watchdog       {storms} storm(s) detected, {} restored (pfcwd_events)",
+            r.pfcwd_events.len() - storms
+        );
+    }
     let mem = st
         .peak_rss_bytes
         .map_or("n/a".to_string(), |b| format!("{:.1} MB", b as f64 / 1e6));

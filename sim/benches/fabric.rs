@@ -5,9 +5,12 @@
 //! incast (every other host to host 0). Also the event cost of DCQCN
 //! against PFC-only on the same run.
 //!
-//! `cargo bench -p sim --bench fabric [-- k8|k16|dcqcn]`. Prints wall
-//! time, events per second, simulated time per wall second, setup time and
-//! peak memory; ratios are against the PFC-only run of the same size.
+//! `cargo bench -p sim --bench fabric [-- k8|k16|dcqcn|deadlock]`. Prints
+//! wall time, events per second, simulated time per wall second, setup
+//! time and peak memory; ratios are against the PFC-only run of the same
+//! size. The `deadlock` cases run the permutations with live deadlock
+//! detection off and print the wall-time ratio of detection on (the
+//! default, the base run) to off, measured in the same process.
 
 use std::time::Instant as WallInstant;
 
@@ -63,6 +66,7 @@ fn config() -> SimConfig {
 
 struct Outcome {
     events: u64,
+    wall: f64,
 }
 
 fn bench(name: &str, k: usize, pattern: &str, cfg: &SimConfig) -> Outcome {
@@ -100,7 +104,10 @@ fn bench(name: &str, k: usize, pattern: &str, cfg: &SimConfig) -> Outcome {
         s.drops,
         s.pause_frames_sent,
     );
-    Outcome { events: st.events }
+    Outcome {
+        events: st.events,
+        wall: st.run_secs,
+    }
 }
 
 fn main() {
@@ -120,6 +127,27 @@ fn main() {
                 continue;
             }
             let base = bench(&name, k, pattern, &pfc);
+            let oname = format!("{name}-no-deadlock-detection");
+            if pattern == "permutation"
+                && (filter.is_empty() || filter.iter().any(|f| f.contains("deadlock")))
+            {
+                let mut off = pfc.clone();
+                off.fabric.pfc.deadlock.detect = false;
+                // Alternate on and off and keep the fastest of each, so
+                // that warm-up and a busy machine favour neither.
+                let o1 = bench(&oname, k, pattern, &off);
+                let again = bench(&name, k, pattern, &pfc);
+                let o2 = bench(&oname, k, pattern, &off);
+                let on = base.wall.min(again.wall);
+                let o = o1.wall.min(o2.wall);
+                println!(
+                    "{oname:<28} wall ratio detection on / off: {:.3} (best of two each; events {} / {}: {} checks)",
+                    on / o,
+                    base.events,
+                    o1.events,
+                    base.events - o1.events
+                );
+            }
             let dname = format!("k{k}-{pattern}-dcqcn");
             if filter.is_empty() || filter.iter().any(|f| f.contains("dcqcn")) {
                 let d = bench(&dname, k, pattern, &dcqcn);

@@ -153,6 +153,20 @@ fn nic_counts_stall_watermarks_and_stops_pausing_past_critical() {
         cfg.nic.pause_storm.minor_watermark(),
         Duration::from_us(850)
     );
+    // h0 starts holding XOFF about 13 us in: the warning comes 850 us
+    // later, the error 1 ms later.
+    let events = |until_us: u64| {
+        let res = stalled(&cfg, Duration::from_us(until_us));
+        let h0 = res.ports.iter().find(|p| p.node == "h0").unwrap();
+        (
+            h0.tx_pause_storm_warning_events,
+            h0.tx_pause_storm_error_events,
+        )
+    };
+    assert_eq!(events(850).0, 0);
+    assert_eq!(events(870).0, 1);
+    assert_eq!(events(1000).1, 0);
+    assert_eq!(events(1020).1, 1);
     let res = stalled(&cfg, Duration::from_ms(5));
     let h0 = res.ports.iter().find(|p| p.node == "h0").unwrap();
     assert_eq!(h0.tx_pause_storm_warning_events, 1);
