@@ -43,8 +43,6 @@ pub(crate) struct Detector {
     live: Vec<(u8, Vec<u32>)>,
     /// Every deadlock found, in order.
     pub records: Vec<DeadlockRecord>,
-    /// Checks run (for tests of the cost model).
-    pub checks: u64,
 }
 
 impl Detector {
@@ -56,7 +54,6 @@ impl Detector {
             pending: false,
             live: Vec::new(),
             records: Vec::new(),
-            checks: 0,
         }
     }
 }
@@ -92,7 +89,6 @@ impl World<'_> {
             return;
         };
         d.pending = false;
-        d.checks += 1;
         let (any_xoff, held) = self.held_queues(now);
         let found = if held.len() < 2 {
             Vec::new()
