@@ -472,6 +472,7 @@ fn simulator_counter_dumps_feed_the_doctor() {
             ecn_marked: 0,
             max_queue_bytes: 0,
             max_headroom_bytes: 0,
+            errors: Default::default(),
         }
     };
     // A sender held off 60 % of the run; the switch port facing it sends
