@@ -6,6 +6,7 @@ mod dcqcn;
 mod dependencies;
 mod determinism;
 mod fabric;
+mod faults;
 mod imports;
 mod incast;
 mod loss;
