@@ -871,11 +871,11 @@ impl<'a> World<'a> {
         pkt.prio = prio;
         let egress_q = self.ports[out as usize].qbytes[usize::from(prio)];
         let (adm, ch) = s.mmu.arrive(local_in, prio, u64::from(pkt.wire), egress_q);
-        let lossless = s.mmu.is_lossless(local_in, prio);
         if ch == PfcChange::Pause {
             self.send_pfc(rx, prio, true, now, false);
         }
         if adm == Admit::Drop {
+            let lossless = self.switches[sw as usize].mmu.is_lossless(local_in, prio);
             let r = &mut self.ports[rx as usize];
             r.rx_discards += 1;
             r.prio[usize::from(prio)].rx_discards += 1;

@@ -1,7 +1,8 @@
 //! Scenario files: one experiment as data.
 //!
 //! A scenario file (TOML) names a topology, the model settings
-//! ([`crate::config`]: `[fabric]`, `[nic]`, `[record]`, `[[faults]]`), the
+//! ([`crate::config`]: `[fabric]`, `[nic]`, `[record]`, `[[faults]]`,
+//! and `[[override]]` for single switches, ports and hosts), the
 //! workloads, how long to run and the seed, and optionally variants that
 //! change some of those settings and run side by side:
 //!
@@ -19,7 +20,7 @@
 //! threshold = { mode = "static", xoff = "320KB", xon = "200KB" }
 //! [nic]                               # sim::config::NicConfig
 //! mtu = 4096
-//! [[faults]]                          # sim::config::FaultConfig
+//! [[faults]]                          # sim::faults::FaultConfig
 //! from = "spine0"
 //! to = "leaf0"
 //! loss = 0.001
