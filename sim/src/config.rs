@@ -17,6 +17,9 @@
 use serde::{Deserialize, Serialize};
 use verbs_emu::time::{Duration, Rate, Size};
 
+pub use crate::faults::{FaultConfig, FaultType};
+pub use crate::overrides::{ElementOverride, OverrideSetting};
+
 /// Everything a run needs besides the topology and the flows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -27,8 +30,13 @@ pub struct SimConfig {
     pub nic: NicConfig,
     /// What to record besides the summary.
     pub record: RecordConfig,
-    /// Faults injected on links.
+    /// Faults injected on links, ports, NICs and switches.
     pub faults: Vec<FaultConfig>,
+    /// Settings of single switches, ports and hosts over the ones above
+    /// (resolved by the scenario loader; not a key of its own in files,
+    /// which write `[[override]]`).
+    #[serde(skip)]
+    pub overrides: Vec<ElementOverride>,
 }
 
 /// Switch buffer, PFC, ECN and scheduling settings, shared by every switch.
@@ -44,6 +52,8 @@ pub struct FabricConfig {
     pub ecn: Vec<EcnConfig>,
     /// Egress scheduling among the 8 priority queues of a port.
     pub scheduler: SchedulerConfig,
+    /// How a switch classifies arriving frames into priorities.
+    pub qos: QosConfig,
 }
 
 impl Default for FabricConfig {
@@ -53,6 +63,32 @@ impl Default for FabricConfig {
             buffer: BufferConfig::default(),
             ecn: vec![EcnConfig::default()],
             scheduler: SchedulerConfig::default(),
+            qos: QosConfig::default(),
+        }
+    }
+}
+
+/// Ingress classification of a switch (or one of its ports): the priority
+/// (queue, PFC class) a frame marked with priority `p` by its sender is
+/// put in is `priority_map[p]`, and it leaves with that priority.
+///
+/// The default is the identity: the switch and the NICs agree. A switch
+/// that trusts PCP while the NICs mark only DSCP (untagged frames) puts
+/// everything in its default class: `[0, 0, 0, 0, 0, 0, 0, 0]`; a DSCP
+/// map that sends RoCE's DSCP 26 to class 1 instead of 3 is
+/// `[0, 1, 2, 1, 4, 5, 6, 7]`. Either way RoCE lands on a priority PFC
+/// does not protect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QosConfig {
+    /// Priority a frame marked `p` is classified into, for `p` 0-7.
+    pub priority_map: [u8; 8],
+}
+
+impl Default for QosConfig {
+    fn default() -> Self {
+        QosConfig {
+            priority_map: [0, 1, 2, 3, 4, 5, 6, 7],
         }
     }
 }
@@ -551,59 +587,6 @@ pub struct QueueSelector {
     pub priority: Option<u8>,
 }
 
-/// A fault on one direction of a link: frames sent by `from` towards `to`.
-/// Exactly one of `loss` and `drop_every` is given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FaultConfig {
-    /// Node name of the transmitting end.
-    pub from: String,
-    /// Node name of the receiving end.
-    pub to: String,
-    /// Each RoCE frame is lost independently with this probability (PFC
-    /// frames are never lost).
-    #[serde(default)]
-    pub loss: Option<f64>,
-    /// Every `drop_every`-th RoCE frame on the link is lost, counting from
-    /// the first (a deterministic counter, like the IP-ID trick of AN-8).
-    #[serde(default)]
-    pub drop_every: Option<u64>,
-}
-
-/// A fault, resolved from [`FaultConfig`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum FaultKind {
-    /// Independent loss with this probability.
-    Loss(f64),
-    /// Every n-th frame lost.
-    DropEvery(u64),
-}
-
-impl FaultConfig {
-    /// The fault this entry describes, or why it is not one.
-    pub fn kind(&self) -> Result<FaultKind, ConfigError> {
-        match (self.loss, self.drop_every) {
-            (Some(p), None) if (0.0..=1.0).contains(&p) => Ok(FaultKind::Loss(p)),
-            (Some(p), None) => Err(ConfigError::new(
-                "faults.loss",
-                format!("{p}: expected a probability in [0, 1]"),
-            )),
-            (None, Some(n)) if n > 0 => Ok(FaultKind::DropEvery(n)),
-            (None, Some(_)) => Err(ConfigError::new(
-                "faults.drop_every",
-                "0: expected at least 1",
-            )),
-            _ => Err(ConfigError::new(
-                "faults",
-                format!(
-                    "fault {} -> {}: expected exactly one of `loss` and `drop_every`",
-                    self.from, self.to
-                ),
-            )),
-        }
-    }
-}
-
 /// A configuration mistake, naming the key at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {message}")]
@@ -615,7 +598,8 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(key: &str, message: impl Into<String>) -> ConfigError {
+    /// A mistake under `key`.
+    pub fn new(key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError {
             key: key.to_string(),
             message: message.into(),
@@ -791,8 +775,11 @@ impl SimConfig {
                 prio("record.queues.priority", p)?;
             }
         }
-        for fault in &self.faults {
-            fault.kind()?;
+        for &p in &f.qos.priority_map {
+            prio("fabric.qos.priority_map", p)?;
+        }
+        for (i, fault) in self.faults.iter().enumerate() {
+            fault.plan(&format!("faults[{i}]"))?;
         }
         Ok(())
     }
@@ -862,7 +849,7 @@ mod tests {
         );
         assert_eq!(c.nic.retransmit, RetransmitMode::GoBack0);
         assert_eq!(c.nic.cc.dcqcn.rate_ai, Some(Rate::from_bps(40_000_000)));
-        assert_eq!(c.faults[0].kind(), Ok(FaultKind::Loss(0.001)));
+        assert_eq!(c.faults[0].loss, Some(0.001));
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! [`topology`] and [`workload`] are the contract between the two sides;
 //! [`config`] holds the model settings scenario files embed, [`run`] the
 //! entry point and [`results`] what a run produces. [`stats`] writes
-//! counter dumps in the real tools' formats.
+//! counter dumps in the real tools' formats. [`faults`] and [`overrides`]
+//! describe broken and per-element fabrics (`[[faults]]`, `[[override]]`).
 
 pub mod config;
 pub mod engine;
 pub mod fabric;
+pub mod faults;
 pub mod input;
+pub mod overrides;
 pub mod results;
 pub mod run;
 pub mod scenario;

@@ -146,7 +146,7 @@ pub struct Summary {
     /// completion (or the end of the run when some flow did not finish).
     pub goodput_bps: f64,
     /// Frames dropped anywhere (buffer overflow, headroom overflow, link
-    /// faults).
+    /// faults, bad FCS, oversize, link down).
     pub drops: u64,
     /// PFC frames sent by all ports (XOFF and XON).
     pub pause_frames_sent: u64,
@@ -266,6 +266,26 @@ pub struct PortRecord {
     /// sending PAUSE (mlx5 `tx_pause_storm_error_events`).
     #[serde(default)]
     pub tx_pause_storm_error_events: u64,
+    /// Fault counters: bad frames received, frames lost to a down link.
+    /// Absent in files written before they existed (read back as zero).
+    #[serde(default)]
+    pub errors: PortErrors,
+}
+
+/// What faults leave on a port, as the real counters name them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortErrors {
+    /// Frames received with a bad FCS and dropped by the MAC
+    /// (`rx_crc_errors_phy`; a switch's FCS / RX_ERR counter).
+    pub rx_crc_errors: u64,
+    /// Frames received larger than the port's MTU and dropped
+    /// (`rx_oversize_pkts_phy`; a switch's oversize counter).
+    pub rx_oversize: u64,
+    /// Frames lost because the link was down: queued for it, on the wire
+    /// when it went down, or sent while it was down (`tx_discards_phy`).
+    pub tx_discards: u64,
+    /// Times the link went down (`link_down_events_phy`).
+    pub link_down_events: u64,
 }
 
 /// One priority's counters on a port.
@@ -291,6 +311,11 @@ pub struct PrioCounters {
     pub rx_pause_transition: u64,
     /// Frames of this priority dropped at ingress.
     pub rx_discards: u64,
+    /// Of those, frames dropped on a priority the port treats as lossless
+    /// (headroom or buffer exhausted: a misconfiguration,
+    /// `rx_prioN_buf_discard`). Absent in older files (zero).
+    #[serde(default)]
+    pub rx_buf_discard: u64,
 }
 
 /// A host's transport counters, named as mlx5 `hw_counters` name them.

@@ -450,7 +450,11 @@ fn storm_sentence(r: &RunResult) -> Option<String> {
 fn top_drop_port(r: &RunResult) -> Option<(&str, u16, u64)> {
     r.ports
         .iter()
-        .map(|p| (p.node.as_str(), p.port, p.rx_discards + p.fault_drops))
+        .map(|p| {
+            let e = &p.errors;
+            let faults = p.fault_drops + e.rx_crc_errors + e.rx_oversize + e.tx_discards;
+            (p.node.as_str(), p.port, p.rx_discards + faults)
+        })
         .filter(|x| x.2 > 0)
         .max_by(|a, b| a.2.cmp(&b.2).then(b.0.cmp(a.0)).then(b.1.cmp(&a.1)))
 }

@@ -474,6 +474,7 @@ fn simulator_counter_dumps_feed_the_doctor() {
             max_headroom_bytes: 0,
             tx_pause_storm_warning_events: 0,
             tx_pause_storm_error_events: 0,
+            errors: Default::default(),
         }
     };
     // A sender held off 60 % of the run; the switch port facing it sends

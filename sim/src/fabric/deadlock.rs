@@ -123,7 +123,7 @@ impl World<'_> {
             let n = self.topo.nodes[s.node as usize].ports.len() as u32;
             for p in s.port_base..s.port_base + n {
                 let port = &self.ports[p as usize];
-                let mut mask = self.lossless;
+                let mut mask = port.pfc_mask;
                 while mask != 0 {
                     let prio = mask.trailing_zeros() as u8;
                     mask &= mask - 1;

@@ -27,6 +27,7 @@
 //!   found live from the buffer dependencies of paused queues.
 
 pub mod deadlock;
+pub mod faults;
 pub mod nic;
 pub mod packet;
 pub mod port;
@@ -36,14 +37,11 @@ pub mod watchdog;
 use std::collections::VecDeque;
 use std::io::IsTerminal;
 
-use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use verbs_emu::time::{Duration, Instant, Rate};
 use verbs_emu::wire::Ecn;
 
-use crate::config::{
-    mlx5_headroom, EcnConfig, FaultKind, HeadroomConfig, SchedulerConfig, SimConfig,
-};
+use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
     percentile, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, QueueSeries,
@@ -54,9 +52,10 @@ use crate::topology::ecmp::{ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
 use crate::workload::FlowSpec;
 
+use faults::{Action, Verdict};
 use nic::{FlowState, Nic, QpTable};
 use packet::{Packet, PFC_FRAME};
-use port::{Port, PortFault};
+use port::Port;
 use switch::{Admit, Mmu, PfcChange};
 
 /// Marker for "no such index".
@@ -95,6 +94,9 @@ pub(crate) enum Ev {
         gen: u32,
         critical: bool,
     },
+    /// A fault or timed override changes the state of an element (index
+    /// into the world's actions).
+    Fault(u32),
 }
 
 /// One switch.
@@ -112,6 +114,15 @@ struct Switch {
     route: Vec<(u32, u16)>,
     /// Egress port numbers.
     hops: Vec<u16>,
+    /// ECN marking per priority.
+    ecn: [Option<EcnConfig>; 8],
+    /// Per ingress port: the priority a frame marked `p` is classified in.
+    classify: Vec<[u8; 8]>,
+    /// Override entry in force for the whole switch (`NONE`: its
+    /// settings without windows).
+    fab: u32,
+    /// Override entry in force per port (`NONE`: without windows).
+    port_fab: Vec<u32>,
 }
 
 /// The whole simulated network and its event loop.
@@ -132,8 +143,16 @@ pub struct World<'a> {
     /// `i`'s waiters are `dependents[dependent_start[i]..dependent_start[i + 1]]`).
     dependent_start: Vec<u32>,
     dependents: Vec<u32>,
-    ecn: [Option<EcnConfig>; 8],
-    lossless: u8,
+    /// Global id of port 0 of each node (one more entry than nodes).
+    node_port_base: Vec<u32>,
+    /// Fault and override state changes, by `Ev::Fault` index.
+    actions: Vec<Action>,
+    /// Links currently down, by link id.
+    link_down: Vec<bool>,
+    /// The action that recomputes routes.
+    reroute_action: u32,
+    /// Times routes were recomputed.
+    reroutes: u64,
     pfc_refresh: Option<Duration>,
     pfc_response: Duration,
     pfc_quanta: u16,
@@ -210,6 +229,12 @@ impl<'a> World<'a> {
                 let peer = node_port_base[on] + u32::from(other.port);
                 let mut port = Port::new(me.0, me.1, peer, link.rate, link.delay);
                 port.pause_log_cap = cfg.record.pause_intervals as usize;
+                port.pfc_mask = match node.kind {
+                    NodeKind::Switch => {
+                        faults::pfc_mask(faults::static_fabric(cfg, &node.name, Some(pi as u16)).0)
+                    }
+                    NodeKind::Host => faults::pfc_mask(&cfg.fabric),
+                };
                 ports.push(port);
             }
         }
@@ -235,20 +260,13 @@ impl<'a> World<'a> {
                     )));
                 }
                 host_of_node[ni] = hi;
-                nics.push(Nic::new(ni as u32, hi, node_port_base[ni], cfg, opts.seed));
+                let nic_cfg = faults::static_nic(cfg, &node.name).0;
+                nics.push(Nic::new(ni as u32, hi, node_port_base[ni], nic_cfg));
             }
         }
         let n_hosts = nics.len();
-        // Switches.
-        let lossless = if cfg.fabric.pfc.enabled {
-            cfg.fabric
-                .pfc
-                .priorities
-                .iter()
-                .fold(0u8, |m, &p| m | (1 << p))
-        } else {
-            0
-        };
+        // Switches, each with its own settings (overrides without windows
+        // over the global ones).
         let mut switch_of_node = vec![NONE; n];
         let mut switches = Vec::new();
         for (ni, node) in topo.nodes.iter().enumerate() {
@@ -256,10 +274,12 @@ impl<'a> World<'a> {
                 continue;
             }
             let base = node_port_base[ni];
+            let fab = faults::static_fabric(cfg, &node.name, None).0;
             let headroom: Vec<u64> = (0..node.ports.len())
                 .map(|pi| {
                     let port = &ports[base as usize + pi];
-                    match cfg.fabric.pfc.headroom {
+                    let own = faults::static_fabric(cfg, &node.name, Some(pi as u16)).0;
+                    match own.pfc.headroom {
                         HeadroomConfig::Fixed { size } => size.bytes(),
                         HeadroomConfig::Computed => {
                             let link = &topo.links[node.ports[pi].0 as usize];
@@ -272,14 +292,19 @@ impl<'a> World<'a> {
                     }
                 })
                 .collect();
-            let mmu = Mmu::new(
-                cfg.fabric.buffer.size.bytes(),
-                cfg.fabric.buffer.reserve_per_port.bytes(),
+            // Headroom is carved for every priority a port is ever
+            // lossless on (timed overrides included).
+            let carve: Vec<u8> = (0..node.ports.len())
+                .map(|pi| faults::pfc_mask_union(cfg, &node.name, pi as u16))
+                .collect();
+            let mut mmu = Mmu::with_port_priorities(
+                fab.buffer.size.bytes(),
+                fab.buffer.reserve_per_port.bytes(),
                 headroom,
-                lossless,
-                cfg.fabric.pfc.threshold.clone(),
-                cfg.fabric.buffer.lossy_alpha,
-                cfg.fabric.buffer.lossy_queue_limit.map(|s| s.bytes()),
+                carve,
+                fab.pfc.threshold.clone(),
+                fab.buffer.lossy_alpha,
+                fab.buffer.lossy_queue_limit.map(|s| s.bytes()),
             )
             .map_err(|m| {
                 SimError::Config(crate::config::ConfigError {
@@ -287,25 +312,25 @@ impl<'a> World<'a> {
                     message: format!("switch {}: {m}", node.name),
                 })
             })?;
-            let mut route = Vec::with_capacity(n_hosts);
-            let mut hops = Vec::new();
-            for (d, h) in (0..n_hosts as u32)
-                .map(|d| routes.next_hops(NodeId(ni as u32), d))
-                .enumerate()
-            {
-                for &p in h {
-                    if usize::from(p) >= node.ports.len() {
-                        return Err(SimError::Topology(format!(
-                            "routes: switch {} to host {d} via port {p}, it has {} ports",
-                            node.name,
-                            node.ports.len()
-                        )));
-                    }
-                }
-                route.push((hops.len() as u32, h.len() as u16));
-                hops.extend_from_slice(h);
+            for (pi, m) in mmu.lossless.iter_mut().enumerate() {
+                *m = ports[base as usize + pi].pfc_mask;
             }
-            route.resize(n_hosts, (0, 0));
+            let (route, hops) = faults::switch_table(routes, ni as u32, n_hosts);
+            if let Some(&p) = hops.iter().find(|&&p| usize::from(p) >= node.ports.len()) {
+                return Err(SimError::Topology(format!(
+                    "routes: switch {} via port {p}, it has {} ports",
+                    node.name,
+                    node.ports.len()
+                )));
+            }
+            let classify = (0..node.ports.len())
+                .map(|pi| {
+                    faults::static_fabric(cfg, &node.name, Some(pi as u16))
+                        .0
+                        .qos
+                        .priority_map
+                })
+                .collect();
             let si = switches.len() as u64;
             switch_of_node[ni] = switches.len() as u32;
             switches.push(Switch {
@@ -315,34 +340,10 @@ impl<'a> World<'a> {
                 rng: derive_rng(opts.seed, StreamKind::Switch, si),
                 route,
                 hops,
-            });
-        }
-        // Faults.
-        for (fi, f) in cfg.faults.iter().enumerate() {
-            let kind = f.kind()?;
-            let find = |name: &str| topo.nodes.iter().position(|x| x.name == name);
-            let (Some(a), Some(b)) = (find(&f.from), find(&f.to)) else {
-                return Err(SimError::Selector {
-                    key: format!("faults[{fi}]"),
-                    message: format!("no nodes named {:?} and {:?}", f.from, f.to),
-                });
-            };
-            let range = node_port_base[a]..node_port_base[a + 1];
-            let Some(p) = range
-                .into_iter()
-                .find(|&p| ports[ports[p as usize].peer as usize].node == b as u32)
-            else {
-                return Err(SimError::Selector {
-                    key: format!("faults[{fi}]"),
-                    message: format!("no link from {} to {}", f.from, f.to),
-                });
-            };
-            ports[p as usize].fault = Some(match kind {
-                FaultKind::Loss(p_loss) => PortFault::Loss {
-                    p: p_loss,
-                    rng: Box::new(derive_rng(opts.seed, StreamKind::Link, u64::from(p))),
-                },
-                FaultKind::DropEvery(every) => PortFault::DropEvery { every, count: 0 },
+                ecn: faults::ecn_table(fab),
+                classify,
+                fab: NONE,
+                port_fab: vec![NONE; node.ports.len()],
             });
         }
         // Recorded queues.
@@ -370,10 +371,7 @@ impl<'a> World<'a> {
                 samples: Vec::new(),
             });
         }
-        let mut ecn: [Option<EcnConfig>; 8] = Default::default();
-        for e in &cfg.fabric.ecn {
-            ecn[usize::from(e.priority)] = Some(e.clone());
-        }
+        let n_links = topo.links.len();
         let mut world = World {
             topo,
             cfg,
@@ -389,8 +387,11 @@ impl<'a> World<'a> {
             flow_state: Vec::with_capacity(flows.len()),
             dependent_start: Vec::new(),
             dependents: Vec::new(),
-            ecn,
-            lossless,
+            node_port_base,
+            actions: vec![Action::Reroute],
+            link_down: vec![false; n_links],
+            reroute_action: 0,
+            reroutes: 0,
             pfc_refresh: cfg.fabric.pfc.refresh,
             pfc_response: cfg.fabric.pfc.response_time,
             pfc_quanta: cfg.fabric.pfc.quanta,
@@ -406,15 +407,16 @@ impl<'a> World<'a> {
             deadlock: None,
             halt: false,
         };
-        if cfg.fabric.pfc.watchdog.enabled && lossless != 0 {
+        if cfg.fabric.pfc.watchdog.enabled {
             world.wd = Some(Box::new(watchdog::Watchdog::new(
                 &cfg.fabric.pfc.watchdog,
                 world.ports.len(),
             )));
         }
-        if cfg.fabric.pfc.deadlock.detect && lossless != 0 {
+        if cfg.fabric.pfc.deadlock.detect {
             world.deadlock = Some(Box::new(deadlock::Detector::new(&cfg.fabric.pfc.deadlock)));
         }
+        world.install_faults()?;
         world.build_flows()?;
         if !world.samples.is_empty() {
             world.q.schedule(Instant::ZERO, Ev::Sample);
@@ -426,6 +428,21 @@ impl<'a> World<'a> {
     /// Check the flows, create their queue pairs and schedule their starts.
     fn build_flows(&mut self) -> Result<(), SimError> {
         let flows = self.flows;
+        // Hosts with NIC settings of their own run their QPs with them.
+        let own_cfg: Vec<Option<SimConfig>> = self
+            .nics
+            .iter()
+            .map(|n| {
+                let name = &self.topo.nodes[n.node as usize].name;
+                match faults::static_nic(self.cfg, name) {
+                    (_, NONE) => None,
+                    (nic, _) => Some(SimConfig {
+                        nic: nic.clone(),
+                        ..self.cfg.clone()
+                    }),
+                }
+            })
+            .collect();
         for (i, f) in flows.iter().enumerate() {
             if f.id as usize != i {
                 return Err(SimError::Flow {
@@ -478,7 +495,10 @@ impl<'a> World<'a> {
                     dst,
                     f.qp_index,
                     f.priority,
-                    self.cfg,
+                    (
+                        own_cfg[src as usize].as_ref().unwrap_or(self.cfg),
+                        own_cfg[dst as usize].as_ref().unwrap_or(self.cfg),
+                    ),
                     self.opts.seed,
                     rs,
                     rd,
@@ -642,7 +662,14 @@ impl<'a> World<'a> {
             }
             Ev::Arrive(p) => self.arrive(p, now),
             Ev::Pfc { port, prio, quanta } => {
-                self.ports[port as usize].apply_pause(now, prio, quanta);
+                let pt = &mut self.ports[port as usize];
+                if pt.pfc_mask & (1 << prio) == 0 {
+                    // PFC is off for this priority here: the frame is
+                    // counted and ignored.
+                    pt.prio[usize::from(prio)].rx_pause += 1;
+                    return false;
+                }
+                pt.apply_pause(now, prio, quanta);
                 if quanta > 0 && self.wd.is_some() {
                     self.wd_arm(port, prio, now);
                 }
@@ -670,6 +697,7 @@ impl<'a> World<'a> {
             Ev::FlowStart(f) => self.flow_start(f, now),
             Ev::QpTimer(qp) => return self.qp_timer(qp, now),
             Ev::Drain(nic) => self.drain(nic, now),
+            Ev::Fault(a) => self.fault_event(a, now),
             Ev::Sample => {
                 for (i, &p) in self.sample_ports.iter().enumerate() {
                     let port = &self.ports[p as usize];
@@ -714,6 +742,10 @@ impl<'a> World<'a> {
         let pi = p as usize;
         if let Some((prio, quanta)) = self.ports[pi].ctrl.pop_front() {
             let port = &mut self.ports[pi];
+            if port.fault.as_ref().is_some_and(|f| f.down) {
+                // Nothing crosses a down link, PFC frames included.
+                return self.start_next(p, now);
+            }
             let ser = port.rate.serialization_time(u64::from(PFC_FRAME));
             port.busy = true;
             port.frames_sent += 1;
@@ -815,7 +847,7 @@ impl<'a> World<'a> {
         let sw = self.switch_of_node[node];
         if sw != NONE {
             let s = &mut self.switches[sw as usize];
-            if let Some(e) = &self.ecn[prio] {
+            if let Some(e) = &s.ecn[prio] {
                 if pkt.ecn != Ecn::NotEct && pkt.ecn != Ecn::Ce {
                     let q = self.ports[pi].qbytes[prio];
                     if switch::should_mark(e, q, &mut s.rng) {
@@ -843,18 +875,12 @@ impl<'a> World<'a> {
         c.tx_packets += 1;
         c.tx_bytes += u64::from(pkt.wire);
         self.q.schedule(now + ser, Ev::TxDone(p));
-        let lost = match &mut port.fault {
-            None => false,
-            Some(PortFault::Loss { p, rng }) => rng.gen::<f64>() < *p,
-            Some(PortFault::DropEvery { every, count }) => {
-                *count += 1;
-                *count % *every == 0
+        if let Some(f) = &mut port.fault {
+            let v = f.judge(&pkt);
+            if v != Verdict::Pass {
+                self.wire_fault(p, v);
+                return;
             }
-        };
-        if lost {
-            port.fault_drops += 1;
-            self.drops += 1;
-            return;
         }
         port.inflight.push_back(pkt);
         self.q.schedule(now + ser + port.delay, Ev::Arrive(p));
@@ -898,7 +924,10 @@ impl<'a> World<'a> {
         };
         let out = s.port_base + u32::from(hop);
         let local_in = self.ports[rx as usize].local;
-        let prio = pkt.prio;
+        // Ingress classification: the class the frame is queued and
+        // accounted in, and leaves with.
+        let prio = s.classify[usize::from(local_in)][usize::from(pkt.prio)];
+        pkt.prio = prio;
         if self.ports[out as usize].wd_drop & (1 << prio) != 0 {
             self.wd_drop_frame(out, prio, true);
             return;
@@ -909,9 +938,13 @@ impl<'a> World<'a> {
             self.send_pfc(rx, prio, true, now, false);
         }
         if adm == Admit::Drop {
+            let lossless = self.switches[sw as usize].mmu.is_lossless(local_in, prio);
             let r = &mut self.ports[rx as usize];
             r.rx_discards += 1;
             r.prio[usize::from(prio)].rx_discards += 1;
+            if lossless {
+                r.prio[usize::from(prio)].rx_buf_discard += 1;
+            }
             self.drops += 1;
             return;
         }
@@ -927,10 +960,10 @@ impl<'a> World<'a> {
     /// Port `p` tells its peer to stop (`xoff`) or resume priority `prio`.
     /// `refresh`: a repeat of an XOFF already in force.
     pub(crate) fn send_pfc(&mut self, p: u32, prio: u8, xoff: bool, now: Instant, refresh: bool) {
-        if self.lossless & (1 << prio) == 0 {
+        let quanta = if xoff { self.pfc_quanta } else { 0 };
+        if self.ports[p as usize].pfc_mask & (1 << prio) == 0 {
             return;
         }
-        let quanta = if xoff { self.pfc_quanta } else { 0 };
         let pr = usize::from(prio);
         if xoff {
             if !refresh {
@@ -1082,6 +1115,7 @@ impl<'a> World<'a> {
                         NONE => 0,
                         h => self.nics[h as usize].storm_error,
                     },
+                    errors: p.errors.clone(),
                 });
             }
         }

@@ -32,7 +32,7 @@ use verbs_emu::wire::{Opcode, Psn, Qpn};
 
 use super::packet::{frame_len, Packet};
 use super::{Ev, RxQueue, World};
-use crate::config::{CcAlgorithm, DcqcnPreset, RetransmitMode, SimConfig};
+use crate::config::{CcAlgorithm, DcqcnPreset, NicConfig, RetransmitMode, SimConfig};
 use crate::engine::{splitmix, EventQueue};
 use crate::results::NicRecord;
 use crate::topology::ecmp::roce_udp_source_port;
@@ -62,8 +62,20 @@ pub(crate) struct Nic {
     pub ready: [VecDeque<u32>; 8],
     /// Received frames waiting to drain (with a drain rate).
     pub rx: RxQueue,
-    /// Drain rate, if limited.
+    /// Drain rate now, if limited.
     pub drain: Option<Rate>,
+    /// Drain rate its settings give (what a fault's end returns to).
+    pub drain_cfg: Option<Rate>,
+    /// The receive pipeline is stalled (a pause storm): nothing drains.
+    pub stalled: bool,
+    /// Receive buffer, bytes.
+    pub rx_buffer: u64,
+    /// Send XOFF at this many bytes buffered.
+    pub rx_xoff: u64,
+    /// Send XON at or below this many.
+    pub rx_xon: u64,
+    /// Priority of the CNPs it sends.
+    pub cnp_priority: u8,
     /// Transport counters the engine does not keep.
     pub counters: NicRecord,
     /// Priorities on which the NIC stopped sending PAUSE past the critical
@@ -78,7 +90,7 @@ pub(crate) struct Nic {
 impl Nic {
     /// The NIC of host `host` at node `node`, whose port 0 has global id
     /// `port`.
-    pub fn new(node: u32, host: u32, port: u32, cfg: &SimConfig, _seed: u64) -> Nic {
+    pub fn new(node: u32, host: u32, port: u32, cfg: &NicConfig) -> Nic {
         let mut mem = LengthMemory::new();
         // A fresh memory accepts a well-formed registration; fall back to an
         // empty key (every access then fails visibly) if it ever does not.
@@ -98,7 +110,13 @@ impl Nic {
             reg,
             ready: Default::default(),
             rx: RxQueue::default(),
-            drain: cfg.nic.rx_drain_rate,
+            drain: cfg.rx_drain_rate,
+            drain_cfg: cfg.rx_drain_rate,
+            stalled: false,
+            rx_buffer: cfg.rx_buffer.bytes(),
+            rx_xoff: cfg.rx_xoff.bytes(),
+            rx_xon: cfg.rx_xon.bytes(),
+            cnp_priority: cfg.cnp_priority,
             counters: NicRecord::default(),
             stall_block: 0,
             storm_warning: 0,
@@ -147,7 +165,8 @@ pub(crate) struct QpTable {
 
 impl QpTable {
     /// The requester QP of (src, dst, index), creating the connected pair
-    /// on first use. `rate_src`/`rate_dst`: the NICs' line rates.
+    /// on first use. `cfg`: the settings of the source's and the
+    /// destination's NICs; `rate_src`/`rate_dst`: their line rates.
     #[allow(clippy::too_many_arguments)] // one call site, all plain values
     pub fn connect(
         &mut self,
@@ -155,7 +174,7 @@ impl QpTable {
         dst: u32,
         index: u32,
         prio: u8,
-        cfg: &SimConfig,
+        (cfg_src, cfg_dst): (&SimConfig, &SimConfig),
         seed: u64,
         rate_src: Rate,
         rate_dst: Rate,
@@ -167,8 +186,8 @@ impl QpTable {
         let b = a + 1;
         // The requester only sends, the responder only receives: size the
         // engine's queues for that (they are preallocated per QP).
-        let qa = new_qp(a, b, dst, cfg, seed, rate_src, (POST_AHEAD as u32, 1))?;
-        let qb = new_qp(b, a, src, cfg, seed, rate_dst, (1, POST_AHEAD as u32))?;
+        let qa = new_qp(a, b, dst, cfg_src, seed, rate_src, (POST_AHEAD as u32, 1))?;
+        let qb = new_qp(b, a, src, cfg_dst, seed, rate_dst, (1, POST_AHEAD as u32))?;
         // The Linux stack's flow-label source port from the two QPNs.
         let sport = |me: u32, peer: u32| roce_udp_source_port(QPN_BASE + me, QPN_BASE + peer);
         for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
@@ -574,11 +593,7 @@ impl World<'_> {
                         src: host,
                         dst: tx.dest.0 as u32,
                         sport: q.sport,
-                        prio: if cnp {
-                            self.cfg.nic.cnp_priority
-                        } else {
-                            q.prio
-                        },
+                        prio: if cnp { nic.cnp_priority } else { q.prio },
                         ecn: tx.ecn,
                         ingress: 0,
                     };
@@ -600,10 +615,9 @@ impl World<'_> {
             self.deliver(host, pkt, now);
             return;
         };
-        let cfg = &self.cfg.nic;
         let nic = &mut self.nics[host as usize];
         let port = nic.port;
-        if nic.rx.bytes + u64::from(pkt.wire) > cfg.rx_buffer.bytes() {
+        if nic.rx.bytes + u64::from(pkt.wire) > nic.rx_buffer {
             let p = &mut self.ports[port as usize];
             p.rx_discards += 1;
             p.prio[usize::from(pkt.prio)].rx_discards += 1;
@@ -612,8 +626,8 @@ impl World<'_> {
         }
         nic.rx.bytes += u64::from(pkt.wire);
         nic.rx.frames.push_back(pkt);
-        let over = nic.rx.bytes >= cfg.rx_xoff.bytes();
-        if !nic.rx.draining {
+        let over = nic.rx.bytes >= nic.rx_xoff;
+        if !nic.rx.draining && !nic.stalled {
             nic.rx.draining = true;
             self.q.schedule(
                 now + rate.serialization_time(u64::from(pkt.wire)),
@@ -628,13 +642,17 @@ impl World<'_> {
     /// Host `host` finished draining its oldest received frame.
     pub(crate) fn drain(&mut self, host: u32, now: Instant) {
         let nic = &mut self.nics[host as usize];
+        if nic.stalled {
+            nic.rx.draining = false;
+            return;
+        }
         let Some(pkt) = nic.rx.frames.pop_front() else {
             nic.rx.draining = false;
             return;
         };
         nic.rx.bytes -= u64::from(pkt.wire);
         let port = nic.port;
-        let below = nic.rx.bytes <= self.cfg.nic.rx_xon.bytes();
+        let below = nic.rx.bytes <= nic.rx_xon;
         match (nic.rx.frames.front(), nic.drain) {
             (Some(next), Some(rate)) => {
                 let t = now + rate.serialization_time(u64::from(next.wire));

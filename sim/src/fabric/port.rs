@@ -10,27 +10,9 @@ use std::collections::VecDeque;
 
 use verbs_emu::time::{Duration, Instant, Rate};
 
+use super::faults::WireFaults;
 use super::packet::Packet;
-use crate::results::PrioCounters;
-
-/// Loss injected on the link direction leaving a port.
-#[derive(Debug, Clone)]
-pub enum PortFault {
-    /// Independent loss.
-    Loss {
-        /// Probability per RoCE frame.
-        p: f64,
-        /// The link's own stream.
-        rng: Box<rand_chacha::ChaCha8Rng>,
-    },
-    /// Every n-th RoCE frame.
-    DropEvery {
-        /// Period.
-        every: u64,
-        /// Frames seen so far.
-        count: u64,
-    },
-}
+use crate::results::{PortErrors, PrioCounters};
 
 /// One port.
 #[derive(Debug)]
@@ -69,8 +51,17 @@ pub struct Port {
     pub deficit: [u64; 8],
     /// DWRR position.
     pub rr: u8,
-    /// Fault on the link direction leaving this port.
-    pub fault: Option<PortFault>,
+    /// Fault wrappers on the link direction leaving this port (`None`:
+    /// healthy, the common case).
+    pub fault: Option<Box<WireFaults>>,
+    /// Priorities this port runs PFC on (sends PAUSE for, honours PAUSE
+    /// for), as a bit set.
+    pub pfc_mask: u8,
+    /// Fault counters (bad FCS, oversize, link down).
+    pub errors: PortErrors,
+    /// After a link-down: when the last frame lost on the wire would have
+    /// arrived (its arrival event is still pending until then).
+    pub stale_until: Instant,
     /// Counters per priority.
     pub prio: [PrioCounters; 8],
     /// Frames dropped at this port's ingress.
@@ -120,6 +111,9 @@ impl Port {
             deficit: [0; 8],
             rr: 0,
             fault: None,
+            pfc_mask: 0,
+            errors: PortErrors::default(),
+            stale_until: Instant::ZERO,
             prio: Default::default(),
             rx_discards: 0,
             fault_drops: 0,

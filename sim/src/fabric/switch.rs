@@ -75,8 +75,9 @@ pub struct Mmu {
     pub headroom: Vec<u64>,
     /// Accounting per `port * 8 + prio`.
     pub acc: Vec<IngressAcc>,
-    /// Lossless priorities as a bit set.
-    pub lossless: u8,
+    /// Lossless priorities of each port as a bit set (PFC can be off on
+    /// one port, or on for other priorities).
+    pub lossless: Vec<u8>,
     /// PFC threshold rule.
     pub threshold: PfcThreshold,
     /// Lossy dynamic-threshold factor.
@@ -99,9 +100,38 @@ impl Mmu {
         lossy_alpha: f64,
         lossy_limit: Option<u64>,
     ) -> Result<Mmu, String> {
+        let n = headroom.len();
+        Mmu::with_port_priorities(
+            size,
+            reserve,
+            headroom,
+            vec![lossless; n],
+            threshold,
+            lossy_alpha,
+            lossy_limit,
+        )
+    }
+
+    /// A buffer whose ports have lossless priorities of their own
+    /// (`lossless[port]`, a bit set): headroom is carved for each port's
+    /// lossless priorities only. Errors when reserves and headroom do not
+    /// fit.
+    pub fn with_port_priorities(
+        size: u64,
+        reserve: u64,
+        headroom: Vec<u64>,
+        lossless: Vec<u8>,
+        threshold: PfcThreshold,
+        lossy_alpha: f64,
+        lossy_limit: Option<u64>,
+    ) -> Result<Mmu, String> {
         let ports = headroom.len() as u64;
-        let n_lossless = u64::from(lossless.count_ones());
-        let reserved = ports * 8 * reserve + headroom.iter().sum::<u64>() * n_lossless;
+        let carved: u64 = headroom
+            .iter()
+            .zip(&lossless)
+            .map(|(h, m)| h * u64::from(m.count_ones()))
+            .sum();
+        let reserved = ports * 8 * reserve + carved;
         if reserved >= size {
             return Err(format!(
                 "reserve and headroom need {reserved} B of a {size} B buffer: expected less than the buffer"
@@ -121,8 +151,9 @@ impl Mmu {
         })
     }
 
-    fn is_lossless(&self, prio: u8) -> bool {
-        self.lossless & (1 << prio) != 0
+    /// Whether `prio` is lossless on `port`.
+    pub fn is_lossless(&self, port: u16, prio: u8) -> bool {
+        self.lossless[usize::from(port)] & (1 << prio) != 0
     }
 
     /// The shared-pool limit of one ingress under the dynamic rule, or the
@@ -140,7 +171,7 @@ impl Mmu {
     /// the bytes already queued at its egress (port, priority). Returns the
     /// decision and whether XOFF must be sent.
     pub fn arrive(&mut self, port: u16, prio: u8, len: u64, egress_q: u64) -> (Admit, PfcChange) {
-        let lossless = self.is_lossless(prio);
+        let lossless = self.is_lossless(port, prio);
         let i = usize::from(port) * 8 + usize::from(prio);
         let a = self.acc[i];
         let free = self.shared_size.saturating_sub(self.shared_used);

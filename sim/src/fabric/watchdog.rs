@@ -133,7 +133,7 @@ impl World<'_> {
     /// Switch port `p` was just told to stop priority `prio`: watch that
     /// queue from the next poll on.
     pub(crate) fn wd_arm(&mut self, p: u32, prio: u8, now: Instant) {
-        if self.lossless & (1 << prio) == 0
+        if self.ports[p as usize].pfc_mask & (1 << prio) == 0
             || self.switch_of_node[self.ports[p as usize].node as usize] == NONE
         {
             return;

@@ -1,7 +1,8 @@
 //! Scenario files: one experiment as data.
 //!
 //! A scenario file (TOML) names a topology, the model settings
-//! ([`crate::config`]: `[fabric]`, `[nic]`, `[record]`, `[[faults]]`), the
+//! ([`crate::config`]: `[fabric]`, `[nic]`, `[record]`, `[[faults]]`,
+//! and `[[override]]` for single switches, ports and hosts), the
 //! workloads, how long to run and the seed, and optionally variants that
 //! change some of those settings and run side by side:
 //!
@@ -19,7 +20,7 @@
 //! threshold = { mode = "static", xoff = "320KB", xon = "200KB" }
 //! [nic]                               # sim::config::NicConfig
 //! mtu = 4096
-//! [[faults]]                          # sim::config::FaultConfig
+//! [[faults]]                          # sim::faults::FaultConfig
 //! from = "spine0"
 //! to = "leaf0"
 //! loss = 0.001
@@ -56,7 +57,9 @@ use serde::{Deserialize, Serialize};
 use verbs_emu::time::Duration;
 
 use crate::config::{FabricConfig, FaultConfig, NicConfig, RecordConfig, SimConfig};
+use crate::faults::FaultPlan;
 use crate::input::{decode_str, decode_value, read_file, FileError};
+use crate::overrides::OverrideDoc;
 use crate::results::RunResult;
 use crate::topology::{self, NodeKind, Topology};
 use crate::workload::{FlowSpec, GroupSpec};
@@ -96,9 +99,12 @@ pub struct ScenarioDoc {
     /// What to record.
     #[serde(default)]
     pub record: RecordConfig,
-    /// Link faults.
+    /// Faults (links, ports, NICs).
     #[serde(default)]
     pub faults: Vec<FaultConfig>,
+    /// Settings of single switches, ports and hosts.
+    #[serde(default, rename = "override")]
+    pub overrides: Vec<OverrideDoc>,
     /// Workloads.
     #[serde(default, rename = "workload")]
     pub workloads: Vec<WorkloadDoc>,
@@ -204,9 +210,20 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
     };
     let mut topo_values: Vec<toml::Value> = Vec::new();
     let mut loss_faults: Vec<(usize, Vec<FaultConfig>)> = Vec::new();
-    let mut docs: Vec<(String, Option<String>, ScenarioDoc, String)> = Vec::new();
+    let spans: Spans = toml::from_str(text).unwrap_or_default();
+    let offsets = |v: &[toml::Spanned<toml::Table>]| -> Vec<usize> {
+        v.iter().map(|s| s.span().start).collect()
+    };
+    let (fault_spans, override_spans) = (offsets(&spans.faults), offsets(&spans.overrides));
+    let mut docs: Vec<(String, Option<String>, ScenarioDoc, String, toml::Table)> = Vec::new();
     if base.variants.is_empty() {
-        docs.push(("default".to_string(), None, base, String::new()));
+        docs.push((
+            "default".to_string(),
+            None,
+            base,
+            String::new(),
+            raw.clone(),
+        ));
     } else {
         let mut seen: Vec<String> = Vec::new();
         for (i, spanned) in base.variants.iter().enumerate() {
@@ -260,8 +277,8 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
             merged.remove("variant");
             let keys: Vec<String> = v.keys().cloned().collect();
             merge(&mut merged, v);
-            let doc: ScenarioDoc =
-                decode_value(path, toml::Value::Table(merged), "").map_err(|e| {
+            let doc: ScenarioDoc = decode_value(path, toml::Value::Table(merged.clone()), "")
+                .map_err(|e| {
                     let top = e
                         .key
                         .as_deref()
@@ -273,10 +290,23 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
                     }
                     .with_variant(&vname)
                 })?;
-            docs.push((vname, vdesc, doc, prefix));
+            docs.push((vname, vdesc, doc, prefix, merged));
         }
     }
-    for (vname, vdesc, doc, prefix) in docs {
+    for (vname, vdesc, doc, prefix, doc_raw) in docs {
+        // Positions of `[[faults]]` and `[[override]]` entries hold when
+        // the entries are the base document's.
+        let own = |k: &str, sp: &[usize]| {
+            if doc_raw.get(k) == raw.get(k) {
+                sp.to_vec()
+            } else {
+                Vec::new()
+            }
+        };
+        let (fspans, ospans) = (
+            own("faults", &fault_spans),
+            own("override", &override_spans),
+        );
         let t = match topo_values.iter().position(|v| *v == doc.topology) {
             Some(t) => t,
             None => {
@@ -296,13 +326,18 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
         if let Some((_, extra)) = loss_faults.iter().find(|(i, _)| *i == t) {
             faults.extend(extra.iter().cloned());
         }
-        let config = SimConfig {
+        let mut config = SimConfig {
             fabric: doc.fabric.clone(),
             nic: doc.nic.clone(),
             record: doc.record.clone(),
             faults,
+            overrides: Vec::new(),
         };
-        check_config(path, topo, &config).map_err(|e| e.with_variant_if(&prefix, &vname))?;
+        check_config(path, text, &fspans, topo, &config)
+            .map_err(|e| e.with_variant_if(&prefix, &vname))?;
+        config.overrides =
+            crate::overrides::resolve(path, text, &ospans, &doc_raw, &doc.overrides, topo, &config)
+                .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         let (flows, groups) = workload::build(path, topo, &doc, &config)
             .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         scenario.variants.push(Variant {
@@ -336,8 +371,17 @@ impl FileError {
     }
 }
 
+/// Byte offsets of the `[[faults]]` and `[[override]]` entries of a file.
+#[derive(Debug, Default, Deserialize)]
+struct Spans {
+    #[serde(default)]
+    faults: Vec<toml::Spanned<toml::Table>>,
+    #[serde(default, rename = "override")]
+    overrides: Vec<toml::Spanned<toml::Table>>,
+}
+
 /// Merge `over` into `base`: tables key by key, everything else replaced.
-fn merge(base: &mut toml::Table, over: toml::Table) {
+pub(crate) fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {
         match (base.get_mut(&k), v) {
             (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
@@ -386,12 +430,7 @@ fn resolve_topology(
                         let l = t.link(link);
                         let (a, b) = (&t.node(l.a.node).name, &t.node(l.b.node).name);
                         for (from, to) in [(a, b), (b, a)] {
-                            faults.push(FaultConfig {
-                                from: from.clone(),
-                                to: to.clone(),
-                                loss: Some(p),
-                                drop_every: None,
-                            });
+                            faults.push(FaultConfig::loss(from, to, p));
                         }
                     }
                     Ok((t, faults))
@@ -436,33 +475,86 @@ enum TopologyFormat {
 }
 
 /// The configuration's own rules, plus names that must exist in the
-/// topology (fault ends, recorded queues).
-fn check_config(file: &Path, topo: &Topology, c: &SimConfig) -> Result<(), FileError> {
-    c.validate()
-        .map_err(|e| FileError::new(file, &e.key, e.message))?;
+/// topology (fault targets, recorded queues). `fault_spans`: byte offset
+/// of each `[[faults]]` entry in `text`, when known.
+fn check_config(
+    file: &Path,
+    text: &str,
+    fault_spans: &[usize],
+    topo: &Topology,
+    c: &SimConfig,
+) -> Result<(), FileError> {
+    let at_fault = |i: usize, e: FileError| match fault_spans.get(i) {
+        Some(&off) => e.at(text, off),
+        None => e,
+    };
     for (i, f) in c.faults.iter().enumerate() {
         let key = format!("faults[{i}]");
+        let (plan, _) = f
+            .plan(&key)
+            .map_err(|e| at_fault(i, FileError::new(file, &e.key, e.message)))?;
         let find = |name: &str, k: &str| {
             topo.find(name).ok_or_else(|| {
-                FileError::new(
-                    file,
-                    &format!("{key}.{k}"),
-                    format!("{name:?}: expected the name of a node in the topology"),
+                at_fault(
+                    i,
+                    FileError::new(
+                        file,
+                        &format!("{key}.{k}"),
+                        format!("{name:?}: expected the name of a node in the topology"),
+                    ),
                 )
             })
         };
-        let (a, b) = (find(&f.from, "from")?, find(&f.to, "to")?);
-        if topo.link_between(a, b).is_none() {
-            return Err(FileError::new(
-                file,
-                &format!("{key}.to"),
-                format!(
-                    "no link joins {:?} and {:?}: expected the two ends of a link",
-                    f.from, f.to
-                ),
-            ));
+        let link = |a: &str, b: &str| -> Result<(), FileError> {
+            let (x, y) = (find(a, "from")?, find(b, "to")?);
+            if topo.link_between(x, y).is_none() {
+                return Err(at_fault(
+                    i,
+                    FileError::new(
+                        file,
+                        &format!("{key}.to"),
+                        format!("no link joins {a:?} and {b:?}: expected the two ends of a link"),
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let host = |name: &str| -> Result<(), FileError> {
+            let n = find(name, "node")?;
+            if topo.node(n).kind != NodeKind::Host {
+                return Err(at_fault(
+                    i,
+                    FileError::new(
+                        file,
+                        &format!("{key}.node"),
+                        format!("{name:?} is a switch: expected a host (this fault is a NIC's)"),
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        match &plan {
+            FaultPlan::Wire { from, to, .. } => link(from, to)?,
+            FaultPlan::LinkDown { a, b, .. } => link(a, b)?,
+            FaultPlan::Receiver { node, .. } => host(node)?,
+            FaultPlan::Mtu { node, port, .. } => {
+                let n = find(node, "node")?;
+                let ports = topo.node(n).ports.len();
+                if usize::from(*port) >= ports {
+                    return Err(at_fault(
+                        i,
+                        FileError::new(
+                            file,
+                            &format!("{key}.port"),
+                            format!("{port}: {node:?} has ports 0-{}", ports.saturating_sub(1)),
+                        ),
+                    ));
+                }
+            }
         }
     }
+    c.validate()
+        .map_err(|e| FileError::new(file, &e.key, e.message))?;
     for (i, q) in c.record.queues.iter().enumerate() {
         let key = format!("record.queues[{i}]");
         let node = topo.find(&q.node).ok_or_else(|| {

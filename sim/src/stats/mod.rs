@@ -3,7 +3,11 @@
 //! (REAL-NIC-FORMATS.md §2-§3).
 //!
 //! * [`ethtool_dump`]: `ethtool -S` of an mlx5 port: `NIC statistics:` then
-//!   `     name: value` lines (five spaces). Per-priority traffic counters
+//!   `     name: value` lines (five spaces). Fault counters use the mlx5
+//!   names: `rx_crc_errors_phy` (bad FCS), `rx_oversize_pkts_phy` (over
+//!   the MTU), `tx_discards_phy` (lost to a down link),
+//!   `link_down_events_phy`, `rx_prioN_buf_discard` (drops on a lossless
+//!   priority). Per-priority traffic counters
 //!   for all 8 priorities; `rx_prioN_pause*` / `tx_prioN_pause*` rows only
 //!   for the priorities with PFC enabled, as the driver does. Pause
 //!   durations are in microseconds, as mlx5 reports them.
@@ -39,13 +43,17 @@ pub fn ethtool_dump(port: &PortRecord, pfc_prios: &[u8]) -> String {
     line("rx_bytes_phy", sum(|c| c.rx_bytes));
     line("tx_bytes_phy", sum(|c| c.tx_bytes));
     line("rx_discards_phy", port.rx_discards);
-    line("tx_discards_phy", 0);
+    line("tx_discards_phy", port.errors.tx_discards);
+    line("rx_crc_errors_phy", port.errors.rx_crc_errors);
+    line("rx_oversize_pkts_phy", port.errors.rx_oversize);
+    line("link_down_events_phy", port.errors.link_down_events);
     line("rx_pause_ctrl_phy", sum(|c| c.rx_pause));
     line("tx_pause_ctrl_phy", sum(|c| c.tx_pause));
     for (n, c) in port.prio.iter().enumerate() {
         line(&format!("rx_prio{n}_bytes"), c.rx_bytes);
         line(&format!("rx_prio{n}_packets"), c.rx_packets);
         line(&format!("rx_prio{n}_discards"), c.rx_discards);
+        line(&format!("rx_prio{n}_buf_discard"), c.rx_buf_discard);
         line(&format!("tx_prio{n}_bytes"), c.tx_bytes);
         line(&format!("tx_prio{n}_packets"), c.tx_packets);
     }
@@ -229,6 +237,7 @@ mod tests {
             max_headroom_bytes: 0,
             tx_pause_storm_warning_events: 0,
             tx_pause_storm_error_events: 0,
+            errors: Default::default(),
         };
         let s = ethtool_dump(&p, &[3]);
         assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));

@@ -37,13 +37,20 @@ pub struct Routes {
 impl Routes {
     /// Compute all shortest-path next hops of `topo`.
     pub fn compute(topo: &Topology) -> Routes {
+        Routes::compute_avoiding(topo, &[])
+    }
+
+    /// Compute the next hops of `topo` without the links marked in `down`
+    /// (indexed by link id; missing entries are up): the routes the
+    /// switches converge to after a link failure.
+    pub fn compute_avoiding(topo: &Topology, down: &[bool]) -> Routes {
         let n = topo.nodes.len();
         let host_nodes = topo.hosts();
         let mut host_index = vec![None; n];
         for (i, h) in host_nodes.iter().enumerate() {
             host_index[h.0 as usize] = Some(i as u32);
         }
-        let adj = Adjacency::new(topo);
+        let adj = Adjacency::new(topo, down);
         let hosts = host_nodes.len();
         // Set 0 is the empty set.
         let mut offsets = vec![0u32, 0u32];
@@ -183,7 +190,7 @@ impl Routes {
 /// Hop distances from `from` to every node, through switches only
 /// (`u32::MAX` when unreachable).
 pub(crate) fn distances_from(topo: &Topology, from: NodeId) -> Vec<u32> {
-    let adj = Adjacency::new(topo);
+    let adj = Adjacency::new(topo, &[]);
     let mut dist = vec![u32::MAX; topo.nodes.len()];
     let mut queue = Vec::new();
     adj.bfs(from, &mut dist, &mut queue);
@@ -198,12 +205,15 @@ struct Adjacency {
 }
 
 impl Adjacency {
-    fn new(topo: &Topology) -> Adjacency {
+    fn new(topo: &Topology, down: &[bool]) -> Adjacency {
         let mut start = Vec::with_capacity(topo.nodes.len() + 1);
         let mut edges = Vec::with_capacity(topo.links.len() * 2);
         for (i, node) in topo.nodes.iter().enumerate() {
             start.push(edges.len() as u32);
             for (port, &l) in node.ports.iter().enumerate() {
+                if down.get(l.0 as usize).copied().unwrap_or(false) {
+                    continue;
+                }
                 let link = topo.link(l);
                 let peer = if link.a.node.0 as usize == i && link.a.port as usize == port {
                     link.b.node

@@ -159,10 +159,11 @@ fn flows_waiting_for_a_failed_flow_are_never_posted_and_the_run_ends() {
     cfg.nic.retry_cnt = 1;
     cfg.nic.ack_timeout = 4;
     cfg.faults.push(sim::config::FaultConfig {
-        from: "h0".into(),
-        to: "sw".into(),
+        from: Some("h0".into()),
+        to: Some("sw".into()),
         loss: None,
         drop_every: Some(1),
+        ..Default::default()
     });
     let a = write(0, 1, 2, 10_000);
     let mut b = write(1, 3, 4, 10_000);

@@ -59,10 +59,11 @@ fn same_seed_gives_byte_identical_results() {
     };
     cfg.nic.ack_timeout = 8;
     cfg.faults.push(FaultConfig {
-        from: "leaf0".into(),
-        to: "spine0".into(),
+        from: Some("leaf0".into()),
+        to: Some("spine0".into()),
         loss: Some(0.01),
         drop_every: None,
+        ..Default::default()
     });
     cfg.record.queues.push(sim::config::QueueSelector {
         node: "leaf1".into(),

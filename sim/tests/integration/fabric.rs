@@ -49,10 +49,11 @@ fn bad_inputs_are_errors_not_panics() {
     // A fault on a link that does not exist.
     let mut cfg = SimConfig::default();
     cfg.faults.push(sim::config::FaultConfig {
-        from: "h0".into(),
-        to: "h1".into(),
+        from: Some("h0".into()),
+        to: Some("h1".into()),
         loss: Some(0.1),
         drop_every: None,
+        ..Default::default()
     });
     let e = simulate(
         &t,

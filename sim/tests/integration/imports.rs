@@ -184,7 +184,10 @@ fn import_scenarios_load_and_error_rates_become_faults() {
     assert_eq!(faults.len(), 2, "both directions of the lossy link");
     assert!(faults.iter().all(|f| f.loss == Some(0.001)));
     assert_eq!(
-        (faults[0].from.as_str(), faults[0].to.as_str()),
+        (
+            faults[0].from.as_deref().unwrap_or(""),
+            faults[0].to.as_deref().unwrap_or("")
+        ),
         ("n3", "n5")
     );
 }

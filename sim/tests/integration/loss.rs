@@ -27,10 +27,11 @@ fn lossy(loss: Option<f64>, every: Option<u64>) -> SimConfig {
     cfg.nic.ack_timeout = 4; // 65.5 us: tail losses cost little
     cfg.nic.retry_cnt = 7;
     cfg.faults.push(FaultConfig {
-        from: "h1".into(),
-        to: "sw".into(),
+        from: Some("h1".into()),
+        to: Some("sw".into()),
         loss,
         drop_every: every,
+        ..Default::default()
     });
     cfg
 }

@@ -7,6 +7,7 @@ mod deadlock;
 mod dependencies;
 mod determinism;
 mod fabric;
+mod faults;
 mod imports;
 mod incast;
 mod loss;

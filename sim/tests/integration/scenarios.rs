@@ -133,7 +133,7 @@ fn bad_scenarios_name_file_key_and_expectation() {
         (format!("{base}[[workload]]\nkind = \"poisson\"\ncdf = \"nope\"\nload = 0.5\nwindow = \"1ms\"\n"), "workload[0].cdf", "expected one of", None),
         (format!("{base}[[workload]]\nkind = \"poisson\"\ncdf = \"websearch\"\nload = 1.5\nwindow = \"1ms\"\n"), "workload[0].load", "expected a fraction", None),
         (format!("{base}[[faults]]\nfrom = \"h0\"\nto = \"h1\"\nloss = 0.1\n{incast}"), "faults[0].to", "expected the two ends of a link", None),
-        (format!("{base}[[faults]]\nfrom = \"h0\"\nto = \"sw0\"\nloss = 2.0\n{incast}"), "faults.loss", "probability", None),
+        (format!("{base}[[faults]]\nfrom = \"h0\"\nto = \"sw0\"\nloss = 2.0\n{incast}"), "faults[0].loss", "probability", Some(2)),
         (format!("{base}[fabric.pfc]\nthreshold = {{ mode = \"static\", xoff = \"100KB\", xon = \"200KB\" }}\n{incast}"), "fabric.pfc.threshold.xon", "xon <= xoff", None),
         (format!("{base}[record]\nqueues = [{{ node = \"sw0\", port = 9 }}]\n{incast}"), "record.queues[0].port", "has ports", None),
         (format!("topology = \"missing.toml\"\n{incast}"), "topology", "does not exist", None),
