@@ -28,7 +28,7 @@
 //! PFC frame timing (`pfc.quanta`, `pfc.refresh`, `pfc.response_time`) and
 //! `scheduler`, which are the same on every switch; per port, `pfc.enabled`,
 //! `pfc.priorities`, `pfc.headroom` and `qos`; per host, everything in
-//! `[nic]`. During a run (a timed override) only what a device changes
+//! `[nic]` but `priority` and `qps_per_pair` (workloads apply those). During a run (a timed override) only what a device changes
 //! live may change: `pfc.enabled`, `pfc.priorities`, `ecn` and `qos` of a
 //! switch or port, `rx_drain_rate`, `rx_buffer`, `rx_xoff`, `rx_xon` of a
 //! NIC.
@@ -493,6 +493,19 @@ fn check_scope(
             }
         }
         OverrideSetting::Nic(n) => {
+            // Workloads turn these into flows with the global values.
+            if n.priority != base.nic.priority {
+                return differs(
+                    "nic.priority",
+                    "flows take it from their workload: expected it in [nic] or a workload's `priority`",
+                );
+            }
+            if n.qps_per_pair != base.nic.qps_per_pair {
+                return differs(
+                    "nic.qps_per_pair",
+                    "flows take it from their workload: expected it in [nic] or a workload's `qps_per_pair`",
+                );
+            }
             if !live {
                 return Ok(());
             }

@@ -395,6 +395,7 @@ fn bad_fault_and_override_entries_name_file_line_and_key() {
         (format!("{base}[[override]]\nnodes = \"h0\"\nnic.mtu = 1024\nstart = \"1us\"\n{w}"), "override[0].nic", "during a run", 2),
         (format!("{base}[[override]]\nnodes = \"sw0\"\nports = [1]\nfabric.buffer.size = \"1MB\"\n{w}"), "override[0].fabric.buffer", "whole switch", 2),
         (format!("{base}[[override]]\nnodes = \"sw0\"\nfabric.pfc.quanta = 100\n{w}"), "override[0].fabric.pfc.quanta", "every switch", 2),
+        (format!("{base}[[override]]\nnodes = \"h1\"\nnic.priority = 1\n{w}"), "override[0].nic.priority", "workload", 2),
         (format!("{base}[[override]]\nnodes = \"h0\"\nnic.rx_drain_rate = \"1Gbps\"\nstart = \"1us\"\nend = \"5us\"\n[[override]]\nnodes = \"h0\"\nnic.rx_drain_rate = \"2Gbps\"\nstart = \"4us\"\n{w}"), "override[1].start", "overlaps override[0]", 7),
     ];
     for (i, (text, key, words, line)) in cases.iter().enumerate() {
