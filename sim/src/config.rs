@@ -333,11 +333,16 @@ pub enum CcAlgorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DcqcnPreset {
-    /// SIGCOMM'15 paper set (40 Gbps testbed).
+    /// SIGCOMM'15 paper set (40 Gbps testbed), with the paper's α timer:
+    /// it runs from the flow's first data packet, so α decays from 1 every
+    /// K even before any CNP.
     Paper,
-    /// ConnectX firmware defaults as shipped.
+    /// ConnectX firmware defaults as shipped, with the firmware's α timer:
+    /// α holds at its initial value until the flow's first CNP and its
+    /// update periods count from there.
     Firmware,
-    /// The HPCC artifact's "Mellanox" set at 100 Gbps.
+    /// The HPCC artifact's "Mellanox" set at 100 Gbps (firmware model: α
+    /// timer from the first CNP).
     Hpcc,
 }
 
