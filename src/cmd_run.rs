@@ -1,5 +1,6 @@
 //! `rocelab run FILE [--out DIR]`: run every variant of a scenario, write
-//! `DIR/results.json`, `DIR/counters/<variant>/` and `DIR/report.html`,
+//! `DIR/results.json`, `DIR/counters/<variant>/`, `DIR/report.html` and
+//! the captured links' `DIR/pcap/<variant>/<from>-<to>.pcap`,
 //! print a table per variant and the wall-clock figures (which never go
 //! into the files).
 
@@ -105,6 +106,13 @@ fn write_outputs(
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
         sim::stats::write_counter_dumps(&out.join("counters").join(&v.name), r, prios)?;
+        if !r.captures.is_empty() {
+            let dir = out.join("pcap").join(&v.name);
+            std::fs::create_dir_all(&dir)?;
+            for c in &r.captures {
+                std::fs::write(dir.join(format!("{}.pcap", c.name)), &c.pcap)?;
+            }
+        }
     }
     Ok(())
 }
@@ -145,6 +153,17 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     }
     for g in &r.groups {
         println!("  step time {}: {}", g.name, step_time(g));
+    }
+    for c in &r.captures {
+        let cut = if c.frames_not_written > 0 {
+            format!(
+                " ({} more past max_frames not written)",
+                c.frames_not_written
+            )
+        } else {
+            String::new()
+        };
+        println!("  pcap {}: {} frames{cut}", c.name, c.frames);
     }
     let mem = st
         .peak_rss_bytes

@@ -34,6 +34,24 @@ pub struct RunResult {
     /// in files written before it existed (read back as empty).
     #[serde(default)]
     pub pauses: Vec<PauseSeries>,
+    /// The pcap files of the captured link directions (`record.pcap`), in
+    /// that order. Never in `results.json`: `rocelab run` writes each to
+    /// `pcap/<variant>/<name>.pcap`.
+    #[serde(skip)]
+    pub captures: Vec<CaptureFile>,
+}
+
+/// The capture of one link direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CaptureFile {
+    /// `<from>-<to>`: the transmitting node and its peer.
+    pub name: String,
+    /// Frames written.
+    pub frames: u64,
+    /// Frames past `max_frames`, counted only.
+    pub frames_not_written: u64,
+    /// The whole pcap file (nanosecond timestamps, link type Ethernet).
+    pub pcap: Vec<u8>,
 }
 
 /// Headline numbers of one variant.

@@ -695,6 +695,7 @@ mod tests {
             nics: Vec::new(),
             queues: Vec::new(),
             pauses: Vec::new(),
+            captures: Vec::new(),
         }
     }
 

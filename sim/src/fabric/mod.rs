@@ -23,6 +23,7 @@
 //!   [`nic`]); they obey PAUSE per priority, can drain received frames at
 //!   a configured rate and then send PAUSE themselves.
 
+mod capture;
 pub mod nic;
 pub mod packet;
 pub mod port;
@@ -49,6 +50,7 @@ use crate::topology::ecmp::{ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
 use crate::workload::FlowSpec;
 
+use capture::Taps;
 use nic::{FlowState, Nic, QpTable};
 use packet::{Packet, PFC_FRAME};
 use port::{Port, PortFault};
@@ -124,6 +126,8 @@ pub struct World<'a> {
     sched: SchedulerConfig,
     samples: Vec<QueueSeries>,
     sample_ports: Vec<u32>,
+    /// Packet capture of the `record.pcap` link directions (`None`: none).
+    taps: Option<Box<Taps>>,
     drops: u64,
     pub(crate) flows_open: usize,
     last_active: Instant,
@@ -352,6 +356,7 @@ impl<'a> World<'a> {
         for e in &cfg.fabric.ecn {
             ecn[usize::from(e.priority)] = Some(e.clone());
         }
+        let taps = Taps::build(topo, cfg, &node_port_base, &ports)?;
         let mut world = World {
             topo,
             cfg,
@@ -375,6 +380,7 @@ impl<'a> World<'a> {
             sched: cfg.fabric.scheduler.clone(),
             samples,
             sample_ports,
+            taps,
             drops: 0,
             flows_open: flows.len(),
             last_active: Instant::ZERO,
@@ -664,6 +670,9 @@ impl<'a> World<'a> {
             port.frames_sent += 1;
             let peer = port.peer;
             let arrive = now + ser + port.delay + self.pfc_response;
+            if let Some(t) = self.taps.as_deref_mut() {
+                t.pfc(p, prio, quanta, now);
+            }
             self.q.schedule(now + ser, Ev::TxDone(p));
             self.q.schedule(
                 arrive,
@@ -780,6 +789,9 @@ impl<'a> World<'a> {
 
     /// Serialise `pkt` on port `p` from `now`.
     pub(crate) fn transmit(&mut self, p: u32, pkt: Packet, now: Instant) {
+        if let Some(t) = self.taps.as_deref_mut() {
+            t.roce(p, &pkt, now);
+        }
         let port = &mut self.ports[p as usize];
         let ser = port.rate.serialization_time(u64::from(pkt.wire));
         port.busy = true;
@@ -1051,6 +1063,7 @@ impl<'a> World<'a> {
             nics,
             queues,
             pauses,
+            captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
         }
     }
 

@@ -486,6 +486,11 @@ fn check_config(file: &Path, topo: &Topology, c: &SimConfig) -> Result<(), FileE
             ));
         }
     }
+    for (i, sel) in c.record.pcap.iter().enumerate() {
+        sel.resolve(topo).map_err(|(k, message)| {
+            FileError::new(file, &format!("record.pcap[{i}].{k}"), message)
+        })?;
+    }
     if topo.nodes.iter().all(|n| n.kind != NodeKind::Host) {
         return Err(FileError::new(
             file,
