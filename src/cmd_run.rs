@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use sim::results::{GroupRecord, RunResult, RunStats};
 use sim::run::{simulate, RunOptions};
-use sim::scenario::{self, ScenarioResults};
+use sim::scenario::{self, Overrides, ScenarioResults};
 use sim::topology::Routes;
 use verbs_emu::time::Duration;
 
@@ -22,13 +22,59 @@ pub struct Args {
     /// Output directory (default: out/<scenario name>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Changes to the scenario.
+    #[command(flatten)]
+    pub changes: Changes,
+    /// Print nothing but errors: no progress bar, no tables.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Command-line changes to a scenario, shared by `run` and `validate`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Changes {
+    /// Root seed (as `--set seed=N`; wins over the file and its variants).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Set any dotted key of the scenario document, as a variant would
+    /// (`fabric.pfc.enabled=false`, `nic.cc.algorithm=dcqcn`); the value is
+    /// TOML, a bare word is a string. Repeatable; applied over every variant.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = Overrides::parse_set)]
+    pub set: Vec<(String, toml::Value)>,
+    /// Run only this variant.
+    #[arg(long, value_name = "NAME")]
+    pub variant: Option<String>,
+}
+
+impl Changes {
+    /// The overrides the scenario loader applies, or why the seed cannot
+    /// be one.
+    pub fn overrides(&self) -> Result<Overrides, String> {
+        let mut set = self.set.clone();
+        if let Some(seed) = self.seed {
+            let v = i64::try_from(seed)
+                .map_err(|_| format!("--seed {seed}: expected at most {}", i64::MAX))?;
+            set.push(("seed".to_string(), toml::Value::Integer(v)));
+        }
+        Ok(Overrides {
+            set,
+            variant: self.variant.clone(),
+        })
+    }
 }
 
 /// Run the scenario; the exit status says whether every variant ran and
 /// the files were written.
 pub fn run(args: &Args) -> ExitCode {
     let t0 = Instant::now();
-    let scenario = match scenario::load(&args.file) {
+    let overrides = match args.changes.overrides() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let scenario = match scenario::load_with(&args.file, &overrides) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -43,14 +89,17 @@ pub fn run(args: &Args) -> ExitCode {
     let t1 = Instant::now();
     let routes: Vec<Routes> = scenario.topologies.iter().map(Routes::compute).collect();
     let routes_secs = t1.elapsed().as_secs_f64();
-    println!(
-        "scenario {} (seed {}): {} variant(s); loaded in {:.3} s, routes in {:.3} s",
-        scenario.name,
-        scenario.seed,
-        scenario.variants.len(),
-        load_secs,
-        routes_secs
-    );
+    let quiet = args.quiet;
+    if !quiet {
+        println!(
+            "scenario {} (seed {}): {} variant(s); loaded in {:.3} s, routes in {:.3} s",
+            scenario.name,
+            scenario.seed,
+            scenario.variants.len(),
+            load_secs,
+            routes_secs
+        );
+    }
     let mut results: Vec<RunResult> = Vec::new();
     for v in &scenario.variants {
         let opts = RunOptions {
@@ -58,13 +107,15 @@ pub fn run(args: &Args) -> ExitCode {
             seed: v.seed,
             duration: v.duration,
             max_events: v.max_events,
-            progress: true,
+            progress: !quiet,
             groups: v.groups.clone(),
         };
         let topo = &scenario.topologies[v.topology];
         match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {
             Ok((result, stats)) => {
-                print_variant(&result, &stats, load_secs + routes_secs);
+                if !quiet {
+                    print_variant(&result, &stats, load_secs + routes_secs);
+                }
                 results.push(result);
             }
             Err(e) => {
@@ -73,7 +124,7 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
     }
-    if results.len() > 1 {
+    if results.len() > 1 && !quiet {
         print_comparison(&results);
     }
     let doc = ScenarioResults {
@@ -84,6 +135,9 @@ pub fn run(args: &Args) -> ExitCode {
     if let Err(e) = write_outputs(&out, &doc, &scenario) {
         eprintln!("error: writing {}: {e}", out.display());
         return ExitCode::FAILURE;
+    }
+    if quiet {
+        return ExitCode::SUCCESS;
     }
     println!(
         "wrote {}, {} and {}",
