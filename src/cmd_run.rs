@@ -175,6 +175,11 @@ fn ps(v: u64) -> String {
     Duration::from_ps(v).to_string()
 }
 
+/// A percentile of FCTs, or why there is none.
+fn fct(v: Option<u64>) -> String {
+    v.map_or_else(|| "none finished".to_string(), ps)
+}
+
 fn gbps(bps: f64) -> String {
     format!("{:.2} Gbit/s", bps / 1e9)
 }
@@ -197,9 +202,9 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
         ("ECN marked", s.ecn_marked.to_string()),
         ("CNPs sent", s.cnps_sent.to_string()),
         ("retransmitted", s.retransmitted_packets.to_string()),
-        ("FCT p50", ps(s.fct_p50_ps)),
-        ("FCT p99", ps(s.fct_p99_ps)),
-        ("FCT max", ps(s.max_fct_ps)),
+        ("FCT p50", fct(s.fct_p50_ps)),
+        ("FCT p99", fct(s.fct_p99_ps)),
+        ("FCT max", fct(s.max_fct_ps)),
         ("stopped by", s.stop_reason.clone()),
     ];
     for (k, v) in rows {
@@ -278,9 +283,9 @@ fn print_comparison(results: &[RunResult]) {
             r.summary.retransmitted_packets.to_string()
         }),
         ("goodput", |r| gbps(r.summary.goodput_bps)),
-        ("FCT p50", |r| ps(r.summary.fct_p50_ps)),
-        ("FCT p99", |r| ps(r.summary.fct_p99_ps)),
-        ("FCT max", |r| ps(r.summary.max_fct_ps)),
+        ("FCT p50", |r| fct(r.summary.fct_p50_ps)),
+        ("FCT p99", |r| fct(r.summary.fct_p99_ps)),
+        ("FCT max", |r| fct(r.summary.max_fct_ps)),
     ];
     for (name, f) in rows {
         print!("{name:<18}");

@@ -85,13 +85,15 @@ pub struct Summary {
     pub cnps_sent: u64,
     /// Data packets sent again by requesters.
     pub retransmitted_packets: u64,
-    /// Median flow completion time of completed flows (0 when none);
-    /// FCTs count from each flow's post time (see [`FlowRecord`]).
-    pub fct_p50_ps: u64,
-    /// 99th percentile flow completion time (nearest rank).
-    pub fct_p99_ps: u64,
-    /// Largest flow completion time.
-    pub max_fct_ps: u64,
+    /// Median flow completion time of completed flows; FCTs count from
+    /// each flow's post time (see [`FlowRecord`]). `None` (`null`) when no
+    /// flow finished: a percentile of nothing is absent, not zero.
+    pub fct_p50_ps: Option<u64>,
+    /// 99th percentile flow completion time (nearest rank); `None` when no
+    /// flow finished.
+    pub fct_p99_ps: Option<u64>,
+    /// Largest flow completion time; `None` when no flow finished.
+    pub max_fct_ps: Option<u64>,
     /// Time the last flow completed (0 when none).
     pub makespan_ps: u64,
     /// Application bytes acknowledged, all flows.

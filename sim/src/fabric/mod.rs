@@ -1036,9 +1036,9 @@ impl<'a> World<'a> {
             ecn_marked,
             cnps_sent: nics.iter().map(|n| n.np_cnp_sent).sum(),
             retransmitted_packets: nics.iter().map(|n| n.retransmitted_packets).sum(),
-            fct_p50_ps: percentile(&fcts, 50),
-            fct_p99_ps: percentile(&fcts, 99),
-            max_fct_ps: fcts.last().copied().unwrap_or(0),
+            fct_p50_ps: (!fcts.is_empty()).then(|| percentile(&fcts, 50)),
+            fct_p99_ps: (!fcts.is_empty()).then(|| percentile(&fcts, 99)),
+            max_fct_ps: fcts.last().copied(),
             makespan_ps: if completed > 0 {
                 last_finish.as_ps()
             } else {
