@@ -109,6 +109,7 @@ pub fn run(args: &Args) -> ExitCode {
             max_events: v.max_events,
             progress: !quiet,
             groups: v.groups.clone(),
+            workloads: v.workloads.clone(),
         };
         let topo = &scenario.topologies[v.topology];
         match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {

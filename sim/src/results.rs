@@ -115,6 +115,10 @@ pub struct FlowRecord {
     pub src: String,
     /// Responder host name.
     pub dst: String,
+    /// Name of the workload that made it (its `name`, or its kind and
+    /// index such as `incast-0`). Empty in files written before it existed.
+    #[serde(default)]
+    pub workload: String,
     /// Bytes of the flow.
     pub size: u64,
     /// Configured start time.

@@ -28,6 +28,7 @@ fn tiny() -> &'static ScenarioResults {
                     max_events: v.max_events,
                     progress: false,
                     groups: v.groups.clone(),
+                    workloads: v.workloads.clone(),
                 };
                 simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
                     .unwrap()

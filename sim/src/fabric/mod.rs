@@ -946,6 +946,12 @@ impl<'a> World<'a> {
                     id: f.id,
                     src: name(f.src.0),
                     dst: name(f.dst.0),
+                    workload: self
+                        .opts
+                        .workloads
+                        .get(f.workload as usize)
+                        .cloned()
+                        .unwrap_or_else(|| format!("workload-{}", f.workload)),
                     size: f.size,
                     start_ps: f.start.as_ps(),
                     posted_ps: st.posted_at.map(|t| t.as_ps()),

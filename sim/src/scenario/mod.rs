@@ -144,6 +144,8 @@ pub struct Variant {
     pub flows: Vec<FlowSpec>,
     /// The groups of the dependent workloads; flows' `group` index it.
     pub groups: Vec<GroupSpec>,
+    /// Workload names in file order; flows' `workload` index it.
+    pub workloads: Vec<String>,
     /// Root seed of the run.
     pub seed: u64,
     /// Stop time.
@@ -466,7 +468,7 @@ pub fn from_str_with(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario
             faults,
         };
         check_config(path, topo, &config).map_err(|e| e.with_variant_if(&prefix, &vname))?;
-        let (flows, groups) = workload::build(path, topo, &doc, &config)
+        let (flows, groups, workloads) = workload::build(path, topo, &doc, &config)
             .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         scenario.variants.push(Variant {
             name: vname,
@@ -475,6 +477,7 @@ pub fn from_str_with(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario
             config,
             flows,
             groups,
+            workloads,
             seed: doc.seed,
             duration: doc.duration,
             max_events: doc.max_events.unwrap_or(DEFAULT_MAX_EVENTS),

@@ -303,3 +303,35 @@ fn command_line_changes_set_any_key_over_every_variant() {
         assert!(Overrides::parse_set(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn every_flow_record_carries_its_workload_name() {
+    use sim::run::{simulate, RunOptions};
+    use sim::topology::Routes;
+    let dir = scratch("names");
+    let path = dir.join("n.toml");
+    std::fs::write(
+        &path,
+        "topology = \"star.toml\"\n\
+         [[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsenders = [\"h1\", \"h2\"]\nsize = \"20KB\"\nname = \"fan-in\"\n\
+         [[workload]]\nkind = \"incast\"\nreceiver = \"h3\"\nsenders = [\"h2\"]\nsize = \"10KB\"\nstart = \"0s\"\n",
+    )
+    .unwrap();
+    let s = scenario::load(&path).unwrap();
+    let v = &s.variants[0];
+    assert_eq!(v.workloads, ["fan-in", "incast-1"]);
+    let topo = &s.topologies[v.topology];
+    let opts = RunOptions {
+        workloads: v.workloads.clone(),
+        groups: v.groups.clone(),
+        ..RunOptions::default()
+    };
+    let res = simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
+        .unwrap()
+        .0;
+    assert_eq!(res.flows.len(), 3);
+    for f in &res.flows {
+        let want = if f.dst == "h0" { "fan-in" } else { "incast-1" };
+        assert_eq!(f.workload, want, "{f:?}");
+    }
+}
