@@ -573,7 +573,9 @@ impl<'a> World<'a> {
             }
             if want_bar && self.q.processed() - last_check >= 1 << 18 {
                 last_check = self.q.processed();
-                progress(&mut bar, wall, now, end);
+                let total = self.flows.len();
+                let done = total - self.flows_open;
+                progress(&mut bar, wall, now, end, (&self.opts.variant, done, total));
             }
         }
         if let Some(b) = bar {
@@ -1161,22 +1163,41 @@ impl<'a> World<'a> {
     }
 }
 
+/// Draw the progress bar once the run has taken two wall seconds. It
+/// counts what the run will actually do: flows finished of all flows when
+/// there are flows (a duration is only a cap), else simulated time up to
+/// the duration; it names the variant and shows an ETA.
 fn progress(
     bar: &mut Option<indicatif::ProgressBar>,
     wall: std::time::Instant,
     now: Instant,
     end: Option<Instant>,
+    (variant, done, total): (&str, usize, usize),
 ) {
     if bar.is_none() && wall.elapsed().as_secs_f64() > 2.0 {
-        let b = match end {
-            Some(e) => indicatif::ProgressBar::new(e.as_ps() / 1_000_000),
-            None => indicatif::ProgressBar::new_spinner(),
+        let (b, unit) = match (total, end) {
+            (1.., _) => (indicatif::ProgressBar::new(total as u64), "flows finished"),
+            (0, Some(e)) => (
+                indicatif::ProgressBar::new(e.as_ps() / 1_000_000),
+                "simulated us",
+            ),
+            (0, None) => (indicatif::ProgressBar::new_spinner(), "simulated us"),
         };
-        b.set_message("simulated us");
+        let style = indicatif::ProgressStyle::with_template(&format!(
+            "{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, ETA {{eta}}"
+        ));
+        if let Ok(style) = style {
+            b.set_style(style);
+        }
+        b.set_message(format!("variant {variant}"));
         *bar = Some(b);
     }
     if let Some(b) = bar {
-        b.set_position(now.as_ps() / 1_000_000);
+        b.set_position(if total > 0 {
+            done as u64
+        } else {
+            now.as_ps() / 1_000_000
+        });
     }
 }
 
