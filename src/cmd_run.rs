@@ -1,5 +1,6 @@
 //! `rocelab run FILE [--out DIR]`: run every variant of a scenario, write
-//! `DIR/results.json`, `DIR/counters/<variant>/` and `DIR/report.html`,
+//! `DIR/results.json`, `DIR/counters/<variant>/`, `DIR/report.html` and
+//! the captured links' `DIR/pcap/<variant>/<from>-<to>.pcap`,
 //! print a table per variant and the wall-clock figures (which never go
 //! into the files).
 
@@ -9,7 +10,7 @@ use std::time::Instant;
 
 use sim::results::{GroupRecord, RunResult, RunStats};
 use sim::run::{simulate, RunOptions};
-use sim::scenario::{self, ScenarioResults};
+use sim::scenario::{self, Overrides, ScenarioResults};
 use sim::topology::Routes;
 use verbs_emu::time::Duration;
 
@@ -21,13 +22,59 @@ pub struct Args {
     /// Output directory (default: out/<scenario name>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Changes to the scenario.
+    #[command(flatten)]
+    pub changes: Changes,
+    /// Print nothing but errors: no progress bar, no tables.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Command-line changes to a scenario, shared by `run` and `validate`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Changes {
+    /// Root seed (as `--set seed=N`; wins over the file and its variants).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Set any dotted key of the scenario document, as a variant would
+    /// (`fabric.pfc.enabled=false`, `nic.cc.algorithm=dcqcn`); the value is
+    /// TOML, a bare word is a string. Repeatable; applied over every variant.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = Overrides::parse_set)]
+    pub set: Vec<(String, toml::Value)>,
+    /// Run only this variant.
+    #[arg(long, value_name = "NAME")]
+    pub variant: Option<String>,
+}
+
+impl Changes {
+    /// The overrides the scenario loader applies, or why the seed cannot
+    /// be one.
+    pub fn overrides(&self) -> Result<Overrides, String> {
+        let mut set = self.set.clone();
+        if let Some(seed) = self.seed {
+            let v = i64::try_from(seed)
+                .map_err(|_| format!("--seed {seed}: expected at most {}", i64::MAX))?;
+            set.push(("seed".to_string(), toml::Value::Integer(v)));
+        }
+        Ok(Overrides {
+            set,
+            variant: self.variant.clone(),
+        })
+    }
 }
 
 /// Run the scenario; the exit status says whether every variant ran and
 /// the files were written.
 pub fn run(args: &Args) -> ExitCode {
     let t0 = Instant::now();
-    let scenario = match scenario::load(&args.file) {
+    let overrides = match args.changes.overrides() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let scenario = match scenario::load_with(&args.file, &overrides) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -42,14 +89,17 @@ pub fn run(args: &Args) -> ExitCode {
     let t1 = Instant::now();
     let routes: Vec<Routes> = scenario.topologies.iter().map(Routes::compute).collect();
     let routes_secs = t1.elapsed().as_secs_f64();
-    println!(
-        "scenario {} (seed {}): {} variant(s); loaded in {:.3} s, routes in {:.3} s",
-        scenario.name,
-        scenario.seed,
-        scenario.variants.len(),
-        load_secs,
-        routes_secs
-    );
+    let quiet = args.quiet;
+    if !quiet {
+        println!(
+            "scenario {} (seed {}): {} variant(s); loaded in {:.3} s, routes in {:.3} s",
+            scenario.name,
+            scenario.seed,
+            scenario.variants.len(),
+            load_secs,
+            routes_secs
+        );
+    }
     let mut results: Vec<RunResult> = Vec::new();
     for v in &scenario.variants {
         let opts = RunOptions {
@@ -57,13 +107,16 @@ pub fn run(args: &Args) -> ExitCode {
             seed: v.seed,
             duration: v.duration,
             max_events: v.max_events,
-            progress: true,
+            progress: !quiet,
             groups: v.groups.clone(),
+            workloads: v.workloads.clone(),
         };
         let topo = &scenario.topologies[v.topology];
         match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {
             Ok((result, stats)) => {
-                print_variant(&result, &stats, load_secs + routes_secs);
+                if !quiet {
+                    print_variant(&result, &stats, load_secs + routes_secs);
+                }
                 results.push(result);
             }
             Err(e) => {
@@ -72,7 +125,7 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
     }
-    if results.len() > 1 {
+    if results.len() > 1 && !quiet {
         print_comparison(&results);
     }
     let doc = ScenarioResults {
@@ -83,6 +136,9 @@ pub fn run(args: &Args) -> ExitCode {
     if let Err(e) = write_outputs(&out, &doc, &scenario) {
         eprintln!("error: writing {}: {e}", out.display());
         return ExitCode::FAILURE;
+    }
+    if quiet {
+        return ExitCode::SUCCESS;
     }
     println!(
         "wrote {}, {} and {}",
@@ -105,12 +161,24 @@ fn write_outputs(
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
         sim::stats::write_counter_dumps(&out.join("counters").join(&v.name), r, prios)?;
+        if !r.captures.is_empty() {
+            let dir = out.join("pcap").join(&v.name);
+            std::fs::create_dir_all(&dir)?;
+            for c in &r.captures {
+                std::fs::write(dir.join(format!("{}.pcap", c.name)), &c.pcap)?;
+            }
+        }
     }
     Ok(())
 }
 
 fn ps(v: u64) -> String {
     Duration::from_ps(v).to_string()
+}
+
+/// A percentile of FCTs, or why there is none.
+fn fct(v: Option<u64>) -> String {
+    v.map_or_else(|| "none finished".to_string(), ps)
 }
 
 fn gbps(bps: f64) -> String {
@@ -135,9 +203,9 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
         ("ECN marked", s.ecn_marked.to_string()),
         ("CNPs sent", s.cnps_sent.to_string()),
         ("retransmitted", s.retransmitted_packets.to_string()),
-        ("FCT p50", ps(s.fct_p50_ps)),
-        ("FCT p99", ps(s.fct_p99_ps)),
-        ("FCT max", ps(s.max_fct_ps)),
+        ("FCT p50", fct(s.fct_p50_ps)),
+        ("FCT p99", fct(s.fct_p99_ps)),
+        ("FCT max", fct(s.max_fct_ps)),
         ("stopped by", s.stop_reason.clone()),
     ];
     for (k, v) in rows {
@@ -170,6 +238,17 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
             "  PFC watchdog       {storms} storm(s) detected, {} restored (pfcwd_events)",
             r.pfcwd_events.len() - storms
         );
+    }
+    for c in &r.captures {
+        let cut = if c.frames_not_written > 0 {
+            format!(
+                " ({} more past max_frames not written)",
+                c.frames_not_written
+            )
+        } else {
+            String::new()
+        };
+        println!("  pcap {}: {} frames{cut}", c.name, c.frames);
     }
     let mem = st
         .peak_rss_bytes
@@ -230,9 +309,9 @@ fn print_comparison(results: &[RunResult]) {
             r.summary.retransmitted_packets.to_string()
         }),
         ("goodput", |r| gbps(r.summary.goodput_bps)),
-        ("FCT p50", |r| ps(r.summary.fct_p50_ps)),
-        ("FCT p99", |r| ps(r.summary.fct_p99_ps)),
-        ("FCT max", |r| ps(r.summary.max_fct_ps)),
+        ("FCT p50", |r| fct(r.summary.fct_p50_ps)),
+        ("FCT p99", |r| fct(r.summary.fct_p99_ps)),
+        ("FCT max", |r| fct(r.summary.max_fct_ps)),
     ];
     for (name, f) in rows {
         print!("{name:<18}");

@@ -1,10 +1,22 @@
-//! `rocelab validate FILE`: check a scenario or topology file without
-//! running it.
+//! `rocelab validate FILE [--set K=V] [--seed N] [--variant NAME]`: check a
+//! scenario or topology file without running it: what `run` would load.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sim::scenario::{check_file, CheckedFile};
+use sim::scenario::{check_file_with, CheckedFile};
+
+use crate::cmd_run::Changes;
+
+/// Arguments of `rocelab validate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The scenario or topology file (TOML).
+    pub file: PathBuf,
+    /// Changes to the scenario, checked as `run` would apply them.
+    #[command(flatten)]
+    pub changes: Changes,
+}
 use sim::topology::Topology;
 
 fn describe(t: &Topology) -> String {
@@ -16,10 +28,18 @@ fn describe(t: &Topology) -> String {
     )
 }
 
-/// Check `file`; print what it holds, or the error (file, line, key,
-/// expectation) on stderr.
-pub fn run(file: &Path) -> ExitCode {
-    match check_file(file) {
+/// Check `file` (with the changes `run` would make); print what it holds,
+/// or the error (file, line, key, expectation) on stderr.
+pub fn run(args: &Args) -> ExitCode {
+    let file = &args.file;
+    let overrides = match args.changes.overrides() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match check_file_with(file, &overrides) {
         Ok(CheckedFile::Scenario(s)) => {
             println!("{}: scenario {:?}, seed {}", file.display(), s.name, s.seed);
             for v in &s.variants {

@@ -1,7 +1,6 @@
 //! `rocelab`: the one command-line binary. It parses arguments and calls the
 //! libraries; no logic lives here. One module per subcommand.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -34,10 +33,7 @@ enum Command {
     /// Render a results.json as report.html (SVG plots, explanation) or Markdown.
     Report(cmd_report::Args),
     /// Check a scenario or topology file without running it.
-    Validate {
-        /// The scenario or topology file (TOML).
-        file: PathBuf,
-    },
+    Validate(cmd_validate::Args),
     /// RoCEv2 wire format: write sample captures, decode pcap files.
     Wire(cmd_wire::WireArgs),
     /// List RDMA devices, emulated and real, like `ibv_devices`.
@@ -61,7 +57,7 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => cmd_run::run(&args),
         Command::Report(args) => cmd_report::run(&args),
-        Command::Validate { file } => cmd_validate::run(&file),
+        Command::Validate(args) => cmd_validate::run(&args),
         Command::Wire(args) => cmd_wire::run(args),
         Command::Devices(args) => cmd_devices::run(&args),
         Command::Parse(args) => cmd_parse::run(args),

@@ -506,11 +506,16 @@ pub enum CcAlgorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DcqcnPreset {
-    /// SIGCOMM'15 paper set (40 Gbps testbed).
+    /// SIGCOMM'15 paper set (40 Gbps testbed), with the paper's α timer:
+    /// it runs from the flow's first data packet, so α decays from 1 every
+    /// K even before any CNP.
     Paper,
-    /// ConnectX firmware defaults as shipped.
+    /// ConnectX firmware defaults as shipped, with the firmware's α timer:
+    /// α holds at its initial value until the flow's first CNP and its
+    /// update periods count from there.
     Firmware,
-    /// The HPCC artifact's "Mellanox" set at 100 Gbps.
+    /// The HPCC artifact's "Mellanox" set at 100 Gbps (firmware model: α
+    /// timer from the first CNP).
     Hpcc,
 }
 
@@ -560,6 +565,9 @@ pub struct RecordConfig {
     /// timelines in `results.json` (`pauses`); 0 keeps none. Intervals past
     /// the cap are only counted.
     pub pause_intervals: u32,
+    /// Link directions to capture as pcap files (RoCEv2 and PFC frames,
+    /// timestamps in simulated time); empty: no capture, no cost.
+    pub pcap: Vec<CaptureSelector>,
 }
 
 impl Default for RecordConfig {
@@ -570,6 +578,91 @@ impl Default for RecordConfig {
             flows: true,
             ports: true,
             pause_intervals: 256,
+            pcap: Vec::new(),
+        }
+    }
+}
+
+/// One link direction to capture: the frames a port transmits. Named
+/// either by the link's ends (`{ from = "leaf0", to = "h0" }`: what leaf0
+/// sends to h0) or by the transmitting port (`{ node = "leaf0", port = 2
+/// }`), not both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureSelector {
+    /// The transmitting node of the link direction.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// The receiving node of the link direction.
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The transmitting node, with `port`.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Port number on `node`.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Most frames written; later ones are only counted (default 100000).
+    #[serde(default = "default_capture_frames")]
+    pub max_frames: u64,
+}
+
+fn default_capture_frames() -> u64 {
+    100_000
+}
+
+impl CaptureSelector {
+    /// The transmitting (node, port number) this selector names in
+    /// `topo`, or the key (under `record.pcap[i]`) and what is wrong.
+    pub fn resolve(
+        &self,
+        topo: &crate::topology::Topology,
+    ) -> Result<(crate::topology::NodeId, u16), (&'static str, String)> {
+        let find = |name: &str, key: &'static str| {
+            topo.find(name).ok_or_else(|| {
+                (
+                    key,
+                    format!("{name:?}: expected the name of a node in the topology"),
+                )
+            })
+        };
+        match (&self.from, &self.to, &self.node, self.port) {
+            (Some(from), Some(to), None, None) => {
+                let (a, b) = (find(from, "from")?, find(to, "to")?);
+                let port = topo
+                    .node(a)
+                    .ports
+                    .iter()
+                    .position(|&l| {
+                        let l = topo.link(l);
+                        (l.a.node == a && l.b.node == b) || (l.b.node == a && l.a.node == b)
+                    })
+                    .ok_or_else(|| {
+                        (
+                            "to",
+                            format!(
+                                "no link joins {from:?} and {to:?}: expected the two ends of a link"
+                            ),
+                        )
+                    })?;
+                Ok((a, port as u16))
+            }
+            (None, None, Some(node), Some(port)) => {
+                let n = find(node, "node")?;
+                let ports = topo.node(n).ports.len();
+                if usize::from(port) >= ports {
+                    return Err((
+                        "port",
+                        format!("{port}: {node:?} has ports 0-{}", ports.saturating_sub(1)),
+                    ));
+                }
+                Ok((n, port))
+            }
+            _ => Err((
+                "from",
+                "expected either `from` and `to` (a link direction) or `node` and `port`"
+                    .to_string(),
+            )),
         }
     }
 }

@@ -45,6 +45,24 @@ pub struct RunResult {
     /// PFC deadlocks found during the run, in the order they were found.
     #[serde(default)]
     pub deadlocks: Vec<DeadlockRecord>,
+    /// The pcap files of the captured link directions (`record.pcap`), in
+    /// that order. Never in `results.json`: `rocelab run` writes each to
+    /// `pcap/<variant>/<name>.pcap`.
+    #[serde(skip)]
+    pub captures: Vec<CaptureFile>,
+}
+
+/// The capture of one link direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CaptureFile {
+    /// `<from>-<to>`: the transmitting node and its peer.
+    pub name: String,
+    /// Frames written.
+    pub frames: u64,
+    /// Frames past `max_frames`, counted only.
+    pub frames_not_written: u64,
+    /// The whole pcap file (nanosecond timestamps, link type Ethernet).
+    pub pcap: Vec<u8>,
 }
 
 /// A PFC watchdog state change of one egress queue.
@@ -159,13 +177,15 @@ pub struct Summary {
     pub cnps_sent: u64,
     /// Data packets sent again by requesters.
     pub retransmitted_packets: u64,
-    /// Median flow completion time of completed flows (0 when none);
-    /// FCTs count from each flow's post time (see [`FlowRecord`]).
-    pub fct_p50_ps: u64,
-    /// 99th percentile flow completion time (nearest rank).
-    pub fct_p99_ps: u64,
-    /// Largest flow completion time.
-    pub max_fct_ps: u64,
+    /// Median flow completion time of completed flows; FCTs count from
+    /// each flow's post time (see [`FlowRecord`]). `None` (`null`) when no
+    /// flow finished: a percentile of nothing is absent, not zero.
+    pub fct_p50_ps: Option<u64>,
+    /// 99th percentile flow completion time (nearest rank); `None` when no
+    /// flow finished.
+    pub fct_p99_ps: Option<u64>,
+    /// Largest flow completion time; `None` when no flow finished.
+    pub max_fct_ps: Option<u64>,
     /// Time the last flow completed (0 when none).
     pub makespan_ps: u64,
     /// Application bytes acknowledged, all flows.
@@ -187,6 +207,10 @@ pub struct FlowRecord {
     pub src: String,
     /// Responder host name.
     pub dst: String,
+    /// Name of the workload that made it (its `name`, or its kind and
+    /// index such as `incast-0`). Empty in files written before it existed.
+    #[serde(default)]
+    pub workload: String,
     /// Bytes of the flow.
     pub size: u64,
     /// Configured start time.

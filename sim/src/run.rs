@@ -35,6 +35,9 @@ pub struct RunOptions {
     /// group id: a flow with `group == Some(g)` belongs to `groups[g]`.
     /// Flows of a group id not listed here are not reported as a group.
     pub groups: Vec<GroupSpec>,
+    /// Workload names by [`FlowSpec::workload`] index, for the flow
+    /// records; an index without a name is called `workload-<index>`.
+    pub workloads: Vec<String>,
 }
 
 impl Default for RunOptions {
@@ -46,6 +49,7 @@ impl Default for RunOptions {
             max_events: 2_000_000_000,
             progress: false,
             groups: Vec::new(),
+            workloads: Vec::new(),
         }
     }
 }

@@ -318,3 +318,90 @@ fn lesson_two_shows_head_of_line_blocking_and_what_dcqcn_buys_back() {
     assert_eq!(s(2, "pause_frames_sent"), 0);
     assert!(lossy < 1.1 * 660.0, "victim without PFC: {lossy} us");
 }
+
+#[test]
+fn run_takes_set_seed_variant_and_quiet_and_writes_the_captures() {
+    let dir = scratch("overrides");
+    let scenario = dir.join("small.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "small"
+seed = 3
+[topology]
+hosts = ["h0", "h1", "h2"]
+switches = ["sw0"]
+link = [{ a = "h0", b = "sw0" }, { a = "h1", b = "sw0" }, { a = "h2", b = "sw0" }]
+[record]
+pcap = [{ from = "sw0", to = "h0" }]
+[[workload]]
+kind = "incast"
+receiver = "h0"
+size = "50KB"
+[[variant]]
+name = "lossless"
+[[variant]]
+name = "lossy"
+fabric.pfc.enabled = false
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = rocelab(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--seed",
+        "9",
+        "--variant",
+        "lossless",
+        "--set",
+        "nic.cc.algorithm=dcqcn",
+        "--set",
+        "workload[0].size=\"20KB\"",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.is_empty() && stderr.is_empty(),
+        "quiet: {stdout}{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["seed"], 9);
+    let variants = json["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 1, "only the chosen variant runs");
+    assert_eq!(variants[0]["summary"]["variant"], "lossless");
+    let flows = variants[0]["flows"].as_array().unwrap();
+    assert!(flows.iter().all(|f| f["size"] == 20_000), "{flows:?}");
+    // The capture of sw0 -> h0: a pcap holding at least the data frames.
+    let pcap = std::fs::read(out.join("pcap/lossless/sw0-h0.pcap")).unwrap();
+    let frames = verbs_emu::wire::PcapReader::new(&pcap).unwrap().count();
+    assert!(frames >= 2 * 20_000 / 4096, "{frames} frames");
+
+    // `--set` over a variant's own key wins; validate checks what run runs.
+    let o = rocelab(&[
+        "validate",
+        scenario.to_str().unwrap(),
+        "--set",
+        "fabric.pfc.enabled=sometimes",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("key `fabric.pfc.enabled`") && stderr.contains("expected a boolean"),
+        "{stderr}"
+    );
+    let o = rocelab(&["run", scenario.to_str().unwrap(), "--variant", "nope"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("\"nope\": no such variant") && stderr.contains("\"lossy\""),
+        "{stderr}"
+    );
+}

@@ -153,9 +153,10 @@ pub fn variant(r: &RunResult) -> Vec<String> {
     let mut fcts: Vec<u64> = r.flows.iter().filter_map(|f| f.fct_ps).collect();
     fcts.sort_unstable();
     let fastest = fcts.first().copied().unwrap_or(0);
-    if s.flows_completed > 1 && s.fct_p50_ps > 0 {
-        let tail = s.fct_p99_ps as f64 / s.fct_p50_ps as f64;
-        let uneven = fastest > 0 && s.fct_p50_ps as f64 >= 2.0 * fastest as f64;
+    if let (true, Some(p50), Some(p99)) = (s.flows_completed > 1, s.fct_p50_ps, s.fct_p99_ps) {
+        let p50 = p50.max(1);
+        let tail = p99 as f64 / p50 as f64;
+        let uneven = fastest > 0 && p50 as f64 >= 2.0 * fastest as f64;
         if tail >= 2.0 {
             let sizes = r
                 .flows
@@ -165,9 +166,9 @@ pub fn variant(r: &RunResult) -> Vec<String> {
             let (lo, hi) = sizes.fold((u64::MAX, 0), |(a, b), x| (a.min(x), b.max(x)));
             let mut t = format!(
                 "{v}: the tail is long: p99 FCT {} is {} the median {}",
-                fmt_time(s.fct_p99_ps),
+                fmt_time(p99),
                 times(tail),
-                fmt_time(s.fct_p50_ps)
+                fmt_time(p50)
             );
             if hi >= 2 * lo.max(1) {
                 t.push_str(&format!(
@@ -183,15 +184,15 @@ pub fn variant(r: &RunResult) -> Vec<String> {
                 "{v}: flows were treated unevenly: the fastest finished in {}, the median \
                  took {} and {slow} of {} completed flows took at least twice the fastest.",
                 fmt_time(fastest),
-                fmt_time(s.fct_p50_ps),
+                fmt_time(p50),
                 fcts.len()
             ));
         } else {
             out.push(format!(
                 "{v}: flows finished close together: fastest {}, p50 {}, p99 {}.",
                 fmt_time(fastest),
-                fmt_time(s.fct_p50_ps),
-                fmt_time(s.fct_p99_ps)
+                fmt_time(p50),
+                fmt_time(p99)
             ));
         }
     }
@@ -295,15 +296,18 @@ pub fn comparison(rs: &[RunResult]) -> Vec<String> {
                         "; FCTs do not compare: {} completed only {} of {} flows",
                         u.variant, u.flows_completed, u.flows_total
                     ));
-                } else if sa.fct_p99_ps > 0 && sb.fct_p99_ps > 0 {
-                    let ratio = sb.fct_p99_ps as f64 / sa.fct_p99_ps as f64;
+                } else if let (Some(a99), Some(b99)) = (
+                    sa.fct_p99_ps.filter(|&x| x > 0),
+                    sb.fct_p99_ps.filter(|&x| x > 0),
+                ) {
+                    let ratio = b99 as f64 / a99 as f64;
                     if ratio >= 1.1 {
                         t.push_str(&format!(
                             "; p99 FCT of {} is {} worse ({} vs {})",
                             sb.variant,
                             times(ratio),
-                            fmt_time(sb.fct_p99_ps),
-                            fmt_time(sa.fct_p99_ps)
+                            fmt_time(b99),
+                            fmt_time(a99)
                         ));
                     } else if ratio <= 1.0 / 1.1 {
                         t.push_str(&format!(
@@ -311,14 +315,14 @@ pub fn comparison(rs: &[RunResult]) -> Vec<String> {
                              cost more than the losses",
                             sb.variant,
                             times(1.0 / ratio),
-                            fmt_time(sb.fct_p99_ps),
-                            fmt_time(sa.fct_p99_ps)
+                            fmt_time(b99),
+                            fmt_time(a99)
                         ));
                     } else {
                         t.push_str(&format!(
                             "; p99 FCT is about the same ({} vs {})",
-                            fmt_time(sb.fct_p99_ps),
-                            fmt_time(sa.fct_p99_ps)
+                            fmt_time(b99),
+                            fmt_time(a99)
                         ));
                     }
                 }

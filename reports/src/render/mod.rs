@@ -114,6 +114,10 @@ fn rows() -> [Row; 13] {
     fn t(v: u64) -> (String, String) {
         (v.to_string(), fmt_time(v))
     }
+    /// A percentile of FCTs: no exact value when no flow finished.
+    fn ot(v: Option<u64>) -> (String, String) {
+        v.map_or_else(|| (String::new(), "none finished".to_string()), t)
+    }
     [
         ("flows completed", |r| {
             let s = &r.summary;
@@ -134,9 +138,9 @@ fn rows() -> [Row; 13] {
         ("retransmitted packets", |r| {
             n(r.summary.retransmitted_packets)
         }),
-        ("FCT p50", |r| t(r.summary.fct_p50_ps)),
-        ("FCT p99", |r| t(r.summary.fct_p99_ps)),
-        ("FCT max", |r| t(r.summary.max_fct_ps)),
+        ("FCT p50", |r| ot(r.summary.fct_p50_ps)),
+        ("FCT p99", |r| ot(r.summary.fct_p99_ps)),
+        ("FCT max", |r| ot(r.summary.max_fct_ps)),
         ("makespan", |r| t(r.summary.makespan_ps)),
         ("simulated time", |r| t(r.summary.sim_time_ps)),
     ]
@@ -681,9 +685,9 @@ mod tests {
                 ecn_marked: 0,
                 cnps_sent: 0,
                 retransmitted_packets: 0,
-                fct_p50_ps: 0,
-                fct_p99_ps: 0,
-                max_fct_ps: 0,
+                fct_p50_ps: None,
+                fct_p99_ps: None,
+                max_fct_ps: None,
                 makespan_ps: 0,
                 bytes_delivered: 0,
                 frames_sent: 0,
@@ -698,6 +702,7 @@ mod tests {
             pfcwd_events: Vec::new(),
             pfcwd_stats: Vec::new(),
             deadlocks: Vec::new(),
+            captures: Vec::new(),
         }
     }
 

@@ -26,6 +26,7 @@
 //!   the NICs' PAUSE storm prevention; **deadlocks** ([`deadlock`]) are
 //!   found live from the buffer dependencies of paused queues.
 
+mod capture;
 pub mod deadlock;
 pub mod faults;
 pub mod nic;
@@ -52,6 +53,7 @@ use crate::topology::ecmp::{ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
 use crate::workload::FlowSpec;
 
+use capture::Taps;
 use faults::{Action, Verdict};
 use nic::{FlowState, Nic, QpTable};
 use packet::{Packet, PFC_FRAME};
@@ -159,6 +161,8 @@ pub struct World<'a> {
     sched: SchedulerConfig,
     samples: Vec<QueueSeries>,
     sample_ports: Vec<u32>,
+    /// Packet capture of the `record.pcap` link directions (`None`: none).
+    taps: Option<Box<Taps>>,
     drops: u64,
     pub(crate) flows_open: usize,
     last_active: Instant,
@@ -372,6 +376,7 @@ impl<'a> World<'a> {
             });
         }
         let n_links = topo.links.len();
+        let taps = Taps::build(topo, cfg, &node_port_base, &ports)?;
         let mut world = World {
             topo,
             cfg,
@@ -398,6 +403,7 @@ impl<'a> World<'a> {
             sched: cfg.fabric.scheduler.clone(),
             samples,
             sample_ports,
+            taps,
             drops: 0,
             flows_open: flows.len(),
             last_active: Instant::ZERO,
@@ -625,7 +631,9 @@ impl<'a> World<'a> {
             }
             if want_bar && self.q.processed() - last_check >= 1 << 18 {
                 last_check = self.q.processed();
-                progress(&mut bar, wall, now, end);
+                let total = self.flows.len();
+                let done = total - self.flows_open;
+                progress(&mut bar, wall, now, end, (&self.opts.variant, done, total));
             }
         }
         if let Some(b) = bar {
@@ -751,6 +759,9 @@ impl<'a> World<'a> {
             port.frames_sent += 1;
             let peer = port.peer;
             let arrive = now + ser + port.delay + self.pfc_response;
+            if let Some(t) = self.taps.as_deref_mut() {
+                t.pfc(p, prio, quanta, now);
+            }
             self.q.schedule(now + ser, Ev::TxDone(p));
             self.q.schedule(
                 arrive,
@@ -867,6 +878,9 @@ impl<'a> World<'a> {
 
     /// Serialise `pkt` on port `p` from `now`.
     pub(crate) fn transmit(&mut self, p: u32, pkt: Packet, now: Instant) {
+        if let Some(t) = self.taps.as_deref_mut() {
+            t.roce(p, &pkt, now);
+        }
         let port = &mut self.ports[p as usize];
         let ser = port.rate.serialization_time(u64::from(pkt.wire));
         port.busy = true;
@@ -1039,6 +1053,12 @@ impl<'a> World<'a> {
                     id: f.id,
                     src: name(f.src.0),
                     dst: name(f.dst.0),
+                    workload: self
+                        .opts
+                        .workloads
+                        .get(f.workload as usize)
+                        .cloned()
+                        .unwrap_or_else(|| format!("workload-{}", f.workload)),
                     size: f.size,
                     start_ps: f.start.as_ps(),
                     posted_ps: st.posted_at.map(|t| t.as_ps()),
@@ -1138,9 +1158,9 @@ impl<'a> World<'a> {
             ecn_marked,
             cnps_sent: nics.iter().map(|n| n.np_cnp_sent).sum(),
             retransmitted_packets: nics.iter().map(|n| n.retransmitted_packets).sum(),
-            fct_p50_ps: percentile(&fcts, 50),
-            fct_p99_ps: percentile(&fcts, 99),
-            max_fct_ps: fcts.last().copied().unwrap_or(0),
+            fct_p50_ps: (!fcts.is_empty()).then(|| percentile(&fcts, 50)),
+            fct_p99_ps: (!fcts.is_empty()).then(|| percentile(&fcts, 99)),
+            max_fct_ps: fcts.last().copied(),
             makespan_ps: if completed > 0 {
                 last_finish.as_ps()
             } else {
@@ -1174,6 +1194,7 @@ impl<'a> World<'a> {
             pfcwd_events,
             pfcwd_stats,
             deadlocks,
+            captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
         }
     }
 
@@ -1265,22 +1286,41 @@ impl<'a> World<'a> {
     }
 }
 
+/// Draw the progress bar once the run has taken two wall seconds. It
+/// counts what the run will actually do: flows finished of all flows when
+/// there are flows (a duration is only a cap), else simulated time up to
+/// the duration; it names the variant and shows an ETA.
 fn progress(
     bar: &mut Option<indicatif::ProgressBar>,
     wall: std::time::Instant,
     now: Instant,
     end: Option<Instant>,
+    (variant, done, total): (&str, usize, usize),
 ) {
     if bar.is_none() && wall.elapsed().as_secs_f64() > 2.0 {
-        let b = match end {
-            Some(e) => indicatif::ProgressBar::new(e.as_ps() / 1_000_000),
-            None => indicatif::ProgressBar::new_spinner(),
+        let (b, unit) = match (total, end) {
+            (1.., _) => (indicatif::ProgressBar::new(total as u64), "flows finished"),
+            (0, Some(e)) => (
+                indicatif::ProgressBar::new(e.as_ps() / 1_000_000),
+                "simulated us",
+            ),
+            (0, None) => (indicatif::ProgressBar::new_spinner(), "simulated us"),
         };
-        b.set_message("simulated us");
+        let style = indicatif::ProgressStyle::with_template(&format!(
+            "{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, ETA {{eta}}"
+        ));
+        if let Ok(style) = style {
+            b.set_style(style);
+        }
+        b.set_message(format!("variant {variant}"));
         *bar = Some(b);
     }
     if let Some(b) = bar {
-        b.set_position(now.as_ps() / 1_000_000);
+        b.set_position(if total > 0 {
+            done as u64
+        } else {
+            now.as_ps() / 1_000_000
+        });
     }
 }
 

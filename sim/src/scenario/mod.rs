@@ -150,6 +150,8 @@ pub struct Variant {
     pub flows: Vec<FlowSpec>,
     /// The groups of the dependent workloads; flows' `group` index it.
     pub groups: Vec<GroupSpec>,
+    /// Workload names in file order; flows' `workload` index it.
+    pub workloads: Vec<String>,
     /// Root seed of the run.
     pub seed: u64,
     /// Stop time.
@@ -181,20 +183,161 @@ impl ScenarioResults {
     }
 }
 
+/// Changes made on the command line (`rocelab run --set K=V --seed N
+/// --variant NAME`), applied as a variant would apply them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `(dotted key, value)` pairs in order: each is set on the base
+    /// document and again over every merged variant, so the command line
+    /// wins over the file. `--seed N` is `seed = N`.
+    pub set: Vec<(String, toml::Value)>,
+    /// Resolve and run only this variant.
+    pub variant: Option<String>,
+}
+
+impl Overrides {
+    /// Parse one `KEY=VALUE`: the key is a dotted path of the scenario
+    /// document (`fabric.pfc.enabled`, `workload[0].size`), the value a
+    /// TOML value (`false`, `3`, `"1MB"`, `[3, 4]`, `{ a = 1 }`); a value
+    /// that is not TOML is taken as a string (`nic.cc.algorithm=dcqcn`).
+    pub fn parse_set(arg: &str) -> Result<(String, toml::Value), String> {
+        let (key, value) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("{arg:?}: expected KEY=VALUE"))?;
+        let key = key.trim();
+        parse_key(key)?;
+        let value = value.trim();
+        let parsed = format!("v = {value}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        Ok((key.to_string(), parsed))
+    }
+
+    fn set_all(&self, file: &Path, table: &mut toml::Table) -> Result<(), FileError> {
+        for (k, v) in &self.set {
+            set_key(table, k, v.clone())
+                .map_err(|m| FileError::new(file, k, format!("{m} (set on the command line)")))?;
+        }
+        Ok(())
+    }
+}
+
+/// One step of a dotted key: a table key, then array indexes.
+type KeyStep<'a> = (&'a str, Vec<usize>);
+
+/// `a.b[2].c` as steps; an error says what is wrong with the key.
+fn parse_key(key: &str) -> Result<Vec<KeyStep<'_>>, String> {
+    let bad =
+        || format!("{key:?}: expected a dotted key such as fabric.pfc.enabled or workload[0].size");
+    let mut steps = Vec::new();
+    for part in key.split('.') {
+        let (name, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(bad());
+        }
+        let mut idx = Vec::new();
+        while !rest.is_empty() {
+            let close = rest.find(']').ok_or_else(bad)?;
+            if !rest.starts_with('[') {
+                return Err(bad());
+            }
+            idx.push(rest[1..close].parse::<usize>().map_err(|_| bad())?);
+            rest = &rest[close + 1..];
+        }
+        steps.push((name, idx));
+    }
+    Ok(steps)
+}
+
+/// Set `key` (a dotted path, see [`Overrides::parse_set`]) in `table`,
+/// creating missing tables; array elements must exist.
+fn set_key(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+    let steps = parse_key(key)?;
+    let mut cur = table;
+    let last = steps.len() - 1;
+    for (i, (name, idx)) in steps.into_iter().enumerate() {
+        if i == last && idx.is_empty() {
+            cur.insert(name.to_string(), value);
+            return Ok(());
+        }
+        let mut v = cur
+            .entry(name.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        for (j, &n) in idx.iter().enumerate() {
+            let len = match v {
+                toml::Value::Array(a) => a.len(),
+                other => return Err(format!("{name} is a {}, not an array", other.type_str())),
+            };
+            let toml::Value::Array(a) = v else {
+                unreachable!("checked above")
+            };
+            let Some(el) = a.get_mut(n) else {
+                return Err(format!("{name}[{n}]: the array has {len} elements"));
+            };
+            if i == last && j == idx.len() - 1 {
+                *el = value;
+                return Ok(());
+            }
+            v = el;
+        }
+        cur = match v {
+            toml::Value::Table(t) => t,
+            other => return Err(format!("{name} is a {}, not a table", other.type_str())),
+        };
+    }
+    Ok(())
+}
+
 /// Load, resolve and check a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, FileError> {
+    load_with(path, &Overrides::default())
+}
+
+/// Load, resolve and check a scenario file with command-line changes.
+pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Scenario, FileError> {
     let text = read_file(path)?;
-    from_str(path, &text)
+    from_str_with(path, &text, overrides)
 }
 
 /// Load a scenario from the text of the file at `path` (relative paths in
 /// it resolve against `path`'s directory).
 pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
+    from_str_with(path, text, &Overrides::default())
+}
+
+/// [`from_str`] with command-line changes.
+pub fn from_str_with(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileError> {
+    let mut raw: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let err = FileError::new(path, "", e.message().trim_end().to_string());
+        match e.span() {
+            Some(s) => err.at(text, s.start),
+            None => err,
+        }
+    })?;
     // The base document alone first: its errors carry line and column.
-    let base: ScenarioDoc = decode_str(path, text)?;
-    let raw: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| FileError::new(path, "", e.message().to_string()))?;
+    let mut base: ScenarioDoc = decode_str(path, text)?;
+    if !ov.set.is_empty() {
+        // Then with the command line's changes (variants keep their place
+        // in the file for their errors).
+        ov.set_all(path, &mut raw)?;
+        let mut changed = raw.clone();
+        changed.remove("variant");
+        let variants = std::mem::take(&mut base.variants);
+        base = decode_value(path, toml::Value::Table(changed), "").map_err(|e| FileError {
+            message: format!("{} (with the changes set on the command line)", e.message),
+            ..e
+        })?;
+        base.variants = variants;
+    }
     let name = base.name.clone().unwrap_or_else(|| {
         path.file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -216,6 +359,24 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
     };
     let (fault_spans, override_spans) = (offsets(&spans.faults), offsets(&spans.overrides));
     let mut docs: Vec<(String, Option<String>, ScenarioDoc, String, toml::Table)> = Vec::new();
+    if let Some(want) = &ov.variant {
+        let names: Vec<String> = if base.variants.is_empty() {
+            vec!["default".to_string()]
+        } else {
+            base.variants
+                .iter()
+                .filter_map(|v| v.get_ref().get("name")?.as_str().map(str::to_string))
+                .collect()
+        };
+        if !names.contains(want) {
+            return Err(FileError::new(
+                path,
+                "variant",
+                format!("{want:?}: no such variant; expected one of {names:?}"),
+            ));
+        }
+    }
+    let wanted = |name: &str| ov.variant.as_deref().map_or(true, |w| w == name);
     if base.variants.is_empty() {
         docs.push((
             "default".to_string(),
@@ -273,10 +434,14 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
                     "variants cannot nest: expected settings only",
                 ));
             }
+            if !wanted(&vname) {
+                continue;
+            }
             let mut merged = raw.clone();
             merged.remove("variant");
             let keys: Vec<String> = v.keys().cloned().collect();
             merge(&mut merged, v);
+            ov.set_all(path, &mut merged)?;
             let doc: ScenarioDoc = decode_value(path, toml::Value::Table(merged.clone()), "")
                 .map_err(|e| {
                     let top = e
@@ -338,7 +503,7 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
         config.overrides =
             crate::overrides::resolve(path, text, &ospans, &doc_raw, &doc.overrides, topo, &config)
                 .map_err(|e| e.with_variant_if(&prefix, &vname))?;
-        let (flows, groups) = workload::build(path, topo, &doc, &config)
+        let (flows, groups, workloads) = workload::build(path, topo, &doc, &config)
             .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         scenario.variants.push(Variant {
             name: vname,
@@ -347,6 +512,7 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
             config,
             flows,
             groups,
+            workloads,
             seed: doc.seed,
             duration: doc.duration,
             max_events: doc.max_events.unwrap_or(DEFAULT_MAX_EVENTS),
@@ -578,6 +744,11 @@ fn check_config(
             ));
         }
     }
+    for (i, sel) in c.record.pcap.iter().enumerate() {
+        sel.resolve(topo).map_err(|(k, message)| {
+            FileError::new(file, &format!("record.pcap[{i}].{k}"), message)
+        })?;
+    }
     if topo.nodes.iter().all(|n| n.kind != NodeKind::Host) {
         return Err(FileError::new(
             file,
@@ -600,6 +771,12 @@ pub enum CheckedFile {
 /// Check a scenario or topology file without running anything: a file
 /// with a top-level `topology` key is a scenario, any other a topology.
 pub fn check_file(path: &Path) -> Result<CheckedFile, FileError> {
+    check_file_with(path, &Overrides::default())
+}
+
+/// [`check_file`] with command-line changes (scenario files only: a
+/// topology file with overrides is an error).
+pub fn check_file_with(path: &Path, ov: &Overrides) -> Result<CheckedFile, FileError> {
     let text = read_file(path)?;
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
@@ -613,7 +790,13 @@ pub fn check_file(path: &Path) -> Result<CheckedFile, FileError> {
         }
     };
     if table.contains_key("topology") || table.contains_key("workload") {
-        from_str(path, &text).map(CheckedFile::Scenario)
+        from_str_with(path, &text, ov).map(CheckedFile::Scenario)
+    } else if *ov != Overrides::default() {
+        Err(FileError::new(
+            path,
+            "",
+            "--set, --seed and --variant apply to scenario files: expected a scenario (it has a `topology` key)",
+        ))
     } else {
         topology::file::from_str(path, &text).map(CheckedFile::Topology)
     }

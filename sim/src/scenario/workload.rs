@@ -330,6 +330,10 @@ impl WorkloadDoc {
     }
 }
 
+/// What [`build`] makes: the flows, the groups of the dependent
+/// workloads, and the workload names (flows' `workload` index them).
+pub(super) type Built = (Vec<FlowSpec>, Vec<GroupSpec>, Vec<String>);
+
 /// Build the flows of every workload of `doc` on `topo`, with the groups
 /// of the dependent workloads (ring all-reduce, htsim imports with
 /// triggers).
@@ -338,7 +342,7 @@ pub(super) fn build(
     topo: &Topology,
     doc: &ScenarioDoc,
     config: &SimConfig,
-) -> Result<(Vec<FlowSpec>, Vec<GroupSpec>), FileError> {
+) -> Result<Built, FileError> {
     let hosts = topo.hosts();
     let mut b = FlowBuilder::new();
     let mut names: Vec<String> = Vec::with_capacity(doc.workloads.len());
@@ -351,6 +355,7 @@ pub(super) fn build(
     }
     for (i, w) in doc.workloads.iter().enumerate() {
         let key = format!("workload[{i}]");
+        let first_flow = b.len();
         let err = |k: &str, msg: String| FileError::new(file, &format!("{key}.{k}"), msg);
         let ok = allowed(w.kind);
         if let Some(k) = w.given().into_iter().find(|k| !ok.contains(k)) {
@@ -632,6 +637,7 @@ pub(super) fn build(
                 b.extend(flows);
             }
         }
+        b.set_workload(first_flow, i as u32);
     }
     let groups = b.groups().to_vec();
     let flows = b.finish().map_err(|e| {
@@ -641,7 +647,7 @@ pub(super) fn build(
             format!("{e}: expected dependencies without cycles"),
         )
     })?;
-    Ok((flows, groups))
+    Ok((flows, groups, names))
 }
 
 fn kind_name(k: WorkloadKind) -> &'static str {

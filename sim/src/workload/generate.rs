@@ -114,6 +114,7 @@ impl FlowBuilder {
                 priority: t.priority,
                 group,
                 after: after.to_vec(),
+                workload: 0,
             });
             ids.push(id);
         }
@@ -134,6 +135,24 @@ impl FlowBuilder {
             }
         }
         self.flows.extend(flows);
+    }
+
+    /// Flows added so far.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// True before any flow was added.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Mark the flows added since the first `from` as made by workload
+    /// `index`.
+    pub fn set_workload(&mut self, from: usize, index: u32) {
+        for f in self.flows.iter_mut().skip(from) {
+            f.workload = index;
+        }
     }
 
     /// The final list: sorted, ids dense (see [`super::finish`]).

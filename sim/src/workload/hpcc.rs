@@ -109,6 +109,7 @@ pub fn parse(
             priority,
             group: None,
             after: Vec::new(),
+            workload: 0,
         });
     }
     if flows.len() != count {

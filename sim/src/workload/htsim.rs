@@ -152,6 +152,7 @@ pub fn parse(file: &Path, text: &str, hosts: &[NodeId]) -> Result<Vec<FlowSpec>,
                     priority,
                     group: None,
                     after: Vec::new(),
+                    workload: 0,
                 });
             }
         }

@@ -75,6 +75,10 @@ pub struct FlowSpec {
     /// Flows that must have been delivered before this one is posted (see
     /// the module docs); ids smaller than `id`. Empty: start at `start`.
     pub after: Vec<u32>,
+    /// Index of the workload that made it (a scenario's `[[workload]]`
+    /// tables in order; 0 for flows built in code), named in results by
+    /// [`crate::run::RunOptions::workloads`].
+    pub workload: u32,
 }
 
 /// A named group of flows reported together (a collective, or an import

@@ -100,3 +100,40 @@ fn dwrr_shares_the_egress_by_weight_and_strict_serves_the_highest_first() {
     );
     assert!(res.flows[1].fct_ps.unwrap() as f64 > 1.9 * alone);
 }
+
+#[test]
+fn percentiles_over_no_finished_flow_are_absent_not_zero() {
+    let (t, r) = star(2, Rate::from_gbps(100), Duration::from_us(1));
+    let flows = [write(0, 2, 1, 1_000_000)];
+    let opts = RunOptions {
+        duration: Some(Duration::from_us(20)),
+        ..RunOptions::default()
+    };
+    let res = simulate(&t, &r, &SimConfig::default(), &flows, &opts)
+        .unwrap()
+        .0;
+    let s = &res.summary;
+    assert_eq!((s.flows_completed, s.stop_reason.as_str()), (0, "duration"));
+    assert_eq!(
+        (s.fct_p50_ps, s.fct_p99_ps, s.max_fct_ps),
+        (None, None, None)
+    );
+    let json: serde_json::Value = serde_json::from_str(&res.to_json()).unwrap();
+    for k in ["fct_p50_ps", "fct_p99_ps", "max_fct_ps"] {
+        assert!(json["summary"][k].is_null(), "{k}: {}", json["summary"][k]);
+    }
+    // With one finished flow they are that flow's FCT.
+    let res = simulate(
+        &t,
+        &r,
+        &SimConfig::default(),
+        &flows,
+        &RunOptions::default(),
+    )
+    .unwrap()
+    .0;
+    let fct = res.flows[0].fct_ps;
+    assert!(fct.is_some());
+    assert_eq!(res.summary.fct_p50_ps, fct);
+    assert_eq!(res.summary.max_fct_ps, fct);
+}

@@ -33,6 +33,7 @@ fn run_all(s: &Scenario) -> Vec<RunResult> {
                 max_events: v.max_events,
                 progress: false,
                 groups: v.groups.clone(),
+                workloads: v.workloads.clone(),
             };
             simulate(topo, &routes, &v.config, &v.flows, &opts)
                 .unwrap()

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod capture;
 mod dcqcn;
 mod deadlock;
 mod dependencies;

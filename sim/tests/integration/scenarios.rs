@@ -217,3 +217,121 @@ seed = 6
     };
     assert_eq!(pairs(a), pairs(&s2.variants[0]));
 }
+
+#[test]
+fn command_line_changes_set_any_key_over_every_variant() {
+    use sim::config::CcAlgorithm;
+    use sim::scenario::Overrides;
+    let dir = scratch("overrides");
+    let path = dir.join("o.toml");
+    std::fs::write(
+        &path,
+        "topology = \"star.toml\"\nseed = 4\n[[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsize = \"1MB\"\n\
+         [[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\nfabric.pfc.enabled = true\nseed = 5\n",
+    )
+    .unwrap();
+    let set = |args: &[&str]| Overrides {
+        set: args
+            .iter()
+            .map(|a| Overrides::parse_set(a).unwrap())
+            .collect(),
+        variant: None,
+    };
+    // Bare words are strings, TOML values are values, indexes reach arrays.
+    let ov = set(&[
+        "fabric.pfc.enabled=false",
+        "nic.cc.algorithm=dcqcn",
+        "seed=11",
+        "workload[0].size=\"2MB\"",
+        "fabric.pfc.priorities=[3, 4]",
+    ]);
+    let s = scenario::load_with(&path, &ov).unwrap();
+    assert_eq!(s.seed, 11);
+    assert_eq!(s.variants.len(), 2);
+    for v in &s.variants {
+        assert!(
+            !v.config.fabric.pfc.enabled,
+            "{}: the command line wins",
+            v.name
+        );
+        assert_eq!(v.config.nic.cc.algorithm, CcAlgorithm::Dcqcn);
+        assert_eq!(v.seed, 11, "{}", v.name);
+        assert_eq!(v.config.fabric.pfc.priorities, [3, 4]);
+        assert!(v.flows.iter().all(|f| f.size == 2_000_000));
+    }
+    // Only one variant.
+    let only = Overrides {
+        variant: Some("b".into()),
+        ..Overrides::default()
+    };
+    let s = scenario::load_with(&path, &only).unwrap();
+    assert_eq!(s.variants.len(), 1);
+    assert_eq!((s.variants[0].name.as_str(), s.variants[0].seed), ("b", 5));
+    // Mistakes name the key and say they came from the command line.
+    for (args, key, words) in [
+        (
+            &["fabric.pfc.quanta=\"lots\""][..],
+            "fabric.pfc.quanta",
+            "command line",
+        ),
+        (
+            &["fabric.pfc.nope=1"][..],
+            "fabric.pfc.nope",
+            "unknown field",
+        ),
+        (
+            &["workload[3].size=1"][..],
+            "workload[3].size",
+            "has 1 elements",
+        ),
+        (&["seed.x=1"][..], "seed.x", "not a table"),
+    ] {
+        let e = scenario::load_with(&path, &set(args)).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.to_string().contains(words), "{e}");
+    }
+    let e = scenario::load_with(
+        &path,
+        &Overrides {
+            variant: Some("c".into()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("\"c\": no such variant"), "{e}");
+    for bad in ["noequals", "a..b=1", "a[x]=1", "=1"] {
+        assert!(Overrides::parse_set(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn every_flow_record_carries_its_workload_name() {
+    use sim::run::{simulate, RunOptions};
+    use sim::topology::Routes;
+    let dir = scratch("names");
+    let path = dir.join("n.toml");
+    std::fs::write(
+        &path,
+        "topology = \"star.toml\"\n\
+         [[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsenders = [\"h1\", \"h2\"]\nsize = \"20KB\"\nname = \"fan-in\"\n\
+         [[workload]]\nkind = \"incast\"\nreceiver = \"h3\"\nsenders = [\"h2\"]\nsize = \"10KB\"\nstart = \"0s\"\n",
+    )
+    .unwrap();
+    let s = scenario::load(&path).unwrap();
+    let v = &s.variants[0];
+    assert_eq!(v.workloads, ["fan-in", "incast-1"]);
+    let topo = &s.topologies[v.topology];
+    let opts = RunOptions {
+        workloads: v.workloads.clone(),
+        groups: v.groups.clone(),
+        ..RunOptions::default()
+    };
+    let res = simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
+        .unwrap()
+        .0;
+    assert_eq!(res.flows.len(), 3);
+    for f in &res.flows {
+        let want = if f.dst == "h0" { "fan-in" } else { "incast-1" };
+        assert_eq!(f.workload, want, "{f:?}");
+    }
+}

@@ -68,5 +68,6 @@ pub fn write(id: u32, src: usize, dst: usize, size: u64) -> FlowSpec {
         priority: 3,
         group: None,
         after: Vec::new(),
+        workload: 0,
     }
 }

@@ -14,6 +14,14 @@
 //!   deadline when a CNP comes too soon after the previous decrease.
 //!
 //! An idle, unthrottled flow has no deadline at all.
+//!
+//! When the α timer starts is where the two models differ. In the paper's
+//! model ([`DcqcnModel::Paper`]) the α-update timer runs from the flow's
+//! start: α begins at 1 and decays by `(1 - g)` every K even before any
+//! CNP, so a flow's first cut is smaller the longer it ran uncongested.
+//! ConnectX firmware ([`DcqcnModel::Firmware`]) keeps α at
+//! `initial_alpha_value` until the first CNP and starts its α periods
+//! there. A flow starts at its first data packet ([`Dcqcn::on_transmit`]).
 
 use crate::time::{Duration, Instant, Rate};
 
@@ -28,12 +36,16 @@ pub const ALPHA_ONE: u64 = 1 << 20;
 pub enum DcqcnModel {
     /// SIGCOMM'15 / htsim: fast recovery while `max(T, BC) <= F`, hyper
     /// increase when `min(T, BC) > F` with `RT += (min(T, BC) - F) * R_HAI`,
-    /// additive otherwise; α updated on every CNP and decayed every K.
+    /// additive otherwise; α updated on every CNP and decayed every K,
+    /// with the α timer running from the flow's first data packet (so α
+    /// decays from 1 even while no CNP arrives).
     Paper,
     /// NVIDIA ConnectX firmware: hyper when `min(T, BC) > F` (`RT += R_HAI`),
     /// additive when `max(T, BC) >= F`, fast recovery otherwise; α updated
     /// once per `dce_tcp_rtt` period; at most one decrease per
     /// `rate_reduce_monitor_period`; decrease capped by `rpg_min_dec_fac`.
+    /// The α timer starts at the first CNP: until then α stays at
+    /// `initial_alpha_value`, however long the flow has been sending.
     Firmware,
 }
 
@@ -53,7 +65,9 @@ pub struct DcqcnParams {
     pub g_num: u64,
     /// Denominator of g.
     pub g_den: u64,
-    /// α at the first CNP, fixed point ([`ALPHA_ONE`] = 1.0).
+    /// α at the flow's start (paper model: it decays from there every
+    /// `alpha_period`) or at the first CNP (firmware model: it holds until
+    /// then), fixed point ([`ALPHA_ONE`] = 1.0).
     pub initial_alpha: u64,
     /// Largest α (firmware clamps to 1023/1024).
     pub max_alpha: u64,
@@ -97,7 +111,9 @@ impl DcqcnParams {
     /// The SIGCOMM'15 paper set (VALIDATION.md DCQCN-0): g = 1/256, α₀ = 1,
     /// K = 55 µs, T = 55 µs, B = 10 MB, F = 5, R_AI = 40 Mb/s. R_HAI is not
     /// pinned down by the sources; we take 10 × R_AI = 400 Mb/s (the ratio of
-    /// the authors' ns-3 defaults). Minimum rate 1 Mb/s.
+    /// the authors' ns-3 defaults). Minimum rate 1 Mb/s. As in the paper's
+    /// model, the α timer runs from the flow's first data packet: α decays
+    /// from 1 every K with or without CNPs.
     pub fn paper(line_rate: Rate) -> DcqcnParams {
         DcqcnParams {
             model: DcqcnModel::Paper,
@@ -126,7 +142,9 @@ impl DcqcnParams {
     /// rate_reduce_monitor_period 4 µs, rpg_gd 11, rpg_min_dec_fac 50 %,
     /// rpg_min_rate 1 Mb/s, rpg_time_reset 300 µs, rpg_byte_reset 32767 × 64 B,
     /// rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s,
-    /// clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1.
+    /// clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1. As the firmware
+    /// does, α holds at its initial value until the flow's first CNP and the
+    /// α periods (dce_tcp_rtt) count from that CNP.
     pub fn connectx(line_rate: Rate) -> DcqcnParams {
         DcqcnParams {
             model: DcqcnModel::Firmware,
@@ -158,7 +176,8 @@ pub struct Dcqcn {
     rc: u64,
     rt: u64,
     alpha: u64,
-    /// Start of the current α period; `None` before the first CNP.
+    /// Start of the current α period; `None` before the α timer starts
+    /// (paper: the first data packet; firmware: the first CNP).
     alpha_epoch: Option<Instant>,
     /// Firmware: a CNP has been counted in the current α period.
     cnp_in_alpha_period: bool,
@@ -376,7 +395,11 @@ impl CongestionControl for Dcqcn {
         self.alpha_on_cnp(now);
     }
 
-    fn on_transmit(&mut self, _now: Instant, bytes: u64) {
+    fn on_transmit(&mut self, now: Instant, bytes: u64) {
+        if self.alpha_epoch.is_none() && self.p.model == DcqcnModel::Paper {
+            // The paper's α timer runs from the flow's start.
+            self.alpha_epoch = Some(now);
+        }
         if self.increase_deadline.is_none() {
             return;
         }
@@ -600,6 +623,67 @@ mod tests {
             rt + 65_000_000,
             "T = 2, BC = 2: hyper"
         );
+    }
+
+    #[test]
+    fn paper_alpha_timer_runs_from_the_flow_start_without_any_cnp() {
+        let line = Rate::from_bps(G40);
+        let mut d = Dcqcn::new(DcqcnParams::paper(line));
+        // Before the flow sends, no timer runs: α stays 1 however late.
+        assert_eq!(d.alpha_at(us(10_000)), ALPHA_ONE);
+        // The flow starts at 100 µs and sends at line rate, no CNP.
+        d.on_transmit(us(100), 1_000);
+        d.on_transmit(us(300), 1_000);
+        assert_eq!(d.poll_timeout(), None, "no rate timer without a CNP");
+        // 54 µs in: no whole period yet.
+        assert_eq!(d.alpha_at(us(154)), ALPHA_ONE);
+        // One period: α = 255/256.
+        assert_eq!(d.alpha_at(us(155)), ALPHA_ONE * 255 / 256);
+        // Twenty periods (1.1 ms): α = (255/256)^20 = 0.924715, in fixed
+        // point with each step rounded down.
+        let mut fixed = ALPHA_ONE;
+        for _ in 0..20 {
+            fixed = fixed * 255 / 256;
+        }
+        assert_eq!(d.alpha_at(us(100 + 20 * 55)), fixed);
+        let a = fixed as f64 / ALPHA_ONE as f64;
+        assert!((a - 0.924_715).abs() < 1e-4, "alpha {a}");
+        // The first CNP cuts with that decayed α, not with 1.
+        d.on_cnp(us(100 + 20 * 55));
+        let expect = G40 as f64 * (1.0 - a / 2.0);
+        let rc = d.current_rate().bps() as f64;
+        assert!(
+            (rc - expect).abs() / expect < 1e-5,
+            "rc {rc} expect {expect}"
+        );
+        assert!(d.current_rate().bps() > G40 / 2);
+    }
+
+    #[test]
+    fn firmware_alpha_holds_until_the_first_cnp() {
+        let line = Rate::from_gbps(100);
+        let p = DcqcnParams::connectx(line);
+        let mut d = Dcqcn::new(p);
+        d.on_transmit(us(0), 4_000);
+        d.on_transmit(us(500), 4_000);
+        // 1000 α periods of 1 µs after the flow's start: still the initial α.
+        assert_eq!(d.alpha_at(us(1_000)), p.initial_alpha);
+        // The first CNP cuts with the initial α (1023/1024): RC·(1 − α/2).
+        d.on_cnp(us(1_000));
+        let cut = (100_000_000_000u128 * p.initial_alpha as u128 / (2 * ALPHA_ONE as u128)) as u64;
+        assert_eq!(d.current_rate().bps(), 100_000_000_000 - cut);
+        // From then on α periods run: α moves within a few periods.
+        assert_ne!(d.alpha_at(us(1_010)), p.initial_alpha);
+        // Same flow under the paper preset, with the firmware's α gain and
+        // period, would have decayed α long before the CNP.
+        let mut paper = DcqcnParams::paper(line);
+        paper.g_num = p.g_num;
+        paper.g_den = p.g_den;
+        paper.alpha_period = p.alpha_period;
+        paper.initial_alpha = p.initial_alpha;
+        let mut q = Dcqcn::new(paper);
+        q.on_transmit(us(0), 4_000);
+        assert!(q.alpha_at(us(1_000)) < p.initial_alpha / 2);
     }
 
     #[test]
