@@ -109,6 +109,11 @@ pub struct UdpConfig {
     /// Congestion control of every QP's sends (DCQCN reaction point, or
     /// none). The notification point (CNPs on CE) is always on.
     pub cc: crate::cc::CcConfig,
+    /// The port's P_Key table (`ibv_query_pkey`): a QP's `pkey_index`
+    /// picks its P_Key, sent in every BTH and matched against every
+    /// received one (full and limited membership, ROCEV2.md §1.5).
+    /// Default: 0xFFFF at index 0.
+    pub pkey_table: [u16; tp::PKEY_TABLE_LEN],
 }
 
 impl UdpConfig {
@@ -122,6 +127,7 @@ impl UdpConfig {
             accept_bad_icrc: false,
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
             cc: crate::cc::CcConfig::None,
+            pkey_table: tp::DEFAULT_PKEY_TABLE,
         }
     }
 }
@@ -327,10 +333,31 @@ impl HostMemory {
         Ok(r)
     }
 
-    /// The host pointer for `[addr, addr + len)` in the region `key` names.
-    fn locate(&self, key: u32, addr: u64, len: u64) -> std::result::Result<*mut u8, MemError> {
-        let (_, r) = self.region(key)?;
-        let off = if r.zero_based {
+    /// The host pointer for `[addr, addr + len)` in the region `key`
+    /// names, checking the rights `access` and, with `pd`, that the region
+    /// belongs to that protection domain. A ZERO_BASED region takes
+    /// offsets for remote keys only, as [`crate::transport::ByteMemory`]
+    /// does (local SGEs always carry addresses).
+    fn locate(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+        pd: Option<u64>,
+    ) -> std::result::Result<*mut u8, MemError> {
+        let (_, r) = self.region(key.value())?;
+        if pd.is_some_and(|pd| pd != r.pd) {
+            // Another PD's key names nothing for this QP.
+            return Err(MemError::BadKey(key.value()));
+        }
+        if !r.access.contains(access) {
+            return Err(MemError::AccessDenied {
+                needed: access.bits(),
+                granted: r.access.bits(),
+            });
+        }
+        let off = if r.zero_based && matches!(key, MemKey::Remote(_)) {
             addr
         } else {
             addr.checked_sub(r.base)
@@ -342,33 +369,21 @@ impl HostMemory {
         // SAFETY: off + len <= r.len, so the pointer stays inside the region.
         Ok(unsafe { r.ptr.add(off as usize) })
     }
-}
 
-impl Memory for HostMemory {
-    fn check(
+    /// This memory as the QPs of protection domain `pd` see it: keys of
+    /// other PDs name nothing (ROCEV2.md §5.10).
+    fn in_pd(&self, pd: u64) -> InPd<'_> {
+        InPd { mem: self, pd }
+    }
+
+    fn write_at(
         &self,
         key: MemKey,
         addr: u64,
-        len: u64,
-        access: Access,
-    ) -> std::result::Result<(), MemError> {
-        let (_, r) = self.region(key.value())?;
-        if !r.access.contains(access) {
-            return Err(MemError::AccessDenied {
-                needed: access.bits(),
-                granted: r.access.bits(),
-            });
-        }
-        self.locate(key.value(), addr, len).map(drop)
-    }
-
-    fn write(
-        &mut self,
-        key: MemKey,
-        addr: u64,
         data: Payload<'_>,
+        pd: Option<u64>,
     ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key.value(), addr, u64::from(data.len()))?;
+        let p = self.locate(key, addr, u64::from(data.len()), Access::NONE, pd)?;
         if let Payload::Bytes(b) = data {
             // SAFETY: `locate` bounds-checked [addr, addr + len) inside a
             // live registered region; the source is a distinct packet buffer.
@@ -377,23 +392,30 @@ impl Memory for HostMemory {
         Ok(())
     }
 
-    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
-        let p = self.locate(key.value(), addr, out.len() as u64)?;
-        // SAFETY: as in `write`, reading instead.
+    fn read_at(
+        &self,
+        key: MemKey,
+        addr: u64,
+        out: &mut [u8],
+        pd: Option<u64>,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.locate(key, addr, out.len() as u64, Access::NONE, pd)?;
+        // SAFETY: as in `write_at`, reading instead.
         unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
-    fn atomic(
-        &mut self,
+    fn atomic_at(
+        &self,
         key: MemKey,
         addr: u64,
         op: AtomicOp,
+        pd: Option<u64>,
     ) -> std::result::Result<u64, MemError> {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let p = self.locate(key.value(), addr, 8)?.cast::<u64>();
+        let p = self.locate(key, addr, 8, Access::NONE, pd)?.cast::<u64>();
         // SAFETY: 8 bytes inside the region, checked by `locate`.
         let orig = unsafe { std::ptr::read_unaligned(p) };
         let new = match op {
@@ -411,20 +433,138 @@ impl Memory for HostMemory {
         Ok(orig)
     }
 
+    fn write_u64_at(
+        &self,
+        key: MemKey,
+        addr: u64,
+        value: u64,
+        pd: Option<u64>,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.locate(key, addr, 8, Access::NONE, pd)?.cast::<u64>();
+        // SAFETY: 8 bytes inside the region, checked by `locate`.
+        unsafe { std::ptr::write_unaligned(p, value) };
+        Ok(())
+    }
+
+    /// A peer's SEND with Invalidate: the regions here are plain MRs,
+    /// which only their owner may deregister (see
+    /// [`Memory::invalidate`]).
+    fn invalidate_at(&self, key: u32, pd: Option<u64>) -> std::result::Result<(), MemError> {
+        let (_, r) = self.region(key)?;
+        if pd.is_some_and(|pd| pd != r.pd) {
+            return Err(MemError::BadKey(key));
+        }
+        Err(MemError::NotInvalidatable(key))
+    }
+}
+
+impl Memory for HostMemory {
+    fn check(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> std::result::Result<(), MemError> {
+        self.locate(key, addr, len, access, None).map(drop)
+    }
+
+    fn write(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        data: Payload<'_>,
+    ) -> std::result::Result<(), MemError> {
+        self.write_at(key, addr, data, None)
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
+        self.read_at(key, addr, out, None)
+    }
+
+    fn atomic(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        op: AtomicOp,
+    ) -> std::result::Result<u64, MemError> {
+        self.atomic_at(key, addr, op, None)
+    }
+
     fn write_u64(
         &mut self,
         key: MemKey,
         addr: u64,
         value: u64,
     ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key.value(), addr, 8)?.cast::<u64>();
-        // SAFETY: 8 bytes inside the region, checked by `locate`.
-        unsafe { std::ptr::write_unaligned(p, value) };
-        Ok(())
+        self.write_u64_at(key, addr, value, None)
     }
 
     fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
-        self.deregister(rkey.value()).map(drop)
+        self.invalidate_at(rkey.value(), None)
+    }
+
+    fn carries_bytes(&self) -> bool {
+        true
+    }
+}
+
+/// [`HostMemory`] seen from the QPs of one protection domain: every key,
+/// local or remote, must name a region of that PD, so that a peer's R_Key
+/// (or an application's L_Key) of another PD fails like an unknown key.
+/// Writes go through the regions' raw pointers, so a shared borrow of
+/// the table suffices; the device lock serialises them.
+struct InPd<'a> {
+    mem: &'a HostMemory,
+    pd: u64,
+}
+
+impl Memory for InPd<'_> {
+    fn check(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> std::result::Result<(), MemError> {
+        self.mem
+            .locate(key, addr, len, access, Some(self.pd))
+            .map(drop)
+    }
+
+    fn write(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        data: Payload<'_>,
+    ) -> std::result::Result<(), MemError> {
+        self.mem.write_at(key, addr, data, Some(self.pd))
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
+        self.mem.read_at(key, addr, out, Some(self.pd))
+    }
+
+    fn atomic(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        op: AtomicOp,
+    ) -> std::result::Result<u64, MemError> {
+        self.mem.atomic_at(key, addr, op, Some(self.pd))
+    }
+
+    fn write_u64(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        value: u64,
+    ) -> std::result::Result<(), MemError> {
+        self.mem.write_u64_at(key, addr, value, Some(self.pd))
+    }
+
+    fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
+        self.mem.invalidate_at(rkey.value(), Some(self.pd))
     }
 
     fn carries_bytes(&self) -> bool {
@@ -750,10 +890,20 @@ impl Shared {
                 ecn,
                 payload: Payload::Bytes(parsed.payload),
                 grh: (entry.qp_type == QpType::Ud).then_some(&grh),
-                src: encode_addr(m.src),
+                // The engine matches a connected QP's sender against its AV
+                // by address (GID) only, as a NIC does: the UDP source port
+                // of RoCEv2 varies per QP and flow.
+                src: if entry.qp_type == QpType::Ud {
+                    encode_addr(m.src)
+                } else {
+                    let av_port = decode_addr(entry.engine.attr().ah).port();
+                    encode_addr(SocketAddrV4::new(*m.src.ip(), av_port))
+                },
             };
             stats.rx_packets += 1;
-            entry.engine.handle_packet(now, &received, mem);
+            entry
+                .engine
+                .handle_packet(now, &received, &mut mem.in_pd(entry.pd));
         }
     }
 
@@ -805,7 +955,7 @@ impl Shared {
         // is ~300 bytes; returning it by value copied it twice more).
         let mut t = tp::Transmit::EMPTY;
         for e in qps.values_mut() {
-            while e.engine.poll_transmit_into(now, &*mem, &mut t) {
+            while e.engine.poll_transmit_into(now, &mem.in_pd(e.pd), &mut t) {
                 if t.headers.bth.opcode == Opcode::RcAcknowledge {
                     acks.push(t);
                 } else {
@@ -1014,7 +1164,15 @@ unsafe fn emit_pieces(
     tx.push_buf_piece(hoff, hlen);
     let mut parts: [&[u8]; tp::MAX_PIECES + 1] = [&[]; tp::MAX_PIECES + 1];
     for (slot, p) in parts.iter_mut().zip(payload.pieces()) {
-        let ptr = mem.locate(p.key, p.addr, u64::from(p.len)).ok()?;
+        let ptr = mem
+            .locate(
+                payload.key_of(p),
+                p.addr,
+                u64::from(p.len),
+                Access::NONE,
+                None,
+            )
+            .ok()?;
         // SAFETY: `locate` bounds-checked the range inside a live region,
         // which the caller keeps registered until the batch is sent.
         *slot = unsafe { std::slice::from_raw_parts(ptr, p.len as usize) };
@@ -1496,6 +1654,7 @@ impl Backend for UdpBackend {
         cfg.ecn = Ecn::Ect0;
         cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
         cfg.cc = self.shared.cfg.cc;
+        cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that
         // large messages stream without waiting for ACK round trips. Every
