@@ -838,6 +838,7 @@ impl Qp {
                         .is_err()
                 {
                     self.resp_q.clear();
+                    self.count_fatal_nak(NakCode::RemoteAccessError);
                     self.resp_q.push_back(RespItem::Ack {
                         psn,
                         syndrome: AethSyndrome::Nak(NakCode::RemoteAccessError),
@@ -1680,6 +1681,7 @@ impl Qp {
     /// owed (READ responses, atomic ACKs, ACKs) is still sent, before the
     /// NAK: the peer completes them, then fails this one.
     fn responder_fatal(&mut self, psn: Psn, code: NakCode, local: Option<(u64, WcStatus)>) {
+        self.count_fatal_nak(code);
         self.push_nak(psn, AethSyndrome::Nak(code));
         let owed = std::mem::take(&mut self.resp_q);
         self.responder_error(local);
@@ -1690,6 +1692,14 @@ impl Qp {
             _ => WcStatus::RemInvReqErr,
         };
         self.enter_error_keeping_responses(Some(status));
+    }
+
+    fn count_fatal_nak(&mut self, code: NakCode) {
+        match code {
+            NakCode::RemoteAccessError => self.stats.tx_nak_remote_access += 1,
+            NakCode::RemoteOperationalError => self.stats.tx_nak_remote_op += 1,
+            _ => self.stats.tx_nak_invalid_request += 1,
+        }
     }
 
     /// The receive WQE in use, if any, completes with `local`'s status.

@@ -938,6 +938,13 @@ pub struct QpStats {
     /// READ or atomic requests refused (NAK invalid request) because
     /// `max_dest_rd_atomic` of them were already owed responses.
     pub rx_rd_atomic_overflow: u64,
+    /// Class C/A NAKs sent that moved the responder to ERR: invalid
+    /// request (0x61).
+    pub tx_nak_invalid_request: u64,
+    /// ... remote access error (0x62): a bad R_Key, range or right.
+    pub tx_nak_remote_access: u64,
+    /// ... remote operational error (0x63).
+    pub tx_nak_remote_op: u64,
     /// SENDs with Invalidate refused because their R_Key may not be
     /// invalidated by a peer (IBA class J: no ACK, QP to ERR).
     pub rx_bad_invalidate: u64,

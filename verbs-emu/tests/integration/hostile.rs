@@ -1,0 +1,713 @@
+//! The UDP emulation under a hostile peer: packets built byte by byte in
+//! this file (BTH, RETH, AtomicETH, IETH, DETH, payload, pad, ICRC) and
+//! sent from plain UDP sockets on loopback, never by the engine. Each case
+//! checks the documented NAK or silent drop, the target memory, the
+//! counter that recorded it, and that the victim works afterwards.
+//!
+//! The victim device's datagram path is wrapped in a gate: while it is
+//! held the device receives nothing, so that a burst sent meanwhile is
+//! handled in one receive batch, as a NIC sees back-to-back packets.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use verbs_emu::backend::io::{DatagramIo, IoStats, SocketIo};
+use verbs_emu::backend::sys::{RxBatch, TxBatch};
+use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
+use verbs_emu::transport::QpStats;
+use verbs_emu::verbs::{
+    AccessFlags, AhAttr, CompletionQueue, Context, Gid, MemoryRegion, Mtu, ProtectionDomain,
+    QpAttr, QpState, QpType, QueuePair, RecvWr, WcStatus,
+};
+use verbs_emu::wire::icrc::{Icrc, IpEncap, UdpEncap};
+
+const ALL: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0
+        | AccessFlags::REMOTE_WRITE.0
+        | AccessFlags::REMOTE_READ.0
+        | AccessFlags::REMOTE_ATOMIC.0,
+);
+/// The QPN the victim believes its peer has.
+const PEER_QPN: u32 = 0x99;
+/// The first PSN the victim expects.
+const RQ_PSN: u32 = 1000;
+const LEN: usize = 4096;
+
+/// A datagram path that receives nothing while `held`.
+struct Gate {
+    inner: SocketIo,
+    held: Arc<AtomicBool>,
+}
+
+impl DatagramIo for Gate {
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.inner.local_addr()
+    }
+    fn gso(&self) -> bool {
+        self.inner.gso()
+    }
+    fn send(&mut self, batch: &TxBatch) -> io::Result<()> {
+        self.inner.send(batch)
+    }
+    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+        if self.held.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        self.inner.recv(batch)
+    }
+    fn stats(&self) -> IoStats {
+        self.inner.stats()
+    }
+}
+
+struct Victim {
+    backend: Arc<UdpBackend>,
+    _ctx: Context,
+    _pd: ProtectionDomain,
+    /// A second PD with a region of its own, fully remote-accessible.
+    _pd2: ProtectionDomain,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    other: MemoryRegion,
+    qp: QueuePair,
+    gate: Arc<AtomicBool>,
+    addr: SocketAddrV4,
+}
+
+/// The peer the victim is connected to: a plain socket on 127.<net>.0.1.
+struct Peer {
+    sock: UdpSocket,
+    addr: SocketAddrV4,
+}
+
+fn victim_cfg(ip: Ipv4Addr, tweak: impl FnOnce(&mut UdpConfig)) -> (Victim, Peer) {
+    let held = Arc::new(AtomicBool::new(false));
+    let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
+    tweak(&mut cfg);
+    let gate = held.clone();
+    let backend = Arc::new(
+        UdpBackend::open_with(cfg, move |inner| Ok(Box::new(Gate { inner, held: gate })))
+            .expect("bind"),
+    );
+    let ctx = Context::from_backend(backend.clone());
+    let pd = ctx.alloc_pd().unwrap();
+    let pd2 = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let mut mr = pd.alloc_mr(LEN, ALL).unwrap();
+    let mut other = pd2.alloc_mr(LEN, ALL).unwrap();
+    for (i, b) in mr.as_mut_slice().iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    other.as_mut_slice().fill(0x5A);
+    let o = ip.octets();
+    let peer_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
+    let sock = UdpSocket::bind(SocketAddrV4::new(peer_ip, 0)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let peer_addr = match sock.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        _ => unreachable!(),
+    };
+    let qp = pd
+        .qp_builder(QpType::Rc)
+        .cq(&cq)
+        .max_send_wr(16)
+        .max_recv_wr(16)
+        .build()
+        .unwrap();
+    let v = Victim {
+        backend,
+        _ctx: ctx,
+        _pd: pd,
+        _pd2: pd2,
+        cq,
+        mr,
+        other,
+        qp,
+        gate: held,
+        addr: SocketAddrV4::new(ip, 4791),
+    };
+    (
+        v,
+        Peer {
+            sock,
+            addr: peer_addr,
+        },
+    )
+}
+
+fn victim(ip: Ipv4Addr, qp_type: QpType) -> (Victim, Peer) {
+    let (mut v, p) = victim_cfg(ip, |_| {});
+    if qp_type != QpType::Rc {
+        v.qp = v
+            ._pd
+            .qp_builder(qp_type)
+            .cq(&v.cq)
+            .max_send_wr(16)
+            .max_recv_wr(16)
+            .build()
+            .unwrap();
+    }
+    (v, p)
+}
+
+/// RESET -> INIT -> RTR -> RTS towards `peer`, with 2 responder resources.
+fn connect(v: &Victim, peer: SocketAddrV4) {
+    let qp = &v.qp;
+    qp.modify(&QpAttr::new().with_state(QpState::Reset))
+        .unwrap();
+    let mut av = AhAttr::to_gid(Gid::from_ip((*peer.ip()).into()));
+    av.dport = Some(peer.port());
+    let init = QpAttr::new()
+        .with_state(QpState::Init)
+        .with_pkey_index(0)
+        .with_port(1);
+    if qp.qp_type() == QpType::Ud {
+        qp.modify(&init.with_qkey(0x1111_1111)).unwrap();
+        qp.modify(&QpAttr::new().with_state(QpState::Rtr)).unwrap();
+        qp.modify(&QpAttr::new().with_state(QpState::Rts).with_sq_psn(5000))
+            .unwrap();
+        return;
+    }
+    qp.modify(&init.with_access_flags(ALL)).unwrap();
+    let rtr = QpAttr::new()
+        .with_state(QpState::Rtr)
+        .with_av(av)
+        .with_path_mtu(Mtu::Mtu1024)
+        .with_dest_qpn(verbs_emu::wire::Qpn::new(PEER_QPN))
+        .with_rq_psn(RQ_PSN);
+    let rts = QpAttr::new().with_state(QpState::Rts).with_sq_psn(5000);
+    if qp.qp_type() == QpType::Rc {
+        qp.modify(&rtr.with_max_dest_rd_atomic(2).with_min_rnr_timer(1))
+            .unwrap();
+        qp.modify(
+            &rts.with_timeout(14)
+                .with_retry_cnt(7)
+                .with_rnr_retry(7)
+                .with_max_rd_atomic(2),
+        )
+        .unwrap();
+    } else {
+        qp.modify(&rtr).unwrap();
+        qp.modify(&rts).unwrap();
+    }
+}
+
+/// One packet, byte by byte: BTH, the extension headers as given, the
+/// payload, the pad, and the ICRC over the IPv4/UDP header the victim's
+/// receive path assumes (identification 0, DF).
+#[allow(clippy::too_many_arguments)]
+fn packet(
+    from: SocketAddrV4,
+    to: SocketAddrV4,
+    opcode: u8,
+    pkey: u16,
+    dest_qp: u32,
+    psn: u32,
+    ack_req: bool,
+    ext: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    let pad = (4 - payload.len() % 4) % 4;
+    let mut b = vec![opcode, (pad as u8) << 4];
+    b.extend_from_slice(&pkey.to_be_bytes());
+    b.push(0);
+    b.extend_from_slice(&dest_qp.to_be_bytes()[1..]);
+    b.push(if ack_req { 0x80 } else { 0 });
+    b.extend_from_slice(&psn.to_be_bytes()[1..]);
+    b.extend_from_slice(ext);
+    b.extend_from_slice(payload);
+    b.extend(std::iter::repeat(0).take(pad));
+    let encap = UdpEncap {
+        ip: IpEncap::V4 {
+            src: *from.ip(),
+            dst: *to.ip(),
+            identification: 0,
+            dont_fragment: true,
+        },
+        src_port: from.port(),
+        dst_port: to.port(),
+    };
+    let crc = Icrc::for_udp_payload(&encap, &b).unwrap();
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn reth(va: u64, rkey: u32, len: u32) -> Vec<u8> {
+    let mut e = va.to_be_bytes().to_vec();
+    e.extend_from_slice(&rkey.to_be_bytes());
+    e.extend_from_slice(&len.to_be_bytes());
+    e
+}
+
+fn atomic_eth(va: u64, rkey: u32, add: u64) -> Vec<u8> {
+    let mut e = va.to_be_bytes().to_vec();
+    e.extend_from_slice(&rkey.to_be_bytes());
+    e.extend_from_slice(&add.to_be_bytes());
+    e.extend_from_slice(&0u64.to_be_bytes());
+    e
+}
+
+/// A response as the peer reads it: opcode, PSN, AETH syndrome (if any),
+/// and what follows the AETH.
+#[derive(Debug)]
+struct Resp {
+    opcode: u8,
+    pkey: u16,
+    psn: u32,
+    syndrome: Option<u8>,
+    rest: Vec<u8>,
+}
+
+fn recv(sock: &UdpSocket) -> Option<Resp> {
+    let mut buf = [0u8; 9000];
+    let n = sock.recv(&mut buf).ok()?;
+    let b = &buf[..n];
+    let opcode = b[0];
+    let psn = u32::from_be_bytes([0, b[9], b[10], b[11]]);
+    let has_aeth = matches!(opcode, 0x0D | 0x0F | 0x10 | 0x11 | 0x12);
+    let body = &b[12..n - 4];
+    let (syndrome, rest) = if has_aeth {
+        (Some(body[0]), body[4..].to_vec())
+    } else {
+        (None, body.to_vec())
+    };
+    Some(Resp {
+        opcode,
+        pkey: u16::from_be_bytes([b[2], b[3]]),
+        psn,
+        syndrome,
+        rest,
+    })
+}
+
+fn stats(v: &Victim) -> QpStats {
+    v.backend.qp_stats(v.qp.handle()).unwrap()
+}
+
+fn send(sock: &UdpSocket, to: SocketAddrV4, pkt: &[u8]) {
+    sock.send_to(pkt, to).unwrap();
+}
+
+/// A legitimate WRITE from the peer at `psn`: ACKed, and the bytes land.
+fn write_works(v: &Victim, p: &Peer, psn: u32, fill: u8) {
+    let rkey = v.mr.rkey().value();
+    let pkt = packet(
+        p.addr,
+        v.addr,
+        0x0A,
+        0xFFFF,
+        v.qp.qpn().value(),
+        psn,
+        true,
+        &reth(v.mr.addr() + 100, rkey, 32),
+        &[fill; 32],
+    );
+    send(&p.sock, v.addr, &pkt);
+    let r = recv(&p.sock).expect("an ACK");
+    assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, psn, Some(0x1F)));
+    assert_eq!(&v.mr.as_slice()[100..132], &[fill; 32]);
+}
+
+fn pattern() -> Vec<u8> {
+    (0..LEN).map(|i| i as u8).collect()
+}
+
+/// Wait until the victim's engine has counted `n` received packets.
+fn until_received(v: &Victim, n: u64) {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while stats(v).rx_packets < n {
+        assert!(std::time::Instant::now() < end, "victim got no packets");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn spoofed_source_is_dropped(net: u8, qp_type: QpType) {
+    let (v, p) = victim(Ipv4Addr::new(127, net, 0, 2), qp_type);
+    connect(&v, p.addr);
+    let third = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, net, 0, 3), 4791)).unwrap();
+    let third_addr = SocketAddrV4::new(Ipv4Addr::new(127, net, 0, 3), 4791);
+    third
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    // The right QPN, PSN, P_Key and R_Key, from a third address.
+    let (op, ack) = if qp_type == QpType::Rc {
+        (0x0A, true)
+    } else {
+        (0x2A, false)
+    };
+    let pkt = packet(
+        third_addr,
+        v.addr,
+        op,
+        0xFFFF,
+        v.qp.qpn().value(),
+        RQ_PSN,
+        ack,
+        &reth(v.mr.addr(), v.mr.rkey().value(), 64),
+        &[0xEE; 64],
+    );
+    send(&third, v.addr, &pkt);
+    until_received(&v, 1);
+    let s = stats(&v);
+    assert_eq!((s.rx_bad_source, s.rx_dropped), (1, 1));
+    assert_eq!(v.mr.as_slice(), &pattern()[..], "target untouched");
+    assert!(recv(&third).is_none(), "no answer to the spoofer");
+    if qp_type == QpType::Rc {
+        // The spoofed packet took no PSN: the real peer's WRITE at the
+        // same PSN is executed, not taken as a duplicate.
+        write_works(&v, &p, RQ_PSN, 0x42);
+    } else {
+        let pkt = packet(
+            p.addr,
+            v.addr,
+            0x2A,
+            0xFFFF,
+            v.qp.qpn().value(),
+            RQ_PSN,
+            false,
+            &reth(v.mr.addr() + 8, v.mr.rkey().value(), 16),
+            &[0x42; 16],
+        );
+        send(&p.sock, v.addr, &pkt);
+        until_received(&v, 2);
+        assert_eq!(&v.mr.as_slice()[8..24], &[0x42; 16]);
+        assert_eq!(stats(&v).rx_dropped, 1);
+    }
+}
+
+#[test]
+fn rc_request_from_a_spoofed_source_is_dropped_and_takes_no_psn() {
+    spoofed_source_is_dropped(130, QpType::Rc);
+}
+
+#[test]
+fn uc_request_from_a_spoofed_source_is_dropped() {
+    spoofed_source_is_dropped(131, QpType::Uc);
+}
+
+#[test]
+fn p_keys_follow_the_membership_rules() {
+    let (v, p) = victim(Ipv4Addr::new(127, 132, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    // Another partition (full member), and the two invalid P_Keys.
+    for (i, pkey) in [0x9234u16, 0x1234, 0x0000, 0x8000].into_iter().enumerate() {
+        let pkt = packet(
+            p.addr,
+            v.addr,
+            0x0A,
+            pkey,
+            v.qp.qpn().value(),
+            RQ_PSN,
+            true,
+            &reth(v.mr.addr(), v.mr.rkey().value(), 64),
+            &[0xEE; 64],
+        );
+        send(&p.sock, v.addr, &pkt);
+        until_received(&v, i as u64 + 1);
+    }
+    assert_eq!(stats(&v).rx_bad_pkey, 4);
+    assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    // A limited member of our partition talks to a full member.
+    let pkt = packet(
+        p.addr,
+        v.addr,
+        0x0A,
+        0x7FFF,
+        v.qp.qpn().value(),
+        RQ_PSN,
+        true,
+        &reth(v.mr.addr(), v.mr.rkey().value(), 64),
+        &[0xEE; 64],
+    );
+    send(&p.sock, v.addr, &pkt);
+    let r = recv(&p.sock).expect("the first answer is the limited member's ACK");
+    assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, RQ_PSN, Some(0x1F)));
+    assert_eq!(r.pkey, 0xFFFF, "the victim sends its own P_Key");
+    assert_eq!(&v.mr.as_slice()[..64], &[0xEE; 64]);
+    assert_eq!(stats(&v).rx_bad_pkey, 4);
+
+    // A limited member does not hear another limited member.
+    let (lv, lp) = victim_cfg(Ipv4Addr::new(127, 132, 1, 2), |c| {
+        c.pkey_table = [0x7FFF, 0, 0, 0];
+    });
+    connect(&lv, lp.addr);
+    let pkt = |pkey| {
+        packet(
+            lp.addr,
+            lv.addr,
+            0x0A,
+            pkey,
+            lv.qp.qpn().value(),
+            RQ_PSN,
+            true,
+            &reth(lv.mr.addr(), lv.mr.rkey().value(), 64),
+            &[0xEE; 64],
+        )
+    };
+    send(&lp.sock, lv.addr, &pkt(0x7FFF));
+    until_received(&lv, 1);
+    assert_eq!(stats(&lv).rx_bad_pkey, 1);
+    assert_eq!(lv.mr.as_slice(), &pattern()[..]);
+    send(&lp.sock, lv.addr, &pkt(0xFFFF));
+    let r = recv(&lp.sock).expect("a full member is heard");
+    assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, RQ_PSN, Some(0x1F)));
+    assert_eq!(r.pkey, 0x7FFF);
+    assert_eq!(&lv.mr.as_slice()[..64], &[0xEE; 64]);
+    // A pkey_index naming an empty entry is refused at modify.
+    let e = lv
+        .qp
+        .modify(&QpAttr::new().with_state(QpState::Rts).with_pkey_index(2));
+    assert!(e.is_err(), "{e:?}");
+}
+
+#[test]
+fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
+    let (v, p) = victim(Ipv4Addr::new(127, 133, 0, 2), QpType::Ud);
+    connect(&v, p.addr);
+    let sge = [v.mr.sge(0, 1024)];
+    // SAFETY: the region stays registered and untouched until the
+    // completion is polled.
+    unsafe {
+        v.qp.post_recv(&[RecvWr {
+            wr_id: 9,
+            sg_list: &sge,
+        }])
+    }
+    .unwrap();
+    let deth = |qkey: u32| {
+        let mut e = qkey.to_be_bytes().to_vec();
+        e.extend_from_slice(&[0, 0, 0, 0x33]);
+        e
+    };
+    let pkt = |qkey| {
+        packet(
+            p.addr,
+            v.addr,
+            0x64,
+            0xFFFF,
+            v.qp.qpn().value(),
+            7,
+            false,
+            &deth(qkey),
+            &[0xAB; 100],
+        )
+    };
+    send(&p.sock, v.addr, &pkt(0x2222_2222));
+    until_received(&v, 1);
+    let s = stats(&v);
+    assert_eq!((s.rx_bad_qkey, s.rx_dropped), (1, 1));
+    assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    send(&p.sock, v.addr, &pkt(0x1111_1111));
+    let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (9, WcStatus::Success, 140)
+    );
+    assert_eq!(&v.mr.as_slice()[40..140], &[0xAB; 100]);
+}
+
+#[test]
+fn an_rkey_of_another_pd_is_a_remote_access_error_for_write_read_and_atomic() {
+    let (v, p) = victim(Ipv4Addr::new(127, 134, 0, 2), QpType::Rc);
+    let other_rkey = v.other.rkey().value();
+    let other_addr = v.other.addr();
+    let cases: [(u8, Vec<u8>, Vec<u8>); 3] = [
+        (0x0A, reth(other_addr, other_rkey, 64), vec![0xEE; 64]),
+        (0x0C, reth(other_addr, other_rkey, 64), vec![]),
+        (0x14, atomic_eth(other_addr, other_rkey, 5), vec![]),
+    ];
+    for (round, (op, ext, payload)) in cases.into_iter().enumerate() {
+        connect(&v, p.addr);
+        let pkt = packet(
+            p.addr,
+            v.addr,
+            op,
+            0xFFFF,
+            v.qp.qpn().value(),
+            RQ_PSN,
+            true,
+            &ext,
+            &payload,
+        );
+        send(&p.sock, v.addr, &pkt);
+        let r = recv(&p.sock).expect("a NAK");
+        assert_eq!(
+            (r.opcode, r.psn, r.syndrome),
+            (0x11, RQ_PSN, Some(0x62)),
+            "opcode {op:#x}: NAK remote access error"
+        );
+        assert!(r.rest.is_empty(), "no data leaves the other PD");
+        assert_eq!(v.other.as_slice(), &[0x5A; LEN][..], "other PD untouched");
+        assert_eq!(v.qp.state().unwrap(), QpState::Err);
+        assert_eq!(stats(&v).tx_nak_remote_access, 1, "round {round}");
+        // Reset and reconnect: the QP works again.
+        connect(&v, p.addr);
+        write_works(&v, &p, RQ_PSN, round as u8 + 1);
+    }
+}
+
+#[test]
+fn send_with_invalidate_of_a_registered_mr_is_class_j() {
+    let (v, p) = victim(Ipv4Addr::new(127, 135, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    let sge = [v.mr.sge(2048, 1024)];
+    // SAFETY: as above.
+    unsafe {
+        v.qp.post_recv(&[RecvWr {
+            wr_id: 5,
+            sg_list: &sge,
+        }])
+    }
+    .unwrap();
+    let rkey = v.mr.rkey().value();
+    let pkt = packet(
+        p.addr,
+        v.addr,
+        0x17,
+        0xFFFF,
+        v.qp.qpn().value(),
+        RQ_PSN,
+        true,
+        &rkey.to_be_bytes(),
+        &[0x11; 16],
+    );
+    send(&p.sock, v.addr, &pkt);
+    let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
+    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::RemInvReqErr));
+    assert!(recv(&p.sock).is_none(), "no ACK and no NAK");
+    assert_eq!(v.qp.state().unwrap(), QpState::Err);
+    assert_eq!(stats(&v).rx_bad_invalidate, 1);
+    // The region is still registered: after a reconnect, a WRITE with the
+    // same R_Key lands.
+    connect(&v, p.addr);
+    write_works(&v, &p, RQ_PSN, 0x77);
+    assert_eq!(&v.mr.as_slice()[..100], &pattern()[..100]);
+}
+
+/// Hold the gate, run `f` (which sends a burst), give the datagrams time to
+/// queue, then release it so that the burst is one receive batch.
+fn burst(v: &Victim, f: impl FnOnce()) {
+    v.gate.store(true, Ordering::SeqCst);
+    f();
+    std::thread::sleep(Duration::from_millis(20));
+    v.gate.store(false, Ordering::SeqCst);
+}
+
+#[test]
+fn a_read_flood_beyond_max_dest_rd_atomic_is_an_invalid_request() {
+    let (v, p) = victim(Ipv4Addr::new(127, 136, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    let rkey = v.mr.rkey().value();
+    burst(&v, || {
+        for i in 0..4u32 {
+            let pkt = packet(
+                p.addr,
+                v.addr,
+                0x0C,
+                0xFFFF,
+                v.qp.qpn().value(),
+                RQ_PSN + i,
+                true,
+                &reth(v.mr.addr() + 64 * u64::from(i), rkey, 64),
+                &[],
+            );
+            send(&p.sock, v.addr, &pkt);
+        }
+    });
+    // Two READs fit the two responder resources and are answered; the
+    // third is a class C error; the fourth finds the QP in ERR.
+    for i in 0..2u32 {
+        let r = recv(&p.sock).expect("a READ response");
+        assert_eq!(
+            (r.opcode, r.psn, r.syndrome),
+            (0x10, RQ_PSN + i, Some(0x1F))
+        );
+        let off = 64 * i as usize;
+        assert_eq!(&r.rest[..], &pattern()[off..off + 64]);
+    }
+    let r = recv(&p.sock).expect("a NAK");
+    assert_eq!(
+        (r.opcode, r.psn, r.syndrome),
+        (0x11, RQ_PSN + 2, Some(0x61))
+    );
+    assert!(recv(&p.sock).is_none());
+    let s = stats(&v);
+    assert_eq!((s.rx_rd_atomic_overflow, s.tx_nak_invalid_request), (1, 1));
+    assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    connect(&v, p.addr);
+    write_works(&v, &p, RQ_PSN, 0x31);
+}
+
+#[test]
+fn responses_owed_before_a_fatal_request_in_the_same_burst_are_sent() {
+    let (v, p) = victim(Ipv4Addr::new(127, 137, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    let (rkey, base) = (v.mr.rkey().value(), v.mr.addr());
+    let before = u64::from_ne_bytes(v.mr.as_slice()[8..16].try_into().unwrap());
+    let qpn = v.qp.qpn().value();
+    burst(&v, || {
+        let read = packet(
+            p.addr,
+            v.addr,
+            0x0C,
+            0xFFFF,
+            qpn,
+            RQ_PSN,
+            true,
+            &reth(base + 256, rkey, 100),
+            &[],
+        );
+        let add = packet(
+            p.addr,
+            v.addr,
+            0x14,
+            0xFFFF,
+            qpn,
+            RQ_PSN + 1,
+            true,
+            &atomic_eth(base + 8, rkey, 5),
+            &[],
+        );
+        // Out of the region: fatal.
+        let bad = packet(
+            p.addr,
+            v.addr,
+            0x0A,
+            0xFFFF,
+            qpn,
+            RQ_PSN + 2,
+            true,
+            &reth(base + LEN as u64, rkey, 64),
+            &[0xEE; 64],
+        );
+        for pkt in [read, add, bad] {
+            send(&p.sock, v.addr, &pkt);
+        }
+    });
+    let r = recv(&p.sock).expect("the READ response");
+    assert_eq!((r.opcode, r.psn, r.syndrome), (0x10, RQ_PSN, Some(0x1F)));
+    assert_eq!(&r.rest[..100], &pattern()[256..356]);
+    let r = recv(&p.sock).expect("the atomic ACK");
+    assert_eq!(
+        (r.opcode, r.psn, r.syndrome),
+        (0x12, RQ_PSN + 1, Some(0x1F))
+    );
+    assert_eq!(u64::from_be_bytes(r.rest[..8].try_into().unwrap()), before);
+    let r = recv(&p.sock).expect("the NAK, last");
+    assert_eq!(
+        (r.opcode, r.psn, r.syndrome),
+        (0x11, RQ_PSN + 2, Some(0x62))
+    );
+    let after = u64::from_ne_bytes(v.mr.as_slice()[8..16].try_into().unwrap());
+    assert_eq!(after, before.wrapping_add(5), "the atomic ran once");
+    let mut expect = pattern();
+    expect[8..16].copy_from_slice(&after.to_ne_bytes());
+    assert_eq!(v.mr.as_slice(), &expect[..], "nothing else changed");
+    assert_eq!(stats(&v).tx_nak_remote_access, 1);
+    connect(&v, p.addr);
+    write_works(&v, &p, RQ_PSN, 0x55);
+}
