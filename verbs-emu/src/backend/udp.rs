@@ -58,8 +58,8 @@ use std::time::Duration;
 use super::io::{DatagramIo, IoStats, SocketIo};
 use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch};
 use super::{
-    AhHandle, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle, Provider,
-    QpCreated, QpHandle,
+    AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
+    Provider, QpCreated, QpHandle,
 };
 use crate::time::{Duration as PsDuration, Instant};
 use crate::transport::{
@@ -580,7 +580,9 @@ impl Memory for InPd<'_> {
 struct Cq {
     queue: VecDeque<WorkCompletion>,
     capacity: usize,
-    overflows: u64,
+    /// The CQ overflowed: it is in error, as a device's is, and takes no
+    /// more completions.
+    overrun: bool,
     users: u32,
 }
 
@@ -636,6 +638,8 @@ struct State {
     acks: Vec<tp::Transmit>,
     rx: RxBatch,
     stats: UdpStats,
+    /// Asynchronous events not yet taken (`ibv_get_async_event`).
+    events: VecDeque<AsyncEvent>,
 }
 
 struct Shared {
@@ -711,6 +715,7 @@ impl UdpBackend {
                 acks: Vec::new(),
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 stats: UdpStats::default(),
+                events: VecDeque::new(),
             }),
             socket,
             local,
@@ -972,20 +977,62 @@ impl Shared {
         }
     }
 
+    /// Move completions from the engines to their CQs, and the engines'
+    /// events to the device's async event queue. A completion that finds
+    /// its CQ full overruns it, as on a device: the CQ goes into error
+    /// (`CqErr`), the completion is lost, and every QP using that CQ goes
+    /// to ERR (`QpFatal`).
     fn collect(&self, st: &mut State) {
-        let State { qps, cqs, .. } = st;
-        for e in qps.values_mut() {
+        let State {
+            qps, cqs, events, ..
+        } = st;
+        let mut overrun = false;
+        for (&qpn, e) in qps.iter_mut() {
+            let qp = QpHandle(u64::from(qpn));
             while let Some(c) = e.engine.poll_completion() {
                 let cq = if c.is_recv { e.recv_cq } else { e.send_cq };
                 if let Some(q) = cqs.get_mut(&cq) {
+                    if q.overrun {
+                        continue;
+                    }
                     if q.queue.len() >= q.capacity {
-                        q.overflows += 1;
+                        q.overrun = true;
+                        overrun = true;
+                        events.push_back(AsyncEvent::CqErr(CqHandle(cq)));
+                        continue;
                     }
                     q.queue.push_back(convert_wc(&c));
                 }
             }
-            while e.engine.poll_event().is_some() {}
+            while let Some(ev) = e.engine.poll_event() {
+                events.push_back(match ev {
+                    tp::QpEvent::SqDrained => AsyncEvent::SqDrained(qp),
+                    tp::QpEvent::Error(tp::WcStatus::RemInvReqErr) => AsyncEvent::QpReqErr(qp),
+                    tp::QpEvent::Error(tp::WcStatus::RemAccessErr) => AsyncEvent::QpAccessErr(qp),
+                    tp::QpEvent::Error(_) => AsyncEvent::QpFatal(qp),
+                });
+            }
         }
+        if !overrun {
+            return;
+        }
+        let broken = |h: u64| cqs.get(&h).is_some_and(|q| q.overrun);
+        for (&qpn, e) in qps.iter_mut() {
+            let state = e.engine.state();
+            if (broken(e.send_cq) || broken(e.recv_cq))
+                && !matches!(state, QpState::Reset | QpState::Err)
+            {
+                let attr = tp::QpAttr {
+                    qp_state: QpState::Err,
+                    ..*e.engine.attr()
+                };
+                if e.engine.modify(&attr, tp::AttrMask::STATE).is_ok() {
+                    events.push_back(AsyncEvent::QpFatal(QpHandle(u64::from(qpn))));
+                }
+            }
+        }
+        // The flushes of those QPs go where they can.
+        self.collect(st);
     }
 
     fn next_deadline(&self, st: &State) -> Option<Instant> {
@@ -1546,6 +1593,12 @@ impl Backend for UdpBackend {
                 verb: "ibv_poll_cq",
                 object: "CQ",
             })?;
+            if q.overrun {
+                return Err(VerbsError::CqOverrun {
+                    verb: "ibv_poll_cq",
+                    capacity: q.capacity,
+                });
+            }
             let n = wc.len().min(q.queue.len());
             for (slot, c) in wc.iter_mut().zip(q.queue.drain(..n)) {
                 *slot = c;
@@ -1574,7 +1627,8 @@ impl Backend for UdpBackend {
             self.touch();
             let deadline = {
                 let mut st = lock(&self.shared.state);
-                let ready = |st: &State| st.cqs.get(&cq.0).map(|q| !q.queue.is_empty());
+                let ready =
+                    |st: &State| st.cqs.get(&cq.0).map(|q| !q.queue.is_empty() || q.overrun);
                 match ready(&st) {
                     None => {
                         return Err(VerbsError::UnknownHandle {
@@ -1825,6 +1879,10 @@ impl Backend for UdpBackend {
         Ok(AhHandle(h))
     }
 
+    fn poll_async_event(&self) -> Option<AsyncEvent> {
+        lock(&self.shared.state).events.pop_front()
+    }
+
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
         let mut st = lock(&self.shared.state);
         let (pd, _) = st.ahs.remove(&ah.0).ok_or(VerbsError::UnknownHandle {
@@ -1894,8 +1952,18 @@ impl Backend for UdpBackend {
                         "INLINE applies to SEND and WRITE only",
                     )));
                 }
+                // Slots go round in posting order and are freed in
+                // completion order, so the next slot is free exactly when
+                // the send queue has room. A post the engine will refuse
+                // for want of room must not touch it: it holds the inline
+                // data of the oldest WR still pending.
+                if e.engine.send_queue_len() >= e.cap.max_send_wr as usize {
+                    return Err(fail(VerbsError::QueueFull {
+                        verb: VERB,
+                        depth: e.cap.max_send_wr,
+                    }));
+                }
                 let slot = e.inline_next % e.cap.max_send_wr as usize;
-                e.inline_next = e.inline_next.wrapping_add(1);
                 let base = slot * max.max(1);
                 let mut off = 0;
                 for s in wr.sg_list {
@@ -1956,6 +2024,10 @@ impl Backend for UdpBackend {
             e.engine
                 .post_send(ewr)
                 .map_err(|x| fail(post_error(VERB, x)))?;
+            if wr.flags.contains(SendFlags::INLINE) {
+                // The slot is taken only by a post the engine accepted.
+                e.inline_next = e.inline_next.wrapping_add(1);
+            }
         }
         let now = self.shared.now();
         self.shared.transmit(&mut st, now);

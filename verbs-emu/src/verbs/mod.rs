@@ -94,6 +94,12 @@ impl Context {
         self.backend.query_gid(port, index)
     }
 
+    /// The next asynchronous event (`ibv_get_async_event`, without
+    /// blocking): CQ overruns, QPs gone to ERR, drained send queues.
+    pub fn poll_async_event(&self) -> Option<crate::backend::AsyncEvent> {
+        self.backend.poll_async_event()
+    }
+
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
         let handle = self.backend.alloc_pd()?;

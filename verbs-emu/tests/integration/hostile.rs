@@ -17,10 +17,12 @@ use std::time::Duration;
 use verbs_emu::backend::io::{DatagramIo, IoStats, SocketIo};
 use verbs_emu::backend::sys::{RxBatch, TxBatch};
 use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
+use verbs_emu::backend::AsyncEvent;
 use verbs_emu::transport::QpStats;
 use verbs_emu::verbs::{
     AccessFlags, AhAttr, CompletionQueue, Context, Gid, MemoryRegion, Mtu, ProtectionDomain,
-    QpAttr, QpState, QpType, QueuePair, RecvWr, WcStatus,
+    QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsError,
+    WcStatus,
 };
 use verbs_emu::wire::icrc::{Icrc, IpEncap, UdpEncap};
 
@@ -36,10 +38,12 @@ const PEER_QPN: u32 = 0x99;
 const RQ_PSN: u32 = 1000;
 const LEN: usize = 4096;
 
-/// A datagram path that receives nothing while `held`.
+/// A datagram path that receives nothing while `held`, and loses what it
+/// receives while `dropping`.
 struct Gate {
     inner: SocketIo,
     held: Arc<AtomicBool>,
+    dropping: Arc<AtomicBool>,
 }
 
 impl DatagramIo for Gate {
@@ -56,7 +60,11 @@ impl DatagramIo for Gate {
         if self.held.load(Ordering::SeqCst) {
             return Ok(0);
         }
-        self.inner.recv(batch)
+        let n = self.inner.recv(batch)?;
+        if self.dropping.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        Ok(n)
     }
     fn stats(&self) -> IoStats {
         self.inner.stats()
@@ -74,6 +82,7 @@ struct Victim {
     other: MemoryRegion,
     qp: QueuePair,
     gate: Arc<AtomicBool>,
+    dropping: Arc<AtomicBool>,
     addr: SocketAddrV4,
 }
 
@@ -87,10 +96,17 @@ fn victim_cfg(ip: Ipv4Addr, tweak: impl FnOnce(&mut UdpConfig)) -> (Victim, Peer
     let held = Arc::new(AtomicBool::new(false));
     let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
     tweak(&mut cfg);
-    let gate = held.clone();
+    let dropping = Arc::new(AtomicBool::new(false));
+    let (gate, drop2) = (held.clone(), dropping.clone());
     let backend = Arc::new(
-        UdpBackend::open_with(cfg, move |inner| Ok(Box::new(Gate { inner, held: gate })))
-            .expect("bind"),
+        UdpBackend::open_with(cfg, move |inner| {
+            Ok(Box::new(Gate {
+                inner,
+                held: gate,
+                dropping: drop2,
+            }))
+        })
+        .expect("bind"),
     );
     let ctx = Context::from_backend(backend.clone());
     let pd = ctx.alloc_pd().unwrap();
@@ -128,6 +144,7 @@ fn victim_cfg(ip: Ipv4Addr, tweak: impl FnOnce(&mut UdpConfig)) -> (Victim, Peer
         other,
         qp,
         gate: held,
+        dropping,
         addr: SocketAddrV4::new(ip, 4791),
     };
     (
@@ -710,4 +727,109 @@ fn responses_owed_before_a_fatal_request_in_the_same_burst_are_sent() {
     assert_eq!(stats(&v).tx_nak_remote_access, 1);
     connect(&v, p.addr);
     write_works(&v, &p, RQ_PSN, 0x55);
+}
+
+// ----------------------------------------------------------------------
+// A careless application: the device must not lose or corrupt data.
+// ----------------------------------------------------------------------
+
+/// Two victims connected to each other (verbs `connect`), a on .1, b on .2.
+fn verbs_pair(net: u8, max_send_wr: u32, cqe: u32) -> (Victim, Victim) {
+    let (mut a, _) = victim_cfg(Ipv4Addr::new(127, net, 0, 1), |_| {});
+    let (b, _) = victim_cfg(Ipv4Addr::new(127, net, 0, 2), |_| {});
+    a.cq = a._ctx.create_cq(cqe).unwrap();
+    a.qp = a
+        ._pd
+        .qp_builder(QpType::Rc)
+        .cq(&a.cq)
+        .max_send_wr(max_send_wr)
+        .max_recv_wr(4)
+        .max_inline_data(64)
+        .build()
+        .unwrap();
+    let ea = a.qp.endpoint(10, 0, Some(&a.mr)).unwrap();
+    let eb = b.qp.endpoint(20, 0, Some(&b.mr)).unwrap();
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    (a, b)
+}
+
+fn inline_write(a: &Victim, b: &Victim, id: u64, off: u64, data: &[u8]) -> Result<(), String> {
+    let sge = [Sge {
+        addr: data.as_ptr() as u64,
+        length: data.len() as u32,
+        lkey: verbs_emu::wire::Lkey::new(0),
+    }];
+    // SAFETY: inline data is copied at post time; no lkey applies.
+    unsafe {
+        a.qp.post_send(&[SendWr {
+            wr_id: id,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: b.mr.addr() + off,
+                rkey: b.mr.rkey(),
+            },
+            flags: SendFlags::SIGNALED | SendFlags::INLINE,
+            ud: None,
+        }])
+    }
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_refused_inline_post_leaves_pending_inline_data_alone() {
+    let (a, b) = verbs_pair(138, 2, 16);
+    // b loses the first transmissions: the WRITEs stay pending at a and
+    // go again after the ACK timeout, from a's inline slots.
+    b.dropping.store(true, Ordering::SeqCst);
+    inline_write(&a, &b, 1, 0, &[0xAA; 48]).unwrap();
+    inline_write(&a, &b, 2, 64, &[0xBB; 48]).unwrap();
+    let e = inline_write(&a, &b, 3, 128, &[0xCC; 48]).unwrap_err();
+    assert!(e.contains("queue full"), "{e}");
+    std::thread::sleep(Duration::from_millis(20));
+    b.dropping.store(false, Ordering::SeqCst);
+    let wcs = a.cq.poll_n(2, Duration::from_secs(10)).unwrap();
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    assert!(stats(&a).tx_retransmits > 0, "the data went again");
+    assert_eq!(&b.mr.as_slice()[..48], &[0xAA; 48]);
+    assert_eq!(&b.mr.as_slice()[64..112], &[0xBB; 48]);
+    assert_eq!(&b.mr.as_slice()[128..176], &pattern()[128..176]);
+}
+
+#[test]
+fn a_cq_overrun_is_a_cq_error_and_an_async_event() {
+    let (a, b) = verbs_pair(139, 8, 2);
+    for i in 0..4u64 {
+        inline_write(&a, &b, i, 64 * i, &[i as u8 + 1; 16]).unwrap();
+    }
+    // Wait for the four ACKs (the data lands at b), then poll.
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while b.mr.as_slice()[192..208] != [4u8; 16] {
+        assert!(std::time::Instant::now() < end);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut events = Vec::new();
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let mut wc = [verbs_emu::verbs::WorkCompletion::default(); 8];
+    let err = loop {
+        if let Err(e) = a.cq.poll(&mut wc) {
+            break e;
+        }
+        assert!(std::time::Instant::now() < end, "no overrun reported");
+    };
+    assert!(
+        matches!(err, VerbsError::CqOverrun { capacity: 2, .. }),
+        "{err}"
+    );
+    while let Some(ev) = a._ctx.poll_async_event() {
+        events.push(ev);
+    }
+    assert_eq!(
+        events,
+        vec![
+            AsyncEvent::CqErr(a.cq.handle()),
+            AsyncEvent::QpFatal(a.qp.handle())
+        ]
+    );
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
 }
