@@ -876,7 +876,10 @@ impl Shared {
                 stats.rx_unknown_qp += 1;
                 continue;
             };
-            // UD receives get a GRH area: 20 zero bytes and the IPv4 header.
+            // UD receives get a GRH area: 20 zero bytes and the IPv4
+            // header as it arrived (Soft-RoCE): TOS and TTL as received,
+            // the identification and DF the ICRC check assumed, and its
+            // checksum.
             let mut grh = [0u8; 40];
             if entry.qp_type == QpType::Ud {
                 let total = (20 + 8 + pkt.len()) as u16;
@@ -884,11 +887,14 @@ impl Shared {
                 h[0] = 0x45;
                 h[1] = m.tos;
                 h[2..4].copy_from_slice(&total.to_be_bytes());
+                h[4..6].copy_from_slice(&(i as u16).to_be_bytes());
                 h[6] = 0x40;
-                h[8] = 64;
+                h[8] = m.ttl;
                 h[9] = 17;
                 h[12..16].copy_from_slice(&m.src.ip().octets());
                 h[16..20].copy_from_slice(&local.ip().octets());
+                let sum = ipv4_checksum(h);
+                h[10..12].copy_from_slice(&sum.to_be_bytes());
             }
             let received = tp::Received {
                 headers: parsed.headers,
@@ -1318,6 +1324,19 @@ impl Drop for UdpBackend {
             r.valid = false;
         }
     }
+}
+
+/// The IPv4 header checksum (RFC 791) of a 20-byte header whose checksum
+/// field is zero.
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 fn convert_wc(c: &tp::Completion) -> WorkCompletion {

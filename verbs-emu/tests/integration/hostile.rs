@@ -518,6 +518,9 @@ fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
     let s = stats(&v);
     assert_eq!((s.rx_bad_qkey, s.rx_dropped), (1, 1));
     assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    // The GRH area holds the IPv4 header as it arrived: a TTL of our
+    // choosing shows it is not made up.
+    p.sock.set_ttl(33).unwrap();
     send(&p.sock, v.addr, &pkt(0x1111_1111));
     let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
     assert_eq!(
@@ -525,6 +528,22 @@ fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
         (9, WcStatus::Success, 140)
     );
     assert_eq!(&v.mr.as_slice()[40..140], &[0xAB; 100]);
+    let grh = &v.mr.as_slice()[..40];
+    assert_eq!(&grh[..20], &[0; 20]);
+    let ip = &grh[20..];
+    assert_eq!((ip[0], ip[8], ip[9]), (0x45, 33, 17));
+    assert_eq!(
+        u16::from_be_bytes([ip[2], ip[3]]),
+        20 + 8 + 12 + 8 + 100 + 4
+    );
+    assert_eq!(&ip[12..16], &p.addr.ip().octets());
+    assert_eq!(&ip[16..20], &v.addr.ip().octets());
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    assert_eq!(sum, 0xFFFF, "a valid header checksum");
 }
 
 #[test]
@@ -832,4 +851,37 @@ fn a_cq_overrun_is_a_cq_error_and_an_async_event() {
         ]
     );
     assert_eq!(a.qp.state().unwrap(), QpState::Err);
+}
+
+#[test]
+fn zero_based_regions_take_offsets_remotely_and_addresses_locally() {
+    // The same rule as the engine's ByteMemory and LengthMemory: the peer
+    // names a ZERO_BASED region by offset, its owner's SGEs by address.
+    let (a, b) = verbs_pair(140, 8, 16);
+    let zb = AccessFlags(ALL.0 | AccessFlags::ZERO_BASED.0);
+    let mut src = a._pd.alloc_mr(LEN, zb).unwrap();
+    let dst = b._pd.alloc_mr(LEN, zb).unwrap();
+    src.as_mut_slice()[..256].copy_from_slice(&pattern()[..256]);
+    let remote = dst.remote();
+    assert_eq!(remote.addr, 0);
+    let sge = [src.sge(0, 256)];
+    // SAFETY: both regions stay registered and untouched until the
+    // completion is polled.
+    unsafe {
+        a.qp.post_send(&[SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: remote.addr + 512,
+                rkey: dst.rkey(),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        }])
+    }
+    .unwrap();
+    let wc = a.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
+    assert_eq!(wc.status, WcStatus::Success);
+    assert_eq!(&dst.as_slice()[512..768], &pattern()[..256]);
+    assert_eq!(&dst.as_slice()[..512], &[0; 512][..]);
 }
