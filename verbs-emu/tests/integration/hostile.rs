@@ -1105,3 +1105,13 @@ mod sequences {
         }
     }
 }
+
+#[test]
+fn poll_n_keeps_what_it_took_when_it_times_out() {
+    let (a, b) = verbs_pair(142, 8, 16);
+    inline_write(&a, &b, 77, 0, &[1; 8]).unwrap();
+    let e = a.cq.poll_n(2, Duration::from_millis(300)).unwrap_err();
+    assert!(matches!(e, VerbsError::Timeout { .. }), "{e}");
+    let wc = a.cq.poll_n(1, Duration::from_secs(1)).unwrap();
+    assert_eq!((wc[0].wr_id, wc[0].status), (77, WcStatus::Success));
+}
