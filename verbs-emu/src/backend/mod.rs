@@ -126,6 +126,25 @@ impl core::str::FromStr for BackendKind {
     }
 }
 
+/// An asynchronous event of a device (`ibv_get_async_event`'s
+/// `ibv_event_type`, the part this project raises).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// IBV_EVENT_CQ_ERR: the CQ overflowed and is in error.
+    CqErr(CqHandle),
+    /// IBV_EVENT_QP_FATAL: the QP went to ERR (a local error, its CQ
+    /// overflowed, or its requester failed).
+    QpFatal(QpHandle),
+    /// IBV_EVENT_QP_REQ_ERR: the responder saw an invalid request
+    /// (NAK 0x61, or a class J SEND with Invalidate) and went to ERR.
+    QpReqErr(QpHandle),
+    /// IBV_EVENT_QP_ACCESS_ERR: the responder saw a remote access
+    /// violation (NAK 0x62) and went to ERR.
+    QpAccessErr(QpHandle),
+    /// IBV_EVENT_SQ_DRAINED: a QP in SQD has nothing outstanding.
+    SqDrained(QpHandle),
+}
+
 /// One opened device: the verbs, at verbs level. See the module docs for
 /// the contract.
 pub trait Backend: Send + Sync + 'static {
@@ -205,6 +224,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// `ibv_destroy_ah`.
     fn destroy_ah(&self, ah: AhHandle) -> Result<()>;
+
+    /// The next asynchronous event, if any, without blocking
+    /// (`ibv_get_async_event`; no acknowledgement needed). Backends that
+    /// raise none keep the default.
+    fn poll_async_event(&self) -> Option<AsyncEvent> {
+        None
+    }
 
     /// `ibv_post_send`.
     ///

@@ -42,6 +42,9 @@ pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Largest UDP payload of one (GSO) datagram.
 pub const MAX_DATAGRAM: usize = 65507;
 const CMSG_SPACE: usize = 64;
+/// Control buffer of one received datagram: IP_TOS, IP_TTL and UDP_GRO,
+/// 24 bytes each on 64-bit Linux.
+const RX_CMSG_SPACE: usize = 96;
 
 /// How a [`RoceSocket`] is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +141,8 @@ impl RoceSocket {
             libc::IP_PMTUDISC_DO,
         )?;
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        // The TTL as it arrived, for the IPv4 header in a UD receive's GRH.
+        setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_TOS, 0x02)?;
         let buf = opts.buffer_bytes.min(c_int::MAX as usize) as c_int;
         for (force, plain) in [
@@ -337,7 +342,7 @@ impl RoceSocket {
         // sets msg_controllen to its length; only that part is read. A
         // busy-polling caller comes here hundreds of thousands of times a
         // second, mostly to find nothing, so the empty call stays cheap.
-        let mut cmsgs: [MaybeUninit<[u64; CMSG_SPACE / 8]>; MAX_BATCH] =
+        let mut cmsgs: [MaybeUninit<[u64; RX_CMSG_SPACE / 8]>; MAX_BATCH] =
             [const { MaybeUninit::uninit() }; MAX_BATCH];
         let slot = batch.slot_size;
         for i in 0..n {
@@ -352,7 +357,7 @@ impl RoceSocket {
             msg.msg_iov = iovs[i].as_mut_ptr();
             msg.msg_iovlen = 1;
             msg.msg_control = cmsgs[i].as_mut_ptr().cast();
-            msg.msg_controllen = CMSG_SPACE as _;
+            msg.msg_controllen = RX_CMSG_SPACE as _;
             hdrs[i].write(libc::mmsghdr {
                 msg_hdr: msg,
                 msg_len: 0,
@@ -389,6 +394,7 @@ impl RoceSocket {
             // SAFETY: the kernel wrote a sockaddr_in for AF_INET sockets.
             let src = addr_of(unsafe { names[i].assume_init_ref() });
             let mut tos = 0u8;
+            let mut ttl = 0u8;
             let mut segment = 0usize;
             // SAFETY: walking the control buffer the kernel filled, within
             // msg_controllen.
@@ -397,6 +403,9 @@ impl RoceSocket {
                 while !c.is_null() {
                     match ((*c).cmsg_level, (*c).cmsg_type) {
                         (libc::IPPROTO_IP, libc::IP_TOS) => tos = *libc::CMSG_DATA(c),
+                        (libc::IPPROTO_IP, libc::IP_TTL) => {
+                            ttl = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>()) as u8
+                        }
                         (SOL_UDP, UDP_GRO) => {
                             segment = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>())
                                 as usize
@@ -411,6 +420,7 @@ impl RoceSocket {
                 src,
                 len,
                 tos,
+                ttl,
                 segment_size: if segment == 0 || segment >= len {
                     len
                 } else {
@@ -680,6 +690,8 @@ pub struct RxMeta {
     pub len: usize,
     /// The received IPv4 TOS byte (ECN in the low two bits).
     pub tos: u8,
+    /// The received IPv4 TTL (`IP_RECVTTL`).
+    pub ttl: u8,
     /// Size of each coalesced segment (equals `len` without GRO); the last
     /// may be shorter.
     pub segment_size: usize,
@@ -708,6 +720,7 @@ impl RxBatch {
                     src: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
                     len: 0,
                     tos: 0,
+                    ttl: 0,
                     segment_size: 0,
                     truncated: false,
                 };

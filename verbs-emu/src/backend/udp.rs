@@ -58,8 +58,8 @@ use std::time::Duration;
 use super::io::{DatagramIo, IoStats, SocketIo};
 use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch};
 use super::{
-    AhHandle, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle, Provider,
-    QpCreated, QpHandle,
+    AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
+    Provider, QpCreated, QpHandle,
 };
 use crate::time::{Duration as PsDuration, Instant};
 use crate::transport::{
@@ -109,6 +109,11 @@ pub struct UdpConfig {
     /// Congestion control of every QP's sends (DCQCN reaction point, or
     /// none). The notification point (CNPs on CE) is always on.
     pub cc: crate::cc::CcConfig,
+    /// The port's P_Key table (`ibv_query_pkey`): a QP's `pkey_index`
+    /// picks its P_Key, sent in every BTH and matched against every
+    /// received one (full and limited membership, ROCEV2.md §1.5).
+    /// Default: 0xFFFF at index 0.
+    pub pkey_table: [u16; tp::PKEY_TABLE_LEN],
 }
 
 impl UdpConfig {
@@ -122,6 +127,7 @@ impl UdpConfig {
             accept_bad_icrc: false,
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
             cc: crate::cc::CcConfig::None,
+            pkey_table: tp::DEFAULT_PKEY_TABLE,
         }
     }
 }
@@ -327,10 +333,31 @@ impl HostMemory {
         Ok(r)
     }
 
-    /// The host pointer for `[addr, addr + len)` in the region `key` names.
-    fn locate(&self, key: u32, addr: u64, len: u64) -> std::result::Result<*mut u8, MemError> {
-        let (_, r) = self.region(key)?;
-        let off = if r.zero_based {
+    /// The host pointer for `[addr, addr + len)` in the region `key`
+    /// names, checking the rights `access` and, with `pd`, that the region
+    /// belongs to that protection domain. A ZERO_BASED region takes
+    /// offsets for remote keys only, as [`crate::transport::ByteMemory`]
+    /// does (local SGEs always carry addresses).
+    fn locate(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+        pd: Option<u64>,
+    ) -> std::result::Result<*mut u8, MemError> {
+        let (_, r) = self.region(key.value())?;
+        if pd.is_some_and(|pd| pd != r.pd) {
+            // Another PD's key names nothing for this QP.
+            return Err(MemError::BadKey(key.value()));
+        }
+        if !r.access.contains(access) {
+            return Err(MemError::AccessDenied {
+                needed: access.bits(),
+                granted: r.access.bits(),
+            });
+        }
+        let off = if r.zero_based && matches!(key, MemKey::Remote(_)) {
             addr
         } else {
             addr.checked_sub(r.base)
@@ -342,33 +369,21 @@ impl HostMemory {
         // SAFETY: off + len <= r.len, so the pointer stays inside the region.
         Ok(unsafe { r.ptr.add(off as usize) })
     }
-}
 
-impl Memory for HostMemory {
-    fn check(
+    /// This memory as the QPs of protection domain `pd` see it: keys of
+    /// other PDs name nothing (ROCEV2.md §5.10).
+    fn in_pd(&self, pd: u64) -> InPd<'_> {
+        InPd { mem: self, pd }
+    }
+
+    fn write_at(
         &self,
         key: MemKey,
         addr: u64,
-        len: u64,
-        access: Access,
-    ) -> std::result::Result<(), MemError> {
-        let (_, r) = self.region(key.value())?;
-        if !r.access.contains(access) {
-            return Err(MemError::AccessDenied {
-                needed: access.bits(),
-                granted: r.access.bits(),
-            });
-        }
-        self.locate(key.value(), addr, len).map(drop)
-    }
-
-    fn write(
-        &mut self,
-        key: MemKey,
-        addr: u64,
         data: Payload<'_>,
+        pd: Option<u64>,
     ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key.value(), addr, u64::from(data.len()))?;
+        let p = self.locate(key, addr, u64::from(data.len()), Access::NONE, pd)?;
         if let Payload::Bytes(b) = data {
             // SAFETY: `locate` bounds-checked [addr, addr + len) inside a
             // live registered region; the source is a distinct packet buffer.
@@ -377,23 +392,30 @@ impl Memory for HostMemory {
         Ok(())
     }
 
-    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
-        let p = self.locate(key.value(), addr, out.len() as u64)?;
-        // SAFETY: as in `write`, reading instead.
+    fn read_at(
+        &self,
+        key: MemKey,
+        addr: u64,
+        out: &mut [u8],
+        pd: Option<u64>,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.locate(key, addr, out.len() as u64, Access::NONE, pd)?;
+        // SAFETY: as in `write_at`, reading instead.
         unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
-    fn atomic(
-        &mut self,
+    fn atomic_at(
+        &self,
         key: MemKey,
         addr: u64,
         op: AtomicOp,
+        pd: Option<u64>,
     ) -> std::result::Result<u64, MemError> {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let p = self.locate(key.value(), addr, 8)?.cast::<u64>();
+        let p = self.locate(key, addr, 8, Access::NONE, pd)?.cast::<u64>();
         // SAFETY: 8 bytes inside the region, checked by `locate`.
         let orig = unsafe { std::ptr::read_unaligned(p) };
         let new = match op {
@@ -411,20 +433,138 @@ impl Memory for HostMemory {
         Ok(orig)
     }
 
+    fn write_u64_at(
+        &self,
+        key: MemKey,
+        addr: u64,
+        value: u64,
+        pd: Option<u64>,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.locate(key, addr, 8, Access::NONE, pd)?.cast::<u64>();
+        // SAFETY: 8 bytes inside the region, checked by `locate`.
+        unsafe { std::ptr::write_unaligned(p, value) };
+        Ok(())
+    }
+
+    /// A peer's SEND with Invalidate: the regions here are plain MRs,
+    /// which only their owner may deregister (see
+    /// [`Memory::invalidate`]).
+    fn invalidate_at(&self, key: u32, pd: Option<u64>) -> std::result::Result<(), MemError> {
+        let (_, r) = self.region(key)?;
+        if pd.is_some_and(|pd| pd != r.pd) {
+            return Err(MemError::BadKey(key));
+        }
+        Err(MemError::NotInvalidatable(key))
+    }
+}
+
+impl Memory for HostMemory {
+    fn check(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> std::result::Result<(), MemError> {
+        self.locate(key, addr, len, access, None).map(drop)
+    }
+
+    fn write(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        data: Payload<'_>,
+    ) -> std::result::Result<(), MemError> {
+        self.write_at(key, addr, data, None)
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
+        self.read_at(key, addr, out, None)
+    }
+
+    fn atomic(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        op: AtomicOp,
+    ) -> std::result::Result<u64, MemError> {
+        self.atomic_at(key, addr, op, None)
+    }
+
     fn write_u64(
         &mut self,
         key: MemKey,
         addr: u64,
         value: u64,
     ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key.value(), addr, 8)?.cast::<u64>();
-        // SAFETY: 8 bytes inside the region, checked by `locate`.
-        unsafe { std::ptr::write_unaligned(p, value) };
-        Ok(())
+        self.write_u64_at(key, addr, value, None)
     }
 
     fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
-        self.deregister(rkey.value()).map(drop)
+        self.invalidate_at(rkey.value(), None)
+    }
+
+    fn carries_bytes(&self) -> bool {
+        true
+    }
+}
+
+/// [`HostMemory`] seen from the QPs of one protection domain: every key,
+/// local or remote, must name a region of that PD, so that a peer's R_Key
+/// (or an application's L_Key) of another PD fails like an unknown key.
+/// Writes go through the regions' raw pointers, so a shared borrow of
+/// the table suffices; the device lock serialises them.
+struct InPd<'a> {
+    mem: &'a HostMemory,
+    pd: u64,
+}
+
+impl Memory for InPd<'_> {
+    fn check(
+        &self,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> std::result::Result<(), MemError> {
+        self.mem
+            .locate(key, addr, len, access, Some(self.pd))
+            .map(drop)
+    }
+
+    fn write(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        data: Payload<'_>,
+    ) -> std::result::Result<(), MemError> {
+        self.mem.write_at(key, addr, data, Some(self.pd))
+    }
+
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
+        self.mem.read_at(key, addr, out, Some(self.pd))
+    }
+
+    fn atomic(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        op: AtomicOp,
+    ) -> std::result::Result<u64, MemError> {
+        self.mem.atomic_at(key, addr, op, Some(self.pd))
+    }
+
+    fn write_u64(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        value: u64,
+    ) -> std::result::Result<(), MemError> {
+        self.mem.write_u64_at(key, addr, value, Some(self.pd))
+    }
+
+    fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
+        self.mem.invalidate_at(rkey.value(), Some(self.pd))
     }
 
     fn carries_bytes(&self) -> bool {
@@ -440,7 +580,9 @@ impl Memory for HostMemory {
 struct Cq {
     queue: VecDeque<WorkCompletion>,
     capacity: usize,
-    overflows: u64,
+    /// The CQ overflowed: it is in error, as a device's is, and takes no
+    /// more completions.
+    overrun: bool,
     users: u32,
 }
 
@@ -496,6 +638,8 @@ struct State {
     acks: Vec<tp::Transmit>,
     rx: RxBatch,
     stats: UdpStats,
+    /// Asynchronous events not yet taken (`ibv_get_async_event`).
+    events: VecDeque<AsyncEvent>,
 }
 
 struct Shared {
@@ -571,6 +715,7 @@ impl UdpBackend {
                 acks: Vec::new(),
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 stats: UdpStats::default(),
+                events: VecDeque::new(),
             }),
             socket,
             local,
@@ -731,7 +876,10 @@ impl Shared {
                 stats.rx_unknown_qp += 1;
                 continue;
             };
-            // UD receives get a GRH area: 20 zero bytes and the IPv4 header.
+            // UD receives get a GRH area: 20 zero bytes and the IPv4
+            // header as it arrived (Soft-RoCE): TOS and TTL as received,
+            // the identification and DF the ICRC check assumed, and its
+            // checksum.
             let mut grh = [0u8; 40];
             if entry.qp_type == QpType::Ud {
                 let total = (20 + 8 + pkt.len()) as u16;
@@ -739,21 +887,34 @@ impl Shared {
                 h[0] = 0x45;
                 h[1] = m.tos;
                 h[2..4].copy_from_slice(&total.to_be_bytes());
+                h[4..6].copy_from_slice(&(i as u16).to_be_bytes());
                 h[6] = 0x40;
-                h[8] = 64;
+                h[8] = m.ttl;
                 h[9] = 17;
                 h[12..16].copy_from_slice(&m.src.ip().octets());
                 h[16..20].copy_from_slice(&local.ip().octets());
+                let sum = ipv4_checksum(h);
+                h[10..12].copy_from_slice(&sum.to_be_bytes());
             }
             let received = tp::Received {
                 headers: parsed.headers,
                 ecn,
                 payload: Payload::Bytes(parsed.payload),
                 grh: (entry.qp_type == QpType::Ud).then_some(&grh),
-                src: encode_addr(m.src),
+                // The engine matches a connected QP's sender against its AV
+                // by address (GID) only, as a NIC does: the UDP source port
+                // of RoCEv2 varies per QP and flow.
+                src: if entry.qp_type == QpType::Ud {
+                    encode_addr(m.src)
+                } else {
+                    let av_port = decode_addr(entry.engine.attr().ah).port();
+                    encode_addr(SocketAddrV4::new(*m.src.ip(), av_port))
+                },
             };
             stats.rx_packets += 1;
-            entry.engine.handle_packet(now, &received, mem);
+            entry
+                .engine
+                .handle_packet(now, &received, &mut mem.in_pd(entry.pd));
         }
     }
 
@@ -805,7 +966,7 @@ impl Shared {
         // is ~300 bytes; returning it by value copied it twice more).
         let mut t = tp::Transmit::EMPTY;
         for e in qps.values_mut() {
-            while e.engine.poll_transmit_into(now, &*mem, &mut t) {
+            while e.engine.poll_transmit_into(now, &mem.in_pd(e.pd), &mut t) {
                 if t.headers.bth.opcode == Opcode::RcAcknowledge {
                     acks.push(t);
                 } else {
@@ -822,20 +983,62 @@ impl Shared {
         }
     }
 
+    /// Move completions from the engines to their CQs, and the engines'
+    /// events to the device's async event queue. A completion that finds
+    /// its CQ full overruns it, as on a device: the CQ goes into error
+    /// (`CqErr`), the completion is lost, and every QP using that CQ goes
+    /// to ERR (`QpFatal`).
     fn collect(&self, st: &mut State) {
-        let State { qps, cqs, .. } = st;
-        for e in qps.values_mut() {
+        let State {
+            qps, cqs, events, ..
+        } = st;
+        let mut overrun = false;
+        for (&qpn, e) in qps.iter_mut() {
+            let qp = QpHandle(u64::from(qpn));
             while let Some(c) = e.engine.poll_completion() {
                 let cq = if c.is_recv { e.recv_cq } else { e.send_cq };
                 if let Some(q) = cqs.get_mut(&cq) {
+                    if q.overrun {
+                        continue;
+                    }
                     if q.queue.len() >= q.capacity {
-                        q.overflows += 1;
+                        q.overrun = true;
+                        overrun = true;
+                        events.push_back(AsyncEvent::CqErr(CqHandle(cq)));
+                        continue;
                     }
                     q.queue.push_back(convert_wc(&c));
                 }
             }
-            while e.engine.poll_event().is_some() {}
+            while let Some(ev) = e.engine.poll_event() {
+                events.push_back(match ev {
+                    tp::QpEvent::SqDrained => AsyncEvent::SqDrained(qp),
+                    tp::QpEvent::Error(tp::WcStatus::RemInvReqErr) => AsyncEvent::QpReqErr(qp),
+                    tp::QpEvent::Error(tp::WcStatus::RemAccessErr) => AsyncEvent::QpAccessErr(qp),
+                    tp::QpEvent::Error(_) => AsyncEvent::QpFatal(qp),
+                });
+            }
         }
+        if !overrun {
+            return;
+        }
+        let broken = |h: u64| cqs.get(&h).is_some_and(|q| q.overrun);
+        for (&qpn, e) in qps.iter_mut() {
+            let state = e.engine.state();
+            if (broken(e.send_cq) || broken(e.recv_cq))
+                && !matches!(state, QpState::Reset | QpState::Err)
+            {
+                let attr = tp::QpAttr {
+                    qp_state: QpState::Err,
+                    ..*e.engine.attr()
+                };
+                if e.engine.modify(&attr, tp::AttrMask::STATE).is_ok() {
+                    events.push_back(AsyncEvent::QpFatal(QpHandle(u64::from(qpn))));
+                }
+            }
+        }
+        // The flushes of those QPs go where they can.
+        self.collect(st);
     }
 
     fn next_deadline(&self, st: &State) -> Option<Instant> {
@@ -1014,7 +1217,15 @@ unsafe fn emit_pieces(
     tx.push_buf_piece(hoff, hlen);
     let mut parts: [&[u8]; tp::MAX_PIECES + 1] = [&[]; tp::MAX_PIECES + 1];
     for (slot, p) in parts.iter_mut().zip(payload.pieces()) {
-        let ptr = mem.locate(p.key, p.addr, u64::from(p.len)).ok()?;
+        let ptr = mem
+            .locate(
+                payload.key_of(p),
+                p.addr,
+                u64::from(p.len),
+                Access::NONE,
+                None,
+            )
+            .ok()?;
         // SAFETY: `locate` bounds-checked the range inside a live region,
         // which the caller keeps registered until the batch is sent.
         *slot = unsafe { std::slice::from_raw_parts(ptr, p.len as usize) };
@@ -1113,6 +1324,19 @@ impl Drop for UdpBackend {
             r.valid = false;
         }
     }
+}
+
+/// The IPv4 header checksum (RFC 791) of a 20-byte header whose checksum
+/// field is zero.
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 fn convert_wc(c: &tp::Completion) -> WorkCompletion {
@@ -1388,6 +1612,12 @@ impl Backend for UdpBackend {
                 verb: "ibv_poll_cq",
                 object: "CQ",
             })?;
+            if q.overrun {
+                return Err(VerbsError::CqOverrun {
+                    verb: "ibv_poll_cq",
+                    capacity: q.capacity,
+                });
+            }
             let n = wc.len().min(q.queue.len());
             for (slot, c) in wc.iter_mut().zip(q.queue.drain(..n)) {
                 *slot = c;
@@ -1416,7 +1646,8 @@ impl Backend for UdpBackend {
             self.touch();
             let deadline = {
                 let mut st = lock(&self.shared.state);
-                let ready = |st: &State| st.cqs.get(&cq.0).map(|q| !q.queue.is_empty());
+                let ready =
+                    |st: &State| st.cqs.get(&cq.0).map(|q| !q.queue.is_empty() || q.overrun);
                 match ready(&st) {
                     None => {
                         return Err(VerbsError::UnknownHandle {
@@ -1496,6 +1727,7 @@ impl Backend for UdpBackend {
         cfg.ecn = Ecn::Ect0;
         cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
         cfg.cc = self.shared.cfg.cc;
+        cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that
         // large messages stream without waiting for ACK round trips. Every
@@ -1666,6 +1898,10 @@ impl Backend for UdpBackend {
         Ok(AhHandle(h))
     }
 
+    fn poll_async_event(&self) -> Option<AsyncEvent> {
+        lock(&self.shared.state).events.pop_front()
+    }
+
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
         let mut st = lock(&self.shared.state);
         let (pd, _) = st.ahs.remove(&ah.0).ok_or(VerbsError::UnknownHandle {
@@ -1735,8 +1971,18 @@ impl Backend for UdpBackend {
                         "INLINE applies to SEND and WRITE only",
                     )));
                 }
+                // Slots go round in posting order and are freed in
+                // completion order, so the next slot is free exactly when
+                // the send queue has room. A post the engine will refuse
+                // for want of room must not touch it: it holds the inline
+                // data of the oldest WR still pending.
+                if e.engine.send_queue_len() >= e.cap.max_send_wr as usize {
+                    return Err(fail(VerbsError::QueueFull {
+                        verb: VERB,
+                        depth: e.cap.max_send_wr,
+                    }));
+                }
                 let slot = e.inline_next % e.cap.max_send_wr as usize;
-                e.inline_next = e.inline_next.wrapping_add(1);
                 let base = slot * max.max(1);
                 let mut off = 0;
                 for s in wr.sg_list {
@@ -1797,6 +2043,10 @@ impl Backend for UdpBackend {
             e.engine
                 .post_send(ewr)
                 .map_err(|x| fail(post_error(VERB, x)))?;
+            if wr.flags.contains(SendFlags::INLINE) {
+                // The slot is taken only by a post the engine accepted.
+                e.inline_next = e.inline_next.wrapping_add(1);
+            }
         }
         let now = self.shared.now();
         self.shared.transmit(&mut st, now);

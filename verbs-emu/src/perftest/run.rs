@@ -1,6 +1,6 @@
 //! The perftest runner: out-of-band exchange, resources, test loops.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -136,12 +136,22 @@ impl Oob {
 
     fn recv<T: DeserializeOwned>(&mut self) -> Result<T> {
         let mut line = String::new();
-        let n = self
-            .reader
+        let n = (&mut self.reader)
+            .take(MAX_OOB_LINE)
             .read_line(&mut line)
             .map_err(|e| PerftestError::Oob(format!("receive from peer: {e}")))?;
         if n == 0 {
             return Err(PerftestError::Oob("peer closed the connection".into()));
+        }
+        if !line.ends_with('\n') {
+            return Err(PerftestError::Oob(if n as u64 >= MAX_OOB_LINE {
+                format!("peer message longer than {MAX_OOB_LINE} bytes")
+            } else {
+                "peer closed the connection in the middle of a message".into()
+            }));
+        }
+        if line.trim().is_empty() {
+            return Err(PerftestError::Oob("empty message from peer".into()));
         }
         serde_json::from_str(&line)
             .map_err(|e| PerftestError::Oob(format!("bad message from peer: {e}: {line:?}")))
@@ -189,6 +199,10 @@ struct Hello {
     verify: bool,
 }
 
+/// Longest out-of-band message accepted (a peer's endpoints for 64K QPs
+/// stay far below).
+const MAX_OOB_LINE: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct PeerInfo {
     endpoints: Vec<Endpoint>,
@@ -197,6 +211,63 @@ struct PeerInfo {
     credit_offset: u64,
     mtu: u32,
     device: String,
+}
+
+impl PeerInfo {
+    /// Check what a peer sent before anything is computed from it: one
+    /// endpoint per QP, at least one slot, slots that hold the largest
+    /// message, a ring and credit area whose arithmetic does not overflow,
+    /// and (RC, UC) a region per endpoint that covers them. `max_size` is
+    /// the largest message of the run.
+    fn validate(&self, qps: usize, max_size: u64, ud: bool) -> std::result::Result<(), String> {
+        if self.endpoints.len() != qps {
+            return Err(format!(
+                "peer has {} QPs, we have {qps}",
+                self.endpoints.len()
+            ));
+        }
+        if self.slots == 0 {
+            return Err("peer offers 0 buffer slots".into());
+        }
+        if self.slot_size < max_size.max(1) {
+            return Err(format!(
+                "peer's slots of {} bytes cannot hold a {max_size}-byte message",
+                self.slot_size
+            ));
+        }
+        if self.mtu < 256 {
+            return Err(format!("peer MTU {} is below 256", self.mtu));
+        }
+        let ring = self
+            .slots
+            .checked_mul(self.slot_size)
+            .and_then(|r| r.checked_mul(qps as u64))
+            .ok_or("peer's ring size overflows 64 bits")?;
+        if self.credit_offset < ring {
+            return Err(format!(
+                "peer's credit area at {} overlaps its ring of {ring} bytes",
+                self.credit_offset
+            ));
+        }
+        let need = self
+            .credit_offset
+            .checked_add(64 * qps as u64)
+            .ok_or("peer's credit area overflows 64 bits")?;
+        if !ud {
+            for (i, ep) in self.endpoints.iter().enumerate() {
+                let Some(mr) = ep.mr else {
+                    return Err(format!("peer QP {i} offers no memory region"));
+                };
+                if mr.len < need {
+                    return Err(format!(
+                        "peer QP {i}'s region of {} bytes is smaller than its ring and credits ({need})",
+                        mr.len
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -563,13 +634,9 @@ impl Side {
                 )))
             }
         };
-        if remote.endpoints.len() != qps.len() {
-            return Err(PerftestError::Oob(format!(
-                "peer has {} QPs, we have {}",
-                remote.endpoints.len(),
-                qps.len()
-            )));
-        }
+        remote
+            .validate(qps.len(), max_size, ud)
+            .map_err(PerftestError::Oob)?;
         // perftest >= 5.1: both sides use the smaller MTU.
         let mtu = mtu_local.min(remote.mtu).min(4096);
         let ib_mtu = Mtu::from_bytes(mtu).unwrap_or(Mtu::Mtu1024);
@@ -1584,6 +1651,79 @@ mod tests {
         b[33] ^= 1;
         let e = check_pattern(&b, 5).unwrap_err();
         assert!(e.contains("byte 33"), "{e}");
+    }
+
+    fn peer_info(slots: u64, slot_size: u64, mr_len: Option<u64>) -> PeerInfo {
+        let ep = Endpoint {
+            lid: 0,
+            qpn: 0x11,
+            psn: 1,
+            gid: crate::verbs::Gid::from_ip(Ipv4Addr::LOCALHOST.into()),
+            udp_port: 4791,
+            mtu: Mtu::Mtu1024,
+            mr: mr_len.map(|len| crate::verbs::RemoteMr {
+                addr: 0x1000,
+                rkey: 0x100,
+                len,
+            }),
+        };
+        PeerInfo {
+            endpoints: vec![ep, ep],
+            slots,
+            slot_size,
+            credit_offset: slots.wrapping_mul(slot_size).wrapping_mul(2),
+            mtu: 1024,
+            device: "x".into(),
+        }
+    }
+
+    #[test]
+    fn a_peers_endpoint_info_is_validated_before_use() {
+        let ok = peer_info(4, 4096, Some(4 * 4096 * 2 + 128));
+        assert_eq!(ok.validate(2, 4096, false), Ok(()));
+        let e = |p: PeerInfo, ud| p.validate(2, 4096, ud).unwrap_err();
+        assert!(e(peer_info(0, 4096, Some(1 << 20)), false).contains("0 buffer slots"));
+        assert!(e(peer_info(4, 4096, None), false).contains("no memory region"));
+        // UD needs no region.
+        assert_eq!(peer_info(4, 4096, None).validate(2, 4096, true), Ok(()));
+        assert!(e(peer_info(4, 4096, Some(100)), false).contains("smaller"));
+        assert!(e(peer_info(4, 100, Some(1 << 20)), false).contains("cannot hold"));
+        assert!(e(peer_info(u64::MAX, 4096, Some(1 << 20)), false).contains("overflows"));
+        assert!(ok.validate(3, 4096, false).unwrap_err().contains("2 QPs"));
+        let mut bad_mtu = ok.clone();
+        bad_mtu.mtu = 0;
+        assert!(e(bad_mtu, false).contains("MTU"));
+        let mut overlap = ok;
+        overlap.credit_offset = 8;
+        assert!(e(overlap, false).contains("overlaps"));
+    }
+
+    /// A connected pair: our Oob and the raw peer socket.
+    fn oob_pair() -> (Oob, TcpStream) {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        (Oob::new(ours).unwrap(), peer)
+    }
+
+    #[test]
+    fn empty_oversized_and_garbage_peer_messages_are_errors() {
+        let (mut oob, mut peer) = oob_pair();
+        peer.write_all(b"\n").unwrap();
+        let e = oob.recv::<Msg>().unwrap_err().to_string();
+        assert!(e.contains("empty message"), "{e}");
+        peer.write_all(b"{\"Peer\": 5}\n").unwrap();
+        let e = oob.recv::<Msg>().unwrap_err().to_string();
+        assert!(e.contains("bad message"), "{e}");
+        let big = vec![b'x'; MAX_OOB_LINE as usize + 10];
+        let writer = std::thread::spawn(move || {
+            let _ = peer.write_all(&big);
+            peer
+        });
+        let e = oob.recv::<Msg>().unwrap_err().to_string();
+        assert!(e.contains("longer than"), "{e}");
+        let peer = writer.join().unwrap();
+        drop(peer);
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! Two implementations keep the same key, bounds and access checks:
 //! [`ByteMemory`] holds real bytes (the UDP emulator, tests with
 //! checksums), [`LengthMemory`] holds none and moves lengths only (the
-//! simulator). Keys are `(index << 8) | generation`: a deregistered or
-//! invalidated key never matches again, and key 0 is never valid.
+//! simulator). Keys are `(index << 8) | generation`: a deregistered key
+//! never matches again, and key 0 is never valid.
 //!
 //! Nothing here panics on network input: every failure is a [`MemError`].
 
@@ -113,6 +113,10 @@ pub enum MemError {
     /// An atomic on an address that is not 8-byte aligned.
     #[error("atomic address {0:#x} is not 8-byte aligned")]
     Misaligned(u64),
+    /// A remote invalidation of a key that names a plain MR (only memory
+    /// windows and fast-registration MRs may be invalidated by a peer).
+    #[error("key {0:#x} names a plain memory region, which a peer cannot invalidate")]
+    NotInvalidatable(u32),
     /// A registration that verbs would refuse.
     #[error("invalid registration: {0}")]
     InvalidRegistration(&'static str),
@@ -304,7 +308,10 @@ pub trait Memory {
     /// in the requester's local SGE.
     fn write_u64(&mut self, key: MemKey, addr: u64, value: u64) -> Result<(), MemError>;
 
-    /// Invalidate a remote key (SEND_WITH_INVALIDATE).
+    /// A peer's SEND_WITH_INVALIDATE of `rkey`. Only memory windows and
+    /// fast-registration MRs may be invalidated remotely; a plain MR
+    /// refuses with [`MemError::NotInvalidatable`] and stays registered
+    /// (the responder then fails the SEND, IBA class J).
     fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError>;
 
     /// True when this memory holds real bytes, so that callers know whether
@@ -430,6 +437,15 @@ impl Regions {
         }
     }
 
+    /// A peer's SEND with Invalidate: only memory windows and
+    /// fast-registration MRs may be invalidated remotely (IBA 10.6.7,
+    /// ROCEV2.md §5.4), and these memories register plain MRs only, so a
+    /// valid key is refused and stays registered.
+    fn invalidate(&self, key: u32) -> Result<(), MemError> {
+        self.index(key)?;
+        Err(MemError::NotInvalidatable(key))
+    }
+
     fn deregister(&mut self, key: u32) -> Result<(), MemError> {
         let idx = self.index(key)?;
         let r = &mut self.regions[idx];
@@ -526,7 +542,7 @@ impl Memory for ByteMemory {
     }
 
     fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
-        self.regions.deregister(rkey.value())
+        self.regions.invalidate(rkey.value())
     }
 
     fn carries_bytes(&self) -> bool {
@@ -607,7 +623,7 @@ impl Memory for LengthMemory {
     }
 
     fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
-        self.regions.deregister(rkey.value())
+        self.regions.invalidate(rkey.value())
     }
 
     fn carries_bytes(&self) -> bool {
@@ -666,8 +682,13 @@ mod tests {
                 mem.check(MemKey::Remote(Rkey::new(0)), 0x1000, 1, Access::NONE),
                 Err(MemError::BadKey(0))
             );
-            mem.invalidate(r.rkey).unwrap();
-            assert!(mem.check(k, 0x1000, 1, Access::NONE).is_err());
+            // A peer cannot invalidate a plain MR: it stays usable.
+            assert_eq!(
+                mem.invalidate(r.rkey),
+                Err(MemError::NotInvalidatable(r.rkey.value()))
+            );
+            assert!(mem.check(k, 0x1000, 1, Access::NONE).is_ok());
+            assert_eq!(mem.invalidate(Rkey::new(0)), Err(MemError::BadKey(0)));
         }
     }
 

@@ -139,11 +139,16 @@ enum RespItem {
         fresh: bool,
         started: bool,
         msn: Msn,
+        /// A new request (not a duplicate's replay): counts against
+        /// `max_dest_rd_atomic` until its last response is sent.
+        new: bool,
     },
     AtomicAck {
         psn: Psn,
         orig: u64,
         msn: Msn,
+        /// As for `Read`.
+        new: bool,
     },
 }
 
@@ -255,6 +260,16 @@ impl Qp {
     /// This QP's number.
     pub fn qpn(&self) -> Qpn {
         self.cfg.qpn
+    }
+
+    /// This QP's P_Key: the entry of [`QpConfig::pkey_table`] that
+    /// `pkey_index` names (0, which matches nothing, when out of range).
+    pub fn pkey(&self) -> u16 {
+        self.cfg
+            .pkey_table
+            .get(self.attr.pkey_index as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The current state.
@@ -388,6 +403,14 @@ impl Qp {
             AttrMask::MAX_QP_RD_ATOMIC,
             attr.max_rd_atomic <= 16,
             "max_rd_atomic is at most 16",
+        )?;
+        check(
+            AttrMask::PKEY_INDEX,
+            self.cfg
+                .pkey_table
+                .get(attr.pkey_index as usize)
+                .is_some_and(|&k| k & 0x7FFF != 0),
+            "pkey_index names no valid entry of the P_Key table",
         )?;
         check(
             AttrMask::MAX_DEST_RD_ATOMIC,
@@ -731,7 +754,7 @@ impl Qp {
             migreq: false,
             pad_count: ((4 - (plen & 3)) & 3) as u8,
             tver: 0,
-            pkey: 0xFFFF,
+            pkey: self.pkey(),
             fecn: false,
             becn: false,
             dest_qp: self.attr.dest_qp_num,
@@ -768,7 +791,7 @@ impl Qp {
                     payload: PayloadDesc::EMPTY,
                 })
             }
-            RespItem::AtomicAck { psn, orig, msn } => {
+            RespItem::AtomicAck { psn, orig, msn, .. } => {
                 self.resp_q.pop_front();
                 let mut h = headers(self.bth(Opcode::RcAtomicAcknowledge, psn, false, false, 0));
                 h.aeth = Some(AethRepr {
@@ -792,10 +815,13 @@ impl Qp {
                 fresh,
                 started,
                 msn,
+                ..
             } => {
+                // In ERR only responses owed before a fatal request are
+                // still queued (see `responder_fatal`): they go out.
                 if !matches!(
                     self.state,
-                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err
                 ) {
                     self.resp_q.pop_front();
                     return None;
@@ -812,6 +838,7 @@ impl Qp {
                         .is_err()
                 {
                     self.resp_q.clear();
+                    self.count_fatal_nak(NakCode::RemoteAccessError);
                     self.resp_q.push_back(RespItem::Ack {
                         psn,
                         syndrome: AethSyndrome::Nak(NakCode::RemoteAccessError),
@@ -1115,6 +1142,19 @@ impl Qp {
                 | (crate::wire::Transport::Ud, QpType::Ud)
         );
         if !transport_ok || matches!(self.state, QpState::Reset | QpState::Init | QpState::Err) {
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        // Admission, as a NIC does it (ROCEV2.md §7 item 2): a connected QP
+        // hears only its peer, and everyone must be in its partition.
+        // Failures are silent drops, counted by cause.
+        if self.cfg.qp_type != QpType::Ud && pkt.src != self.attr.ah {
+            self.stats.rx_bad_source += 1;
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        if !pkey_match(pkt.headers.bth.pkey, self.pkey()) {
+            self.stats.rx_bad_pkey += 1;
             self.stats.rx_dropped += 1;
             return;
         }
@@ -1508,6 +1548,23 @@ impl Qp {
     }
 
     fn enter_error(&mut self, cause: Option<WcStatus>) {
+        self.enter_error_keeping_responses(cause);
+        // Keep only NAKs (they tell the peer why) and the ACKs of atomics
+        // that ran (a peer must learn what its atomic did).
+        self.resp_q.retain(|i| {
+            matches!(
+                i,
+                RespItem::Ack {
+                    syndrome: AethSyndrome::Nak(_),
+                    ..
+                } | RespItem::AtomicAck { new: true, .. }
+            )
+        });
+    }
+
+    /// ERR: flush both queues, stop the requester; the responses queued
+    /// stay queued.
+    fn enter_error_keeping_responses(&mut self, cause: Option<WcStatus>) {
         self.state = QpState::Err;
         self.attr.qp_state = QpState::Err;
         while let Some(w) = self.sq.pop_front() {
@@ -1522,16 +1579,6 @@ impl Qp {
         self.rnr_deadline = None;
         self.pacing_blocked = false;
         self.rd_atomic_inflight = 0;
-        // Keep only NAKs: they tell the peer why.
-        self.resp_q.retain(|i| {
-            matches!(
-                i,
-                RespItem::Ack {
-                    syndrome: AethSyndrome::Nak(_),
-                    ..
-                }
-            )
-        });
         if let Some(s) = cause {
             self.events.push_back(QpEvent::Error(s));
         }
@@ -1630,9 +1677,33 @@ impl Qp {
         });
     }
 
-    /// A Class C/A error: NAK and move to ERR.
+    /// A Class C/A error: NAK and move to ERR. What earlier requests are
+    /// owed (READ responses, atomic ACKs, ACKs) is still sent, before the
+    /// NAK: the peer completes them, then fails this one.
     fn responder_fatal(&mut self, psn: Psn, code: NakCode, local: Option<(u64, WcStatus)>) {
+        self.count_fatal_nak(code);
         self.push_nak(psn, AethSyndrome::Nak(code));
+        let owed = std::mem::take(&mut self.resp_q);
+        self.responder_error(local);
+        self.resp_q = owed;
+        let status = match code {
+            NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+            NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+            _ => WcStatus::RemInvReqErr,
+        };
+        self.enter_error_keeping_responses(Some(status));
+    }
+
+    fn count_fatal_nak(&mut self, code: NakCode) {
+        match code {
+            NakCode::RemoteAccessError => self.stats.tx_nak_remote_access += 1,
+            NakCode::RemoteOperationalError => self.stats.tx_nak_remote_op += 1,
+            _ => self.stats.tx_nak_invalid_request += 1,
+        }
+    }
+
+    /// The receive WQE in use, if any, completes with `local`'s status.
+    fn responder_error(&mut self, local: Option<(u64, WcStatus)>) {
         if let Some((wr_id, status)) = local {
             // The receive WQE in use completes with the error.
             self.rq.pop_front();
@@ -1650,12 +1721,6 @@ impl Qp {
                 solicited: false,
             });
         }
-        let status = match code {
-            NakCode::RemoteAccessError => WcStatus::RemAccessErr,
-            NakCode::RemoteOperationalError => WcStatus::RemOpErr,
-            _ => WcStatus::RemInvReqErr,
-        };
-        self.enter_error(Some(status));
     }
 
     fn rc_request<M: Memory + ?Sized>(&mut self, pkt: &Received<'_>, mem: &mut M) {
@@ -1721,7 +1786,16 @@ impl Qp {
             );
             return;
         }
-        if matches!(kind, OpKind::Read | OpKind::Atomic) && self.attr.max_dest_rd_atomic == 0 {
+        if matches!(kind, OpKind::Read | OpKind::Atomic)
+            && self.owed_rd_atomic() >= self.attr.max_dest_rd_atomic as usize
+        {
+            // Class C: more READs and atomics than the responder's
+            // resources (a requester keeps at most its max_rd_atomic, which
+            // connection setup bounds by our max_dest_rd_atomic, in flight;
+            // one whose responses are still owed is in flight). This also
+            // bounds the READ bytes owed: at most max_dest_rd_atomic
+            // READs of at most 2^31 bytes, held as descriptors, not data.
+            self.stats.rx_rd_atomic_overflow += 1;
             self.responder_fatal(psn, NakCode::InvalidRequest, None);
             return;
         }
@@ -1783,6 +1857,7 @@ impl Qp {
                     fresh: true,
                     started: false,
                     msn: self.msn,
+                    new: true,
                 });
                 self.epsn = psn.add(n);
                 self.msg_start = self.epsn;
@@ -1823,12 +1898,26 @@ impl Qp {
                     psn,
                     orig,
                     msn: self.msn,
+                    new: true,
                 });
                 self.epsn = psn.next();
                 self.msg_start = self.epsn;
             }
             OpKind::Other => {}
         }
+    }
+
+    /// New READs and atomics whose responses are not all sent yet.
+    fn owed_rd_atomic(&self) -> usize {
+        self.resp_q
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i,
+                    RespItem::Read { new: true, .. } | RespItem::AtomicAck { new: true, .. }
+                )
+            })
+            .count()
     }
 
     fn store_resource(&mut self, r: RdRes) {
@@ -1878,11 +1967,15 @@ impl Qp {
             let mut invalidated = None;
             if let Some(rkey) = h.ieth {
                 if mem.invalidate(rkey).is_err() {
-                    self.responder_fatal(
-                        psn,
-                        NakCode::InvalidRequest,
-                        Some((rwqe.wr_id, WcStatus::RemInvReqErr)),
-                    );
+                    // IBA class J (rxe RESPST_ERR_INVALIDATE_RKEY, mlx5
+                    // alike): no ACK of any kind, the receive completes in
+                    // error, the QP goes to ERR. The key stays valid.
+                    self.stats.rx_bad_invalidate += 1;
+                    self.in_msg = InMsg::None;
+                    let owed = std::mem::take(&mut self.resp_q);
+                    self.responder_error(Some((rwqe.wr_id, WcStatus::RemInvReqErr)));
+                    self.resp_q = owed;
+                    self.enter_error_keeping_responses(Some(WcStatus::RemInvReqErr));
                     return;
                 }
                 invalidated = Some(rkey);
@@ -2047,6 +2140,7 @@ impl Qp {
                     fresh: psn == first_psn,
                     started: false,
                     msn: self.msn,
+                    new: false,
                 });
             }
             OpKind::Atomic => {
@@ -2060,6 +2154,7 @@ impl Qp {
                         psn,
                         orig,
                         msn: self.msn,
+                        new: false,
                     });
                 } else {
                     self.stats.rx_dropped += 1;
@@ -2222,7 +2317,12 @@ impl Qp {
             self.stats.rx_dropped += 1;
             return;
         };
-        if deth.qkey != self.attr.qkey || pkt.payload.len() > self.pmtu {
+        if deth.qkey != self.attr.qkey {
+            self.stats.rx_bad_qkey += 1;
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        if pkt.payload.len() > self.pmtu {
             self.stats.rx_dropped += 1;
             return;
         }

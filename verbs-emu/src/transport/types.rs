@@ -582,7 +582,8 @@ pub struct QpAttr {
     pub cur_qp_state: QpState,
     /// `qp_access_flags` (remote rights the responder grants).
     pub qp_access_flags: super::memory::Access,
-    /// PKEY_INDEX (kept, not interpreted).
+    /// PKEY_INDEX: the entry of [`QpConfig::pkey_table`] holding this
+    /// QP's P_Key.
     pub pkey_index: u16,
     /// PORT (kept, not interpreted).
     pub port_num: u8,
@@ -693,6 +694,10 @@ pub struct QpConfig {
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
     pub advertise_credits: bool,
+    /// The port's P_Key table: [`QpAttr::pkey_index`] picks this QP's
+    /// P_Key, which it sends in every BTH and matches against every
+    /// received one (ROCEV2.md §1.5). Unused entries are 0 (invalid).
+    pub pkey_table: [u16; PKEY_TABLE_LEN],
 }
 
 impl QpConfig {
@@ -714,8 +719,23 @@ impl QpConfig {
             min_time_between_cnps: None,
             cc: CcConfig::None,
             advertise_credits: false,
+            pkey_table: DEFAULT_PKEY_TABLE,
         }
     }
+}
+
+/// Entries of [`QpConfig::pkey_table`].
+pub const PKEY_TABLE_LEN: usize = 4;
+
+/// The default P_Key table: the default partition, full member, at index 0.
+pub const DEFAULT_PKEY_TABLE: [u16; PKEY_TABLE_LEN] = [0xFFFF, 0, 0, 0];
+
+/// IBA P_Key matching (rxe `pkey_match`): the partition numbers (low 15
+/// bits) must be equal and non-zero, and at least one side must be a full
+/// member (bit 15). Two limited members of one partition do not talk, and
+/// 0x0000 and 0x8000 match nothing.
+pub const fn pkey_match(a: u16, b: u16) -> bool {
+    a & 0x7FFF != 0 && a & 0x7FFF == b & 0x7FFF && (a | b) & 0x8000 != 0
 }
 
 /// The AETH credit table (ROCEV2.md §5.7): code 0..=30 to credits.
@@ -794,7 +814,11 @@ pub struct Received<'a> {
     /// UD: the 40-byte GRH area (IPv6 header, or 20 zero bytes then the
     /// IPv4 header) to place before the data. `None`: zeros.
     pub grh: Option<&'a [u8; 40]>,
-    /// UD: the sender's address handle, for replies.
+    /// The sender's address, in the form of this QP's AV
+    /// ([`QpAttr::ah`]): RC and UC accept packets only from the address
+    /// they are connected to (a RoCEv2 NIC compares the source GID, not
+    /// the UDP source port, which varies per flow); UD reports it with the
+    /// receive.
     pub src: AddressHandle,
 }
 
@@ -902,4 +926,26 @@ pub struct QpStats {
     pub atomics_executed: u64,
     /// Stale or duplicate responses ignored.
     pub stale_responses: u64,
+    /// RC/UC packets dropped because they came from another address than
+    /// the one the QP is connected to (also counted in `rx_dropped`).
+    pub rx_bad_source: u64,
+    /// Packets dropped because their BTH P_Key does not match the QP's
+    /// under the membership rules (also counted in `rx_dropped`).
+    pub rx_bad_pkey: u64,
+    /// UD packets dropped for a Q_Key other than the QP's (also counted in
+    /// `rx_dropped`).
+    pub rx_bad_qkey: u64,
+    /// READ or atomic requests refused (NAK invalid request) because
+    /// `max_dest_rd_atomic` of them were already owed responses.
+    pub rx_rd_atomic_overflow: u64,
+    /// Class C/A NAKs sent that moved the responder to ERR: invalid
+    /// request (0x61).
+    pub tx_nak_invalid_request: u64,
+    /// ... remote access error (0x62): a bad R_Key, range or right.
+    pub tx_nak_remote_access: u64,
+    /// ... remote operational error (0x63).
+    pub tx_nak_remote_op: u64,
+    /// SENDs with Invalidate refused because their R_Key may not be
+    /// invalidated by a peer (IBA class J: no ACK, QP to ERR).
+    pub rx_bad_invalidate: u64,
 }

@@ -100,6 +100,16 @@ pub enum VerbsError {
     /// A backend is not available on this machine (e.g. libibverbs missing).
     #[error("{0}")]
     Unavailable(String),
+    /// The CQ overflowed: a completion found it full. As on a real
+    /// device the CQ is then in error (`IBV_EVENT_CQ_ERR`), its completions
+    /// are lost, and the QPs that use it go to ERR (`IBV_EVENT_QP_FATAL`).
+    #[error("{verb}: the CQ overflowed ({capacity} entries) and is in error")]
+    CqOverrun {
+        /// The verb.
+        verb: &'static str,
+        /// The CQ's size.
+        capacity: usize,
+    },
     /// A timed wait ran out.
     #[error("{verb}: timed out")]
     Timeout {

@@ -94,6 +94,12 @@ impl Context {
         self.backend.query_gid(port, index)
     }
 
+    /// The next asynchronous event (`ibv_get_async_event`, without
+    /// blocking): CQ overruns, QPs gone to ERR, drained send queues.
+    pub fn poll_async_event(&self) -> Option<crate::backend::AsyncEvent> {
+        self.backend.poll_async_event()
+    }
+
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
         let handle = self.backend.alloc_pd()?;
@@ -112,6 +118,7 @@ impl Context {
             inner: Arc::new(CqInner {
                 backend: self.backend.clone(),
                 handle,
+                kept: Default::default(),
             }),
         })
     }
@@ -382,6 +389,10 @@ impl core::fmt::Debug for MemoryRegion {
 struct CqInner {
     backend: Arc<dyn Backend>,
     handle: CqHandle,
+    /// Completions `poll_n` took from the device but could not return
+    /// (it timed out or failed first): `poll` hands them out before any
+    /// new ones, so that none is lost.
+    kept: std::sync::Mutex<std::collections::VecDeque<WorkCompletion>>,
 }
 
 impl Drop for CqInner {
@@ -404,36 +415,77 @@ impl CompletionQueue {
 
     /// `ibv_poll_cq`: fill the front of `wc`, return the filled part.
     pub fn poll<'a>(&self, wc: &'a mut [WorkCompletion]) -> Result<&'a [WorkCompletion]> {
+        let mut k = 0;
+        {
+            let mut kept = self.inner.kept.lock().unwrap_or_else(|e| e.into_inner());
+            while k < wc.len() {
+                let Some(c) = kept.pop_front() else { break };
+                wc[k] = c;
+                k += 1;
+            }
+        }
+        if k > 0 {
+            return Ok(&wc[..k]);
+        }
         let n = self.inner.backend.poll_cq(self.inner.handle, wc)?;
         Ok(&wc[..n])
+    }
+
+    /// Put completions taken by `poll_n` back in front of the queue.
+    fn keep(&self, taken: Vec<WorkCompletion>) {
+        let mut kept = self.inner.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for c in taken.into_iter().rev() {
+            kept.push_front(c);
+        }
     }
 
     /// Block until a completion is available or `timeout` passes; returns
     /// whether one is.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
+        if !self
+            .inner
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return Ok(true);
+        }
         self.inner.backend.wait_cq(self.inner.handle, timeout)
     }
 
-    /// Poll until `n` completions have arrived or `timeout` passes.
+    /// Poll until `n` completions have arrived or `timeout` passes. On a
+    /// timeout or an error, the completions already taken stay queued (the
+    /// next `poll` or `poll_n` returns them first): none is lost.
     pub fn poll_n(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
         let deadline = std::time::Instant::now() + timeout;
         let mut out = Vec::with_capacity(n);
         let mut buf = [WorkCompletion::empty(); 16];
         while out.len() < n {
             let want = (n - out.len()).min(buf.len());
-            let got = self.poll(&mut buf[..want])?;
+            let got = match self.poll(&mut buf[..want]) {
+                Ok(got) => got,
+                Err(e) => {
+                    self.keep(out);
+                    return Err(e);
+                }
+            };
             out.extend_from_slice(got);
             if out.len() >= n {
                 break;
             }
             let now = std::time::Instant::now();
             if now >= deadline {
+                self.keep(out);
                 return Err(VerbsError::Timeout {
                     verb: "ibv_poll_cq",
                 });
             }
             if got.is_empty() {
-                self.wait(deadline - now)?;
+                if let Err(e) = self.wait(deadline - now) {
+                    self.keep(out);
+                    return Err(e);
+                }
             }
         }
         Ok(out)
