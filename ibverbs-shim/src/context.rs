@@ -3,7 +3,7 @@
 
 use std::mem::offset_of;
 use std::net::SocketAddrV4;
-use std::os::raw::{c_char, c_int, c_uint, c_void};
+use std::os::raw::{c_char, c_int, c_uint};
 use std::ptr;
 use std::sync::{Arc, OnceLock};
 
@@ -331,6 +331,9 @@ unsafe extern "C" fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_devi
     }
 }
 
+/// `IBV_GID_TYPE_SYSFS_ROCE_V2` (`enum ibv_gid_type_sysfs` of rdma-core's
+/// provider header `infiniband/driver.h`): what `ibv_query_gid_type` answers.
+const IBV_GID_TYPE_SYSFS_ROCE_V2: c_int = 1;
 /// `IBV_PORT_CM_SUP` (`enum ibv_port_cap_flags`).
 const IBV_PORT_CM_SUP: u32 = 1 << 16;
 /// `IBV_PORT_IP_BASED_GIDS`.
@@ -399,21 +402,6 @@ unsafe extern "C" fn ibv_query_port(
     // SAFETY: forwarded; the compat struct is `compat` bytes long.
     unsafe { query_port_ex(ctx, port, attr, compat) }
 }
-
-/// `struct ibv_gid_entry` (verbs.h, rdma-core 32+).
-#[repr(C)]
-pub(crate) struct ibv_gid_entry {
-    gid: ibv_gid,
-    gid_index: u32,
-    port_num: u32,
-    gid_type: u32,
-    ndev_ifindex: u32,
-}
-
-/// `IBV_GID_TYPE_ROCE_V2` (`enum ibv_gid_type`).
-const IBV_GID_TYPE_ROCE_V2: u32 = 2;
-/// `IBV_GID_TYPE_SYSFS_ROCE_V2` (`enum ibv_gid_type_sysfs`).
-const IBV_GID_TYPE_SYSFS_ROCE_V2: c_int = 1;
 
 fn gid_entry(c: &ShimContext, port: u8, index: u32) -> Result<ibv_gid_entry, c_int> {
     let gid = c.backend.query_gid(port, index).map_err(|_| libc::EINVAL)?;
@@ -556,14 +544,6 @@ unsafe extern "C" fn ibv_get_pkey_index(ctx: *mut ibv_context, port: u8, pkey: u
     } else {
         -libc::ENOENT
     }
-}
-
-/// `struct ibv_async_event`: the element union (a pointer or the port
-/// number) and the event type.
-#[repr(C)]
-pub(crate) struct ibv_async_event {
-    element: *mut c_void,
-    event_type: c_int,
 }
 
 #[no_mangle]

@@ -818,23 +818,15 @@ unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 
 // ---------------------------------------------------------------- AH
 
-/// `struct ibv_ah`.
-#[repr(C)]
-pub(crate) struct ibv_ah_rec {
-    pub context: *mut ibv_context,
-    pub pd: *mut ibv_pd,
-    pub handle: u32,
-}
-
 #[repr(C)]
 pub(crate) struct ShimAh {
-    pub ah: ibv_ah_rec,
+    pub ah: ibv_ah,
     pub handle: AhHandle,
     pub backend: Arc<dyn Backend>,
 }
 
 #[no_mangle]
-unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah_rec {
+unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     // SAFETY: the export contract.
     let (Some(p), false) = ((unsafe { rec::<ShimPd, _>(pd) }), attr.is_null()) else {
         set_errno(libc::EINVAL);
@@ -844,7 +836,7 @@ unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *
     let a = ah_from_raw(p.local, unsafe { &*attr });
     match p.backend.create_ah(p.handle, &a) {
         Ok(handle) => Box::into_raw(Box::new(ShimAh {
-            ah: ibv_ah_rec {
+            ah: ibv_ah {
                 context: p.pd.context,
                 pd,
                 handle: handle.0 as u32,
@@ -861,7 +853,7 @@ unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *
 }
 
 #[no_mangle]
-unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah_rec) -> c_int {
+unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
     // SAFETY: the export contract.
     let Some(a) = (unsafe { rec::<ShimAh, _>(ah) }) else {
         return libc::EINVAL;
@@ -922,7 +914,7 @@ unsafe extern "C" fn ibv_create_ah_from_wc(
     wc: *mut ibv_wc,
     grh: *mut [u8; 40],
     port: u8,
-) -> *mut ibv_ah_rec {
+) -> *mut ibv_ah {
     // SAFETY: the export contract.
     let Some(p) = (unsafe { rec::<ShimPd, _>(pd) }) else {
         set_errno(libc::EINVAL);

@@ -12,7 +12,7 @@
 //! for that never to matter (`ibv_srq_pingpong` posts 500 for 16 QPs).
 
 use std::collections::VecDeque;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
@@ -98,8 +98,7 @@ pub(crate) unsafe extern "C" fn post_send(
             // SAFETY: UD WRs carry the `ud` view of the union.
             let u = unsafe { w.wr.ud };
             // SAFETY: an AH of ours, or null.
-            let Some(ah) = (unsafe { rec::<ShimAh, _>(u.ah.cast::<crate::objects::ibv_ah_rec>()) })
-            else {
+            let Some(ah) = (unsafe { rec::<ShimAh, _>(u.ah) }) else {
                 set_bad(cur);
                 return libc::EINVAL;
             };
@@ -290,37 +289,9 @@ impl SrqPool {
     }
 }
 
-/// `struct ibv_srq`.
-#[repr(C)]
-pub(crate) struct ibv_srq_rec {
-    pub context: *mut ibv_context,
-    pub srq_context: *mut c_void,
-    pub pd: *mut ibv_pd,
-    pub handle: u32,
-    pub mutex: libc::pthread_mutex_t,
-    pub cond: libc::pthread_cond_t,
-    pub events_completed: u32,
-}
-
-/// `struct ibv_srq_attr`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct ibv_srq_attr {
-    pub max_wr: u32,
-    pub max_sge: u32,
-    pub srq_limit: u32,
-}
-
-/// `struct ibv_srq_init_attr`.
-#[repr(C)]
-pub(crate) struct ibv_srq_init_attr {
-    pub srq_context: *mut c_void,
-    pub attr: ibv_srq_attr,
-}
-
 #[repr(C)]
 struct ShimSrq {
-    srq: ibv_srq_rec,
+    srq: ibv_srq,
     pool: Arc<SrqPool>,
     limit: Mutex<u32>,
 }
@@ -385,10 +356,7 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
 }
 
 #[no_mangle]
-unsafe extern "C" fn ibv_create_srq(
-    pd: *mut ibv_pd,
-    init: *mut ibv_srq_init_attr,
-) -> *mut ibv_srq_rec {
+unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_attr) -> *mut ibv_srq {
     // SAFETY: the export contract.
     let (Some(p), false) = ((unsafe { rec::<ShimPd, _>(pd) }), init.is_null()) else {
         set_errno(libc::EINVAL);
@@ -403,7 +371,7 @@ unsafe extern "C" fn ibv_create_srq(
     ia.attr.max_sge = ia.attr.max_sge.max(1);
     // SAFETY: ibv_srq is pointers, integers and pthread objects (set
     // below); zero is valid.
-    let mut raw: ibv_srq_rec = unsafe { std::mem::zeroed() };
+    let mut raw: ibv_srq = unsafe { std::mem::zeroed() };
     raw.context = p.pd.context;
     raw.srq_context = ia.srq_context;
     raw.pd = pd;
@@ -420,11 +388,6 @@ unsafe extern "C" fn ibv_create_srq(
     }))
     .cast()
 }
-
-/// `IBV_SRQ_MAX_WR` (`enum ibv_srq_attr_mask`).
-const IBV_SRQ_MAX_WR: c_int = 1;
-/// `IBV_SRQ_LIMIT`.
-const IBV_SRQ_LIMIT: c_int = 2;
 
 #[no_mangle]
 unsafe extern "C" fn ibv_modify_srq(
