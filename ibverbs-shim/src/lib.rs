@@ -50,6 +50,8 @@ mod context;
 mod misc;
 mod objects;
 mod post;
+#[cfg(test)]
+mod tests;
 
 pub use config::{DeviceSpec, DEVICES_ENV};
 
