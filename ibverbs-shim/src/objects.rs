@@ -490,7 +490,10 @@ unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     0
 }
 
-/// `ibv_context_ops.req_notify_cq`: arm the CQ on its channel.
+/// `ibv_context_ops.req_notify_cq`: arm the CQ on its channel. The event
+/// fires for the next completion of any kind, also when the program asked
+/// for solicited ones only: an extra wake-up, which programs must tolerate
+/// anyway (they poll after every event), never a missed one.
 pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
     // SAFETY: the export contract.
     let Some(q) = (unsafe { rec::<ShimCq, _>(cq) }) else {
@@ -621,7 +624,12 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
             list.push(s.clone());
         }
         drop(list);
-        s.attach(b as usize, created.handle, p.backend.clone());
+        s.attach(
+            b as usize,
+            created.qpn.value(),
+            created.handle,
+            p.backend.clone(),
+        );
     }
     b.cast()
 }

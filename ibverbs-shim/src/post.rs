@@ -232,9 +232,7 @@ pub(crate) struct SrqPool {
 
 impl SrqPool {
     /// A QP starts receiving from this SRQ.
-    pub fn attach(&self, qp: usize, handle: QpHandle, backend: Arc<dyn Backend>) {
-        // SAFETY: qp is the ShimQp just created.
-        let qpn = unsafe { (*(qp as *const ShimQp)).qp.qp_num };
+    pub fn attach(&self, qp: usize, qpn: u32, handle: QpHandle, backend: Arc<dyn Backend>) {
         lock(&self.state).1.push(Lent {
             qp,
             qpn,
