@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod cmd_compare;
 mod cmd_devices;
 mod cmd_doctor;
+mod cmd_exec;
 mod cmd_parse;
 mod cmd_perftest;
 mod cmd_report;
@@ -46,6 +47,10 @@ enum Command {
     Compare(cmd_compare::Args),
     /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
     Perftest(cmd_perftest::PerftestArgs),
+    /// Run an unmodified ibverbs program over the emulation: rocelab exec -- ib_write_bw.
+    Exec(cmd_exec::ExecArgs),
+    /// Print the settings `exec` uses, for a shell or a CI file: eval "$(rocelab env)".
+    Env(cmd_exec::EnvArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,5 +69,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Compare(args) => cmd_compare::run(args),
         Command::Perftest(a) => cmd_perftest::run(a),
+        Command::Exec(a) => cmd_exec::run_exec(a),
+        Command::Env(a) => cmd_exec::run_env(&a),
     }
 }

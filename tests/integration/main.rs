@@ -4,5 +4,6 @@
 mod cli_reports;
 mod cli_sim;
 mod devices;
+mod ibverbs_shim;
 mod perftest;
 mod wire;

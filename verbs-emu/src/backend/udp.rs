@@ -114,6 +114,11 @@ pub struct UdpConfig {
     /// received one (full and limited membership, ROCEV2.md §1.5).
     /// Default: 0xFFFF at index 0.
     pub pkey_table: [u16; tp::PKEY_TABLE_LEN],
+    /// How long the background thread stays out of the way after the
+    /// application called in, in nanoseconds (default 1 ms). Programs that
+    /// wait for a peer's WRITE by watching memory, without calling in (C
+    /// programs over the ibverbs shim, `ib_write_lat`), need it short.
+    pub app_active_ns: u64,
 }
 
 impl UdpConfig {
@@ -128,6 +133,7 @@ impl UdpConfig {
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
             cc: crate::cc::CcConfig::None,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
+            app_active_ns: APP_ACTIVE_NS,
         }
     }
 }
@@ -1269,13 +1275,14 @@ fn background(shared: &Shared) {
     let mut streaming = false;
     while !shared.stop.load(Ordering::Relaxed) {
         if shared.app_waiting.load(Ordering::Relaxed) > 0 {
-            std::thread::sleep(Duration::from_nanos(APP_ACTIVE_NS));
+            std::thread::sleep(Duration::from_nanos(shared.cfg.app_active_ns));
             continue;
         }
         let touched = shared.app_touch_ns.load(Ordering::Relaxed);
         let now = shared.now_ns();
-        if touched != 0 && now.saturating_sub(touched) < APP_ACTIVE_NS {
-            std::thread::sleep(Duration::from_nanos(APP_ACTIVE_NS - (now - touched)));
+        let active = shared.cfg.app_active_ns;
+        if touched != 0 && now.saturating_sub(touched) < active {
+            std::thread::sleep(Duration::from_nanos(active - (now - touched)));
             continue;
         }
         let (deadline, received, sent) = {

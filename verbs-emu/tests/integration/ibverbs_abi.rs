@@ -252,6 +252,61 @@ fn checks() -> Vec<Check> {
     layout!(c, "struct ibv_pd", ibv_pd { context, handle });
     layout!(
         c,
+        "struct ibv_srq",
+        ibv_srq {
+            context,
+            srq_context,
+            pd,
+            handle,
+            mutex,
+            cond,
+            events_completed
+        }
+    );
+    layout!(
+        c,
+        "struct ibv_srq_attr",
+        ibv_srq_attr {
+            max_wr,
+            max_sge,
+            srq_limit
+        }
+    );
+    layout!(
+        c,
+        "struct ibv_srq_init_attr",
+        ibv_srq_init_attr { srq_context, attr }
+    );
+    layout!(
+        c,
+        "struct ibv_ah",
+        ibv_ah {
+            context,
+            pd,
+            handle
+        }
+    );
+    layout!(
+        c,
+        "struct ibv_gid_entry",
+        ibv_gid_entry {
+            gid,
+            gid_index,
+            port_num,
+            gid_type,
+            ndev_ifindex
+        }
+    );
+    layout!(
+        c,
+        "struct ibv_async_event",
+        ibv_async_event {
+            element,
+            event_type
+        }
+    );
+    layout!(
+        c,
         "struct ibv_comp_channel",
         ibv_comp_channel {
             context,
@@ -485,6 +540,9 @@ fn checks() -> Vec<Check> {
         IBV_QPT_RC,
         IBV_QPT_UC,
         IBV_QPT_UD,
+        IBV_SRQ_MAX_WR,
+        IBV_SRQ_LIMIT,
+        IBV_GID_TYPE_ROCE_V2,
         IBV_QPS_RESET,
         IBV_QPS_INIT,
         IBV_QPS_RTR,

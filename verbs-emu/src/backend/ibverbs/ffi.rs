@@ -35,10 +35,6 @@ macro_rules! opaque {
 }
 
 opaque!(
-    /// `struct ibv_srq`: shared receive queue (not used by the backend).
-    ibv_srq,
-    /// `struct ibv_ah`: address handle (UD destination).
-    ibv_ah,
     /// `struct ibv_mw`: memory window (not used by the backend).
     ibv_mw,
     /// `struct _compat_ibv_port_attr`: the pre-1.1 port attribute layout
@@ -395,6 +391,74 @@ pub const IBV_ACCESS_OPTIONAL_RANGE: c_uint =
     ((IBV_ACCESS_OPTIONAL_LAST << 1) - 1) & !(IBV_ACCESS_OPTIONAL_FIRST - 1);
 /// `IBV_ACCESS_RELAXED_ORDERING`.
 pub const IBV_ACCESS_RELAXED_ORDERING: c_uint = IBV_ACCESS_OPTIONAL_FIRST;
+
+/// `struct ibv_srq`: a shared receive queue.
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`: `ibv_create_srq` input (and `attr` output).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// `IBV_SRQ_MAX_WR` (`enum ibv_srq_attr_mask`).
+pub const IBV_SRQ_MAX_WR: c_int = 1;
+/// `IBV_SRQ_LIMIT`.
+pub const IBV_SRQ_LIMIT: c_int = 1 << 1;
+
+/// `struct ibv_ah`: an address handle (UD destination).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
+/// `struct ibv_gid_entry`: one GID table entry (`ibv_query_gid_ex`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_gid_entry {
+    pub gid: ibv_gid,
+    pub gid_index: u32,
+    pub port_num: u32,
+    /// `enum ibv_gid_type`.
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
+/// `IBV_GID_TYPE_ROCE_V2` (`enum ibv_gid_type`).
+pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
+
+/// `struct ibv_async_event`: C's `element` is a union of the object
+/// pointers (CQ, QP, SRQ, WQ) and `int port_num`; `event_type` says which.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_async_event {
+    pub element: *mut c_void,
+    /// `enum ibv_event_type`.
+    pub event_type: c_int,
+}
 
 /// `struct ibv_comp_channel`: a completion event channel; `fd` becomes
 /// readable when an armed CQ gets a completion.

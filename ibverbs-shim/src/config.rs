@@ -1,0 +1,141 @@
+//! Which devices exist: `ROCELAB_IBV_DEVICES`, or one loopback device.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// The environment variable listing devices: `NAME=IPV4[:PORT],...`.
+pub const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
+
+/// The RoCEv2 UDP port.
+const ROCE_PORT: u16 = 4791;
+
+/// One device of the list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// `ibv_get_device_name`.
+    pub name: String,
+    /// The address to bind; `None`: a fresh `127.0.H.L` per opening.
+    pub bind: Option<SocketAddrV4>,
+}
+
+impl DeviceSpec {
+    /// The default device: `rocelab0` on an automatic loopback address.
+    pub fn loopback() -> DeviceSpec {
+        DeviceSpec {
+            name: "rocelab0".into(),
+            bind: None,
+        }
+    }
+
+    /// Parse a `ROCELAB_IBV_DEVICES` value. Errors name the entry (1-based)
+    /// and what was expected.
+    pub fn parse_list(text: &str) -> Result<Vec<DeviceSpec>, String> {
+        let mut out: Vec<DeviceSpec> = Vec::new();
+        for (i, entry) in text.split(',').enumerate() {
+            let entry = entry.trim();
+            let bad = |why: &str| {
+                format!(
+                    "{DEVICES_ENV}: entry {} {entry:?}: {why} (expected NAME=IPV4[:PORT], \
+                     e.g. rocelab0=127.0.0.1:4791)",
+                    i + 1
+                )
+            };
+            let Some((name, addr)) = entry.split_once('=') else {
+                return Err(bad("no `=`"));
+            };
+            let name = name.trim();
+            if name.is_empty() || name.len() >= 64 || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(bad("the name must be 1..=63 printable characters"));
+            }
+            if out.iter().any(|d| d.name == name) {
+                return Err(bad("the name is listed twice"));
+            }
+            let addr = addr.trim();
+            let bind = match addr.parse::<SocketAddrV4>() {
+                Ok(a) => a,
+                Err(_) => match addr.parse::<Ipv4Addr>() {
+                    Ok(ip) => SocketAddrV4::new(ip, ROCE_PORT),
+                    Err(_) => return Err(bad("not an IPv4 address with an optional port")),
+                },
+            };
+            out.push(DeviceSpec {
+                name: name.into(),
+                bind: Some(bind),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The devices of this process: from the environment, or the loopback
+    /// default.
+    pub fn from_env() -> Result<Vec<DeviceSpec>, String> {
+        match std::env::var(DEVICES_ENV) {
+            Ok(v) if !v.trim().is_empty() => DeviceSpec::parse_list(&v),
+            _ => Ok(vec![DeviceSpec::loopback()]),
+        }
+    }
+}
+
+/// The loopback addresses an automatic device tries, first choice first:
+/// `127.0.H.L` with `H << 8 | L` in `1..0xC000` (a unicast LID), starting
+/// from the process id.
+pub fn loopback_candidates(pid: u32) -> impl Iterator<Item = SocketAddrV4> {
+    let start = pid % 0xBFFF;
+    (0..0xBFFFu32).map(move |k| {
+        let lid = (start + k) % 0xBFFF + 1;
+        SocketAddrV4::new(
+            Ipv4Addr::new(127, 0, (lid >> 8) as u8, lid as u8),
+            ROCE_PORT,
+        )
+    })
+}
+
+/// The LID a port at `ip` reports: the address's low 16 bits.
+pub fn lid_of(ip: Ipv4Addr) -> u16 {
+    let o = ip.octets();
+    u16::from_be_bytes([o[2], o[3]])
+}
+
+/// The address a GRH-less address vector with `dlid` names, seen from a
+/// port at `local`: `local` with its low 16 bits replaced.
+pub fn ip_of_lid(local: Ipv4Addr, dlid: u16) -> Ipv4Addr {
+    let o = local.octets();
+    let l = dlid.to_be_bytes();
+    Ipv4Addr::new(o[0], o[1], l[0], l[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_addresses_and_ports() {
+        let d = DeviceSpec::parse_list("a=10.0.0.1, b=127.0.0.2:5000").unwrap();
+        assert_eq!(d[0].name, "a");
+        assert_eq!(d[0].bind, Some("10.0.0.1:4791".parse().unwrap()));
+        assert_eq!(d[1].bind, Some("127.0.0.2:5000".parse().unwrap()));
+    }
+
+    #[test]
+    fn bad_entries_say_which_and_why() {
+        let e = DeviceSpec::parse_list("a=10.0.0.1,b").unwrap_err();
+        assert!(e.contains("entry 2") && e.contains("no `=`"), "{e}");
+        let e = DeviceSpec::parse_list("a=10.0.0.300").unwrap_err();
+        assert!(e.contains("not an IPv4"), "{e}");
+        let e = DeviceSpec::parse_list("a=1.2.3.4,a=1.2.3.5").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn loopback_addresses_are_unicast_lids_and_round_trip() {
+        for pid in [0, 1, 0xBFFE, 0xBFFF, 123_456, u32::MAX] {
+            for a in loopback_candidates(pid).take(3) {
+                let lid = lid_of(*a.ip());
+                assert!((1..0xC000).contains(&lid), "{a}");
+                assert_eq!(ip_of_lid(*a.ip(), lid), *a.ip());
+                assert_eq!(a.ip().octets()[..2], [127, 0]);
+            }
+        }
+        let n = loopback_candidates(7).collect::<std::collections::HashSet<_>>();
+        assert_eq!(n.len(), 0xBFFF, "every candidate is distinct");
+    }
+}

@@ -1,0 +1,90 @@
+//! A drop-in `libibverbs.so.1` over rocelab's RoCEv2-over-UDP emulation.
+//!
+//! Unmodified C and C++ programs written against rdma-core (perftest, the
+//! `ibv_*_pingpong` examples, `ibv_devinfo`) load this library instead of
+//! rdma-core's when it comes first on `LD_LIBRARY_PATH` (`rocelab exec`
+//! arranges that). Every exported name carries rdma-core's symbol version
+//! (`symbols.txt`, bound by `build.rs`), so the dynamic loader accepts
+//! binaries built against rdma-core 44 and the providers they link.
+//!
+//! # How verbs reach the emulation
+//!
+//! Each opened device is one UDP [`verbs_emu::backend::Backend`]; the C
+//! objects (`ibv_context`, `ibv_pd`, `ibv_cq`, `ibv_qp`, ...) are the
+//! `verbs.h` structs of [`verbs_emu::backend::ibverbs::ffi`] placed first in
+//! our own `#[repr(C)]` records, so a pointer the program holds is also a
+//! pointer to our record. The inline verbs of `verbs.h` (`ibv_post_send`,
+//! `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_query_port`)
+//! call through the context's function tables, which point here. Extended
+//! verbs that `verbs.h` reaches through `verbs_context` slots
+//! (`ibv_query_device_ex`, `ibv_create_cq_ex`, `ibv_create_qp_ex`, ...) find
+//! those slots empty and fall back as rdma-core's header specifies (to the
+//! plain verb, or `EOPNOTSUPP`).
+//!
+//! # Devices and addresses
+//!
+//! `ROCELAB_IBV_DEVICES` lists devices as `NAME=IPV4[:PORT]`, comma
+//! separated. Unset, there is one device, `rocelab0`, on loopback: each
+//! opening binds its own address `127.0.H.L` on UDP 4791, chosen from the
+//! process id (the next free one on a clash), so that two programs on one
+//! host are two distinct RoCEv2 endpoints. The port reports an Ethernet
+//! link layer, GID 0 = `::ffff:127.0.H.L` (RoCEv2) and LID `H << 8 | L`,
+//! so both peers that exchange GIDs (perftest) and peers that exchange only
+//! LIDs (`ibv_rc_pingpong` without `-g`) name an address: an address vector
+//! without a GRH goes to the local address with its low 16 bits replaced by
+//! the DLID.
+//!
+//! # Safety contract of the exports
+//!
+//! Every exported function trusts its pointer arguments as rdma-core does:
+//! objects are those this library returned and not yet destroyed, and
+//! output pointers point at writable structs of `verbs.h`'s layout. Null
+//! object pointers are refused with `EINVAL` rather than dereferenced.
+//! Nothing here unwinds into C: errors become the return value and `errno`
+//! rdma-core uses.
+
+#![allow(clippy::missing_safety_doc)]
+
+mod config;
+mod context;
+mod misc;
+mod objects;
+mod post;
+#[cfg(test)]
+mod tests;
+
+pub use config::{DeviceSpec, DEVICES_ENV};
+
+include!(concat!(env!("OUT_DIR"), "/symver.rs"));
+
+use std::os::raw::c_int;
+
+use verbs_emu::verbs::VerbsError;
+
+/// The errno rdma-core reports for a verbs error.
+pub fn errno_of(e: &VerbsError) -> c_int {
+    match e {
+        VerbsError::Os { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        VerbsError::QueueFull { .. } => libc::ENOMEM,
+        VerbsError::Busy { .. } => libc::EBUSY,
+        VerbsError::NoDevice(_) => libc::ENODEV,
+        VerbsError::Unavailable(_) => libc::EOPNOTSUPP,
+        VerbsError::Timeout { .. } => libc::ETIMEDOUT,
+        _ => libc::EINVAL,
+    }
+}
+
+/// Set the thread's `errno`.
+pub(crate) fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Report a refused verb on stderr (once per call; the emulation's reason
+/// is worth more to a user than a bare errno) and return its errno.
+pub(crate) fn fail(e: &VerbsError) -> c_int {
+    if std::env::var_os("ROCELAB_IBV_QUIET").is_none() {
+        eprintln!("rocelab-ibverbs: {e}");
+    }
+    errno_of(e)
+}

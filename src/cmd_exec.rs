@@ -1,0 +1,259 @@
+//! `rocelab exec -- PROGRAM ARGS...` and `rocelab env`: run unmodified
+//! ibverbs programs over the UDP emulation.
+//!
+//! Both put rocelab's `libibverbs.so.1` (the `ibverbs-shim` crate, built as
+//! `libibverbs.so` next to the `rocelab` binary) first on the loader's
+//! path: a directory holding a `libibverbs.so.1` link to it goes in front
+//! of `LD_LIBRARY_PATH`. `--device NAME=IPV4[:PORT]` sets the device list
+//! (`ROCELAB_IBV_DEVICES`); without it the library's default applies (one
+//! loopback device, `rocelab0`, with an address per process).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The variable naming the shim library (a file or its directory).
+const LIB_ENV: &str = "ROCELAB_IBVERBS_LIB";
+/// The device list variable the library reads.
+const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
+/// The file cargo builds.
+const BUILT_NAME: &str = "libibverbs.so";
+/// The soname programs ask the loader for.
+const SONAME: &str = "libibverbs.so.1";
+
+/// Options shared by `exec` and `env`.
+#[derive(Debug, clap::Args)]
+pub struct ShimArgs {
+    /// A device as NAME=IPV4[:PORT] (repeat for more); default: one
+    /// loopback device, rocelab0, with its own 127.0.x.y per process.
+    #[arg(long = "device", value_name = "NAME=IPV4[:PORT]")]
+    devices: Vec<String>,
+    /// The shim library (libibverbs.so) to use; default: next to rocelab,
+    /// or $ROCELAB_IBVERBS_LIB.
+    #[arg(long, value_name = "PATH")]
+    lib: Option<PathBuf>,
+}
+
+/// Arguments of `rocelab exec`.
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    shim: ShimArgs,
+    /// The program and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
+
+/// How `rocelab env` prints the settings.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum EnvFormat {
+    /// `export NAME='VALUE'` lines for sh, bash and zsh (`eval "$(rocelab env)"`).
+    Shell,
+    /// `NAME=VALUE` lines, as GitHub Actions' $GITHUB_ENV and .env files take.
+    Dotenv,
+}
+
+/// Arguments of `rocelab env`.
+#[derive(Debug, clap::Args)]
+pub struct EnvArgs {
+    #[command(flatten)]
+    shim: ShimArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "shell")]
+    format: EnvFormat,
+}
+
+/// Where to look for the built library, first match wins.
+fn candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut push = |p: PathBuf| {
+        if p.is_dir() {
+            out.push(p.join(BUILT_NAME));
+            out.push(p.join(SONAME));
+        } else {
+            out.push(p);
+        }
+    };
+    if let Some(p) = explicit {
+        push(p.to_path_buf());
+        return out;
+    }
+    if let Some(p) = std::env::var_os(LIB_ENV) {
+        push(PathBuf::from(p));
+        return out;
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            push(dir.to_path_buf());
+            if let Some(up) = dir.parent() {
+                push(up.to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// The shim library to load, or why there is none.
+fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let c = candidates(explicit);
+    c.iter()
+        .find(|p| p.is_file())
+        .and_then(|p| p.canonicalize().ok())
+        .ok_or_else(|| {
+            let tried: Vec<String> = c.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "rocelab's libibverbs was not found (tried {}); build it with \
+                 `cargo build -p ibverbs-shim` (it lands next to the rocelab binary), \
+                 or name it with --lib or ${LIB_ENV}",
+                tried.join(", ")
+            )
+        })
+}
+
+/// A directory whose `libibverbs.so.1` is `lib`: `rocelab-ibverbs/` beside
+/// the library, or a per-user one in the temporary directory when that is
+/// not writable.
+fn loader_dir(lib: &Path) -> Result<PathBuf, String> {
+    if lib.file_name().is_some_and(|n| n == SONAME) {
+        if let Some(d) = lib.parent() {
+            return Ok(d.to_path_buf());
+        }
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let beside = lib.parent().map(|d| d.join("rocelab-ibverbs"));
+    let temp = std::env::temp_dir().join(format!("rocelab-ibverbs-{uid}"));
+    let mut last = String::new();
+    for dir in beside.into_iter().chain([temp]) {
+        match link_into(&dir, lib) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = format!("{}: {e}", dir.display()),
+        }
+    }
+    Err(format!("cannot make the {SONAME} link ({last})"))
+}
+
+/// Make `dir/libibverbs.so.1` a link to `lib` (replacing another atomically).
+fn link_into(dir: &Path, lib: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let link = dir.join(SONAME);
+    if std::fs::read_link(&link).is_ok_and(|t| t == lib) {
+        return Ok(());
+    }
+    let tmp = dir.join(format!(".{SONAME}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(lib, &tmp)?;
+    std::fs::rename(&tmp, &link)
+}
+
+/// The variables a program needs to run over the emulation, in order.
+fn settings(shim: &ShimArgs) -> Result<Vec<(&'static str, String)>, String> {
+    let lib = find_library(shim.lib.as_deref())?;
+    let dir = loader_dir(&lib)?;
+    let dir = dir.to_string_lossy().into_owned();
+    let path = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(old) if !old.is_empty() => ld_path(&dir, &old),
+        _ => dir,
+    };
+    let mut out = vec![("LD_LIBRARY_PATH", path)];
+    if !shim.devices.is_empty() {
+        out.push((DEVICES_ENV, shim.devices.join(",")));
+    } else if let Ok(d) = std::env::var(DEVICES_ENV) {
+        out.push((DEVICES_ENV, d));
+    }
+    Ok(out)
+}
+
+/// `dir` in front of the path list `old`, without repeating it.
+fn ld_path(dir: &str, old: &str) -> String {
+    let rest: Vec<&str> = old.split(':').filter(|p| *p != dir).collect();
+    if rest.is_empty() {
+        dir.to_owned()
+    } else {
+        format!("{dir}:{}", rest.join(":"))
+    }
+}
+
+/// Quote for POSIX shells: single quotes, `'` as `'\''`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Runs `rocelab exec`: replaces this process with the program.
+pub fn run_exec(args: ExecArgs) -> ExitCode {
+    let vars = match settings(&args.shim) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut cmd = std::process::Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]);
+    for (k, v) in &vars {
+        cmd.env(k, v);
+    }
+    let err = cmd.exec();
+    eprintln!(
+        "error: cannot run {}: {err}",
+        args.command[0].to_string_lossy()
+    );
+    ExitCode::from(127)
+}
+
+/// Runs `rocelab env`: prints the settings.
+pub fn run_env(args: &EnvArgs) -> ExitCode {
+    match settings(&args.shim) {
+        Ok(vars) => {
+            for (k, v) in vars {
+                match args.format {
+                    EnvFormat::Shell => println!("export {k}={}", sh_quote(&v)),
+                    EnvFormat::Dotenv => println!("{k}={v}"),
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shim_goes_first_once() {
+        assert_eq!(ld_path("/a", "/b:/a:/c"), "/a:/b:/c");
+        assert_eq!(ld_path("/a", "/a"), "/a");
+    }
+
+    #[test]
+    fn shell_quoting_survives_quotes() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn a_missing_library_says_how_to_build_it() {
+        let e = find_library(Some(Path::new("/nonexistent/libibverbs.so"))).unwrap_err();
+        assert!(e.contains("cargo build -p ibverbs-shim"), "{e}");
+        assert!(e.contains("/nonexistent/libibverbs.so"), "{e}");
+    }
+
+    #[test]
+    fn the_link_names_the_library() {
+        let dir = std::env::temp_dir().join(format!("rocelab-exec-test-{}", std::process::id()));
+        let lib = dir.join("libibverbs.so");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&lib, b"x").unwrap();
+        let d = loader_dir(&lib).unwrap();
+        assert_eq!(std::fs::read_link(d.join(SONAME)).unwrap(), lib);
+        // Idempotent.
+        assert_eq!(loader_dir(&lib).unwrap(), d);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
