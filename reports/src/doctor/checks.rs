@@ -209,6 +209,11 @@ pub(super) struct Context {
     pub gids: Vec<(String, Vec<GidEntry>)>,
     pub nccl: Vec<(String, NcclLog)>,
     pub sim: Vec<super::sim::SimVariant>,
+    pub nccl_tests: Vec<(String, crate::realnic::tools::NcclTests)>,
+    pub switch: Vec<(String, crate::realnic::tools::SwitchReport)>,
+    pub lspci: Vec<(String, Vec<crate::realnic::tools::PciLink>)>,
+    pub links: Vec<(String, Vec<crate::realnic::tools::EthLink>)>,
+    pub events: Vec<(String, Vec<crate::realnic::tools::Event>)>,
 }
 
 /// The node of a source name: without a trailing `-pN` (switch port).
@@ -257,6 +262,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     gid_choice(ctx, &mut out);
     slow_perftest(ctx, &mut out);
     perftest_latency(ctx, &mut out);
+    super::more::run(ctx, &mut out);
     since_boot(ctx, &mut out);
     if out.iter().all(|f| f.severity == Severity::Info) {
         healthy(ctx, &mut out);

@@ -40,6 +40,7 @@
 mod cause;
 mod checks;
 pub mod inputs;
+mod more;
 pub mod sim;
 
 use std::collections::BTreeMap;
@@ -116,6 +117,10 @@ pub enum Symptom {
     SlowPerftest,
     /// One receiver takes most ECN marks / CNPs (incast or slow receiver).
     SlowReceiver,
+    /// PCIe link below capability or PCIe errors.
+    PcieDegraded,
+    /// A collective's bus bandwidth (nccl-tests) below what the NICs allow.
+    SlowCollective,
     /// Counters are since-boot totals.
     SinceBoot,
     /// Something about the snapshots themselves (order, resets).
@@ -166,6 +171,8 @@ impl Symptom {
             Symptom::SocketFallback => "socket-fallback",
             Symptom::SlowPerftest => "slow-perftest",
             Symptom::SlowReceiver => "slow-receiver",
+            Symptom::PcieDegraded => "pcie-degraded",
+            Symptom::SlowCollective => "slow-collective",
             Symptom::SinceBoot => "since-boot",
             Symptom::CounterNote => "counter-note",
             Symptom::EcnBalance => "ecn-balance",
@@ -184,7 +191,11 @@ impl Symptom {
             | Symptom::CompletionError => 2,
             Symptom::RxPause | Symptom::TxPause => 3,
             Symptom::EcnNotMarking | Symptom::CnpNotHandled => 4,
-            Symptom::LinkDegraded | Symptom::MtuMismatch | Symptom::SlowPerftest => 5,
+            Symptom::LinkDegraded
+            | Symptom::MtuMismatch
+            | Symptom::SlowPerftest
+            | Symptom::PcieDegraded
+            | Symptom::SlowCollective => 5,
             Symptom::GdrNotUsed | Symptom::SocketFallback => 6,
             Symptom::HostOutOfBuffer | Symptom::SlowReceiver => 7,
             Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 8,
@@ -527,6 +538,33 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             Parsed::MlnxQos(q) => ctx.qos.push((input.name.clone(), q.clone())),
             Parsed::ShowGids(g) => ctx.gids.push((input.name.clone(), g.clone())),
             Parsed::Nccl(n) => ctx.nccl.push((input.name.clone(), n.clone())),
+            Parsed::NcclTests(n) => ctx.nccl_tests.push((input.name.clone(), n.clone())),
+            Parsed::Lspci(p) => ctx.lspci.push((input.name.clone(), p.clone())),
+            Parsed::EthtoolLink(e) => ctx.links.push((input.name.clone(), e.clone())),
+            Parsed::Events(e) => ctx.events.push((input.name.clone(), e.clone())),
+            Parsed::Switch(r) => {
+                ctx.switch.push((input.name.clone(), r.clone()));
+                // PFC frame counts per switch port join the counter views,
+                // under the names the NIC dumps use.
+                for p in &r.pfc {
+                    let mut c = BTreeMap::new();
+                    for (dir, vals) in [("rx", &p.rx), ("tx", &p.tx)] {
+                        for (i, v) in vals.iter().enumerate().take(8) {
+                            if let Some(v) = v {
+                                c.insert(format!("{dir}_prio{i}_pause"), *v);
+                            }
+                        }
+                    }
+                    eth.entry((scope.clone(), p.port.clone()))
+                        .or_default()
+                        .snaps
+                        .push(checks::Snap {
+                            time_ns: None,
+                            simulated: false,
+                            counters: c,
+                        });
+                }
+            }
             Parsed::SimResults(j) => {
                 sim_times.extend(crate::compare::sim_times_ps(j));
                 variants.extend(sim::variants(j));
