@@ -311,6 +311,18 @@ fn strip_ring_prefix(t: &str) -> std::borrow::Cow<'_, str> {
             }
         }
     }
+    // `rxq0: rx_bytes: 5` (be2net and others: a queue, then the counter)
+    // -> `rxq0_rx_bytes: 5`.
+    if let Some((q, tail)) = t.split_once(": ") {
+        let q = q.trim();
+        if tail.contains(':')
+            && !q.is_empty()
+            && q.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && q.bytes().any(|b| b.is_ascii_digit())
+        {
+            return format!("{q}_{}", tail.trim()).into();
+        }
+    }
     t.into()
 }
 
