@@ -629,8 +629,9 @@ pub fn parse_ethtool_link(input: &str) -> Result<Vec<EthLink>, ParseError> {
                 continue;
             }
         };
-        in_modes = k.ends_with("link modes");
-        if in_modes && !k.contains("partner") {
+        // The link partner's modes say nothing about this port's ability.
+        in_modes = k.ends_with("link modes") && !k.contains("partner");
+        if in_modes {
             for m in v.split_whitespace() {
                 max_mode(cur, m);
             }
