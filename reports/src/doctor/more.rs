@@ -15,6 +15,63 @@ pub(super) fn run(ctx: &Context, out: &mut Vec<Finding>) {
     eth_links(ctx, out);
     events(ctx, out);
     nccl_tests(ctx, out);
+    gid_mismatch(ctx, out);
+}
+
+/// What a GID says about the RoCE flavour: an IPv4-mapped address
+/// (`::ffff:a.b.c.d`, RoCEv2 over IPv4), a link-local `fe80::` one (RoCEv1
+/// or the default IB GID), or another IPv6 address (RoCEv2 over IPv6).
+fn gid_family(gid: &[u8]) -> &'static str {
+    if gid.len() == 16 && gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff {
+        "IPv4-mapped (RoCEv2 over IPv4)"
+    } else if gid.len() == 16 && gid[0] == 0xfe && gid[1] & 0xc0 == 0x80 {
+        "link-local fe80:: (RoCEv1 or the default GID)"
+    } else {
+        "IPv6"
+    }
+}
+
+/// The two ends of a perftest run use GIDs of different kinds: the GID
+/// index (or RoCE version behind it) differs between the hosts.
+fn gid_mismatch(ctx: &Context, out: &mut Vec<Finding>) {
+    for (file, p) in &ctx.perftest {
+        for run in &p.runs {
+            if run.link_type.as_deref() != Some("Ethernet") {
+                continue;
+            }
+            for (l, r) in run.local.iter().zip(run.remote.iter()) {
+                let (Some(lg), Some(rg)) = (l.gid.as_deref(), r.gid.as_deref()) else {
+                    continue;
+                };
+                let (lf, rf) = (gid_family(lg), gid_family(rg));
+                if lf == rf {
+                    continue;
+                }
+                let mut f = Finding::new(Severity::Error, Symptom::AckTimeout, file.clone());
+                f.title =
+                    "the two hosts use GIDs of different kinds: GID index or RoCE version mismatch"
+                        .into();
+                f.evidence.push(format!(
+                    "{file}: local GID is {lf}{}, remote GID is {rf}{} (GID index {})",
+                    l.gid_ipv4
+                        .as_deref()
+                        .map(|a| format!(" {a}"))
+                        .unwrap_or_default(),
+                    r.gid_ipv4
+                        .as_deref()
+                        .map(|a| format!(" {a}"))
+                        .unwrap_or_default(),
+                    run.gid_index
+                        .map(|i| i.to_string())
+                        .unwrap_or_else(|| "?".into())
+                ));
+                f.impact = "packets of one side are RoCEv1 (Ethernet-only, unroutable) or address a GID the peer does not answer on: the connection never completes a transfer; the job fails with retry exceeded (status 12) at its first collective".into();
+                f.check_first = "show_gids on both hosts: pick the index whose VER is v2 and whose IPv4 is the RoCE interface's address on each (it may differ per host), and pass it explicitly (perftest -x, NCCL_IB_GID_INDEX)".into();
+                f.why = "the GID in each address line is the one that side's QP uses as its source; both must be RoCEv2 entries of the same address family for the packets to route".into();
+                out.push(f);
+            }
+        }
+    }
 }
 
 /// The fastest link rate known from the inputs, bit/s.

@@ -727,3 +727,34 @@ fn stdin_and_missing_paths_are_inputs_or_skipped_never_fatal() {
     assert_eq!(loaded.skipped.len(), 1);
     assert!(loaded.skipped[0].path.contains("nonexistent"));
 }
+
+#[test]
+fn a_gid_kind_mismatch_between_the_two_ends_is_an_addressing_error() {
+    let text = fixture("perftest/write_bw_client.txt").replace(
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02",
+        " GID: 254:128:00:00:00:00:00:00:02:66:74:255:254:203:190:206",
+    );
+    let d = diagnose(
+        &[Input {
+            name: "perftest.txt".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        }],
+        &Options::default(),
+    );
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.title.contains("GID index or RoCE version mismatch"))
+        .unwrap_or_else(|| panic!("{}", d.render_text()));
+    assert_eq!(f.severity, Severity::Error);
+    assert!(f.evidence[0].contains("IPv4-mapped") && f.evidence[0].contains("link-local"));
+    // The unmodified run (both ends IPv4-mapped) has no such finding.
+    let d = diagnose(
+        &[Input {
+            name: "perftest.txt".into(),
+            parsed: realnic::parse(None, &fixture("perftest/write_bw_client.txt")).unwrap(),
+        }],
+        &Options::default(),
+    );
+    assert!(!d.findings.iter().any(|f| f.title.contains("mismatch")));
+}
