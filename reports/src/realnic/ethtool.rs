@@ -192,7 +192,8 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
         if t.is_empty() {
             continue;
         }
-        if let Some(meta) = t.strip_prefix('#') {
+        // `# ethtool -S eth0` is a root prompt and a command, not metadata.
+        if let Some(meta) = t.strip_prefix('#').filter(|_| command_iface(t).is_none()) {
             let meta = meta.trim();
             if let Some(h) = meta.strip_prefix("host:") {
                 host = Some(h.trim().to_string());
