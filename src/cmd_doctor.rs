@@ -1,11 +1,10 @@
 //! `rocelab doctor FILE... [--interval 10s] [--json]`: findings from NIC
 //! counter captures and inventory files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use reports::doctor::{self, Input, Options, Severity};
-use reports::realnic;
+use reports::doctor::{self, Options, Severity};
 use verbs_emu::time::Duration;
 
 /// Arguments of `doctor`.
@@ -14,7 +13,9 @@ pub struct Args {
     /// Captures: ethtool -S and rdma statistic dumps (two snapshots of one
     /// source make a delta), topo -m, ibv_devinfo/ibstat, mlnx_qos,
     /// show_gids, perftest, NCCL logs, a simulation's results.json. The
-    /// format is detected. A directory stands for every file below it.
+    /// format is detected. A directory stands for every file below it
+    /// (files not recognised are listed as skipped); `-` reads standard
+    /// input.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Time between consecutive snapshots, e.g. `10s`.
@@ -31,30 +32,6 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
-    let mut inputs = Vec::new();
-    let mut files = Vec::new();
-    for f in &args.files {
-        expand(f, &mut files);
-    }
-    for f in &files {
-        let text = match std::fs::read(f) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(e) => {
-                eprintln!("rocelab doctor: {}: {e}", f.display());
-                return ExitCode::from(2);
-            }
-        };
-        match realnic::parse(None, &text) {
-            Ok(parsed) => inputs.push(Input {
-                name: f.display().to_string(),
-                parsed,
-            }),
-            Err(e) => {
-                eprintln!("rocelab doctor: {}: {e}", f.display());
-                return ExitCode::from(2);
-            }
-        }
-    }
     let fail_on = match args.fail_on.as_deref() {
         None => None,
         Some("info") => Some(Severity::Info),
@@ -68,12 +45,21 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let diagnosis = doctor::diagnose(
-        &inputs,
+    let loaded = doctor::load(&args.files, &mut std::io::stdin().lock());
+    if loaded.inputs.is_empty() {
+        for k in &loaded.skipped {
+            eprintln!("rocelab doctor: skipped {}: {}", k.path, k.reason);
+        }
+        eprintln!("rocelab doctor: nothing to diagnose: no input was recognised");
+        return ExitCode::from(2);
+    }
+    let mut diagnosis = doctor::diagnose(
+        &loaded.inputs,
         &Options {
             interval: args.interval,
         },
     );
+    diagnosis.skipped = loaded.skipped;
     if args.json {
         match serde_json::to_string_pretty(&diagnosis) {
             Ok(s) => println!("{s}"),
@@ -90,20 +76,5 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
         _ => ExitCode::SUCCESS,
-    }
-}
-
-/// A file stands for itself; a directory (e.g. a simulation's output with
-/// its `counters/`) for every file below it, sorted by path.
-fn expand(path: &Path, out: &mut Vec<PathBuf>) {
-    match std::fs::read_dir(path) {
-        Ok(dir) => {
-            let mut inner: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
-            inner.sort();
-            for p in inner {
-                expand(&p, out);
-            }
-        }
-        Err(_) => out.push(path.to_path_buf()),
     }
 }

@@ -253,7 +253,7 @@ size = "400KB"
     let interval = verbs_emu::time::Duration::from_ps(end / 1000 * 1000);
     assert!(
         text.contains(&format!(
-            "h1: 1 snapshot of simulated counters: counts over {interval} from time zero"
+            "counters (ethtool counts over {interval} of simulated time from zero): default/h1"
         )),
         "{text}"
     );

@@ -41,6 +41,8 @@ pub struct CounterView {
     pub reversed: bool,
     /// One snapshot of simulated counters: a delta from time zero.
     pub from_zero: bool,
+    /// The run variant the counters belong to, when known.
+    pub scope: Option<String>,
 }
 
 impl CounterView {
@@ -132,12 +134,32 @@ impl CounterView {
         Some(u64::try_from(v).unwrap_or(u64::MAX))
     }
 
-    fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         if self.source.is_empty() {
             "capture".to_string()
         } else {
             self.source.clone()
         }
+    }
+
+    /// The source with its scope: `variant/source`.
+    pub fn label_full(&self) -> String {
+        match &self.scope {
+            Some(s) => format!("{s}/{}", self.source),
+            None => self.source.clone(),
+        }
+    }
+
+    /// The node (host or switch) of this source: the name without a
+    /// trailing `-pN` port marker.
+    pub fn node(&self) -> String {
+        node_of(&self.label())
+    }
+
+    /// Microseconds as parts per million of the interval (public to the
+    /// doctor's cause analysis).
+    pub(super) fn share_ppm(&self, us: u64) -> Option<u64> {
+        self.ppm_of_interval(us)
     }
 
     fn how(&self) -> String {
@@ -186,6 +208,22 @@ pub(super) struct Context {
     pub qos: Vec<(String, QosConfig)>,
     pub gids: Vec<(String, Vec<GidEntry>)>,
     pub nccl: Vec<(String, NcclLog)>,
+    pub sim: Vec<super::sim::SimVariant>,
+    pub nccl_tests: Vec<(String, crate::realnic::tools::NcclTests)>,
+    pub switch: Vec<(String, crate::realnic::tools::SwitchReport)>,
+    pub lspci: Vec<(String, Vec<crate::realnic::tools::PciLink>)>,
+    pub links: Vec<(String, Vec<crate::realnic::tools::EthLink>)>,
+    pub events: Vec<(String, Vec<crate::realnic::tools::Event>)>,
+}
+
+/// The node of a source name: without a trailing `-pN` (switch port).
+pub(super) fn node_of(source: &str) -> String {
+    if let Some((node, port)) = source.rsplit_once("-p") {
+        if !node.is_empty() && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            return node.to_string();
+        }
+    }
+    source.to_string()
 }
 
 /// Sum without overflow (counters can be anything in a hostile file).
@@ -194,7 +232,7 @@ fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
 }
 
 /// Parts per million as a percentage with three decimals.
-fn pct(ppm: u64) -> String {
+pub(super) fn pct(ppm: u64) -> String {
     format!("{}.{:03}%", ppm / 10_000, (ppm % 10_000) / 10)
 }
 
@@ -224,6 +262,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     gid_choice(ctx, &mut out);
     slow_perftest(ctx, &mut out);
     perftest_latency(ctx, &mut out);
+    super::more::run(ctx, &mut out);
     since_boot(ctx, &mut out);
     if out.iter().all(|f| f.severity == Severity::Info) {
         healthy(ctx, &mut out);
@@ -231,7 +270,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     out
 }
 
-fn prio_names(tag: &str) -> (String, String, String, String) {
+pub(super) fn prio_names(tag: &str) -> (String, String, String, String) {
     (
         format!("rx_{tag}_pause"),
         format!("rx_{tag}_pause_duration"),
@@ -240,7 +279,7 @@ fn prio_names(tag: &str) -> (String, String, String, String) {
     )
 }
 
-fn tags() -> impl Iterator<Item = String> {
+pub(super) fn tags() -> impl Iterator<Item = String> {
     (0..8)
         .map(|p| format!("prio{p}"))
         .chain(std::iter::once("global".to_string()))
@@ -452,7 +491,7 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
 fn loss(ctx: &Context, out: &mut Vec<Finding>) {
     for v in &ctx.eth {
         let pfc = v.pfc_prios();
-        let mut ev = Vec::new();
+        let mut ev: Vec<String> = Vec::new();
         let mut lossless = false;
         for p in 0u8..8 {
             let n = format!("rx_prio{p}_discards");
@@ -478,18 +517,29 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         if ev.is_empty() {
             continue;
         }
+        let rx = v.get("rx_packets_phy");
+        let rate = if rx > 0 {
+            let d = v.get("rx_discards_phy");
+            format!(
+                " (rx_discards_phy is {} of rx_packets_phy +{rx})",
+                pct(u64::try_from(u128::from(d) * 1_000_000 / u128::from(rx)).unwrap_or(u64::MAX))
+            )
+        } else {
+            String::new()
+        };
+        let ev = vec![format!("{} {}{rate}", ev.join(", "), v.how())];
         let sev = if lossless {
             Severity::Critical
         } else {
             Severity::Error
         };
         let mut f = Finding::new(v.cap(sev), Symptom::PacketLoss, v.label());
+        f.origin = Some(v.node());
         f.title = if lossless {
             "frames dropped on a lossless priority".into()
         } else {
             "the NIC port is dropping frames".into()
         };
-        ev.push(v.how());
         f.evidence = ev;
         fill_loss_text(&mut f);
         out.push(f);
@@ -653,6 +703,66 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
         f.why = "with ECN working, congestion shows first as np_ecn_marked_roce_packets and np_cnp_sent on the receivers; pause with none of them means the switch never marked".into();
         out.push(f);
     }
+    let np_present = cc.iter().any(|r| r.has("np_cnp_sent"));
+    if marked > 0 && sent == 0 && np_present {
+        let mut f = Finding::new(
+            if since_boot {
+                Severity::Info
+            } else {
+                Severity::Warning
+            },
+            Symptom::CnpNotHandled,
+            "fabric",
+        );
+        f.title = "switches mark ECN but no receiver sends CNPs: DCQCN's notification point is off"
+            .into();
+        let mut hot: Vec<&&CounterView> = cc
+            .iter()
+            .filter(|r| r.get("np_ecn_marked_roce_packets") > 0)
+            .collect();
+        hot.sort_by_key(|r| std::cmp::Reverse(r.get("np_ecn_marked_roce_packets")));
+        for r in hot.iter().take(4) {
+            f.evidence.push(format!(
+                "{}: np_ecn_marked_roce_packets +{}, np_cnp_sent +0 {}",
+                r.label(),
+                r.get("np_ecn_marked_roce_packets"),
+                r.how()
+            ));
+        }
+        f.affects = hot.iter().map(|r| r.label()).collect();
+        f.impact = "senders never learn of the congestion the switches see, so queues grow until PFC pauses (or, without PFC, until drops): the head-of-line blocking and unfairness DCQCN exists to prevent".into();
+        f.check_first = "/sys/class/net/<if>/ecn/roce_np/enable/<prio> on the receivers and roce_rp/enable/<prio> on the senders for the RoCE priority (mlx5), or the vendor's DCQCN switch; the CNP priority (cnp_802p_prio / cnp_dscp)".into();
+        f.why = "np_ecn_marked_roce_packets counts CE-marked RoCE packets received; a notification point answers them with CNPs (np_cnp_sent) unless disabled".into();
+        out.push(f);
+    }
+    // One receiver taking most of the marks: a slow or incast receiver.
+    if cc.len() >= 3 && marked > 0 {
+        if let Some(top) = cc
+            .iter()
+            .max_by_key(|r| r.get("np_ecn_marked_roce_packets"))
+        {
+            let m = top.get("np_ecn_marked_roce_packets");
+            if u128::from(m) * 2 > u128::from(marked) {
+                let mut f = Finding::new(Severity::Info, Symptom::SlowReceiver, top.label());
+                f.origin = Some(top.node());
+                f.title = format!(
+                    "{} receives {} of the fabric's ECN marks: congestion converges on this receiver",
+                    top.label(),
+                    pct(u64::try_from(u128::from(m) * 1_000_000 / u128::from(marked)).unwrap_or(0))
+                );
+                f.evidence.push(format!(
+                    "{}: np_ecn_marked_roce_packets +{m}, np_cnp_sent +{} of fabric-wide +{marked} marks over {} sources",
+                    top.label(),
+                    top.get("np_cnp_sent"),
+                    cc.len()
+                ));
+                f.impact = "flows into this host set the pace: with PFC its ToR pauses upstream, without it they lose packets".into();
+                f.check_first = "how many senders target this host at once (incast), and whether the host drains at line rate (tx pause from its NIC, PCIe, rx_out_of_buffer)".into();
+                f.why = "switches mark packets on the queue that builds; the marks land on the receiver behind it, so one receiver with most marks is the congestion point".into();
+                out.push(f);
+            }
+        }
+    }
     let mut cnp_ev = Vec::new();
     if ignored > 0 {
         cnp_ev.push(format!(
@@ -712,6 +822,7 @@ fn link_counters(v: &CounterView, out: &mut Vec<Finding>) {
         return;
     }
     let mut f = Finding::new(v.cap(Severity::Error), Symptom::LinkDegraded, v.label());
+    f.origin = Some(v.node());
     f.title = "the link went down and came back".into();
     f.evidence
         .push(format!("link_down_events_phy +{flaps} {}", v.how()));
@@ -808,6 +919,7 @@ fn corruption_eth(v: &CounterView, out: &mut Vec<Finding>) {
         return;
     }
     let mut f = Finding::new(v.cap(Severity::Error), Symptom::Corruption, v.label());
+    f.origin = Some(v.node());
     f.title = "corrupted frames on this link".into();
     f.evidence = ev;
     let bits = v.get("rx_bits_phy");
@@ -857,6 +969,7 @@ fn mtu_counters(v: &CounterView, out: &mut Vec<Finding>) {
         return;
     }
     let mut f = Finding::new(v.cap(Severity::Error), Symptom::MtuMismatch, v.label());
+    f.origin = Some(v.node());
     f.title = "frames larger than our MTU arrive: the peer's MTU is larger".into();
     f.evidence = ev;
     f.evidence.push(v.how());

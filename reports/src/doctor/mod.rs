@@ -37,7 +37,11 @@
 //! retransmissions, pause time, ECN/CNP balance, link and MTU sanity,
 //! GPUDirect), then by source. A healthy capture yields only `info`.
 
+mod cause;
 mod checks;
+pub mod inputs;
+mod more;
+pub mod sim;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,6 +52,7 @@ use verbs_emu::time::Duration;
 use crate::realnic::{Kind, Parsed};
 
 pub use checks::CounterView;
+pub use inputs::{load, Loaded, Skipped};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -110,6 +115,12 @@ pub enum Symptom {
     SocketFallback,
     /// perftest bandwidth well below the port rate.
     SlowPerftest,
+    /// One receiver takes most ECN marks / CNPs (incast or slow receiver).
+    SlowReceiver,
+    /// PCIe link below capability or PCIe errors.
+    PcieDegraded,
+    /// A collective's bus bandwidth (nccl-tests) below what the NICs allow.
+    SlowCollective,
     /// Counters are since-boot totals.
     SinceBoot,
     /// Something about the snapshots themselves (order, resets).
@@ -159,6 +170,9 @@ impl Symptom {
             Symptom::CompletionError => "completion-error",
             Symptom::SocketFallback => "socket-fallback",
             Symptom::SlowPerftest => "slow-perftest",
+            Symptom::SlowReceiver => "slow-receiver",
+            Symptom::PcieDegraded => "pcie-degraded",
+            Symptom::SlowCollective => "slow-collective",
             Symptom::SinceBoot => "since-boot",
             Symptom::CounterNote => "counter-note",
             Symptom::EcnBalance => "ecn-balance",
@@ -177,9 +191,13 @@ impl Symptom {
             | Symptom::CompletionError => 2,
             Symptom::RxPause | Symptom::TxPause => 3,
             Symptom::EcnNotMarking | Symptom::CnpNotHandled => 4,
-            Symptom::LinkDegraded | Symptom::MtuMismatch | Symptom::SlowPerftest => 5,
+            Symptom::LinkDegraded
+            | Symptom::MtuMismatch
+            | Symptom::SlowPerftest
+            | Symptom::PcieDegraded
+            | Symptom::SlowCollective => 5,
             Symptom::GdrNotUsed | Symptom::SocketFallback => 6,
-            Symptom::HostOutOfBuffer => 7,
+            Symptom::HostOutOfBuffer | Symptom::SlowReceiver => 7,
             Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 8,
         }
     }
@@ -196,8 +214,16 @@ pub struct Finding {
     pub id: &'static str,
     /// Playbook number 1-12 (absent for the doctor's extra findings).
     pub playbook: Option<u8>,
-    /// Where: a source and priority, a device, a file.
+    /// Where: a source and priority, a device, a file; for a cause seen
+    /// on several ports, its origin.
     pub subject: String,
+    /// The run variant (`counters/<variant>/`, a `results.json` variant)
+    /// the finding belongs to; absent for real captures.
+    pub scope: Option<String>,
+    /// The node (host or switch) where the cause sits, when known.
+    pub origin: Option<String>,
+    /// Every port, host or file this cause shows on (the subject first).
+    pub affects: Vec<String>,
     /// One-line summary.
     pub title: String,
     /// What the counters show, with numbers.
@@ -218,6 +244,9 @@ impl Finding {
             id: symptom.id(),
             playbook: symptom.number(),
             subject: subject.into(),
+            scope: None,
+            origin: None,
+            affects: Vec::new(),
             title: String::new(),
             evidence: Vec::new(),
             impact: String::new(),
@@ -265,8 +294,11 @@ pub struct Diagnosis {
     pub inputs: Vec<(String, Kind)>,
     /// How each counter source was read.
     pub sources: Vec<SourceSummary>,
-    /// Findings, most severe first.
+    /// Findings, most important first: one per root cause.
     pub findings: Vec<Finding>,
+    /// Paths given that were not used, and why (filled by the caller that
+    /// read the paths, see [`load`]).
+    pub skipped: Vec<Skipped>,
 }
 
 impl Diagnosis {
@@ -279,28 +311,46 @@ impl Diagnosis {
             .unwrap_or(Severity::Info)
     }
 
-    /// Plain-text rendering for people.
+    /// Plain-text rendering for people: the inputs in one paragraph
+    /// (counted by kind), the skipped paths, then the findings.
     pub fn render_text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
-        let _ = writeln!(s, "rocelab doctor: {} input(s)", self.inputs.len());
-        for (name, kind) in &self.inputs {
-            let _ = writeln!(s, "  {name}: {kind}");
+        let mut kinds: BTreeMap<Kind, usize> = BTreeMap::new();
+        for (_, k) in &self.inputs {
+            *kinds.entry(*k).or_default() += 1;
         }
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = writeln!(
+            s,
+            "rocelab doctor: {} input(s): {}",
+            self.inputs.len(),
+            kinds.join(", ")
+        );
+        if self.inputs.len() <= 12 {
+            for (name, kind) in &self.inputs {
+                let _ = writeln!(s, "  {name}: {kind}");
+            }
+        }
+        for k in &self.skipped {
+            let _ = writeln!(s, "  skipped {}: {}", k.path, k.reason);
+        }
+        // Counter sources, grouped by how they were read.
+        let mut how: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for src in &self.sources {
             let name = if src.source.is_empty() {
-                "(unnamed source)"
+                "(unnamed source)".to_string()
             } else {
-                src.source.as_str()
+                src.source.clone()
             };
-            let how = if src.since_boot {
+            let h = if src.since_boot {
                 "1 snapshot: totals since boot, not a rate".to_string()
             } else {
                 match src.interval_ps {
                     // One snapshot that is not since boot: simulated
                     // counters, which start at zero at time zero.
                     Some(ps) if src.snapshots == 1 => format!(
-                        "1 snapshot of simulated counters: counts over {} from time zero",
+                        "counts over {} of simulated time from zero",
                         Duration::from_ps(ps)
                     ),
                     Some(ps) => format!(
@@ -314,7 +364,12 @@ impl Diagnosis {
                     ),
                 }
             };
-            let _ = writeln!(s, "  counters {} {name}: {how}", src.kind);
+            how.entry(format!("{} {h}", src.kind))
+                .or_default()
+                .push(name);
+        }
+        for (h, names) in &how {
+            let _ = writeln!(s, "  counters ({h}): {}", list(names, 8));
         }
         let _ = writeln!(s);
         if self.findings.is_empty() {
@@ -322,9 +377,14 @@ impl Diagnosis {
         }
         for (i, f) in self.findings.iter().enumerate() {
             let num = f.playbook.map(|n| format!(" #{n}")).unwrap_or_default();
+            let scope = f
+                .scope
+                .as_deref()
+                .map(|s| format!("{s}: "))
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "{}. [{}] {}{} ({}): {}",
+                "{}. [{}] {}{} ({scope}{}): {}",
                 i + 1,
                 f.severity.to_string().to_uppercase(),
                 f.id,
@@ -332,8 +392,16 @@ impl Diagnosis {
                 f.subject,
                 f.title
             );
+            if f.affects.len() > 1 {
+                let _ = writeln!(
+                    s,
+                    "     affects ({}): {}",
+                    f.affects.len(),
+                    list(&f.affects, 12)
+                );
+            }
             for e in &f.evidence {
-                let _ = writeln!(s, "     counters: {e}");
+                let _ = writeln!(s, "     evidence: {e}");
             }
             if !f.impact.is_empty() {
                 let _ = writeln!(s, "     the job feels: {}", f.impact);
@@ -346,6 +414,15 @@ impl Diagnosis {
             }
         }
         s
+    }
+}
+
+/// `a, b, c and N more`.
+fn list(items: &[String], max: usize) -> String {
+    if items.len() <= max {
+        items.join(", ")
+    } else {
+        format!("{} and {} more", items[..max].join(", "), items.len() - max)
     }
 }
 
@@ -402,33 +479,57 @@ pub fn source_from_file_name(name: &str) -> String {
     s
 }
 
+/// The run variant a file belongs to: `X` for a path `.../counters/X/FILE`
+/// (rocelab's run folders), else none.
+pub fn scope_from_path(name: &str) -> Option<String> {
+    let parts: Vec<&str> = name.split(['/', '\\']).collect();
+    let n = parts.len();
+    (n >= 3 && parts[n - 3] == "counters" && !parts[n - 2].is_empty())
+        .then(|| parts[n - 2].to_string())
+}
+
 /// Run the doctor over parsed inputs.
+///
+/// Inputs are partitioned by scope ([`scope_from_path`]; a `results.json`
+/// variant is the scope of its name, or no scope when it is the only
+/// variant and no counters are scoped); each scope is diagnosed on its
+/// own, then the findings of all scopes are ranked together.
 pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
-    let mut eth: BTreeMap<String, Series> = BTreeMap::new();
-    let mut rdma: BTreeMap<String, Series> = BTreeMap::new();
-    let mut ctx = checks::Context::default();
+    type Key = (Option<String>, String);
+    let mut eth: BTreeMap<Key, Series> = BTreeMap::new();
+    let mut rdma: BTreeMap<Key, Series> = BTreeMap::new();
+    let mut ctxs: BTreeMap<Option<String>, checks::Context> = BTreeMap::new();
     let mut sim_times: Vec<u64> = Vec::new();
+    let mut variants: Vec<sim::SimVariant> = Vec::new();
     for input in inputs {
+        let scope = scope_from_path(&input.name);
         let file_key = || source_from_file_name(&input.name);
+        let ctx = ctxs.entry(scope.clone()).or_default();
         match &input.parsed {
             Parsed::Ethtool(snaps) => {
                 for s in snaps {
                     let key = s.host.clone().unwrap_or_else(file_key);
-                    eth.entry(key).or_default().snaps.push(checks::Snap {
-                        time_ns: s.time_ns,
-                        simulated: s.simulated,
-                        counters: s.counters.clone(),
-                    });
+                    eth.entry((scope.clone(), key))
+                        .or_default()
+                        .snaps
+                        .push(checks::Snap {
+                            time_ns: s.time_ns,
+                            simulated: s.simulated,
+                            counters: s.counters.clone(),
+                        });
                 }
             }
             Parsed::Rdma(snaps) => {
                 for s in snaps {
                     let key = s.host.clone().unwrap_or_else(file_key);
-                    rdma.entry(key).or_default().snaps.push(checks::Snap {
-                        time_ns: s.time_ns,
-                        simulated: s.simulated,
-                        counters: s.totals(),
-                    });
+                    rdma.entry((scope.clone(), key))
+                        .or_default()
+                        .snaps
+                        .push(checks::Snap {
+                            time_ns: s.time_ns,
+                            simulated: s.simulated,
+                            counters: s.totals(),
+                        });
                 }
             }
             Parsed::Perftest(p) => ctx.perftest.push((input.name.clone(), p.clone())),
@@ -437,7 +538,37 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             Parsed::MlnxQos(q) => ctx.qos.push((input.name.clone(), q.clone())),
             Parsed::ShowGids(g) => ctx.gids.push((input.name.clone(), g.clone())),
             Parsed::Nccl(n) => ctx.nccl.push((input.name.clone(), n.clone())),
-            Parsed::SimResults(j) => sim_times.extend(crate::compare::sim_times_ps(j)),
+            Parsed::NcclTests(n) => ctx.nccl_tests.push((input.name.clone(), n.clone())),
+            Parsed::Lspci(p) => ctx.lspci.push((input.name.clone(), p.clone())),
+            Parsed::EthtoolLink(e) => ctx.links.push((input.name.clone(), e.clone())),
+            Parsed::Events(e) => ctx.events.push((input.name.clone(), e.clone())),
+            Parsed::Switch(r) => {
+                ctx.switch.push((input.name.clone(), r.clone()));
+                // PFC frame counts per switch port join the counter views,
+                // under the names the NIC dumps use.
+                for p in &r.pfc {
+                    let mut c = BTreeMap::new();
+                    for (dir, vals) in [("rx", &p.rx), ("tx", &p.tx)] {
+                        for (i, v) in vals.iter().enumerate().take(8) {
+                            if let Some(v) = v {
+                                c.insert(format!("{dir}_prio{i}_pause"), *v);
+                            }
+                        }
+                    }
+                    eth.entry((scope.clone(), p.port.clone()))
+                        .or_default()
+                        .snaps
+                        .push(checks::Snap {
+                            time_ns: None,
+                            simulated: false,
+                            counters: c,
+                        });
+                }
+            }
+            Parsed::SimResults(j) => {
+                sim_times.extend(crate::compare::sim_times_ps(j));
+                variants.extend(sim::variants(j));
+            }
         }
     }
     sim_times.sort_unstable();
@@ -447,30 +578,82 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
         [t] if *t > 0 => Some(*t),
         _ => None,
     };
+    // Each variant of a results file joins its scope; its ports and NICs
+    // stand in for counter dumps when the scope has none.
+    let single = variants.len() == 1;
+    for v in variants {
+        let named = Some(v.name.clone());
+        let scoped = eth.keys().chain(rdma.keys()).any(|(s, _)| *s == named);
+        let scope = if single && !scoped { None } else { named };
+        let has_eth = eth.keys().any(|(s, _)| *s == scope);
+        let has_rdma = rdma.keys().any(|(s, _)| *s == scope);
+        let snap = |counters: &BTreeMap<String, u64>| checks::Snap {
+            time_ns: Some(v.sim_time_ps / 1000),
+            simulated: true,
+            counters: counters.clone(),
+        };
+        if !has_eth {
+            for p in &v.ports {
+                eth.entry((scope.clone(), p.source.clone()))
+                    .or_default()
+                    .snaps
+                    .push(snap(&p.counters));
+            }
+        }
+        if !has_rdma {
+            for (host, c) in &v.nics {
+                rdma.entry((scope.clone(), host.clone()))
+                    .or_default()
+                    .snaps
+                    .push(snap(c));
+            }
+        }
+        ctxs.entry(scope).or_default().sim.push(v);
+    }
     let mut sources = Vec::new();
-    let mut view = |kind: Kind, map: BTreeMap<String, Series>| -> Vec<CounterView> {
-        let mut out = Vec::new();
-        for (name, series) in map {
-            let v = CounterView::from_series(name, &series.snaps, opts.interval, sim_time_ps);
+    let mut view = |kind: Kind,
+                    map: BTreeMap<Key, Series>|
+     -> BTreeMap<Option<String>, Vec<CounterView>> {
+        let mut out: BTreeMap<Option<String>, Vec<CounterView>> = BTreeMap::new();
+        for ((scope, name), series) in map {
+            let mut v = CounterView::from_series(name, &series.snaps, opts.interval, sim_time_ps);
+            v.scope = scope.clone();
             sources.push(SourceSummary {
-                source: v.source.clone(),
+                source: v.label_full(),
                 kind,
                 snapshots: series.snaps.len(),
                 interval_ps: v.interval_ps,
                 since_boot: v.since_boot,
             });
-            out.push(v);
+            out.entry(scope).or_default().push(v);
         }
         out
     };
-    ctx.eth = view(Kind::Ethtool, eth);
-    ctx.rdma = view(Kind::Rdma, rdma);
-    let mut findings = checks::run(&ctx);
+    for (scope, views) in view(Kind::Ethtool, eth) {
+        ctxs.entry(scope).or_default().eth = views;
+    }
+    for (scope, views) in view(Kind::Rdma, rdma) {
+        ctxs.entry(scope).or_default().rdma = views;
+    }
+    let mut findings = Vec::new();
+    for (scope, ctx) in &ctxs {
+        let raw = checks::run(ctx);
+        let mut merged = cause::consolidate(raw, ctx);
+        for f in &mut merged {
+            f.scope = scope.clone();
+            if f.affects.is_empty() {
+                f.affects.push(f.subject.clone());
+            }
+        }
+        findings.extend(merged);
+    }
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
             .then(a.symptom.triage().cmp(&b.symptom.triage()))
+            .then(b.affects.len().cmp(&a.affects.len()))
             .then(a.symptom.cmp(&b.symptom))
+            .then(a.scope.cmp(&b.scope))
             .then(a.subject.cmp(&b.subject))
     });
     Diagnosis {
@@ -480,5 +663,6 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             .collect(),
         sources,
         findings,
+        skipped: Vec::new(),
     }
 }

@@ -5,6 +5,8 @@
 //! per-lane speed for `ibv_devinfo`; `Rate:` Gb/s for `ibstat`); MTUs in
 //! bytes. Never panics; errors when no `hca_id:` / `CA '...'` line exists.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::text::{lines, scaled_decimal, ParseError};
@@ -20,6 +22,9 @@ pub struct HcaInfo {
     pub fw_ver: Option<String>,
     /// PCI device id (`vendor_part_id`, or the number in `CA type: MT4125`).
     pub part_id: Option<u32>,
+    /// Every other `key: value` attribute of the device, as printed
+    /// (`node_guid`, `CA type`, `Node GUID`, `hw_ver`, ...).
+    pub attributes: BTreeMap<String, String>,
     /// Ports.
     pub ports: Vec<PortInfo>,
 }
@@ -47,6 +52,9 @@ pub struct PortInfo {
     pub lane_bps: Option<u64>,
     /// Port rate, bit/s.
     pub rate_bps: Option<u64>,
+    /// Every other `key: value` attribute of the port, as printed
+    /// (`port_lid`, `Base lid`, `Port GUID`, `GID[  3]`, `sm_lid`, ...).
+    pub attributes: BTreeMap<String, String>,
 }
 
 fn first_word(v: &str) -> String {
@@ -139,8 +147,14 @@ pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
             _ => {}
         }
         let Some(p) = dev.ports.last_mut() else {
+            if !k.is_empty() && !v.is_empty() {
+                dev.attributes.insert(k.to_string(), v.to_string());
+            }
             continue;
         };
+        if !k.is_empty() && !v.is_empty() {
+            p.attributes.insert(k.to_string(), v.to_string());
+        }
         match k {
             "state" | "State" => p.state = Some(first_word(v)),
             "phys_state" | "Physical state" => p.phys_state = Some(first_word(v)),

@@ -192,7 +192,8 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
         if t.is_empty() {
             continue;
         }
-        if let Some(meta) = t.strip_prefix('#') {
+        // `# ethtool -S eth0` is a root prompt and a command, not metadata.
+        if let Some(meta) = t.strip_prefix('#').filter(|_| command_iface(t).is_none()) {
             let meta = meta.trim();
             if let Some(h) = meta.strip_prefix("host:") {
                 host = Some(h.trim().to_string());
@@ -309,6 +310,18 @@ fn strip_ring_prefix(t: &str) -> std::borrow::Cow<'_, str> {
             if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() {
                 return format!("q{n}_{}", tail.trim()).into();
             }
+        }
+    }
+    // `rxq0: rx_bytes: 5` (be2net and others: a queue, then the counter)
+    // -> `rxq0_rx_bytes: 5`.
+    if let Some((q, tail)) = t.split_once(": ") {
+        let q = q.trim();
+        if tail.contains(':')
+            && !q.is_empty()
+            && q.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && q.bytes().any(|b| b.is_ascii_digit())
+        {
+            return format!("{q}_{}", tail.trim()).into();
         }
     }
     t.into()

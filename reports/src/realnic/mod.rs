@@ -17,6 +17,7 @@ pub mod qos;
 pub mod rdma;
 pub mod summary;
 pub mod text;
+pub mod tools;
 pub mod topo;
 
 use std::fmt;
@@ -48,11 +49,21 @@ pub enum Kind {
     Nccl,
     /// The simulator's `results.json`.
     SimResults,
+    /// nccl-tests output (`all_reduce_perf`, ...).
+    NcclTests,
+    /// SONiC switch tables: PFC counters, PFC watchdog, queue counters.
+    Switch,
+    /// `lspci -vv` PCIe link capability and status.
+    Lspci,
+    /// Plain `ethtool IFACE` / `ethtool -a IFACE`.
+    EthtoolLink,
+    /// Kernel / UCX event lines.
+    Events,
 }
 
 impl Kind {
     /// All kinds, in the order `parse KIND` lists them.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Perftest,
         Kind::Ethtool,
         Kind::Rdma,
@@ -62,6 +73,11 @@ impl Kind {
         Kind::ShowGids,
         Kind::Nccl,
         Kind::SimResults,
+        Kind::NcclTests,
+        Kind::Switch,
+        Kind::Lspci,
+        Kind::EthtoolLink,
+        Kind::Events,
     ];
 
     /// Command-line name.
@@ -76,6 +92,11 @@ impl Kind {
             Kind::ShowGids => "show-gids",
             Kind::Nccl => "nccl",
             Kind::SimResults => "sim-results",
+            Kind::NcclTests => "nccl-tests",
+            Kind::Switch => "switch",
+            Kind::Lspci => "lspci",
+            Kind::EthtoolLink => "ethtool-link",
+            Kind::Events => "events",
         }
     }
 }
@@ -88,7 +109,7 @@ impl fmt::Display for Kind {
 
 /// An unknown kind name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {0:?}: expected auto, perftest, ethtool, rdma, topo, devinfo (also ibstat), mlnx-qos, show-gids, nccl or sim-results")]
+#[error("unknown format {0:?}: expected auto, perftest, ethtool, rdma, topo, devinfo (also ibstat), mlnx-qos, show-gids, nccl, sim-results, nccl-tests, switch (SONiC pfcstat/pfcwd/queue counters), lspci, ethtool-link or events (kernel/UCX log)")]
 pub struct UnknownKind(pub String);
 
 impl FromStr for Kind {
@@ -104,6 +125,11 @@ impl FromStr for Kind {
             "show-gids" | "show_gids" => Kind::ShowGids,
             "nccl" => Kind::Nccl,
             "sim-results" | "results" | "results.json" => Kind::SimResults,
+            "nccl-tests" | "nccl_tests" => Kind::NcclTests,
+            "switch" | "sonic" | "pfcstat" | "pfcwd" => Kind::Switch,
+            "lspci" => Kind::Lspci,
+            "ethtool-link" | "ethtool-a" => Kind::EthtoolLink,
+            "events" | "dmesg" | "ucx" | "log" => Kind::Events,
             _ => return Err(UnknownKind(s.to_string())),
         })
     }
@@ -131,6 +157,16 @@ pub enum Parsed {
     Nccl(nccl::NcclLog),
     /// The simulator's results, kept as JSON (read leniently).
     SimResults(serde_json::Value),
+    /// nccl-tests.
+    NcclTests(tools::NcclTests),
+    /// Switch tables.
+    Switch(tools::SwitchReport),
+    /// PCIe links.
+    Lspci(Vec<tools::PciLink>),
+    /// Link settings.
+    EthtoolLink(Vec<tools::EthLink>),
+    /// Log events.
+    Events(Vec<tools::Event>),
 }
 
 impl Parsed {
@@ -146,6 +182,11 @@ impl Parsed {
             Parsed::ShowGids(_) => Kind::ShowGids,
             Parsed::Nccl(_) => Kind::Nccl,
             Parsed::SimResults(_) => Kind::SimResults,
+            Parsed::NcclTests(_) => Kind::NcclTests,
+            Parsed::Switch(_) => Kind::Switch,
+            Parsed::Lspci(_) => Kind::Lspci,
+            Parsed::EthtoolLink(_) => Kind::EthtoolLink,
+            Parsed::Events(_) => Kind::Events,
         }
     }
 }
@@ -160,6 +201,23 @@ pub fn detect(input: &str) -> Option<Kind> {
     }
     let ls = text::lines(input);
     let has = |pred: &dyn Fn(&str) -> bool| ls.iter().any(|l| pred(l.text.trim()));
+    if tools::looks_nccl_tests(&ls) {
+        return Some(Kind::NcclTests);
+    }
+    if has(&|t| {
+        let u = t.to_ascii_uppercase();
+        u.starts_with("PORT RX")
+            || u.starts_with("PORT TX")
+            || (u.starts_with("QUEUE") && u.contains("STATUS") && u.contains("STORM"))
+    }) {
+        return Some(Kind::Switch);
+    }
+    if has(&|t| t.starts_with("LnkCap:") || t.starts_with("LnkSta:")) {
+        return Some(Kind::Lspci);
+    }
+    if has(&|t| t.starts_with("Settings for ") || t.starts_with("Pause parameters for ")) {
+        return Some(Kind::EthtoolLink);
+    }
     if has(&|t| {
         t.contains("NCCL INFO")
             || t.contains("NCCL WARN")
@@ -205,8 +263,14 @@ pub fn detect(input: &str) -> Option<Kind> {
         .iter()
         .filter_map(|l| text::counter_pair(l.text).map(|(n, _)| n))
         .collect();
-    if pairs.is_empty() {
-        return None;
+    // A counter list must look like one: most names counter-like, at
+    // least one a known NIC counter shape (so `key: 3` prose is no dump).
+    let known = pairs
+        .iter()
+        .filter(|n| is_rdma_counter(n) || is_eth_counter(n))
+        .count();
+    if pairs.is_empty() || known == 0 || known * 2 < pairs.len() {
+        return tools::parse_events(input).is_ok().then_some(Kind::Events);
     }
     let rdma_like = pairs.iter().filter(|n| is_rdma_counter(n)).count();
     if rdma_like * 2 > pairs.len() {
@@ -214,6 +278,23 @@ pub fn detect(input: &str) -> Option<Kind> {
     } else {
         Some(Kind::Ethtool)
     }
+}
+
+fn is_eth_counter(n: &str) -> bool {
+    let n = n.to_ascii_lowercase();
+    n.starts_with("rx")
+        || n.starts_with("tx")
+        || n.contains("_phy")
+        || n.contains("pause")
+        || n.contains("discard")
+        || n.contains("drop")
+        || n.contains("err")
+        || n.ends_with(".nic")
+        || n.starts_with("link_down")
+        || n.starts_with("ch_")
+        || n.starts_with("port")
+        || n.contains("xon")
+        || n.contains("xoff")
 }
 
 fn is_rdma_counter(n: &str) -> bool {
@@ -243,7 +324,7 @@ fn is_rdma_counter(n: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// `auto` could not tell the format.
-    #[error("could not detect the format (expected perftest, ethtool -S, rdma statistic, topo -m, ibv_devinfo/ibstat, mlnx_qos, show_gids, a NCCL log or results.json)")]
+    #[error("not RDMA tool output: could not detect the format (expected perftest, ethtool -S, plain ethtool or ethtool -a, rdma statistic or hw_counters, nvidia-smi topo -m, ibv_devinfo/ibstat, mlnx_qos, show_gids, a NCCL log, nccl-tests, SONiC pfcstat/pfcwd/queue counters, lspci -vv, kernel/UCX log lines or results.json)")]
     Undetected,
     /// A parser rejected the text.
     #[error("as {kind}: {source}")]
@@ -277,5 +358,10 @@ pub fn parse(kind: Option<Kind>, input: &str) -> Result<Parsed, Error> {
         Kind::SimResults => {
             Parsed::SimResults(serde_json::from_str(input).map_err(|e| Error::Json(e.to_string()))?)
         }
+        Kind::NcclTests => Parsed::NcclTests(tools::parse_nccl_tests(input).map_err(wrap)?),
+        Kind::Switch => Parsed::Switch(tools::parse_switch(input).map_err(wrap)?),
+        Kind::Lspci => Parsed::Lspci(tools::parse_lspci(input).map_err(wrap)?),
+        Kind::EthtoolLink => Parsed::EthtoolLink(tools::parse_ethtool_link(input).map_err(wrap)?),
+        Kind::Events => Parsed::Events(tools::parse_events(input).map_err(wrap)?),
     })
 }

@@ -254,6 +254,12 @@ impl Table {
                 continue;
             }
             let rest = &s[i..];
+            // Some builds print `iterations` without its `#`.
+            if rest.starts_with("iterations") {
+                cols.push(("#iterations", None));
+                i += "iterations".len();
+                continue;
+            }
             if let Some(name) = COLUMNS.iter().find(|c| rest.starts_with(**c)) {
                 let after = &rest[name.len()..];
                 let unit = if after.starts_with("[Gb/sec]") {

@@ -251,6 +251,99 @@ pub fn summarize(p: &Parsed) -> String {
                 v.as_object().map_or(0, |m| m.len())
             );
         }
+        Parsed::NcclTests(n) => {
+            let _ = writeln!(
+                s,
+                "{}: {} rank(s) on {} host(s), {} row(s), peak busbw {} MB/s, avg busbw {} MB/s, #wrong {}",
+                n.test.as_deref().unwrap_or("nccl-tests"),
+                n.ranks.len(),
+                n.ranks_per_host().len(),
+                n.rows.len(),
+                opt(&n.peak_busbw_mbps()),
+                opt(&n.avg_busbw_mbps),
+                n.wrong()
+            );
+            for r in &n.ranks {
+                let _ = writeln!(
+                    s,
+                    "  rank {} on {} device {} {}",
+                    r.rank,
+                    r.host,
+                    opt(&r.device),
+                    r.gpu.as_deref().unwrap_or("")
+                );
+            }
+        }
+        Parsed::Switch(r) => {
+            for p in &r.pfc {
+                let _ = writeln!(s, "{} PFC rx {:?} tx {:?}", p.port, p.rx, p.tx);
+            }
+            for w in &r.watchdog {
+                let _ = writeln!(
+                    s,
+                    "{}:{} {} storms detected {} restored {}, tx drop {}, rx drop {}",
+                    w.port,
+                    opt(&w.queue),
+                    w.status,
+                    opt(&w.detected),
+                    opt(&w.restored),
+                    opt(&w.tx_drop),
+                    opt(&w.rx_drop)
+                );
+            }
+            for q in &r.queues {
+                let _ = writeln!(
+                    s,
+                    "{} {} packets {} drops {}",
+                    q.port,
+                    q.queue,
+                    opt(&q.packets),
+                    opt(&q.drop_packets)
+                );
+            }
+        }
+        Parsed::Lspci(ls) => {
+            for p in ls {
+                let _ = writeln!(
+                    s,
+                    "{} {}: LnkCap {} MT/s x{}, LnkSta {} MT/s x{}{}",
+                    p.address,
+                    p.description,
+                    opt(&p.cap_speed_mts),
+                    opt(&p.cap_width),
+                    opt(&p.sta_speed_mts),
+                    opt(&p.sta_width),
+                    if p.degraded() { " DEGRADED" } else { "" }
+                );
+            }
+        }
+        Parsed::EthtoolLink(ls) => {
+            for e in ls {
+                let _ = writeln!(
+                    s,
+                    "{}: speed {} Mb/s (max supported {}), duplex {}, link {}, pause rx {} tx {}",
+                    e.interface.as_deref().unwrap_or("?"),
+                    opt(&e.speed_mbps),
+                    opt(&e.max_supported_mbps),
+                    e.duplex.as_deref().unwrap_or("-"),
+                    opt(&e.link_detected),
+                    opt(&e.pause_rx),
+                    opt(&e.pause_tx)
+                );
+            }
+        }
+        Parsed::Events(es) => {
+            for e in es {
+                let _ = writeln!(
+                    s,
+                    "line {}: {:?} {} {}",
+                    e.line,
+                    e.kind,
+                    e.device.as_deref().unwrap_or("-"),
+                    e.pci.as_deref().unwrap_or("")
+                );
+            }
+        }
     }
     s
 }

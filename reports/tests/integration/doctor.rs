@@ -150,8 +150,20 @@ fn s06_drops_on_the_lossless_priority_and_retransmissions() {
         Severity::Critical,
     );
     assert!(d.findings[0].evidence[0].contains("rx_prio3_discards +18000"));
-    assert!(d.findings.iter().any(|f| f.symptom == Symptom::PacketLoss
-        && f.evidence.iter().any(|e| e == "out_of_sequence +18234")));
+    // The retransmissions are the drop's consequence, folded into it.
+    assert!(d.findings[0]
+        .evidence
+        .iter()
+        .any(|e| e.ends_with("out_of_sequence +18234")));
+    assert_eq!(
+        d.findings
+            .iter()
+            .filter(|f| f.symptom == Symptom::PacketLoss)
+            .count(),
+        1,
+        "one cause, reported once:\n{}",
+        d.render_text()
+    );
 }
 
 #[test]
@@ -548,13 +560,25 @@ fn simulator_counter_dumps_feed_the_doctor() {
         .sources
         .iter()
         .all(|s| !s.since_boot && s.interval_ps == Some(sim_time_ps)));
+    // The switch sends the PAUSE that holds h1: it is the origin, and h1's
+    // port is listed as held, with its share of simulated time.
     let first = &d.findings[0];
     assert_eq!(
         (first.symptom, first.severity, first.subject.as_str()),
-        (Symptom::RxPause, Severity::Error, "h1 prio3")
+        (Symptom::TxPause, Severity::Error, "sw0"),
+        "{}",
+        d.render_text()
     );
     assert!(
-        first.evidence[0].contains("60.000% of the interval"),
+        first.affects.contains(&"h1".to_string()),
+        "{:?}",
+        first.affects
+    );
+    assert!(
+        first
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("h1 rx_prio3_pause +40000") && e.contains("held 60.000%")),
         "{:?}",
         first.evidence
     );
@@ -563,10 +587,14 @@ fn simulator_counter_dumps_feed_the_doctor() {
         "{:?}",
         first.evidence
     );
-    assert!(d
-        .findings
-        .iter()
-        .any(|f| f.symptom == Symptom::TxPause && f.subject == "sw0-p1 prio3"));
+    assert_eq!(
+        d.findings
+            .iter()
+            .filter(|f| matches!(f.symptom, Symptom::TxPause | Symptom::RxPause))
+            .count(),
+        1,
+        "one pause cause"
+    );
     assert!(d
         .findings
         .iter()
@@ -593,4 +621,143 @@ fn simulated_time_metadata_makes_one_snapshot_a_delta() {
         .unwrap();
     assert_eq!(f.severity, Severity::Error);
     assert!(f.evidence[0].contains("12.400%"), "{:?}", f.evidence);
+}
+
+/// A rocelab run folder (results.json, counters/<variant>/, report.html)
+/// of the tiny incast, written as `rocelab run` writes it.
+fn tiny_run_folder(tag: &str) -> std::path::PathBuf {
+    let doc = crate::render::tiny();
+    let dir = std::env::temp_dir().join(format!("rocelab-doctor-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("results.json"), doc.to_json()).unwrap();
+    std::fs::write(dir.join("report.html"), reports::render::html(doc)).unwrap();
+    for r in &doc.variants {
+        let prios: &[u8] = if r.summary.variant == "lossless" {
+            &[3]
+        } else {
+            &[]
+        };
+        sim::stats::write_counter_dumps(&dir.join("counters").join(&r.summary.variant), r, prios)
+            .unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_run_folder_is_diagnosed_per_variant_with_the_drop_first() {
+    let dir = tiny_run_folder("folder");
+    let loaded = reports::doctor::load(std::slice::from_ref(&dir), &mut std::io::empty());
+    assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
+    assert!(loaded.skipped[0].path.ends_with("report.html"));
+    let d = diagnose(&loaded.inputs, &Options::default());
+    let text = d.render_text();
+    let first = &d.findings[0];
+    assert_eq!(first.symptom, Symptom::PacketLoss, "{text}");
+    assert_eq!(first.scope.as_deref(), Some("lossy"), "{text}");
+    assert_eq!(first.subject, "leaf0", "{text}");
+    assert!(first.title.contains("PFC off"), "{text}");
+    // Every variant's counters stay apart: one source per node and variant.
+    assert!(d.sources.iter().all(|s| s.snapshots == 1), "{text}");
+    // No cause twice: one finding per (scope, symptom) for loss and pause.
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &d.findings {
+        if matches!(
+            f.symptom,
+            Symptom::PacketLoss | Symptom::TxPause | Symptom::RxPause | Symptom::AckTimeout
+        ) {
+            assert!(
+                seen.insert((f.scope.clone(), f.symptom)),
+                "{:?} twice in {:?}:\n{text}",
+                f.symptom,
+                f.scope
+            );
+        }
+    }
+    // The lossless variant's pause is one cause at its origin switch.
+    let pause = d
+        .findings
+        .iter()
+        .find(|f| f.scope.as_deref() == Some("lossless") && f.symptom == Symptom::TxPause)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(pause.origin.as_deref(), Some("leaf0"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn results_json_alone_reports_drops_and_unfinished_flows() {
+    let doc = crate::render::tiny();
+    let parsed = realnic::parse(None, &doc.to_json()).unwrap();
+    let d = diagnose(
+        &[Input {
+            name: "results.json".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    let lossy = &doc
+        .variants
+        .iter()
+        .find(|v| v.summary.variant == "lossy")
+        .unwrap()
+        .summary;
+    assert!(lossy.drops > 0);
+    let first = &d.findings[0];
+    assert_eq!(first.symptom, Symptom::PacketLoss, "{}", d.render_text());
+    assert!(first.severity >= Severity::Error);
+    assert!(
+        first
+            .evidence
+            .iter()
+            .any(|e| e.contains(&format!("drops {}", lossy.drops))),
+        "{:?}",
+        first.evidence
+    );
+}
+
+#[test]
+fn stdin_and_missing_paths_are_inputs_or_skipped_never_fatal() {
+    let text = fixture("ethtool/mlx5_single.txt");
+    let loaded = reports::doctor::load(
+        &[
+            std::path::PathBuf::from("-"),
+            std::path::PathBuf::from("/nonexistent/rocelab-doctor"),
+        ],
+        &mut text.as_bytes(),
+    );
+    assert_eq!(loaded.inputs.len(), 1);
+    assert_eq!(loaded.inputs[0].name, "-");
+    assert_eq!(loaded.skipped.len(), 1);
+    assert!(loaded.skipped[0].path.contains("nonexistent"));
+}
+
+#[test]
+fn a_gid_kind_mismatch_between_the_two_ends_is_an_addressing_error() {
+    let text = fixture("perftest/write_bw_client.txt").replace(
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02",
+        " GID: 254:128:00:00:00:00:00:00:02:66:74:255:254:203:190:206",
+    );
+    let d = diagnose(
+        &[Input {
+            name: "perftest.txt".into(),
+            parsed: realnic::parse(None, &text).unwrap(),
+        }],
+        &Options::default(),
+    );
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.title.contains("GID index or RoCE version mismatch"))
+        .unwrap_or_else(|| panic!("{}", d.render_text()));
+    assert_eq!(f.severity, Severity::Error);
+    assert!(f.evidence[0].contains("IPv4-mapped") && f.evidence[0].contains("link-local"));
+    // The unmodified run (both ends IPv4-mapped) has no such finding.
+    let d = diagnose(
+        &[Input {
+            name: "perftest.txt".into(),
+            parsed: realnic::parse(None, &fixture("perftest/write_bw_client.txt")).unwrap(),
+        }],
+        &Options::default(),
+    );
+    assert!(!d.findings.iter().any(|f| f.title.contains("mismatch")));
 }

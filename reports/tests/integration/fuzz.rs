@@ -65,6 +65,31 @@ const FRAGMENTS: &[&str] = &[
     "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/3(5)/GDRDMA",
     "h:1:1 [0] NCCL WARN NET/IB : Got completion from peer with status=",
     "{\"variants\":[{\"summary\":{\"goodput_bps\":1e400}}]}",
+    "{\"variants\":[{\"summary\":{\"goodput_bps\":1,\"variant\":\"v\",\"sim_time_ps\":18446744073709551615},\"ports\":[{\"node\":\"leaf0\",\"port\":9,\"peer\":\"leaf0\",\"is_nic\":false,\"rx_discards\":18446744073709551615,\"prio\":[{\"tx_pause\":5,\"rx_pause\":18446744073709551615,\"rx_pause_duration_ps\":18446744073709551615}]}],\"flows\":[{\"id\":1,\"src\":\"a\",\"dst\":\"b\"}],\"nics\":[{\"node\":\"h0\",\"out_of_sequence\":4}]}]}",
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+    "     1048576        262144     float     sum      -1    28.15   37.25   65.19      0    27.52   38.10   66.67      0",
+    "           8             2     float     sum      -1    42.56    0.00",
+    "#  Rank  0 Group  0 Pid  28307 on      gpu59 device  0 [0x16] NVIDIA GeForce RTX 4090",
+    "# Avg bus bandwidth    : 99999999999999999999.9",
+    "      QUEUE    STATUS    STORM DETECTED/RESTORED      TX OK/DROP    RX OK/DROP    TX LAST OK/DROP    RX LAST OK/DROP",
+    "Ethernet0:3   stormed          18446744073709551615/0   1/2   3/4",
+    "  Port Rx    PFC0    PFC1    PFC2    PFC3",
+    "  Port Tx    PFC0    PFC1    PFC2    PFC3",
+    "Ethernet0       0       0       0   12,345,678,901,234,567,890",
+    "     Port    TxQ    Counter/pkts    Counter/bytes    Drop/pkts    Drop/bytes",
+    "Ethernet0    UC3           1,234           5,678           N/A           9",
+    "3b:00.0 Ethernet controller: Mellanox Technologies MT28908 Family [ConnectX-6]",
+    "\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16",
+    "\t\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x99999999999999999999 (downgraded)",
+    "Settings for enp59s0f0:",
+    "\tSupported link modes:   100000baseCR4/Full 99999999999999999999999baseX",
+    "\tSpeed: 25000Mb/s",
+    "\tLink detected: no",
+    "Pause parameters for eth0:",
+    "RX:\t\ton",
+    "[compute001:31180:0:31180] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15",
+    "mlx5_core 0000:3b:00.0 enp59s0f0: Link down",
+    "ice 0000:5e:00.0: PCIe Bus Error: severity=Corrected",
 ];
 
 fn line() -> impl Strategy<Value = String> {
@@ -100,6 +125,17 @@ proptest! {
     }
 
     #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let input = String::from_utf8_lossy(&bytes);
+        for kind in Kind::ALL {
+            let _ = realnic::parse(Some(kind), &input);
+        }
+        let loaded = reports::doctor::load(&[std::path::PathBuf::from("-")], &mut bytes.as_slice());
+        let d = diagnose(&loaded.inputs, &Options::default());
+        let _ = d.render_text();
+    }
+
+    #[test]
     fn doctor_never_panics_on_pairs(a in text(), b in text()) {
         let inputs: Vec<Input> = [a, b]
             .iter()
@@ -108,5 +144,20 @@ proptest! {
             .collect();
         let d = diagnose(&inputs, &Options { interval: Some(verbs_emu::time::Duration::from_ps(1)) });
         let _ = d.render_text();
+    }
+}
+
+#[test]
+fn non_rdma_text_is_rejected_with_a_clear_message() {
+    for text in [
+        "Hello, this is a letter.\nBest regards: Anna\n",
+        "name: rocelab\nversion: 3\nauthors: 2\n",
+        "fn main() {\n    println!(\"hi\");\n}\n",
+        "<!doctype html><html><body>report</body></html>",
+        "",
+    ] {
+        let e = realnic::parse(None, text).unwrap_err().to_string();
+        assert!(e.starts_with("not RDMA tool output"), "{text:?}: {e}");
+        assert!(e.contains("ethtool -S") && e.contains("nccl-tests"), "{e}");
     }
 }

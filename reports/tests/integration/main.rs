@@ -3,6 +3,7 @@
 //! report, and robustness against arbitrary text.
 
 mod compare;
+mod corpus;
 mod doctor;
 mod fuzz;
 mod parsers;

@@ -12,7 +12,7 @@ use sim::topology::Routes;
 use crate::fixture_path;
 
 /// The tiny incast scenario, every variant simulated once per test binary.
-fn tiny() -> &'static ScenarioResults {
+pub(crate) fn tiny() -> &'static ScenarioResults {
     static DOC: OnceLock<ScenarioResults> = OnceLock::new();
     DOC.get_or_init(|| {
         let sc = scenario::load(&fixture_path("render/tiny-incast.toml")).unwrap();

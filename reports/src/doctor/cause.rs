@@ -1,0 +1,615 @@
+//! From symptoms to root causes: the checks report what each source shows;
+//! this pass turns them into one finding per cause within one scope.
+//!
+//! Rules, in order:
+//! 1. **PAUSE** findings (rx/tx pause of every port) become one finding per
+//!    origin. A node (host, or switch with its `-pN` ports) that sends
+//!    PAUSE while itself held less than half as long is an origin; nodes
+//!    that both receive and send pass it on; nodes that only receive are
+//!    victims. When the topology is known (a `results.json`'s port peers),
+//!    the spread is followed link by link from the origin. When no node in
+//!    the capture sends PAUSE, the one finding says the origin is beyond
+//!    the capture. A host whose NIC sends PAUSE is thereby named as its
+//!    ToR's cause.
+//! 2. **Loss**: port drops are grouped per node (one finding per dropping
+//!    node). Transport consequences (out-of-sequence, NAK sequence
+//!    errors, ACK timeouts, retransmissions, unfinished or failed flows of
+//!    a simulated run) are folded into the most important loss cause of
+//!    the scope (drops, corruption, MTU drops, link flaps) instead of
+//!    being reported again; with no such cause in the capture, they stay
+//!    one finding per symptom.
+//! 3. Everything else: findings of one symptom and title are merged, their
+//!    subjects listed in `affects`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::checks::{node_of, pct, prio_names, tags, Context};
+use super::sim::SimVariant;
+use super::{Finding, Severity, Symptom};
+
+/// Most evidence lines kept in one merged finding.
+const MAX_EVIDENCE: usize = 12;
+
+/// Consolidate the raw findings of one scope.
+pub(super) fn consolidate(raw: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
+    let (pause, rest): (Vec<Finding>, Vec<Finding>) = raw
+        .into_iter()
+        .partition(|f| matches!(f.symptom, Symptom::RxPause | Symptom::TxPause));
+    let mut out = pause_causes(pause, ctx);
+    // A receiver taking most ECN marks is the congestion point of the
+    // pause cause when there is one: evidence, not a second cause.
+    let (slow, rest): (Vec<Finding>, Vec<Finding>) = rest
+        .into_iter()
+        .partition(|f| f.symptom == Symptom::SlowReceiver);
+    let (loss, rest) = loss_causes(rest, ctx);
+    out.extend(loss);
+    for s in slow {
+        match out.first_mut() {
+            Some(p) => p.evidence.extend(s.evidence),
+            None => out.push(s),
+        }
+    }
+    out.extend(merge_alike(rest));
+    out
+}
+
+/// Per node: the largest share of time (ppm; frames when no duration is
+/// known) it was held (rx) and it held a peer (tx).
+#[derive(Debug, Clone, Copy, Default)]
+struct NodePause {
+    rx: u64,
+    tx: u64,
+    rx_ppm: Option<u64>,
+    tx_ppm: Option<u64>,
+}
+
+fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
+    if found.is_empty() {
+        return found;
+    }
+    let mut nodes: BTreeMap<String, NodePause> = BTreeMap::new();
+    let mut switch_nodes: BTreeSet<String> = BTreeSet::new();
+    // Port (source) -> held share, for the victims' list.
+    let mut held: Vec<(String, String, u64, String)> = Vec::new();
+    for v in &ctx.eth {
+        let node = v.node();
+        if node != v.label() {
+            switch_nodes.insert(node.clone());
+        }
+        for tag in tags() {
+            let (rx, rxd, tx, txd) = prio_names(&tag);
+            let np = nodes.entry(node.clone()).or_default();
+            for (is_rx, n, d) in [(true, &rx, &rxd), (false, &tx, &txd)] {
+                let frames = v.get(n);
+                if frames == 0 {
+                    continue;
+                }
+                let ppm = v.share_ppm(v.get(d));
+                let weight = ppm.unwrap_or(frames);
+                if is_rx {
+                    np.rx = np.rx.max(weight);
+                    np.rx_ppm = np.rx_ppm.max(ppm);
+                    held.push((
+                        v.label(),
+                        node.clone(),
+                        weight,
+                        format!(
+                            "{} {n} +{frames}, {d} +{} us{}",
+                            v.label(),
+                            v.get(d),
+                            ppm.map(|p| format!(" (held {})", pct(p)))
+                                .unwrap_or_default()
+                        ),
+                    ));
+                } else {
+                    np.tx = np.tx.max(weight);
+                    np.tx_ppm = np.tx_ppm.max(ppm);
+                }
+            }
+        }
+    }
+    for v in &ctx.sim {
+        for p in &v.ports {
+            if !p.is_nic {
+                switch_nodes.insert(p.node.clone());
+            }
+        }
+    }
+    let severity = found
+        .iter()
+        .map(|f| f.severity)
+        .max()
+        .unwrap_or(Severity::Info);
+    let senders: Vec<(&String, &NodePause)> = nodes.iter().filter(|(_, p)| p.tx > 0).collect();
+    let mut origins: Vec<String> = senders
+        .iter()
+        .filter(|(_, p)| p.rx.saturating_mul(2) < p.tx)
+        .map(|(n, _)| (*n).clone())
+        .collect();
+    let looped = origins.is_empty() && !senders.is_empty();
+    if looped {
+        if let Some((n, _)) = senders.iter().max_by_key(|(_, p)| p.tx) {
+            origins.push((*n).clone());
+        }
+    }
+    held.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    // Who pauses whom, when the links are known: the peer of a held port
+    // is the node that sent it PAUSE.
+    let peer: BTreeMap<String, String> = ctx
+        .sim
+        .iter()
+        .flat_map(|v| v.ports.iter())
+        .map(|p| (p.source.clone(), p.peer.clone()))
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (port, node, _, _) in &held {
+        if let Some(p) = peer.get(port) {
+            edges.entry(p.clone()).or_default().insert(node.clone());
+        }
+    }
+    let mut out = Vec::new();
+    if origins.is_empty() {
+        // Only receivers in the capture: the origin is beyond it; one
+        // finding per priority, every held port listed.
+        let mut merged = merge_alike(found);
+        for f in &mut merged {
+            f.severity = severity;
+            f.impact = impact_of_hold(held.first(), &ctx.sim);
+        }
+        return merged;
+    }
+    for origin in &origins {
+        let np = nodes.get(origin).copied().unwrap_or_default();
+        let is_switch = switch_nodes.contains(origin);
+        let mut f = found
+            .iter()
+            .find(|f| {
+                f.symptom == Symptom::TxPause && node_of(subject_source(&f.subject)) == *origin
+            })
+            .cloned()
+            .unwrap_or_else(|| found[0].clone());
+        f.symptom = Symptom::TxPause;
+        f.id = Symptom::TxPause.id();
+        f.playbook = Symptom::TxPause.number();
+        f.severity = severity;
+        f.subject = origin.clone();
+        f.origin = Some(origin.clone());
+        // Evidence: the origin's own PAUSE, then the most-held ports.
+        let mut ev: Vec<String> = found
+            .iter()
+            .filter(|g| {
+                g.symptom == Symptom::TxPause && node_of(subject_source(&g.subject)) == *origin
+            })
+            .flat_map(|g| {
+                g.evidence
+                    .iter()
+                    .map(move |e| format!("{}: {e}", g.subject))
+            })
+            .filter(|e| !e.contains("other source(s) show"))
+            .collect();
+        cap_evidence(&mut ev);
+        // Spread: breadth first from the origin along known links.
+        let mut reach: Vec<String> = Vec::new();
+        let mut seen: BTreeSet<String> = BTreeSet::from([origin.clone()]);
+        let mut frontier = vec![origin.clone()];
+        let mut chain = Vec::new();
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for n in &frontier {
+                if let Some(vs) = edges.get(n) {
+                    let new: Vec<String> = vs
+                        .iter()
+                        .filter(|x| seen.insert((*x).clone()))
+                        .cloned()
+                        .collect();
+                    if !new.is_empty() {
+                        chain.push(format!("{n} pauses {}", new.join(", ")));
+                        reach.extend(new.iter().cloned());
+                        next.extend(new);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        if !chain.is_empty() {
+            ev.push(format!("PAUSE spreads: {}", chain.join("; ")));
+        }
+        let victims = held.len();
+        ev.extend(held.iter().take(6).map(|h| h.3.clone()));
+        if victims > 6 {
+            ev.push(format!("... and {} more held ports", victims - 6));
+        }
+        f.evidence = ev;
+        f.affects = std::iter::once(origin.clone())
+            .chain(held.iter().map(|h| h.0.clone()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let share = np
+            .tx_ppm
+            .map(|p| format!(" {} of the time", pct(p)))
+            .unwrap_or_default();
+        if looped {
+            f.title = format!("PAUSE circulates: every node that sends it is also held; {origin} sends the most{share} (possible PFC deadlock loop)");
+        } else if is_switch {
+            f.title = format!(
+                "PAUSE starts at switch {origin} (its buffer crosses XOFF{share}) and spreads to {} port(s)",
+                victims
+            );
+            let hot = ctx
+                .sim
+                .iter()
+                .flat_map(|v| v.ports.iter())
+                .filter(|p| p.node == *origin)
+                .max_by_key(|p| p.max_queue_bytes)
+                .filter(|p| p.max_queue_bytes > 0);
+            f.check_first = match hot {
+                Some(p) => format!(
+                    "what converges on {origin}'s egress towards {} (its queue reached {} bytes): an incast or an oversubscribed link; then ECN/DCQCN marking below the XOFF threshold so senders slow down before PFC acts",
+                    p.peer, p.max_queue_bytes
+                ),
+                None => format!("the congested egress of {origin} (which traffic converges there: incast, oversubscription); ECN marking thresholds below XOFF so DCQCN acts before PFC; the victims' paths share the paused priority"),
+            };
+            f.why = "a switch sends PAUSE on an ingress when the buffer it holds for that ingress and priority crosses XOFF; the upstream ports then stop the whole priority, so flows that never touch the congested egress wait too (head-of-line blocking) and, when the upstream switch fills in turn, the pause climbs tier by tier".into();
+        } else {
+            f.title = format!(
+                "host {origin}'s NIC sends PAUSE{share}: it cannot drain what arrives, and is the cause of its ToR's pause"
+            );
+            f.why = "a NIC sends PAUSE when its own receive buffer for the priority crosses XOFF, so the bottleneck is inside this host (PCIe, memory, a receiver that does not keep up); the switch then holds traffic for it and pauses its own upstream".into();
+        }
+        f.impact = impact_of_hold(held.first(), &ctx.sim);
+        out.push(f);
+    }
+    out
+}
+
+/// The source part of a subject like `h3 prio3`.
+fn subject_source(subject: &str) -> &str {
+    subject.split(' ').next().unwrap_or(subject)
+}
+
+/// What the most-held port's share costs a bandwidth-bound collective.
+fn impact_of_hold(top: Option<&(String, String, u64, String)>, sim: &[SimVariant]) -> String {
+    let mut s = String::new();
+    if let Some((port, _, w, line)) = top {
+        if line.contains("(held ") && *w < 1_000_000 {
+            let keep = 1_000_000 - *w;
+            // Step time of a bandwidth-bound ring all-reduce scales as
+            // 1 / (available share of line rate).
+            let factor_milli = 1_000_000_000u64 / keep.max(1);
+            s = format!(
+                "the most-held port, {port}, could send at most {} of line rate; a bandwidth-bound all-reduce step over it takes {}.{:03}x as long (step time ~ 2(n-1)/n x S / B, B reduced by the paused share); flows sharing the paused priority wait although their own path is not congested",
+                pct(keep),
+                factor_milli / 1000,
+                factor_milli % 1000
+            );
+        }
+    }
+    for v in sim {
+        for (g, step, ideal) in &v.groups {
+            if let (Some(st), Some(id)) = (step, ideal) {
+                if *id > 0 {
+                    s.push_str(&format!(
+                        "; {g}: step {} vs ideal {} ({}.{:02}x)",
+                        verbs_emu::time::Duration::from_ps(*st),
+                        verbs_emu::time::Duration::from_ps(*id),
+                        st / id,
+                        (st % id) * 100 / id
+                    ));
+                }
+            }
+        }
+    }
+    if s.is_empty() {
+        s = "senders on the paused priority stall in bursts; collectives run at the pace of the most-held link: step time inflates and jitters, with no error anywhere".into();
+    }
+    s
+}
+
+fn is_loss_cause(f: &Finding) -> bool {
+    f.origin.is_some()
+        && matches!(
+            f.symptom,
+            Symptom::PacketLoss
+                | Symptom::Corruption
+                | Symptom::MtuMismatch
+                | Symptom::LinkDegraded
+        )
+}
+
+fn is_consequence(f: &Finding) -> bool {
+    (f.symptom == Symptom::PacketLoss && f.origin.is_none())
+        || (f.symptom == Symptom::AckTimeout && f.subject != "job log" && !f.title.contains("GID"))
+}
+
+fn loss_causes(found: Vec<Finding>, ctx: &Context) -> (Vec<Finding>, Vec<Finding>) {
+    let (mut causes, rest): (Vec<Finding>, Vec<Finding>) =
+        found.into_iter().partition(is_loss_cause);
+    let (consequences, rest): (Vec<Finding>, Vec<Finding>) =
+        rest.into_iter().partition(is_consequence);
+    // One cause per node and symptom; buffer drops (packet-loss) of a
+    // scope are one cause, named after the node that drops the most.
+    let mut drops: BTreeMap<String, u64> = BTreeMap::new();
+    for f in causes.iter().filter(|f| f.symptom == Symptom::PacketLoss) {
+        *drops
+            .entry(f.origin.clone().unwrap_or_default())
+            .or_default() += drops_in(f);
+    }
+    let worst_node = drops
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(n, _)| n.clone());
+    causes.sort_by_key(|f| (f.origin != worst_node, std::cmp::Reverse(drops_in(f))));
+    let mut by_node: BTreeMap<(Symptom, String), Finding> = BTreeMap::new();
+    for f in causes.drain(..) {
+        let node = if f.symptom == Symptom::PacketLoss {
+            worst_node.clone().unwrap_or_default()
+        } else {
+            f.origin.clone().unwrap_or_default()
+        };
+        let key = (f.symptom, node);
+        match by_node.get_mut(&key) {
+            Some(g) => absorb(g, f),
+            None => {
+                let mut g = f;
+                g.affects = vec![g.subject.clone()];
+                let subj = g.subject.clone();
+                for e in &mut g.evidence {
+                    if !e.starts_with(&subj) {
+                        *e = format!("{subj}: {e}");
+                    }
+                }
+                g.subject = key.1.clone();
+                g.origin = Some(key.1.clone());
+                by_node.insert(key, g);
+            }
+        }
+    }
+    let mut causes: Vec<Finding> = by_node.into_values().collect();
+    for f in &mut causes {
+        cap_evidence(&mut f.evidence);
+        if f.symptom == Symptom::PacketLoss {
+            let pfc_off = !f.evidence.iter().any(|e| e.contains("lossless"));
+            let node = f.subject.clone();
+            let others: BTreeSet<String> = f
+                .affects
+                .iter()
+                .map(|a| node_of(a))
+                .filter(|n| *n != node)
+                .collect();
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (and {} further dropping node(s): {})",
+                    others.len(),
+                    others.into_iter().collect::<Vec<_>>().join(", ")
+                )
+            };
+            let prios: BTreeSet<String> = f
+                .evidence
+                .iter()
+                .filter_map(|e| e.split_whitespace().find(|w| w.starts_with("rx_prio")))
+                .filter_map(|w| w.strip_prefix("rx_").and_then(|w| w.split('_').next()))
+                .map(str::to_string)
+                .collect();
+            let on = if prios.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", prios.into_iter().collect::<Vec<_>>().join(", "))
+            };
+            f.title = if pfc_off {
+                format!("{node} drops frames{on} with PFC off: RoCE runs lossy there{also}")
+            } else {
+                format!("{node} drops frames{on} although PFC is on (lossless priority){also}")
+            };
+        }
+    }
+    // The simulated run's flow outcomes.
+    let mut sim_ev = Vec::new();
+    let mut unfinished = 0usize;
+    for v in &ctx.sim {
+        sim_ev.extend(sim_facts(v));
+        unfinished += v.unfinished.len();
+    }
+    let mut out = Vec::new();
+    if causes.is_empty() {
+        let mut merged = merge_alike(consequences);
+        if !sim_ev.is_empty() {
+            if let Some(first) = merged.first_mut() {
+                first.evidence.extend(sim_ev);
+                if unfinished > 0 {
+                    first.severity = first.severity.max(Severity::Critical);
+                }
+            } else if unfinished > 0 {
+                let mut f = Finding::new(Severity::Error, Symptom::CompletionError, "run");
+                f.title = format!("{unfinished} flow(s) did not finish");
+                f.evidence = sim_ev;
+                f.impact = "the transfers never complete: a training step waiting on them hangs until its timeout".into();
+                f.check_first = "the flows' paths: pause that never ends (storm, deadlock), a link down, or retries exhausted".into();
+                f.why = "a flow that neither completes nor fails by the end of the run is stuck behind something".into();
+                merged.push(f);
+            }
+        }
+        out.extend(merged);
+        return (out, rest);
+    }
+    causes.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(drops_in(b).cmp(&drops_in(a)))
+    });
+    let top = &mut causes[0];
+    let mut conseq_lines = Vec::new();
+    let mut hosts = BTreeSet::new();
+    for c in &consequences {
+        hosts.insert(c.subject.clone());
+        for e in c.evidence.iter().filter(|e| e.contains('+')) {
+            conseq_lines.push(format!("{}: {e}", c.subject));
+        }
+    }
+    cap_evidence(&mut conseq_lines);
+    top.evidence.extend(sim_ev);
+    if !conseq_lines.is_empty() {
+        top.evidence.push(format!(
+            "consequence on {} host(s): go-back-N retransmissions and timeouts",
+            hosts.len()
+        ));
+        top.evidence.extend(conseq_lines);
+    }
+    top.affects.extend(hosts);
+    if unfinished > 0 {
+        top.severity = Severity::Critical;
+    }
+    if let Some(imp) = loss_impact(ctx) {
+        top.impact = imp;
+    }
+    out.extend(causes);
+    (out, rest)
+}
+
+fn drops_in(f: &Finding) -> u64 {
+    f.evidence
+        .iter()
+        .flat_map(|e| e.split_whitespace())
+        .filter_map(|w| w.strip_prefix('+').and_then(|n| n.parse::<u64>().ok()))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Flow outcomes of a simulated run, as evidence lines.
+fn sim_facts(v: &SimVariant) -> Vec<String> {
+    let mut ev = Vec::new();
+    if !v.unfinished.is_empty() {
+        let failed = v.unfinished.iter().filter(|f| f.failed).count();
+        let sample: Vec<String> = v
+            .unfinished
+            .iter()
+            .take(4)
+            .map(|f| {
+                format!(
+                    "flow {} {}->{} {} of {} bytes acked{}",
+                    f.id,
+                    f.src,
+                    f.dst,
+                    f.acked,
+                    f.size,
+                    if f.failed { ", failed" } else { "" }
+                )
+            })
+            .collect();
+        ev.push(format!(
+            "results.json {}: {} of {} flows did not complete ({failed} failed) by the end of the run ({}, stop reason {}): {}{}",
+            v.name,
+            v.unfinished.len(),
+            v.flows_total,
+            verbs_emu::time::Duration::from_ps(v.sim_time_ps),
+            if v.stop_reason.is_empty() { "?" } else { &v.stop_reason },
+            sample.join("; "),
+            if v.unfinished.len() > 4 { "; ..." } else { "" }
+        ));
+    }
+    if v.drops > 0 || v.retransmitted_packets > 0 {
+        let share = if v.frames_sent > 0 {
+            format!(
+                " ({} of the {} frames sent)",
+                pct(u64::try_from(
+                    u128::from(v.retransmitted_packets) * 1_000_000 / u128::from(v.frames_sent)
+                )
+                .unwrap_or(u64::MAX)),
+                v.frames_sent
+            )
+        } else {
+            String::new()
+        };
+        ev.push(format!(
+            "results.json {}: drops {}, retransmitted_packets {}{share}, goodput {:.2} Gbit/s",
+            v.name,
+            v.drops,
+            v.retransmitted_packets,
+            v.goodput_bps / 1e9
+        ));
+    }
+    ev
+}
+
+/// What the loss costs, in numbers from the simulated run when given.
+fn loss_impact(ctx: &Context) -> Option<String> {
+    let v = ctx
+        .sim
+        .iter()
+        .find(|v| v.drops > 0 || !v.unfinished.is_empty())?;
+    Some(format!(
+        "go-back-N resends the whole window after each loss, so the link carries retransmissions instead of progress: {} packets resent, goodput {:.2} Gbit/s, {} of {} flows unfinished after {}; in a collective, every rank waits for the slowest flow, so the step time is set by these",
+        v.retransmitted_packets,
+        v.goodput_bps / 1e9,
+        v.unfinished.len(),
+        v.flows_total,
+        verbs_emu::time::Duration::from_ps(v.sim_time_ps)
+    ))
+}
+
+/// Merge `f` into `into`: severity max, evidence appended (deduplicated),
+/// subject added to `affects`.
+fn absorb(into: &mut Finding, f: Finding) {
+    into.severity = into.severity.max(f.severity);
+    if !into.affects.contains(&f.subject) {
+        into.affects.push(f.subject.clone());
+    }
+    for e in f.evidence {
+        let line = if e.starts_with(&f.subject) {
+            e
+        } else {
+            format!("{}: {e}", f.subject)
+        };
+        if !into.evidence.contains(&line) {
+            into.evidence.push(line);
+        }
+    }
+}
+
+/// One finding per (symptom, title): the same symptom on several ports
+/// is reported once with every port in `affects`.
+pub(super) fn merge_alike(found: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let mut merged: Vec<bool> = Vec::new();
+    for f in found {
+        match out
+            .iter_mut()
+            .enumerate()
+            .find(|(_, g)| g.symptom == f.symptom && g.title == f.title && g.severity == f.severity)
+        {
+            Some((i, g)) => {
+                merged[i] = true;
+                if g.affects.is_empty() {
+                    g.affects.push(g.subject.clone());
+                    let subj = g.subject.clone();
+                    for e in &mut g.evidence {
+                        if !e.starts_with(&subj) {
+                            *e = format!("{subj}: {e}");
+                        }
+                    }
+                }
+                absorb(g, f);
+            }
+            None => {
+                out.push(f);
+                merged.push(false);
+            }
+        }
+    }
+    for (f, m) in out.iter_mut().zip(merged) {
+        if m && f.affects.len() > 1 {
+            f.subject = format!("{} and {} more", f.affects[0], f.affects.len() - 1);
+        }
+        cap_evidence(&mut f.evidence);
+    }
+    out
+}
+
+fn cap_evidence(ev: &mut Vec<String>) {
+    if ev.len() > MAX_EVIDENCE {
+        let more = ev.len() - (MAX_EVIDENCE - 1);
+        ev.truncate(MAX_EVIDENCE - 1);
+        ev.push(format!("... and {more} more lines like these"));
+    }
+}

@@ -1,0 +1,151 @@
+//! Gathering the doctor's inputs from paths: files, folders (recursively)
+//! and `-` for standard input.
+//!
+//! Contract: nothing a path holds is fatal. A file that cannot be read, is
+//! not text the parsers recognise (a rendered `report.html`, an image) or
+//! that a parser rejects is listed in [`Loaded::skipped`] with the reason;
+//! every other file becomes an [`Input`]. Folders are walked in sorted
+//! path order so the same folder always gives the same inputs.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::Input;
+use crate::realnic;
+
+/// A path the doctor did not use, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// The path as given or found.
+    pub path: String,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// What [`load`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Loaded {
+    /// Parsed inputs, in path order.
+    pub inputs: Vec<Input>,
+    /// Paths not used.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Largest file read (bytes): counter dumps and logs are far smaller; a
+/// bigger file is skipped rather than held in memory.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Deepest folder nesting walked.
+pub const MAX_DEPTH: usize = 32;
+
+/// Read every path: a file stands for itself, a folder for every file below
+/// it (sorted), `-` for `stdin`.
+pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Loaded {
+    let mut out = Loaded::default();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            let mut buf = Vec::new();
+            match stdin.read_to_end(&mut buf) {
+                Ok(_) => add_text(&mut out, "-".into(), &buf),
+                Err(e) => out.skipped.push(Skipped {
+                    path: "-".into(),
+                    reason: format!("cannot read standard input: {e}"),
+                }),
+            }
+            continue;
+        }
+        let mut files = Vec::new();
+        expand(p, 0, &mut files, &mut out.skipped);
+        for f in files {
+            let name = f.display().to_string();
+            match read_limited(&f) {
+                Ok(bytes) => add_text(&mut out, name, &bytes),
+                Err(reason) => out.skipped.push(Skipped { path: name, reason }),
+            }
+        }
+    }
+    out
+}
+
+fn read_limited(f: &Path) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(f).map_err(|e| e.to_string())?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "{} bytes: larger than the {MAX_FILE_BYTES}-byte limit",
+            meta.len()
+        ));
+    }
+    std::fs::read(f).map_err(|e| e.to_string())
+}
+
+fn add_text(out: &mut Loaded, name: String, bytes: &[u8]) {
+    if looks_binary(bytes) {
+        out.skipped.push(Skipped {
+            path: name,
+            reason: "binary data, not tool output".into(),
+        });
+        return;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    if looks_html(&text) {
+        out.skipped.push(Skipped {
+            path: name,
+            reason: "an HTML page (e.g. report.html), not tool output".into(),
+        });
+        return;
+    }
+    match realnic::parse(None, &text) {
+        Ok(parsed) => out.inputs.push(Input { name, parsed }),
+        Err(e) => out.skipped.push(Skipped {
+            path: name,
+            reason: e.to_string(),
+        }),
+    }
+}
+
+fn looks_binary(b: &[u8]) -> bool {
+    b.iter().take(8192).any(|c| *c == 0)
+}
+
+fn looks_html(t: &str) -> bool {
+    let head: String = t
+        .trim_start()
+        .chars()
+        .take(64)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    head.starts_with("<!doctype html") || head.starts_with("<html")
+}
+
+/// A file stands for itself; a folder for every file below it, sorted by
+/// path. Unreadable folders, paths that do not exist and folders nested
+/// deeper than [`MAX_DEPTH`] (a symbolic link loop) are skipped.
+fn expand(path: &Path, depth: usize, out: &mut Vec<PathBuf>, skipped: &mut Vec<Skipped>) {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() && depth >= MAX_DEPTH => skipped.push(Skipped {
+            path: path.display().to_string(),
+            reason: format!("folder nested more than {MAX_DEPTH} deep (a link loop?)"),
+        }),
+        Err(e) => skipped.push(Skipped {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }),
+        Ok(m) if m.is_dir() => match std::fs::read_dir(path) {
+            Ok(dir) => {
+                let mut inner: Vec<PathBuf> =
+                    dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+                inner.sort();
+                for p in inner {
+                    expand(&p, depth + 1, out, skipped);
+                }
+            }
+            Err(e) => skipped.push(Skipped {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }),
+        },
+        Ok(_) => out.push(path.to_path_buf()),
+    }
+}

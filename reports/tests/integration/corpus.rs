@@ -1,0 +1,103 @@
+//! Real outputs from public vendor documents and issue threads
+//! (`fixtures/corpus/*.txt`, each opening with `# source: URL`), each with
+//! a hand-written expectation (`*.expect`): the kind `parse auto` must
+//! detect, numbers and identifiers that must appear in `parse --json`, and
+//! the first finding the doctor must give when the source names a cause.
+//!
+//! Expectation lines: `kind: K`, `number: N` (an integer in the JSON, in
+//! the parsers' units), `text: S` (a string present in the JSON), `first:
+//! ID` (the first finding's id).
+
+use reports::doctor::{diagnose, Input, Options};
+use reports::realnic;
+
+use crate::fixture_path;
+
+/// Whether `json` holds `n` as a whole JSON number.
+fn has_number(json: &str, n: &str) -> bool {
+    let b = json.as_bytes();
+    let mut from = 0;
+    while let Some(i) = json[from..].find(n) {
+        let at = from + i;
+        let end = at + n.len();
+        let before = at.checked_sub(1).map(|k| b[k]);
+        let after = b.get(end).copied();
+        let num = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_digit() || c == b'.');
+        let quote = |c: Option<u8>| c == Some(b'"');
+        if !num(before) && !num(after) && !quote(before) && !quote(after) {
+            return true;
+        }
+        from = end;
+    }
+    false
+}
+
+#[test]
+fn every_real_fixture_keeps_its_numbers_identifiers_and_diagnosis() {
+    let dir = fixture_path("corpus");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    names.sort();
+    assert!(!names.is_empty());
+    let mut failures = Vec::new();
+    for path in &names {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(
+            text.starts_with("# source: http"),
+            "{name}: first line must be `# source: URL`"
+        );
+        let expect = std::fs::read_to_string(path.with_extension("expect"))
+            .unwrap_or_else(|e| panic!("{name}: no .expect file: {e}"));
+        let parsed = match realnic::parse(None, &text) {
+            Ok(p) => p,
+            Err(e) => {
+                failures.push(format!("{name}: does not parse: {e}"));
+                continue;
+            }
+        };
+        let json = serde_json::to_string(&parsed).unwrap();
+        for line in expect.lines().filter(|l| !l.trim().is_empty()) {
+            let (k, v) = line.split_once(':').unwrap_or((line, ""));
+            let v = v.trim();
+            match k.trim() {
+                "kind" => {
+                    if parsed.kind().name().replace('-', "_") != v {
+                        failures.push(format!("{name}: kind {} expected {v}", parsed.kind()));
+                    }
+                }
+                "number" => {
+                    if !has_number(&json, v) {
+                        failures.push(format!("{name}: number {v} not in the JSON"));
+                    }
+                }
+                "text" => {
+                    if !json.contains(v) {
+                        failures.push(format!("{name}: {v:?} not in the JSON"));
+                    }
+                }
+                "first" => {
+                    let d = diagnose(
+                        &[Input {
+                            name: name.clone(),
+                            parsed: parsed.clone(),
+                        }],
+                        &Options::default(),
+                    );
+                    let got = d.findings.first().map(|f| f.id).unwrap_or("(none)");
+                    if got != v {
+                        failures.push(format!(
+                            "{name}: first finding {got}, expected {v}\n{}",
+                            d.render_text()
+                        ));
+                    }
+                }
+                other => failures.push(format!("{name}: unknown expectation {other:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
