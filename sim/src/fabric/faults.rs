@@ -189,6 +189,14 @@ pub(crate) enum Action {
         /// New drain rate.
         rate: Option<Rate>,
     },
+    /// `static-route` entry `entry` of the world's list comes into force
+    /// (`on`) or leaves it.
+    StaticRoute {
+        /// Index into `World::static_routes`.
+        entry: u32,
+        /// In force from now on.
+        on: bool,
+    },
     /// Host `host`'s receive path returns to its configuration.
     ReceiverRestore {
         /// Host index.
@@ -368,6 +376,28 @@ impl World<'_> {
                             });
                             self.q.schedule(Instant::ZERO + up, Ev::Fault(act));
                         }
+                    }
+                }
+                FaultPlan::StaticRoute { node, dest, via } => {
+                    let (n, v) = (node_of(&node, &key)?, node_of(&via, &key)?);
+                    let d = node_of(&dest, &key)?;
+                    let sw = self.switch_of_node[n.0 as usize];
+                    let host = self.host_of_node[d.0 as usize];
+                    if sw == NONE || host == NONE {
+                        return Err(SimError::Selector {
+                            key,
+                            message: format!("expected a switch {node} and a host {dest}"),
+                        });
+                    }
+                    let p = self.port_towards(n, v, &key)?;
+                    let local = self.ports[p as usize].local;
+                    let entry = self.static_routes.len() as u32;
+                    self.static_routes.push((sw, host, local, false));
+                    let act = self.push_action(Action::StaticRoute { entry, on: true });
+                    self.q.schedule(start, Ev::Fault(act));
+                    if let Some(end) = end {
+                        let act = self.push_action(Action::StaticRoute { entry, on: false });
+                        self.q.schedule(end, Ev::Fault(act));
                     }
                 }
                 FaultPlan::Receiver { node, rate } => {
@@ -569,6 +599,10 @@ impl World<'_> {
                     .schedule(now + convergence, Ev::Fault(self.reroute_action));
             }
             Action::Reroute => self.reroute(),
+            Action::StaticRoute { entry, on } => {
+                self.static_routes[entry as usize].3 = on;
+                self.install_routes();
+            }
             Action::Receiver { host, rate } => self.set_receiver(host, rate, rate.is_none(), now),
             Action::ReceiverRestore { host } => {
                 let rate = self.nics[host as usize].drain_cfg;
@@ -629,14 +663,32 @@ impl World<'_> {
 
     /// Every switch takes the routes computed without the down links.
     fn reroute(&mut self) {
-        let routes = Routes::compute_avoiding(self.topo, &self.link_down);
+        self.routes_now = Some(Box::new(Routes::compute_avoiding(
+            self.topo,
+            &self.link_down,
+        )));
+        self.install_routes();
+        self.reroutes += 1;
+    }
+
+    /// Every switch takes the current routes (the last computed, or those
+    /// the run started with), then the static routes in force replace
+    /// their destinations' next hops.
+    fn install_routes(&mut self) {
+        let routes = self.routes_now.as_deref().unwrap_or(self.routes);
         let n_hosts = self.nics.len();
         for s in &mut self.switches {
-            let (route, hops) = switch_table(&routes, s.node, n_hosts);
+            let (route, hops) = switch_table(routes, s.node, n_hosts);
             s.route = route;
             s.hops = hops;
         }
-        self.reroutes += 1;
+        for &(sw, host, port, on) in &self.static_routes {
+            if on {
+                let s = &mut self.switches[sw as usize];
+                s.route[host as usize] = (s.hops.len() as u32, 1);
+                s.hops.push(port);
+            }
+        }
     }
 
     /// Host `host`'s receive path drains at `rate` (`None`: no limit),

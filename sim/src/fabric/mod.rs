@@ -155,6 +155,13 @@ pub struct World<'a> {
     reroute_action: u32,
     /// Times routes were recomputed.
     reroutes: u64,
+    /// The routes the run started with.
+    routes: &'a Routes,
+    /// The routes computed at the last reroute (`None`: none yet).
+    routes_now: Option<Box<Routes>>,
+    /// `static-route` faults: (switch index, host index, local egress
+    /// port, in force).
+    static_routes: Vec<(u32, u32, u16, bool)>,
     pfc_refresh: Option<Duration>,
     pfc_response: Duration,
     pfc_quanta: u16,
@@ -397,6 +404,9 @@ impl<'a> World<'a> {
             link_down: vec![false; n_links],
             reroute_action: 0,
             reroutes: 0,
+            routes,
+            routes_now: None,
+            static_routes: Vec::new(),
             pfc_refresh: cfg.fabric.pfc.refresh,
             pfc_response: cfg.fabric.pfc.response_time,
             pfc_quanta: cfg.fabric.pfc.quanta,

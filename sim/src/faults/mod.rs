@@ -13,6 +13,7 @@
 //! | `link-flap`     | link                   | `link-down` every `period`, for `down_for`, between `start` and `end` |
 //! | `slow-receiver` | host NIC               | the NIC drains received frames at `rate`, filling its buffer and pausing its ToR |
 //! | `pause-storm`   | host NIC               | the receive pipeline stalls: nothing drains and the NIC keeps its PAUSE (XOFF) asserted |
+//! | `static-route`  | switch's route to a host | frames for host `dest` leave switch `node` towards neighbour `via`, whatever the computed routes say (a stale or misconfigured static route; it outlives reroutes) |
 //!
 //! Every fault takes an optional `start` (default: time zero) and `end`
 //! (default: never); outside that window the element behaves as healthy.
@@ -85,6 +86,12 @@ pub struct FaultConfig {
     /// `link-flap`: how long the link stays down each period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_for: Option<Duration>,
+    /// `static-route`: the destination host whose route is fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest: Option<String>,
+    /// `static-route`: the neighbour of `node` the frames go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// The kinds of fault.
@@ -105,6 +112,8 @@ pub enum FaultType {
     SlowReceiver,
     /// A host whose receive pipeline stalls and keeps sending PAUSE.
     PauseStorm,
+    /// A switch's route to one host fixed to one neighbour.
+    StaticRoute,
 }
 
 impl FaultType {
@@ -118,6 +127,7 @@ impl FaultType {
             FaultType::LinkFlap => "link-flap",
             FaultType::SlowReceiver => "slow-receiver",
             FaultType::PauseStorm => "pause-storm",
+            FaultType::StaticRoute => "static-route",
         }
     }
 }
@@ -168,6 +178,15 @@ pub enum FaultPlan {
         node: String,
         /// Drain rate; `None` for a stalled pipeline (pause storm).
         rate: Option<Rate>,
+    },
+    /// Switch `node` sends frames for host `dest` to its neighbour `via`.
+    StaticRoute {
+        /// The switch.
+        node: String,
+        /// The destination host.
+        dest: String,
+        /// The next hop.
+        via: String,
     },
 }
 
@@ -221,8 +240,9 @@ impl FaultConfig {
             FaultType::LinkFlap => &["from", "to", "convergence", "period", "down_for"],
             FaultType::SlowReceiver => &["node", "rate"],
             FaultType::PauseStorm => &["node"],
+            FaultType::StaticRoute => &["node", "dest", "via"],
         };
-        let given: [(&str, bool); 13] = [
+        let given: [(&str, bool); 15] = [
             ("from", self.from.is_some()),
             ("to", self.to.is_some()),
             ("node", self.node.is_some()),
@@ -236,6 +256,8 @@ impl FaultConfig {
             ("convergence", self.convergence.is_some()),
             ("period", self.period.is_some()),
             ("down_for", self.down_for.is_some()),
+            ("dest", self.dest.is_some()),
+            ("via", self.via.is_some()),
         ];
         for (k, is) in given {
             if is && !used.contains(&k) {
@@ -395,6 +417,11 @@ impl FaultConfig {
             FaultType::PauseStorm => FaultPlan::Receiver {
                 node: need(&self.node, "node")?,
                 rate: None,
+            },
+            FaultType::StaticRoute => FaultPlan::StaticRoute {
+                node: need(&self.node, "node")?,
+                dest: need(&self.dest, "dest")?,
+                via: need(&self.via, "via")?,
             },
         };
         Ok((plan, window))

@@ -61,7 +61,7 @@ use crate::faults::FaultPlan;
 use crate::input::{decode_str, decode_value, read_file, FileError};
 use crate::overrides::OverrideDoc;
 use crate::results::RunResult;
-use crate::topology::{self, NodeKind, Topology};
+use crate::topology::{self, NodeId, NodeKind, Topology};
 use crate::workload::{FlowSpec, GroupSpec};
 
 pub use workload::{HostRef, HostSet, OpDoc, WorkloadDoc, WorkloadKind};
@@ -699,7 +699,42 @@ fn check_config(
             }
             Ok(())
         };
+        let kind = |name: &str, k: &str, want: NodeKind| -> Result<NodeId, FileError> {
+            let n = find(name, k)?;
+            if topo.node(n).kind != want {
+                let (is, expected) = match want {
+                    NodeKind::Host => ("switch", "a host"),
+                    NodeKind::Switch => ("host", "a switch"),
+                };
+                return Err(at_fault(
+                    i,
+                    FileError::new(
+                        file,
+                        &format!("{key}.{k}"),
+                        format!("{name:?} is a {is}: expected {expected}"),
+                    ),
+                ));
+            }
+            Ok(n)
+        };
         match &plan {
+            FaultPlan::StaticRoute { node, dest, via } => {
+                let sw = kind(node, "node", NodeKind::Switch)?;
+                kind(dest, "dest", NodeKind::Host)?;
+                let v = find(via, "via")?;
+                if topo.link_between(sw, v).is_none() {
+                    return Err(at_fault(
+                        i,
+                        FileError::new(
+                            file,
+                            &format!("{key}.via"),
+                            format!(
+                                "{via:?} is not linked to {node:?}: expected a neighbour of it"
+                            ),
+                        ),
+                    ));
+                }
+            }
             FaultPlan::Wire { from, to, .. } => link(from, to)?,
             FaultPlan::LinkDown { a, b, .. } => link(a, b)?,
             FaultPlan::Receiver { node, .. } => host(node)?,

@@ -1,6 +1,7 @@
-//! PFC deadlocks: the ring of scenarios/faults/deadlock-ring.toml
-//! deadlocks and the cycle is reported live; the watchdog breaks it; runs
-//! on fat trees and leaf-spines never report one.
+//! PFC deadlocks: the ring of scenarios/faults/deadlock-ring.toml and the
+//! leaf-spine bounce routes of scenarios/faults/deadlock-bounce.toml
+//! deadlock and the cycle is reported live; the watchdog breaks it; runs
+//! on fat trees and leaf-spines with up-down routes never report one.
 
 use std::path::Path;
 
@@ -12,6 +13,11 @@ use verbs_emu::time::Duration;
 
 fn ring() -> Scenario {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/faults/deadlock-ring.toml");
+    scenario::load(&f).unwrap()
+}
+
+fn bounce() -> Scenario {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/faults/deadlock-bounce.toml");
     scenario::load(&f).unwrap()
 }
 
@@ -101,6 +107,73 @@ fn the_watchdog_breaks_the_deadlock_and_traffic_resumes() {
         "watchdog {} stuck {}",
         wd.summary.bytes_delivered,
         stuck.summary.bytes_delivered
+    );
+}
+
+#[test]
+fn bounce_routes_after_link_failures_deadlock_a_leaf_spine() {
+    let s = bounce();
+    // Before the failures (200 us) the four flows run at line rate.
+    let before = run(&s, "deadlock", Duration::from_us(200));
+    assert!(before.deadlocks.is_empty());
+    // 4 flows x 100 Gbit/s for 200 us is 10 MB; at least 40% arrives
+    // (the first RTTs and the message granularity take the rest).
+    assert!(
+        before.summary.bytes_delivered > 4_000_000,
+        "{}",
+        before.summary.bytes_delivered
+    );
+    let a = run(&s, "deadlock", Duration::from_ms(1));
+    assert_eq!(a.deadlocks.len(), 1, "{:?}", a.deadlocks);
+    let d = &a.deadlocks[0];
+    assert_eq!(d.priority, 3);
+    let members: Vec<(&str, &str)> = d
+        .members
+        .iter()
+        .map(|m| (m.node.as_str(), m.peer.as_str()))
+        .collect();
+    // The cycle: two leaf uplinks and the two spine downlinks to the
+    // bounce leaves (l0 and l1).
+    assert_eq!(
+        members,
+        [("l0", "s1"), ("l1", "s0"), ("s0", "l0"), ("s1", "l1")]
+    );
+    // It forms after convergence (250 us) and is found within 1 ms.
+    assert!(d.formed_ps > 250_000_000, "formed {}", d.formed_ps);
+    assert!(d.detected_ps >= d.formed_ps);
+    assert!(d.detected_ps - d.formed_ps <= 1_000_000_000);
+    // Throughput zero after the onset, through ACK timeouts (about 1 ms)
+    // that would otherwise recover the frames lost at the failure.
+    let b = run(&s, "deadlock", Duration::from_ms(4));
+    assert_eq!(b.deadlocks, a.deadlocks, "reported once");
+    assert_eq!(b.summary.bytes_delivered, a.summary.bytes_delivered);
+    assert_eq!(b.summary.flows_completed, 0);
+    // Frames were lost only when the links failed.
+    assert_eq!(b.summary.drops, a.summary.drops);
+
+    // The PFC watchdog breaks the cycle: its queues are in a PAUSE storm,
+    // it makes them ignore PAUSE, and traffic moves again.
+    let wd = run(&s, "watchdog", Duration::from_ms(4));
+    assert_eq!(
+        wd.deadlocks, a.deadlocks,
+        "it deadlocks before the watchdog acts"
+    );
+    let stormed: Vec<(&str, &str)> = wd
+        .pfcwd_events
+        .iter()
+        .filter(|e| e.event == "storm_detected")
+        .map(|e| (e.node.as_str(), e.peer.as_str()))
+        .collect();
+    for m in &members {
+        assert!(stormed.contains(m), "{m:?} not stormed: {stormed:?}");
+    }
+    assert!(wd.pfcwd_events.iter().all(|e| e.time_ps > d.detected_ps));
+    // Traffic resumes: several times what was delivered before the stall.
+    assert!(
+        wd.summary.bytes_delivered > 3 * b.summary.bytes_delivered,
+        "watchdog {} stuck {}",
+        wd.summary.bytes_delivered,
+        b.summary.bytes_delivered
     );
 }
 
