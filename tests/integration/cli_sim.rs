@@ -405,3 +405,64 @@ fabric.pfc.enabled = false
         "{stderr}"
     );
 }
+
+/// Every fault scenario, run and handed to the doctor as a whole run folder:
+/// the first finding names the injected fault from its counter signature
+/// (what a real dump of the same fault shows), not from the scenario's name.
+#[test]
+fn doctor_ranks_each_injected_fault_first() {
+    // (scenario, first finding's id, words its title must hold)
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("buffer-too-small", "tx-pause", &["buffer", "XOFF"]),
+        ("corruption", "corruption", &["corrupted"]),
+        ("deadlock-ring", "pfc-deadlock", &["deadlock", "cycle"]),
+        ("headroom-too-small", "packet-loss", &["prio3", "PFC is on"]),
+        ("link-down", "link-degraded", &["went down", "lost"]),
+        ("link-flap", "link-degraded", &["went down", "lost"]),
+        ("link-loss", "packet-loss", &["lost"]),
+        ("mtu-mismatch", "mtu-mismatch", &["MTU"]),
+        ("pause-storm", "tx-pause", &["host h0", "sends PAUSE"]),
+        ("priority-mismatch", "packet-loss", &["prio0", "PFC off"]),
+        ("slow-receiver", "tx-pause", &["host h0", "sends PAUSE"]),
+    ];
+    let base = scratch("doctor-faults");
+    let mut wrong = Vec::new();
+    for (name, id, words) in cases {
+        let out = base.join(name);
+        let scenario = repo().join(format!("scenarios/faults/{name}.toml"));
+        let o = rocelab(&[
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let o = rocelab(&["doctor", "--json", out.to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
+        let first = &j["findings"][0];
+        let got_id = first["id"].as_str().unwrap_or("");
+        let title = first["title"].as_str().unwrap_or("");
+        if got_id != *id || !words.iter().all(|w| title.contains(w)) {
+            wrong.push(format!(
+                "{name}: want {id} with {words:?}, got {got_id}: {title}"
+            ));
+        }
+        // The deadlock names its members from results.json.
+        if *name == "deadlock-ring" {
+            let affects = first["affects"].as_array().map_or(0, Vec::len);
+            assert_eq!(affects, 5, "{name}: ring of five switches: {first}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

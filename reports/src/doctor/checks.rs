@@ -821,11 +821,28 @@ fn link_counters(v: &CounterView, out: &mut Vec<Finding>) {
     if flaps == 0 {
         return;
     }
-    let mut f = Finding::new(v.cap(Severity::Error), Symptom::LinkDegraded, v.label());
+    // Frames queued for a link that goes down are discarded at its
+    // egress: loss in the same window is this flap's doing, so it ranks
+    // above the loss it causes.
+    let lost = v.get("tx_discards_phy");
+    let sev = if lost > 0 {
+        Severity::Critical
+    } else {
+        Severity::Error
+    };
+    let mut f = Finding::new(v.cap(sev), Symptom::LinkDegraded, v.label());
     f.origin = Some(v.node());
-    f.title = "the link went down and came back".into();
+    f.title = if lost > 0 {
+        format!("the link went down and came back: {lost} frames queued for it were lost")
+    } else {
+        "the link went down and came back".into()
+    };
     f.evidence
         .push(format!("link_down_events_phy +{flaps} {}", v.how()));
+    if lost > 0 {
+        f.evidence
+            .push(format!("tx_discards_phy +{lost} on the same port"));
+    }
     let bits = v.get("rx_bits_phy");
     let corrected = v.get("rx_corrected_bits_phy");
     if bits > 0 && corrected > 0 {

@@ -87,6 +87,8 @@ pub enum Symptom {
     RxPause,
     /// 2: PFC pause sent (we cannot drain what arrives).
     TxPause,
+    /// PFC deadlock: a cycle of paused (port, priority) queues.
+    PfcDeadlock,
     /// 3: PFC storm.
     PfcStorm,
     /// 4: ECN not marking while PFC does all the work.
@@ -156,6 +158,7 @@ impl Symptom {
         match self {
             Symptom::RxPause => "rx-pause",
             Symptom::TxPause => "tx-pause",
+            Symptom::PfcDeadlock => "pfc-deadlock",
             Symptom::PfcStorm => "pfc-storm",
             Symptom::EcnNotMarking => "ecn-not-marking",
             Symptom::CnpNotHandled => "cnp-not-handled",
@@ -183,22 +186,24 @@ impl Symptom {
     /// Triage order within one severity (the playbook's quick order).
     fn triage(self) -> u8 {
         match self {
-            Symptom::LossyPriority => 0,
-            Symptom::PfcStorm => 1,
+            // A deadlock never clears by itself: it comes before all.
+            Symptom::PfcDeadlock => 0,
+            Symptom::LossyPriority => 1,
+            Symptom::PfcStorm => 2,
             Symptom::PacketLoss
             | Symptom::AckTimeout
             | Symptom::Corruption
-            | Symptom::CompletionError => 2,
-            Symptom::RxPause | Symptom::TxPause => 3,
-            Symptom::EcnNotMarking | Symptom::CnpNotHandled => 4,
+            | Symptom::CompletionError => 3,
+            Symptom::RxPause | Symptom::TxPause => 4,
+            Symptom::EcnNotMarking | Symptom::CnpNotHandled => 5,
             Symptom::LinkDegraded
             | Symptom::MtuMismatch
             | Symptom::SlowPerftest
             | Symptom::PcieDegraded
-            | Symptom::SlowCollective => 5,
-            Symptom::GdrNotUsed | Symptom::SocketFallback => 6,
-            Symptom::HostOutOfBuffer | Symptom::SlowReceiver => 7,
-            Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 8,
+            | Symptom::SlowCollective => 6,
+            Symptom::GdrNotUsed | Symptom::SocketFallback => 7,
+            Symptom::HostOutOfBuffer | Symptom::SlowReceiver => 8,
+            Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 9,
         }
     }
 }

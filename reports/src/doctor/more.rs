@@ -9,6 +9,7 @@ use crate::realnic::tools::{EventKind, PciLink};
 
 /// Run these checks.
 pub(super) fn run(ctx: &Context, out: &mut Vec<Finding>) {
+    deadlock(ctx, out);
     watchdog(ctx, out);
     queue_drops(ctx, out);
     pcie(ctx, out);
@@ -16,6 +17,52 @@ pub(super) fn run(ctx: &Context, out: &mut Vec<Finding>) {
     events(ctx, out);
     nccl_tests(ctx, out);
     gid_mismatch(ctx, out);
+}
+
+/// PFC deadlocks a simulated run's detector reported (`deadlocks` in
+/// results.json): each is a cycle of (port, priority) queues that pause
+/// one another, so none drains and the traffic on the priority stops for
+/// good. One finding per cycle, its members as the affected ports.
+fn deadlock(ctx: &Context, out: &mut Vec<Finding>) {
+    for v in &ctx.sim {
+        for d in &v.deadlocks {
+            let Some((first, _)) = d.members.first() else {
+                continue;
+            };
+            let mut f = Finding::new(Severity::Critical, Symptom::PfcDeadlock, first.clone());
+            f.origin = first.split_once("-p").map(|(n, _)| n.to_string());
+            f.affects = d.members.iter().map(|(m, _)| m.clone()).collect();
+            f.title = format!(
+                "PFC deadlock on prio{}: {} switch ports pause each other in a cycle",
+                d.priority,
+                d.members.len()
+            );
+            let cycle: Vec<String> = d
+                .members
+                .iter()
+                .map(|(m, peer)| format!("{m} -> {peer}"))
+                .collect();
+            f.evidence.push(format!(
+                "cycle of paused queues on prio{}: {}",
+                d.priority,
+                cycle.join(", ")
+            ));
+            f.evidence.push(format!(
+                "formed at {} ns, detected at {} ns of simulated time",
+                d.formed_ps / 1000,
+                d.detected_ps / 1000
+            ));
+            f.evidence.push(format!(
+                "{} of {} flows unfinished",
+                v.flows_total.saturating_sub(v.flows_completed),
+                v.flows_total
+            ));
+            f.impact = "every flow whose path crosses the cycle stops for good: throughput on the priority goes to zero and the job hangs until its QPs time out (retry exceeded) and NCCL aborts".into();
+            f.check_first = "the routes through the cycle's switches (a routing loop, or a bounce route left after a link failure); then enable the PFC watchdog on those ports so a storm is broken by dropping".into();
+            f.why = "each member's egress is paused by the next member, whose buffer is full of frames waiting on the member after it: a cyclic buffer dependency, which PFC alone never resolves".into();
+            out.push(f);
+        }
+    }
 }
 
 /// What a GID says about the RoCE flavour: an IPv4-mapped address

@@ -51,6 +51,19 @@ pub struct SimFlow {
     pub failed: bool,
 }
 
+/// One PFC deadlock the simulator's detector reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimDeadlock {
+    /// Priority of the paused queues.
+    pub priority: u64,
+    /// Simulated time the cycle formed (ps).
+    pub formed_ps: u64,
+    /// Simulated time it was detected (ps).
+    pub detected_ps: u64,
+    /// Members as `<switch>-p<port>` (toward `peer`), in cycle order.
+    pub members: Vec<(String, String)>,
+}
+
 /// One variant of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SimVariant {
@@ -82,6 +95,8 @@ pub struct SimVariant {
     pub nics: Vec<(String, BTreeMap<String, u64>)>,
     /// Dependent workloads: (name, step time ps, ideal ps).
     pub groups: Vec<(String, Option<u64>, Option<u64>)>,
+    /// PFC deadlocks (cycles of paused queues) the run reported.
+    pub deadlocks: Vec<SimDeadlock>,
 }
 
 fn u(v: &Value, k: &str) -> u64 {
@@ -259,6 +274,21 @@ fn variant(sum: &Value, v: &Value, index: usize) -> SimVariant {
             c.insert("roce_adp_retrans".into(), x);
         }
         r.nics.push((s(&n, "node"), c));
+    }
+    for d in arr("deadlocks") {
+        let members = d
+            .get("members")
+            .and_then(Value::as_array)
+            .unwrap_or(&empty)
+            .iter()
+            .map(|m| (format!("{}-p{}", s(m, "node"), u(m, "port")), s(m, "peer")))
+            .collect();
+        r.deadlocks.push(SimDeadlock {
+            priority: u(&d, "priority"),
+            formed_ps: u(&d, "formed_ps"),
+            detected_ps: u(&d, "detected_ps"),
+            members,
+        });
     }
     for g in arr("groups") {
         let opt = |k: &str| g.get(k).and_then(Value::as_u64);
