@@ -885,10 +885,12 @@ impl SimConfig {
 
 /// The mlx5 `calculate_xoff` headroom (VALIDATION.md AN-4) in bytes:
 /// `(301 + 2.16 * cable_m) * Gbps + 2.72 * mtu`, speed clamped to at least
-/// 40 Gbps. Computed in integers (hundredths) so it is exact.
+/// 40 Gbps. Computed in integers (hundredths) so it is exact; saturates at
+/// `u64::MAX` for absurd cables (which then cannot fit any buffer).
 pub fn mlx5_headroom(rate: Rate, cable_m: u64, mtu: u64) -> u64 {
-    let gbps = (rate.bps() / 1_000_000_000).max(40);
-    ((30_100 + 216 * cable_m) * gbps + 272 * mtu).div_ceil(100)
+    let gbps = u128::from((rate.bps() / 1_000_000_000).max(40));
+    let hundredths = (30_100 + 216 * u128::from(cable_m)) * gbps + 272 * u128::from(mtu);
+    u64::try_from(hundredths.div_ceil(100)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -121,6 +121,51 @@ fn toml_error(file: &Path, path: &str, message: &str) -> FileError {
     FileError::new(file, &key, message.trim_end().to_string())
 }
 
+/// Byte offset in TOML `text` of the value under dotted `key`
+/// (`workload[1].size`), or of its nearest enclosing key written in the
+/// file when the key itself is not (a default, or a derived setting).
+/// `None` when not even the first step of the key is in the text.
+pub fn key_offset(text: &str, key: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut item: &toml_edit::Item = doc.as_item();
+    let mut found = None;
+    for part in key.split('.') {
+        let (name, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !name.is_empty() {
+            let Some((k, v)) = item.as_table_like().and_then(|t| t.get_key_value(name)) else {
+                return found;
+            };
+            found = k.span().or_else(|| v.span()).map(|r| r.start).or(found);
+            item = v;
+        }
+        for idx in indices.split(['[', ']']).filter(|s| !s.is_empty()) {
+            let Some(next) = idx.parse::<usize>().ok().and_then(|i| item.get(i)) else {
+                return found;
+            };
+            found = next.span().map(|r| r.start).or(found);
+            item = next;
+        }
+    }
+    found
+}
+
+impl FileError {
+    /// The same error placed at its key in `text`, when it has no position
+    /// yet and the key (or an enclosing one) is written there.
+    pub fn locate(self, text: &str) -> FileError {
+        if self.position.is_some() {
+            return self;
+        }
+        match self.key.as_deref().and_then(|k| key_offset(text, k)) {
+            Some(off) => self.at(text, off),
+            None => self,
+        }
+    }
+}
+
 /// 1-based line and column (in characters) of byte `offset` in `text`.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
@@ -159,5 +204,25 @@ mod tests {
             decode_str::<Outer>(Path::new("x.toml"), "[inner]\nsize = 1\nsise = 2\n").unwrap_err();
         assert_eq!(e.key.as_deref(), Some("inner.sise"));
         assert!(e.message.contains("expected"), "{}", e.message);
+    }
+}
+#[cfg(test)]
+mod key_tests {
+    #[test]
+    fn finds_keys() {
+        let t = "topology = \"x\"\n[fabric.pfc]\nheadroom = { mode = \"fixed\" }\n[[w]]\na = 1\n[[w]]\nb = 2\n";
+        assert_eq!(super::key_offset(t, "topology"), Some(0));
+        assert_eq!(
+            super::line_col(t, super::key_offset(t, "fabric.pfc.headroom").unwrap()).0,
+            3
+        );
+        assert_eq!(
+            super::line_col(t, super::key_offset(t, "w[1].b").unwrap()).0,
+            7
+        );
+        assert_eq!(
+            super::line_col(t, super::key_offset(t, "w[1].c").unwrap()).0,
+            6
+        );
     }
 }

@@ -286,43 +286,7 @@ impl<'a> World<'a> {
             }
             let base = node_port_base[ni];
             let fab = faults::static_fabric(cfg, &node.name, None).0;
-            let headroom: Vec<u64> = (0..node.ports.len())
-                .map(|pi| {
-                    let port = &ports[base as usize + pi];
-                    let own = faults::static_fabric(cfg, &node.name, Some(pi as u16)).0;
-                    match own.pfc.headroom {
-                        HeadroomConfig::Fixed { size } => size.bytes(),
-                        HeadroomConfig::Computed => {
-                            let link = &topo.links[node.ports[pi].0 as usize];
-                            let cable = link
-                                .cable_m
-                                .map(u64::from)
-                                .unwrap_or(port.delay.as_ps() / 5_000);
-                            mlx5_headroom(port.rate, cable, u64::from(link.mtu) + 18)
-                        }
-                    }
-                })
-                .collect();
-            // Headroom is carved for every priority a port is ever
-            // lossless on (timed overrides included).
-            let carve: Vec<u8> = (0..node.ports.len())
-                .map(|pi| faults::pfc_mask_union(cfg, &node.name, pi as u16))
-                .collect();
-            let mut mmu = Mmu::with_port_priorities(
-                fab.buffer.size.bytes(),
-                fab.buffer.reserve_per_port.bytes(),
-                headroom,
-                carve,
-                fab.pfc.threshold.clone(),
-                fab.buffer.lossy_alpha,
-                fab.buffer.lossy_queue_limit.map(|s| s.bytes()),
-            )
-            .map_err(|m| {
-                SimError::Config(crate::config::ConfigError {
-                    key: "fabric.buffer.size".into(),
-                    message: format!("switch {}: {m}", node.name),
-                })
-            })?;
+            let mut mmu = switch_mmu(topo, cfg, ni).map_err(SimError::Config)?;
             for (pi, m) in mmu.lossless.iter_mut().enumerate() {
                 *m = ports[base as usize + pi].pfc_mask;
             }
@@ -1351,4 +1315,53 @@ pub(crate) struct RxQueue {
     pub bytes: u64,
     /// A drain is in progress.
     pub draining: bool,
+}
+
+/// The memory management unit of switch node `ni` under `cfg` (its own
+/// settings, overrides without windows over the global ones). The one
+/// place the buffer's carving is decided: [`World::new`] builds with it
+/// and the scenario checker calls it, so both reject the same files.
+/// Errors (under `fabric.buffer.size`) when reserves and headroom do not
+/// fit the buffer.
+pub(crate) fn switch_mmu(
+    topo: &Topology,
+    cfg: &SimConfig,
+    ni: usize,
+) -> Result<Mmu, crate::config::ConfigError> {
+    let node = &topo.nodes[ni];
+    let fab = faults::static_fabric(cfg, &node.name, None).0;
+    let headroom: Vec<u64> = (0..node.ports.len())
+        .map(|pi| {
+            let own = faults::static_fabric(cfg, &node.name, Some(pi as u16)).0;
+            match own.pfc.headroom {
+                HeadroomConfig::Fixed { size } => size.bytes(),
+                HeadroomConfig::Computed => {
+                    let link = &topo.links[node.ports[pi].0 as usize];
+                    let cable = link
+                        .cable_m
+                        .map(u64::from)
+                        .unwrap_or(link.delay.as_ps() / 5_000);
+                    mlx5_headroom(link.rate, cable, u64::from(link.mtu) + 18)
+                }
+            }
+        })
+        .collect();
+    // Headroom is carved for every priority a port is ever lossless on
+    // (timed overrides included).
+    let carve: Vec<u8> = (0..node.ports.len())
+        .map(|pi| faults::pfc_mask_union(cfg, &node.name, pi as u16))
+        .collect();
+    Mmu::with_port_priorities(
+        fab.buffer.size.bytes(),
+        fab.buffer.reserve_per_port.bytes(),
+        headroom,
+        carve,
+        fab.pfc.threshold.clone(),
+        fab.buffer.lossy_alpha,
+        fab.buffer.lossy_queue_limit.map(|s| s.bytes()),
+    )
+    .map_err(|m| crate::config::ConfigError {
+        key: "fabric.buffer.size".into(),
+        message: format!("switch {}: {m}", node.name),
+    })
 }

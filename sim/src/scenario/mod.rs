@@ -314,8 +314,14 @@ pub fn from_str(path: &Path, text: &str) -> Result<Scenario, FileError> {
     from_str_with(path, text, &Overrides::default())
 }
 
-/// [`from_str`] with command-line changes.
+/// [`from_str`] with command-line changes. Every error carries a line and
+/// column: its own, or that of its key (or the nearest enclosing key)
+/// in `text`.
 pub fn from_str_with(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileError> {
+    load_text(path, text, ov).map_err(|e| e.locate(text))
+}
+
+fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileError> {
     let mut raw: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let err = FileError::new(path, "", e.message().trim_end().to_string());
         match e.span() {
@@ -498,6 +504,14 @@ pub fn from_str_with(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario
             faults,
             overrides: Vec::new(),
         };
+        if doc.duration == Some(Duration::ZERO) {
+            return Err(FileError::new(
+                path,
+                "duration",
+                "0: expected a positive stop time (leave it out to run until idle)",
+            )
+            .with_variant_if(&prefix, &vname));
+        }
         check_config(path, text, &fspans, topo, &config)
             .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         config.overrides =
@@ -783,6 +797,37 @@ fn check_config(
         sel.resolve(topo).map_err(|(k, message)| {
             FileError::new(file, &format!("record.pcap[{i}].{k}"), message)
         })?;
+    }
+    // Propagation along any path is at most the sum of all link delays;
+    // time is u64 picoseconds, so that sum must fit.
+    let mut total = Duration::ZERO;
+    for l in &topo.links {
+        total = total.checked_add(l.delay).ok_or_else(|| {
+            FileError::new(
+                file,
+                "topology",
+                format!(
+                    "link {:?}-{:?}: the link delays add up past {}: expected delays that fit in picoseconds",
+                    topo.node(l.a.node).name,
+                    topo.node(l.b.node).name,
+                    Duration::MAX
+                ),
+            )
+        })?;
+    }
+    // The switches' buffers: the carving `run` builds (one function).
+    for (ni, n) in topo.nodes.iter().enumerate() {
+        if n.kind == NodeKind::Switch {
+            crate::fabric::switch_mmu(topo, c, ni).map_err(|e| {
+                // At the buffer size if written, else at what sized the
+                // headroom: its setting, or the topology's links.
+                let err = FileError::new(file, &e.key, e.message);
+                ["fabric.buffer.size", "fabric.pfc.headroom", "topology"]
+                    .iter()
+                    .find_map(|k| crate::input::key_offset(text, k))
+                    .map_or(err.clone(), |off| err.at(text, off))
+            })?;
+        }
     }
     if topo.nodes.iter().all(|n| n.kind != NodeKind::Host) {
         return Err(FileError::new(

@@ -119,6 +119,7 @@ fn benchmark_scenarios_follow_the_reference_setup() {
 fn bad_scenarios_name_file_key_and_expectation() {
     let dir = scratch("bad");
     let base = "topology = \"star.toml\"\n";
+    let to_a = "[[workload]]\nkind = \"incast\"\nreceiver = \"a\"\nsize = \"1MB\"\n";
     let incast = "[[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsize = \"1MB\"\n";
     let cases: Vec<(String, &str, &str, Option<usize>)> = vec![
         // (file text, key, words in the message, line)
@@ -145,6 +146,15 @@ fn bad_scenarios_name_file_key_and_expectation() {
         (format!("{base}{incast}name = \" \"\n"), "workload[0].name", "empty", None),
         (format!("{base}{incast}name = \"a\"\n{incast}name = \"a\"\n"), "workload[1].name", "also the name of workload[0]", None),
         (format!("{base}{incast}[[workload]]\nkind = \"incast\"\nreceiver = \"h1\"\nsize = \"1MB\"\nname = \"incast-0\"\n"), "workload[1].name", "expected distinct names", None),
+        // What `run` would reject, `validate` rejects, at the key.
+        (format!("{base}duration = \"1e30s\"\n{incast}"), "duration", "expected a number with a unit", Some(2)),
+        (format!("{base}duration = \"0s\"\n{incast}"), "duration", "positive stop time", Some(2)),
+        (format!("{base}[[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsize = \"99999999999999999999TB\"\n"), "workload[0].size", "invalid size", Some(5)),
+        (format!("{base}[fabric.pfc]\nheadroom = {{ mode = \"fixed\", size = \"64MB\" }}\n{incast}"), "fabric.buffer.size", "headroom", Some(2)),
+        (format!("{base}[fabric.buffer]\nsize = \"100KB\"\n{incast}"), "fabric.buffer.size", "expected less than the buffer", Some(3)),
+        (format!("{base}[fabric.pfc]\npriorities = [9]\n{incast}"), "fabric.pfc.priorities", "expected 0-7", Some(3)),
+        (format!("topology = {{ hosts = [\"a\", \"b\"], switches = [\"s\"], defaults = {{ rate = \"100Gbps\", delay = \"10000000s\" }}, link = [{{ a = \"a\", b = \"s\" }}, {{ a = \"b\", b = \"s\" }}] }}\n{to_a}"), "topology", "add up past", Some(1)),
+        (format!("topology = {{ hosts = [\"a\", \"b\"], switches = [\"s\", \"t\"], link = [{{ a = \"a\", b = \"s\" }}, {{ a = \"b\", b = \"t\" }}] }}\n{to_a}"), "topology.link", "cannot reach", Some(1)),
     ];
     for (i, (text, key, words, line)) in cases.iter().enumerate() {
         let path = dir.join(format!("case{i}.toml"));
