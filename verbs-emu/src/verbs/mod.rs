@@ -17,6 +17,21 @@
 //! [`QueuePair::post_send`]). Memory regions allocated by
 //! [`ProtectionDomain::alloc_mr`] own their buffer, so they cannot be freed
 //! while registered.
+//!
+//! Region bytes are shared with the device: the UDP emulation's progress
+//! thread (or a NIC's DMA) writes them while the application runs. Safe
+//! code reaches them only by copying: [`MemoryRegion::read`],
+//! [`MemoryRegion::write`], [`MemoryRegion::fill`],
+//! [`MemoryRegion::read_u64`] and [`MemoryRegion::read_u8`] run under the
+//! backend's memory synchronisation ([`Backend::with_memory_quiesced`]),
+//! so they never form a data race; bytes a transfer in flight is changing
+//! read as old or new values (read after the completion, or after a flag
+//! the peer writes last, to see a message whole). The plain slices
+//! [`MemoryRegion::as_slice`] and [`MemoryRegion::as_mut_slice`] are
+//! `unsafe`: their contract excludes every concurrent device access.
+//! Offsets and lengths are bytes from the region's start; a range outside
+//! the region is an `InvalidArgument` error, also for
+//! [`MemoryRegion::sge`].
 
 use std::alloc::Layout;
 use std::sync::Arc;
