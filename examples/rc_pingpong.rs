@@ -124,7 +124,7 @@ fn run(args: &Args) -> Result<(), Error> {
     let context = open_context(args)?;
 
     let pd = context.alloc_pd()?;
-    let mut mr = pd.alloc_mr(args.size.max(1) as usize, AccessFlags::LOCAL_WRITE)?;
+    let mr = pd.alloc_mr(args.size.max(1) as usize, AccessFlags::LOCAL_WRITE)?;
     let cq = context.create_cq(args.rx_depth + 1)?;
     let qp = pd
         .qp_builder(QpType::Rc)
@@ -134,7 +134,7 @@ fn run(args: &Args) -> Result<(), Error> {
         .build()?;
     // ibv_rc_pingpong fills the buffer with 0x7b and sends it inline when it
     // fits.
-    mr.as_mut_slice().fill(0x7b);
+    mr.fill(0, mr.len(), 0x7b)?;
     let inline = args.size <= qp.cap().max_inline_data;
 
     // RESET -> INIT, then receives can be posted before the exchange, as
@@ -146,7 +146,7 @@ fn run(args: &Args) -> Result<(), Error> {
             .with_port(PORT)
             .with_access_flags(AccessFlags::LOCAL_WRITE),
     )?;
-    let recv_sge = [mr.sge(0, args.size)];
+    let recv_sge = [mr.sge(0, args.size)?];
     let send_sge = recv_sge;
     let recv = RecvWr {
         wr_id: RECV_WRID,

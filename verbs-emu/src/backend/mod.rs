@@ -187,6 +187,23 @@ pub trait Backend: Send + Sync + 'static {
         access: AccessFlags,
     ) -> Result<MrKeys>;
 
+    /// Run `f` at a point where this backend's own threads touch no
+    /// registered memory, so that an application copy into or out of a
+    /// region inside `f` is ordered with every backend access before and
+    /// after it (no data race in the language's memory model). This is
+    /// the synchronisation [`crate::verbs::MemoryRegion::read`] and
+    /// [`crate::verbs::MemoryRegion::write`] use.
+    ///
+    /// The UDP emulation runs `f` under the lock its progress thread holds
+    /// whenever it reads or writes a region. The default runs `f`
+    /// directly: a hardware device's DMA is not a Rust access, so there is
+    /// nothing to order with; bytes that a DMA writes during the copy read
+    /// as unspecified values (old, new or a mix), never as undefined
+    /// behaviour. `f` must not call back into the backend.
+    fn with_memory_quiesced(&self, f: &mut dyn FnMut()) {
+        f();
+    }
+
     /// `ibv_dereg_mr`. After it returns the backend never touches the
     /// memory again; later uses of its keys fail with protection errors.
     fn dereg_mr(&self, mr: MrHandle) -> Result<()>;

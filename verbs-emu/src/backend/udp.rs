@@ -1426,6 +1426,14 @@ fn post_error(verb: &'static str, e: tp::PostError) -> VerbsError {
 }
 
 impl Backend for UdpBackend {
+    /// The progress thread and the application threads that make progress
+    /// (`poll_cq`, `wait_cq`, posts) touch region memory only while holding
+    /// the state lock, so holding it here orders `f` with all of them.
+    fn with_memory_quiesced(&self, f: &mut dyn FnMut()) {
+        let _st = lock(&self.shared.state);
+        f();
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::Udp
     }

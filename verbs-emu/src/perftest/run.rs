@@ -78,6 +78,21 @@ fn fill_pattern(buf: &mut [u8], msg: u64) {
 }
 
 /// Compare `buf` with message `msg`'s pattern; on mismatch say where.
+/// Write message `msg`'s pattern into `len` bytes of `mr` at `off`.
+fn write_pattern(mr: &MemoryRegion, off: usize, len: usize, msg: u64) -> Result<()> {
+    let mut buf = vec![0u8; len];
+    fill_pattern(&mut buf, msg);
+    Ok(mr.write(off, &buf)?)
+}
+
+/// A copy of `len` bytes of `mr` at `off` (verification reads a snapshot,
+/// never the live buffer the backend writes).
+fn read_bytes(mr: &MemoryRegion, off: usize, len: usize) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    mr.read(off, &mut buf)?;
+    Ok(buf)
+}
+
 fn check_pattern(buf: &[u8], msg: u64) -> std::result::Result<(), String> {
     let mut chunks = buf.chunks_exact(8);
     let mut w = 0u64;
@@ -583,7 +598,7 @@ impl Side {
             | AccessFlags::REMOTE_WRITE
             | AccessFlags::REMOTE_READ
             | AccessFlags::REMOTE_ATOMIC;
-        let mut mr = pd.alloc_mr(mr_len as usize, access)?;
+        let mr = pd.alloc_mr(mr_len as usize, access)?;
         if let Some(why) = mr.pin_error() {
             eprintln!(" Note: memory not pinned: {why}");
         }
@@ -592,7 +607,7 @@ impl Side {
             for q in 0..qps_n {
                 for s in 0..slots {
                     let off = ((q * slots + s) * slot_size) as usize;
-                    fill_pattern(&mut mr.as_mut_slice()[off..off + max_size as usize], s);
+                    write_pattern(&mr, off, max_size as usize, s)?;
                 }
             }
         }
@@ -932,7 +947,7 @@ impl Side {
         // Counters start at 0 on the responder for atomics; credits at 0.
         if write_verify {
             let off = self.local.credit_offset as usize;
-            self.mr.as_mut_slice()[off..off + 64 * nq].fill(0);
+            self.mr.fill(off, 64 * nq, 0)?;
         }
         let start = Instant::now();
         let mut scratch = vec![0u8; 0];
@@ -952,18 +967,15 @@ impl Side {
                     let i = posted[q];
                     if write_verify {
                         let off = self.local.credit_offset as usize + 64 * q;
-                        let credit_ptr = self.mr.as_slice()[off..].as_ptr().cast::<u64>();
-                        // SAFETY: an aligned u64 inside our region, written by
-                        // the peer's RDMA WRITE; volatile because it changes
-                        // under us.
-                        let verified = unsafe { std::ptr::read_volatile(credit_ptr) };
+                        // A u64 the peer's RDMA WRITE updates under us.
+                        let verified = self.mr.read_u64(off)?;
                         if i >= verified + self.remote.slots {
                             break;
                         }
                     }
                     let (laddr, loff) = self.local_slot(q, i);
                     if verify && matches!(verb, Verb::Send | Verb::Write) {
-                        fill_pattern(&mut self.mr.as_mut_slice()[loff..loff + size as usize], i);
+                        write_pattern(&self.mr, loff, size as usize, i)?;
                     }
                     let raddr = self.remote_slot(q, i);
                     let rkey = self.remote_rkey(q);
@@ -1095,16 +1107,12 @@ impl Side {
             Verb::Read => {
                 let (_, off) = self.local_slot(q, k);
                 let remote_slot = k % self.remote.slots;
-                check_pattern(&self.mr.as_slice()[off..off + size as usize], remote_slot)
+                check_pattern(&read_bytes(&self.mr, off, size as usize)?, remote_slot)
                     .map_err(|e| PerftestError::Verify(format!("READ into QP {q} slot: {e}")))
             }
             Verb::Atomic => {
                 let (_, off) = self.local_slot(q, k);
-                let v = u64::from_ne_bytes(
-                    self.mr.as_slice()[off..off + 8]
-                        .try_into()
-                        .unwrap_or([0; 8]),
-                );
+                let v = self.mr.read_u64(off)?;
                 if v != k {
                     return Err(PerftestError::Verify(format!(
                         "FETCH_ADD {k} on QP {q} returned {v}, expected {k}"
@@ -1183,7 +1191,7 @@ impl Side {
                     } else {
                         off
                     };
-                    check_pattern(&self.mr.as_slice()[off..off + size as usize], k)
+                    check_pattern(&read_bytes(&self.mr, off, size as usize)?, k)
                         .map_err(|e| PerftestError::Verify(format!("SEND on QP {q}: {e}")))?;
                 }
                 received[q] += 1;
@@ -1248,7 +1256,7 @@ impl Side {
                     )));
                 }
                 let (_, off) = self.local_slot(q, k);
-                check_pattern(&self.mr.as_slice()[off..off + size as usize], k)
+                check_pattern(&read_bytes(&self.mr, off, size as usize)?, k)
                     .map_err(|e| PerftestError::Verify(format!("WRITE on QP {q}: {e}")))?;
                 verified[q] += 1;
                 if posted[q] < n {
@@ -1411,10 +1419,9 @@ impl Side {
                             break;
                         }
                     } else {
-                        let p = self.mr.as_slice()[rx_off + size_us - 1..].as_ptr();
-                        // SAFETY: a byte of our region written by the peer's
-                        // RDMA WRITE; volatile because it changes under us.
-                        if unsafe { std::ptr::read_volatile(p) } == self.expected_marker(i) {
+                        // The last byte, which the peer's RDMA WRITE changes
+                        // under us.
+                        if self.mr.read_u8(rx_off + size_us - 1)? == self.expected_marker(i) {
                             break;
                         }
                         for wc in self.cq.poll(&mut wcs)?.iter() {
@@ -1435,8 +1442,8 @@ impl Side {
                 }
                 let msg_idx = if self.server { 2 * i } else { 2 * i - 1 };
                 if verify {
-                    let buf = &self.mr.as_slice()[rx_data_off..rx_data_off + size_us];
-                    let body = if send { buf } else { &buf[..size_us - 1] };
+                    let buf = read_bytes(&self.mr, rx_data_off, size_us)?;
+                    let body = if send { &buf[..] } else { &buf[..size_us - 1] };
                     let mut want = vec![0u8; size_us];
                     fill_pattern(&mut want, msg_idx);
                     if body != &want[..body.len()] {
@@ -1476,14 +1483,15 @@ impl Side {
             }
             // Send our message i.
             let msg_idx = if self.server { 2 * i + 1 } else { 2 * i };
-            {
-                let buf = &mut self.mr.as_mut_slice()[tx_off..tx_off + size_us];
-                if verify {
-                    fill_pattern(buf, msg_idx);
-                }
+            if verify {
+                let mut buf = vec![0u8; size_us];
+                fill_pattern(&mut buf, msg_idx);
                 if !send {
                     buf[size_us - 1] = marker;
                 }
+                self.mr.write(tx_off, &buf)?;
+            } else if !send {
+                self.mr.write(tx_off + size_us - 1, &[marker])?;
             }
             let sge = [Sge {
                 addr: tx_addr,
@@ -1583,18 +1591,14 @@ impl Side {
             samples.push(t0.elapsed().as_nanos() as u64);
             if self.cfg.verify {
                 if atomic {
-                    let v = u64::from_ne_bytes(
-                        self.mr.as_slice()[loff..loff + 8]
-                            .try_into()
-                            .unwrap_or([0; 8]),
-                    );
+                    let v = self.mr.read_u64(loff)?;
                     if v != i {
                         return Err(PerftestError::Verify(format!(
                             "FETCH_ADD {i} returned {v}, expected {i}"
                         )));
                     }
                 } else {
-                    check_pattern(&self.mr.as_slice()[loff..loff + size as usize], 0)
+                    check_pattern(&read_bytes(&self.mr, loff, size as usize)?, 0)
                         .map_err(|e| PerftestError::Verify(format!("READ: {e}")))?;
                 }
             }

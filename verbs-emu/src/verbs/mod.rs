@@ -17,6 +17,21 @@
 //! [`QueuePair::post_send`]). Memory regions allocated by
 //! [`ProtectionDomain::alloc_mr`] own their buffer, so they cannot be freed
 //! while registered.
+//!
+//! Region bytes are shared with the device: the UDP emulation's progress
+//! thread (or a NIC's DMA) writes them while the application runs. Safe
+//! code reaches them only by copying: [`MemoryRegion::read`],
+//! [`MemoryRegion::write`], [`MemoryRegion::fill`],
+//! [`MemoryRegion::read_u64`] and [`MemoryRegion::read_u8`] run under the
+//! backend's memory synchronisation ([`Backend::with_memory_quiesced`]),
+//! so they never form a data race; bytes a transfer in flight is changing
+//! read as old or new values (read after the completion, or after a flag
+//! the peer writes last, to see a message whole). The plain slices
+//! [`MemoryRegion::as_slice`] and [`MemoryRegion::as_mut_slice`] are
+//! `unsafe`: their contract excludes every concurrent device access.
+//! Offsets and lengths are bytes from the region's start; a range outside
+//! the region is an `InvalidArgument` error, also for
+//! [`MemoryRegion::sge`].
 
 use std::alloc::Layout;
 use std::sync::Arc;
@@ -252,8 +267,9 @@ pub struct MemoryRegion {
 // SAFETY: the region is a pointer to memory that the device may access from
 // any thread anyway; the handle methods go through the thread-safe backend.
 unsafe impl Send for MemoryRegion {}
-// SAFETY: as above; shared access only hands out the address and keys, and
-// the slice accessors carry the same caveats as hardware DMA memory.
+// SAFETY: as above; shared access hands out the address and keys, copies
+// under the backend's memory synchronisation (`read`/`write`), or a slice
+// through an `unsafe` accessor whose contract excludes concurrent writers.
 unsafe impl Sync for MemoryRegion {}
 
 impl MemoryRegion {
@@ -302,23 +318,29 @@ impl MemoryRegion {
         self.handle
     }
 
-    /// An SGE covering `offset..offset + len` of the region.
-    ///
-    /// # Panics
-    ///
-    /// When the range is not inside the region (a programming error).
-    pub fn sge(&self, offset: usize, len: u32) -> Sge {
-        assert!(
-            offset
-                .checked_add(len as usize)
-                .is_some_and(|end| end <= self.len),
-            "SGE {offset}+{len} outside the {}-byte region",
-            self.len
-        );
-        Sge {
+    /// An SGE covering `offset..offset + len` of the region; an
+    /// `InvalidArgument` error says so when the range is not inside it.
+    pub fn sge(&self, offset: usize, len: u32) -> Result<Sge> {
+        self.check_range("sge", offset, len as usize)?;
+        Ok(Sge {
             addr: self.addr() + offset as u64,
             length: len,
             lkey: self.lkey,
+        })
+    }
+
+    /// `offset..offset + len` inside the region, or an error naming `verb`.
+    fn check_range(&self, verb: &'static str, offset: usize, len: usize) -> Result<()> {
+        if offset.checked_add(len).is_some_and(|end| end <= self.len) {
+            Ok(())
+        } else {
+            Err(VerbsError::InvalidArgument {
+                verb,
+                why: format!(
+                    "range {offset}+{len} is outside the {}-byte region",
+                    self.len
+                ),
+            })
         }
     }
 
@@ -335,19 +357,98 @@ impl MemoryRegion {
         }
     }
 
-    /// The bytes. Like memory a NIC writes by DMA, they may change under a
-    /// remote WRITE or an incoming receive: read them after the completion
-    /// that says they are final.
-    pub fn as_slice(&self) -> &[u8] {
+    /// Copy `out.len()` bytes starting at `offset` out of the region.
+    ///
+    /// Safe at any time, also while QPs and peers access the region: the
+    /// copy runs under the backend's memory synchronisation
+    /// ([`Backend::with_memory_quiesced`]), so it never races with the
+    /// emulation's own reads and writes. Bytes that a transfer in flight
+    /// is changing read as old or new values (a remote WRITE is not
+    /// atomic); read after the completion, or after a flag the peer wrote
+    /// last, to see a message whole.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_range("mr read", offset, out.len())?;
+        let src = self.addr.wrapping_add(offset);
+        self.pd.backend.with_memory_quiesced(&mut || {
+            // SAFETY: the range is inside the region (checked above), which
+            // stays allocated while `self` lives; the backend synchronises
+            // its own accesses with this closure; `out` is a distinct Rust
+            // buffer, so the ranges do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) }
+        });
+        Ok(())
+    }
+
+    /// Copy `data` into the region at `offset`. The same synchronisation
+    /// as [`MemoryRegion::read`]; overwriting a buffer that a posted WR is
+    /// still sending changes what goes on the wire (unspecified bytes for
+    /// the peer, as on a NIC), never undefined behaviour here.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_range("mr write", offset, data.len())?;
+        let dst = self.addr.wrapping_add(offset);
+        self.pd.backend.with_memory_quiesced(&mut || {
+            // SAFETY: as in `read`, in the other direction.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) }
+        });
+        Ok(())
+    }
+
+    /// Set `len` bytes at `offset` to `byte`, synchronised as
+    /// [`MemoryRegion::write`].
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
+        self.check_range("mr fill", offset, len)?;
+        let dst = self.addr.wrapping_add(offset);
+        self.pd.backend.with_memory_quiesced(&mut || {
+            // SAFETY: as in `write`.
+            unsafe { std::ptr::write_bytes(dst, byte, len) }
+        });
+        Ok(())
+    }
+
+    /// The native-endian `u64` at `offset` (an atomic's result, a credit
+    /// counter a peer WRITEs), read as [`MemoryRegion::read`] does.
+    pub fn read_u64(&self, offset: usize) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+
+    /// The one byte at `offset`, read as [`MemoryRegion::read`] does (the
+    /// latency tests poll a message's last byte this way).
+    pub fn read_u8(&self, offset: usize) -> Result<u8> {
+        let mut b = [0u8; 1];
+        self.read(offset, &mut b)?;
+        Ok(b[0])
+    }
+
+    /// The bytes as a plain slice, without synchronisation.
+    ///
+    /// # Safety
+    ///
+    /// For as long as the slice lives, nothing may write the region: no QP
+    /// of this device may have a receive posted into it or a remote-write
+    /// or remote-atomic access in flight through its rkey, and no other
+    /// thread may call [`MemoryRegion::write`] or [`MemoryRegion::fill`].
+    /// Prefer [`MemoryRegion::read`].
+    pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: addr/len name a live allocation for the region's lifetime
-        // (register_raw's contract or our own allocation).
+        // (register_raw's contract or our own allocation); the caller
+        // promises no concurrent writer.
         unsafe { std::slice::from_raw_parts(self.addr, self.len) }
     }
 
-    /// The bytes, mutably. The same caveat as [`MemoryRegion::as_slice`]:
-    /// do not write a buffer the device is reading for a posted WR.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in as_slice, and &mut self excludes other Rust borrows.
+    /// The bytes as a plain mutable slice, without synchronisation.
+    ///
+    /// # Safety
+    ///
+    /// For as long as the slice lives, nothing else may read or write the
+    /// region: no posted send, receive, RDMA READ or WRITE may name it
+    /// (locally or through its rkey) and no other thread may use
+    /// [`MemoryRegion::read`] or [`MemoryRegion::write`] on it. Prefer
+    /// [`MemoryRegion::write`].
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in as_slice; &mut self excludes other Rust borrows and
+        // the caller promises the device does not access the region.
         unsafe { std::slice::from_raw_parts_mut(self.addr, self.len) }
     }
 }

@@ -7,6 +7,7 @@
 //! tshark is optional locally (skipped with a message) and required under
 //! `CI=true`.
 
+use crate::mr_bytes::edit;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,7 +154,7 @@ fn loopback_capture_has_valid_icrcs_and_decodes_as_roce() {
         | AccessFlags::REMOTE_ATOMIC;
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     let (qa_cq, qb_cq) = (ca.create_cq(64).unwrap(), cb.create_cq(64).unwrap());
-    let (mut ma, mb) = (
+    let (ma, mb) = (
         pa.alloc_mr(1 << 16, all).unwrap(),
         pb.alloc_mr(1 << 16, all).unwrap(),
     );
@@ -165,10 +166,10 @@ fn loopback_capture_has_valid_icrcs_and_decodes_as_roce() {
     );
     qa.connect(ea.psn, &eb, Mtu::Mtu1024, all).unwrap();
     qb.connect(eb.psn, &ea, Mtu::Mtu1024, all).unwrap();
-    for (i, b) in ma.as_mut_slice().iter_mut().enumerate() {
+    for (i, b) in edit(&ma).iter_mut().enumerate() {
         *b = i as u8;
     }
-    let rsge = [mb.sge(0, 5000)];
+    let rsge = [mb.sge(0, 5000).unwrap()];
     // SAFETY: SGEs are in registered regions kept until the completions.
     unsafe {
         qb.post_recv(&[RecvWr {
@@ -177,8 +178,8 @@ fn loopback_capture_has_valid_icrcs_and_decodes_as_roce() {
         }])
     }
     .unwrap();
-    let s1 = [ma.sge(0, 3000)];
-    let s2 = [ma.sge(8192, 8)];
+    let s1 = [ma.sge(0, 3000).unwrap()];
+    let s2 = [ma.sge(8192, 8).unwrap()];
     let rm = mb.remote();
     let wrs = [
         SendWr {

@@ -8,6 +8,7 @@
 //! held the device receives nothing, so that a burst sent meanwhile is
 //! handled in one receive batch, as a NIC sees back-to-back packets.
 
+use crate::mr_bytes::{bytes, edit};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,12 +113,12 @@ fn victim_cfg(ip: Ipv4Addr, tweak: impl FnOnce(&mut UdpConfig)) -> (Victim, Peer
     let pd = ctx.alloc_pd().unwrap();
     let pd2 = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(64).unwrap();
-    let mut mr = pd.alloc_mr(LEN, ALL).unwrap();
-    let mut other = pd2.alloc_mr(LEN, ALL).unwrap();
-    for (i, b) in mr.as_mut_slice().iter_mut().enumerate() {
+    let mr = pd.alloc_mr(LEN, ALL).unwrap();
+    let other = pd2.alloc_mr(LEN, ALL).unwrap();
+    for (i, b) in edit(&mr).iter_mut().enumerate() {
         *b = i as u8;
     }
-    other.as_mut_slice().fill(0x5A);
+    edit(&other).fill(0x5A);
     let o = ip.octets();
     let peer_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
     let sock = UdpSocket::bind(SocketAddrV4::new(peer_ip, 0)).unwrap();
@@ -326,7 +327,7 @@ fn write_works(v: &Victim, p: &Peer, psn: u32, fill: u8) {
     send(&p.sock, v.addr, &pkt);
     let r = recv(&p.sock).expect("an ACK");
     assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, psn, Some(0x1F)));
-    assert_eq!(&v.mr.as_slice()[100..132], &[fill; 32]);
+    assert_eq!(&bytes(&v.mr)[100..132], &[fill; 32]);
 }
 
 fn pattern() -> Vec<u8> {
@@ -371,7 +372,7 @@ fn spoofed_source_is_dropped(net: u8, qp_type: QpType) {
     until_received(&v, 1);
     let s = stats(&v);
     assert_eq!((s.rx_bad_source, s.rx_dropped), (1, 1));
-    assert_eq!(v.mr.as_slice(), &pattern()[..], "target untouched");
+    assert_eq!(bytes(&v.mr), &pattern()[..], "target untouched");
     assert!(recv(&third).is_none(), "no answer to the spoofer");
     if qp_type == QpType::Rc {
         // The spoofed packet took no PSN: the real peer's WRITE at the
@@ -391,7 +392,7 @@ fn spoofed_source_is_dropped(net: u8, qp_type: QpType) {
         );
         send(&p.sock, v.addr, &pkt);
         until_received(&v, 2);
-        assert_eq!(&v.mr.as_slice()[8..24], &[0x42; 16]);
+        assert_eq!(&bytes(&v.mr)[8..24], &[0x42; 16]);
         assert_eq!(stats(&v).rx_dropped, 1);
     }
 }
@@ -427,7 +428,7 @@ fn p_keys_follow_the_membership_rules() {
         until_received(&v, i as u64 + 1);
     }
     assert_eq!(stats(&v).rx_bad_pkey, 4);
-    assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    assert_eq!(bytes(&v.mr), &pattern()[..]);
     // A limited member of our partition talks to a full member.
     let pkt = packet(
         p.addr,
@@ -444,7 +445,7 @@ fn p_keys_follow_the_membership_rules() {
     let r = recv(&p.sock).expect("the first answer is the limited member's ACK");
     assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, RQ_PSN, Some(0x1F)));
     assert_eq!(r.pkey, 0xFFFF, "the victim sends its own P_Key");
-    assert_eq!(&v.mr.as_slice()[..64], &[0xEE; 64]);
+    assert_eq!(&bytes(&v.mr)[..64], &[0xEE; 64]);
     assert_eq!(stats(&v).rx_bad_pkey, 4);
 
     // A limited member does not hear another limited member.
@@ -468,12 +469,12 @@ fn p_keys_follow_the_membership_rules() {
     send(&lp.sock, lv.addr, &pkt(0x7FFF));
     until_received(&lv, 1);
     assert_eq!(stats(&lv).rx_bad_pkey, 1);
-    assert_eq!(lv.mr.as_slice(), &pattern()[..]);
+    assert_eq!(bytes(&lv.mr), &pattern()[..]);
     send(&lp.sock, lv.addr, &pkt(0xFFFF));
     let r = recv(&lp.sock).expect("a full member is heard");
     assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, RQ_PSN, Some(0x1F)));
     assert_eq!(r.pkey, 0x7FFF);
-    assert_eq!(&lv.mr.as_slice()[..64], &[0xEE; 64]);
+    assert_eq!(&bytes(&lv.mr)[..64], &[0xEE; 64]);
     // A pkey_index naming an empty entry is refused at modify.
     let e = lv
         .qp
@@ -485,7 +486,7 @@ fn p_keys_follow_the_membership_rules() {
 fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
     let (v, p) = victim(Ipv4Addr::new(127, 133, 0, 2), QpType::Ud);
     connect(&v, p.addr);
-    let sge = [v.mr.sge(0, 1024)];
+    let sge = [v.mr.sge(0, 1024).unwrap()];
     // SAFETY: the region stays registered and untouched until the
     // completion is polled.
     unsafe {
@@ -517,7 +518,7 @@ fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
     until_received(&v, 1);
     let s = stats(&v);
     assert_eq!((s.rx_bad_qkey, s.rx_dropped), (1, 1));
-    assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    assert_eq!(bytes(&v.mr), &pattern()[..]);
     // The GRH area holds the IPv4 header as it arrived: a TTL of our
     // choosing shows it is not made up.
     p.sock.set_ttl(33).unwrap();
@@ -527,8 +528,8 @@ fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
         (wc.wr_id, wc.status, wc.byte_len),
         (9, WcStatus::Success, 140)
     );
-    assert_eq!(&v.mr.as_slice()[40..140], &[0xAB; 100]);
-    let grh = &v.mr.as_slice()[..40];
+    assert_eq!(&bytes(&v.mr)[40..140], &[0xAB; 100]);
+    let grh = &bytes(&v.mr)[..40];
     assert_eq!(&grh[..20], &[0; 20]);
     let ip = &grh[20..];
     assert_eq!((ip[0], ip[8], ip[9]), (0x45, 33, 17));
@@ -577,7 +578,7 @@ fn an_rkey_of_another_pd_is_a_remote_access_error_for_write_read_and_atomic() {
             "opcode {op:#x}: NAK remote access error"
         );
         assert!(r.rest.is_empty(), "no data leaves the other PD");
-        assert_eq!(v.other.as_slice(), &[0x5A; LEN][..], "other PD untouched");
+        assert_eq!(bytes(&v.other), &[0x5A; LEN][..], "other PD untouched");
         assert_eq!(v.qp.state().unwrap(), QpState::Err);
         assert_eq!(stats(&v).tx_nak_remote_access, 1, "round {round}");
         // Reset and reconnect: the QP works again.
@@ -590,7 +591,7 @@ fn an_rkey_of_another_pd_is_a_remote_access_error_for_write_read_and_atomic() {
 fn send_with_invalidate_of_a_registered_mr_is_class_j() {
     let (v, p) = victim(Ipv4Addr::new(127, 135, 0, 2), QpType::Rc);
     connect(&v, p.addr);
-    let sge = [v.mr.sge(2048, 1024)];
+    let sge = [v.mr.sge(2048, 1024).unwrap()];
     // SAFETY: as above.
     unsafe {
         v.qp.post_recv(&[RecvWr {
@@ -621,7 +622,7 @@ fn send_with_invalidate_of_a_registered_mr_is_class_j() {
     // same R_Key lands.
     connect(&v, p.addr);
     write_works(&v, &p, RQ_PSN, 0x77);
-    assert_eq!(&v.mr.as_slice()[..100], &pattern()[..100]);
+    assert_eq!(&bytes(&v.mr)[..100], &pattern()[..100]);
 }
 
 /// Hold the gate, run `f` (which sends a burst), give the datagrams time to
@@ -673,7 +674,7 @@ fn a_read_flood_beyond_max_dest_rd_atomic_is_an_invalid_request() {
     assert!(recv(&p.sock).is_none());
     let s = stats(&v);
     assert_eq!((s.rx_rd_atomic_overflow, s.tx_nak_invalid_request), (1, 1));
-    assert_eq!(v.mr.as_slice(), &pattern()[..]);
+    assert_eq!(bytes(&v.mr), &pattern()[..]);
     connect(&v, p.addr);
     write_works(&v, &p, RQ_PSN, 0x31);
 }
@@ -683,7 +684,7 @@ fn responses_owed_before_a_fatal_request_in_the_same_burst_are_sent() {
     let (v, p) = victim(Ipv4Addr::new(127, 137, 0, 2), QpType::Rc);
     connect(&v, p.addr);
     let (rkey, base) = (v.mr.rkey().value(), v.mr.addr());
-    let before = u64::from_ne_bytes(v.mr.as_slice()[8..16].try_into().unwrap());
+    let before = u64::from_ne_bytes(bytes(&v.mr)[8..16].try_into().unwrap());
     let qpn = v.qp.qpn().value();
     burst(&v, || {
         let read = packet(
@@ -738,11 +739,11 @@ fn responses_owed_before_a_fatal_request_in_the_same_burst_are_sent() {
         (r.opcode, r.psn, r.syndrome),
         (0x11, RQ_PSN + 2, Some(0x62))
     );
-    let after = u64::from_ne_bytes(v.mr.as_slice()[8..16].try_into().unwrap());
+    let after = u64::from_ne_bytes(bytes(&v.mr)[8..16].try_into().unwrap());
     assert_eq!(after, before.wrapping_add(5), "the atomic ran once");
     let mut expect = pattern();
     expect[8..16].copy_from_slice(&after.to_ne_bytes());
-    assert_eq!(v.mr.as_slice(), &expect[..], "nothing else changed");
+    assert_eq!(bytes(&v.mr), &expect[..], "nothing else changed");
     assert_eq!(stats(&v).tx_nak_remote_access, 1);
     connect(&v, p.addr);
     write_works(&v, &p, RQ_PSN, 0x55);
@@ -810,9 +811,9 @@ fn a_refused_inline_post_leaves_pending_inline_data_alone() {
     let wcs = a.cq.poll_n(2, Duration::from_secs(10)).unwrap();
     assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
     assert!(stats(&a).tx_retransmits > 0, "the data went again");
-    assert_eq!(&b.mr.as_slice()[..48], &[0xAA; 48]);
-    assert_eq!(&b.mr.as_slice()[64..112], &[0xBB; 48]);
-    assert_eq!(&b.mr.as_slice()[128..176], &pattern()[128..176]);
+    assert_eq!(&bytes(&b.mr)[..48], &[0xAA; 48]);
+    assert_eq!(&bytes(&b.mr)[64..112], &[0xBB; 48]);
+    assert_eq!(&bytes(&b.mr)[128..176], &pattern()[128..176]);
 }
 
 #[test]
@@ -823,7 +824,7 @@ fn a_cq_overrun_is_a_cq_error_and_an_async_event() {
     }
     // Wait for the four ACKs (the data lands at b), then poll.
     let end = std::time::Instant::now() + Duration::from_secs(5);
-    while b.mr.as_slice()[192..208] != [4u8; 16] {
+    while bytes(&b.mr)[192..208] != [4u8; 16] {
         assert!(std::time::Instant::now() < end);
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -859,12 +860,12 @@ fn zero_based_regions_take_offsets_remotely_and_addresses_locally() {
     // names a ZERO_BASED region by offset, its owner's SGEs by address.
     let (a, b) = verbs_pair(140, 8, 16);
     let zb = AccessFlags(ALL.0 | AccessFlags::ZERO_BASED.0);
-    let mut src = a._pd.alloc_mr(LEN, zb).unwrap();
+    let src = a._pd.alloc_mr(LEN, zb).unwrap();
     let dst = b._pd.alloc_mr(LEN, zb).unwrap();
-    src.as_mut_slice()[..256].copy_from_slice(&pattern()[..256]);
+    edit(&src)[..256].copy_from_slice(&pattern()[..256]);
     let remote = dst.remote();
     assert_eq!(remote.addr, 0);
-    let sge = [src.sge(0, 256)];
+    let sge = [src.sge(0, 256).unwrap()];
     // SAFETY: both regions stay registered and untouched until the
     // completion is polled.
     unsafe {
@@ -882,8 +883,8 @@ fn zero_based_regions_take_offsets_remotely_and_addresses_locally() {
     .unwrap();
     let wc = a.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
     assert_eq!(wc.status, WcStatus::Success);
-    assert_eq!(&dst.as_slice()[512..768], &pattern()[..256]);
-    assert_eq!(&dst.as_slice()[..512], &[0; 512][..]);
+    assert_eq!(&bytes(&dst)[512..768], &pattern()[..256]);
+    assert_eq!(&bytes(&dst)[..512], &[0; 512][..]);
 }
 
 // ----------------------------------------------------------------------
@@ -1001,7 +1002,7 @@ mod sequences {
         let lsge = |off: u16, len: u16| {
             let off = usize::from(off) % LEN;
             let len = u32::from(len).min((LEN - off) as u32);
-            [a.mr.sge(off, len)]
+            [a.mr.sge(off, len).unwrap()]
         };
         match *op {
             Op::Write {
@@ -1049,7 +1050,7 @@ mod sequences {
             }
             Op::Recv { len } => {
                 let len = u32::from(len).min(LEN as u32);
-                let sge = [w.b.mr.sge(0, len)];
+                let sge = [w.b.mr.sge(0, len).unwrap()];
                 // SAFETY: b's region lives as long as the world.
                 let _ = unsafe {
                     w.b.qp.post_recv(&[RecvWr {
@@ -1100,8 +1101,8 @@ mod sequences {
             run(&mut w, &Op::Poll);
             // The bystander QPs' regions (another PD on each device) are
             // byte-identical to how they started.
-            prop_assert!(w.b.other.as_slice().iter().all(|&b| b == 0x5A));
-            prop_assert!(w.a.other.as_slice().iter().all(|&b| b == 0x5A));
+            prop_assert!(bytes(&w.b.other).iter().all(|&b| b == 0x5A));
+            prop_assert!(bytes(&w.a.other).iter().all(|&b| b == 0x5A));
         }
     }
 }

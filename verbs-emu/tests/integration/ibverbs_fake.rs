@@ -14,6 +14,7 @@
 //! What this cannot show is how a real NIC and kernel behave; it shows that
 //! this backend speaks to a provider exactly as rdma-core's headers do.
 
+use crate::mr_bytes::{bytes, edit};
 use std::os::raw::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -133,7 +134,7 @@ impl Pair {
     }
 
     fn write(&self, wr_id: u64, offset: usize, len: u32, rkey: Rkey) -> SendWr<'static> {
-        let sges = Box::leak(Box::new([self.mr_a.sge(offset, len)]));
+        let sges = Box::leak(Box::new([self.mr_a.sge(offset, len).unwrap()]));
         SendWr {
             wr_id,
             sg_list: &sges[..],
@@ -256,8 +257,8 @@ fn connect_sends_rdma_cores_attributes_and_the_granted_caps_come_back() {
 #[test]
 fn write_read_send_and_atomics_move_the_right_bytes() {
     let (_guard, path) = fake_or_skip!();
-    let mut pair = Pair::new(path);
-    for (index, byte) in pair.mr_a.as_mut_slice().iter_mut().enumerate() {
+    let pair = Pair::new(path);
+    for (index, byte) in edit(&pair.mr_a).iter_mut().enumerate() {
         *byte = (index % 251) as u8;
     }
     let rkey_b = pair.mr_b.rkey();
@@ -273,14 +274,11 @@ fn write_read_send_and_atomics_move_the_right_bytes() {
     );
     assert_eq!(wc[0].byte_len, 1000);
     assert_eq!(wc[0].qp_num, pair.a.qpn());
-    assert_eq!(
-        pair.mr_b.as_slice()[100..1100],
-        pair.mr_a.as_slice()[100..1100]
-    );
-    assert!(pair.mr_b.as_slice()[..100].iter().all(|&b| b == 0));
+    assert_eq!(bytes(&pair.mr_b)[100..1100], bytes(&pair.mr_a)[100..1100]);
+    assert!(bytes(&pair.mr_b)[..100].iter().all(|&b| b == 0));
 
     // RDMA READ b -> a at another offset.
-    let read_sge = [pair.mr_a.sge(4096, 1000)];
+    let read_sge = [pair.mr_a.sge(4096, 1000).unwrap()];
     let read = SendWr {
         wr_id: 2,
         sg_list: &read_sge,
@@ -298,13 +296,10 @@ fn write_read_send_and_atomics_move_the_right_bytes() {
         (wc[0].wr_id, wc[0].opcode, wc[0].byte_len),
         (2, WcOpcode::RdmaRead, 1000)
     );
-    assert_eq!(
-        pair.mr_a.as_slice()[4096..5096],
-        pair.mr_a.as_slice()[100..1100]
-    );
+    assert_eq!(bytes(&pair.mr_a)[4096..5096], bytes(&pair.mr_a)[100..1100]);
 
     // SEND with immediate into a posted receive.
-    let recv_sge = [pair.mr_b.sge(6000, 512)];
+    let recv_sge = [pair.mr_b.sge(6000, 512).unwrap()];
     // SAFETY: the receive buffer lies in mr_b.
     unsafe {
         pair.b.post_recv(&[RecvWr {
@@ -313,7 +308,7 @@ fn write_read_send_and_atomics_move_the_right_bytes() {
         }])
     }
     .unwrap();
-    let send_sge = [pair.mr_a.sge(0, 300)];
+    let send_sge = [pair.mr_a.sge(0, 300).unwrap()];
     let send = SendWr {
         wr_id: 3,
         sg_list: &send_sge,
@@ -337,14 +332,11 @@ fn write_read_send_and_atomics_move_the_right_bytes() {
         "immediate data survives both byte orders"
     );
     assert_eq!((recv.qp_num, recv.src_qp), (pair.b.qpn(), pair.a.qpn()));
-    assert_eq!(
-        pair.mr_b.as_slice()[6000..6300],
-        pair.mr_a.as_slice()[..300]
-    );
+    assert_eq!(bytes(&pair.mr_b)[6000..6300], bytes(&pair.mr_a)[..300]);
 
     // Fetch-and-add and compare-and-swap on a word of mr_b.
-    pair.mr_b.as_mut_slice()[7000..7008].copy_from_slice(&40u64.to_ne_bytes());
-    let old_sge = [pair.mr_a.sge(7000, 8)];
+    edit(&pair.mr_b)[7000..7008].copy_from_slice(&40u64.to_ne_bytes());
+    let old_sge = [pair.mr_a.sge(7000, 8).unwrap()];
     let target = pair.mr_b.addr() + 7000;
     let ops = [
         SendOp::FetchAdd {
@@ -371,10 +363,10 @@ fn write_read_send_and_atomics_move_the_right_bytes() {
         unsafe { pair.a.post_send(&[wr]) }.unwrap();
         let wc = pair.cq.poll_n(1, TIMEOUT).unwrap();
         assert!(wc[0].is_ok(), "{:?}", wc[0]);
-        let old = u64::from_ne_bytes(pair.mr_a.as_slice()[7000..7008].try_into().unwrap());
+        let old = u64::from_ne_bytes(bytes(&pair.mr_a)[7000..7008].try_into().unwrap());
         assert_eq!(old, [40, 42][index]);
     }
-    let now = u64::from_ne_bytes(pair.mr_b.as_slice()[7000..7008].try_into().unwrap());
+    let now = u64::from_ne_bytes(bytes(&pair.mr_b)[7000..7008].try_into().unwrap());
     assert_eq!(now, 7);
 }
 
@@ -397,8 +389,8 @@ fn long_lists_are_posted_in_chunks_in_order() {
     let sges: Vec<[verbs_emu::verbs::Sge; 2]> = (0..40)
         .map(|index| {
             [
-                pair.mr_a.sge(index * 100, 50),
-                pair.mr_a.sge(index * 100 + 50, 50),
+                pair.mr_a.sge(index * 100, 50).unwrap(),
+                pair.mr_a.sge(index * 100 + 50, 50).unwrap(),
             ]
         })
         .collect();
@@ -462,7 +454,7 @@ fn a_refused_request_reports_its_index_and_the_ones_before_it_run() {
 
     // Our own validation stops at index 1 (an atomic needs one 8-byte SGE)
     // after posting index 0.
-    let short = [pair.mr_a.sge(0, 4)];
+    let short = [pair.mr_a.sge(0, 4).unwrap()];
     let wrs = [
         pair.write(4, 0, 8, rkey),
         SendWr {
@@ -613,7 +605,7 @@ fn ud_sends_go_through_an_address_handle_and_land_behind_a_grh() {
     let pair = Pair::new(path);
     let pd = pair.context.alloc_pd().unwrap();
     let cq = pair.context.create_cq(64).unwrap();
-    let mut mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
     const QKEY: u32 = 0x1111_1111;
     let ud_qp = || {
         let qp = pd
@@ -645,8 +637,8 @@ fn ud_sends_go_through_an_address_handle_and_land_behind_a_grh() {
     let gid = pair.context.query_gid(1, 0).unwrap();
     let ah = pd.create_ah(&AhAttr::to_gid(gid)).unwrap();
 
-    mr.as_mut_slice()[..256].fill(0xa5);
-    let recv_sge = [mr.sge(1024, 40 + 256)];
+    edit(&mr)[..256].fill(0xa5);
+    let recv_sge = [mr.sge(1024, 40 + 256).unwrap()];
     // SAFETY: the buffer lies in `mr`, alive until the end of the test.
     unsafe {
         receiver.post_recv(&[RecvWr {
@@ -655,7 +647,7 @@ fn ud_sends_go_through_an_address_handle_and_land_behind_a_grh() {
         }])
     }
     .unwrap();
-    let send_sge = [mr.sge(0, 256)];
+    let send_sge = [mr.sge(0, 256).unwrap()];
     let send = |qkey: u32, wr_id: u64| SendWr {
         wr_id,
         sg_list: &send_sge,
@@ -684,7 +676,7 @@ fn ud_sends_go_through_an_address_handle_and_land_behind_a_grh() {
     assert_eq!((recv.opcode, recv.byte_len), (WcOpcode::Recv, 40 + 256));
     assert!(recv.wc_flags.contains(WcFlags::GRH));
     assert_eq!((recv.src_qp, recv.imm()), (sender.qpn(), Some(0x0102_0304)));
-    assert!(mr.as_slice()[1064..1320].iter().all(|&b| b == 0xa5));
+    assert!(bytes(&mr)[1064..1320].iter().all(|&b| b == 0xa5));
 
     // A destination is required on UD and refused on RC.
     let mut no_dest = send(QKEY, 3);

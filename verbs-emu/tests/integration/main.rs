@@ -4,6 +4,7 @@ mod capture;
 mod hostile;
 mod ibverbs_abi;
 mod ibverbs_fake;
+mod mr_bytes;
 mod transport;
 mod verbs;
 mod wire;
