@@ -457,6 +457,15 @@ fn doctor_ranks_each_injected_fault_first() {
                 "{name}: want {id} with {words:?}, got {got_id}: {title}"
             ));
         }
+        // Each affected port or host is named once.
+        let names: Vec<&str> = first["affects"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        if distinct.len() != names.len() {
+            wrong.push(format!("{name}: affects names a subject twice: {names:?}"));
+        }
         // The deadlock names its members from results.json.
         if *name == "deadlock-ring" {
             let affects = first["affects"].as_array().map_or(0, Vec::len);

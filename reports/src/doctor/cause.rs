@@ -457,7 +457,11 @@ fn loss_causes(found: Vec<Finding>, ctx: &Context) -> (Vec<Finding>, Vec<Finding
         ));
         top.evidence.extend(conseq_lines);
     }
-    top.affects.extend(hosts);
+    for h in hosts {
+        if !top.affects.contains(&h) {
+            top.affects.push(h);
+        }
+    }
     if unfinished > 0 {
         top.severity = Severity::Critical;
     }
