@@ -267,7 +267,7 @@ size = "400KB"
 fn lesson_two_shows_head_of_line_blocking_and_what_dcqcn_buys_back() {
     let dir = scratch("hol");
     run_ok(
-        &repo().join("scenarios/pfc-head-of-line-blocking.toml"),
+        &repo().join("scenarios/lessons/02-pfc-head-of-line-blocking.toml"),
         &dir,
     );
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();

@@ -56,7 +56,8 @@ fn every_scenario_and_topology_in_the_repository_checks() {
 
 #[test]
 fn lesson_variants_differ_only_in_pfc() {
-    let s = scenario::load(&repo().join("scenarios/incast-lossless-vs-lossy.toml")).unwrap();
+    let s =
+        scenario::load(&repo().join("scenarios/lessons/01-incast-lossless-vs-lossy.toml")).unwrap();
     assert_eq!(s.name, "incast-lossless-vs-lossy");
     let names: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["lossless", "lossy"]);
