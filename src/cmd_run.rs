@@ -66,19 +66,34 @@ impl Changes {
 /// Run the scenario; the exit status says whether every variant ran and
 /// the files were written.
 pub fn run(args: &Args) -> ExitCode {
+    match execute(args, None) {
+        Some(_) => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// Run the scenario of `args.file`, read from disk, or, when `text` is
+/// given, from that text (errors and relative paths still name
+/// `args.file`). Prints the tables unless quiet and any error on stderr;
+/// returns the output directory it wrote, or `None` after an error.
+pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
     let t0 = Instant::now();
     let overrides = match args.changes.overrides() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return None;
         }
     };
-    let scenario = match scenario::load_with(&args.file, &overrides) {
+    let loaded = match text {
+        Some(text) => scenario::from_str_with(&args.file, text, &overrides),
+        None => scenario::load_with(&args.file, &overrides),
+    };
+    let scenario = match loaded {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return None;
         }
     };
     let load_secs = t0.elapsed().as_secs_f64();
@@ -121,7 +136,7 @@ pub fn run(args: &Args) -> ExitCode {
             }
             Err(e) => {
                 eprintln!("error: {}: variant {:?}: {e}", args.file.display(), v.name);
-                return ExitCode::FAILURE;
+                return None;
             }
         }
     }
@@ -135,10 +150,10 @@ pub fn run(args: &Args) -> ExitCode {
     };
     if let Err(e) = write_outputs(&out, &doc, &scenario) {
         eprintln!("error: writing {}: {e}", out.display());
-        return ExitCode::FAILURE;
+        return None;
     }
     if quiet {
-        return ExitCode::SUCCESS;
+        return Some(out);
     }
     println!(
         "wrote {}, {} and {}",
@@ -146,7 +161,7 @@ pub fn run(args: &Args) -> ExitCode {
         out.join("report.html").display(),
         out.join("counters").display()
     );
-    ExitCode::SUCCESS
+    Some(out)
 }
 
 fn write_outputs(

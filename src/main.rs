@@ -9,6 +9,7 @@ mod cmd_compare;
 mod cmd_devices;
 mod cmd_doctor;
 mod cmd_exec;
+mod cmd_lessons;
 mod cmd_parse;
 mod cmd_perftest;
 mod cmd_report;
@@ -31,6 +32,10 @@ enum Command {
     Version,
     /// Run every variant of a scenario; write results.json, counter dumps and report.html.
     Run(cmd_run::Args),
+    /// List the lessons: number, title and the question each answers.
+    Lessons,
+    /// Run lesson N (as `run` runs its file) and say where its report is.
+    Lesson(cmd_lessons::Args),
     /// Render a results.json as report.html (SVG plots, explanation) or Markdown.
     Report(cmd_report::Args),
     /// Check a scenario or topology file without running it.
@@ -61,6 +66,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Run(args) => cmd_run::run(&args),
+        Command::Lessons => cmd_lessons::list(),
+        Command::Lesson(args) => cmd_lessons::run(args),
         Command::Report(args) => cmd_report::run(&args),
         Command::Validate(args) => cmd_validate::run(&args),
         Command::Wire(args) => cmd_wire::run(args),

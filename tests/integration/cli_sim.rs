@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn rocelab(args: &[&str]) -> Output {
+pub(crate) fn rocelab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rocelab"))
         .current_dir(repo())
         .args(args)
@@ -15,7 +15,7 @@ fn rocelab(args: &[&str]) -> Output {
         .expect("run rocelab")
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rocelab-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -258,65 +258,6 @@ size = "400KB"
         "{text}"
     );
     assert!(!text.contains("since boot"), "{text}");
-}
-
-/// Lesson 2: PFC holds an innocent flow behind an incast (head-of-line
-/// blocking); DCQCN keeps queues under XOFF so PFC rarely acts; without
-/// PFC the victim is free but the incast drops.
-#[test]
-fn lesson_two_shows_head_of_line_blocking_and_what_dcqcn_buys_back() {
-    let dir = scratch("hol");
-    run_ok(
-        &repo().join("scenarios/lessons/02-pfc-head-of-line-blocking.toml"),
-        &dir,
-    );
-    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let variants = json["variants"].as_array().unwrap();
-    let names: Vec<&str> = variants
-        .iter()
-        .map(|v| v["summary"]["variant"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["lossless", "lossless-dcqcn", "lossy"]);
-    // The victim: h15 -> h1, 8 MB; alone it needs 8e6 x 8 / 100e9 = 640 us
-    // of payload serialisation (about 660 us with headers).
-    let victim_fct = |v: &serde_json::Value| -> f64 {
-        let f = v["flows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["src"] == "h15" && f["dst"] == "h1")
-            .expect("victim flow");
-        f["fct_ps"].as_u64().expect("victim completed") as f64 / 1e6
-    };
-    let s = |i: usize, k: &str| variants[i]["summary"][k].as_u64().unwrap();
-    let (lossless, dcqcn, lossy) = (
-        victim_fct(&variants[0]),
-        victim_fct(&variants[1]),
-        victim_fct(&variants[2]),
-    );
-    // Held behind the incast's PAUSEs: several times its own time.
-    assert!(
-        lossless > 4.0 * 660.0,
-        "victim under PFC alone: {lossless} us"
-    );
-    // DCQCN: at most about twice its own time, and far fewer PAUSEs.
-    assert!(dcqcn < 2.5 * 660.0, "victim with DCQCN: {dcqcn} us");
-    assert!(dcqcn < lossless / 2.0);
-    assert!(s(1, "cnps_sent") > 0);
-    assert!(
-        s(1, "pause_frames_sent") * 5 < s(0, "pause_frames_sent"),
-        "pauses {} vs {}",
-        s(1, "pause_frames_sent"),
-        s(0, "pause_frames_sent")
-    );
-    // Lossless variants drop nothing; lossy drops and resends, while the
-    // victim, never paused, runs at line rate.
-    assert_eq!(s(0, "drops"), 0);
-    assert_eq!(s(1, "drops"), 0);
-    assert!(s(2, "drops") > 0 && s(2, "retransmitted_packets") > 0);
-    assert_eq!(s(2, "pause_frames_sent"), 0);
-    assert!(lossy < 1.1 * 660.0, "victim without PFC: {lossy} us");
 }
 
 #[test]

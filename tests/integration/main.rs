@@ -5,5 +5,6 @@ mod cli_reports;
 mod cli_sim;
 mod devices;
 mod ibverbs_shim;
+mod lessons;
 mod perftest;
 mod wire;

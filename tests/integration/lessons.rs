@@ -1,0 +1,511 @@
+//! The lesson library (`scenarios/lessons/`, `rocelab lessons`, `rocelab
+//! lesson N`): one test per lesson, asserting the expected outcomes its
+//! file states, with the tolerances it states. Each runs the lesson as a
+//! user would, through `rocelab lesson N`, from a directory outside the
+//! checkout (the lessons are built into the binary).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::cli_sim::{repo, rocelab, scratch};
+
+/// `rocelab lesson N --out DIR --quiet`, run from a scratch directory
+/// (not the checkout); the results and the output directory.
+fn lesson(n: usize) -> (Value, PathBuf) {
+    let dir = scratch(&format!("lesson-{n}"));
+    let out = dir.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .current_dir(&dir)
+        .args(["lesson", &n.to_string(), "--out", "out", "--quiet"])
+        .output()
+        .expect("run rocelab");
+    assert!(
+        o.status.success(),
+        "lesson {n}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    (serde_json::from_str(&text).expect("JSON"), out)
+}
+
+/// The variant named `name`.
+fn variant<'a>(j: &'a Value, name: &str) -> &'a Value {
+    j["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["summary"]["variant"] == name)
+        .unwrap_or_else(|| panic!("no variant {name}"))
+}
+
+/// A summary counter of a variant.
+fn sum(v: &Value, key: &str) -> u64 {
+    v["summary"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("summary.{key} in {}", v["summary"]))
+}
+
+/// The FCT in microseconds of the flow from `src` to `dst` (which must
+/// have completed).
+fn fct_us(v: &Value, src: &str, dst: &str) -> f64 {
+    let f = v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["src"] == src && f["dst"] == dst)
+        .unwrap_or_else(|| panic!("no flow {src} -> {dst}"));
+    f["fct_ps"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{src} -> {dst} did not complete: {f}")) as f64
+        / 1e6
+}
+
+/// The port record of `node` port `port`.
+fn port<'a>(v: &'a Value, node: &str, port: u64) -> &'a Value {
+    v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["node"] == node && p["port"] == port)
+        .unwrap_or_else(|| panic!("no port {node}:{port}"))
+}
+
+/// A per-priority counter of a port.
+fn prio(v: &Value, node: &str, p: u64, priority: usize, key: &str) -> u64 {
+    port(v, node, p)["prio"][priority][key].as_u64().unwrap()
+}
+
+/// Mean depth of the first recorded queue over samples in `[from_ps, to_ps]`.
+fn mean_queue(v: &Value, from_ps: u64, to_ps: u64) -> f64 {
+    let s: Vec<u64> = v["queues"][0]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            let t = s[0].as_u64()?;
+            (from_ps..=to_ps).contains(&t).then(|| s[1].as_u64())?
+        })
+        .collect();
+    assert!(!s.is_empty(), "no queue samples in [{from_ps}, {to_ps}]");
+    s.iter().sum::<u64>() as f64 / s.len() as f64
+}
+
+/// `x` within `tol` (a fraction) of `want`.
+fn near(what: &str, x: f64, want: f64, tol: f64) {
+    assert!(
+        (x - want).abs() <= tol * want,
+        "{what}: {x}, expected {want} within {}%",
+        tol * 100.0
+    );
+}
+
+fn gbps(v: &Value) -> f64 {
+    v["summary"]["goodput_bps"].as_f64().unwrap() / 1e9
+}
+
+#[test]
+fn lessons_lists_ten_with_title_and_question() {
+    let o = rocelab(&["lessons"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("scenarios/lessons"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 10, "{files:?}");
+    for (i, f) in files.iter().enumerate() {
+        let n = i + 1;
+        assert!(f.starts_with(&format!("{n:02}-")), "{f}");
+        let body = std::fs::read_to_string(repo().join("scenarios/lessons").join(f)).unwrap();
+        let mut lines = body.lines();
+        let title = lines
+            .next()
+            .and_then(|l| l.strip_prefix(&format!("# Lesson {n}: ")))
+            .unwrap_or_else(|| panic!("{f}: first line `# Lesson {n}: TITLE`"));
+        let question = lines
+            .next()
+            .and_then(|l| l.strip_prefix("# Question: "))
+            .unwrap_or_else(|| panic!("{f}: second line `# Question: ...`"));
+        assert!(question.ends_with('?'), "{f}: {question}");
+        assert!(body.contains("# Expected outcomes"), "{f}");
+        // The listing shows what the file says.
+        assert!(
+            text.contains(&format!("{n:>2}  {title}: {question}\n")),
+            "{title} in {text}"
+        );
+    }
+    let o = rocelab(&["lesson", "11"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no lesson 11: expected 1 to 10"), "{err}");
+}
+
+/// `rocelab lesson N` is `rocelab run` of the lesson's file: the same
+/// bytes, the default output folder `out/<scenario name>`, a copy of the
+/// lesson beside the results, and the report's path on the console.
+#[test]
+fn lesson_runs_its_file_as_run_does_and_says_where_the_report_is() {
+    let dir = scratch("lesson-vs-run");
+    let o = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .current_dir(&dir)
+        .args(["lesson", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = Path::new("out/congestion-spreading-and-pfc-unfairness");
+    assert!(
+        stdout.contains(&format!("report: {}", out.join("report.html").display())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("question: why do flows"), "{stdout}");
+    let file = "03-congestion-spreading-and-pfc-unfairness.toml";
+    let original = std::fs::read_to_string(repo().join("scenarios/lessons").join(file)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join(out).join(file)).unwrap(),
+        original
+    );
+    let by_run = dir.join("by-run");
+    let o = rocelab(&[
+        "run",
+        repo()
+            .join("scenarios/lessons")
+            .join(file)
+            .to_str()
+            .unwrap(),
+        "--out",
+        by_run.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success());
+    for f in ["results.json", "report.html"] {
+        assert_eq!(
+            std::fs::read(dir.join(out).join(f)).unwrap(),
+            std::fs::read(by_run.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn lesson_01_incast_lossless_vs_lossy() {
+    let (j, _) = lesson(1);
+    let (ll, ly) = (variant(&j, "lossless"), variant(&j, "lossy"));
+    assert_eq!(sum(ll, "drops"), 0);
+    assert_eq!(sum(ll, "flows_completed"), 16);
+    let p99 = sum(ll, "fct_p99_ps") as f64 / 1e6;
+    // 16 MB x 8 / 100 Gbit/s = 1.28 ms, plus a round trip.
+    near("lossless p99 FCT (us)", p99, 1310.0, 0.05);
+    assert!(sum(ly, "drops") > 0 && sum(ly, "retransmitted_packets") > 0);
+    // At least one ACK timeout: 4.096 us x 2^14.
+    assert!(
+        sum(ly, "fct_p99_ps") >= 4_096_000 << 14,
+        "{}",
+        ly["summary"]
+    );
+}
+
+#[test]
+fn lesson_02_head_of_line_blocking_and_what_dcqcn_buys_back() {
+    let (j, _) = lesson(2);
+    let (ll, dc, ly) = (
+        variant(&j, "lossless"),
+        variant(&j, "lossless-dcqcn"),
+        variant(&j, "lossy"),
+    );
+    // The victim h15 -> h1, 8 MB: alone about 660 us with headers.
+    let alone = 660.0;
+    let (a, b, c) = (
+        fct_us(ll, "h15", "h1"),
+        fct_us(dc, "h15", "h1"),
+        fct_us(ly, "h15", "h1"),
+    );
+    assert!(a > 4.0 * alone, "victim under PFC alone: {a} us");
+    assert!(b < 2.5 * alone && b < a / 2.0, "victim with DCQCN: {b} us");
+    assert!(sum(dc, "cnps_sent") > 0);
+    assert!(
+        sum(dc, "pause_frames_sent") * 5 < sum(ll, "pause_frames_sent"),
+        "pauses {} vs {}",
+        sum(dc, "pause_frames_sent"),
+        sum(ll, "pause_frames_sent")
+    );
+    assert_eq!(sum(ll, "drops"), 0);
+    assert_eq!(sum(dc, "drops"), 0);
+    assert!(sum(ly, "drops") > 0 && sum(ly, "retransmitted_packets") > 0);
+    assert_eq!(sum(ly, "pause_frames_sent"), 0);
+    near("victim without PFC (us)", c, alone, 0.10);
+}
+
+#[test]
+fn lesson_03_congestion_spreading_and_pfc_unfairness() {
+    let (j, _) = lesson(3);
+    let pfc = variant(&j, "pfc");
+    assert_eq!(sum(pfc, "drops"), 0);
+    // h1 has an ingress port to itself: half of h0's link.
+    near("h1 (us)", fct_us(pfc, "h1", "h0"), 325.0, 0.05);
+    for h in ["h2", "h3", "h4"] {
+        near(h, fct_us(pfc, h, "h0"), 650.0, 0.05);
+    }
+    // Spreading: sw0 pauses sw1 (port 2), sw1 pauses each of its senders.
+    assert!(prio(pfc, "sw0", 2, 3, "tx_pause") > 0);
+    for p in 1..=3 {
+        assert!(prio(pfc, "sw1", p, 3, "tx_pause") > 0, "sw1 port {p}");
+    }
+    let dc = variant(&j, "pfc-dcqcn");
+    let f: Vec<f64> = ["h1", "h2", "h3", "h4"]
+        .iter()
+        .map(|h| fct_us(dc, h, "h0"))
+        .collect();
+    let (lo, hi) = (
+        f.iter().cloned().fold(f64::MAX, f64::min),
+        f.iter().cloned().fold(0.0, f64::max),
+    );
+    assert!(hi <= 1.3 * lo, "DCQCN FCTs {f:?}");
+    assert!(sum(dc, "pause_frames_sent") * 5 <= sum(pfc, "pause_frames_sent"));
+}
+
+#[test]
+fn lesson_04_dcqcn_two_flows_converging() {
+    let (j, _) = lesson(4);
+    // h2's average rate over its own transfer (10 MB), Gbit/s.
+    let rate = |v: &Value| 10e6 * 8.0 / (fct_us(v, "h2", "h0") * 1e-6) / 1e9;
+    // Mean queue from 300 us after h2 starts until h2 ends.
+    let overlap_queue = |v: &Value| {
+        let from = 200_000_000 + 300_000_000;
+        let to = from - 300_000_000 + (fct_us(v, "h2", "h0") * 1e6) as u64;
+        mean_queue(v, from, to)
+    };
+    let none = variant(&j, "no-cc");
+    near("no-cc h2 rate (Gbit/s)", rate(none), 50.0, 0.10);
+    let q_none = overlap_queue(none);
+    assert!(q_none > 500_000.0, "no-cc mean queue {q_none}");
+    assert!(gbps(none) > 95.0);
+    for (name, good) in [("paper", 77.0), ("firmware", 73.0), ("hpcc", 55.0)] {
+        let v = variant(&j, name);
+        assert!(sum(v, "cnps_sent") > 0, "{name}");
+        assert_eq!(sum(v, "pause_frames_sent"), 0, "{name}");
+        let q = overlap_queue(v);
+        assert!(q <= q_none / 10.0, "{name}: mean queue {q} vs {q_none}");
+        near(&format!("{name} h2 rate"), rate(v), 50.0, 0.20);
+        near(&format!("{name} goodput"), gbps(v), good, 0.10);
+    }
+    let g = |n| gbps(variant(&j, n));
+    assert!(g("paper") > g("firmware") && g("firmware") > g("hpcc"));
+}
+
+#[test]
+fn lesson_05_ecn_thresholds() {
+    let (j, _) = lesson(5);
+    let q = |v: &Value| mean_queue(v, 50_000_000, sum(v, "makespan_ps"));
+    let tuned = variant(&j, "tuned");
+    near("tuned goodput", gbps(tuned), 77.0, 0.10);
+    assert!(sum(tuned, "pause_frames_sent") <= 10);
+    assert!(q(tuned) < 100_000.0, "tuned queue {}", q(tuned));
+    let high = variant(&j, "too-high");
+    assert_eq!(sum(high, "ecn_marked"), 0);
+    assert_eq!(sum(high, "cnps_sent"), 0);
+    assert!(sum(high, "pause_frames_sent") >= 100);
+    assert!(q(high) > 500_000.0, "too-high queue {}", q(high));
+    let low = variant(&j, "too-low");
+    assert!(gbps(low) < gbps(tuned) / 3.0, "too-low {}", gbps(low));
+    for v in [tuned, high, low] {
+        assert_eq!(sum(v, "drops"), 0);
+    }
+}
+
+#[test]
+fn lesson_06_pfc_headroom() {
+    let (j, _) = lesson(6);
+    let ingress = [1u64, 2, 3];
+    let headroom = |v: &Value, p| port(v, "sw0", p)["max_headroom_bytes"].as_u64().unwrap();
+    let computed = variant(&j, "computed-1km");
+    assert_eq!(sum(computed, "drops"), 0);
+    for p in ingress {
+        near(
+            "headroom used",
+            headroom(computed, p) as f64,
+            91_000.0,
+            0.05,
+        );
+    }
+    let short = variant(&j, "fixed-42KB-1km");
+    let drops = sum(short, "drops");
+    assert!(drops > 0 && sum(short, "retransmitted_packets") > 0);
+    let buf: u64 = ingress
+        .iter()
+        .map(|&p| prio(short, "sw0", p, 3, "rx_buf_discard"))
+        .sum();
+    assert_eq!(buf, drops, "every drop is on the lossless priority");
+    for p in ingress {
+        assert!(headroom(short, p) <= 42_000);
+    }
+    assert_eq!(sum(variant(&j, "fixed-42KB-3m"), "drops"), 0);
+    assert!(sum(variant(&j, "fixed-6KB-3m"), "drops") > 0);
+    assert_eq!(sum(variant(&j, "fixed-6KB-3m-mtu2048"), "drops"), 0);
+}
+
+#[test]
+fn lesson_07_slow_receiver_and_pause_storm() {
+    let (j, _) = lesson(7);
+    let victim = |n| fct_us(variant(&j, n), "h1", "h3");
+    let healthy = victim("healthy");
+    near("healthy victim (us)", healthy, 230.0, 0.05);
+    let slow = variant(&j, "slow-receiver");
+    let s = victim("slow-receiver");
+    assert!(s > 1.5 * healthy && s < 3.0 * healthy, "slow receiver: {s}");
+    assert!(sum(slow, "pause_frames_sent") > 0);
+    assert!(slow["pfcwd_events"].as_array().unwrap().is_empty());
+    let storm = variant(&j, "storm");
+    assert!(victim("storm") >= 4500.0, "storm: {}", victim("storm"));
+    assert_eq!(sum(storm, "drops"), 0);
+    let wd = variant(&j, "storm-watchdog");
+    let ev = &wd["pfcwd_events"][0];
+    assert_eq!(ev["event"], "storm_detected");
+    assert_eq!(
+        (ev["node"].as_str(), ev["port"].as_u64()),
+        (Some("sw0"), Some(0))
+    );
+    assert_eq!(ev["time_ps"], 1_500_000_000u64);
+    assert!(victim("storm-watchdog") < 2000.0);
+    assert!(sum(wd, "drops") > 0);
+    assert_eq!(sum(wd, "flows_completed"), 2);
+    assert_eq!(sum(slow, "drops"), 0);
+}
+
+#[test]
+fn lesson_08_pfc_deadlock_after_link_failure() {
+    let (j, _) = lesson(8);
+    let dl = variant(&j, "deadlock");
+    let d = dl["deadlocks"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["priority"], 3);
+    let members: Vec<String> = d[0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}>{}",
+                m["node"].as_str().unwrap(),
+                m["peer"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(members, ["l0>s1", "l1>s0", "s0>l0", "s1>l1"]);
+    let formed = d[0]["formed_ps"].as_u64().unwrap();
+    let detected = d[0]["detected_ps"].as_u64().unwrap();
+    assert!((250_000_000..=350_000_000).contains(&formed), "{formed}");
+    assert!(detected >= formed && detected - formed <= 100_000_000);
+    let bytes = |v: &Value| sum(v, "bytes_delivered");
+    assert!(bytes(dl) < 5_000_000, "{}", bytes(dl));
+    let wd = variant(&j, "watchdog");
+    let ev = wd["pfcwd_events"].as_array().unwrap();
+    assert!(!ev.is_empty());
+    assert!(ev
+        .iter()
+        .filter(|e| e["event"] == "storm_detected")
+        .all(|e| e["time_ps"] == 1_500_000_000u64));
+    assert!(bytes(wd) >= 20 * bytes(dl));
+    let fixed = variant(&j, "routes-follow");
+    assert!(fixed["deadlocks"].as_array().unwrap().is_empty());
+    assert!(bytes(fixed) > 2 * bytes(wd));
+}
+
+#[test]
+fn lesson_09_dscp_pcp_trust_mismatch() {
+    let (j, _) = lesson(9);
+    let light = variant(&j, "light-load");
+    assert_eq!(sum(light, "drops"), 0);
+    near("light h1 (us)", fct_us(light, "h1", "h0"), 167.0, 0.05);
+    let inc = variant(&j, "incast");
+    let drops = sum(inc, "drops");
+    assert!(drops > 0 && sum(inc, "retransmitted_packets") > 0);
+    assert_eq!(prio(inc, "sw0", 1, 0, "rx_discards"), drops);
+    let h1 = fct_us(inc, "h1", "h0");
+    for h in ["h2", "h3"] {
+        assert!(h1 > 1.5 * fct_us(inc, h, "h0"), "{h}");
+    }
+    let fixed = variant(&j, "fixed");
+    assert_eq!(sum(fixed, "drops"), 0);
+    assert_eq!(sum(fixed, "retransmitted_packets"), 0);
+    let f: Vec<f64> = ["h1", "h2", "h3"]
+        .iter()
+        .map(|h| fct_us(fixed, h, "h0"))
+        .collect();
+    for x in &f {
+        near("fixed FCT", *x, f[0], 0.05);
+    }
+}
+
+#[test]
+fn lesson_10_go_back_n_vs_go_back_0() {
+    let (j, _) = lesson(10);
+    let clean = variant(&j, "no-loss");
+    let base = fct_us(clean, "h1", "h0");
+    near("no-loss FCT (us)", base, 670.0, 0.05);
+    assert_eq!(sum(clean, "retransmitted_packets"), 0);
+    let gbn = variant(&j, "go-back-n");
+    let lost = sum(gbn, "drops");
+    assert!(lost > 0);
+    assert!(
+        sum(gbn, "retransmitted_packets") >= 20 * lost,
+        "{} resent for {lost} lost",
+        sum(gbn, "retransmitted_packets")
+    );
+    assert!(fct_us(gbn, "h1", "h0") > 1.3 * base);
+    let gb0 = variant(&j, "go-back-0");
+    assert!(sum(gb0, "retransmitted_packets") > sum(gbn, "retransmitted_packets"));
+    assert!(fct_us(gb0, "h1", "h0") > fct_us(gbn, "h1", "h0"));
+}
+
+/// `scenarios/websearch-poisson.toml` shows the contrast it promises: the
+/// same flows drop nothing under PFC, and without it drop, resend and
+/// wait for ACK timeouts in the tail.
+#[test]
+fn websearch_poisson_contrasts_lossless_and_lossy_tails() {
+    let dir = scratch("websearch");
+    let o = rocelab(&[
+        "run",
+        repo()
+            .join("scenarios/websearch-poisson.toml")
+            .to_str()
+            .unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let (ll, ly) = (variant(&j, "lossless"), variant(&j, "lossy"));
+    // The same flows (same seed, same arrivals) in both variants.
+    let specs = |v: &Value| -> Vec<(Value, Value, Value, Value)> {
+        v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["src"].clone(),
+                    f["dst"].clone(),
+                    f["size"].clone(),
+                    f["start_ps"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert!(sum(ll, "flows_total") > 100);
+    assert_eq!(specs(ll), specs(ly));
+    assert_eq!(sum(ll, "drops"), 0);
+    assert!(sum(ll, "pause_frames_sent") > 1000);
+    assert!(sum(ly, "drops") > 0 && sum(ly, "retransmitted_packets") > 0);
+    assert!(sum(ly, "fct_p99_ps") > 10 * sum(ll, "fct_p99_ps"));
+}
