@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
+use super::text::{chunks, counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
 
 /// Driver family, guessed from the counter names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -72,6 +72,9 @@ pub enum Vendor {
     Ice,
     /// Broadcom (`bnxt_en`).
     Bnxt,
+    /// Cumulus Linux switch ports (`swpN`): `HwIf*` names of `ethtool -S`,
+    /// or NVUE's `nv show interface <if> counters qos` tables.
+    Cumulus,
 }
 
 /// One `ethtool -S` dump.
@@ -106,8 +109,35 @@ impl EthtoolSnapshot {
     }
 }
 
-/// Map an `ice` or `bnxt_en` counter name to its mlx5 equivalent.
+/// Map an `ice`, `bnxt_en` or Cumulus counter name to its mlx5 equivalent.
 pub fn normalize_name(name: &str) -> Option<String> {
+    // Cumulus `ethtool -S swpN`: HwIfInPfc3Pkt, HwIfOutPfc3Pkt.
+    for (dir, pfx) in [("rx", "HwIfInPfc"), ("tx", "HwIfOutPfc")] {
+        if let Some(p) = name.strip_prefix(pfx).and_then(|r| r.strip_suffix("Pkt")) {
+            let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+            return Some(format!("{dir}_prio{p}_pause"));
+        }
+    }
+    // NVUE tables, kept as `prio3.rx-pause-frames` / `port.tx.pause-frames`.
+    if let Some(rest) = name.strip_prefix("prio") {
+        let (p, what) = rest.split_once('.')?;
+        let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+        return match what {
+            "rx-pause-frames" => Some(format!("rx_prio{p}_pause")),
+            "tx-pause-frames" => Some(format!("tx_prio{p}_pause")),
+            "rx-pause-duration" => Some(format!("rx_prio{p}_pause_duration")),
+            "tx-pause-duration" => Some(format!("tx_prio{p}_pause_duration")),
+            _ => None,
+        };
+    }
+    match name {
+        "HwIfInPausePkt" | "port.rx.pause-frames" => return Some("rx_global_pause".into()),
+        "HwIfOutPausePkt" | "port.tx.pause-frames" => return Some("tx_global_pause".into()),
+        "HwIfInBufferDrops" => return Some("rx_discards_phy".into()),
+        "HwIfOutQDrops" => return Some("tx_discards_phy".into()),
+        "HwIfInDot3FrameErrors" => return Some("rx_crc_errors_phy".into()),
+        _ => {}
+    }
     // ice: rx_priority_3_xoff.nic
     if let Some(rest) = name.strip_suffix(".nic") {
         for (dir, pfx) in [("rx", "rx_priority_"), ("tx", "tx_priority_")] {
@@ -157,7 +187,12 @@ pub fn normalize_name(name: &str) -> Option<String> {
 }
 
 fn guess_vendor(raw: &BTreeMap<String, u64>) -> Vendor {
-    if raw.keys().any(|k| k.ends_with(".nic")) {
+    if raw
+        .keys()
+        .any(|k| k.starts_with("HwIf") || k.starts_with("prio") || k.starts_with("port."))
+    {
+        Vendor::Cumulus
+    } else if raw.keys().any(|k| k.ends_with(".nic")) {
         Vendor::Ice
     } else if raw
         .keys()
@@ -187,9 +222,63 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             }
         }
     };
+    // NVUE `nv show interface <if> counters qos` tables: (row prefix,
+    // column names), and whether this dump is NVUE output (its titles and
+    // rulers then do not end the snapshot).
+    let mut table: Option<(&'static str, Vec<String>)> = None;
+    let mut nvue = false;
     for l in &all {
         let t = l.text.trim();
         if t.is_empty() {
+            table = None;
+            continue;
+        }
+        let cols = chunks(t);
+        let prefix = match cols.first().copied() {
+            Some("switch-priority") => Some("prio"),
+            Some("priority-group") => Some("pg"),
+            Some("traffic-class") => Some("tc"),
+            Some("Counter") if cols.contains(&"Receive") => Some("port"),
+            _ => None,
+        };
+        if let Some(prefix) = prefix.filter(|_| cols.len() >= 2) {
+            table = Some((prefix, cols.iter().map(|c| c.to_string()).collect()));
+            nvue = true;
+            continue;
+        }
+        if let Some((prefix, names)) = &table {
+            if t.starts_with("---") {
+                continue;
+            }
+            let row = nvue_row(prefix, names, &cols);
+            if !row.is_empty() {
+                for (name, value) in row {
+                    let repeated = cur.as_ref().is_some_and(|c| c.raw.contains_key(&name));
+                    if cur.is_none() || repeated {
+                        close(&mut cur, &mut out);
+                        cur = Some(new_snapshot(
+                            l.number,
+                            &mut label,
+                            &host,
+                            (&mut time_ns, &mut simulated),
+                        ));
+                    }
+                    if let Some(c) = cur.as_mut() {
+                        c.raw.insert(name, value);
+                    }
+                }
+                continue;
+            }
+            table = None;
+        }
+        if let Some(iface) = command_iface(t) {
+            nvue = t.contains("nv show ");
+            host = Some(iface);
+            close(&mut cur, &mut out);
+            continue;
+        }
+        if nvue && !t.contains(':') {
+            // Section titles (`PFC Statistics`), `====` rulers, `...`.
             continue;
         }
         // `# ethtool -S eth0` is a root prompt and a command, not metadata.
@@ -327,12 +416,59 @@ fn strip_ring_prefix(t: &str) -> std::borrow::Cow<'_, str> {
     t.into()
 }
 
+/// A value of an NVUE table cell: `12`, `0 Bytes`; `n/a` and sizes in
+/// KB/MB (rounded by NVUE) are not counters.
+fn nvue_value(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s.strip_suffix(" Bytes").unwrap_or(s);
+    s.parse().ok()
+}
+
+/// Counters of one NVUE table row, named `<prefix><index>.<column>`
+/// (`prio3.rx-pause-frames`, `pg3.rx-buffer-discards` in bytes,
+/// `tc3.tx-frames`) or, for the port table, `port.rx.<counter>` /
+/// `port.tx.<counter>`.
+fn nvue_row(prefix: &str, names: &[String], cols: &[&str]) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    if prefix == "port" {
+        if let [name, rx, tx] = cols {
+            if is_counter_name(name) {
+                // `n/a` cells are not counters.
+                for (dir, v) in [("rx", rx), ("tx", tx)] {
+                    if let Some(v) = nvue_value(v) {
+                        out.push((format!("port.{dir}.{name}"), v));
+                    }
+                }
+            }
+        }
+        return out;
+    }
+    let Some(idx) = cols.first().and_then(|c| c.parse::<u8>().ok()) else {
+        return out;
+    };
+    if cols.len() != names.len() {
+        return out;
+    }
+    for (name, v) in names.iter().zip(cols).skip(1) {
+        if let Some(v) = nvue_value(v) {
+            out.push((format!("{prefix}{idx}.{name}"), v));
+        }
+    }
+    out
+}
+
 fn command_iface(t: &str) -> Option<String> {
-    let t = t.trim_start_matches(['$', '#', ' ']);
-    let t = t.strip_prefix("sudo ").unwrap_or(t);
-    let rest = t
-        .strip_prefix("ethtool -S ")
-        .or_else(|| t.strip_prefix("ethtool --statistics "))?;
+    // `nv show interface swp1 counters qos` after any prompt.
+    if let Some(pos) = t.find("nv show interface ") {
+        return t[pos + "nv show interface ".len()..]
+            .split_whitespace()
+            .next()
+            .map(str::to_string);
+    }
+    // `ethtool -S eth0`, `# ethtool -S eth0`, `user@host:~$ sudo ethtool -S swp1`
+    let rest = ["ethtool -S ", "ethtool --statistics "]
+        .iter()
+        .find_map(|c| t.find(c).map(|pos| &t[pos + c.len()..]))?;
     rest.split_whitespace().next().map(str::to_string)
 }
 

@@ -10,7 +10,18 @@
 //! /sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_sequence:3
 //! Port 1 hw counters:                                   (show_counters)
 //! out_of_sequence: 3
+//! # Port extended counters: Lid 10 port 1 (CapMask: 0x5300)   (perfquery [-x] [-a])
+//! PortXmitData:....................13672645927
+//! PortXmitWait:....................0
 //! ```
+//!
+//! `perfquery` blocks become a link named `Lid <L>` with the port of the
+//! header (255 = all ports summed, `-a`); a block without header takes
+//! `PortSelect`. Counters keep perfquery's names and units:
+//! `PortXmitData`/`PortRcvData` count 4-byte words (multiply by 4 for
+//! bytes), `PortXmitWait` counts ticks a port had data but no credit to
+//! send (IB's backpressure), `CounterSelect*` are not counters and are
+//! skipped.
 //!
 //! The simulator writes the first form, one `link <nic>/<port>` line per
 //! NIC port, with mlx5 names (`np_cnp_sent`, `np_ecn_marked_roce_packets`,
@@ -29,7 +40,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
+use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, uint, ParseError};
 
 /// One port's counters in one snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -201,8 +212,32 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
                 st.new_snapshot();
                 st.time_ns = scaled_decimal(v, 1_000_000_000, 1);
                 st.simulated = false;
+            } else if let Some(link) = perfquery_header(meta) {
+                list_link = link;
+                current_link = None;
             }
             continue;
+        }
+        // perfquery: `PortXmitData:....................13672645927`
+        if let Some((name, value)) = t.split_once(':') {
+            if let Some(v) = value.strip_prefix("..") {
+                let name = name.trim();
+                let v = v.trim_start_matches('.').trim();
+                if is_counter_name(name) && !name.starts_with("CounterSelect") {
+                    if let Some(v) = uint(v) {
+                        if name == "PortSelect" {
+                            if list_link.0.is_empty() {
+                                list_link.1 = u32::try_from(v).unwrap_or(u32::MAX);
+                            }
+                        } else {
+                            let (dev, port) = list_link.clone();
+                            st.insert(&dev, port, name, v, l.number);
+                        }
+                    }
+                }
+                current_link = None;
+                continue;
+            }
         }
         if let Some(rest) = t.strip_prefix("link ") {
             let mut toks = rest.split_whitespace();
@@ -299,11 +334,44 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
         let first = all.iter().find(|l| !l.text.trim().is_empty());
         return Err(ParseError::new(
             first.map_or(0, |l| l.number),
-            "`link <dev>/<port> name value ...`, `.../hw_counters/name:value` or `name: value` lines",
+            "`link <dev>/<port> name value ...`, `.../hw_counters/name:value`, `name: value` or perfquery `Name:....value` lines",
             first.map_or("", |l| l.text),
         ));
     }
     Ok(out)
+}
+
+/// `Port counters: Lid 21 port 1 (CapMask: ...)` (a perfquery header
+/// without its `#`) -> (`Lid 21`, 1).
+fn perfquery_header(meta: &str) -> Option<(String, u32)> {
+    let rest = meta
+        .strip_prefix("Port counters:")
+        .or_else(|| meta.strip_prefix("Port extended counters:"))?;
+    let w: Vec<&str> = rest.split_whitespace().collect();
+    let lid = w
+        .iter()
+        .position(|x| *x == "Lid")
+        .and_then(|i| w.get(i + 1))?;
+    let port = w
+        .iter()
+        .position(|x| *x == "port")
+        .and_then(|i| w.get(i + 1))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    Some((format!("Lid {lid}"), port))
+}
+
+/// Whether `input` holds perfquery output.
+pub fn looks_perfquery(t: &str) -> bool {
+    t.starts_with("# Port counters:")
+        || t.starts_with("# Port extended counters:")
+        || [
+            "PortXmitData:..",
+            "PortRcvErrors:..",
+            "SymbolErrorCounter:..",
+        ]
+        .iter()
+        .any(|p| t.starts_with(p))
 }
 
 /// Words in `rdma statistic qp show` / `mode` lines that carry metadata,
