@@ -1,5 +1,10 @@
-//! `ethtool -S` dumps (mlx5, with Intel `ice` and Broadcom `bnxt_en` names
-//! mapped onto the mlx5 ones), one or several snapshots per file.
+//! `ethtool -S` dumps (mlx5, with Intel `ice`, Broadcom `bnxt_en` and
+//! Cumulus switch-port `HwIf*` names mapped onto the mlx5 ones), one or
+//! several snapshots per file, and NVUE's `nv show interface <if> counters
+//! qos` tables of a Cumulus switch port (per-priority pause frames and
+//! pause duration, read as microseconds like mlx5's; ingress buffer, egress
+//! queue and port tables kept as `pgN.*`, `tcN.*`, `port.rx.*`/`port.tx.*`;
+//! the port named on the `nv show interface` command line is the host).
 //!
 //! # The format (what real mlx5 prints, and what the simulator writes)
 //!
