@@ -64,7 +64,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{chunks, counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
+use super::text::{chunks, counter_pair, is_counter_name, lines, scaled_decimal, uint, ParseError};
 
 /// Driver family, guessed from the counter names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -80,6 +80,10 @@ pub enum Vendor {
     /// Cumulus Linux switch ports (`swpN`): `HwIf*` names of `ethtool -S`,
     /// or NVUE's `nv show interface <if> counters qos` tables.
     Cumulus,
+    /// A switch SDK port counter dump (`Port 0x10500 - IEEE 802.3 Counters
+    /// Group`, `Prio 3` sections of `name = value` lines; the group names
+    /// are those of the Spectrum SDK's PPCNT counter groups).
+    SwitchSdk,
 }
 
 /// One `ethtool -S` dump.
@@ -127,11 +131,14 @@ pub fn normalize_name(name: &str) -> Option<String> {
     if let Some(rest) = name.strip_prefix("prio") {
         let (p, what) = rest.split_once('.')?;
         let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+        // NVUE columns, and the switch SDK dump's per-priority names.
         return match what {
-            "rx-pause-frames" => Some(format!("rx_prio{p}_pause")),
-            "tx-pause-frames" => Some(format!("tx_prio{p}_pause")),
-            "rx-pause-duration" => Some(format!("rx_prio{p}_pause_duration")),
-            "tx-pause-duration" => Some(format!("tx_prio{p}_pause_duration")),
+            "rx-pause-frames" | "rx_pause" => Some(format!("rx_prio{p}_pause")),
+            "tx-pause-frames" | "tx_pause" => Some(format!("tx_prio{p}_pause")),
+            "rx-pause-duration" | "rx_pause_duration" => Some(format!("rx_prio{p}_pause_duration")),
+            "tx-pause-duration" | "tx_pause_duration" => Some(format!("tx_prio{p}_pause_duration")),
+            "rx_pause_transition" => Some(format!("rx_prio{p}_pause_transition")),
+            "rx_discards" => Some(format!("rx_prio{p}_discards")),
             _ => None,
         };
     }
@@ -232,11 +239,64 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
     // rulers then do not end the snapshot).
     let mut table: Option<(&'static str, Vec<String>)> = None;
     let mut nvue = false;
+    // Switch SDK dump: inside one (`Port 0x... - ... Counters Group`), and
+    // the `Prio N` section.
+    let mut sdk = false;
+    let mut prio: Option<u8> = None;
     for l in &all {
         let t = l.text.trim();
         if t.is_empty() {
             table = None;
             continue;
+        }
+        if let Some(port) = sdk_port_header(t) {
+            if host.as_deref() != Some(port) {
+                close(&mut cur, &mut out);
+                host = Some(port.to_string());
+            }
+            sdk = true;
+            prio = None;
+            continue;
+        }
+        if let Some(p) = sdk_prio(t) {
+            sdk = true;
+            prio = Some(p);
+            continue;
+        }
+        if sdk {
+            if t.bytes().all(|b| b == b'=' || b == b'-') {
+                continue;
+            }
+            if let Some((name, value)) = t.split_once(" = ") {
+                let (name, value) = (name.trim(), value.trim());
+                if is_counter_name(name) {
+                    let Some(v) = uint(value) else {
+                        return Err(ParseError::new(
+                            l.number,
+                            format!("an unsigned integer value for counter `{name}`"),
+                            l.text,
+                        ));
+                    };
+                    let name = match prio {
+                        Some(p) => format!("prio{p}.{name}"),
+                        None => name.to_string(),
+                    };
+                    if cur.is_none() {
+                        let mut snap = new_snapshot(
+                            l.number,
+                            &mut label,
+                            &host,
+                            (&mut time_ns, &mut simulated),
+                        );
+                        snap.vendor = Vendor::SwitchSdk;
+                        cur = Some(snap);
+                    }
+                    if let Some(c) = cur.as_mut() {
+                        c.raw.insert(name, v);
+                    }
+                    continue;
+                }
+            }
         }
         let cols = chunks(t);
         let prefix = match cols.first().copied() {
@@ -383,7 +443,10 @@ fn new_snapshot(
 }
 
 fn finish(s: &mut EthtoolSnapshot) {
-    s.vendor = guess_vendor(&s.raw);
+    // A switch SDK dump says what it is; the others are told by their names.
+    if s.vendor != Vendor::SwitchSdk {
+        s.vendor = guess_vendor(&s.raw);
+    }
     let mut norm = BTreeMap::new();
     for (k, v) in &s.raw {
         if let Some(n) = normalize_name(k) {
@@ -419,6 +482,22 @@ fn strip_ring_prefix(t: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     t.into()
+}
+
+/// `Port 0x10500 - IEEE 802.3 Counters Group` -> `0x10500`.
+pub fn sdk_port_header(t: &str) -> Option<&str> {
+    let rest = t.strip_prefix("Port ")?;
+    let (port, group) = rest.split_once(" - ")?;
+    (group.trim_end().ends_with("Counters Group") && !port.contains(' ')).then_some(port)
+}
+
+/// `Prio 3` -> 3.
+fn sdk_prio(t: &str) -> Option<u8> {
+    t.strip_prefix("Prio ")?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| *p < 8)
 }
 
 /// A value of an NVUE table cell: `12`, `0 Bytes`; `n/a` and sizes in

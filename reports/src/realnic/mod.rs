@@ -236,8 +236,12 @@ pub fn detect(input: &str) -> Option<Kind> {
     if has(&|t| t.starts_with("NIC statistics")) {
         return Some(Kind::Ethtool);
     }
-    // NVUE QoS counter tables of a Cumulus switch port.
-    if has(&|t| t.starts_with("switch-priority") && t.contains("pause")) {
+    // NVUE QoS counter tables of a Cumulus switch port; switch SDK dumps.
+    if has(&|t| {
+        (t.starts_with("switch-priority") && t.contains("pause"))
+            || ethtool::sdk_port_header(t).is_some()
+    }) || (has(&|t| t.starts_with("Prio ")) && has(&|t| t.starts_with("rx_pause = ")))
+    {
         return Some(Kind::Ethtool);
     }
     if has(&|t| rdma::looks_perfquery(t)) {

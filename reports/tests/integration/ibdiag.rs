@@ -281,3 +281,29 @@ fn explicit_kind_names_of_the_new_tools() {
     assert_eq!(e.line, 1);
     assert!(e.expected.contains("ibstatus") && e.expected.contains("mlxconfig"));
 }
+
+#[test]
+fn switch_sdk_dump_per_priority_pause_and_duration() {
+    let s = ethtool::parse(&fixture("corpus/switch_sdk_prio_pause_duration.txt")).unwrap();
+    assert_eq!(
+        s.len(),
+        1,
+        "both counter groups of one port are one snapshot"
+    );
+    assert_eq!(s[0].vendor, ethtool::Vendor::SwitchSdk);
+    assert_eq!(s[0].host.as_deref(), Some("0x10500"));
+    assert_eq!(s[0].get("rx_prio3_pause"), Some(1234));
+    assert_eq!(s[0].get("rx_prio3_pause_duration"), Some(85_558));
+    assert_eq!(s[0].raw["a_octets_received_ok"], 78_976);
+    let two = "Port 0x10500 - IEEE 802.3 Counters Group\n====\na_frames_received_ok = 1\n\nPort 0x10700 - IEEE 802.3 Counters Group\n====\na_frames_received_ok = 2\nPrio 4\n----\ntx_pause = 9\ntx_pause_duration = 0x10\n";
+    assert_eq!(detect(two), Some(Kind::Ethtool));
+    let s = ethtool::parse(two).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[1].host.as_deref(), Some("0x10700"));
+    assert_eq!(s[1].get("tx_prio4_pause"), Some(9));
+    assert_eq!(s[1].get("tx_prio4_pause_duration"), Some(16));
+    let bad = "Port 0x10500 - IEEE 802.3 Counters Group\nrx_pause = many\n";
+    let e = ethtool::parse(bad).unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.expected.contains("rx_pause"));
+}
