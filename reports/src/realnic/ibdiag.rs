@@ -413,8 +413,8 @@ pub fn parse_iblinkinfo(input: &str) -> Vec<HcaInfo> {
         let hint = hint.trim_matches(['(', ')', ' ']);
         if !hint.is_empty() {
             p.attributes.insert("hint".into(), hint.to_string());
-            p.max_width_lanes = widest(hint).filter(|w| p.width_lanes.is_none_or(|a| *w > a));
-            p.max_lane_bps = fastest(hint).filter(|s| p.lane_bps.is_none_or(|a| *s > a));
+            p.max_width_lanes = widest(hint).filter(|w| p.width_lanes.map_or(true, |a| *w > a));
+            p.max_lane_bps = fastest(hint).filter(|s| p.lane_bps.map_or(true, |a| *s > a));
         }
         d.ports.push(p);
     }
