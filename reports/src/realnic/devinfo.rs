@@ -200,8 +200,14 @@ fn parse_devinfo_ibstat(input: &str) -> Vec<HcaInfo> {
             || t.starts_with("CA: ")
             || t.starts_with("Switch: ")
             || t.starts_with("Device #")
+            || t.starts_with("Configurations:")
+            || t.contains(": node_type ")
         {
             out.push(HcaInfo::default());
+            continue;
+        }
+        // An iblinkinfo `--line` row or an rdma link line is no attribute.
+        if t.contains("==(") || t.starts_with("link ") {
             continue;
         }
         let Some(dev) = out.last_mut() else { continue };

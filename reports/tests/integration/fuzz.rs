@@ -134,6 +134,13 @@ const FRAGMENTS: &[&str] = &[
     "[root@node1 ~]# show_gids",
     "$ ssh show_gids",
     "host: ",
+    "Port 0x10500 - IEEE 802.3 Counters Group",
+    "Port  - Counters Group",
+    "Prio 3",
+    "Prio 99999999999",
+    "rx_pause_duration = 18446744073709551615",
+    "rx_pause = 0xffffffffffffffffff",
+    "==================================================",
 ];
 
 fn line() -> impl Strategy<Value = String> {
