@@ -307,3 +307,32 @@ fn switch_sdk_dump_per_priority_pause_and_duration() {
     assert_eq!(e.line, 2);
     assert!(e.expected.contains("rx_pause"));
 }
+
+#[test]
+fn rdma_statistic_wrapped_by_a_mail_client_is_one_link() {
+    // `rdma stat show` as pasted into a patch mail, wrapped at 72 columns.
+    let text = "[leonro@server ~]$ rdma stat show\nlink mlx5_0/1 rx_write_requests 0 rx_read_requests 0 rx_atomic_requests\n0 out_of_buffer 0 duplicate_request 0 rnr_nak_retry_err 0 packet_seq_err\n0 implied_nak_seq_err 0 local_ack_timeout_err 0 resp_local_length_error\n0 resp_cqe_error 0 req_cqe_error 0 req_remote_invalid_request 0\nreq_remote_access_errors 0 resp_remote_access_errors 0\nresp_cqe_flush_error 0 req_cqe_flush_error 0 rp_cnp_ignored 0\nrp_cnp_handled 0 np_ecn_marked_roce_packets 7 np_cnp_sent 5\n\n[leonro@server ~]$ rdma stat show -p\nlink mlx5_0/1\n\trx_write_requests 0\n\tnp_cnp_sent 6\n";
+    assert_eq!(detect(text), Some(Kind::Rdma));
+    let s = rdma::parse(text).unwrap();
+    assert_eq!(
+        s.len(),
+        2,
+        "the -p dump repeats the link: a second snapshot"
+    );
+    let l = &s[0].links[0];
+    assert_eq!(l.raw.len(), 21, "{:?}", l.raw.keys().collect::<Vec<_>>());
+    assert_eq!(l.raw["np_ecn_marked_roce_packets"], 7);
+    assert_eq!(l.raw["np_cnp_sent"], 5);
+    assert_eq!(l.raw["resp_local_length_error"], 0);
+    assert_eq!(s[1].links[0].raw["np_cnp_sent"], 6);
+}
+
+#[test]
+fn perfquery_other_counter_groups_name_their_link() {
+    let text = "# PortXmitDataSL counters: Lid 7 port 3\nXmtDataSL0:......................100\nXmtDataSL3:......................25\n";
+    assert_eq!(detect(text), Some(Kind::Rdma));
+    let s = rdma::parse(text).unwrap();
+    let l = &s[0].links[0];
+    assert_eq!((l.device.as_str(), l.port), ("Lid 7", 3));
+    assert_eq!(l.raw["XmtDataSL3"], 25);
+}
