@@ -35,21 +35,19 @@ use std::collections::BTreeMap;
 use super::devinfo::{first_word, lanes, ConfigParam, HcaInfo, PortInfo};
 use super::text::{chunks, lines, scaled_decimal};
 
-/// Index of the device `name` printed by `tool`, created at `line` if new.
-fn device<'a>(out: &'a mut Vec<HcaInfo>, tool: &str, name: &str, line: usize) -> &'a mut HcaInfo {
-    let idx = match out.iter().position(|d| d.tool == tool && d.name == name) {
-        Some(i) => i,
-        None => {
-            out.push(HcaInfo {
-                line,
-                tool: tool.to_string(),
-                name: name.to_string(),
-                ..HcaInfo::default()
-            });
-            out.len() - 1
-        }
-    };
-    &mut out[idx]
+/// Index in `out` of the device `name` printed by `tool`, created at `line`
+/// if new.
+fn device(out: &mut Vec<HcaInfo>, tool: &str, name: &str, line: usize) -> usize {
+    if let Some(i) = out.iter().position(|d| d.tool == tool && d.name == name) {
+        return i;
+    }
+    out.push(HcaInfo {
+        line,
+        tool: tool.to_string(),
+        name: name.to_string(),
+        ..HcaInfo::default()
+    });
+    out.len() - 1
 }
 
 /// `4: ACTIVE` -> `ACTIVE`; `5: LinkUp` -> `LinkUp`.
@@ -81,16 +79,12 @@ pub fn parse_ibstatus(input: &str) -> Vec<HcaInfo> {
             else {
                 continue;
             };
-            let d = device(&mut out, "ibstatus", dev, l.number);
-            d.ports.push(PortInfo {
+            let di = device(&mut out, "ibstatus", dev, l.number);
+            out[di].ports.push(PortInfo {
                 port,
                 ..PortInfo::default()
             });
-            let pi = d.ports.len() - 1;
-            let di = out
-                .iter()
-                .position(|x| x.tool == "ibstatus" && x.name == dev);
-            cur = di.map(|di| (di, pi));
+            cur = Some((di, out[di].ports.len() - 1));
             continue;
         }
         let Some((di, pi)) = cur else { continue };
@@ -178,7 +172,7 @@ pub fn parse_ibportstate(input: &str) -> Vec<HcaInfo> {
                 None => (rest, None),
             };
             let port = port.unwrap_or(0);
-            let d = device(&mut out, "ibportstate", addr, l.number);
+            let di = device(&mut out, "ibportstate", addr, l.number);
             let mut p = PortInfo {
                 port,
                 ..PortInfo::default()
@@ -190,12 +184,8 @@ pub fn parse_ibportstate(input: &str) -> Vec<HcaInfo> {
             } else {
                 last_local = Some(format!("{addr} port {port}"));
             }
-            d.ports.push(p);
-            let pi = d.ports.len() - 1;
-            cur = out
-                .iter()
-                .position(|x| x.tool == "ibportstate" && x.name == addr)
-                .map(|di| (di, pi));
+            out[di].ports.push(p);
+            cur = Some((di, out[di].ports.len() - 1));
             peer_next = false;
             continue;
         }
@@ -211,13 +201,9 @@ pub fn parse_ibportstate(input: &str) -> Vec<HcaInfo> {
         }
         if cur.is_none() {
             // A block without its `# Port info:` header (an excerpt).
-            let d = device(&mut out, "ibportstate", "", l.number);
-            d.ports.push(PortInfo::default());
-            let pi = d.ports.len() - 1;
-            cur = out
-                .iter()
-                .position(|x| x.tool == "ibportstate" && x.name.is_empty())
-                .map(|di| (di, pi));
+            let di = device(&mut out, "ibportstate", "", l.number);
+            out[di].ports.push(PortInfo::default());
+            cur = Some((di, out[di].ports.len() - 1));
         }
         let Some((di, pi)) = cur else { continue };
         let Some(p) = out.get_mut(di).and_then(|d| d.ports.get_mut(pi)) else {
@@ -358,7 +344,8 @@ pub fn parse_iblinkinfo(input: &str) -> Vec<HcaInfo> {
             (None, Some((k, g, n))) => (k.clone(), g.clone(), n.clone()),
             (None, None) => (String::new(), None, String::new()),
         };
-        let d = device(&mut out, "iblinkinfo", &name, l.number);
+        let di = device(&mut out, "iblinkinfo", &name, l.number);
+        let d = &mut out[di];
         if !node_kind.is_empty() {
             d.attributes
                 .entry("node type".into())
@@ -472,8 +459,8 @@ pub fn parse_rdma_link(input: &str) -> Vec<HcaInfo> {
                 }
                 i += 2;
             }
-            let d = device(&mut out, "rdma link", dev, l.number);
-            d.ports.push(p);
+            let di = device(&mut out, "rdma link", dev, l.number);
+            out[di].ports.push(p);
             continue;
         }
         // `0: mlx5_0: node_type ca fw 20.31.1014 node_guid ... sys_image_guid ...`
@@ -494,7 +481,8 @@ pub fn parse_rdma_link(input: &str) -> Vec<HcaInfo> {
         if rest.first() != Some(&"node_type") {
             continue;
         }
-        let d = device(&mut out, "rdma dev", dev, l.number);
+        let di = device(&mut out, "rdma dev", dev, l.number);
+        let d = &mut out[di];
         let mut i = 0;
         while i < rest.len() {
             let k = rest[i];
@@ -574,10 +562,13 @@ pub fn parse_mlxconfig(input: &str) -> Vec<HcaInfo> {
         let Some(name) = w.next() else {
             continue;
         };
+        // `SRIOV_EN`, `MODULE_SPLIT_M0[0..15]` (an array element query).
         let is_param = name.len() > 1
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+            && name.bytes().all(|b| {
+                b.is_ascii_uppercase()
+                    || b.is_ascii_digit()
+                    || matches!(b, b'_' | b'[' | b']' | b'.')
+            })
             && name.bytes().next().is_some_and(|b| b.is_ascii_uppercase());
         if !is_param {
             if !t.is_empty() && !t.starts_with('-') {

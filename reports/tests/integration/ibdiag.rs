@@ -166,6 +166,9 @@ fn mlxconfig_header_and_every_parameter() {
     assert_eq!(c[0].values["Default"], "0");
     assert!(c[1].modified && !c[0].modified);
     assert_eq!(c[2].values["Next Boot"], "DEVICE_DEFAULT(0)");
+    let array = "Configurations:                              Next Boot\n        MODULE_SPLIT_M0[0]                  1\n        MODULE_SPLIT_M0[1]                  1\n";
+    let d = devices(array);
+    assert_eq!(d[0].config[1].name, "MODULE_SPLIT_M0[1]");
 }
 
 #[test]
