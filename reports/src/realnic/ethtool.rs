@@ -4,7 +4,9 @@
 //! qos` tables of a Cumulus switch port (per-priority pause frames and
 //! pause duration, read as microseconds like mlx5's; ingress buffer, egress
 //! queue and port tables kept as `pgN.*`, `tcN.*`, `port.rx.*`/`port.tx.*`;
-//! the port named on the `nv show interface` command line is the host).
+//! the port named on the `nv show interface` command line is the host),
+//! and NetQ's `show ethtool-stats` tables of the same `HwIf*` counters
+//! (one snapshot per `HOST:PORT`).
 //!
 //! # The format (what real mlx5 prints, and what the simulator writes)
 //!
@@ -216,9 +218,85 @@ fn guess_vendor(raw: &BTreeMap<String, u64>) -> Vendor {
     }
 }
 
+/// Whether a line is the header of a NetQ `show ethtool-stats` table
+/// (`Hostname  Interface  HwIfInPfc0Pkt ... Last Updated`).
+pub fn is_netq_header(t: &str) -> bool {
+    let mut w = t.split_whitespace();
+    w.next() == Some("Hostname") && w.next() == Some("Interface") && t.contains("HwIf")
+}
+
+/// NetQ `netq [HOST] show ethtool-stats port IF (tx|rx) [extended]`
+/// tables: one row per switch and port, one column per Cumulus `HwIf*`
+/// counter, then the `Last Updated` date. Rows of several tables for the
+/// same switch and port (tx, rx, extended) make one snapshot, named
+/// `HOST:PORT`.
+fn parse_netq(input: &str) -> Vec<EthtoolSnapshot> {
+    let mut snaps: Vec<EthtoolSnapshot> = Vec::new();
+    let mut columns: Option<Vec<String>> = None;
+    for l in lines(input) {
+        let t = l.text.trim();
+        if is_netq_header(t) {
+            columns = Some(
+                t.split_whitespace()
+                    .skip(2)
+                    .take_while(|c| *c != "Last")
+                    .map(str::to_string)
+                    .collect(),
+            );
+            continue;
+        }
+        let Some(cols) = &columns else { continue };
+        if t.is_empty() || t.starts_with('-') {
+            continue;
+        }
+        let w: Vec<&str> = t.split_whitespace().collect();
+        if w.len() < 2 + cols.len() {
+            columns = None;
+            continue;
+        }
+        let values: Vec<Option<u64>> = w[2..2 + cols.len()]
+            .iter()
+            .map(|v| v.parse().ok())
+            .collect();
+        if values.iter().all(Option::is_none) {
+            columns = None;
+            continue;
+        }
+        let host = format!("{}:{}", w[0], w[1]);
+        let idx = match snaps
+            .iter()
+            .position(|s| s.host.as_deref() == Some(host.as_str()))
+        {
+            Some(i) => i,
+            None => {
+                snaps.push(EthtoolSnapshot {
+                    line: l.number,
+                    host: Some(host),
+                    ..EthtoolSnapshot::default()
+                });
+                snaps.len() - 1
+            }
+        };
+        for (name, v) in cols.iter().zip(values) {
+            if let Some(v) = v {
+                snaps[idx].raw.insert(name.clone(), v);
+            }
+        }
+    }
+    snaps.retain(|s| !s.raw.is_empty());
+    for s in &mut snaps {
+        finish(s);
+    }
+    snaps
+}
+
 /// Parse one or more `ethtool -S` dumps. Errors when no counter line is
 /// found, or when a counter's value is not an unsigned integer.
 pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
+    let netq = parse_netq(input);
+    if !netq.is_empty() {
+        return Ok(netq);
+    }
     let mut out: Vec<EthtoolSnapshot> = Vec::new();
     let mut cur: Option<EthtoolSnapshot> = None;
     let mut label: Option<String> = None;

@@ -240,6 +240,7 @@ pub fn detect(input: &str) -> Option<Kind> {
     if has(&|t| {
         (t.starts_with("switch-priority") && t.contains("pause"))
             || ethtool::sdk_port_header(t).is_some()
+            || ethtool::is_netq_header(t)
     }) || (has(&|t| t.starts_with("Prio ")) && has(&|t| t.starts_with("rx_pause = ")))
     {
         return Some(Kind::Ethtool);

@@ -141,6 +141,9 @@ const FRAGMENTS: &[&str] = &[
     "rx_pause_duration = 18446744073709551615",
     "rx_pause = 0xffffffffffffffffff",
     "==================================================",
+    "Hostname          Interface                 HwIfInPfc0Pkt        HwIfInPfc3Pkt        Last Updated",
+    "leaf01            swp50                     0                    18446744073709551615 Tue Apr 28 22:09:25 2020",
+    "leaf01            swp50",
 ];
 
 fn line() -> impl Strategy<Value = String> {

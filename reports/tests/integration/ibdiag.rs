@@ -339,3 +339,22 @@ fn perfquery_other_counter_groups_name_their_link() {
     assert_eq!((l.device.as_str(), l.port), ("Lid 7", 3));
     assert_eq!(l.raw["XmtDataSL3"], 25);
 }
+
+#[test]
+fn netq_ethtool_stats_tables_per_switch_port() {
+    // `netq leaf01 show ethtool-stats port swp50 tx extended` and `rx
+    // extended`, as NetQ prints them (columns trimmed to the PFC ones).
+    let text = "cumulus@switch:~$ netq leaf01 show ethtool-stats port swp50 tx extended\n\nMatching ethtool_stats records:\nHostname          Interface                 HwIfOutPfc0Pkt       HwIfOutPfc3Pkt       HwIfOutWredDrops     Last Updated\n----------------- ------------------------- -------------------- -------------------- -------------------- ------------------------\nleaf01            swp50                     0                    412                  0                    Tue Apr 28 22:09:57 2020\n\ncumulus@switch:~$ netq leaf01 show ethtool-stats port swp50 rx extended\n\nMatching ethtool_stats records:\nHostname          Interface                 HwIfInPfc0Pkt        HwIfInPfc3Pkt        Last Updated\n----------------- ------------------------- -------------------- -------------------- ------------------------\nleaf01            swp50                     0                    17                   Tue Apr 28 22:09:25 2020\nleaf02            swp49                     0                    3                    Tue Apr 28 22:09:25 2020\n";
+    assert_eq!(detect(text), Some(Kind::Ethtool));
+    let s = ethtool::parse(text).unwrap();
+    assert_eq!(s.len(), 2, "tx and rx tables of one port are one snapshot");
+    assert_eq!(s[0].host.as_deref(), Some("leaf01:swp50"));
+    assert_eq!(s[0].vendor, ethtool::Vendor::Cumulus);
+    assert_eq!(
+        (s[0].get("tx_prio3_pause"), s[0].get("rx_prio3_pause")),
+        (Some(412), Some(17))
+    );
+    assert_eq!(s[0].raw["HwIfOutWredDrops"], 0);
+    assert_eq!(s[1].host.as_deref(), Some("leaf02:swp49"));
+    assert_eq!(s[1].get("rx_prio3_pause"), Some(3));
+}
