@@ -497,6 +497,25 @@ pub fn parse_rdma_link(input: &str) -> Vec<HcaInfo> {
     out
 }
 
+/// A `mlxconfig`/`mstconfig` query command line (after any prompt): the
+/// `-d` device when given.
+fn mlxconfig_command(t: &str) -> Option<Option<String>> {
+    let w: Vec<&str> = t.split_whitespace().collect();
+    let at = w
+        .iter()
+        .position(|x| matches!(x.rsplit('/').next(), Some("mlxconfig" | "mstconfig")))?;
+    let args = &w[at + 1..];
+    if !args.iter().any(|a| matches!(*a, "q" | "query")) {
+        return None;
+    }
+    let dev = args
+        .iter()
+        .position(|a| *a == "-d" || *a == "--dev")
+        .and_then(|i| args.get(i + 1))
+        .map(|d| d.to_string());
+    Some(dev)
+}
+
 /// Parse `mlxconfig -d DEV query` / `mstconfig -d DEV q` output: the device
 /// header (`Device type:`, `Name:`, `Description:`, `Device:`) and every
 /// parameter with its value per printed column.
@@ -516,6 +535,20 @@ pub fn parse_mlxconfig(input: &str) -> Vec<HcaInfo> {
             cur = Some(out.len() - 1);
             in_config = false;
             columns.clear();
+            continue;
+        }
+        // `mlxconfig -d DEV q | grep ...`: the parameter rows without their
+        // header, in the single `Next Boot` column a plain query prints.
+        if let Some(dev) = mlxconfig_command(t) {
+            out.push(HcaInfo {
+                line: l.number,
+                tool: "mlxconfig".into(),
+                name: dev.unwrap_or_default(),
+                ..HcaInfo::default()
+            });
+            cur = Some(out.len() - 1);
+            columns = vec!["Next Boot".to_string()];
+            in_config = true;
             continue;
         }
         if let Some(rest) = t.strip_prefix("Configurations:") {

@@ -144,6 +144,9 @@ const FRAGMENTS: &[&str] = &[
     "Hostname          Interface                 HwIfInPfc0Pkt        HwIfInPfc3Pkt        Last Updated",
     "leaf01            swp50                     0                    18446744073709551615 Tue Apr 28 22:09:25 2020",
     "leaf01            swp50",
+    "root@node2$ mlxconfig -d /dev/mst/mt4123_pciconf5 q | grep -e NUM_OF_VFS",
+    "mstconfig q -d",
+    "         NUM_OF_VFS                          8",
 ];
 
 fn line() -> impl Strategy<Value = String> {
