@@ -38,6 +38,36 @@ fn parse_auto_json_reports_kind_and_units() {
 }
 
 #[test]
+fn parse_auto_json_shows_the_fabric_tools_values() {
+    let o = rocelab(&[
+        "parse",
+        "auto",
+        &fixture("corpus/iblinkinfo_two_hcas_back_to_back.txt"),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["kind"], "devinfo");
+    assert_eq!(v["data"][1]["tool"], "iblinkinfo");
+    assert_eq!(
+        v["data"][1]["ports"][0]["attributes"]["port guid"],
+        "0x0002c90300002f79"
+    );
+    assert_eq!(v["data"][1]["ports"][0]["lane_bps"], 5_000_000_000u64);
+    let o = rocelab(&[
+        "parse",
+        "nvue",
+        &fixture("corpus/switch_sdk_prio_pause_duration.txt"),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    assert!(
+        out.contains("ethtool") && out.contains("rx_prio3_pause_duration: 85558"),
+        "{out}"
+    );
+}
+
+#[test]
 fn parse_explicit_kind_and_errors() {
     let o = rocelab(&["parse", "ibstat", &fixture("devinfo/ibstat.txt")]);
     assert!(o.status.success());

@@ -1,9 +1,13 @@
-//! `ibv_devinfo [-v]` and `ibstat`: devices, ports, state, MTU, width and
-//! speed. Both produce the same [`HcaInfo`] records.
+//! Device and port state: `ibv_devinfo [-v]`, `ibstat`, and (in
+//! [`super::ibdiag`]) `ibstatus`, `ibportstate`, `iblinkinfo`,
+//! `rdma link show` / `rdma dev show` and `mlxconfig ... query`. All produce
+//! the same [`HcaInfo`] records; [`HcaInfo::tool`] says which tool printed
+//! them. One file may hold the output of several of these tools.
 //!
 //! Units: `rate_bps` is the port's data rate in bits per second (width x
-//! per-lane speed for `ibv_devinfo`; `Rate:` Gb/s for `ibstat`); MTUs in
-//! bytes. Never panics; errors when no `hca_id:` / `CA '...'` line exists.
+//! per-lane speed for `ibv_devinfo`, `ibportstate` and `iblinkinfo`;
+//! `Rate:` Gb/s for `ibstat`, `rate:` for `ibstatus`); MTUs in bytes.
+//! Never panics; errors when none of the tools' landmark lines exists.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +20,13 @@ use super::text::{lines, scaled_decimal, ParseError};
 pub struct HcaInfo {
     /// Line where the device starts.
     pub line: usize,
-    /// `hca_id` / CA name (`mlx5_0`).
+    /// The tool whose output this is: `ibv_devinfo`, `ibstat`, `ibstatus`,
+    /// `ibportstate`, `iblinkinfo`, `rdma link`, `rdma dev` or `mlxconfig`.
+    pub tool: String,
+    /// `hca_id` / CA name (`mlx5_0`); for `ibportstate` the queried
+    /// address (`Lid 2`), for `iblinkinfo` the node description
+    /// (`n02 HCA-1`, a switch's name), for `mlxconfig` the `Device:` (PCI
+    /// address or MST device).
     pub name: String,
     /// Firmware version.
     pub fw_ver: Option<String>,
@@ -27,6 +37,31 @@ pub struct HcaInfo {
     pub attributes: BTreeMap<String, String>,
     /// Ports.
     pub ports: Vec<PortInfo>,
+    /// `mlxconfig` parameters, in printed order (empty for other tools).
+    pub config: Vec<ConfigParam>,
+}
+
+/// One `mlxconfig ... query` parameter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfigParam {
+    /// Parameter name (`SRIOV_EN`, `LINK_TYPE_P1`, `ROCE_CONTROL`).
+    pub name: String,
+    /// Value per printed column (`Default`, `Current`, `Next Boot`, `New`),
+    /// as printed (`True(1)`, `ETH(2)`, `Array[0..7]`).
+    pub values: BTreeMap<String, String>,
+    /// Marked with `*` (changed from the default).
+    pub modified: bool,
+}
+
+impl ConfigParam {
+    /// The value in use: `Current`, else `Next Boot`, else the only column.
+    pub fn current(&self) -> Option<&str> {
+        self.values
+            .get("Current")
+            .or_else(|| self.values.get("Next Boot"))
+            .or_else(|| self.values.values().next())
+            .map(String::as_str)
+    }
 }
 
 /// One port.
@@ -50,6 +85,13 @@ pub struct PortInfo {
     pub width_lanes: Option<u32>,
     /// Per-lane speed, bit/s.
     pub lane_bps: Option<u64>,
+    /// Widest width the port supports (`LinkWidthSupported`, or
+    /// `iblinkinfo`'s `Could be 12X`), lanes.
+    pub max_width_lanes: Option<u32>,
+    /// Fastest per-lane speed the port supports (`LinkSpeedSupported` /
+    /// `LinkSpeedExtSupported`, or `iblinkinfo`'s `Could be 10.0 Gbps`),
+    /// bit/s.
+    pub max_lane_bps: Option<u64>,
     /// Port rate, bit/s.
     pub rate_bps: Option<u64>,
     /// Every other `key: value` attribute of the port, as printed
@@ -57,11 +99,11 @@ pub struct PortInfo {
     pub attributes: BTreeMap<String, String>,
 }
 
-fn first_word(v: &str) -> String {
+pub(crate) fn first_word(v: &str) -> String {
     v.split_whitespace().next().unwrap_or("").to_string()
 }
 
-fn lanes(v: &str) -> Option<u32> {
+pub(crate) fn lanes(v: &str) -> Option<u32> {
     v.split_whitespace()
         .next()?
         .strip_suffix(['X', 'x'])?
@@ -83,7 +125,7 @@ fn gbps(v: &str) -> Option<u64> {
     scaled_decimal(num, mult, 1)
 }
 
-fn finish_port(p: &mut PortInfo) {
+pub(crate) fn finish_port(p: &mut PortInfo) {
     if p.rate_bps.is_none() {
         if let (Some(w), Some(s)) = (p.width_lanes, p.lane_bps) {
             p.rate_bps = Some(s.saturating_mul(u64::from(w)));
@@ -95,8 +137,37 @@ fn finish_port(p: &mut PortInfo) {
         .is_some_and(|s| s.eq_ignore_ascii_case("PORT_ACTIVE") || s.eq_ignore_ascii_case("Active"));
 }
 
-/// Parse `ibv_devinfo` or `ibstat` output (either, detected per device).
+/// Parse device/port state output of any of the tools of this module
+/// (several may share one file): `ibv_devinfo`, `ibstat`, `ibstatus`,
+/// `ibportstate`, `iblinkinfo`, `rdma link show`, `rdma dev show`,
+/// `mlxconfig ... query`.
 pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
+    let mut out = parse_devinfo_ibstat(input);
+    out.extend(super::ibdiag::parse_ibstatus(input));
+    out.extend(super::ibdiag::parse_ibportstate(input));
+    out.extend(super::ibdiag::parse_iblinkinfo(input));
+    out.extend(super::ibdiag::parse_rdma_link(input));
+    out.extend(super::ibdiag::parse_mlxconfig(input));
+    if out.is_empty() {
+        let all = lines(input);
+        let first = all.iter().find(|l| !l.text.trim().is_empty());
+        return Err(ParseError::new(
+            first.map_or(0, |l| l.number),
+            "`hca_id: <dev>` (ibv_devinfo), `CA '<dev>'` (ibstat), `Infiniband device '<dev>' port N status:` (ibstatus), `LinkState:....` (ibportstate), `==( 4X ... )==>` (iblinkinfo), `link <dev>/<port> state ...` (rdma link) or `Device type:` with `Configurations:` (mlxconfig)",
+            first.map_or("", |l| l.text),
+        ));
+    }
+    out.sort_by_key(|d| d.line);
+    for d in &mut out {
+        for p in &mut d.ports {
+            finish_port(p);
+        }
+    }
+    Ok(out)
+}
+
+/// `ibv_devinfo` and `ibstat` devices (either, detected per device).
+fn parse_devinfo_ibstat(input: &str) -> Vec<HcaInfo> {
     let all = lines(input);
     let mut out: Vec<HcaInfo> = Vec::new();
     for l in &all {
@@ -107,6 +178,7 @@ pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
         if let Some(name) = t.strip_prefix("hca_id:") {
             out.push(HcaInfo {
                 line: l.number,
+                tool: "ibv_devinfo".into(),
                 name: name.trim().to_string(),
                 ..HcaInfo::default()
             });
@@ -115,9 +187,27 @@ pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
         if let Some(rest) = t.strip_prefix("CA '") {
             out.push(HcaInfo {
                 line: l.number,
+                tool: "ibstat".into(),
                 name: rest.trim_end_matches('\'').to_string(),
                 ..HcaInfo::default()
             });
+            continue;
+        }
+        // Another tool's block ends the device: `ibportstate`'s dotted
+        // `Key:....value` lines, `iblinkinfo`'s node headers, ibstatus.
+        if t.starts_with("Infiniband device '")
+            || t.starts_with("# Port info:")
+            || t.starts_with("CA: ")
+            || t.starts_with("Switch: ")
+            || t.starts_with("Device #")
+            || t.starts_with("Configurations:")
+            || t.contains(": node_type ")
+        {
+            out.push(HcaInfo::default());
+            continue;
+        }
+        // An iblinkinfo `--line` row or an rdma link line is no attribute.
+        if t.contains("==(") || t.starts_with("link ") {
             continue;
         }
         let Some(dev) = out.last_mut() else { continue };
@@ -125,6 +215,9 @@ pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
             continue;
         };
         let (k, v) = (k.trim(), v.trim());
+        if v.starts_with("..") {
+            continue;
+        }
         // ibstat: `Port 1:`; ibv_devinfo: `port:   1`.
         if k == "port" || (k.starts_with("Port ") && v.is_empty()) {
             let num = if k == "port" {
@@ -167,18 +260,6 @@ pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
             _ => {}
         }
     }
-    if out.is_empty() {
-        let first = all.iter().find(|l| !l.text.trim().is_empty());
-        return Err(ParseError::new(
-            first.map_or(0, |l| l.number),
-            "`hca_id: <dev>` (ibv_devinfo) or `CA '<dev>'` (ibstat)",
-            first.map_or("", |l| l.text),
-        ));
-    }
-    for d in &mut out {
-        for p in &mut d.ports {
-            finish_port(p);
-        }
-    }
-    Ok(out)
+    out.retain(|d| !d.tool.is_empty());
+    out
 }

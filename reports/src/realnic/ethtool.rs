@@ -1,5 +1,12 @@
-//! `ethtool -S` dumps (mlx5, with Intel `ice` and Broadcom `bnxt_en` names
-//! mapped onto the mlx5 ones), one or several snapshots per file.
+//! `ethtool -S` dumps (mlx5, with Intel `ice`, Broadcom `bnxt_en` and
+//! Cumulus switch-port `HwIf*` names mapped onto the mlx5 ones), one or
+//! several snapshots per file, and NVUE's `nv show interface <if> counters
+//! qos` tables of a Cumulus switch port (per-priority pause frames and
+//! pause duration, read as microseconds like mlx5's; ingress buffer, egress
+//! queue and port tables kept as `pgN.*`, `tcN.*`, `port.rx.*`/`port.tx.*`;
+//! the port named on the `nv show interface` command line is the host),
+//! and NetQ's `show ethtool-stats` tables of the same `HwIf*` counters
+//! (one snapshot per `HOST:PORT`).
 //!
 //! # The format (what real mlx5 prints, and what the simulator writes)
 //!
@@ -59,7 +66,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
+use super::text::{chunks, counter_pair, is_counter_name, lines, scaled_decimal, uint, ParseError};
 
 /// Driver family, guessed from the counter names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -72,6 +79,13 @@ pub enum Vendor {
     Ice,
     /// Broadcom (`bnxt_en`).
     Bnxt,
+    /// Cumulus Linux switch ports (`swpN`): `HwIf*` names of `ethtool -S`,
+    /// or NVUE's `nv show interface <if> counters qos` tables.
+    Cumulus,
+    /// A switch SDK port counter dump (`Port 0x10500 - IEEE 802.3 Counters
+    /// Group`, `Prio 3` sections of `name = value` lines; the group names
+    /// are those of the Spectrum SDK's PPCNT counter groups).
+    SwitchSdk,
 }
 
 /// One `ethtool -S` dump.
@@ -106,8 +120,38 @@ impl EthtoolSnapshot {
     }
 }
 
-/// Map an `ice` or `bnxt_en` counter name to its mlx5 equivalent.
+/// Map an `ice`, `bnxt_en` or Cumulus counter name to its mlx5 equivalent.
 pub fn normalize_name(name: &str) -> Option<String> {
+    // Cumulus `ethtool -S swpN`: HwIfInPfc3Pkt, HwIfOutPfc3Pkt.
+    for (dir, pfx) in [("rx", "HwIfInPfc"), ("tx", "HwIfOutPfc")] {
+        if let Some(p) = name.strip_prefix(pfx).and_then(|r| r.strip_suffix("Pkt")) {
+            let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+            return Some(format!("{dir}_prio{p}_pause"));
+        }
+    }
+    // NVUE tables, kept as `prio3.rx-pause-frames` / `port.tx.pause-frames`.
+    if let Some(rest) = name.strip_prefix("prio") {
+        let (p, what) = rest.split_once('.')?;
+        let p: u8 = p.parse().ok().filter(|p| *p < 8)?;
+        // NVUE columns, and the switch SDK dump's per-priority names.
+        return match what {
+            "rx-pause-frames" | "rx_pause" => Some(format!("rx_prio{p}_pause")),
+            "tx-pause-frames" | "tx_pause" => Some(format!("tx_prio{p}_pause")),
+            "rx-pause-duration" | "rx_pause_duration" => Some(format!("rx_prio{p}_pause_duration")),
+            "tx-pause-duration" | "tx_pause_duration" => Some(format!("tx_prio{p}_pause_duration")),
+            "rx_pause_transition" => Some(format!("rx_prio{p}_pause_transition")),
+            "rx_discards" => Some(format!("rx_prio{p}_discards")),
+            _ => None,
+        };
+    }
+    match name {
+        "HwIfInPausePkt" | "port.rx.pause-frames" => return Some("rx_global_pause".into()),
+        "HwIfOutPausePkt" | "port.tx.pause-frames" => return Some("tx_global_pause".into()),
+        "HwIfInBufferDrops" => return Some("rx_discards_phy".into()),
+        "HwIfOutQDrops" => return Some("tx_discards_phy".into()),
+        "HwIfInDot3FrameErrors" => return Some("rx_crc_errors_phy".into()),
+        _ => {}
+    }
     // ice: rx_priority_3_xoff.nic
     if let Some(rest) = name.strip_suffix(".nic") {
         for (dir, pfx) in [("rx", "rx_priority_"), ("tx", "tx_priority_")] {
@@ -157,7 +201,12 @@ pub fn normalize_name(name: &str) -> Option<String> {
 }
 
 fn guess_vendor(raw: &BTreeMap<String, u64>) -> Vendor {
-    if raw.keys().any(|k| k.ends_with(".nic")) {
+    if raw
+        .keys()
+        .any(|k| k.starts_with("HwIf") || k.starts_with("prio") || k.starts_with("port."))
+    {
+        Vendor::Cumulus
+    } else if raw.keys().any(|k| k.ends_with(".nic")) {
         Vendor::Ice
     } else if raw
         .keys()
@@ -169,9 +218,85 @@ fn guess_vendor(raw: &BTreeMap<String, u64>) -> Vendor {
     }
 }
 
+/// Whether a line is the header of a NetQ `show ethtool-stats` table
+/// (`Hostname  Interface  HwIfInPfc0Pkt ... Last Updated`).
+pub fn is_netq_header(t: &str) -> bool {
+    let mut w = t.split_whitespace();
+    w.next() == Some("Hostname") && w.next() == Some("Interface") && t.contains("HwIf")
+}
+
+/// NetQ `netq [HOST] show ethtool-stats port IF (tx|rx) [extended]`
+/// tables: one row per switch and port, one column per Cumulus `HwIf*`
+/// counter, then the `Last Updated` date. Rows of several tables for the
+/// same switch and port (tx, rx, extended) make one snapshot, named
+/// `HOST:PORT`.
+fn parse_netq(input: &str) -> Vec<EthtoolSnapshot> {
+    let mut snaps: Vec<EthtoolSnapshot> = Vec::new();
+    let mut columns: Option<Vec<String>> = None;
+    for l in lines(input) {
+        let t = l.text.trim();
+        if is_netq_header(t) {
+            columns = Some(
+                t.split_whitespace()
+                    .skip(2)
+                    .take_while(|c| *c != "Last")
+                    .map(str::to_string)
+                    .collect(),
+            );
+            continue;
+        }
+        let Some(cols) = &columns else { continue };
+        if t.is_empty() || t.starts_with('-') {
+            continue;
+        }
+        let w: Vec<&str> = t.split_whitespace().collect();
+        if w.len() < 2 + cols.len() {
+            columns = None;
+            continue;
+        }
+        let values: Vec<Option<u64>> = w[2..2 + cols.len()]
+            .iter()
+            .map(|v| v.parse().ok())
+            .collect();
+        if values.iter().all(Option::is_none) {
+            columns = None;
+            continue;
+        }
+        let host = format!("{}:{}", w[0], w[1]);
+        let idx = match snaps
+            .iter()
+            .position(|s| s.host.as_deref() == Some(host.as_str()))
+        {
+            Some(i) => i,
+            None => {
+                snaps.push(EthtoolSnapshot {
+                    line: l.number,
+                    host: Some(host),
+                    ..EthtoolSnapshot::default()
+                });
+                snaps.len() - 1
+            }
+        };
+        for (name, v) in cols.iter().zip(values) {
+            if let Some(v) = v {
+                snaps[idx].raw.insert(name.clone(), v);
+            }
+        }
+    }
+    snaps.retain(|s| !s.raw.is_empty());
+    for s in &mut snaps {
+        finish(s);
+    }
+    snaps
+}
+
 /// Parse one or more `ethtool -S` dumps. Errors when no counter line is
 /// found, or when a counter's value is not an unsigned integer.
 pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
+    let netq = parse_netq(input);
+    if !netq.is_empty() {
+        return Ok(netq);
+    }
     let mut out: Vec<EthtoolSnapshot> = Vec::new();
     let mut cur: Option<EthtoolSnapshot> = None;
     let mut label: Option<String> = None;
@@ -187,9 +312,116 @@ pub fn parse(input: &str) -> Result<Vec<EthtoolSnapshot>, ParseError> {
             }
         }
     };
+    // NVUE `nv show interface <if> counters qos` tables: (row prefix,
+    // column names), and whether this dump is NVUE output (its titles and
+    // rulers then do not end the snapshot).
+    let mut table: Option<(&'static str, Vec<String>)> = None;
+    let mut nvue = false;
+    // Switch SDK dump: inside one (`Port 0x... - ... Counters Group`), and
+    // the `Prio N` section.
+    let mut sdk = false;
+    let mut prio: Option<u8> = None;
     for l in &all {
         let t = l.text.trim();
         if t.is_empty() {
+            table = None;
+            continue;
+        }
+        if let Some(port) = sdk_port_header(t) {
+            if host.as_deref() != Some(port) {
+                close(&mut cur, &mut out);
+                host = Some(port.to_string());
+            }
+            sdk = true;
+            prio = None;
+            continue;
+        }
+        if let Some(p) = sdk_prio(t) {
+            sdk = true;
+            prio = Some(p);
+            continue;
+        }
+        if sdk {
+            if t.bytes().all(|b| b == b'=' || b == b'-') {
+                continue;
+            }
+            if let Some((name, value)) = t.split_once(" = ") {
+                let (name, value) = (name.trim(), value.trim());
+                if is_counter_name(name) {
+                    let Some(v) = uint(value) else {
+                        return Err(ParseError::new(
+                            l.number,
+                            format!("an unsigned integer value for counter `{name}`"),
+                            l.text,
+                        ));
+                    };
+                    let name = match prio {
+                        Some(p) => format!("prio{p}.{name}"),
+                        None => name.to_string(),
+                    };
+                    if cur.is_none() {
+                        let mut snap = new_snapshot(
+                            l.number,
+                            &mut label,
+                            &host,
+                            (&mut time_ns, &mut simulated),
+                        );
+                        snap.vendor = Vendor::SwitchSdk;
+                        cur = Some(snap);
+                    }
+                    if let Some(c) = cur.as_mut() {
+                        c.raw.insert(name, v);
+                    }
+                    continue;
+                }
+            }
+        }
+        let cols = chunks(t);
+        let prefix = match cols.first().copied() {
+            Some("switch-priority") => Some("prio"),
+            Some("priority-group") => Some("pg"),
+            Some("traffic-class") => Some("tc"),
+            Some("Counter") if cols.contains(&"Receive") => Some("port"),
+            _ => None,
+        };
+        if let Some(prefix) = prefix.filter(|_| cols.len() >= 2) {
+            table = Some((prefix, cols.iter().map(|c| c.to_string()).collect()));
+            nvue = true;
+            continue;
+        }
+        if let Some((prefix, names)) = &table {
+            if t.starts_with("---") {
+                continue;
+            }
+            let row = nvue_row(prefix, names, &cols);
+            if !row.is_empty() {
+                for (name, value) in row {
+                    let repeated = cur.as_ref().is_some_and(|c| c.raw.contains_key(&name));
+                    if cur.is_none() || repeated {
+                        close(&mut cur, &mut out);
+                        cur = Some(new_snapshot(
+                            l.number,
+                            &mut label,
+                            &host,
+                            (&mut time_ns, &mut simulated),
+                        ));
+                    }
+                    if let Some(c) = cur.as_mut() {
+                        c.raw.insert(name, value);
+                    }
+                }
+                continue;
+            }
+            table = None;
+        }
+        if let Some(iface) = command_iface(t) {
+            nvue = t.contains("nv show ");
+            host = Some(iface);
+            close(&mut cur, &mut out);
+            continue;
+        }
+        if nvue && !t.contains(':') {
+            // Section titles (`PFC Statistics`), `====` rulers, `...`.
             continue;
         }
         // `# ethtool -S eth0` is a root prompt and a command, not metadata.
@@ -289,7 +521,10 @@ fn new_snapshot(
 }
 
 fn finish(s: &mut EthtoolSnapshot) {
-    s.vendor = guess_vendor(&s.raw);
+    // A switch SDK dump says what it is; the others are told by their names.
+    if s.vendor != Vendor::SwitchSdk {
+        s.vendor = guess_vendor(&s.raw);
+    }
     let mut norm = BTreeMap::new();
     for (k, v) in &s.raw {
         if let Some(n) = normalize_name(k) {
@@ -327,12 +562,75 @@ fn strip_ring_prefix(t: &str) -> std::borrow::Cow<'_, str> {
     t.into()
 }
 
+/// `Port 0x10500 - IEEE 802.3 Counters Group` -> `0x10500`.
+pub fn sdk_port_header(t: &str) -> Option<&str> {
+    let rest = t.strip_prefix("Port ")?;
+    let (port, group) = rest.split_once(" - ")?;
+    (group.trim_end().ends_with("Counters Group") && !port.contains(' ')).then_some(port)
+}
+
+/// `Prio 3` -> 3.
+fn sdk_prio(t: &str) -> Option<u8> {
+    t.strip_prefix("Prio ")?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| *p < 8)
+}
+
+/// A value of an NVUE table cell: `12`, `0 Bytes`; `n/a` and sizes in
+/// KB/MB (rounded by NVUE) are not counters.
+fn nvue_value(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s.strip_suffix(" Bytes").unwrap_or(s);
+    s.parse().ok()
+}
+
+/// Counters of one NVUE table row, named `<prefix><index>.<column>`
+/// (`prio3.rx-pause-frames`, `pg3.rx-buffer-discards` in bytes,
+/// `tc3.tx-frames`) or, for the port table, `port.rx.<counter>` /
+/// `port.tx.<counter>`.
+fn nvue_row(prefix: &str, names: &[String], cols: &[&str]) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    if prefix == "port" {
+        if let [name, rx, tx] = cols {
+            if is_counter_name(name) {
+                // `n/a` cells are not counters.
+                for (dir, v) in [("rx", rx), ("tx", tx)] {
+                    if let Some(v) = nvue_value(v) {
+                        out.push((format!("port.{dir}.{name}"), v));
+                    }
+                }
+            }
+        }
+        return out;
+    }
+    let Some(idx) = cols.first().and_then(|c| c.parse::<u8>().ok()) else {
+        return out;
+    };
+    if cols.len() != names.len() {
+        return out;
+    }
+    for (name, v) in names.iter().zip(cols).skip(1) {
+        if let Some(v) = nvue_value(v) {
+            out.push((format!("{prefix}{idx}.{name}"), v));
+        }
+    }
+    out
+}
+
 fn command_iface(t: &str) -> Option<String> {
-    let t = t.trim_start_matches(['$', '#', ' ']);
-    let t = t.strip_prefix("sudo ").unwrap_or(t);
-    let rest = t
-        .strip_prefix("ethtool -S ")
-        .or_else(|| t.strip_prefix("ethtool --statistics "))?;
+    // `nv show interface swp1 counters qos` after any prompt.
+    if let Some(pos) = t.find("nv show interface ") {
+        return t[pos + "nv show interface ".len()..]
+            .split_whitespace()
+            .next()
+            .map(str::to_string);
+    }
+    // `ethtool -S eth0`, `# ethtool -S eth0`, `user@host:~$ sudo ethtool -S swp1`
+    let rest = ["ethtool -S ", "ethtool --statistics "]
+        .iter()
+        .find_map(|c| t.find(c).map(|pos| &t[pos + c.len()..]))?;
     rest.split_whitespace().next().map(str::to_string)
 }
 

@@ -11,6 +11,7 @@
 
 pub mod devinfo;
 pub mod ethtool;
+pub mod ibdiag;
 pub mod nccl;
 pub mod perftest;
 pub mod qos;
@@ -33,13 +34,15 @@ pub use text::ParseError;
 pub enum Kind {
     /// perftest `ib_*_bw` / `ib_*_lat` output.
     Perftest,
-    /// `ethtool -S` dump(s).
+    /// `ethtool -S` dump(s), also of Cumulus switch ports, and NVUE
+    /// `nv show interface <if> counters qos` tables.
     Ethtool,
-    /// `rdma statistic show` / hw_counters listings.
+    /// `rdma statistic show` / hw_counters listings, `perfquery`.
     Rdma,
     /// `nvidia-smi topo -m`.
     Topo,
-    /// `ibv_devinfo` or `ibstat`.
+    /// Device and port state: `ibv_devinfo`, `ibstat`, `ibstatus`,
+    /// `ibportstate`, `iblinkinfo`, `rdma link show`, `mlxconfig query`.
     Devinfo,
     /// `mlnx_qos -i`.
     MlnxQos,
@@ -109,7 +112,7 @@ impl fmt::Display for Kind {
 
 /// An unknown kind name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {0:?}: expected auto, perftest, ethtool, rdma, topo, devinfo (also ibstat), mlnx-qos, show-gids, nccl, sim-results, nccl-tests, switch (SONiC pfcstat/pfcwd/queue counters), lspci, ethtool-link or events (kernel/UCX log)")]
+#[error("unknown format {0:?}: expected auto, perftest, ethtool (also nvue), rdma (also perfquery), topo, devinfo (also ibstat, ibstatus, ibportstate, iblinkinfo, rdma-link, mlxconfig), mlnx-qos, show-gids, nccl, sim-results, nccl-tests, switch (SONiC pfcstat/pfcwd/queue counters), lspci, ethtool-link or events (kernel/UCX log)")]
 pub struct UnknownKind(pub String);
 
 impl FromStr for Kind {
@@ -117,10 +120,11 @@ impl FromStr for Kind {
     fn from_str(s: &str) -> Result<Kind, UnknownKind> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "perftest" => Kind::Perftest,
-            "ethtool" => Kind::Ethtool,
-            "rdma" | "hw-counters" | "hw_counters" => Kind::Rdma,
+            "ethtool" | "nvue" | "cumulus" => Kind::Ethtool,
+            "rdma" | "hw-counters" | "hw_counters" | "perfquery" => Kind::Rdma,
             "topo" => Kind::Topo,
-            "devinfo" | "ibv_devinfo" | "ibstat" => Kind::Devinfo,
+            "devinfo" | "ibv_devinfo" | "ibstat" | "ibstatus" | "ibportstate" | "iblinkinfo"
+            | "rdma-link" | "rdma_link" | "mlxconfig" | "mstconfig" => Kind::Devinfo,
             "mlnx-qos" | "mlnx_qos" => Kind::MlnxQos,
             "show-gids" | "show_gids" => Kind::ShowGids,
             "nccl" => Kind::Nccl,
@@ -232,7 +236,33 @@ pub fn detect(input: &str) -> Option<Kind> {
     if has(&|t| t.starts_with("NIC statistics")) {
         return Some(Kind::Ethtool);
     }
-    if has(&|t| t.starts_with("hca_id:") || t.starts_with("CA '")) {
+    // NVUE QoS counter tables of a Cumulus switch port; switch SDK dumps.
+    if has(&|t| {
+        (t.starts_with("switch-priority") && t.contains("pause"))
+            || ethtool::sdk_port_header(t).is_some()
+            || ethtool::is_netq_header(t)
+    }) || (has(&|t| t.starts_with("Prio ")) && has(&|t| t.starts_with("rx_pause = ")))
+    {
+        return Some(Kind::Ethtool);
+    }
+    if has(&|t| rdma::looks_perfquery(t)) {
+        return Some(Kind::Rdma);
+    }
+    if has(&|t| {
+        t.starts_with("hca_id:")
+            || t.starts_with("CA '")
+            || t.starts_with("Infiniband device '")
+            || t.starts_with("# Port info:")
+            || t.starts_with("LinkState:..")
+            || (t.contains("==(") && t.contains(")==>"))
+            || ibdiag::is_rdma_link_line(t)
+            || t.contains(": node_type ")
+    }) || has(&|t| {
+        t.starts_with("Configurations:")
+            && ["Next Boot", "Current", "Default", "New"]
+                .iter()
+                .any(|c| t.contains(c))
+    }) {
         return Some(Kind::Devinfo);
     }
     if has(&|t| {
@@ -243,8 +273,8 @@ pub fn detect(input: &str) -> Option<Kind> {
         return Some(Kind::MlnxQos);
     }
     if has(&|t| {
-        t.starts_with("n_gids_found")
-            || (t.starts_with("DEV") && t.contains("GID") && t.contains("INDEX"))
+        t.contains("n_gids_found")
+            || (t.contains("DEV") && t.contains("GID") && t.contains("INDEX"))
     }) {
         return Some(Kind::ShowGids);
     }
@@ -324,7 +354,7 @@ fn is_rdma_counter(n: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// `auto` could not tell the format.
-    #[error("not RDMA tool output: could not detect the format (expected perftest, ethtool -S, plain ethtool or ethtool -a, rdma statistic or hw_counters, nvidia-smi topo -m, ibv_devinfo/ibstat, mlnx_qos, show_gids, a NCCL log, nccl-tests, SONiC pfcstat/pfcwd/queue counters, lspci -vv, kernel/UCX log lines or results.json)")]
+    #[error("not RDMA tool output: could not detect the format (expected perftest, ethtool -S, NVUE qos counters, plain ethtool or ethtool -a, rdma statistic or hw_counters, perfquery, nvidia-smi topo -m, ibv_devinfo/ibstat/ibstatus/ibportstate/iblinkinfo, rdma link show, mlxconfig query, mlnx_qos, show_gids, a NCCL log, nccl-tests, SONiC pfcstat/pfcwd/queue counters, lspci -vv, kernel/UCX log lines or results.json)")]
     Undetected,
     /// A parser rejected the text.
     #[error("as {kind}: {source}")]

@@ -155,6 +155,13 @@ pub fn parse_mlnx_qos(input: &str) -> Result<QosConfig, ParseError> {
 /// One `show_gids` row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GidEntry {
+    /// Line number.
+    pub line: usize,
+    /// The host the row came from, when the file says: a `pdsh`/`clush`
+    /// `host: ` line prefix, a `==> host <==` header (`tail`/`head` of
+    /// several files), a `host: NAME` / `# host: NAME` line, or the prompt
+    /// or `ssh HOST` of a `show_gids` command line.
+    pub host: Option<String>,
     /// RDMA device.
     pub device: String,
     /// Port.
@@ -178,13 +185,87 @@ impl GidEntry {
     }
 }
 
-/// Parse `show_gids` output.
+fn host_token(h: &str) -> Option<String> {
+    let h = h.trim();
+    (!h.is_empty()
+        && h.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '/')))
+    .then(|| h.to_string())
+}
+
+/// The host named by a header line of a multi-host `show_gids` file.
+fn host_header(t: &str) -> Option<String> {
+    if let Some(inner) = t.strip_prefix("==>").and_then(|r| r.strip_suffix("<==")) {
+        return host_token(inner);
+    }
+    let bare = t.trim_start_matches('#').trim();
+    for key in [
+        "host:",
+        "Host:",
+        "HOST:",
+        "hostname:",
+        "Hostname:",
+        "host =",
+    ] {
+        if let Some(v) = bare.strip_prefix(key) {
+            if v.split_whitespace().count() == 1 {
+                return host_token(v);
+            }
+        }
+    }
+    if let Some(pos) = t.find("show_gids") {
+        let cmd = &t[..pos];
+        // `ssh [user@]host show_gids`
+        if let Some(rest) = cmd.split("ssh ").nth(1) {
+            let target = rest.split_whitespace().last()?;
+            return host_token(target.rsplit('@').next().unwrap_or(target));
+        }
+        // `user@host:~$ show_gids`, `[root@host ~]# show_gids`
+        let at = cmd.find('@')?;
+        let h: String = cmd[at + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+            .collect();
+        return host_token(&h);
+    }
+    None
+}
+
+/// `host: rest` (pdsh/clush prefix) when `rest` is show_gids output.
+fn host_prefix(t: &str) -> Option<(String, &str)> {
+    let (h, rest) = t.split_once(':')?;
+    if h.contains(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim();
+    let toks: Vec<&str> = rest.split_whitespace().collect();
+    let is_gids = rest.starts_with("n_gids_found")
+        || toks.first() == Some(&"DEV")
+        || rest.starts_with("---")
+        || (toks.len() >= 5 && toks[1].parse::<u32>().is_ok() && toks[3].contains(':'));
+    if !is_gids {
+        return None;
+    }
+    Some((host_token(h)?, rest))
+}
+
+/// Parse `show_gids` output, of one host or several (see
+/// [`GidEntry::host`]).
 pub fn parse_show_gids(input: &str) -> Result<Vec<GidEntry>, ParseError> {
     let all = lines(input);
     let mut out = Vec::new();
     let mut header = false;
+    let mut host: Option<String> = None;
     for l in &all {
-        let t = l.text.trim();
+        let mut t = l.text.trim();
+        let mut line_host = None;
+        if let Some((h, rest)) = host_prefix(t) {
+            line_host = Some(h);
+            t = rest;
+        } else if let Some(h) = host_header(t) {
+            host = Some(h);
+            continue;
+        }
         if t.is_empty() || t.starts_with("---") || t.starts_with("n_gids_found") {
             if t.starts_with("n_gids_found") {
                 header = true;
@@ -211,6 +292,8 @@ pub fn parse_show_gids(input: &str) -> Result<Vec<GidEntry>, ParseError> {
             return Err(ParseError::new(l.number, "a `v1` or `v2` column", l.text));
         };
         out.push(GidEntry {
+            line: l.number,
+            host: line_host.or_else(|| host.clone()),
             device: toks[0].to_string(),
             port,
             index,

@@ -7,10 +7,25 @@
 //! link mlx5_0/1 rx_write_requests 0 rx_read_requests 0 out_of_sequence 3 ...
 //! link mlx5_0/1
 //!     rx_write_requests 0 rx_read_requests 0 ...        (pretty form: continuation lines)
+//! link mlx5_0/1 rx_write_requests 0 rx_atomic_requests  (wrapped by a mail client:
+//! 0 out_of_buffer 0 ...                                  unindented continuation)
 //! /sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_sequence:3
 //! Port 1 hw counters:                                   (show_counters)
 //! out_of_sequence: 3
+//! # Port extended counters: Lid 10 port 1 (CapMask: 0x5300)   (perfquery [-x] [-a])
+//! PortXmitData:....................13672645927
+//! PortXmitWait:....................0
 //! ```
+//!
+//! `perfquery` blocks (`# Port counters:`, `# Port extended counters:` and
+//! the other `# <group> counters: Lid L port P` headers) become a link
+//! named `Lid <L>` with the port of the header (255 = all ports summed,
+//! `-a`); a block without header takes
+//! `PortSelect`. Counters keep perfquery's names and units:
+//! `PortXmitData`/`PortRcvData` count 4-byte words (multiply by 4 for
+//! bytes), `PortXmitWait` counts ticks a port had data but no credit to
+//! send (IB's backpressure), `CounterSelect*` are not counters and are
+//! skipped.
 //!
 //! The simulator writes the first form, one `link <nic>/<port>` line per
 //! NIC port, with mlx5 names (`np_cnp_sent`, `np_ecn_marked_roce_packets`,
@@ -29,7 +44,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, ParseError};
+use super::text::{counter_pair, is_counter_name, lines, scaled_decimal, uint, Line, ParseError};
 
 /// One port's counters in one snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -183,7 +198,12 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
     let mut current_link: Option<(String, u32)> = None;
     // Default link for `name: value` lists.
     let mut list_link: (String, u32) = (String::new(), 1);
-    for l in &all {
+    let logical = join_wrapped(&all);
+    for l in &logical {
+        let l = Line {
+            number: l.0,
+            text: &l.1,
+        };
         let t = l.text.trim();
         if t.is_empty() {
             continue;
@@ -201,8 +221,32 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
                 st.new_snapshot();
                 st.time_ns = scaled_decimal(v, 1_000_000_000, 1);
                 st.simulated = false;
+            } else if let Some(link) = perfquery_header(meta) {
+                list_link = link;
+                current_link = None;
             }
             continue;
+        }
+        // perfquery: `PortXmitData:....................13672645927`
+        if let Some((name, value)) = t.split_once(':') {
+            if let Some(v) = value.strip_prefix("..") {
+                let name = name.trim();
+                let v = v.trim_start_matches('.').trim();
+                if is_counter_name(name) && !name.starts_with("CounterSelect") {
+                    if let Some(v) = uint(v) {
+                        if name == "PortSelect" {
+                            if list_link.0.is_empty() {
+                                list_link.1 = u32::try_from(v).unwrap_or(u32::MAX);
+                            }
+                        } else {
+                            let (dev, port) = list_link.clone();
+                            st.insert(&dev, port, name, v, l.number);
+                        }
+                    }
+                }
+                current_link = None;
+                continue;
+            }
         }
         if let Some(rest) = t.strip_prefix("link ") {
             let mut toks = rest.split_whitespace();
@@ -299,11 +343,84 @@ pub fn parse(input: &str) -> Result<Vec<RdmaSnapshot>, ParseError> {
         let first = all.iter().find(|l| !l.text.trim().is_empty());
         return Err(ParseError::new(
             first.map_or(0, |l| l.number),
-            "`link <dev>/<port> name value ...`, `.../hw_counters/name:value` or `name: value` lines",
+            "`link <dev>/<port> name value ...`, `.../hw_counters/name:value`, `name: value` or perfquery `Name:....value` lines",
             first.map_or("", |l| l.text),
         ));
     }
     Ok(out)
+}
+
+/// `rdma statistic show` lines wrapped by a mail client or a narrow
+/// terminal: a `link` line whose `name value` list is cut continues on the
+/// following unindented lines (one starting with a value, or made of
+/// `name value` pairs). Returns (first line number, logical text).
+fn join_wrapped(all: &[Line<'_>]) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    // Tokens after `link DEV/PORT` of the open logical link line.
+    let mut open: Option<usize> = None;
+    for l in all {
+        let t = l.text.trim();
+        if let (Some(n), false) = (open, t.is_empty()) {
+            let indented = l.text.starts_with([' ', '\t']);
+            let w: Vec<&str> = t.split_whitespace().collect();
+            let starts_with_value = w.first().is_some_and(|x| x.parse::<u64>().is_ok());
+            let pairs = w.len() % 2 == 0
+                && w.chunks(2)
+                    .all(|p| is_counter_name(p[0]) && p[1].parse::<u64>().is_ok());
+            if !indented
+                && !t.starts_with("link ")
+                && !t.starts_with('#')
+                && !t.contains(':')
+                && (n % 2 == 1 || starts_with_value || pairs)
+            {
+                if let Some(last) = out.last_mut() {
+                    last.1.push(' ');
+                    last.1.push_str(t);
+                }
+                open = Some(n + w.len());
+                continue;
+            }
+        }
+        open = t
+            .strip_prefix("link ")
+            .map(|r| r.split_whitespace().count().saturating_sub(1));
+        out.push((l.number, l.text.to_string()));
+    }
+    out
+}
+
+/// `Port counters: Lid 21 port 1 (CapMask: ...)` (a perfquery header
+/// without its `#`; also `PortXmitDataSL counters:`, `Port extended
+/// counters:` and the other groups) -> (`Lid 21`, 1).
+fn perfquery_header(meta: &str) -> Option<(String, u32)> {
+    let rest = meta.split_once("counters: ")?.1;
+    if !rest.trim_start().starts_with("Lid ") {
+        return None;
+    }
+    let w: Vec<&str> = rest.split_whitespace().collect();
+    let lid = w
+        .iter()
+        .position(|x| *x == "Lid")
+        .and_then(|i| w.get(i + 1))?;
+    let port = w
+        .iter()
+        .position(|x| *x == "port")
+        .and_then(|i| w.get(i + 1))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    Some((format!("Lid {lid}"), port))
+}
+
+/// Whether `input` holds perfquery output.
+pub fn looks_perfquery(t: &str) -> bool {
+    (t.starts_with("# ") && t.contains(" counters: Lid "))
+        || [
+            "PortXmitData:..",
+            "PortRcvErrors:..",
+            "SymbolErrorCounter:..",
+        ]
+        .iter()
+        .any(|p| t.starts_with(p))
 }
 
 /// Words in `rdma statistic qp show` / `mode` lines that carry metadata,

@@ -170,22 +170,50 @@ pub fn summarize(p: &Parsed) -> String {
             for d in devs {
                 let _ = writeln!(
                     s,
-                    "{} fw {} part {}",
+                    "{} [{}] fw {} part {}{}",
                     d.name,
+                    d.tool,
                     opt(&d.fw_ver),
-                    opt(&d.part_id)
+                    opt(&d.part_id),
+                    if d.config.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} configuration parameters", d.config.len())
+                    }
                 );
+                for c in &d.config {
+                    let _ = writeln!(
+                        s,
+                        "  {}{} = {}",
+                        if c.modified { "*" } else { "" },
+                        c.name,
+                        c.current().unwrap_or("?")
+                    );
+                }
                 for p in &d.ports {
                     let _ = writeln!(
                         s,
-                        "  port {}: {} / {} {} MTU {} of {} rate {}",
+                        "  port {}: {} / {} {} MTU {} of {} rate {}{}{}",
                         p.port,
                         opt(&p.state),
                         opt(&p.phys_state),
                         opt(&p.link_layer),
                         opt(&p.active_mtu),
                         opt(&p.max_mtu),
-                        p.rate_bps.map_or_else(|| "?".into(), gbps)
+                        p.rate_bps.map_or_else(|| "?".into(), gbps),
+                        match (p.max_width_lanes, p.max_lane_bps) {
+                            (None, None) => String::new(),
+                            (w, l) => format!(
+                                " (capable of {}X at {} per lane)",
+                                opt(&w),
+                                l.map_or_else(|| "?".into(), gbps)
+                            ),
+                        },
+                        p.attributes
+                            .get("peer")
+                            .or_else(|| p.attributes.get("netdev"))
+                            .map(|x| format!(" -> {x}"))
+                            .unwrap_or_default()
                     );
                 }
             }
@@ -206,7 +234,11 @@ pub fn summarize(p: &Parsed) -> String {
             for e in g {
                 let _ = writeln!(
                     s,
-                    "{}/{} index {}: {} {} {}",
+                    "{}{}/{} index {}: {} {} {}",
+                    e.host
+                        .as_deref()
+                        .map(|h| format!("{h}: "))
+                        .unwrap_or_default(),
                     e.device,
                     e.port,
                     e.index,

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use reports::doctor::{diagnose, Input, Options};
-use reports::realnic::{self, Kind};
+use reports::realnic::{self, ibdiag, qos, Kind};
 
 /// Fragments of every format, so that random lines reach deep parser
 /// states, not only the "unknown format" exit.
@@ -90,6 +90,63 @@ const FRAGMENTS: &[&str] = &[
     "[compute001:31180:0:31180] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15",
     "mlx5_core 0000:3b:00.0 enp59s0f0: Link down",
     "ice 0000:5e:00.0: PCIe Bus Error: severity=Corrected",
+    "Infiniband device 'mlx5_0' port 1 status:",
+    "        rate:            99999999999999999999 Gb/sec (4X EDR)",
+    "        state:           4: ACTIVE",
+    "        phys state:      :",
+    "# Port info: Lid 2 DR path slid 65535; dlid 65535; 0,8 port 2",
+    "# Port info: port",
+    "Peer PortInfo:",
+    "LinkWidthSupported:..............1X or 99999999999X",
+    "LinkSpeedExtActive:..............14.0625 Gbps",
+    "LinkSpeedSupported:..............Gbps or 1e9 Gbps",
+    "LinkState:.......................Active",
+    "CA: n02 HCA-1:",
+    "Switch: 0x506b4b0300820910 MF0;SB7700:MSB7700/U1:",
+    "           2   17[  ] ==( 4X      25.78125 Gbps Active/  LinkUp)==>       4    1[  ] \"n02 HCA-1\" (Could be 12X Could be 99999999999999999999 Gbps)",
+    "  ==(  )==> \" [ \" ( ",
+    ")==> ==( / [",
+    "0x1 \"a\" 1 99999999999[ ] ==( Down/ Polling)==> [  ] \"\" ( )",
+    "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev",
+    "link mlx5_0/99999999999 subnet_prefix fe80:0000:0000:0000 lid 13 state",
+    "0: mlx5_0: node_type ca fw 20.31.1014 node_guid",
+    "Device #1:",
+    "Device:             c2:00.0",
+    "Configurations:                                          Default             Current         Next Boot",
+    "*        SRIOV_EN                                    False(0)        True(1)         True(1)",
+    "         NUM_OF_VFS",
+    "# Port extended counters: Lid 21 port 99999999999 (CapMask: 0x1600",
+    "PortXmitData:....................18446744073709551615",
+    "PortSelect:......................99999999999",
+    "CounterSelect:...................0xzz",
+    "cumulus@switch:~$ nv show interface swp1 counters qos",
+    "    switch-priority  rx-pause-frames  rx-pause-duration  tx-pause-frames  tx-pause-duration",
+    "    3                18446744073709551615                0                  0                0",
+    "    Counter             Receive  Transmit",
+    "    pause-frames        n/a        18446744073709551615",
+    "    priority-group  rx-frames  rx-buffer-discards  rx-shared-buffer-discards",
+    "    255               0          0 Bytes             0 Bytes",
+    "     HwIfInPfc3Pkt: 18446744073709551615",
+    "     HwIfOutPfc9Pkt: 1",
+    "node1: DEV\tPORT\tINDEX\tGID\tIPv4\tVER\tDEV",
+    "node1: mlx5_0\t1\t3\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1\tv2\teth0",
+    "==> node2 <==",
+    "[root@node1 ~]# show_gids",
+    "$ ssh show_gids",
+    "host: ",
+    "Port 0x10500 - IEEE 802.3 Counters Group",
+    "Port  - Counters Group",
+    "Prio 3",
+    "Prio 99999999999",
+    "rx_pause_duration = 18446744073709551615",
+    "rx_pause = 0xffffffffffffffffff",
+    "==================================================",
+    "Hostname          Interface                 HwIfInPfc0Pkt        HwIfInPfc3Pkt        Last Updated",
+    "leaf01            swp50                     0                    18446744073709551615 Tue Apr 28 22:09:25 2020",
+    "leaf01            swp50",
+    "root@node2$ mlxconfig -d /dev/mst/mt4123_pciconf5 q | grep -e NUM_OF_VFS",
+    "mstconfig q -d",
+    "         NUM_OF_VFS                          8",
 ];
 
 fn line() -> impl Strategy<Value = String> {
@@ -117,6 +174,13 @@ proptest! {
         for kind in Kind::ALL {
             let _ = realnic::parse(Some(kind), &input);
         }
+        // Every parser of a kind that runs several, on its own.
+        let _ = ibdiag::parse_ibstatus(&input);
+        let _ = ibdiag::parse_ibportstate(&input);
+        let _ = ibdiag::parse_iblinkinfo(&input);
+        let _ = ibdiag::parse_rdma_link(&input);
+        let _ = ibdiag::parse_mlxconfig(&input);
+        let _ = qos::parse_show_gids(&input);
         if let Ok(parsed) = realnic::parse(None, &input) {
             let _ = serde_json::to_string(&parsed);
             let d = diagnose(&[Input { name: "x".into(), parsed }], &Options::default());
@@ -130,6 +194,11 @@ proptest! {
         for kind in Kind::ALL {
             let _ = realnic::parse(Some(kind), &input);
         }
+        let _ = ibdiag::parse_ibstatus(&input);
+        let _ = ibdiag::parse_ibportstate(&input);
+        let _ = ibdiag::parse_iblinkinfo(&input);
+        let _ = ibdiag::parse_rdma_link(&input);
+        let _ = ibdiag::parse_mlxconfig(&input);
         let loaded = reports::doctor::load(&[std::path::PathBuf::from("-")], &mut bytes.as_slice());
         let d = diagnose(&loaded.inputs, &Options::default());
         let _ = d.render_text();

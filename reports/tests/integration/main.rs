@@ -6,6 +6,7 @@ mod compare;
 mod corpus;
 mod doctor;
 mod fuzz;
+mod ibdiag;
 mod parsers;
 mod render;
 
