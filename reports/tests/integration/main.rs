@@ -6,6 +6,7 @@ mod compare;
 mod corpus;
 mod doctor;
 mod fuzz;
+mod hosts;
 mod parsers;
 mod render;
 
