@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::checks::Context;
 use super::{source_from_file_name, Finding, Severity, Symptom};
+use crate::realnic::devinfo::HcaInfo;
+use crate::realnic::qos::GidEntry;
 
 /// Tool names that make up a file name without naming a host.
 const TOOL_NAMES: &[&str] = &[
@@ -140,8 +142,15 @@ fn finding(
 fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
     let mut v2_index: BTreeMap<String, String> = BTreeMap::new();
     let mut files: BTreeMap<String, String> = BTreeMap::new();
-    let mut tables: BTreeMap<String, Vec<&crate::realnic::qos::GidEntry>> = BTreeMap::new();
-    for (file, gids) in &ctx.gids {
+    let mut tables: BTreeMap<String, Vec<&GidEntry>> = BTreeMap::new();
+    // `ibv_devinfo -v` lists the same table as `GID[  N]` port attributes.
+    let from_devinfo: Vec<(String, Vec<GidEntry>)> = ctx
+        .devinfo
+        .iter()
+        .map(|(file, devs)| (file.clone(), devinfo_gids(devs)))
+        .filter(|(_, g)| !g.is_empty())
+        .collect();
+    for (file, gids) in ctx.gids.iter().chain(from_devinfo.iter()) {
         let host = host_from_path(file);
         let idx: BTreeSet<u32> = gids
             .iter()
@@ -231,6 +240,71 @@ fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
         f.why = "show_gids lists each host's own table; a job passing one index everywhere needs the RoCE v2 IPv4 entry at that index on every host".into();
         out.push(f);
     }
+}
+
+/// The GID table `ibv_devinfo -v` prints per port (`GID[  3]:
+/// ::ffff:10.0.0.1, RoCE v2`), as `show_gids` rows.
+fn devinfo_gids(devs: &[HcaInfo]) -> Vec<GidEntry> {
+    let mut out = Vec::new();
+    for d in devs {
+        for p in &d.ports {
+            for (k, v) in &p.attributes {
+                let Some(idx) = k
+                    .trim()
+                    .strip_prefix("GID[")
+                    .and_then(|r| r.strip_suffix(']'))
+                    .and_then(|n| n.trim().parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                let (gid, kind) = v.split_once(',').unwrap_or((v.as_str(), ""));
+                let version = if kind.contains("v2") {
+                    "v2"
+                } else if kind.contains("v1") {
+                    "v1"
+                } else {
+                    continue;
+                };
+                out.push(GidEntry {
+                    device: d.name.clone(),
+                    port: p.port,
+                    index: idx,
+                    gid: gid.trim().to_string(),
+                    ipv4: ipv4_of_gid(gid.trim()),
+                    version: version.into(),
+                    netdev: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The IPv4 address of an IPv4-mapped GID, written `::ffff:a.b.c.d` or
+/// as eight groups ending `ffff:0a00:0001`.
+fn ipv4_of_gid(gid: &str) -> Option<String> {
+    let g = gid.to_ascii_lowercase();
+    if let Some(v4) = g.strip_prefix("::ffff:").filter(|r| r.contains('.')) {
+        return Some(v4.to_string());
+    }
+    let groups: Vec<&str> = g.split(':').collect();
+    if groups.len() != 8
+        || groups[..5]
+            .iter()
+            .any(|x| u16::from_str_radix(x, 16) != Ok(0))
+        || groups[5] != "ffff"
+    {
+        return None;
+    }
+    let hi = u16::from_str_radix(groups[6], 16).ok()?;
+    let lo = u16::from_str_radix(groups[7], 16).ok()?;
+    Some(format!(
+        "{}.{}.{}.{}",
+        hi >> 8,
+        hi & 0xff,
+        lo >> 8,
+        lo & 0xff
+    ))
 }
 
 /// The active RoCE MTU per host.
@@ -337,5 +411,17 @@ mod tests {
         assert_eq!(host_from_path("case/node2/show_gids.txt"), "node2");
         assert_eq!(host_from_path("h4.txt"), "h4");
         assert_eq!(host_from_path("ibstat"), "ibstat");
+    }
+
+    #[test]
+    fn ipv4_mapped_gids_give_their_address() {
+        use super::ipv4_of_gid;
+        assert_eq!(ipv4_of_gid("::ffff:10.0.0.1").as_deref(), Some("10.0.0.1"));
+        assert_eq!(
+            ipv4_of_gid("0000:0000:0000:0000:0000:ffff:0a00:0102").as_deref(),
+            Some("10.0.1.2")
+        );
+        assert_eq!(ipv4_of_gid("fe80:0000:0000:0000:966d:aeff:fe47:5a2e"), None);
+        assert_eq!(ipv4_of_gid("fe80::966d:aeff:fe47:5a2e"), None);
     }
 }

@@ -197,3 +197,38 @@ fn hosts_with_different_trust_or_pfc_priorities_are_named() {
         p.evidence
     );
 }
+
+#[test]
+fn the_gid_tables_of_ibv_devinfo_are_compared_too() {
+    let table = |v2_at: u32| {
+        let mut s = devinfo(4096);
+        for i in 0..4u32 {
+            let line = if i == v2_at {
+                format!("\t\t\tGID[  {i}]:\t\t::ffff:10.0.0.{v2_at}, RoCE v2\n")
+            } else {
+                format!("\t\t\tGID[  {i}]:\t\tfe80:0000:0000:0000:966d:aeff:fe47:5a2e, RoCE v1\n")
+            };
+            s.push_str(&line);
+        }
+        s
+    };
+    let nccl = "node1:101:101 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n";
+    let d = run(&[
+        input("n1/ibv_devinfo.txt", Kind::Devinfo, &table(3)),
+        input("n2/ibv_devinfo.txt", Kind::Devinfo, &table(1)),
+        input("job.log", Kind::Nccl, nccl),
+    ]);
+    let f = find(&d, Symptom::AckTimeout, &["GID index 3"]);
+    assert!(
+        f.title.contains("RoCE v1 non-IPv4 on n2") && f.title.contains("RoCE v2 IPv4 on n1"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("n1 (n1/ibv_devinfo.txt): index 3 is RoCE v2 10.0.0.3")),
+        "{:?}",
+        f.evidence
+    );
+}
