@@ -52,7 +52,32 @@ pub(super) fn consolidate(raw: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
     out.extend(merge_alike(rest));
     fold_pause_into_origin(&mut out);
     fold_no_marks_into_kmin(&mut out);
+    fold_tc_into_host_mismatch(&mut out);
     out
+}
+
+/// "The job's traffic class lands on a priority without PFC" (per
+/// `mlnx_qos` file) is the same cause as the hosts mapping that traffic
+/// class differently, when both are found: one finding, naming the hosts.
+fn fold_tc_into_host_mismatch(out: &mut Vec<Finding>) {
+    let is_hosts = |f: &Finding| {
+        f.symptom == Symptom::LossyPriority
+            && f.title.starts_with("the job's traffic class NCCL_IB_TC=")
+    };
+    let Some(i) = out.iter().position(is_hosts) else {
+        return;
+    };
+    while let Some(j) = out.iter().position(|f| {
+        f.symptom == Symptom::LossyPriority && f.subject.starts_with("NCCL_IB_TC=") && !is_hosts(f)
+    }) {
+        let e = out.remove(j);
+        let i = if j < i { i - 1 } else { i };
+        let f = &mut out[i];
+        f.severity = f.severity.max(e.severity);
+        f.evidence.push(format!("consequence: {}", e.title));
+        f.evidence.extend(e.evidence);
+        cap_evidence(&mut f.evidence);
+    }
 }
 
 /// "No ECN marks anywhere" is the consequence of a switch that pauses

@@ -1388,7 +1388,7 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
 
 /// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
 /// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
-fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
+pub(super) fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
     let dscp = tc >> 2;
     q.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
 }

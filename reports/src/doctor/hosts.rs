@@ -1,8 +1,8 @@
 //! Settings that must agree between hosts, compared across the dumps of
 //! several hosts: the RoCEv2 GID index and the RoCE version behind the
 //! index in use (`show_gids`), the active RoCE MTU (`ibv_devinfo` /
-//! `ibstat`), the priority trust mode and the PFC priorities
-//! (`mlnx_qos -i`).
+//! `ibstat`), the priority trust mode, the PFC priorities and the
+//! priority the job's `NCCL_IB_TC` lands on (`mlnx_qos -i`).
 //!
 //! A file stands for one host: [`host_from_path`] takes the host from the
 //! file name without its extensions and the tool's name
@@ -352,9 +352,21 @@ fn mtu(ctx: &Context, out: &mut Vec<Finding>) {
 fn qos(ctx: &Context, out: &mut Vec<Finding>) {
     let mut trust: BTreeMap<String, String> = BTreeMap::new();
     let mut pfc: BTreeMap<String, String> = BTreeMap::new();
+    let mut roce_prio: BTreeMap<String, String> = BTreeMap::new();
     let mut files: BTreeMap<String, String> = BTreeMap::new();
+    // The job's traffic class, when a log says: where RoCE lands per host.
+    let tc: Option<u8> = ctx
+        .nccl
+        .iter()
+        .find_map(|(_, n)| n.env.get("NCCL_IB_TC")?.parse().ok());
     for (file, q) in &ctx.qos {
         let host = host_from_path(file);
+        if let (Some(tc), Some("dscp")) = (tc, q.trust.as_deref()) {
+            roce_prio.insert(
+                host.clone(),
+                format!("prio{}", super::checks::prio_of_tclass(tc, q)),
+            );
+        }
         if let Some(t) = &q.trust {
             trust.insert(host.clone(), format!("trust {t}"));
         }
@@ -384,6 +396,18 @@ fn qos(ctx: &Context, out: &mut Vec<Finding>) {
         f.impact = "the same packet lands on different priorities on different hosts: RoCE from or to the odd hosts rides a priority without PFC (drops, go-back-N) or a different queue than the fabric expects".into();
         f.check_first = "`mlnx_qos -i` on the odd hosts: set the trust mode the fabric uses (`--trust dscp` for RoCEv2 in routed fabrics), then dscp2prio and the PFC bits".into();
         f.why = "with trust pcp the NIC maps the VLAN priority bits, with trust dscp the IP DSCP; untagged RoCEv2 traffic under trust pcp falls to priority 0".into();
+        out.push(f);
+    }
+    if let (Some(tc), Some(groups)) = (tc, differing(&roce_prio)) {
+        let mut f = finding(Severity::Error, Symptom::LossyPriority, &groups, &files);
+        f.title = format!(
+            "the job's traffic class NCCL_IB_TC={tc} (DSCP {}) lands on different priorities on different hosts: {}",
+            tc >> 2,
+            describe(&groups)
+        );
+        f.impact = "RoCE of the odd hosts travels on another priority than the rest: if that priority has no PFC it is lossy there (drops, go-back-N), and the switches queue it apart from the job's other traffic".into();
+        f.check_first = "`mlnx_qos -i` dscp2prio on the odd hosts (`--dscp2prio set,DSCP,PRIO`) so the job's DSCP maps to the PFC priority everywhere".into();
+        f.why = "under trust dscp each NIC maps the DSCP (the upper six bits of the traffic class) to a priority with its own dscp2prio table".into();
         out.push(f);
     }
     if let Some(groups) = differing(&pfc) {

@@ -232,3 +232,43 @@ fn the_gid_tables_of_ibv_devinfo_are_compared_too() {
         f.evidence
     );
 }
+
+#[test]
+fn the_jobs_traffic_class_landing_on_different_priorities_is_named() {
+    // Host c maps DSCP 26 to priority 0; a and b to 3 (the default 26 >> 3).
+    let odd = qos("dscp", 3).replace(
+        "Cable len: 7\n",
+        "dscp2prio mapping:\n\tprio:0 dscp:26,\n\tprio:3 dscp:31,30,29,28,27,25,24,\nCable len: 7\n",
+    );
+    let nccl = "a:1:1 [0] NCCL INFO NCCL_IB_TC set by environment to 106.\n";
+    let d = run(&[
+        input("a/mlnx_qos.txt", Kind::MlnxQos, &qos("dscp", 3)),
+        input("b/mlnx_qos.txt", Kind::MlnxQos, &qos("dscp", 3)),
+        input("c/mlnx_qos.txt", Kind::MlnxQos, &odd),
+        input("job.log", Kind::Nccl, nccl),
+    ]);
+    let f = find(&d, Symptom::LossyPriority, &["NCCL_IB_TC=106 (DSCP 26)"]);
+    assert!(
+        f.title.ends_with("prio3 on a, b but prio0 on c"),
+        "{}",
+        f.title
+    );
+    // c's PFC bit is on prio3 only, so the job is lossy there: the same
+    // cause, folded in rather than reported again.
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("lands on prio0, which has no PFC")),
+        "{:?}",
+        f.evidence
+    );
+    assert_eq!(
+        d.findings
+            .iter()
+            .filter(|g| g.symptom == Symptom::LossyPriority)
+            .count(),
+        1,
+        "{}",
+        d.render_text()
+    );
+}
