@@ -1055,6 +1055,15 @@ fn corruption_eth(v: &CounterView, out: &mut Vec<Finding>) {
     }
     f.evidence.push(v.how());
     fill_corruption_text(&mut f);
+    let rx = v.get("rx_packets_phy");
+    let bad = v.get("rx_crc_errors_phy");
+    if rx > 0 && bad > 0 {
+        f.impact = format!(
+            "{}; {}",
+            go_back_n_cost(bad, rx.saturating_add(bad)),
+            f.impact
+        );
+    }
     out.push(f);
 }
 
