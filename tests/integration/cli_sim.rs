@@ -479,6 +479,19 @@ fn doctor_ranks_each_injected_fault_first() {
         );
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
         let first = &j["findings"][0];
+        // It belongs to the faulty variant, listed first in each file, not
+        // to a repaired one ("healthy", "fixed", "computed").
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap())
+                .unwrap();
+        let variants = results["variants"].as_array().map_or(0, Vec::len);
+        let faulty = &results["variants"][0]["summary"]["variant"];
+        if variants > 1 && first["scope"] != *faulty {
+            wrong.push(format!(
+                "{name}: first finding is about variant {}, not {faulty}",
+                first["scope"]
+            ));
+        }
         let got_id = first["id"].as_str().unwrap_or("");
         let title = first["title"].as_str().unwrap_or("");
         if got_id != *id || !words.iter().all(|w| title.contains(w)) {
