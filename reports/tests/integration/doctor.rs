@@ -1023,3 +1023,76 @@ fn a_port_that_drops_without_pausing_while_its_peers_pause_is_named() {
         f.impact
     );
 }
+
+#[test]
+fn without_recorded_settings_a_switch_that_never_marks_under_the_same_load_is_named() {
+    // Older results files: no `ecn` on the ports; compared by marks.
+    let d = diagnose(
+        &[results_json(&[
+            (
+                "leaf0",
+                0,
+                "h0",
+                false,
+                c3(0, 0, 4_000_000),
+                0,
+                300_000,
+                None,
+            ),
+            (
+                "leaf1",
+                0,
+                "h1",
+                false,
+                c3(0, 0, 4_000_000),
+                40,
+                150_000,
+                None,
+            ),
+        ])],
+        &Options::default(),
+    );
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::EcnNotMarking)
+        .unwrap_or_else(|| panic!("{}", d.render_text()));
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(
+        f.title,
+        "switch leaf0 never marks ECN while leaf1 under the same load does: ECN looks off there"
+    );
+    // A switch that marks nothing because its queue stayed shallow is fine.
+    let d = diagnose(
+        &[results_json(&[
+            (
+                "leaf0",
+                0,
+                "h0",
+                false,
+                c3(0, 0, 4_000_000),
+                0,
+                10_000,
+                None,
+            ),
+            (
+                "leaf1",
+                0,
+                "h1",
+                false,
+                c3(0, 0, 4_000_000),
+                40,
+                150_000,
+                None,
+            ),
+        ])],
+        &Options::default(),
+    );
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| f.symptom != Symptom::EcnNotMarking),
+        "{}",
+        d.render_text()
+    );
+}
