@@ -294,6 +294,34 @@ pub struct PortRecord {
     /// Absent in files written before they existed (read back as zero).
     #[serde(default)]
     pub errors: PortErrors,
+    /// Priorities this port runs PFC on at the end of the run, after
+    /// overrides and their time windows: the priorities a capture taken
+    /// then would print pause rows for (`mlnx_qos -i` PFC bits on a NIC,
+    /// the port's PFC priorities on a switch). `None` (absent) in files
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfc_priorities: Option<Vec<u8>>,
+    /// Switch ports: the switch's ECN marking settings at the end of the
+    /// run, after overrides, one entry per marking priority (empty: the
+    /// switch marks nothing). `None` (absent) for NIC ports, which never
+    /// mark, and in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<Vec<EcnSetting>>,
+}
+
+/// The ECN (RED) marking settings of one priority of a switch, as the
+/// egress queues apply them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcnSetting {
+    /// Priority whose egress queues mark.
+    pub priority: u8,
+    /// Queue depth (bytes) below which nothing is marked.
+    pub kmin_bytes: u64,
+    /// Queue depth (bytes) at which the marking probability reaches
+    /// `pmax` (above it every ECN-capable frame is marked).
+    pub kmax_bytes: u64,
+    /// Marking probability at `kmax_bytes`.
+    pub pmax: f64,
 }
 
 /// What faults leave on a port, as the real counters name them.

@@ -354,18 +354,47 @@ fabric.pfc.enabled = false
 fn doctor_ranks_each_injected_fault_first() {
     // (scenario, first finding's id, words its title must hold)
     let cases: &[(&str, &str, &[&str])] = &[
-        ("buffer-too-small", "tx-pause", &["buffer", "XOFF"]),
+        (
+            "buffer-too-small",
+            "tx-pause",
+            &["sw0", "buffer", "XOFF", "Kmin"],
+        ),
         ("corruption", "corruption", &["corrupted"]),
+        ("deadlock-bounce", "pfc-deadlock", &["deadlock", "cycle"]),
         ("deadlock-ring", "pfc-deadlock", &["deadlock", "cycle"]),
+        (
+            "ecn-off-switch",
+            "ecn-not-marking",
+            &["ECN", "off", "leaf0", "Kmax"],
+        ),
         ("headroom-too-small", "packet-loss", &["prio3", "PFC is on"]),
         ("link-down", "link-degraded", &["went down", "lost"]),
         ("link-flap", "link-degraded", &["went down", "lost"]),
         ("link-loss", "packet-loss", &["lost"]),
         ("mtu-mismatch", "mtu-mismatch", &["MTU"]),
         ("pause-storm", "tx-pause", &["host h0", "sends PAUSE"]),
+        (
+            "pfc-off-port",
+            "packet-loss",
+            &["sw0-p1", "no PAUSE", "PFC off"],
+        ),
         ("priority-mismatch", "packet-loss", &["prio0", "PFC off"]),
         ("slow-receiver", "tx-pause", &["host h0", "sends PAUSE"]),
     ];
+    // Every scenario in scenarios/faults/ is covered.
+    let mut listed: Vec<String> = std::fs::read_dir(repo().join("scenarios/faults"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            if p.extension()? != "toml" {
+                return None;
+            }
+            Some(p.file_stem()?.to_string_lossy().into_owned())
+        })
+        .collect();
+    listed.sort();
+    let covered: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
+    assert_eq!(listed, covered, "every fault scenario needs a case");
     let base = scratch("doctor-faults");
     let mut wrong = Vec::new();
     for (name, id, words) in cases {
@@ -391,6 +420,19 @@ fn doctor_ranks_each_injected_fault_first() {
         );
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
         let first = &j["findings"][0];
+        // It belongs to the faulty variant, listed first in each file, not
+        // to a repaired one ("healthy", "fixed", "computed").
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap())
+                .unwrap();
+        let variants = results["variants"].as_array().map_or(0, Vec::len);
+        let faulty = &results["variants"][0]["summary"]["variant"];
+        if variants > 1 && first["scope"] != *faulty {
+            wrong.push(format!(
+                "{name}: first finding is about variant {}, not {faulty}",
+                first["scope"]
+            ));
+        }
         let got_id = first["id"].as_str().unwrap_or("");
         let title = first["title"].as_str().unwrap_or("");
         if got_id != *id || !words.iter().all(|w| title.contains(w)) {
@@ -411,6 +453,93 @@ fn doctor_ranks_each_injected_fault_first() {
         if *name == "deadlock-ring" {
             let affects = first["affects"].as_array().map_or(0, Vec::len);
             assert_eq!(affects, 5, "{name}: ring of five switches: {first}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `rocelab doctor OUT/` on the run folder of every scenario outside
+/// scenarios/faults/ (which `doctor_ranks_each_injected_fault_first`
+/// covers): it succeeds and says something; on the healthy lessons and
+/// imports nothing is above info. The two lessons whose variants show a
+/// fault on purpose (lossy RoCE, PFC without congestion control) are
+/// listed apart, so a new scenario has to be put on one side. The k16
+/// benchmarks take about a minute each in a debug build and run cut
+/// short (`--set duration=20us`): the doctor must still read them.
+#[test]
+fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
+    let healthy = [
+        "allreduce-ring",
+        "websearch-poisson",
+        "imports/hpcc-import",
+        "imports/htsim-import",
+    ];
+    let faulty_on_purpose = ["incast-lossless-vs-lossy", "pfc-head-of-line-blocking"];
+    let mut all = Vec::new();
+    for dir in ["scenarios", "scenarios/imports", "scenarios/bench"] {
+        let mut names: Vec<String> = std::fs::read_dir(repo().join(dir))
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.ok()?.path();
+                if p.extension()? != "toml" {
+                    return None;
+                }
+                let stem = p.file_stem()?.to_string_lossy().into_owned();
+                Some(match dir.strip_prefix("scenarios/") {
+                    Some(sub) => format!("{sub}/{stem}"),
+                    None => stem,
+                })
+            })
+            .collect();
+        names.sort();
+        all.extend(names);
+    }
+    for n in all.iter().filter(|n| !n.starts_with("bench/")) {
+        assert!(
+            healthy.contains(&n.as_str()) || faulty_on_purpose.contains(&n.as_str()),
+            "{n}: classify it as healthy or faulty on purpose"
+        );
+    }
+    let base = scratch("doctor-every");
+    let mut wrong = Vec::new();
+    for n in &all {
+        let out = base.join(n.replace('/', "-"));
+        let scenario = repo().join(format!("scenarios/{n}.toml"));
+        let mut args = vec![
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ];
+        if n.contains("k16") {
+            args.extend(["--set", "duration=20us"]);
+        }
+        let o = rocelab(&args);
+        assert!(
+            o.status.success(),
+            "{n}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let o = rocelab(&["doctor", "--json", out.to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "{n}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
+        let findings = j["findings"].as_array().cloned().unwrap_or_default();
+        if findings.is_empty() {
+            wrong.push(format!("{n}: no findings at all"));
+        }
+        if healthy.contains(&n.as_str()) {
+            for f in findings.iter().filter(|f| f["severity"] != "info") {
+                wrong.push(format!(
+                    "{n}: {} {} ({}): {}",
+                    f["severity"], f["id"], f["scope"], f["title"]
+                ));
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&base);

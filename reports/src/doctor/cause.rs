@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::checks::{node_of, pct, prio_names, tags, Context};
+use super::checks::{node_of, pct, prio_names, tags, Context, SENDS_NO_PAUSE};
 use super::sim::SimVariant;
 use super::{Finding, Severity, Symptom};
 
@@ -50,7 +50,91 @@ pub(super) fn consolidate(raw: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
         }
     }
     out.extend(merge_alike(rest));
+    fold_pause_into_origin(&mut out);
+    fold_no_marks_into_kmin(&mut out);
+    fold_tc_into_host_mismatch(&mut out);
     out
+}
+
+/// "The job's traffic class lands on a priority without PFC" (per
+/// `mlnx_qos` file) is the same cause as the hosts mapping that traffic
+/// class differently, when both are found: one finding, naming the hosts.
+fn fold_tc_into_host_mismatch(out: &mut Vec<Finding>) {
+    let is_hosts = |f: &Finding| {
+        f.symptom == Symptom::LossyPriority
+            && f.title.starts_with("the job's traffic class NCCL_IB_TC=")
+    };
+    let Some(i) = out.iter().position(is_hosts) else {
+        return;
+    };
+    while let Some(j) = out.iter().position(|f| {
+        f.symptom == Symptom::LossyPriority && f.subject.starts_with("NCCL_IB_TC=") && !is_hosts(f)
+    }) {
+        let e = out.remove(j);
+        let i = if j < i { i - 1 } else { i };
+        let f = &mut out[i];
+        f.severity = f.severity.max(e.severity);
+        f.evidence.push(format!("consequence: {}", e.title));
+        f.evidence.extend(e.evidence);
+        cap_evidence(&mut f.evidence);
+    }
+}
+
+/// "No ECN marks anywhere" is the consequence of a switch that pauses
+/// before its queue reaches Kmin: one cause, reported once.
+fn fold_no_marks_into_kmin(out: &mut Vec<Finding>) {
+    let Some(i) = out.iter().position(|f| {
+        f.symptom == Symptom::TxPause && f.title.contains("before its queue reaches ECN's Kmin")
+    }) else {
+        return;
+    };
+    let Some(j) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::EcnNotMarking && f.origin.is_none())
+    else {
+        return;
+    };
+    let e = out.remove(j);
+    let i = if j < i { i - 1 } else { i };
+    let f = &mut out[i];
+    f.severity = f.severity.max(e.severity);
+    f.evidence.push(format!("consequence: {}", e.title));
+    f.evidence
+        .extend(e.evidence.into_iter().filter(|l| l.starts_with("np_")));
+    cap_evidence(&mut f.evidence);
+}
+
+/// A misconfigured switch named as a cause (ECN off there) that is also
+/// the origin of the scope's PAUSE: the pause is its consequence, folded
+/// in as evidence (severity, affected ports, what the job feels), not
+/// reported as a second cause.
+fn fold_pause_into_origin(out: &mut Vec<Finding>) {
+    let mut i = 0;
+    while i < out.len() {
+        let origin = out[i].origin.clone();
+        let is_cause = out[i].symptom == Symptom::EcnNotMarking && origin.is_some();
+        let pause = out
+            .iter()
+            .position(|p| is_cause && p.symptom == Symptom::TxPause && p.origin == origin);
+        if let Some(j) = pause {
+            let p = out.remove(j);
+            if j < i {
+                i -= 1;
+            }
+            let f = &mut out[i];
+            f.severity = f.severity.max(p.severity);
+            f.evidence.push(format!("consequence: {}", p.title));
+            f.evidence.extend(p.evidence);
+            cap_evidence(&mut f.evidence);
+            for a in p.affects {
+                if !f.affects.contains(&a) {
+                    f.affects.push(a);
+                }
+            }
+            f.impact = format!("{}; {}", f.impact, p.impact);
+        }
+        i += 1;
+    }
 }
 
 /// Per node: the largest share of time (ppm; frames when no duration is
@@ -251,6 +335,21 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
                 None => format!("the congested egress of {origin} (which traffic converges there: incast, oversubscription); ECN marking thresholds below XOFF so DCQCN acts before PFC; the victims' paths share the paused priority"),
             };
             f.why = "a switch sends PAUSE on an ingress when the buffer it holds for that ingress and priority crosses XOFF; the upstream ports then stop the whole priority, so flows that never touch the congested egress wait too (head-of-line blocking) and, when the upstream switch fills in turn, the pause climbs tier by tier".into();
+            if let Some((q, kmin)) = below_kmin(origin, ctx) {
+                f.title = format!(
+                    "PAUSE starts at switch {origin} before its queue reaches ECN's Kmin: its buffer crosses XOFF{share} while the deepest queue stays at {q} bytes, below Kmin {kmin} bytes (buffer too small for its thresholds); spreads to {victims} port(s)"
+                );
+                f.evidence.insert(
+                    0,
+                    format!(
+                        "results.json: {origin}'s deepest egress queue {q} bytes < its ECN Kmin {kmin} bytes on the paused priority: XOFF is reached first, so ECN never marks there"
+                    ),
+                );
+                f.check_first = format!(
+                    "{origin}'s buffer size and PFC thresholds against its ECN Kmin/Kmax: XOFF must sit above Kmin so that ECN marks first; give the switch the buffer its thresholds assume, or lower Kmin/Kmax to fit the buffer it has"
+                );
+                f.why = "ECN marks only on queues deeper than Kmin, PFC pauses when the ingress buffer crosses XOFF; with XOFF reached before the queue gets to Kmin, DCQCN never hears of the congestion and PFC does all the work (Zhu et al., SIGCOMM 2015: Kmin must be below the PFC threshold)".into();
+            }
         } else {
             f.title = format!(
                 "host {origin}'s NIC sends PAUSE{share}: it cannot drain what arrives, and is the cause of its ToR's pause"
@@ -258,9 +357,111 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
             f.why = "a NIC sends PAUSE when its own receive buffer for the priority crosses XOFF, so the bottleneck is inside this host (PCIe, memory, a receiver that does not keep up); the switch then holds traffic for it and pauses its own upstream".into();
         }
         f.impact = impact_of_hold(held.first(), &ctx.sim);
+        if is_switch && !looped && below_kmin(origin, ctx).is_none() {
+            fan_in(&mut f, origin, &held, ctx);
+        }
         out.push(f);
     }
     out
+}
+
+/// A switch of a simulated run that paused while its deepest egress queue
+/// stayed below the ECN Kmin of the priorities it paused on: `(queue,
+/// Kmin)` in bytes. None without the facts (real captures, older files).
+fn below_kmin(origin: &str, ctx: &Context) -> Option<(u64, u64)> {
+    let ports: Vec<&super::sim::SimPort> = ctx
+        .sim
+        .iter()
+        .flat_map(|v| v.ports.iter())
+        .filter(|p| p.node == origin && !p.is_nic)
+        .collect();
+    let paused: BTreeSet<u8> = ports
+        .iter()
+        .flat_map(|p| {
+            (0u8..8).filter(|i| {
+                p.counters
+                    .get(&format!("tx_prio{i}_pause"))
+                    .copied()
+                    .unwrap_or(0)
+                    > 0
+            })
+        })
+        .collect();
+    let kmin = ports
+        .iter()
+        .find_map(|p| p.ecn.as_ref())?
+        .iter()
+        .filter(|e| paused.contains(&e.priority))
+        .map(|e| e.kmin_bytes)
+        .min()?;
+    let q = ports.iter().map(|p| p.max_queue_bytes).max()?;
+    (q < kmin).then_some((q, kmin))
+}
+
+/// Tolerance (ppm) of the fan-in share: the held share may exceed
+/// 1 - 1/k by this much and still be the incast's own arithmetic.
+const FAN_IN_TOLERANCE_PPM: u64 = 50_000;
+
+/// A switch that pauses k >= 2 of its ports converges k ingresses on one
+/// egress (an incast): while the incast lasts, each sender's fair share of
+/// that egress is 1/k of line rate, so PFC holds it about 1 - 1/k of the
+/// time by design and the receiver's link still runs full. When the
+/// most-held port is held no more than that (plus
+/// [`FAN_IN_TOLERANCE_PPM`]), the pause is congestion, not lost capacity:
+/// at most `warning`, and the finding says what the incast and its
+/// victims feel. A share beyond it is capacity lost to PAUSE and keeps the
+/// thresholds of the share of time.
+fn fan_in(f: &mut Finding, origin: &str, held: &[(String, String, u64, String)], ctx: &Context) {
+    let k = ctx
+        .eth
+        .iter()
+        .filter(|v| v.node() == origin && v.label() != origin)
+        .filter(|v| {
+            tags().any(|t| {
+                let (_, _, tx, _) = prio_names(&t);
+                v.get(&tx) > 0
+            })
+        })
+        .count() as u64;
+    let Some((port, _, w, line)) = held.first() else {
+        return;
+    };
+    if k < 2 || !line.contains("(held ") {
+        return;
+    }
+    let fair = 1_000_000 - 1_000_000 / k;
+    if *w > fair + FAN_IN_TOLERANCE_PPM {
+        f.evidence.push(format!(
+            "{port} is held {}, more than the 1 - 1/{k} = {} a {k}:1 fan-in at {origin} explains: capacity is lost to PAUSE",
+            pct(*w),
+            pct(fair)
+        ));
+        return;
+    }
+    f.severity = f.severity.min(Severity::Warning);
+    f.title = format!(
+        "{k}:1 fan-in at switch {origin} (an incast): PFC holds the senders to their share of the congested egress (most-held port {} of the time, 1 - 1/{k} = {})",
+        pct(*w),
+        pct(fair)
+    );
+    f.evidence.push(format!(
+        "{k} ports of {origin} send PAUSE; the most-held port, {port}, is held {}, within {} of the 1 - 1/{k} = {} that a {k}:1 fan-in leaves each sender",
+        pct(*w),
+        pct(FAN_IN_TOLERANCE_PPM),
+        pct(fair)
+    ));
+    f.impact = format!(
+        "the incast's senders share one egress: each gets about 1/{k} of line rate while the receiver's link runs full, so the incast takes as long as its bytes at the receiver's line rate whatever PFC does; the cost of the PAUSE falls on victims: any other flow on the held ports and priority waits the same {} of the time (head-of-line blocking; a ring all-reduce step through such a port takes {}x as long)",
+        pct(*w),
+        ratio_1_over_1_minus(*w)
+    );
+}
+
+/// 1 / (1 - share) as `a.bcd`, share in ppm.
+fn ratio_1_over_1_minus(ppm: u64) -> String {
+    let keep = 1_000_000u64.saturating_sub(ppm).max(1);
+    let milli = 1_000_000_000u64 / keep;
+    format!("{}.{:03}", milli / 1000, milli % 1000)
 }
 
 /// The source part of a subject like `h3 prio3`.
@@ -398,10 +599,28 @@ fn loss_causes(found: Vec<Finding>, ctx: &Context) -> (Vec<Finding>, Vec<Finding
             } else {
                 format!(" on {}", prios.into_iter().collect::<Vec<_>>().join(", "))
             };
-            f.title = if pfc_off {
-                format!("{node} drops frames{on} with PFC off: RoCE runs lossy there{also}")
-            } else {
-                format!("{node} drops frames{on} although PFC is on (lossless priority){also}")
+            // A port that drops without pausing while its peers pause.
+            let silent = f.evidence.iter().find_map(|e| {
+                let (port, rest) = e.split_once(SENDS_NO_PAUSE)?;
+                let prio = rest.split_whitespace().next()?;
+                let (_, tail) = rest.split_once(" while ")?;
+                let (who, _) = tail.split_once(" pause on ")?;
+                let port = port.rsplit(": ").next().unwrap_or(port);
+                Some((port.to_string(), prio.to_string(), who.to_string()))
+            });
+            f.title = match (silent, pfc_off) {
+                (Some((port, prio, who)), true) => format!(
+                    "{port} drops {prio} frames and sends no PAUSE while {who} pause on {prio}: PFC off on that port, RoCE runs lossy there{also}"
+                ),
+                (Some((port, prio, who)), false) => format!(
+                    "{port} drops {prio} frames although PFC is on: it sends no PAUSE while {who} pause on {prio}{also}"
+                ),
+                (None, true) => {
+                    format!("{node} drops frames{on} with PFC off: RoCE runs lossy there{also}")
+                }
+                (None, false) => {
+                    format!("{node} drops frames{on} although PFC is on (lossless priority){also}")
+                }
             };
         }
     }

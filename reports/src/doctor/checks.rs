@@ -263,6 +263,8 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     slow_perftest(ctx, &mut out);
     perftest_latency(ctx, &mut out);
     super::more::run(ctx, &mut out);
+    super::fabric::run(ctx, &mut out);
+    super::hosts::run(ctx, &mut out);
     since_boot(ctx, &mut out);
     if out.iter().all(|f| f.severity == Severity::Info) {
         healthy(ctx, &mut out);
@@ -492,6 +494,7 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
     for v in &ctx.eth {
         let pfc = v.pfc_prios();
         let mut ev: Vec<String> = Vec::new();
+        let mut quiet: Vec<String> = Vec::new();
         let mut lossless = false;
         for p in 0u8..8 {
             let n = format!("rx_prio{p}_discards");
@@ -507,6 +510,7 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
                         ""
                     }
                 ));
+                quiet.extend(silent_port(v, p, ctx));
             }
         }
         for n in ["rx_discards_phy", "tx_discards_phy"] {
@@ -527,7 +531,8 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         } else {
             String::new()
         };
-        let ev = vec![format!("{} {}{rate}", ev.join(", "), v.how())];
+        let mut ev = vec![format!("{} {}{rate}", ev.join(", "), v.how())];
+        ev.extend(quiet);
         let sev = if lossless {
             Severity::Critical
         } else {
@@ -542,6 +547,12 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         };
         f.evidence = ev;
         fill_loss_text(&mut f);
+        let dropped = v.get("rx_discards_phy").max(saturating_sum(
+            (0..8).map(|p| v.get(&format!("rx_prio{p}_discards"))),
+        ));
+        if rx > 0 {
+            f.impact = format!("{}; {}", go_back_n_cost(dropped, rx), f.impact);
+        }
         out.push(f);
     }
     for v in &ctx.rdma {
@@ -567,6 +578,81 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         fill_loss_text(&mut f);
         out.push(f);
     }
+}
+
+/// Marker of the evidence line [`silent_port`] writes; the cause pass
+/// names the port in the title when it sees it.
+pub(super) const SENDS_NO_PAUSE: &str = " sends no PAUSE on ";
+
+/// A port that drops priority `p` without sending PAUSE for it while
+/// other ports (of its own node when it has several, else of the capture)
+/// do pause on `p`: PFC is off (no pause rows) or not acting on that
+/// port, so it drops what its peers hold back. One evidence line:
+/// `PORT sends no PAUSE on prioP (...) while A (+n), B (+m) pause on prioP`.
+fn silent_port(v: &CounterView, p: u8, ctx: &Context) -> Option<String> {
+    let tx = format!("tx_prio{p}_pause");
+    if v.get(&tx) > 0 {
+        return None;
+    }
+    let pausing = |same_node: bool| -> Vec<&CounterView> {
+        ctx.eth
+            .iter()
+            .filter(|o| o.source != v.source && o.get(&tx) > 0)
+            .filter(|o| !same_node || o.node() == v.node())
+            .collect()
+    };
+    let mut peers = pausing(true);
+    if peers.is_empty() {
+        peers = pausing(false);
+    }
+    if peers.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = peers
+        .iter()
+        .take(4)
+        .map(|o| format!("{} (+{})", o.label(), o.get(&tx)))
+        .collect();
+    let more = if peers.len() > 4 {
+        format!(" and {} more", peers.len() - 4)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{}{SENDS_NO_PAUSE}prio{p} ({}) while {}{more} pause on prio{p}: PFC is {} on this port, so it drops what the other ports hold back",
+        v.label(),
+        if v.has(&tx) {
+            format!("{tx} +0")
+        } else {
+            format!("no prio{p} pause rows")
+        },
+        named.join(", "),
+        if v.has(&tx) { "not acting" } else { "off" }
+    ))
+}
+
+/// Packets a go-back-N sender resends per loss in the cost estimate: a
+/// window of about 128 KB in 4 KB packets, the bandwidth-delay product
+/// of 100 Gbit/s over a 10 us round trip.
+const GBN_WINDOW_PACKETS: u64 = 32;
+
+/// What a drop rate of `dropped` in `received` frames costs a go-back-N
+/// sender: each loss resends the window in flight, so goodput is about
+/// 1 / (1 + p x W) of the rate and a bandwidth-bound step takes
+/// (1 + p x W) as long.
+fn go_back_n_cost(dropped: u64, received: u64) -> String {
+    let p_ppm = u64::try_from(u128::from(dropped) * 1_000_000 / u128::from(received.max(1)))
+        .unwrap_or(u64::MAX)
+        .min(1_000_000);
+    let cost_ppm = 1_000_000u64.saturating_add(p_ppm.saturating_mul(GBN_WINDOW_PACKETS));
+    let good = 1_000_000_000_000u64 / cost_ppm.max(1);
+    format!(
+        "{} of the frames received here were dropped; go-back-N resends the window in flight per loss, so goodput is about 1 / (1 + p x W) of the rate: with W = {GBN_WINDOW_PACKETS} packets (4 KB packets filling 100 Gbit/s x 10 us) that is {}, and a bandwidth-bound all-reduce step through this port takes {}.{:03}x as long",
+        pct(p_ppm),
+        pct(good),
+        cost_ppm / 1_000_000,
+        (cost_ppm % 1_000_000) / 1000
+    )
 }
 
 fn fill_loss_text(f: &mut Finding) {
@@ -686,7 +772,8 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
             }
         }
     }
-    if !pause_ev.is_empty() && marked == 0 && sent == 0 {
+    let paused = !pause_ev.is_empty();
+    if paused && marked == 0 && sent == 0 {
         let cap = if since_boot {
             Severity::Warning
         } else {
@@ -705,8 +792,15 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
     }
     let np_present = cc.iter().any(|r| r.has("np_cnp_sent"));
     if marked > 0 && sent == 0 && np_present {
+        // Marks nobody answers only cost something when the congestion
+        // they signal went on to pause (>= 1 % of the time) or drop.
+        let dropped = ctx.eth.iter().any(|v| {
+            v.get("rx_discards_phy") > 0
+                || (0..8).any(|p| v.get(&format!("rx_prio{p}_discards")) > 0)
+        });
+        let hurt = paused || dropped;
         let mut f = Finding::new(
-            if since_boot {
+            if since_boot || !hurt {
                 Severity::Info
             } else {
                 Severity::Warning
@@ -714,6 +808,9 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
             Symptom::CnpNotHandled,
             "fabric",
         );
+        if !hurt {
+            f.evidence.push("no port paused 1 % of the time or more and none dropped: the unanswered marks cost nothing in this capture".into());
+        }
         f.title = "switches mark ECN but no receiver sends CNPs: DCQCN's notification point is off"
             .into();
         let mut hot: Vec<&&CounterView> = cc
@@ -919,6 +1016,15 @@ fn link_inventory(ctx: &Context, out: &mut Vec<Finding>) {
                 b / 1_000_000_000
             ));
             fill_link_text(&mut f);
+            // A ring collective moves at its slowest link's pace.
+            let milli = u128::from(*b) * 1000 / u128::from(r.max(1));
+            f.impact = format!(
+                "this port carries {} of the fastest port's rate: a bandwidth-bound ring all-reduce through it (step time ~ 2(n-1)/n x S / B at the slowest link) takes {}.{:03}x as long; {}",
+                pct(u64::try_from(u128::from(r) * 1_000_000 / u128::from((*b).max(1))).unwrap_or(0)),
+                milli / 1000,
+                milli % 1000,
+                f.impact
+            );
             out.push(f);
         }
     }
@@ -949,6 +1055,15 @@ fn corruption_eth(v: &CounterView, out: &mut Vec<Finding>) {
     }
     f.evidence.push(v.how());
     fill_corruption_text(&mut f);
+    let rx = v.get("rx_packets_phy");
+    let bad = v.get("rx_crc_errors_phy");
+    if rx > 0 && bad > 0 {
+        f.impact = format!(
+            "{}; {}",
+            go_back_n_cost(bad, rx.saturating_add(bad)),
+            f.impact
+        );
+    }
     out.push(f);
 }
 
@@ -994,6 +1109,31 @@ fn mtu_counters(v: &CounterView, out: &mut Vec<Finding>) {
     out.push(f);
 }
 
+/// Share (ppm) of link time that is payload for RoCEv2 packets carrying
+/// `mtu` payload bytes: IPv4, UDP, BTH and ICRC around the payload, and
+/// Ethernet header, FCS, preamble and inter-frame gap on the wire (the
+/// framing the wire module emits).
+fn payload_share_ppm(mtu: u32) -> u64 {
+    use verbs_emu::wire::icrc::BTH_LEN;
+    use verbs_emu::wire::roce::{packet_len, Framing, IpVersion};
+    let m = mtu.clamp(1, 1 << 20) as usize;
+    let wire = packet_len(IpVersion::V4, Framing::Wire, BTH_LEN, m) as u64;
+    (m as u64) * 1_000_000 / wire.max(1)
+}
+
+/// What a RoCE MTU of `mtu` bytes costs against 4096, in numbers.
+pub(super) fn mtu_cost(mtu: u32) -> String {
+    let (have, best) = (payload_share_ppm(mtu), payload_share_ppm(4096));
+    format!(
+        "at a {mtu}-byte RoCE MTU {} of the link time is payload against {} at 4096 (RoCEv2 over IPv4: 20 B IP, 8 B UDP, 12 B BTH, 4 B ICRC, 18 B Ethernet and FCS, 20 B preamble and gap per packet): {} of the bandwidth, and {}.{:02}x the packets for the NIC and the switches to process",
+        pct(have),
+        pct(best),
+        pct(have * 1_000_000 / best.max(1)),
+        4096 / mtu.max(1),
+        (4096 % mtu.max(1)) * 100 / mtu.max(1)
+    )
+}
+
 fn fill_mtu_text(f: &mut Finding) {
     f.impact = "a smaller RoCE MTU means up to 4x more packets and headers and a lower message rate; a hop with an MTU below the QP's path MTU drops large packets silently, which looks like retransmit timeouts".into();
     f.check_first = "netdev MTU on both hosts (RoCE MTU is the largest IB MTU that fits: 1500 -> 1024, 4200 or more -> 4096), switch port MTU on every hop, and the Mtu line of perftest (it negotiates the smaller side)".into();
@@ -1018,13 +1158,20 @@ fn mtu_inventory(ctx: &Context, out: &mut Vec<Finding>) {
                         f.evidence
                             .push(format!("{file}: active_mtu {a} < max_mtu {m}"));
                         fill_mtu_text(&mut f);
+                        f.impact = format!("{}; {}", mtu_cost(a), f.impact);
                         out.push(f);
                     }
                 }
             }
         }
     }
-    if active.len() > 1 {
+    // Several hosts: compared host by host (hosts.rs), named there.
+    let hosts: BTreeSet<String> = ctx
+        .devinfo
+        .iter()
+        .map(|(file, _)| super::hosts::host_from_path(file))
+        .collect();
+    if active.len() > 1 && hosts.len() < 2 {
         let mut f = Finding::new(Severity::Warning, Symptom::MtuMismatch, "devices");
         f.title = "ports run different RoCE MTUs".into();
         f.evidence
@@ -1044,6 +1191,7 @@ fn mtu_inventory(ctx: &Context, out: &mut Vec<Finding>) {
                         run.line
                     ));
                     fill_mtu_text(&mut f);
+                    f.impact = format!("{}; {}", mtu_cost(m), f.impact);
                     out.push(f);
                 }
             }
@@ -1249,7 +1397,7 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
 
 /// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
 /// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
-fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
+pub(super) fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
     let dscp = tc >> 2;
     q.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
 }

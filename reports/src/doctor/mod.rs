@@ -39,6 +39,8 @@
 
 mod cause;
 mod checks;
+mod fabric;
+mod hosts;
 pub mod inputs;
 mod more;
 pub mod sim;
@@ -242,6 +244,17 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// Triage order within one severity: the symptom's
+    /// ([`Symptom::triage`]), except that a misconfigured element named as
+    /// the origin (ECN off at one switch) ranks with the other
+    /// misconfigurations, before the pause and loss it causes.
+    fn triage(&self) -> u8 {
+        match self.symptom {
+            Symptom::EcnNotMarking if self.origin.is_some() => Symptom::LossyPriority.triage(),
+            s => s.triage(),
+        }
+    }
+
     fn new(severity: Severity, symptom: Symptom, subject: impl Into<String>) -> Finding {
         Finding {
             severity,
@@ -295,12 +308,13 @@ pub struct SourceSummary {
 /// The doctor's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnosis {
+    /// Findings, most important first: one per root cause. First in the
+    /// JSON too, so that a reader of `--json` meets it before the inputs.
+    pub findings: Vec<Finding>,
     /// The inputs, with their detected kinds.
     pub inputs: Vec<(String, Kind)>,
     /// How each counter source was read.
     pub sources: Vec<SourceSummary>,
-    /// Findings, most important first: one per root cause.
-    pub findings: Vec<Finding>,
     /// Paths given that were not used, and why (filled by the caller that
     /// read the paths, see [`load`]).
     pub skipped: Vec<Skipped>,
@@ -655,7 +669,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
-            .then(a.symptom.triage().cmp(&b.symptom.triage()))
+            .then(a.triage().cmp(&b.triage()))
             .then(b.affects.len().cmp(&a.affects.len()))
             .then(a.symptom.cmp(&b.symptom))
             .then(a.scope.cmp(&b.scope))

@@ -7,8 +7,11 @@
 //! `*_pause_duration` in microseconds, ...), exactly what the simulator's
 //! own `counters/<variant>/` dumps print, so one set of checks reads both;
 //! pause rows are given for the priorities on which some port of the run
-//! paused (the dumps give them for the priorities with PFC enabled, which
-//! the results do not record). Its `nics` become RDMA counter snapshots.
+//! enabled: a port's own `pfc_priorities` when the file records them, else
+//! the priorities on which some port of the run paused (older files). Its
+//! `nics` become RDMA counter snapshots. The ports' effective settings
+//! (`pfc_priorities`, the switches' `ecn` marking thresholds) and their
+//! `ecn_marked` / `max_queue_bytes` are kept for the configuration checks.
 //! Flow outcomes (unfinished, failed), retransmissions and step times are
 //! kept as [`SimVariant`] facts for the findings' impact lines.
 
@@ -32,6 +35,28 @@ pub struct SimPort {
     pub counters: BTreeMap<String, u64>,
     /// Deepest egress queue seen (bytes).
     pub max_queue_bytes: u64,
+    /// Port number on its node.
+    pub port: u64,
+    /// Frames this port marked CE on the way out.
+    pub ecn_marked: u64,
+    /// Priorities with PFC on this port at the end of the run; `None`
+    /// when the file does not say.
+    pub pfc_priorities: Option<Vec<u8>>,
+    /// Switch ports: the switch's ECN marking settings at the end of the
+    /// run (empty: it marks nothing); `None` for NIC ports and files that
+    /// do not say.
+    pub ecn: Option<Vec<SimEcn>>,
+}
+
+/// One priority's ECN marking thresholds on a switch (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimEcn {
+    /// Priority whose queues mark.
+    pub priority: u8,
+    /// Queue depth where marking starts.
+    pub kmin_bytes: u64,
+    /// Queue depth where marking reaches its highest probability.
+    pub kmax_bytes: u64,
 }
 
 /// One unfinished or failed flow.
@@ -184,7 +209,8 @@ fn variant(sum: &Value, v: &Value, index: usize) -> SimVariant {
             });
         }
     }
-    // Priorities on which some port paused: their pause rows are printed.
+    // Older files: the priorities on which some port paused stand in for
+    // the PFC priorities (their pause rows are printed).
     let ports = arr("ports");
     let mut paused = [false; 8];
     for p in &ports {
@@ -208,6 +234,28 @@ fn variant(sum: &Value, v: &Value, index: usize) -> SimVariant {
             node.clone()
         } else {
             format!("{node}-p{}", u(p, "port"))
+        };
+        let pfc_priorities: Option<Vec<u8>> =
+            p.get("pfc_priorities").and_then(Value::as_array).map(|a| {
+                a.iter()
+                    .filter_map(Value::as_u64)
+                    .filter(|x| *x < 8)
+                    .map(|x| x as u8)
+                    .collect()
+            });
+        let ecn: Option<Vec<SimEcn>> = p.get("ecn").and_then(Value::as_array).map(|a| {
+            a.iter()
+                .filter(|e| u(e, "priority") < 8)
+                .map(|e| SimEcn {
+                    priority: u(e, "priority") as u8,
+                    kmin_bytes: u(e, "kmin_bytes"),
+                    kmax_bytes: u(e, "kmax_bytes"),
+                })
+                .collect()
+        });
+        let pause_rows = |i: usize| match &pfc_priorities {
+            Some(list) => list.iter().any(|x| usize::from(*x) == i),
+            None => paused[i],
         };
         let mut c = BTreeMap::new();
         let prios = p
@@ -239,7 +287,7 @@ fn variant(sum: &Value, v: &Value, index: usize) -> SimVariant {
                 let (dir, what) = k.split_once('_').unwrap_or((k, ""));
                 c.insert(format!("{dir}_prio{i}_{what}"), u(x, k));
             }
-            if paused[i] {
+            if pause_rows(i) {
                 c.insert(format!("rx_prio{i}_pause"), u(x, "rx_pause"));
                 c.insert(
                     format!("rx_prio{i}_pause_duration"),
@@ -259,6 +307,10 @@ fn variant(sum: &Value, v: &Value, index: usize) -> SimVariant {
             is_nic,
             counters: c,
             max_queue_bytes: u(p, "max_queue_bytes"),
+            port: u(p, "port"),
+            ecn_marked: u(p, "ecn_marked"),
+            pfc_priorities,
+            ecn,
         });
     }
     for n in arr("nics") {

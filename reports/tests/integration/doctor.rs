@@ -487,6 +487,8 @@ fn simulator_counter_dumps_feed_the_doctor() {
             tx_pause_storm_warning_events: 0,
             tx_pause_storm_error_events: 0,
             errors: Default::default(),
+            pfc_priorities: Some(vec![3]),
+            ecn: None,
         }
     };
     // A sender held off 60 % of the run; the switch port facing it sends
@@ -760,4 +762,337 @@ fn a_gid_kind_mismatch_between_the_two_ends_is_an_addressing_error() {
         &Options::default(),
     );
     assert!(!d.findings.iter().any(|f| f.title.contains("mismatch")));
+}
+
+/// A results.json of one variant, 1 ms long, with the given ports:
+/// `(node, port, peer, is_nic, prio3 counters, ecn_marked,
+/// max_queue_bytes, ecn)` where `ecn` is `None` (NIC) or the switch's
+/// `(kmin, kmax)` list on prio3 (empty: marking off).
+#[allow(clippy::type_complexity)]
+fn results_json(
+    ports: &[(
+        &str,
+        u16,
+        &str,
+        bool,
+        serde_json::Value,
+        u64,
+        u64,
+        Option<&[(u64, u64)]>,
+    )],
+) -> Input {
+    let ports: Vec<serde_json::Value> = ports
+        .iter()
+        .map(|(node, port, peer, is_nic, c3, marked, q, ecn)| {
+            let mut prio = vec![serde_json::json!({}); 8];
+            prio[3] = c3.clone();
+            let mut p = serde_json::json!({
+                "node": node, "port": port, "peer": peer, "is_nic": is_nic,
+                "prio": prio, "rx_discards": 0, "fault_drops": 0,
+                "ecn_marked": marked, "max_queue_bytes": q, "max_headroom_bytes": 0,
+                "pfc_priorities": [3],
+            });
+            if let Some(e) = ecn {
+                p["ecn"] = e
+                    .iter()
+                    .map(|(kmin, kmax)| {
+                        serde_json::json!({"priority": 3, "kmin_bytes": kmin, "kmax_bytes": kmax, "pmax": 0.1})
+                    })
+                    .collect();
+            }
+            p
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "scenario": "synthetic",
+        "variants": [{
+            "summary": {"variant": "v", "sim_time_ps": 1_000_000_000u64, "goodput_bps": 1e9,
+                        "flows_total": 1, "flows_completed": 1},
+            "flows": [], "ports": ports, "nics": [],
+        }]
+    });
+    Input {
+        name: "run/results.json".into(),
+        parsed: realnic::parse(Some(realnic::Kind::SimResults), &doc.to_string()).unwrap(),
+    }
+}
+
+/// prio3 counters: `tx` PAUSE sent for `tx_us`, `rx` received for
+/// `rx_us`, and `bytes` sent.
+fn c3(tx_us: u64, rx_us: u64, bytes: u64) -> serde_json::Value {
+    serde_json::json!({
+        "tx_bytes": bytes, "tx_packets": bytes / 4096,
+        "tx_pause": u64::from(tx_us > 0) * 10, "tx_pause_duration_ps": tx_us * 1_000_000,
+        "rx_pause": u64::from(rx_us > 0) * 10, "rx_pause_duration_ps": rx_us * 1_000_000,
+    })
+}
+
+#[test]
+fn a_switch_without_ecn_that_queues_past_kmax_is_the_cause_of_its_pause() {
+    let on: &[(u64, u64)] = &[(20_000, 200_000)];
+    let off: &[(u64, u64)] = &[];
+    let d = diagnose(
+        &[results_json(&[
+            (
+                "leaf0",
+                0,
+                "h0",
+                false,
+                c3(0, 0, 4_000_000),
+                0,
+                460_000,
+                Some(off),
+            ),
+            ("leaf0", 1, "leaf1", false, c3(300, 0, 0), 0, 0, Some(off)),
+            (
+                "leaf1",
+                0,
+                "leaf0",
+                false,
+                c3(0, 300, 4_000_000),
+                50,
+                150_000,
+                Some(on),
+            ),
+            ("leaf1", 1, "h1", false, c3(0, 0, 0), 0, 0, Some(on)),
+            ("h0", 0, "leaf0", true, c3(0, 0, 0), 0, 0, None),
+        ])],
+        &Options::default(),
+    );
+    let text = d.render_text();
+    let f = &d.findings[0];
+    assert_eq!(f.symptom, Symptom::EcnNotMarking, "{text}");
+    assert_eq!(f.origin.as_deref(), Some("leaf0"));
+    assert_eq!(f.severity, Severity::Error, "{text}");
+    assert!(
+        f.title
+            .contains("ECN marking is off at switch leaf0 on prio3 while leaf1 marks")
+            && f.title.contains("460000 bytes (past Kmax 200000 bytes)"),
+        "{text}"
+    );
+    // leaf0's PAUSE (30 % of the run) is its consequence, not a second cause.
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.starts_with("consequence: PAUSE starts at switch leaf0")),
+        "{text}"
+    );
+    assert!(
+        !d.findings.iter().any(|g| g.symptom == Symptom::TxPause),
+        "{text}"
+    );
+    assert!(
+        f.affects.contains(&"leaf1-p0".to_string()),
+        "{:?}",
+        f.affects
+    );
+    // With marking on at leaf0 too, no such finding.
+    let d = diagnose(
+        &[results_json(&[
+            (
+                "leaf0",
+                0,
+                "h0",
+                false,
+                c3(0, 0, 4_000_000),
+                30,
+                460_000,
+                Some(on),
+            ),
+            (
+                "leaf1",
+                0,
+                "leaf0",
+                false,
+                c3(0, 0, 4_000_000),
+                50,
+                150_000,
+                Some(on),
+            ),
+        ])],
+        &Options::default(),
+    );
+    assert!(
+        d.findings
+            .iter()
+            .all(|g| g.symptom != Symptom::EcnNotMarking),
+        "{}",
+        d.render_text()
+    );
+}
+
+/// A 3:1 incast at sw0: ports p1-p3 pause h1-h3 for `held_us` of the
+/// 1 ms run; sw0's deepest queue `q` against its Kmin `kmin`.
+fn incast(held_us: u64, q: u64, kmin: u64) -> Diagnosis {
+    let e: &[(u64, u64)] = &[(kmin, kmin * 4)];
+    let mut ports = vec![("sw0", 0, "h0", false, c3(0, 0, 3_000_000), 10, q, Some(e))];
+    for (i, h) in ["h1", "h2", "h3"].iter().enumerate() {
+        ports.push((
+            "sw0",
+            i as u16 + 1,
+            h,
+            false,
+            c3(held_us, 0, 0),
+            0,
+            0,
+            Some(e),
+        ));
+        ports.push((h, 0, "sw0", true, c3(0, held_us, 1_000_000), 0, 0, None));
+    }
+    diagnose(&[results_json(&ports)], &Options::default())
+}
+
+#[test]
+fn an_incast_held_to_its_fan_in_share_is_a_warning_and_beyond_it_an_error() {
+    // 1 - 1/3 = 66.7 %: held 65 % is the incast's own share.
+    let d = incast(650, 300_000, 20_000);
+    let f = &d.findings[0];
+    assert_eq!(f.symptom, Symptom::TxPause, "{}", d.render_text());
+    assert_eq!(f.severity, Severity::Warning, "{}", d.render_text());
+    assert!(
+        f.title.starts_with("3:1 fan-in at switch sw0"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.title.contains("65.000%") && f.title.contains("66.666%"),
+        "{}",
+        f.title
+    );
+    assert!(f.impact.contains("2.857x"), "1 / (1 - 0.65): {}", f.impact);
+    // Held 80 %: more than the fan-in explains, capacity lost: error.
+    let d = incast(800, 300_000, 20_000);
+    let f = &d.findings[0];
+    assert_eq!(f.severity, Severity::Error, "{}", d.render_text());
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("more than the 1 - 1/3 = 66.666%")),
+        "{:?}",
+        f.evidence
+    );
+    // Paused before the queue reached Kmin: the buffer is too small for
+    // the thresholds, an error whatever the fan-in.
+    let d = incast(650, 90_000, 400_000);
+    let f = &d.findings[0];
+    assert_eq!(f.severity, Severity::Error, "{}", d.render_text());
+    assert!(
+        f.title.contains("before its queue reaches ECN's Kmin")
+            && f.title.contains("90000 bytes, below Kmin 400000 bytes"),
+        "{}",
+        f.title
+    );
+}
+
+#[test]
+fn a_port_that_drops_without_pausing_while_its_peers_pause_is_named() {
+    // sw0-p1 has no PFC rows (PFC off there) and drops prio3; p2 and p3
+    // pause on prio3.
+    let dump = |rows: &str| {
+        format!("# time_ps: 1000000000\nNIC statistics:\n     rx_packets_phy: 1000\n{rows}")
+    };
+    let p1 = dump(
+        "     rx_discards_phy: 100\n     rx_prio3_discards: 100\n     rx_prio3_packets: 1000\n",
+    );
+    let p2 = dump("     rx_prio3_packets: 1000\n     tx_prio3_pause: 28\n     tx_prio3_pause_duration: 50\n     rx_prio3_pause: 0\n     rx_prio3_pause_duration: 0\n");
+    let p3 = p2.replace("tx_prio3_pause: 28", "tx_prio3_pause: 54");
+    let inputs: Vec<Input> = [
+        ("sw0-p1.ethtool.txt", p1),
+        ("sw0-p2.ethtool.txt", p2),
+        ("sw0-p3.ethtool.txt", p3),
+    ]
+    .into_iter()
+    .map(|(n, t)| Input {
+        name: n.into(),
+        parsed: realnic::parse(None, &t).unwrap(),
+    })
+    .collect();
+    let d = diagnose(&inputs, &Options::default());
+    let f = &d.findings[0];
+    assert_eq!(f.symptom, Symptom::PacketLoss, "{}", d.render_text());
+    assert_eq!(
+        f.title,
+        "sw0-p1 drops prio3 frames and sends no PAUSE while sw0-p2 (+28), sw0-p3 (+54) pause on prio3: PFC off on that port, RoCE runs lossy there"
+    );
+    // 10 % of the frames received were dropped: goodput 1 / (1 + 0.1 x 32).
+    assert!(
+        f.impact.contains("10.000% of the frames")
+            && f.impact.contains("23.809%")
+            && f.impact.contains("4.200x"),
+        "{}",
+        f.impact
+    );
+}
+
+#[test]
+fn without_recorded_settings_a_switch_that_never_marks_under_the_same_load_is_named() {
+    // Older results files: no `ecn` on the ports; compared by marks.
+    let d = diagnose(
+        &[results_json(&[
+            (
+                "leaf0",
+                0,
+                "h0",
+                false,
+                c3(0, 0, 4_000_000),
+                0,
+                300_000,
+                None,
+            ),
+            (
+                "leaf1",
+                0,
+                "h1",
+                false,
+                c3(0, 0, 4_000_000),
+                40,
+                150_000,
+                None,
+            ),
+        ])],
+        &Options::default(),
+    );
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::EcnNotMarking)
+        .unwrap_or_else(|| panic!("{}", d.render_text()));
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(
+        f.title,
+        "switch leaf0 never marks ECN while leaf1 under the same load does: ECN looks off there"
+    );
+    // A switch that marks nothing because its queue stayed shallow is fine.
+    let d = diagnose(
+        &[results_json(&[
+            (
+                "leaf0",
+                0,
+                "h0",
+                false,
+                c3(0, 0, 4_000_000),
+                0,
+                10_000,
+                None,
+            ),
+            (
+                "leaf1",
+                0,
+                "h1",
+                false,
+                c3(0, 0, 4_000_000),
+                40,
+                150_000,
+                None,
+            ),
+        ])],
+        &Options::default(),
+    );
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| f.symptom != Symptom::EcnNotMarking),
+        "{}",
+        d.render_text()
+    );
 }

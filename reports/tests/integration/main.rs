@@ -7,6 +7,7 @@ mod corpus;
 mod doctor;
 mod fuzz;
 mod ibdiag;
+mod hosts;
 mod parsers;
 mod render;
 

@@ -45,8 +45,8 @@ use verbs_emu::wire::Ecn;
 use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
-    percentile, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, QueueSeries,
-    RunResult, RunStats, Summary,
+    percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord,
+    QueueSeries, RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
@@ -1110,6 +1110,23 @@ impl<'a> World<'a> {
                         h => self.nics[h as usize].storm_error,
                     },
                     errors: p.errors.clone(),
+                    pfc_priorities: Some((0..8u8).filter(|b| p.pfc_mask & (1 << b) != 0).collect()),
+                    ecn: match self.switch_of_node[p.node as usize] {
+                        NONE => None,
+                        sw => Some(
+                            self.switches[sw as usize]
+                                .ecn
+                                .iter()
+                                .flatten()
+                                .map(|e| EcnSetting {
+                                    priority: e.priority,
+                                    kmin_bytes: e.kmin.bytes(),
+                                    kmax_bytes: e.kmax.bytes(),
+                                    pmax: e.pmax,
+                                })
+                                .collect(),
+                        ),
+                    },
                 });
             }
         }

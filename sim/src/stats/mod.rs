@@ -174,7 +174,10 @@ pub fn time_line(sim_time_ps: u64) -> String {
 }
 
 /// Write the dumps of every host and switch port of `result` into `dir`
-/// (created if missing), each opened by [`time_line`].
+/// (created if missing), each opened by [`time_line`]. Each port prints
+/// pause rows for its own `pfc_priorities` (so a port with PFC off prints
+/// none, as the driver does); `pfc_prios` stands in for ports whose record
+/// does not say (results written before the field existed).
 pub fn write_counter_dumps(
     dir: &Path,
     result: &RunResult,
@@ -190,7 +193,10 @@ pub fn write_counter_dumps(
         };
         std::fs::write(
             dir.join(name),
-            format!("{time}{}", ethtool_dump(p, pfc_prios)),
+            format!(
+                "{time}{}",
+                ethtool_dump(p, p.pfc_priorities.as_deref().unwrap_or(pfc_prios))
+            ),
         )?;
     }
     for n in &result.nics {
@@ -238,6 +244,8 @@ mod tests {
             tx_pause_storm_warning_events: 0,
             tx_pause_storm_error_events: 0,
             errors: Default::default(),
+            pfc_priorities: None,
+            ecn: None,
         };
         let s = ethtool_dump(&p, &[3]);
         assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));

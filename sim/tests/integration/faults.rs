@@ -233,6 +233,28 @@ fn pfc_off_on_one_port_drops_that_ports_traffic_only() {
         assert!(x.prio[3].tx_pause > 0);
     }
     assert_eq!(healthy.summary.drops, 0);
+    // Each port records the PFC priorities in force, and its dump prints
+    // pause rows for those only: none on the port with PFC off.
+    assert_eq!(p1.pfc_priorities.as_deref(), Some(&[][..]));
+    assert_eq!(
+        port(bad, "sw0", 2).pfc_priorities.as_deref(),
+        Some(&[3u8][..])
+    );
+    assert_eq!(
+        port(bad, "h1", 0).pfc_priorities.as_deref(),
+        Some(&[3u8][..])
+    );
+    assert_eq!(
+        port(healthy, "sw0", 1).pfc_priorities.as_deref(),
+        Some(&[3u8][..])
+    );
+    let dir = std::env::temp_dir().join(format!("rocelab-pfc-off-{}", std::process::id()));
+    sim::stats::write_counter_dumps(&dir, bad, &[3]).unwrap();
+    let p1_dump = std::fs::read_to_string(dir.join("sw0-p1.ethtool.txt")).unwrap();
+    let p2_dump = std::fs::read_to_string(dir.join("sw0-p2.ethtool.txt")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!p1_dump.contains("prio3_pause"), "{p1_dump}");
+    assert!(p2_dump.contains("\n     tx_prio3_pause: "), "{p2_dump}");
 }
 
 #[test]
@@ -259,6 +281,19 @@ fn ecn_off_on_one_switch_silences_it_and_pfc_does_the_work() {
     let marks = |r: &RunResult| ports_of(r, "leaf0").map(|p| p.ecn_marked).sum::<u64>();
     assert_eq!(marks(bad), 0);
     assert!(marks(healthy) > 0);
+    // The switches' effective ECN settings after the override: none on
+    // leaf0 in the faulty variant, the scenario's prio3 thresholds
+    // elsewhere and in `healthy`.
+    let ecn = |r: &RunResult, node: &str| port(r, node, 0).ecn.clone().unwrap();
+    assert!(ecn(bad, "leaf0").is_empty());
+    let on = ecn(bad, "leaf1");
+    assert_eq!(on.len(), 1);
+    assert_eq!(
+        (on[0].priority, on[0].kmin_bytes, on[0].kmax_bytes),
+        (3, 20_000, 200_000)
+    );
+    assert_eq!(ecn(healthy, "leaf0"), on);
+    assert_eq!(port(bad, "h0", 0).ecn, None, "NICs do not mark");
     assert!(bad.summary.pause_frames_sent > healthy.summary.pause_frames_sent);
     assert!(bad.summary.cnps_sent < healthy.summary.cnps_sent);
 }
