@@ -150,9 +150,18 @@ fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
         .map(|(file, devs)| (file.clone(), devinfo_gids(devs)))
         .filter(|(_, g)| !g.is_empty())
         .collect();
+    // A row names its own host when the file holds several (pdsh prefixes,
+    // `==> host <==` headers); otherwise the file stands for one host.
     for (file, gids) in ctx.gids.iter().chain(from_devinfo.iter()) {
-        let host = host_from_path(file);
-        let idx: BTreeSet<u32> = gids
+        let from_file = host_from_path(file);
+        for g in gids {
+            let host = g.host.clone().unwrap_or_else(|| from_file.clone());
+            files.entry(host.clone()).or_insert_with(|| file.clone());
+            tables.entry(host).or_default().push(g);
+        }
+    }
+    for (host, t) in &tables {
+        let idx: BTreeSet<u32> = t
             .iter()
             .filter(|g| g.is_rocev2_ipv4())
             .map(|g| g.index)
@@ -161,8 +170,6 @@ fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
             let list: Vec<String> = idx.iter().map(u32::to_string).collect();
             v2_index.insert(host.clone(), format!("index {}", list.join(", ")));
         }
-        files.insert(host.clone(), file.clone());
-        tables.entry(host).or_default().extend(gids.iter());
     }
     // The index in use, when the job says.
     let chosen: BTreeSet<u32> = ctx
@@ -273,6 +280,7 @@ fn devinfo_gids(devs: &[HcaInfo]) -> Vec<GidEntry> {
                     ipv4: ipv4_of_gid(gid.trim()),
                     version: version.into(),
                     netdev: None,
+                    ..GidEntry::default()
                 });
             }
         }

@@ -6,8 +6,8 @@ mod compare;
 mod corpus;
 mod doctor;
 mod fuzz;
-mod ibdiag;
 mod hosts;
+mod ibdiag;
 mod parsers;
 mod render;
 
