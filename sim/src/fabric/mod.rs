@@ -45,8 +45,8 @@ use verbs_emu::wire::Ecn;
 use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
-    percentile, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, QueueSeries,
-    RunResult, RunStats, Summary,
+    percentile, FlowRateSeries, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord,
+    QueueSeries, RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
@@ -85,6 +85,8 @@ pub(crate) enum Ev {
     Drain(u32),
     /// Sample the recorded queues.
     Sample,
+    /// Sample every flow's delivery rate (`record.flow_rates`).
+    FlowRates,
     /// A PFC watchdog poll (all switches).
     WdPoll,
     /// Look for PFC deadlocks.
@@ -168,6 +170,13 @@ pub struct World<'a> {
     sched: SchedulerConfig,
     samples: Vec<QueueSeries>,
     sample_ports: Vec<u32>,
+    /// Flow rate series (`record.flow_rates`; empty: not recorded).
+    flow_rates: Vec<FlowRateSeries>,
+    /// Each flow's delivered bytes at the last flow rate sample.
+    flow_rate_last: Vec<u64>,
+    /// Sampling events pending (`Sample`, `FlowRates`): a sampler stops
+    /// when nothing but samplers is left to run.
+    samplers_pending: usize,
     /// Packet capture of the `record.pcap` link directions (`None`: none).
     taps: Option<Box<Taps>>,
     drops: u64,
@@ -377,6 +386,9 @@ impl<'a> World<'a> {
             sched: cfg.fabric.scheduler.clone(),
             samples,
             sample_ports,
+            flow_rates: Vec::new(),
+            flow_rate_last: Vec::new(),
+            samplers_pending: 0,
             taps,
             drops: 0,
             flows_open: flows.len(),
@@ -400,6 +412,22 @@ impl<'a> World<'a> {
         world.build_flows()?;
         if !world.samples.is_empty() {
             world.q.schedule(Instant::ZERO, Ev::Sample);
+            world.samplers_pending += 1;
+        }
+        if cfg.record.flow_rates && !flows.is_empty() {
+            let every = world.flow_rate_interval();
+            world.flow_rate_last = vec![0; flows.len()];
+            world.flow_rates = flows
+                .iter()
+                .map(|f| FlowRateSeries {
+                    id: f.id,
+                    workload: world.workload_name(f),
+                    interval_ps: every.as_ps(),
+                    samples: Vec::new(),
+                })
+                .collect();
+            world.q.schedule(Instant::ZERO + every, Ev::FlowRates);
+            world.samplers_pending += 1;
         }
         world.setup_secs = t0.elapsed().as_secs_f64();
         Ok(world)
@@ -468,17 +496,35 @@ impl<'a> World<'a> {
             }
             let rate = |h: u32| self.ports[self.nics[h as usize].port as usize].rate;
             let (rs, rd) = (rate(src), rate(dst));
+            let host_cfg = |h: u32| own_cfg[h as usize].as_ref().unwrap_or(self.cfg);
+            // A workload with congestion control of its own runs its flows
+            // on queue pairs of their own, both ends under its settings.
+            let flow_cc = self
+                .cfg
+                .workload_cc
+                .get(f.workload as usize)
+                .and_then(Option::as_ref);
+            let with_cc = |h: u32, cc: &crate::config::CcConfig| {
+                let mut c = host_cfg(h).clone();
+                c.nic.cc = cc.clone();
+                c
+            };
+            let (class, cfgs) = match flow_cc {
+                None => (0, None),
+                Some(cc) => (f.workload + 1, Some((with_cc(src, cc), with_cc(dst, cc)))),
+            };
+            let ends = match &cfgs {
+                Some((a, b)) => (a, b),
+                None => (host_cfg(src), host_cfg(dst)),
+            };
             let qp = self
                 .qps
                 .connect(
                     src,
                     dst,
-                    f.qp_index,
+                    (f.qp_index, class),
                     f.priority,
-                    (
-                        own_cfg[src as usize].as_ref().unwrap_or(self.cfg),
-                        own_cfg[dst as usize].as_ref().unwrap_or(self.cfg),
-                    ),
+                    ends,
                     self.opts.seed,
                     rs,
                     rd,
@@ -689,9 +735,15 @@ impl<'a> World<'a> {
                     };
                     self.samples[i].samples.push((now.as_ps(), b));
                 }
-                if !self.q.is_empty() {
+                self.samplers_pending -= 1;
+                if self.q.len() > self.samplers_pending {
                     self.q.schedule(now + self.cfg.record.interval, Ev::Sample);
+                    self.samplers_pending += 1;
                 }
+                return false;
+            }
+            Ev::FlowRates => {
+                self.sample_flow_rates(now);
                 return false;
             }
             Ev::WdPoll => {
@@ -1011,7 +1063,8 @@ impl<'a> World<'a> {
         let mut flows = Vec::new();
         for (f, st) in self.flows.iter().zip(&self.flow_state) {
             first_start = first_start.min(f.start);
-            bytes += st.bytes_acked;
+            let acked = self.delivered(f.id);
+            bytes += acked;
             let fct = match (st.finish, st.posted_at) {
                 (Some(t), Some(p)) => Some((t - p).as_ps()),
                 _ => None,
@@ -1027,19 +1080,14 @@ impl<'a> World<'a> {
                     id: f.id,
                     src: name(f.src.0),
                     dst: name(f.dst.0),
-                    workload: self
-                        .opts
-                        .workloads
-                        .get(f.workload as usize)
-                        .cloned()
-                        .unwrap_or_else(|| format!("workload-{}", f.workload)),
+                    workload: self.workload_name(f),
                     size: f.size,
                     start_ps: f.start.as_ps(),
                     posted_ps: st.posted_at.map(|t| t.as_ps()),
                     finish_ps: st.finish.map(|t| t.as_ps()),
                     fct_ps: fct,
                     slowdown: fct.map(|x| (x as f64 / ideal as f64).max(1.0)),
-                    bytes_acked: st.bytes_acked,
+                    bytes_acked: acked,
                     failed: st.failed,
                 });
             }
@@ -1151,6 +1199,10 @@ impl<'a> World<'a> {
         for series in &mut queues {
             series.samples.retain(|&(t, _)| t <= now.as_ps());
         }
+        let mut flow_rates = std::mem::take(&mut self.flow_rates);
+        for series in &mut flow_rates {
+            series.samples.retain(|&(t, _)| t <= now.as_ps());
+        }
         let (pfcwd_events, pfcwd_stats) = self.wd_results();
         let deadlocks = self
             .deadlock
@@ -1168,7 +1220,46 @@ impl<'a> World<'a> {
             pfcwd_events,
             pfcwd_stats,
             deadlocks,
+            flow_rates,
             captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
+        }
+    }
+
+    /// The name of the workload that made flow `f`.
+    fn workload_name(&self, f: &FlowSpec) -> String {
+        self.opts
+            .workloads
+            .get(f.workload as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("workload-{}", f.workload))
+    }
+
+    /// The flow rate sampling period.
+    fn flow_rate_interval(&self) -> Duration {
+        self.cfg
+            .record
+            .flow_rate_interval
+            .unwrap_or(self.cfg.record.interval)
+    }
+
+    /// One flow rate sample of every flow: acknowledged bytes gained since
+    /// the last one, as bits per second over the interval.
+    fn sample_flow_rates(&mut self, now: Instant) {
+        let every = self.flow_rate_interval();
+        let ps = u128::from(every.as_ps());
+        for i in 0..self.flow_rates.len() {
+            let d = self.delivered(i as u32);
+            let gained = d.saturating_sub(self.flow_rate_last[i]);
+            self.flow_rate_last[i] = d;
+            let bps = u128::from(gained) * 8 * 1_000_000_000_000 / ps;
+            self.flow_rates[i]
+                .samples
+                .push((now.as_ps(), u64::try_from(bps).unwrap_or(u64::MAX)));
+        }
+        self.samplers_pending -= 1;
+        if self.q.len() > self.samplers_pending {
+            self.q.schedule(now + every, Ev::FlowRates);
+            self.samplers_pending += 1;
         }
     }
 
