@@ -120,7 +120,9 @@ struct Switch {
     hops: Vec<u16>,
     /// ECN marking per priority.
     ecn: [Option<EcnConfig>; 8],
-    /// Per ingress port: the priority a frame marked `p` is classified in.
+    /// Per ingress port: the priority a frame marked `p` is classified in
+    /// (empty: every port keeps each priority, no lookup; see
+    /// [`faults::classify_table`]).
     classify: Vec<[u8; 8]>,
     /// Override entry in force for the whole switch (`NONE`: its
     /// settings without windows).
@@ -296,8 +298,8 @@ impl<'a> World<'a> {
             let base = node_port_base[ni];
             let fab = faults::static_fabric(cfg, &node.name, None).0;
             let mut mmu = switch_mmu(topo, cfg, ni).map_err(SimError::Config)?;
-            for (pi, m) in mmu.lossless.iter_mut().enumerate() {
-                *m = ports[base as usize + pi].pfc_mask;
+            for pi in 0..node.ports.len() {
+                mmu.set_lossless(pi as u16, ports[base as usize + pi].pfc_mask);
             }
             let (route, hops) = faults::switch_table(routes, ni as u32, n_hosts);
             if let Some(&p) = hops.iter().find(|&&p| usize::from(p) >= node.ports.len()) {
@@ -307,14 +309,16 @@ impl<'a> World<'a> {
                     node.ports.len()
                 )));
             }
-            let classify = (0..node.ports.len())
-                .map(|pi| {
-                    faults::static_fabric(cfg, &node.name, Some(pi as u16))
-                        .0
-                        .qos
-                        .priority_map
-                })
-                .collect();
+            let classify = faults::classify_table(
+                (0..node.ports.len())
+                    .map(|pi| {
+                        faults::static_fabric(cfg, &node.name, Some(pi as u16))
+                            .0
+                            .qos
+                            .priority_map
+                    })
+                    .collect(),
+            );
             let si = switches.len() as u64;
             switch_of_node[ni] = switches.len() as u32;
             switches.push(Switch {
@@ -681,7 +685,10 @@ impl<'a> World<'a> {
     }
 
     /// Run one event; false when it found nothing to do (a stale timer or
-    /// a sample).
+    /// a sample). Inlined into the loop, its one caller: the handlers of
+    /// faults, watchdogs, deadlock checks and samplers stay out of line
+    /// (`#[cold]`), so the healthy path costs what it did before them.
+    #[inline(always)]
     fn dispatch(&mut self, now: Instant, ev: Ev) -> bool {
         match ev {
             Ev::TxDone(p) => {
@@ -727,19 +734,7 @@ impl<'a> World<'a> {
             Ev::Drain(nic) => self.drain(nic, now),
             Ev::Fault(a) => self.fault_event(a, now),
             Ev::Sample => {
-                for (i, &p) in self.sample_ports.iter().enumerate() {
-                    let port = &self.ports[p as usize];
-                    let b = match self.samples[i].priority {
-                        Some(pr) => port.qbytes[usize::from(pr)],
-                        None => port.total_queued(),
-                    };
-                    self.samples[i].samples.push((now.as_ps(), b));
-                }
-                self.samplers_pending -= 1;
-                if self.q.len() > self.samplers_pending {
-                    self.q.schedule(now + self.cfg.record.interval, Ev::Sample);
-                    self.samplers_pending += 1;
-                }
+                self.sample_queues(now);
                 return false;
             }
             Ev::FlowRates => {
@@ -943,7 +938,9 @@ impl<'a> World<'a> {
             self.nic_receive(host, pkt, now);
             return;
         }
-        if self.ports[rx as usize].wd_drop & (1 << pkt.prio) != 0 {
+        // Watchdog drop actions exist only with a watchdog.
+        let wd = self.wd.is_some();
+        if wd && self.ports[rx as usize].wd_drop & (1 << pkt.prio) != 0 {
             self.wd_drop_frame(rx, pkt.prio, false);
             return;
         }
@@ -966,9 +963,12 @@ impl<'a> World<'a> {
         let local_in = self.ports[rx as usize].local;
         // Ingress classification: the class the frame is queued and
         // accounted in, and leaves with.
-        let prio = s.classify[usize::from(local_in)][usize::from(pkt.prio)];
+        let prio = match s.classify.get(usize::from(local_in)) {
+            Some(map) => map[usize::from(pkt.prio) & 7],
+            None => pkt.prio,
+        };
         pkt.prio = prio;
-        if self.ports[out as usize].wd_drop & (1 << prio) != 0 {
+        if wd && self.ports[out as usize].wd_drop & (1 << prio) != 0 {
             self.wd_drop_frame(out, prio, true);
             return;
         }
@@ -1242,8 +1242,29 @@ impl<'a> World<'a> {
             .unwrap_or(self.cfg.record.interval)
     }
 
+    /// One sample of every recorded queue.
+    #[cold]
+    #[inline(never)]
+    fn sample_queues(&mut self, now: Instant) {
+        for (i, &p) in self.sample_ports.iter().enumerate() {
+            let port = &self.ports[p as usize];
+            let b = match self.samples[i].priority {
+                Some(pr) => port.qbytes[usize::from(pr)],
+                None => port.total_queued(),
+            };
+            self.samples[i].samples.push((now.as_ps(), b));
+        }
+        self.samplers_pending -= 1;
+        if self.q.len() > self.samplers_pending {
+            self.q.schedule(now + self.cfg.record.interval, Ev::Sample);
+            self.samplers_pending += 1;
+        }
+    }
+
     /// One flow rate sample of every flow: acknowledged bytes gained since
     /// the last one, as bits per second over the interval.
+    #[cold]
+    #[inline(never)]
     fn sample_flow_rates(&mut self, now: Instant) {
         let every = self.flow_rate_interval();
         let ps = u128::from(every.as_ps());
