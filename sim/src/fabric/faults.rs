@@ -752,8 +752,9 @@ impl World<'_> {
         self.refresh_switch(sw);
     }
 
-    /// Recompute a switch's live settings (ECN, per-port PFC priorities,
-    /// classification) from its current entries.
+    /// Recompute a switch's live settings (ECN, PFC thresholds, lossy
+    /// limits, per-port PFC priorities, classification) from its current
+    /// entries.
     pub(crate) fn refresh_switch(&mut self, sw: u32) {
         let cfg = self.cfg;
         let name = &self.topo.nodes[self.switches[sw as usize].node as usize].name;
@@ -786,6 +787,12 @@ impl World<'_> {
         let base = s.port_base;
         let s = &mut self.switches[sw as usize];
         s.ecn = ecn;
+        s.mmu.threshold = switch_cfg.pfc.threshold.clone();
+        s.mmu.lossy_alpha = switch_cfg.buffer.lossy_alpha;
+        s.mmu.lossy_limit = switch_cfg
+            .buffer
+            .lossy_queue_limit
+            .map_or(u64::MAX, |l| l.bytes());
         s.classify = classify_table(classify);
         for (p, m) in masks.into_iter().enumerate() {
             s.mmu.set_lossless(p as u16, m);
