@@ -8,7 +8,9 @@
 //! time for every recorded queue (one panel per variant, same depth
 //! scale), PAUSE timelines (one row per paused port and priority, from
 //! `pauses`), the FCT CDF of every variant on one log-scale plot, and
-//! per-flow throughput. When a run found PFC deadlocks or its PFC
+//! per-flow throughput, and the delivery rate of each flow over time when
+//! the run recorded it (`flow_rates`: one panel per variant, the
+//! [`MAX_RATE_FLOWS`] flows that delivered most). When a run found PFC deadlocks or its PFC
 //! watchdog saw storms, both forms list them ([`fabric_event_tables`]):
 //! each deadlock's priority, when it formed and was detected, and its
 //! member queues; each storm detected / restored event per switch port
@@ -306,6 +308,10 @@ pub fn html(doc: &ScenarioResults) -> String {
     h.push_str(&fct_cdf(&doc.variants));
     h.push_str("<h2>Per-flow throughput</h2>\n");
     h.push_str(&flow_throughput(&doc.variants));
+    if doc.variants.iter().any(|r| !r.flow_rates.is_empty()) {
+        h.push_str("<h2>Flow rates over time</h2>\n");
+        h.push_str(&flow_rate_plots(&doc.variants));
+    }
     h.push_str("</body>\n</html>\n");
     h
 }
@@ -718,6 +724,77 @@ fn fct_cdf(rs: &[RunResult]) -> String {
     out
 }
 
+/// Most flows drawn in one flow rate panel.
+pub const MAX_RATE_FLOWS: usize = 12;
+
+/// One panel per variant with `flow_rates`: each flow's delivery rate
+/// over time, the flows that delivered most (ties by id), same rate scale.
+fn flow_rate_plots(rs: &[RunResult]) -> String {
+    let ymax = rs
+        .iter()
+        .flat_map(|r| {
+            r.flow_rates
+                .iter()
+                .flat_map(|f| f.samples.iter().map(|s| s.1))
+        })
+        .max()
+        .unwrap_or(0) as f64
+        / 1e9;
+    let mut out = String::from("<div class=\"row\">\n");
+    for r in rs.iter().filter(|r| !r.flow_rates.is_empty()) {
+        let total = |f: &sim::results::FlowRateSeries| -> u128 {
+            f.samples.iter().map(|s| u128::from(s.1)).sum()
+        };
+        let mut shown: Vec<&sim::results::FlowRateSeries> = r.flow_rates.iter().collect();
+        shown.sort_by(|a, b| total(b).cmp(&total(a)).then(a.id.cmp(&b.id)));
+        let left_out = shown.len().saturating_sub(MAX_RATE_FLOWS);
+        shown.truncate(MAX_RATE_FLOWS);
+        shown.sort_by_key(|f| f.id);
+        let end = r
+            .flow_rates
+            .iter()
+            .filter_map(|f| f.samples.last().map(|s| s.0))
+            .max()
+            .unwrap_or(r.summary.sim_time_ps)
+            .max(1);
+        let title = if left_out > 0 {
+            format!(
+                "{}: flow rates ({} of {} flows)",
+                r.summary.variant,
+                shown.len(),
+                r.flow_rates.len()
+            )
+        } else {
+            format!("{}: flow rates", r.summary.variant)
+        };
+        let mut p = Plot::new(
+            640,
+            300,
+            &title,
+            Axis::linear(0.0, end as f64 / 1e6),
+            Axis::zero_to(ymax),
+        );
+        p.axes("time (us)", "Gbit/s (acknowledged payload)", &num, &num);
+        let cols = p.area_width() as usize;
+        let mut legend = Vec::new();
+        for (i, f) in shown.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = f
+                .samples
+                .iter()
+                .map(|&(t, bps)| (t as f64 / 1e6, bps as f64 / 1e9))
+                .collect();
+            let name = format!("flow {} ({})", f.id, f.workload);
+            p.polyline(&decimate(&pts, cols), color(i), &name);
+            legend.push((name, color(i)));
+        }
+        p.legend(&legend);
+        out.push_str(&p.finish());
+        out.push('\n');
+    }
+    out.push_str("</div>\n");
+    out
+}
+
 /// Throughput of each completed flow (size over FCT), by flow id.
 fn flow_throughput(rs: &[RunResult]) -> String {
     let per: Vec<Vec<(f64, f64)>> = rs
@@ -846,6 +923,36 @@ mod tests {
             flow_rates: Vec::new(),
             captures: Vec::new(),
         }
+    }
+
+    #[test]
+    fn flow_rates_get_a_panel_only_when_recorded() {
+        let mut r = empty_run("v");
+        let none = ScenarioResults {
+            scenario: "s".into(),
+            seed: 1,
+            variants: vec![r.clone()],
+        };
+        assert!(!html(&none).contains("Flow rates over time"));
+        for id in 0..(MAX_RATE_FLOWS as u32 + 2) {
+            r.flow_rates.push(sim::results::FlowRateSeries {
+                id,
+                workload: "w".into(),
+                interval_ps: 1_000_000,
+                samples: vec![(1_000_000, u64::from(id) * 1_000_000_000), (2_000_000, 0)],
+            });
+        }
+        let doc = ScenarioResults {
+            scenario: "s".into(),
+            seed: 1,
+            variants: vec![r],
+        };
+        let h = html(&doc);
+        assert!(h.contains("<h2>Flow rates over time</h2>"));
+        assert!(h.contains("v: flow rates (12 of 14 flows)"), "{h}");
+        // The flows that delivered most are drawn; 0 and 1 are left out.
+        assert!(h.contains("flow 13 (w)") && h.contains("flow 2 (w)"));
+        assert!(!h.contains("flow 1 (w)") && !h.contains("flow 0 (w)"));
     }
 
     #[test]
