@@ -31,15 +31,18 @@
 //!   alternated so that warm-up and a busy machine favour neither.
 //!
 //! What each event costs is measured outside the bench, as instructions
-//! (repeatable under load): `valgrind --tool=cachegrind` of
-//! `fabric k8-permutation` (detection on, as shipped) counted 684.6 M
-//! instructions before faults (commit 5722d18), 705.0 M after them
-//! (main 45c5a54 with flow delivery accounting), and 687.4 M once the
-//! fault, watchdog and sampler handlers were moved out of the inlined
-//! event loop (`#[cold]`), the ingress classification skipped for
-//! identity priority maps and the lossless flag kept beside each ingress
-//! counter (+0.4 % over before faults, of which about 0.5 % is transport
-//! engine work added since, not the fabric).
+//! (repeatable under load): `valgrind --tool=cachegrind` of `fabric
+//! k8-permutation` / `fabric k8-incast` (deadlock detection on, as
+//! shipped) counted 684.6 M / 709.6 M instructions before faults (commit
+//! 5722d18) and 705.8 M / 762.0 M after them (main at 45c5a54). Moving
+//! the fault, watchdog, deadlock-check and sampler handlers out of the
+//! inlined event loop (`#[cold]`), skipping the ingress classification
+//! for identity priority maps and keeping the lossless flag beside each
+//! ingress counter brought them to 689.0 M / 742.0 M: the permutation
+//! within 0.7 % of before faults (routes recomputable around failures and
+//! transport engine checks added since account for about 0.5 %); the
+//! incast's remaining 4.6 % is its 206 deadlock checks (about 24 M, run
+//! while a switch holds XOFF; off, the run is within 1.2 %).
 
 use std::time::Instant as WallInstant;
 
