@@ -41,8 +41,9 @@
 //! ingress counter brought them to 689.0 M / 742.0 M: the permutation
 //! within 0.7 % of before faults (routes recomputable around failures and
 //! transport engine checks added since account for about 0.5 %); the
-//! incast's remaining 4.6 % is its 206 deadlock checks (about 24 M, run
-//! while a switch holds XOFF; off, the run is within 1.2 %).
+//! incast's remaining 4.6 % is mostly its 206 deadlock checks (about
+//! 24 M instructions in `deadlock_check`, which runs while a switch holds
+//! XOFF; less those, about 1.2 %).
 
 use std::time::Instant as WallInstant;
 
