@@ -28,10 +28,13 @@
 //! PFC frame timing (`pfc.quanta`, `pfc.refresh`, `pfc.response_time`) and
 //! `scheduler`, which are the same on every switch; per port, `pfc.enabled`,
 //! `pfc.priorities`, `pfc.headroom` and `qos`; per host, everything in
-//! `[nic]` but `priority` and `qps_per_pair` (workloads apply those). During a run (a timed override) only what a device changes
-//! live may change: `pfc.enabled`, `pfc.priorities`, `ecn` and `qos` of a
-//! switch or port, `rx_drain_rate`, `rx_buffer`, `rx_xoff`, `rx_xon` of a
-//! NIC.
+//! `[nic]` but `priority` and `qps_per_pair` (workloads apply those).
+//! During a run (a timed override) only what a device changes live may
+//! change: `pfc.enabled`, `pfc.priorities`, `ecn` and `qos` of a switch or
+//! port, `pfc.threshold`, `buffer.lossy_alpha` and
+//! `buffer.lossy_queue_limit` of a switch, `rx_drain_rate`, `rx_buffer`,
+//! `rx_xoff`, `rx_xon` of a NIC (buffer size, reserves and headroom are
+//! carved once, at the start).
 //!
 //! [`resolve`] turns the entries into [`ElementOverride`]s, each the full
 //! settings of one element (and its window), which the fabric applies.
@@ -473,18 +476,29 @@ fn check_scope(
             let OverrideSetting::Fabric(r) = reference else {
                 return Ok(());
             };
-            let per_switch = port.is_some() || live;
+            let whole = "a setting of the whole switch: expected no `ports` with it";
+            if port.is_some() && f.buffer != r.buffer {
+                return differs("fabric.buffer", whole);
+            }
+            if port.is_some() && f.pfc.threshold != r.pfc.threshold {
+                return differs("fabric.pfc.threshold", whole);
+            }
+            if live
+                && (f.buffer.size != r.buffer.size
+                    || f.buffer.reserve_per_port != r.buffer.reserve_per_port)
+            {
+                return differs(
+                    "fabric.buffer",
+                    "the buffer is carved once: during a run a switch changes only \
+                     buffer.lossy_alpha and buffer.lossy_queue_limit, expected no start/end \
+                     with size or reserve_per_port",
+                );
+            }
             let why = if live {
                 "a switch cannot change it during a run: expected no start/end with it"
             } else {
                 "a setting of the whole switch: expected no `ports` with it"
             };
-            if per_switch && f.buffer != r.buffer {
-                return differs("fabric.buffer", why);
-            }
-            if per_switch && f.pfc.threshold != r.pfc.threshold {
-                return differs("fabric.pfc.threshold", why);
-            }
             if port.is_some() && f.ecn != r.ecn {
                 return differs("fabric.ecn", why);
             }

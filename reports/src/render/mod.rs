@@ -8,8 +8,13 @@
 //! time for every recorded queue (one panel per variant, same depth
 //! scale), PAUSE timelines (one row per paused port and priority, from
 //! `pauses`), the FCT CDF of every variant on one log-scale plot, and
-//! per-flow throughput. The Markdown form has the table and the
-//! explanation.
+//! per-flow throughput, and the delivery rate of each flow over time when
+//! the run recorded it (`flow_rates`: one panel per variant, the
+//! [`MAX_RATE_FLOWS`] flows that delivered most). When a run found PFC deadlocks or its PFC
+//! watchdog saw storms, both forms list them ([`fabric_event_tables`]):
+//! each deadlock's priority, when it formed and was detected, and its
+//! member queues; each storm detected / restored event per switch port
+//! and priority. The Markdown form has the tables and the explanation.
 //!
 //! Contract: the output depends only on the input (no clock, no
 //! environment), so the same results give byte-identical reports. Every
@@ -270,6 +275,26 @@ pub fn html(doc: &ScenarioResults) -> String {
         let _ = writeln!(h, "<li>{}</li>", escape(&s));
     }
     h.push_str("</ul>\n");
+    // Deadlocks and watchdog events, when there are any.
+    for t in fabric_event_tables(&doc.variants) {
+        let _ = writeln!(h, "<h2>{}</h2>", escape(t.title));
+        if let Some(note) = &t.note {
+            let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(note));
+        }
+        let _ = write!(h, "<table id=\"{}\">\n<thead><tr>", t.id);
+        for c in t.head {
+            let _ = write!(h, "<th>{}</th>", escape(c));
+        }
+        h.push_str("</tr></thead>\n<tbody>\n");
+        for row in &t.rows {
+            h.push_str("<tr>");
+            for c in row {
+                let _ = write!(h, "<td>{}</td>", escape(c));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</tbody>\n</table>\n");
+    }
     // Plots.
     h.push_str("<h2>Queue depth</h2>\n");
     h.push_str(&queue_plots(&doc.variants));
@@ -283,6 +308,10 @@ pub fn html(doc: &ScenarioResults) -> String {
     h.push_str(&fct_cdf(&doc.variants));
     h.push_str("<h2>Per-flow throughput</h2>\n");
     h.push_str(&flow_throughput(&doc.variants));
+    if doc.variants.iter().any(|r| !r.flow_rates.is_empty()) {
+        h.push_str("<h2>Flow rates over time</h2>\n");
+        h.push_str(&flow_rate_plots(&doc.variants));
+    }
     h.push_str("</body>\n</html>\n");
     h
 }
@@ -325,7 +354,125 @@ pub fn markdown(doc: &ScenarioResults) -> String {
     for s in explanation(doc) {
         let _ = writeln!(m, "- {}", md_escape(&s));
     }
+    for t in fabric_event_tables(&doc.variants) {
+        let _ = writeln!(m, "\n## {}\n", t.title);
+        if let Some(note) = &t.note {
+            let _ = writeln!(m, "{}\n", md_escape(note));
+        }
+        let _ = writeln!(m, "| {} |", t.head.join(" | "));
+        let _ = writeln!(m, "|{}", "---|".repeat(t.head.len()));
+        for row in &t.rows {
+            let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+            let _ = writeln!(m, "| {} |", cells.join(" | "));
+        }
+    }
     m
+}
+
+/// Most rows of one fabric event table; later rows are only counted.
+const MAX_EVENT_ROWS: usize = 200;
+
+/// A table of fabric events, shared by the HTML and Markdown forms.
+struct EventTable {
+    /// Heading.
+    title: &'static str,
+    /// HTML id of the table.
+    id: &'static str,
+    /// Column names.
+    head: &'static [&'static str],
+    /// Cells, plain text (escaped by the writer).
+    rows: Vec<Vec<String>>,
+    /// Rows left out past [`MAX_EVENT_ROWS`], when some were.
+    note: Option<String>,
+}
+
+/// The deadlock table and the PFC watchdog event table, each only when
+/// some variant has entries (healthy runs show neither).
+fn fabric_event_tables(rs: &[RunResult]) -> Vec<EventTable> {
+    let mut out = Vec::new();
+    let deadlocks: Vec<Vec<String>> = rs
+        .iter()
+        .flat_map(|r| {
+            r.deadlocks.iter().map(move |d| {
+                let members: Vec<String> = d
+                    .members
+                    .iter()
+                    .map(|q| format!("{} port {} (to {})", q.node, q.port, q.peer))
+                    .collect();
+                vec![
+                    r.summary.variant.clone(),
+                    d.priority.to_string(),
+                    fmt_time(d.formed_ps),
+                    fmt_time(d.detected_ps),
+                    members.len().to_string(),
+                    members.join(", "),
+                ]
+            })
+        })
+        .collect();
+    let events: Vec<Vec<String>> = rs
+        .iter()
+        .flat_map(|r| {
+            r.pfcwd_events.iter().map(move |e| {
+                vec![
+                    r.summary.variant.clone(),
+                    fmt_time(e.time_ps),
+                    format!("{} port {}", e.node, e.port),
+                    e.peer.clone(),
+                    e.priority.to_string(),
+                    e.event.clone(),
+                    e.action.clone(),
+                ]
+            })
+        })
+        .collect();
+    let mut table = |title, id, head, mut rows: Vec<Vec<String>>| {
+        if rows.is_empty() {
+            return;
+        }
+        let note = (rows.len() > MAX_EVENT_ROWS).then(|| {
+            format!(
+                "The first {MAX_EVENT_ROWS} of {} rows are shown; results.json has them all.",
+                rows.len()
+            )
+        });
+        rows.truncate(MAX_EVENT_ROWS);
+        out.push(EventTable {
+            title,
+            id,
+            head,
+            rows,
+            note,
+        });
+    };
+    table(
+        "PFC deadlocks",
+        "deadlocks",
+        &[
+            "variant",
+            "priority",
+            "formed",
+            "detected",
+            "queues",
+            "members (switch egress queues held off in a cycle)",
+        ],
+        deadlocks,
+    );
+    table(
+        "PFC watchdog events",
+        "pfcwd-events",
+        &[
+            "variant",
+            "time",
+            "switch port",
+            "peer",
+            "priority",
+            "event",
+            "action",
+        ],
+        events,
+    );
+    out
 }
 
 /// Escape Markdown inline text (table cells and list items).
@@ -577,6 +724,77 @@ fn fct_cdf(rs: &[RunResult]) -> String {
     out
 }
 
+/// Most flows drawn in one flow rate panel.
+pub const MAX_RATE_FLOWS: usize = 12;
+
+/// One panel per variant with `flow_rates`: each flow's delivery rate
+/// over time, the flows that delivered most (ties by id), same rate scale.
+fn flow_rate_plots(rs: &[RunResult]) -> String {
+    let ymax = rs
+        .iter()
+        .flat_map(|r| {
+            r.flow_rates
+                .iter()
+                .flat_map(|f| f.samples.iter().map(|s| s.1))
+        })
+        .max()
+        .unwrap_or(0) as f64
+        / 1e9;
+    let mut out = String::from("<div class=\"row\">\n");
+    for r in rs.iter().filter(|r| !r.flow_rates.is_empty()) {
+        let total = |f: &sim::results::FlowRateSeries| -> u128 {
+            f.samples.iter().map(|s| u128::from(s.1)).sum()
+        };
+        let mut shown: Vec<&sim::results::FlowRateSeries> = r.flow_rates.iter().collect();
+        shown.sort_by(|a, b| total(b).cmp(&total(a)).then(a.id.cmp(&b.id)));
+        let left_out = shown.len().saturating_sub(MAX_RATE_FLOWS);
+        shown.truncate(MAX_RATE_FLOWS);
+        shown.sort_by_key(|f| f.id);
+        let end = r
+            .flow_rates
+            .iter()
+            .filter_map(|f| f.samples.last().map(|s| s.0))
+            .max()
+            .unwrap_or(r.summary.sim_time_ps)
+            .max(1);
+        let title = if left_out > 0 {
+            format!(
+                "{}: flow rates ({} of {} flows)",
+                r.summary.variant,
+                shown.len(),
+                r.flow_rates.len()
+            )
+        } else {
+            format!("{}: flow rates", r.summary.variant)
+        };
+        let mut p = Plot::new(
+            640,
+            300,
+            &title,
+            Axis::linear(0.0, end as f64 / 1e6),
+            Axis::zero_to(ymax),
+        );
+        p.axes("time (us)", "Gbit/s (acknowledged payload)", &num, &num);
+        let cols = p.area_width() as usize;
+        let mut legend = Vec::new();
+        for (i, f) in shown.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = f
+                .samples
+                .iter()
+                .map(|&(t, bps)| (t as f64 / 1e6, bps as f64 / 1e9))
+                .collect();
+            let name = format!("flow {} ({})", f.id, f.workload);
+            p.polyline(&decimate(&pts, cols), color(i), &name);
+            legend.push((name, color(i)));
+        }
+        p.legend(&legend);
+        out.push_str(&p.finish());
+        out.push('\n');
+    }
+    out.push_str("</div>\n");
+    out
+}
+
 /// Throughput of each completed flow (size over FCT), by flow id.
 fn flow_throughput(rs: &[RunResult]) -> String {
     let per: Vec<Vec<(f64, f64)>> = rs
@@ -702,8 +920,106 @@ mod tests {
             pfcwd_events: Vec::new(),
             pfcwd_stats: Vec::new(),
             deadlocks: Vec::new(),
+            flow_rates: Vec::new(),
             captures: Vec::new(),
         }
+    }
+
+    #[test]
+    fn flow_rates_get_a_panel_only_when_recorded() {
+        let mut r = empty_run("v");
+        let none = ScenarioResults {
+            scenario: "s".into(),
+            seed: 1,
+            variants: vec![r.clone()],
+        };
+        assert!(!html(&none).contains("Flow rates over time"));
+        for id in 0..(MAX_RATE_FLOWS as u32 + 2) {
+            r.flow_rates.push(sim::results::FlowRateSeries {
+                id,
+                workload: "w".into(),
+                interval_ps: 1_000_000,
+                samples: vec![(1_000_000, u64::from(id) * 1_000_000_000), (2_000_000, 0)],
+            });
+        }
+        let doc = ScenarioResults {
+            scenario: "s".into(),
+            seed: 1,
+            variants: vec![r],
+        };
+        let h = html(&doc);
+        assert!(h.contains("<h2>Flow rates over time</h2>"));
+        assert!(h.contains("v: flow rates (12 of 14 flows)"), "{h}");
+        // The flows that delivered most are drawn; 0 and 1 are left out.
+        assert!(h.contains("flow 13 (w)") && h.contains("flow 2 (w)"));
+        assert!(!h.contains("flow 1 (w)") && !h.contains("flow 0 (w)"));
+    }
+
+    #[test]
+    fn deadlocks_and_watchdog_events_get_tables_only_when_present() {
+        let healthy = ScenarioResults {
+            scenario: "ok".into(),
+            seed: 1,
+            variants: vec![empty_run("a")],
+        };
+        assert!(!html(&healthy).contains("PFC deadlocks"));
+        assert!(!markdown(&healthy).contains("PFC watchdog"));
+        let mut r = empty_run("ring");
+        r.deadlocks.push(sim::results::DeadlockRecord {
+            priority: 3,
+            formed_ps: 1_250_000_000,
+            detected_ps: 1_300_000_000,
+            members: vec![
+                sim::results::QueueRef {
+                    node: "s0".into(),
+                    port: 1,
+                    peer: "s1".into(),
+                },
+                sim::results::QueueRef {
+                    node: "s1".into(),
+                    port: 1,
+                    peer: "s0".into(),
+                },
+            ],
+        });
+        for (t, ev) in [
+            (2_000_000_000, "storm_detected"),
+            (3_000_000_000, "storm_restored"),
+        ] {
+            r.pfcwd_events.push(sim::results::PfcwdEvent {
+                time_ps: t,
+                node: "s0".into(),
+                port: 1,
+                peer: "s1".into(),
+                priority: 3,
+                event: ev.into(),
+                action: "drop".into(),
+            });
+        }
+        let doc = ScenarioResults {
+            scenario: "ring".into(),
+            seed: 1,
+            variants: vec![r],
+        };
+        let h = html(&doc);
+        assert!(h.contains("<h2>PFC deadlocks</h2>"), "{h}");
+        assert!(h.contains(
+            "<td>ring</td><td>3</td><td>1.250 ms</td><td>1.300 ms</td><td>2</td>\
+             <td>s0 port 1 (to s1), s1 port 1 (to s0)</td>"
+        ));
+        assert!(h.contains(
+            "<td>2.000 ms</td><td>s0 port 1</td><td>s1</td><td>3</td><td>storm_detected</td><td>drop</td>"
+        ));
+        assert!(h.contains("storm_restored"));
+        let m = markdown(&doc);
+        assert!(m.contains("## PFC watchdog events"), "{m}");
+        assert!(
+            m.contains(
+                "| ring | 3 | 1.250 ms | 1.300 ms | 2 | s0 port 1 (to s1), s1 port 1 (to s0) |"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("| ring | 3.000 ms | s0 port 1 | s1 | 3 | storm\\_restored | drop |"));
     }
 
     #[test]

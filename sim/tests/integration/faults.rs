@@ -368,6 +368,39 @@ fn a_timed_nic_override_slows_the_receiver_only_inside_its_window() {
 }
 
 #[test]
+fn a_timed_switch_threshold_stops_pausing_only_inside_its_window() {
+    // 3:1 incast with XOFF at 100 KB per ingress; from 100 us to 300 us
+    // the switch allows 2 MB, more than an ingress gathers in 200 us
+    // (100 - 33 Gbit/s for 200 us: 1.7 MB).
+    let path = scratch_scenario(
+        "threshold",
+        "topology = \"star.toml\"\n\
+         [fabric.pfc]\nthreshold = { mode = \"static\", xoff = \"100KB\", xon = \"50KB\" }\n\
+         [[override]]\nnodes = \"sw0\"\n\
+         fabric.pfc.threshold = { mode = \"static\", xoff = \"2MB\", xon = \"1900KB\" }\n\
+         start = \"100us\"\nend = \"300us\"\n\
+         [[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsize = \"4MB\"\n",
+    );
+    let s = scenario::load(&path).unwrap();
+    let r = &run_all(&s)[0];
+    all_done(r);
+    assert_eq!(r.summary.drops, 0);
+    let held: Vec<(u64, u64)> = r
+        .pauses
+        .iter()
+        .filter(|p| p.peer == "sw0" && ["h1", "h2", "h3"].contains(&p.node.as_str()))
+        .flat_map(|p| p.intervals.iter().copied())
+        .collect();
+    assert!(held.iter().any(|&(a, _)| a < 100_000_000), "paused before");
+    assert!(held.iter().any(|&(a, _)| a >= 300_000_000), "paused after");
+    for &(a, b) in &held {
+        // Held ingresses resume at their next departure after 100 us (plus
+        // the PFC response time); none pauses again before 300 us.
+        assert!(b <= 105_000_000 || a >= 300_000_000, "held {a}..{b} ps");
+    }
+}
+
+#[test]
 fn overrides_layer_and_patterns_select_elements() {
     let path = scratch_scenario(
         "layers",
@@ -436,6 +469,9 @@ fn bad_fault_and_override_entries_name_file_line_and_key() {
         (format!("{base}[[override]]\nnodes = \"h0\"\nnic.rx_xon = \"300KB\"\n{w}"), "override[0].nic.rx_xoff", "rx_xon <= rx_xoff", 2),
         (format!("{base}[[override]]\nnodes = \"h0\"\nnic.mtu = 1024\nstart = \"1us\"\n{w}"), "override[0].nic", "during a run", 2),
         (format!("{base}[[override]]\nnodes = \"sw0\"\nports = [1]\nfabric.buffer.size = \"1MB\"\n{w}"), "override[0].fabric.buffer", "whole switch", 2),
+        (format!("{base}[[override]]\nnodes = \"sw0\"\nfabric.buffer.size = \"1MB\"\nstart = \"1us\"\n{w}"), "override[0].fabric.buffer", "carved once", 2),
+        (format!("{base}[[override]]\nnodes = \"sw0\"\nfabric.pfc.headroom = {{ mode = \"fixed\", size = \"10KB\" }}\nstart = \"1us\"\n{w}"), "override[0].fabric.pfc.headroom", "during a run", 2),
+        (format!("{base}[[override]]\nnodes = \"sw0\"\nports = [1]\nfabric.pfc.threshold = {{ mode = \"static\", xoff = \"1MB\", xon = \"1KB\" }}\n{w}"), "override[0].fabric.pfc.threshold", "whole switch", 2),
         (format!("{base}[[override]]\nnodes = \"sw0\"\nfabric.pfc.quanta = 100\n{w}"), "override[0].fabric.pfc.quanta", "every switch", 2),
         (format!("{base}[[override]]\nnodes = \"h1\"\nnic.priority = 1\n{w}"), "override[0].nic.priority", "workload", 2),
         (format!("{base}[[override]]\nnodes = \"h0\"\nnic.rx_drain_rate = \"1Gbps\"\nstart = \"1us\"\nend = \"5us\"\n[[override]]\nnodes = \"h0\"\nnic.rx_drain_rate = \"2Gbps\"\nstart = \"4us\"\n{w}"), "override[1].start", "overlaps override[0]", 7),
