@@ -37,6 +37,13 @@ pub struct SimConfig {
     /// which write `[[override]]`).
     #[serde(skip)]
     pub overrides: Vec<ElementOverride>,
+    /// Congestion control of single workloads, by workload index (a
+    /// flow's `FlowSpec::workload`): `Some` replaces the hosts' `nic.cc`
+    /// for that workload's flows, at both ends of their queue pairs. Set
+    /// by the scenario loader from each `[[workload]]` table's `cc`; not
+    /// a key of its own in files.
+    #[serde(skip)]
+    pub workload_cc: Vec<Option<CcConfig>>,
 }
 
 /// Switch buffer, PFC, ECN and scheduling settings, shared by every switch.
@@ -482,6 +489,43 @@ pub struct CcConfig {
     pub dcqcn: DcqcnOverrides,
 }
 
+impl CcConfig {
+    /// Check the values a type cannot: `key` is where this table sits
+    /// (`nic.cc`, `workload[2].cc`), named in the error.
+    pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        let o = &self.dcqcn;
+        if let Some(g) = o.g {
+            if !(g > 0.0 && g <= 1.0) {
+                return Err(ConfigError::new(
+                    &format!("{key}.dcqcn.g"),
+                    format!("{g}: expected a gain in (0, 1]"),
+                ));
+            }
+        }
+        if let Some(a) = o.initial_alpha {
+            if !(0.0..=1.0).contains(&a) {
+                return Err(ConfigError::new(
+                    &format!("{key}.dcqcn.initial_alpha"),
+                    format!("{a}: expected a value in [0, 1]"),
+                ));
+            }
+        }
+        for (k, d) in [
+            ("alpha_update_interval", o.alpha_update_interval),
+            ("rate_decrease_interval", o.rate_decrease_interval),
+            ("rate_increase_timer", o.rate_increase_timer),
+        ] {
+            if d == Some(Duration::ZERO) {
+                return Err(ConfigError::new(
+                    &format!("{key}.dcqcn.{k}"),
+                    "0: expected a positive duration",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for CcConfig {
     fn default() -> Self {
         CcConfig {
@@ -568,6 +612,11 @@ pub struct RecordConfig {
     /// Link directions to capture as pcap files (RoCEv2 and PFC frames,
     /// timestamps in simulated time); empty: no capture, no cost.
     pub pcap: Vec<CaptureSelector>,
+    /// Sample every flow's delivery rate over time into `results.json`
+    /// (`flow_rates`); off: no series, no cost.
+    pub flow_rates: bool,
+    /// Sampling period of the flow rates (default: `interval`).
+    pub flow_rate_interval: Option<Duration>,
 }
 
 impl Default for RecordConfig {
@@ -579,6 +628,8 @@ impl Default for RecordConfig {
             ports: true,
             pause_intervals: 256,
             pcap: Vec::new(),
+            flow_rates: false,
+            flow_rate_interval: None,
         }
     }
 }
@@ -857,9 +908,21 @@ impl SimConfig {
         if let Some(0) = n.window {
             return Err(ConfigError::new("nic.window", "0: expected at least 1"));
         }
+        n.cc.validate("nic.cc")?;
+        for (i, cc) in self.workload_cc.iter().enumerate() {
+            if let Some(cc) = cc {
+                cc.validate(&format!("workload[{i}].cc"))?;
+            }
+        }
         if self.record.interval == Duration::ZERO {
             return Err(ConfigError::new(
                 "record.interval",
+                "0: expected a positive duration",
+            ));
+        }
+        if self.record.flow_rate_interval == Some(Duration::ZERO) {
+            return Err(ConfigError::new(
+                "record.flow_rate_interval",
                 "0: expected a positive duration",
             ));
         }

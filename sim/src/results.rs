@@ -45,6 +45,11 @@ pub struct RunResult {
     /// PFC deadlocks found during the run, in the order they were found.
     #[serde(default)]
     pub deadlocks: Vec<DeadlockRecord>,
+    /// Per-flow delivery rate over time, one series per flow in flow id
+    /// order, when `record.flow_rates` asks for it; absent (and empty)
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_rates: Vec<FlowRateSeries>,
     /// The pcap files of the captured link directions (`record.pcap`), in
     /// that order. Never in `results.json`: `rocelab run` writes each to
     /// `pcap/<variant>/<name>.pcap`.
@@ -159,9 +164,10 @@ pub struct Summary {
     pub flows_completed: u64,
     /// Flows in the workload.
     pub flows_total: u64,
-    /// Aggregate goodput: application bytes acknowledged (all flows) times
-    /// 8, divided by the time from the first flow start to the last flow
-    /// completion (or the end of the run when some flow did not finish).
+    /// Aggregate goodput: application bytes acknowledged (all flows, as
+    /// `bytes_delivered` counts them) times 8, divided by the time from
+    /// the first flow start to the last flow completion (or the end of the
+    /// run when some flow did not finish).
     pub goodput_bps: f64,
     /// Frames dropped anywhere (buffer overflow, headroom overflow, link
     /// faults, bad FCS, oversize, link down).
@@ -188,7 +194,9 @@ pub struct Summary {
     pub max_fct_ps: Option<u64>,
     /// Time the last flow completed (0 when none).
     pub makespan_ps: u64,
-    /// Application bytes acknowledged, all flows.
+    /// Application (payload) bytes the receivers acknowledged, all flows:
+    /// completed messages plus the acknowledged packets of messages still
+    /// in progress (see [`FlowRecord::bytes_acked`]).
     pub bytes_delivered: u64,
     /// Frames put on links (all kinds).
     pub frames_sent: u64,
@@ -228,7 +236,12 @@ pub struct FlowRecord {
     /// FCT divided by the stand-alone FCT (base RTT plus wire bytes at the
     /// bottleneck rate), floored at 1.
     pub slowdown: Option<f64>,
-    /// Application bytes acknowledged so far.
+    /// Application (payload) bytes the receiver acknowledged by the end of
+    /// the run: the flow's completed messages plus, for the message in
+    /// progress, its packets below the requester's oldest unacknowledged
+    /// PSN (ACKs are cumulative; a READ counts its responses received) at
+    /// one path MTU of payload each. A flow cut off by the duration shows
+    /// what got through, not only its completed messages.
     pub bytes_acked: u64,
     /// Whether a work request ended in error (retry exhaustion ...).
     pub failed: bool,
@@ -387,6 +400,25 @@ pub struct QueueSeries {
     /// Sample period.
     pub interval_ps: u64,
     /// `(time_ps, bytes)` samples.
+    pub samples: Vec<(u64, u64)>,
+}
+
+/// The delivery rate of one flow over time (`record.flow_rates`).
+///
+/// Sample `(t, bps)` is the flow's acknowledged payload bytes (as
+/// [`FlowRecord::bytes_acked`] counts them) gained in `(t - interval, t]`,
+/// times 8, divided by the interval: bits per second, rounded down.
+/// Samples are taken at `interval, 2 x interval, ...` up to the end of the
+/// run, for every flow (zero before it starts and after it finishes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowRateSeries {
+    /// Flow id.
+    pub id: u32,
+    /// Name of the workload that made it.
+    pub workload: String,
+    /// Sample period.
+    pub interval_ps: u64,
+    /// `(time_ps, bits_per_second)` samples.
     pub samples: Vec<(u64, u64)>,
 }
 

@@ -8,8 +8,11 @@
 //! time for every recorded queue (one panel per variant, same depth
 //! scale), PAUSE timelines (one row per paused port and priority, from
 //! `pauses`), the FCT CDF of every variant on one log-scale plot, and
-//! per-flow throughput. The Markdown form has the table and the
-//! explanation.
+//! per-flow throughput. When a run found PFC deadlocks or its PFC
+//! watchdog saw storms, both forms list them ([`fabric_event_tables`]):
+//! each deadlock's priority, when it formed and was detected, and its
+//! member queues; each storm detected / restored event per switch port
+//! and priority. The Markdown form has the tables and the explanation.
 //!
 //! Contract: the output depends only on the input (no clock, no
 //! environment), so the same results give byte-identical reports. Every
@@ -270,6 +273,26 @@ pub fn html(doc: &ScenarioResults) -> String {
         let _ = writeln!(h, "<li>{}</li>", escape(&s));
     }
     h.push_str("</ul>\n");
+    // Deadlocks and watchdog events, when there are any.
+    for t in fabric_event_tables(&doc.variants) {
+        let _ = writeln!(h, "<h2>{}</h2>", escape(t.title));
+        if let Some(note) = &t.note {
+            let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(note));
+        }
+        let _ = write!(h, "<table id=\"{}\">\n<thead><tr>", t.id);
+        for c in t.head {
+            let _ = write!(h, "<th>{}</th>", escape(c));
+        }
+        h.push_str("</tr></thead>\n<tbody>\n");
+        for row in &t.rows {
+            h.push_str("<tr>");
+            for c in row {
+                let _ = write!(h, "<td>{}</td>", escape(c));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</tbody>\n</table>\n");
+    }
     // Plots.
     h.push_str("<h2>Queue depth</h2>\n");
     h.push_str(&queue_plots(&doc.variants));
@@ -325,7 +348,125 @@ pub fn markdown(doc: &ScenarioResults) -> String {
     for s in explanation(doc) {
         let _ = writeln!(m, "- {}", md_escape(&s));
     }
+    for t in fabric_event_tables(&doc.variants) {
+        let _ = writeln!(m, "\n## {}\n", t.title);
+        if let Some(note) = &t.note {
+            let _ = writeln!(m, "{}\n", md_escape(note));
+        }
+        let _ = writeln!(m, "| {} |", t.head.join(" | "));
+        let _ = writeln!(m, "|{}", "---|".repeat(t.head.len()));
+        for row in &t.rows {
+            let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+            let _ = writeln!(m, "| {} |", cells.join(" | "));
+        }
+    }
     m
+}
+
+/// Most rows of one fabric event table; later rows are only counted.
+const MAX_EVENT_ROWS: usize = 200;
+
+/// A table of fabric events, shared by the HTML and Markdown forms.
+struct EventTable {
+    /// Heading.
+    title: &'static str,
+    /// HTML id of the table.
+    id: &'static str,
+    /// Column names.
+    head: &'static [&'static str],
+    /// Cells, plain text (escaped by the writer).
+    rows: Vec<Vec<String>>,
+    /// Rows left out past [`MAX_EVENT_ROWS`], when some were.
+    note: Option<String>,
+}
+
+/// The deadlock table and the PFC watchdog event table, each only when
+/// some variant has entries (healthy runs show neither).
+fn fabric_event_tables(rs: &[RunResult]) -> Vec<EventTable> {
+    let mut out = Vec::new();
+    let deadlocks: Vec<Vec<String>> = rs
+        .iter()
+        .flat_map(|r| {
+            r.deadlocks.iter().map(move |d| {
+                let members: Vec<String> = d
+                    .members
+                    .iter()
+                    .map(|q| format!("{} port {} (to {})", q.node, q.port, q.peer))
+                    .collect();
+                vec![
+                    r.summary.variant.clone(),
+                    d.priority.to_string(),
+                    fmt_time(d.formed_ps),
+                    fmt_time(d.detected_ps),
+                    members.len().to_string(),
+                    members.join(", "),
+                ]
+            })
+        })
+        .collect();
+    let events: Vec<Vec<String>> = rs
+        .iter()
+        .flat_map(|r| {
+            r.pfcwd_events.iter().map(move |e| {
+                vec![
+                    r.summary.variant.clone(),
+                    fmt_time(e.time_ps),
+                    format!("{} port {}", e.node, e.port),
+                    e.peer.clone(),
+                    e.priority.to_string(),
+                    e.event.clone(),
+                    e.action.clone(),
+                ]
+            })
+        })
+        .collect();
+    let mut table = |title, id, head, mut rows: Vec<Vec<String>>| {
+        if rows.is_empty() {
+            return;
+        }
+        let note = (rows.len() > MAX_EVENT_ROWS).then(|| {
+            format!(
+                "The first {MAX_EVENT_ROWS} of {} rows are shown; results.json has them all.",
+                rows.len()
+            )
+        });
+        rows.truncate(MAX_EVENT_ROWS);
+        out.push(EventTable {
+            title,
+            id,
+            head,
+            rows,
+            note,
+        });
+    };
+    table(
+        "PFC deadlocks",
+        "deadlocks",
+        &[
+            "variant",
+            "priority",
+            "formed",
+            "detected",
+            "queues",
+            "members (switch egress queues held off in a cycle)",
+        ],
+        deadlocks,
+    );
+    table(
+        "PFC watchdog events",
+        "pfcwd-events",
+        &[
+            "variant",
+            "time",
+            "switch port",
+            "peer",
+            "priority",
+            "event",
+            "action",
+        ],
+        events,
+    );
+    out
 }
 
 /// Escape Markdown inline text (table cells and list items).
@@ -702,8 +843,76 @@ mod tests {
             pfcwd_events: Vec::new(),
             pfcwd_stats: Vec::new(),
             deadlocks: Vec::new(),
+            flow_rates: Vec::new(),
             captures: Vec::new(),
         }
+    }
+
+    #[test]
+    fn deadlocks_and_watchdog_events_get_tables_only_when_present() {
+        let healthy = ScenarioResults {
+            scenario: "ok".into(),
+            seed: 1,
+            variants: vec![empty_run("a")],
+        };
+        assert!(!html(&healthy).contains("PFC deadlocks"));
+        assert!(!markdown(&healthy).contains("PFC watchdog"));
+        let mut r = empty_run("ring");
+        r.deadlocks.push(sim::results::DeadlockRecord {
+            priority: 3,
+            formed_ps: 1_250_000_000,
+            detected_ps: 1_300_000_000,
+            members: vec![
+                sim::results::QueueRef {
+                    node: "s0".into(),
+                    port: 1,
+                    peer: "s1".into(),
+                },
+                sim::results::QueueRef {
+                    node: "s1".into(),
+                    port: 1,
+                    peer: "s0".into(),
+                },
+            ],
+        });
+        for (t, ev) in [
+            (2_000_000_000, "storm_detected"),
+            (3_000_000_000, "storm_restored"),
+        ] {
+            r.pfcwd_events.push(sim::results::PfcwdEvent {
+                time_ps: t,
+                node: "s0".into(),
+                port: 1,
+                peer: "s1".into(),
+                priority: 3,
+                event: ev.into(),
+                action: "drop".into(),
+            });
+        }
+        let doc = ScenarioResults {
+            scenario: "ring".into(),
+            seed: 1,
+            variants: vec![r],
+        };
+        let h = html(&doc);
+        assert!(h.contains("<h2>PFC deadlocks</h2>"), "{h}");
+        assert!(h.contains(
+            "<td>ring</td><td>3</td><td>1.250 ms</td><td>1.300 ms</td><td>2</td>\
+             <td>s0 port 1 (to s1), s1 port 1 (to s0)</td>"
+        ));
+        assert!(h.contains(
+            "<td>2.000 ms</td><td>s0 port 1</td><td>s1</td><td>3</td><td>storm_detected</td><td>drop</td>"
+        ));
+        assert!(h.contains("storm_restored"));
+        let m = markdown(&doc);
+        assert!(m.contains("## PFC watchdog events"), "{m}");
+        assert!(
+            m.contains(
+                "| ring | 3 | 1.250 ms | 1.300 ms | 2 | s0 port 1 (to s1), s1 port 1 (to s0) |"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("| ring | 3.000 ms | s0 port 1 | s1 | 3 | storm\\_restored | drop |"));
     }
 
     #[test]

@@ -84,6 +84,9 @@ impl World<'_> {
     }
 
     /// Look for deadlocks; schedule the next check while XOFF is held.
+    // Off the healthy path: kept out of the event loop's inlined body.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn deadlock_check(&mut self, now: Instant) {
         let Some(mut d) = self.deadlock.take() else {
             return;

@@ -529,6 +529,9 @@ impl World<'_> {
     }
 
     /// A wrapper stopped `pkt` on port `p`: count it where a device would.
+    // Off the healthy path: kept out of the event loop's inlined body.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn wire_fault(&mut self, p: u32, v: Verdict) {
         self.drops += 1;
         match v {
@@ -547,6 +550,9 @@ impl World<'_> {
     }
 
     /// Run action `a`.
+    // Off the healthy path: kept out of the event loop's inlined body.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn fault_event(&mut self, a: u32, now: Instant) {
         let Some(action) = self.actions.get_mut(a as usize) else {
             return;
@@ -780,11 +786,23 @@ impl World<'_> {
         let base = s.port_base;
         let s = &mut self.switches[sw as usize];
         s.ecn = ecn;
-        s.classify = classify;
+        s.classify = classify_table(classify);
         for (p, m) in masks.into_iter().enumerate() {
-            s.mmu.lossless[p] = m;
+            s.mmu.set_lossless(p as u16, m);
             self.ports[base as usize + p].pfc_mask = m;
         }
+    }
+}
+
+/// A switch's ingress classification, per port the priority a frame
+/// marked `p` is queued in: empty when every port maps each priority to
+/// itself (the common case), so that arrivals skip the lookup.
+pub(crate) fn classify_table(maps: Vec<[u8; 8]>) -> Vec<[u8; 8]> {
+    const IDENTITY: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+    if maps.iter().all(|m| *m == IDENTITY) {
+        Vec::new()
+    } else {
+        maps
     }
 }
 

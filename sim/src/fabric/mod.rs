@@ -45,8 +45,8 @@ use verbs_emu::wire::Ecn;
 use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
-    percentile, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, QueueSeries,
-    RunResult, RunStats, Summary,
+    percentile, FlowRateSeries, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord,
+    QueueSeries, RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
@@ -85,6 +85,8 @@ pub(crate) enum Ev {
     Drain(u32),
     /// Sample the recorded queues.
     Sample,
+    /// Sample every flow's delivery rate (`record.flow_rates`).
+    FlowRates,
     /// A PFC watchdog poll (all switches).
     WdPoll,
     /// Look for PFC deadlocks.
@@ -118,7 +120,9 @@ struct Switch {
     hops: Vec<u16>,
     /// ECN marking per priority.
     ecn: [Option<EcnConfig>; 8],
-    /// Per ingress port: the priority a frame marked `p` is classified in.
+    /// Per ingress port: the priority a frame marked `p` is classified in
+    /// (empty: every port keeps each priority, no lookup; see
+    /// [`faults::classify_table`]).
     classify: Vec<[u8; 8]>,
     /// Override entry in force for the whole switch (`NONE`: its
     /// settings without windows).
@@ -168,6 +172,13 @@ pub struct World<'a> {
     sched: SchedulerConfig,
     samples: Vec<QueueSeries>,
     sample_ports: Vec<u32>,
+    /// Flow rate series (`record.flow_rates`; empty: not recorded).
+    flow_rates: Vec<FlowRateSeries>,
+    /// Each flow's delivered bytes at the last flow rate sample.
+    flow_rate_last: Vec<u64>,
+    /// Sampling events pending (`Sample`, `FlowRates`): a sampler stops
+    /// when nothing but samplers is left to run.
+    samplers_pending: usize,
     /// Packet capture of the `record.pcap` link directions (`None`: none).
     taps: Option<Box<Taps>>,
     drops: u64,
@@ -287,8 +298,8 @@ impl<'a> World<'a> {
             let base = node_port_base[ni];
             let fab = faults::static_fabric(cfg, &node.name, None).0;
             let mut mmu = switch_mmu(topo, cfg, ni).map_err(SimError::Config)?;
-            for (pi, m) in mmu.lossless.iter_mut().enumerate() {
-                *m = ports[base as usize + pi].pfc_mask;
+            for pi in 0..node.ports.len() {
+                mmu.set_lossless(pi as u16, ports[base as usize + pi].pfc_mask);
             }
             let (route, hops) = faults::switch_table(routes, ni as u32, n_hosts);
             if let Some(&p) = hops.iter().find(|&&p| usize::from(p) >= node.ports.len()) {
@@ -298,14 +309,16 @@ impl<'a> World<'a> {
                     node.ports.len()
                 )));
             }
-            let classify = (0..node.ports.len())
-                .map(|pi| {
-                    faults::static_fabric(cfg, &node.name, Some(pi as u16))
-                        .0
-                        .qos
-                        .priority_map
-                })
-                .collect();
+            let classify = faults::classify_table(
+                (0..node.ports.len())
+                    .map(|pi| {
+                        faults::static_fabric(cfg, &node.name, Some(pi as u16))
+                            .0
+                            .qos
+                            .priority_map
+                    })
+                    .collect(),
+            );
             let si = switches.len() as u64;
             switch_of_node[ni] = switches.len() as u32;
             switches.push(Switch {
@@ -377,6 +390,9 @@ impl<'a> World<'a> {
             sched: cfg.fabric.scheduler.clone(),
             samples,
             sample_ports,
+            flow_rates: Vec::new(),
+            flow_rate_last: Vec::new(),
+            samplers_pending: 0,
             taps,
             drops: 0,
             flows_open: flows.len(),
@@ -400,6 +416,22 @@ impl<'a> World<'a> {
         world.build_flows()?;
         if !world.samples.is_empty() {
             world.q.schedule(Instant::ZERO, Ev::Sample);
+            world.samplers_pending += 1;
+        }
+        if cfg.record.flow_rates && !flows.is_empty() {
+            let every = world.flow_rate_interval();
+            world.flow_rate_last = vec![0; flows.len()];
+            world.flow_rates = flows
+                .iter()
+                .map(|f| FlowRateSeries {
+                    id: f.id,
+                    workload: world.workload_name(f),
+                    interval_ps: every.as_ps(),
+                    samples: Vec::new(),
+                })
+                .collect();
+            world.q.schedule(Instant::ZERO + every, Ev::FlowRates);
+            world.samplers_pending += 1;
         }
         world.setup_secs = t0.elapsed().as_secs_f64();
         Ok(world)
@@ -468,17 +500,35 @@ impl<'a> World<'a> {
             }
             let rate = |h: u32| self.ports[self.nics[h as usize].port as usize].rate;
             let (rs, rd) = (rate(src), rate(dst));
+            let host_cfg = |h: u32| own_cfg[h as usize].as_ref().unwrap_or(self.cfg);
+            // A workload with congestion control of its own runs its flows
+            // on queue pairs of their own, both ends under its settings.
+            let flow_cc = self
+                .cfg
+                .workload_cc
+                .get(f.workload as usize)
+                .and_then(Option::as_ref);
+            let with_cc = |h: u32, cc: &crate::config::CcConfig| {
+                let mut c = host_cfg(h).clone();
+                c.nic.cc = cc.clone();
+                c
+            };
+            let (class, cfgs) = match flow_cc {
+                None => (0, None),
+                Some(cc) => (f.workload + 1, Some((with_cc(src, cc), with_cc(dst, cc)))),
+            };
+            let ends = match &cfgs {
+                Some((a, b)) => (a, b),
+                None => (host_cfg(src), host_cfg(dst)),
+            };
             let qp = self
                 .qps
                 .connect(
                     src,
                     dst,
-                    f.qp_index,
+                    (f.qp_index, class),
                     f.priority,
-                    (
-                        own_cfg[src as usize].as_ref().unwrap_or(self.cfg),
-                        own_cfg[dst as usize].as_ref().unwrap_or(self.cfg),
-                    ),
+                    ends,
                     self.opts.seed,
                     rs,
                     rd,
@@ -635,7 +685,10 @@ impl<'a> World<'a> {
     }
 
     /// Run one event; false when it found nothing to do (a stale timer or
-    /// a sample).
+    /// a sample). Inlined into the loop, its one caller: the handlers of
+    /// faults, watchdogs, deadlock checks and samplers stay out of line
+    /// (`#[cold]`), so the healthy path costs what it did before them.
+    #[inline(always)]
     fn dispatch(&mut self, now: Instant, ev: Ev) -> bool {
         match ev {
             Ev::TxDone(p) => {
@@ -681,17 +734,11 @@ impl<'a> World<'a> {
             Ev::Drain(nic) => self.drain(nic, now),
             Ev::Fault(a) => self.fault_event(a, now),
             Ev::Sample => {
-                for (i, &p) in self.sample_ports.iter().enumerate() {
-                    let port = &self.ports[p as usize];
-                    let b = match self.samples[i].priority {
-                        Some(pr) => port.qbytes[usize::from(pr)],
-                        None => port.total_queued(),
-                    };
-                    self.samples[i].samples.push((now.as_ps(), b));
-                }
-                if !self.q.is_empty() {
-                    self.q.schedule(now + self.cfg.record.interval, Ev::Sample);
-                }
+                self.sample_queues(now);
+                return false;
+            }
+            Ev::FlowRates => {
+                self.sample_flow_rates(now);
                 return false;
             }
             Ev::WdPoll => {
@@ -891,7 +938,9 @@ impl<'a> World<'a> {
             self.nic_receive(host, pkt, now);
             return;
         }
-        if self.ports[rx as usize].wd_drop & (1 << pkt.prio) != 0 {
+        // Watchdog drop actions exist only with a watchdog.
+        let wd = self.wd.is_some();
+        if wd && self.ports[rx as usize].wd_drop & (1 << pkt.prio) != 0 {
             self.wd_drop_frame(rx, pkt.prio, false);
             return;
         }
@@ -914,9 +963,12 @@ impl<'a> World<'a> {
         let local_in = self.ports[rx as usize].local;
         // Ingress classification: the class the frame is queued and
         // accounted in, and leaves with.
-        let prio = s.classify[usize::from(local_in)][usize::from(pkt.prio)];
+        let prio = match s.classify.get(usize::from(local_in)) {
+            Some(map) => map[usize::from(pkt.prio) & 7],
+            None => pkt.prio,
+        };
         pkt.prio = prio;
-        if self.ports[out as usize].wd_drop & (1 << prio) != 0 {
+        if wd && self.ports[out as usize].wd_drop & (1 << prio) != 0 {
             self.wd_drop_frame(out, prio, true);
             return;
         }
@@ -1011,7 +1063,8 @@ impl<'a> World<'a> {
         let mut flows = Vec::new();
         for (f, st) in self.flows.iter().zip(&self.flow_state) {
             first_start = first_start.min(f.start);
-            bytes += st.bytes_acked;
+            let acked = self.delivered(f.id);
+            bytes += acked;
             let fct = match (st.finish, st.posted_at) {
                 (Some(t), Some(p)) => Some((t - p).as_ps()),
                 _ => None,
@@ -1027,19 +1080,14 @@ impl<'a> World<'a> {
                     id: f.id,
                     src: name(f.src.0),
                     dst: name(f.dst.0),
-                    workload: self
-                        .opts
-                        .workloads
-                        .get(f.workload as usize)
-                        .cloned()
-                        .unwrap_or_else(|| format!("workload-{}", f.workload)),
+                    workload: self.workload_name(f),
                     size: f.size,
                     start_ps: f.start.as_ps(),
                     posted_ps: st.posted_at.map(|t| t.as_ps()),
                     finish_ps: st.finish.map(|t| t.as_ps()),
                     fct_ps: fct,
                     slowdown: fct.map(|x| (x as f64 / ideal as f64).max(1.0)),
-                    bytes_acked: st.bytes_acked,
+                    bytes_acked: acked,
                     failed: st.failed,
                 });
             }
@@ -1151,6 +1199,10 @@ impl<'a> World<'a> {
         for series in &mut queues {
             series.samples.retain(|&(t, _)| t <= now.as_ps());
         }
+        let mut flow_rates = std::mem::take(&mut self.flow_rates);
+        for series in &mut flow_rates {
+            series.samples.retain(|&(t, _)| t <= now.as_ps());
+        }
         let (pfcwd_events, pfcwd_stats) = self.wd_results();
         let deadlocks = self
             .deadlock
@@ -1168,7 +1220,67 @@ impl<'a> World<'a> {
             pfcwd_events,
             pfcwd_stats,
             deadlocks,
+            flow_rates,
             captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
+        }
+    }
+
+    /// The name of the workload that made flow `f`.
+    fn workload_name(&self, f: &FlowSpec) -> String {
+        self.opts
+            .workloads
+            .get(f.workload as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("workload-{}", f.workload))
+    }
+
+    /// The flow rate sampling period.
+    fn flow_rate_interval(&self) -> Duration {
+        self.cfg
+            .record
+            .flow_rate_interval
+            .unwrap_or(self.cfg.record.interval)
+    }
+
+    /// One sample of every recorded queue.
+    #[cold]
+    #[inline(never)]
+    fn sample_queues(&mut self, now: Instant) {
+        for (i, &p) in self.sample_ports.iter().enumerate() {
+            let port = &self.ports[p as usize];
+            let b = match self.samples[i].priority {
+                Some(pr) => port.qbytes[usize::from(pr)],
+                None => port.total_queued(),
+            };
+            self.samples[i].samples.push((now.as_ps(), b));
+        }
+        self.samplers_pending -= 1;
+        if self.q.len() > self.samplers_pending {
+            self.q.schedule(now + self.cfg.record.interval, Ev::Sample);
+            self.samplers_pending += 1;
+        }
+    }
+
+    /// One flow rate sample of every flow: acknowledged bytes gained since
+    /// the last one, as bits per second over the interval.
+    #[cold]
+    #[inline(never)]
+    fn sample_flow_rates(&mut self, now: Instant) {
+        let every = self.flow_rate_interval();
+        let ps = u128::from(every.as_ps());
+        for i in 0..self.flow_rates.len() {
+            let d = self.delivered(i as u32);
+            let gained = d.saturating_sub(self.flow_rate_last[i]);
+            self.flow_rate_last[i] = d;
+            let bps = u128::from(gained) * 8 * 1_000_000_000_000 / ps;
+            self.flow_rates[i]
+                .samples
+                .push((now.as_ps(), u64::try_from(bps).unwrap_or(u64::MAX)));
+        }
+        self.samplers_pending -= 1;
+        if self.q.len() > self.samplers_pending {
+            self.q.schedule(now + every, Ev::FlowRates);
+            self.samplers_pending += 1;
         }
     }
 

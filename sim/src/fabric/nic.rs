@@ -153,33 +153,85 @@ pub(crate) struct SimQp {
     pub in_ready: bool,
     /// Time of the pending timer event, if any.
     pub timer_at: Option<Instant>,
+    /// Path MTU in bytes: the payload of every packet of a message but
+    /// its last.
+    pub pmtu: u32,
+    /// Requester: the work requests posted and not completed yet, oldest
+    /// first (their `wr_id`s). The engine completes them in this order.
+    pub wrs: VecDeque<u64>,
+    /// Requester: the first PSN of the oldest of `wrs` (PSNs are given out
+    /// in post order, consecutively, each message taking one per packet).
+    pub head_psn: Psn,
 }
 
-/// All queue pairs, and the (source, destination, index) -> requester map.
+impl SimQp {
+    /// PSNs a message of `len` bytes takes (as the engine counts them:
+    /// one per packet for WRITE and SEND, one per response for READ).
+    fn npsn(&self, len: u32) -> u32 {
+        len.div_ceil(self.pmtu).max(1)
+    }
+
+    /// Requester: the oldest uncompleted work request and how many of its
+    /// bytes the receiver acknowledged, from the engine's oldest
+    /// unacknowledged PSN (ACKs are cumulative, a READ's responses come in
+    /// order). `len`: the byte length of a work request by id.
+    pub fn head_acked(&self, len: impl Fn(u64) -> u32) -> Option<(u64, u64)> {
+        let &wr = self.wrs.front()?;
+        let len = len(wr);
+        let done = self.engine.comp_psn().distance_from(self.head_psn);
+        // Before the head (nothing of it acknowledged) the distance wraps
+        // to far beyond its PSNs.
+        let bytes = if done < self.npsn(len) {
+            u64::from(done) * u64::from(self.pmtu)
+        } else {
+            0
+        };
+        Some((wr, bytes.min(u64::from(len))))
+    }
+
+    /// Requester: work request `wr` (of `len` bytes) left the send queue;
+    /// the next one starts `npsn(len)` PSNs later when it succeeded.
+    fn retire(&mut self, wr: u64, len: u32, success: bool) {
+        if self.wrs.front() == Some(&wr) {
+            self.wrs.pop_front();
+            if success {
+                self.head_psn = self.head_psn.add(self.npsn(len));
+            }
+        } else if let Some(i) = self.wrs.iter().position(|&w| w == wr) {
+            self.wrs.remove(i);
+        }
+    }
+}
+
+/// All queue pairs, and the (source, destination, index, congestion
+/// control class) -> requester map.
 #[derive(Debug, Default)]
 pub(crate) struct QpTable {
     /// QPs by id (QPN - `QPN_BASE`).
     pub qps: Vec<SimQp>,
-    pairs: BTreeMap<(u32, u32, u32), u32>,
+    pairs: BTreeMap<(u32, u32, u32, u32), u32>,
 }
 
 impl QpTable {
-    /// The requester QP of (src, dst, index), creating the connected pair
-    /// on first use. `cfg`: the settings of the source's and the
-    /// destination's NICs; `rate_src`/`rate_dst`: their line rates.
+    /// The requester QP of (src, dst, index, class), creating the
+    /// connected pair on first use. `class`: 0 for flows under their
+    /// hosts' congestion control, else one per workload with a `cc` of
+    /// its own (flows of different settings never share a QP). `cfg`: the
+    /// settings of the source's and the destination's ends;
+    /// `rate_src`/`rate_dst`: their line rates.
     #[allow(clippy::too_many_arguments)] // one call site, all plain values
     pub fn connect(
         &mut self,
         src: u32,
         dst: u32,
-        index: u32,
+        (index, class): (u32, u32),
         prio: u8,
         (cfg_src, cfg_dst): (&SimConfig, &SimConfig),
         seed: u64,
         rate_src: Rate,
         rate_dst: Rate,
     ) -> Result<u32, String> {
-        if let Some(&q) = self.pairs.get(&(src, dst, index)) {
+        if let Some(&q) = self.pairs.get(&(src, dst, index, class)) {
             return Ok(q);
         }
         let a = self.qps.len() as u32;
@@ -191,6 +243,8 @@ impl QpTable {
         // The Linux stack's flow-label source port from the two QPNs.
         let sport = |me: u32, peer: u32| roce_udp_source_port(QPN_BASE + me, QPN_BASE + peer);
         for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
+            let pmtu = engine.attr().path_mtu.bytes();
+            let head_psn = engine.next_psn();
             self.qps.push(SimQp {
                 engine,
                 host,
@@ -199,9 +253,12 @@ impl QpTable {
                 sport: sport(id, other),
                 in_ready: false,
                 timer_at: None,
+                pmtu,
+                wrs: VecDeque::new(),
+                head_psn,
             });
         }
-        self.pairs.insert((src, dst, index), a);
+        self.pairs.insert((src, dst, index, class), a);
         Ok(a)
     }
 
@@ -437,6 +494,14 @@ fn message_len(f: &FlowSpec, i: u64) -> u32 {
     (f.size - i * f.message_size).min(f.message_size) as u32
 }
 
+/// Length of the message a send work request id names (flow id in the
+/// high half, message index in the low half); 0 for an id of no flow.
+fn wr_len(flows: &[FlowSpec], wr: u64) -> u32 {
+    flows
+        .get((wr >> 32) as usize)
+        .map_or(0, |f| message_len(f, wr & 0xFFFF_FFFF))
+}
+
 impl World<'_> {
     /// A flow starts: post its first messages.
     pub(crate) fn flow_start(&mut self, id: u32, now: Instant) {
@@ -499,9 +564,11 @@ impl World<'_> {
                     lkey,
                 },
             );
+            let wr_id = wr.wr_id;
             if q.engine.post_send(wr).is_err() {
                 break;
             }
+            q.wrs.push_back(wr_id);
             st.posted += 1;
         }
     }
@@ -517,9 +584,10 @@ impl World<'_> {
             let Some(st) = self.flow_state.get_mut(fid as usize) else {
                 continue;
             };
+            let f = &self.flows[fid as usize];
+            let len = message_len(f, c.wr_id & 0xFFFF_FFFF);
             if c.status == WcStatus::Success {
-                let f = &self.flows[fid as usize];
-                let len = message_len(f, c.wr_id & 0xFFFF_FFFF);
+                self.qps.qps[id as usize].retire(c.wr_id, len, true);
                 st.done += 1;
                 st.bytes_acked += u64::from(len);
                 if st.done == st.msgs {
@@ -532,7 +600,22 @@ impl World<'_> {
                         self.post_recvs(fid, id ^ 1);
                     }
                 }
-            } else if !st.failed {
+            } else {
+                let flows = self.flows;
+                let q = &mut self.qps.qps[id as usize];
+                if !st.failed {
+                    // What the receiver acknowledged of the message that
+                    // failed still counts as delivered.
+                    if let Some((wr, part)) = q.head_acked(|w| wr_len(flows, w)) {
+                        if wr == c.wr_id {
+                            st.bytes_acked += part;
+                        }
+                    }
+                }
+                q.retire(c.wr_id, len, false);
+                if st.failed {
+                    continue;
+                }
                 st.failed = true;
                 self.flows_open -= 1;
                 let host = self.qps.qps[id as usize].host;
@@ -550,6 +633,23 @@ impl World<'_> {
         self.arm_timer(id);
         let port = self.nics[host as usize].port;
         self.kick(port, now);
+    }
+
+    /// Bytes of flow `id` the receiver acknowledged: its completed
+    /// messages, plus the acknowledged packets of the message in progress
+    /// at the head of its queue pair (a flow cut off by the duration still
+    /// shows what got through). Payload bytes, no headers.
+    pub(crate) fn delivered(&self, id: u32) -> u64 {
+        let st = &self.flow_state[id as usize];
+        if st.failed || st.finish.is_some() {
+            return st.bytes_acked;
+        }
+        let flows = self.flows;
+        let part = self.qps.qps[st.qp as usize]
+            .head_acked(|w| wr_len(flows, w))
+            .filter(|&(wr, _)| (wr >> 32) as u32 == id)
+            .map_or(0, |(_, b)| b);
+        st.bytes_acked + part
     }
 
     /// Make sure an event is pending for QP `id`'s earliest deadline.

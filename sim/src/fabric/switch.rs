@@ -53,6 +53,9 @@ pub struct IngressAcc {
     pub headroom: u64,
     /// XOFF sent and not yet cleared.
     pub paused: bool,
+    /// The priority is lossless on the port (a copy of [`Mmu`]'s port
+    /// masks, kept beside the counters an arrival reads anyway).
+    pub lossless: bool,
 }
 
 impl IngressAcc {
@@ -76,8 +79,9 @@ pub struct Mmu {
     /// Accounting per `port * 8 + prio`.
     pub acc: Vec<IngressAcc>,
     /// Lossless priorities of each port as a bit set (PFC can be off on
-    /// one port, or on for other priorities).
-    pub lossless: Vec<u8>,
+    /// one port, or on for other priorities); change with
+    /// [`Mmu::set_lossless`].
+    lossless: Vec<u8>,
     /// PFC threshold rule.
     pub threshold: PfcThreshold,
     /// Lossy dynamic-threshold factor.
@@ -137,23 +141,40 @@ impl Mmu {
                 "reserve and headroom need {reserved} B of a {size} B buffer: expected less than the buffer"
             ));
         }
-        Ok(Mmu {
+        let mut mmu = Mmu {
             shared_size: size - reserved,
             shared_used: 0,
             reserve,
             acc: vec![IngressAcc::default(); headroom.len() * 8],
             headroom,
-            lossless,
+            lossless: vec![0; ports as usize],
             threshold,
             lossy_alpha,
             lossy_limit: lossy_limit.unwrap_or(u64::MAX),
             max_headroom: vec![0; ports as usize],
-        })
+        };
+        for (p, m) in lossless.into_iter().enumerate() {
+            mmu.set_lossless(p as u16, m);
+        }
+        Ok(mmu)
     }
 
     /// Whether `prio` is lossless on `port`.
     pub fn is_lossless(&self, port: u16, prio: u8) -> bool {
         self.lossless[usize::from(port)] & (1 << prio) != 0
+    }
+
+    /// Make the priorities in bit set `mask` lossless on `port` and the
+    /// others lossy (PFC turned on or off there). Headroom stays as
+    /// carved.
+    pub fn set_lossless(&mut self, port: u16, mask: u8) {
+        let p = usize::from(port);
+        if let Some(m) = self.lossless.get_mut(p) {
+            *m = mask;
+            for (prio, a) in self.acc[p * 8..p * 8 + 8].iter_mut().enumerate() {
+                a.lossless = mask & (1 << prio) != 0;
+            }
+        }
     }
 
     /// The shared-pool limit of one ingress under the dynamic rule, or the
@@ -171,9 +192,9 @@ impl Mmu {
     /// the bytes already queued at its egress (port, priority). Returns the
     /// decision and whether XOFF must be sent.
     pub fn arrive(&mut self, port: u16, prio: u8, len: u64, egress_q: u64) -> (Admit, PfcChange) {
-        let lossless = self.is_lossless(port, prio);
         let i = usize::from(port) * 8 + usize::from(prio);
         let a = self.acc[i];
+        let lossless = a.lossless;
         let free = self.shared_size.saturating_sub(self.shared_used);
         if a.total() + len <= self.reserve {
             self.acc[i].reserve += len;
@@ -313,7 +334,8 @@ mod tests {
         }
         assert_eq!(resumed_at, Some(15), "XON when 10 KB are left");
         assert_eq!(m.shared_used, 0);
-        assert_eq!(m.acc[11], IngressAcc::default());
+        assert_eq!(m.acc[11].total(), 0);
+        assert!(!m.acc[11].paused && m.acc[11].lossless);
     }
 
     #[test]

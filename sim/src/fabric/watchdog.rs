@@ -132,6 +132,9 @@ fn action_name(a: PfcWatchdogAction) -> &'static str {
 impl World<'_> {
     /// Switch port `p` was just told to stop priority `prio`: watch that
     /// queue from the next poll on.
+    // Off the healthy path: kept out of the event loop's inlined body.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn wd_arm(&mut self, p: u32, prio: u8, now: Instant) {
         if self.ports[p as usize].pfc_mask & (1 << prio) == 0
             || self.switch_of_node[self.ports[p as usize].node as usize] == NONE
@@ -171,6 +174,9 @@ impl World<'_> {
     }
 
     /// A watchdog poll: sample every active queue.
+    // Off the healthy path: kept out of the event loop's inlined body.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn wd_poll(&mut self, now: Instant) {
         let Some(mut wd) = self.wd.take() else {
             return;
@@ -342,7 +348,9 @@ impl World<'_> {
 
     /// A frame of `prio` for stormed queue (`out`, `prio`) under `drop`
     /// (`tx`), or arriving on stormed port `out` (`!tx`), is dropped.
+    // Off the healthy path: kept out of the event loop's inlined body.
     #[cold]
+    #[inline(never)]
     pub(crate) fn wd_drop_frame(&mut self, out: u32, prio: u8, tx: bool) {
         self.drops += 1;
         let Some(wd) = self.wd.as_deref_mut() else {
@@ -417,6 +425,9 @@ impl World<'_> {
 
     /// A stall watermark of NIC port `p` is due; false when the XOFF
     /// episode it belongs to already ended.
+    // Off the healthy path: kept out of the event loop's inlined body.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn nic_stall(
         &mut self,
         p: u32,

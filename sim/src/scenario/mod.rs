@@ -503,6 +503,7 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
             record: doc.record.clone(),
             faults,
             overrides: Vec::new(),
+            workload_cc: doc.workloads.iter().map(|w| w.cc.clone()).collect(),
         };
         if doc.duration == Some(Duration::ZERO) {
             return Err(FileError::new(

@@ -19,9 +19,15 @@
 //! (`write`, `send`, `read`; default `write`), `size`
 //! (bytes per pair, required for generated kinds except `poisson`),
 //! `message_size`, `qps_per_pair` (default `nic.qps_per_pair`), `start`
-//! (default 0), `priority` (default `nic.priority`). `hpcc-flows` and
+//! (default 0), `priority` (default `nic.priority`), `cc`. `hpcc-flows` and
 //! `htsim` take their sizes, times and priorities from the file and accept
-//! only `op` of the common keys.
+//! only `op` and `cc` of the common keys.
+//!
+//! `cc` (any kind) gives the workload's flows congestion control of their
+//! own: a table shaped like `[nic.cc]` (`algorithm`, `preset`, `dcqcn`;
+//! keys left out take `[nic.cc]`'s defaults, not the hosts'), in force at
+//! both ends of the flows' queue pairs instead of the hosts' `nic.cc`.
+//! Such flows never share a queue pair with flows of other settings.
 //!
 //! Hosts are named (`"h3"`) or given by host index (`3`). A host set is
 //! `"all"`, a count `N` (the first N hosts, skipping an incast's
@@ -108,6 +114,11 @@ pub struct WorkloadDoc {
     /// Time subtracted from imported start times.
     #[serde(default)]
     pub shift: Option<Duration>,
+    /// Congestion control of this workload's flows (a whole `[nic.cc]`
+    /// table: keys left out take `[nic.cc]`'s defaults), in place of
+    /// their hosts'; any kind.
+    #[serde(default)]
+    pub cc: Option<crate::config::CcConfig>,
 }
 
 /// Workload kinds.

@@ -5,6 +5,7 @@ mod support;
 mod capture;
 mod dcqcn;
 mod deadlock;
+mod delivery;
 mod dependencies;
 mod determinism;
 mod fabric;

@@ -147,6 +147,11 @@ fn bad_scenarios_name_file_key_and_expectation() {
         (format!("{base}{incast}name = \" \"\n"), "workload[0].name", "empty", None),
         (format!("{base}{incast}name = \"a\"\n{incast}name = \"a\"\n"), "workload[1].name", "also the name of workload[0]", None),
         (format!("{base}{incast}[[workload]]\nkind = \"incast\"\nreceiver = \"h1\"\nsize = \"1MB\"\nname = \"incast-0\"\n"), "workload[1].name", "expected distinct names", None),
+        (format!("{base}{incast}cc = {{ algorithm = \"dcqcn\", dcqcn = {{ g = 2.0 }} }}\n"), "workload[0].cc.dcqcn.g", "expected a gain in (0, 1]", Some(6)),
+        (format!("{base}{incast}cc = {{ algoritm = \"none\" }}\n"), "workload[0].cc.algoritm", "expected one of", Some(6)),
+        (format!("{base}[nic.cc.dcqcn]\ninitial_alpha = -1.0\n{incast}"), "nic.cc.dcqcn.initial_alpha", "expected a value in [0, 1]", Some(3)),
+        (format!("{base}[record]\nflow_rates = true\nflow_rate_interval = \"0us\"\n{incast}"), "record.flow_rate_interval", "positive duration", Some(4)),
+        (format!("{base}[record]\nflow_rates = 1\n{incast}"), "record.flow_rates", "expected a boolean", Some(3)),
         // What `run` would reject, `validate` rejects, at the key.
         (format!("{base}duration = \"1e30s\"\n{incast}"), "duration", "expected a number with a unit", Some(2)),
         (format!("{base}duration = \"0s\"\n{incast}"), "duration", "positive stop time", Some(2)),
