@@ -11,6 +11,10 @@
     var v = { errors: errors, requests: [], plots: 0, empty_plots: [], unlabelled_plots: [], overflow: [] };
     try {
       v.requests = performance.getEntriesByType("resource").map(function (r) { return r.name; });
+      // Local files load without a performance entry: list what would load them.
+      document.querySelectorAll("[src], link[href], object[data]").forEach(function (el) {
+        v.requests.push(el.tagName + " " + (el.getAttribute("src") || el.getAttribute("href") || el.getAttribute("data")));
+      });
       var svgs = document.querySelectorAll("svg.plot");
       v.plots = svgs.length;
       svgs.forEach(function (svg, i) {
@@ -19,10 +23,13 @@
         svg.querySelectorAll("polyline").forEach(function (p) {
           if (p.getAttribute("points").trim().split(/\s+/).length >= 2) marks++;
         });
-        marks += svg.querySelectorAll("rect.p, circle").length;
+        marks += svg.querySelectorAll("rect.p, circle, line.pz").length;
         var note = svg.querySelector("text.note");
         if (marks === 0 && !(note && note.textContent.trim())) v.empty_plots.push(name);
-        if (!note) {
+        if (svg.classList.contains("map")) {
+          var key = svg.querySelector("text.key");
+          if (!key || !key.textContent.trim()) v.unlabelled_plots.push(name);
+        } else if (!note) {
           var xl = svg.querySelector("text.xl"), yl = svg.querySelector("text.yl");
           if (!xl || !xl.textContent.trim() || !yl || !yl.textContent.trim()) v.unlabelled_plots.push(name);
         }

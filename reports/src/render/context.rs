@@ -103,8 +103,13 @@ impl Context {
 /// The flow that suffered most in `r`: the largest slowdown (FCT over its
 /// stand-alone FCT), ties to the lowest id.
 pub fn slowest_flow(r: &RunResult) -> Option<&FlowRecord> {
-    r.flows
-        .iter()
+    slowest(r.flows.iter())
+}
+
+/// The flow of `flows` with the largest finite slowdown, ties to the
+/// first.
+fn slowest<'a>(flows: impl Iterator<Item = &'a FlowRecord>) -> Option<&'a FlowRecord> {
+    flows
         .filter(|f| f.slowdown.is_some_and(f64::is_finite))
         .fold(None, |best: Option<&FlowRecord>, f| match best {
             Some(b) if b.slowdown >= f.slowdown => Some(b),
@@ -139,6 +144,27 @@ pub fn key_numbers(rs: &[RunResult]) -> Vec<String> {
             }
             None => format!("{v}: no flow finished"),
         };
+        // With several workloads, the slowest flow of each other one too
+        // (a victim flow is often not the slowest of all).
+        let mut workloads: Vec<&str> = Vec::new();
+        for f in &r.flows {
+            if !workloads.contains(&f.workload.as_str()) {
+                workloads.push(&f.workload);
+            }
+        }
+        let top = slowest_flow(r).map(|f| f.workload.as_str());
+        for w in workloads.iter().filter(|w| Some(**w) != top) {
+            if let Some(f) = slowest(r.flows.iter().filter(|f| f.workload == *w)) {
+                line.push_str(&format!(
+                    "; slowest of {w}: flow {} {} -> {}, {} ({:.1} times its ideal)",
+                    f.id,
+                    f.src,
+                    f.dst,
+                    fmt_time(f.fct_ps.unwrap_or(0)),
+                    f.slowdown.unwrap_or(1.0)
+                ));
+            }
+        }
         let unfinished = s.flows_total.saturating_sub(s.flows_completed);
         if unfinished > 0 && s.flows_completed > 0 {
             line.push_str(&format!(

@@ -1,7 +1,17 @@
 //! The run report: one self-contained `report.html` (inline CSS and SVG,
-//! no scripts, no external resources) or a Markdown summary, rendered from
-//! a run's `results.json` ([`ScenarioResults`]: one [`RunResult`] per
-//! variant).
+//! no external resources; its one inline script is a self-check that runs
+//! only when the page is opened as `report.html#check`) or a Markdown
+//! summary, rendered from a run's `results.json` ([`ScenarioResults`]: one
+//! [`RunResult`] per variant) and, from `rocelab run`, a [`Context`]: the
+//! scenario file's narrative and each variant's thresholds.
+//!
+//! Reading order: the lesson's point first (title, question, the key
+//! numbers of this run from [`context::key_numbers`], then the narrative),
+//! then the evidence. Every time axis spans the same range (the longest
+//! variant's run); each kind of variant has one colour in every report
+//! (lossless blue, lossy orange, congestion control green, faulty red,
+//! fixed purple; a second variant of a kind gets a spare colour); labels
+//! are kept on their canvas, and anything left out is said on the plot.
 //!
 //! Contents: a summary table with the variants side by side, the
 //! plain-language explanation ([`explain`]), and plots: queue depth over
@@ -24,6 +34,7 @@
 pub mod context;
 pub mod explain;
 pub mod svg;
+pub mod topology;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -331,6 +342,23 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
          by PAUSE from its peer; a bar is one held-off interval.</p>\n",
     );
     h.push_str(&pause_plots(&doc.variants));
+    h.push_str("<h2>Who paused whom</h2>\n<div class=\"row\">\n");
+    let colors = variant_colors(&doc.variants);
+    for (i, r) in doc.variants.iter().enumerate() {
+        match topology::pause_map(r, i, colors[i]) {
+            Some(svg) => h.push_str(&svg),
+            None => {
+                let _ = write!(
+                    h,
+                    "<p class=\"note\">{}: no ports recorded (<code>[record] ports</code>): \
+                     no map.</p>",
+                    escape(&r.summary.variant)
+                );
+            }
+        }
+        h.push('\n');
+    }
+    h.push_str("</div>\n");
     h.push_str("<h2>Flow completion times</h2>\n");
     h.push_str(&fct_cdf(&doc.variants));
     h.push_str("<h2>Throughput over time</h2>\n");
@@ -1280,6 +1308,65 @@ mod tests {
         assert!(svg.contains(">n44:0 p3 ("));
         assert!(!svg.contains(">n4:0 p3 ("));
         assert_eq!(svg.matches("class=\"p\"").count(), MAX_PAUSE_ROWS);
+    }
+
+    #[test]
+    fn a_variant_kind_keeps_its_colour_and_a_second_one_gets_a_spare() {
+        let rs: Vec<RunResult> = ["lossy", "lossless-dcqcn", "lossless", "go-back-0"]
+            .iter()
+            .map(|n| empty_run(n))
+            .collect();
+        assert_eq!(
+            variant_colors(&rs),
+            vec!["#ff7f0e", "#2ca02c", "#1f77b4", SPARE[0]]
+        );
+        assert_eq!(kind_of("storm-watchdog").0, "fixed");
+        assert_eq!(kind_of("deadlock").0, "faulty");
+    }
+
+    #[test]
+    fn time_axes_are_shared_and_thresholds_drawn_with_the_lesson_first() {
+        let mut a = empty_run("lossless");
+        let mut b = empty_run("lossy");
+        a.summary.sim_time_ps = 1_000_000_000; // 1 ms
+        b.summary.sim_time_ps = 100_000_000_000; // 100 ms
+        for r in [&mut a, &mut b] {
+            r.queues.push(sim::results::QueueSeries {
+                node: "sw".into(),
+                port: 0,
+                priority: Some(3),
+                interval_ps: 10_000,
+                samples: vec![(0, 0), (500_000_000, 300_000)],
+            });
+        }
+        let doc = ScenarioResults {
+            scenario: "s".into(),
+            seed: 1,
+            variants: vec![a, b],
+        };
+        let ctx = Context {
+            narrative: narrative_of("# Lesson 9: T\n# Question: Q?\n#\n# Body.\n"),
+            thresholds: vec![
+                vec![Threshold {
+                    name: "Kmin".into(),
+                    bytes: 400_000,
+                    priority: Some(3),
+                }],
+                Vec::new(),
+            ],
+        };
+        let h = html_with(&doc, &ctx);
+        // Both queue panels end at the longer run's 100 ms: the last tick
+        // is 100000 us, kept on the canvas (centre at most 420 - 23.5).
+        let last = "x=\"398.5\" y=\"218.0\" text-anchor=\"middle\">100000</text>";
+        assert_eq!(h.matches(last).count(), 2, "{h}");
+        assert_eq!(h.matches(">Kmin 0.4 MB</text>").count(), 1);
+        let lesson = h.find("id=\"lesson\"").unwrap();
+        assert!(lesson < h.find("id=\"summary\"").unwrap());
+        assert!(h.contains("<b>Question:</b> Q?"));
+        assert!(h.contains("<h1>Lesson 9: T</h1>"));
+        assert!(h.contains("<p>Body.</p>"));
+        assert!(markdown_with(&doc, &ctx).contains("**Question:** Q?"));
     }
 
     #[test]
