@@ -15,8 +15,14 @@
       document.querySelectorAll("[src], link[href], object[data]").forEach(function (el) {
         v.requests.push(el.tagName + " " + (el.getAttribute("src") || el.getAttribute("href") || el.getAttribute("data")));
       });
+      document.querySelectorAll("div.zoom").forEach(function (z) {
+        v.plots++;
+        var c = z.querySelector("canvas");
+        if (!c || c.width === 0 || !(Number(z.getAttribute("data-points")) > 0)) v.empty_plots.push(z.id);
+        if (!z.getAttribute("data-xlabel") || !z.getAttribute("data-ylabel")) v.unlabelled_plots.push(z.id);
+      });
       var svgs = document.querySelectorAll("svg.plot");
-      v.plots = svgs.length;
+      v.plots += svgs.length;
       svgs.forEach(function (svg, i) {
         var name = (svg.querySelector("title") || {}).textContent || ("plot " + i);
         var marks = 0;

@@ -35,6 +35,7 @@ pub mod context;
 pub mod explain;
 pub mod svg;
 pub mod topology;
+pub mod zoom;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -365,6 +366,9 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     h.push_str(&flow_rate_plots(&doc.variants));
     h.push_str("<h2>Per-flow throughput</h2>\n");
     h.push_str(&flow_throughput(&doc.variants));
+    if h.contains("<div class=\"zoom\"") {
+        h.push_str(&zoom::scripts());
+    }
     h.push_str("</body>\n</html>\n");
     h
 }
@@ -744,7 +748,7 @@ fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>]) -> String {
             .to_string();
     }
     let mut out = String::new();
-    for (node, port, prio) in &keys {
+    for (k, (node, port, prio)) in keys.iter().enumerate() {
         let series: Vec<(usize, &RunResult, &sim::results::QueueSeries)> = rs
             .iter()
             .enumerate()
@@ -773,7 +777,8 @@ fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>]) -> String {
             .unwrap_or(0);
         let y = Axis::zero_to(ymax as f64);
         out.push_str("<div class=\"row\">\n");
-        for (i, r, q) in series {
+        let mut zoomed = Vec::new();
+        for &(i, r, q) in &series {
             let x = Axis::linear(0.0, end);
             let title = format!(
                 "{}: egress queue {} (bytes)",
@@ -797,8 +802,25 @@ fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>]) -> String {
             p.polyline(&decimate(&pts, cols), colors[i], &r.summary.variant);
             out.push_str(&p.finish());
             out.push('\n');
+            zoomed.push(zoom::Series {
+                name: r.summary.variant.clone(),
+                color: colors[i],
+                points: decimate(&pts, ZOOM_COLUMNS),
+            });
         }
         out.push_str("</div>\n");
+        out.push_str(&zoom::chart_html(
+            &format!("zoom-queue-{k}"),
+            &zoom::Chart {
+                title: format!(
+                    "egress queue {}, all variants: drag to zoom, double-click to reset",
+                    queue_name(node, *port, *prio)
+                ),
+                xlabel: "time (us)".into(),
+                ylabel: "bytes queued".into(),
+                series: zoomed,
+            },
+        ));
     }
     out
 }
@@ -1014,7 +1036,12 @@ fn flow_rate_plots(rs: &[RunResult]) -> String {
         / 1e9;
     let y = Axis::zero_to(ymax);
     let mut out = String::from("<div class=\"row\">\n");
-    for r in rs.iter().filter(|r| !r.flow_rates.is_empty()) {
+    let mut charts = Vec::new();
+    for (v, r) in rs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.flow_rates.is_empty())
+    {
         let slowest = context::slowest_flow(r).map(|f| f.id);
         let mut order: Vec<&sim::results::FlowRateSeries> = r.flow_rates.iter().collect();
         order.sort_by_key(|f| (Some(f.id) != slowest, f.id));
@@ -1033,6 +1060,7 @@ fn flow_rate_plots(rs: &[RunResult]) -> String {
         p.shrink_bottom(extra);
         p.axes("time (us)", "Gbit/s delivered", &num, &num);
         let mut legend = Vec::new();
+        let mut zoomed = Vec::new();
         for (k, f) in order.iter().enumerate() {
             let name = match r.flows.iter().find(|x| x.id == f.id) {
                 Some(x) => format!("flow {} {}->{}", f.id, x.src, x.dst),
@@ -1046,6 +1074,11 @@ fn flow_rate_plots(rs: &[RunResult]) -> String {
                 .collect();
             let cols = p.area_width() as usize;
             p.polyline(&decimate(&pts, cols), c, &name);
+            zoomed.push(zoom::Series {
+                name: name.clone(),
+                color: c,
+                points: decimate(&pts, ZOOM_COLUMNS),
+            });
             legend.push((name, c));
         }
         if left_out > 0 {
@@ -1060,10 +1093,27 @@ fn flow_rate_plots(rs: &[RunResult]) -> String {
         p.legend_below(&legend);
         out.push_str(&p.finish());
         out.push('\n');
+        charts.push(zoom::chart_html(
+            &format!("zoom-rate-{v}"),
+            &zoom::Chart {
+                title: format!(
+                    "{}: throughput of named flows: drag to zoom, double-click to reset",
+                    r.summary.variant
+                ),
+                xlabel: "time (us)".into(),
+                ylabel: "Gbit/s delivered".into(),
+                series: zoomed,
+            },
+        ));
     }
     out.push_str("</div>\n");
+    out.push_str(&charts.concat());
     out
 }
+
+/// Columns of an interactive chart's data (each keeps its minimum and
+/// maximum, so peaks survive until zoomed in).
+const ZOOM_COLUMNS: usize = 900;
 
 /// Throughput of each completed flow (size over FCT), by flow id.
 fn flow_throughput(rs: &[RunResult]) -> String {
@@ -1360,7 +1410,7 @@ mod tests {
         // is 100000 us, kept on the canvas (centre at most 420 - 23.5).
         let last = "x=\"398.5\" y=\"218.0\" text-anchor=\"middle\">100000</text>";
         assert_eq!(h.matches(last).count(), 2, "{h}");
-        assert_eq!(h.matches(">Kmin 0.4 MB</text>").count(), 1);
+        assert_eq!(h.matches(">Kmin 400 KB</text>").count(), 1);
         let lesson = h.find("id=\"lesson\"").unwrap();
         assert!(lesson < h.find("id=\"summary\"").unwrap());
         assert!(h.contains("<b>Question:</b> Q?"));
