@@ -191,6 +191,8 @@ fn write_outputs(
         out.join("report.html"),
         reports::render::html_with(doc, &ctx),
     )?;
+    let ctx_json = serde_json::to_string_pretty(&ctx).map_err(std::io::Error::other)?;
+    std::fs::write(out.join(reports::render::CONTEXT_FILE), ctx_json + "\n")?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };

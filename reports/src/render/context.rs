@@ -8,12 +8,15 @@
 //! are computed, never copied from the text, so the report shows what
 //! this run did.
 
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 use sim::results::{FlowRecord, RunResult};
 
 use super::fmt_time;
 
 /// A named queue threshold of one variant, drawn on its queue plots.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Threshold {
     /// `XOFF`, `XON`, `Kmin` or `Kmax`.
     pub name: String,
@@ -24,14 +27,43 @@ pub struct Threshold {
 }
 
 /// The context of a report; [`Context::default`] is none (the report
-/// then opens with the summary).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// then opens with the summary). `rocelab run` writes it beside
+/// `results.json` as [`CONTEXT_FILE`] so that `rocelab report` renders
+/// the same page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Context {
     /// The scenario file's header comment, one entry per line, without
     /// the leading `#` and one space; empty lines separate paragraphs.
     pub narrative: Vec<String>,
     /// Per variant, in the order of the results: its thresholds.
     pub thresholds: Vec<Vec<Threshold>>,
+}
+
+/// The context's file name in a run's output folder.
+pub const CONTEXT_FILE: &str = "report-context.json";
+
+/// The context saved in `dir` ([`CONTEXT_FILE`]), or none when the file
+/// is absent (results from elsewhere); a file that is there but unreadable
+/// is an error naming it.
+pub fn load_context(dir: &Path) -> Result<Context, super::LoadError> {
+    let path = dir.join(CONTEXT_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Context::default()),
+        Err(e) => {
+            return Err(super::LoadError {
+                path,
+                message: format!("cannot read: {e}"),
+            })
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| super::LoadError {
+        path,
+        message: format!(
+            "not a rocelab report context (expected {{\"narrative\": [lines], \
+             \"thresholds\": [[{{\"name\", \"bytes\", \"priority\"}}]]}}): {e}"
+        ),
+    })
 }
 
 /// The header comment of a scenario file: its leading lines that start

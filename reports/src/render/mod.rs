@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use sim::results::RunResult;
 use sim::scenario::ScenarioResults;
 
-pub use context::{narrative_of, Context, Threshold};
+pub use context::{load_context, narrative_of, Context, Threshold, CONTEXT_FILE};
 use svg::{decimate, escape, num, Axis, Plot, PALETTE};
 
 /// Why a results file could not be read.
