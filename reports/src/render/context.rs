@@ -174,7 +174,11 @@ pub fn key_numbers(rs: &[RunResult]) -> Vec<String> {
                     sd
                 )
             }
-            None => format!("{v}: no flow finished"),
+            None => format!(
+                "{v}: no flow finished; {} bytes delivered in {}",
+                s.bytes_delivered,
+                fmt_time(s.sim_time_ps)
+            ),
         };
         // With several workloads, the slowest flow of each other one too
         // (a victim flow is often not the slowest of all).

@@ -1420,6 +1420,46 @@ mod tests {
     }
 
     #[test]
+    fn key_numbers_name_the_slowest_flow_and_each_workloads_worst() {
+        let mut r = empty_run("lossless");
+        let flow = |id: u32, src: &str, dst: &str, workload: &str, fct: u64, sd: f64| {
+            sim::results::FlowRecord {
+                id,
+                src: src.into(),
+                dst: dst.into(),
+                workload: workload.into(),
+                size: 8_000_000,
+                start_ps: 0,
+                posted_ps: None,
+                finish_ps: Some(fct),
+                fct_ps: Some(fct),
+                slowdown: Some(sd),
+                bytes_acked: 8_000_000,
+                failed: false,
+            }
+        };
+        r.flows = vec![
+            flow(0, "h2", "h0", "incast", 9_104_000_000, 13.8),
+            flow(1, "h3", "h0", "incast", 8_000_000_000, 12.1),
+            flow(14, "h15", "h1", "victim", 5_700_000_000, 8.66),
+        ];
+        r.summary.flows_total = 3;
+        r.summary.flows_completed = 3;
+        r.summary.pause_frames_sent = 2995;
+        r.summary.pause_time_ps = 30_560_000_000;
+        let k = context::key_numbers(std::slice::from_ref(&r));
+        assert_eq!(
+            k,
+            vec![
+                "lossless: the slowest flow is flow 0 h2 -> h0 (incast, 8000000 bytes): 9.104 ms \
+                 against 659.7 us alone, 13.8 times its ideal; slowest of victim: flow 14 h15 -> \
+                 h1, 5.700 ms (8.7 times its ideal) (2995 PAUSE frames held transmitters for \
+                 30.56 ms in all)."
+            ]
+        );
+    }
+
+    #[test]
     fn markdown_escapes_table_breakers() {
         assert_eq!(md_escape("a|b*c\nd"), "a\\|b\\*c d");
     }
