@@ -334,7 +334,8 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
         "<p class=\"note\">All time axes of the report span the same range: the \
          longest variant's run. Dashed lines are the variant's thresholds: Kmin and Kmax \
          (ECN marking on this egress queue) and XOFF and XON (PFC, counted per ingress \
-         port, so drawn for scale).</p>\n",
+         port, so drawn for scale; a dynamic PFC threshold moves with the free buffer and \
+         is not drawn).</p>\n",
     );
     h.push_str(&queue_plots(&doc.variants, &ctx.thresholds));
     h.push_str("<h2>PAUSE timelines</h2>\n");
