@@ -2,7 +2,7 @@
 //! run's results as a self-contained HTML page (SVG plots, side-by-side
 //! variants, explanation) or as Markdown (table and explanation).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Output format of `rocelab report`.
@@ -36,9 +36,18 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The narrative and thresholds `rocelab run` saved beside the results.
+    let dir = args.results.parent().unwrap_or(Path::new("."));
+    let ctx = match reports::render::load_context(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let (text, name) = match args.format {
-        Format::Html => (reports::render::html(&doc), "report.html"),
-        Format::Md => (reports::render::markdown(&doc), "report.md"),
+        Format::Html => (reports::render::html_with(&doc, &ctx), "report.html"),
+        Format::Md => (reports::render::markdown_with(&doc, &ctx), "report.md"),
     };
     let out = args.out.clone().unwrap_or_else(|| {
         args.results

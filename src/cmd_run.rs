@@ -148,7 +148,14 @@ pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
         seed: scenario.seed,
         variants: results,
     };
-    if let Err(e) = write_outputs(&out, &doc, &scenario) {
+    // The scenario file's header comment is the report's narrative.
+    let narrative = match text {
+        Some(t) => reports::render::narrative_of(t),
+        None => std::fs::read_to_string(&args.file)
+            .map(|t| reports::render::narrative_of(&t))
+            .unwrap_or_default(),
+    };
+    if let Err(e) = write_outputs(&out, &doc, &scenario, narrative) {
         eprintln!("error: writing {}: {e}", out.display());
         return None;
     }
@@ -168,10 +175,24 @@ fn write_outputs(
     out: &Path,
     doc: &ScenarioResults,
     scenario: &scenario::Scenario,
+    narrative: Vec<String>,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("results.json"), doc.to_json())?;
-    std::fs::write(out.join("report.html"), reports::render::html(doc))?;
+    let ctx = reports::render::Context {
+        narrative,
+        thresholds: scenario
+            .variants
+            .iter()
+            .map(|v| thresholds(&v.config))
+            .collect(),
+    };
+    std::fs::write(
+        out.join("report.html"),
+        reports::render::html_with(doc, &ctx),
+    )?;
+    let ctx_json = serde_json::to_string_pretty(&ctx).map_err(std::io::Error::other)?;
+    std::fs::write(out.join(reports::render::CONTEXT_FILE), ctx_json + "\n")?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
@@ -335,4 +356,34 @@ fn print_comparison(results: &[RunResult]) {
         }
         println!();
     }
+}
+
+/// The queue thresholds of one variant that its report draws: ECN's Kmin
+/// and Kmax per marking priority, and PFC's static XOFF and XON per
+/// lossless priority (a dynamic threshold has no fixed byte value).
+fn thresholds(c: &sim::config::SimConfig) -> Vec<reports::render::Threshold> {
+    use reports::render::Threshold;
+    let mut out = Vec::new();
+    for e in &c.fabric.ecn {
+        for (name, size) in [("Kmin", e.kmin), ("Kmax", e.kmax)] {
+            out.push(Threshold {
+                name: name.into(),
+                bytes: size.bytes(),
+                priority: Some(e.priority),
+            });
+        }
+    }
+    let pfc = &c.fabric.pfc;
+    if let (true, sim::config::PfcThreshold::Static { xoff, xon }) = (pfc.enabled, &pfc.threshold) {
+        for &p in &pfc.priorities {
+            for (name, size) in [("XOFF", xoff), ("XON", xon)] {
+                out.push(Threshold {
+                    name: name.into(),
+                    bytes: size.bytes(),
+                    priority: Some(p),
+                });
+            }
+        }
+    }
+    out
 }

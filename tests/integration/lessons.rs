@@ -27,6 +27,7 @@ fn lesson(n: usize) -> (Value, PathBuf) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+    crate::report_browser::check(&out.join("report.html"));
     let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
     (serde_json::from_str(&text).expect("JSON"), out)
 }

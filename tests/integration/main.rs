@@ -7,4 +7,5 @@ mod devices;
 mod ibverbs_shim;
 mod lessons;
 mod perftest;
+mod report_browser;
 mod wire;

@@ -1,16 +1,24 @@
 //! The run report: one self-contained `report.html` (inline CSS and SVG,
-//! no scripts, no external resources) or a Markdown summary, rendered from
-//! a run's `results.json` ([`ScenarioResults`]: one [`RunResult`] per
-//! variant).
+//! no external resources; its one inline script is a self-check that runs
+//! only when the page is opened as `report.html#check`) or a Markdown
+//! summary, rendered from a run's `results.json` ([`ScenarioResults`]: one
+//! [`RunResult`] per variant) and, from `rocelab run`, a [`Context`]: the
+//! scenario file's narrative and each variant's thresholds.
+//!
+//! Reading order: the lesson's point first (title, question, the key
+//! numbers of this run from [`context::key_numbers`], then the narrative),
+//! then the evidence. Every time axis spans the same range (the longest
+//! variant's run); each kind of variant has one colour in every report
+//! (lossless blue, lossy orange, congestion control green, faulty red,
+//! fixed purple; a second variant of a kind gets a spare colour); labels
+//! are kept on their canvas, and anything left out is said on the plot.
 //!
 //! Contents: a summary table with the variants side by side, the
 //! plain-language explanation ([`explain`]), and plots: queue depth over
 //! time for every recorded queue (one panel per variant, same depth
 //! scale), PAUSE timelines (one row per paused port and priority, from
 //! `pauses`), the FCT CDF of every variant on one log-scale plot, and
-//! per-flow throughput, and the delivery rate of each flow over time when
-//! the run recorded it (`flow_rates`: one panel per variant, the
-//! [`MAX_RATE_FLOWS`] flows that delivered most). When a run found PFC deadlocks or its PFC
+//! per-flow throughput. When a run found PFC deadlocks or its PFC
 //! watchdog saw storms, both forms list them ([`fabric_event_tables`]):
 //! each deadlock's priority, when it formed and was detected, and its
 //! member queues; each storm detected / restored event per switch port
@@ -23,8 +31,11 @@
 //! of a plot. Each summary cell carries the exact value in `data-value`
 //! (integers as written in `results.json`; times in ps, rates in bit/s).
 
+pub mod context;
 pub mod explain;
 pub mod svg;
+pub mod topology;
+pub mod zoom;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,6 +43,7 @@ use std::path::{Path, PathBuf};
 use sim::results::RunResult;
 use sim::scenario::ScenarioResults;
 
+pub use context::{load_context, narrative_of, Context, Threshold, CONTEXT_FILE};
 use svg::{decimate, escape, num, Axis, Plot, PALETTE};
 
 /// Why a results file could not be read.
@@ -209,19 +221,38 @@ svg .t{font-weight:bold;font-size:12px}\
 svg .g{stroke:#eee}\
 svg .f{fill:none;stroke:#888}\
 svg .s{fill:none;stroke-width:1.5}\
-.note{color:#666}";
+.note{color:#666}\
+.key .sw{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}\
+#lesson{border-left:4px solid #1f77b4;padding-left:1em}\
+#lesson .q{font-size:1.15em}";
 
-/// The whole report as one HTML page.
+/// The page's self-check, run only when the page is opened with
+/// `#check` (the report test opens it so in headless Chromium): it
+/// records script errors and `console.error` calls from the start, and
+/// after load writes a JSON verdict into `<pre id="check-verdict">`:
+/// resources fetched (`performance` entries; a report needs none), plots
+/// without data marks or axis labels, and texts whose rendered box
+/// leaves their plot or whose content overflows its element.
+const CHECK_JS: &str = include_str!("check.js");
+
+/// The whole report as one HTML page, without a scenario narrative or
+/// thresholds ([`html_with`] with [`Context::default`]).
 pub fn html(doc: &ScenarioResults) -> String {
+    html_with(doc, &Context::default())
+}
+
+/// The whole report as one HTML page: the scenario's point first (its
+/// narrative and the key numbers of this run), then the evidence.
+pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     let mut h = String::new();
     let title = format!("rocelab report: {}", doc.scenario);
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{}</h1>\n\
+         <title>{}</title>\n<style>{CSS}</style>\n<script>{CHECK_JS}</script>\n</head>\n<body>\n<h1>{}</h1>\n\
          <p>Seed {}; {} variant{}: {}.</p>\n",
         escape(&title),
-        escape(&title),
+        escape(ctx.title().unwrap_or(&title)),
         doc.seed,
         doc.variants.len(),
         if doc.variants.len() == 1 { "" } else { "s" },
@@ -233,6 +264,7 @@ pub fn html(doc: &ScenarioResults) -> String {
                 .join(", ")
         )
     );
+    h.push_str(&lesson_html(doc, ctx));
     // Summary table.
     h.push_str("<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr><th></th>");
     for r in &doc.variants {
@@ -296,30 +328,86 @@ pub fn html(doc: &ScenarioResults) -> String {
         h.push_str("</tbody>\n</table>\n");
     }
     // Plots.
+    h.push_str(&legend_html(&doc.variants));
     h.push_str("<h2>Queue depth</h2>\n");
-    h.push_str(&queue_plots(&doc.variants));
+    h.push_str(
+        "<p class=\"note\">All time axes of the report span the same range: the \
+         longest variant's run. Dashed lines are the variant's thresholds: Kmin and Kmax \
+         (ECN marking on this egress queue) and XOFF and XON (PFC, counted per ingress \
+         port, so drawn for scale; a dynamic PFC threshold moves with the free buffer and \
+         is not drawn).</p>\n",
+    );
+    h.push_str(&queue_plots(&doc.variants, &ctx.thresholds));
     h.push_str("<h2>PAUSE timelines</h2>\n");
     h.push_str(
         "<p class=\"note\">One row per port and priority whose transmitter was held off \
          by PAUSE from its peer; a bar is one held-off interval.</p>\n",
     );
     h.push_str(&pause_plots(&doc.variants));
+    h.push_str("<h2>Who paused whom</h2>\n<div class=\"row\">\n");
+    let colors = variant_colors(&doc.variants);
+    for (i, r) in doc.variants.iter().enumerate() {
+        match topology::pause_map(r, i, colors[i]) {
+            Some(svg) => h.push_str(&svg),
+            None => {
+                let _ = write!(
+                    h,
+                    "<p class=\"note\">{}: no ports recorded (<code>[record] ports</code>): \
+                     no map.</p>",
+                    escape(&r.summary.variant)
+                );
+            }
+        }
+        h.push('\n');
+    }
+    h.push_str("</div>\n");
     h.push_str("<h2>Flow completion times</h2>\n");
     h.push_str(&fct_cdf(&doc.variants));
+    h.push_str("<h2>Throughput over time</h2>\n");
+    h.push_str(&flow_rate_plots(&doc.variants));
     h.push_str("<h2>Per-flow throughput</h2>\n");
     h.push_str(&flow_throughput(&doc.variants));
-    if doc.variants.iter().any(|r| !r.flow_rates.is_empty()) {
-        h.push_str("<h2>Flow rates over time</h2>\n");
-        h.push_str(&flow_rate_plots(&doc.variants));
+    if h.contains("<div class=\"zoom\"") {
+        h.push_str(&zoom::scripts());
     }
     h.push_str("</body>\n</html>\n");
     h
 }
 
-/// The summary table and the explanation as Markdown.
+/// The summary table and the explanation as Markdown, without a
+/// scenario narrative ([`markdown_with`] with [`Context::default`]).
 pub fn markdown(doc: &ScenarioResults) -> String {
+    markdown_with(doc, &Context::default())
+}
+
+/// The scenario's point (narrative and key numbers), the summary table
+/// and the explanation as Markdown.
+pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
     let mut m = String::new();
     let _ = writeln!(m, "# rocelab report: {}\n", md_escape(&doc.scenario));
+    if let Some(t) = ctx.title() {
+        let _ = writeln!(m, "## {}\n", md_escape(t));
+    }
+    if let Some(q) = ctx.header("Question") {
+        let _ = writeln!(m, "**Question:** {}\n", md_escape(q));
+    }
+    if !ctx.narrative.is_empty() {
+        m.push_str("### Key numbers of this run\n\n");
+        for k in context::key_numbers(&doc.variants) {
+            let _ = writeln!(m, "- {}", md_escape(&k));
+        }
+        m.push('\n');
+        for para in ctx.paragraphs() {
+            match para.strip_prefix("* ") {
+                Some(item) => {
+                    let _ = writeln!(m, "- {}\n", md_escape(item));
+                }
+                None => {
+                    let _ = writeln!(m, "{}\n", md_escape(&para));
+                }
+            }
+        }
+    }
     let _ = writeln!(
         m,
         "Seed {}; {} variant{}.\n",
@@ -492,8 +580,146 @@ fn md_escape(s: &str) -> String {
     out
 }
 
-fn color(i: usize) -> &'static str {
-    PALETTE[i % PALETTE.len()]
+/// Kinds of variant and their colours, the same in every report: the
+/// first kind whose keyword the variant's name contains gives its colour.
+const KINDS: [(&str, &str, &[&str]); 5] = [
+    (
+        "fixed",
+        "#9467bd",
+        &["fixed", "watchdog", "routes-follow", "computed", "tuned"],
+    ),
+    (
+        "faulty",
+        "#d62728",
+        &[
+            "storm", "deadlock", "slow", "fault", "broken", "too-", "mismatch",
+        ],
+    ),
+    (
+        "congestion control",
+        "#2ca02c",
+        &["dcqcn", "paper", "firmware", "hpcc", "cc"],
+    ),
+    ("lossy", "#ff7f0e", &["lossy", "go-back"]),
+    (
+        "lossless",
+        "#1f77b4",
+        &[
+            "lossless",
+            "pfc",
+            "healthy",
+            "no-loss",
+            "light-load",
+            "incast",
+        ],
+    ),
+];
+
+/// Colours for a second variant of a kind already shown, in order.
+const SPARE: [&str; 5] = ["#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
+
+/// The kind of a variant by its name (`other` when no keyword matches).
+fn kind_of(name: &str) -> (&'static str, &'static str) {
+    let n = name.to_ascii_lowercase();
+    KINDS
+        .iter()
+        .find(|(_, _, keys)| keys.iter().any(|k| n.contains(k)))
+        .map_or(("other", "#7f7f7f"), |(k, c, _)| (k, c))
+}
+
+/// One colour per variant: its kind's colour, or, for a second variant of
+/// the same kind in this report, the next spare one (so the plots still
+/// tell them apart).
+fn variant_colors(rs: &[RunResult]) -> Vec<&'static str> {
+    let mut used: Vec<&'static str> = Vec::new();
+    let mut spare = SPARE.iter().chain(PALETTE.iter()).cycle();
+    for r in rs {
+        let mut c = kind_of(&r.summary.variant).1;
+        while used.contains(&c) && used.len() < SPARE.len() + KINDS.len() {
+            c = spare.next().copied().unwrap_or(c);
+        }
+        used.push(c);
+    }
+    used
+}
+
+/// The colour key: which colour is which variant and kind.
+fn legend_html(rs: &[RunResult]) -> String {
+    let mut h = String::from(
+        "<p class=\"key\" id=\"colour-key\">Colours (one per kind of variant in every \
+         report: lossless blue, lossy orange, congestion control green, faulty red, fixed \
+         purple):",
+    );
+    for (r, c) in rs.iter().zip(variant_colors(rs)) {
+        let _ = write!(
+            h,
+            " <span class=\"sw\" style=\"background:{c}\"></span>{} ({})",
+            escape(&r.summary.variant),
+            kind_of(&r.summary.variant).0
+        );
+    }
+    h.push_str("</p>\n");
+    h
+}
+
+/// The lesson first: title, question, the key numbers of this run, then
+/// the narrative. Empty without a narrative.
+fn lesson_html(doc: &ScenarioResults, ctx: &Context) -> String {
+    let mut h = String::new();
+    if ctx.narrative.is_empty() {
+        return h;
+    }
+    h.push_str("<section id=\"lesson\">\n");
+    if let Some(q) = ctx.header("Question") {
+        let _ = writeln!(h, "<p class=\"q\"><b>Question:</b> {}</p>", escape(q));
+    }
+    h.push_str("<h2>Key numbers of this run</h2>\n<ul id=\"key-numbers\">\n");
+    for k in context::key_numbers(&doc.variants) {
+        let _ = writeln!(h, "<li>{}</li>", escape(&k));
+    }
+    h.push_str("</ul>\n<h2>The lesson</h2>\n<div id=\"narrative\">\n");
+    let mut in_list = false;
+    for para in ctx.paragraphs() {
+        match para.strip_prefix("* ") {
+            Some(item) => {
+                if !in_list {
+                    h.push_str("<ul>\n");
+                    in_list = true;
+                }
+                let _ = writeln!(h, "<li>{}</li>", escape(item));
+            }
+            None => {
+                if in_list {
+                    h.push_str("</ul>\n");
+                    in_list = false;
+                }
+                let _ = writeln!(h, "<p>{}</p>", escape(&para));
+            }
+        }
+    }
+    if in_list {
+        h.push_str("</ul>\n");
+    }
+    h.push_str("</div>\n</section>\n");
+    h
+}
+
+/// The end of the shared time axis, in us: the longest variant's run.
+fn time_end_us(rs: &[RunResult]) -> f64 {
+    rs.iter()
+        .map(|r| {
+            let q = r
+                .queues
+                .iter()
+                .filter_map(|q| q.samples.last().map(|s| s.0))
+                .max()
+                .unwrap_or(0);
+            r.summary.sim_time_ps.max(q)
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64
+        / 1e6
 }
 
 fn queue_name(node: &str, port: u16, priority: Option<u8>) -> String {
@@ -505,7 +731,9 @@ fn queue_name(node: &str, port: u16, priority: Option<u8>) -> String {
 
 /// One row of panels per recorded queue, one panel per variant, sharing
 /// the depth axis so the variants compare at a glance.
-fn queue_plots(rs: &[RunResult]) -> String {
+fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>]) -> String {
+    let colors = variant_colors(rs);
+    let end = time_end_us(rs);
     let mut keys: Vec<(String, u16, Option<u8>)> = Vec::new();
     for r in rs {
         for q in &r.queues {
@@ -521,7 +749,7 @@ fn queue_plots(rs: &[RunResult]) -> String {
             .to_string();
     }
     let mut out = String::new();
-    for (node, port, prio) in &keys {
+    for (k, (node, port, prio)) in keys.iter().enumerate() {
         let series: Vec<(usize, &RunResult, &sim::results::QueueSeries)> = rs
             .iter()
             .enumerate()
@@ -532,48 +760,79 @@ fn queue_plots(rs: &[RunResult]) -> String {
                     .map(|q| (i, r, q))
             })
             .collect();
+        let applies =
+            |t: &&Threshold| t.priority.is_none() || prio.is_none() || t.priority == *prio;
         let ymax = series
             .iter()
-            .flat_map(|(_, _, q)| q.samples.iter().map(|s| s.1))
+            .flat_map(|(i, _, q)| {
+                q.samples.iter().map(|s| s.1).chain(
+                    thresholds
+                        .get(*i)
+                        .into_iter()
+                        .flatten()
+                        .filter(applies)
+                        .map(|t| t.bytes),
+                )
+            })
             .max()
             .unwrap_or(0);
         let y = Axis::zero_to(ymax as f64);
         out.push_str("<div class=\"row\">\n");
-        for (i, r, q) in series {
-            let end = q
-                .samples
-                .last()
-                .map_or(r.summary.sim_time_ps, |s| s.0)
-                .max(1);
-            let x = Axis::linear(0.0, end as f64 / 1e6);
+        let mut zoomed = Vec::new();
+        for &(i, r, q) in &series {
+            let x = Axis::linear(0.0, end);
             let title = format!(
                 "{}: egress queue {} (bytes)",
                 r.summary.variant,
                 queue_name(node, *port, *prio)
             );
             let mut p = Plot::new(420, 240, &title, x, y);
-            p.axes("time (us)", "", &num, &|v| bytes_tick(v, y.max));
+            p.axes("time (us)", "bytes queued", &num, &|v| bytes_tick(v, y.max));
+            for t in thresholds.get(i).into_iter().flatten().filter(applies) {
+                p.hline(
+                    t.bytes as f64,
+                    &format!("{} {}", t.name, bytes_tick(t.bytes as f64, y.max)),
+                );
+            }
             let pts: Vec<(f64, f64)> = q
                 .samples
                 .iter()
                 .map(|&(t, b)| (t as f64 / 1e6, b as f64))
                 .collect();
             let cols = p.area_width() as usize;
-            p.polyline(&decimate(&pts, cols), color(i), &r.summary.variant);
+            p.polyline(&decimate(&pts, cols), colors[i], &r.summary.variant);
             out.push_str(&p.finish());
             out.push('\n');
+            zoomed.push(zoom::Series {
+                name: r.summary.variant.clone(),
+                color: colors[i],
+                points: decimate(&pts, ZOOM_COLUMNS),
+            });
         }
         out.push_str("</div>\n");
+        out.push_str(&zoom::chart_html(
+            &format!("zoom-queue-{k}"),
+            &zoom::Chart {
+                title: format!(
+                    "egress queue {}, all variants: drag to zoom, double-click to reset",
+                    queue_name(node, *port, *prio)
+                ),
+                xlabel: "time (us)".into(),
+                ylabel: "bytes queued".into(),
+                series: zoomed,
+            },
+        ));
     }
     out
 }
 
 /// One timeline per variant: a row per paused (port, priority).
 fn pause_plots(rs: &[RunResult]) -> String {
+    let colors = variant_colors(rs);
+    let end = time_end_us(rs);
     let mut out = String::from("<div class=\"row\">\n");
     for (i, r) in rs.iter().enumerate() {
         let title = format!("{}: PAUSE timeline", r.summary.variant);
-        let end = r.summary.sim_time_ps.max(1) as f64 / 1e6;
         let x = Axis::linear(0.0, end);
         // The most held-off rows, shown in (node, port, priority) order.
         let mut shown: Vec<usize> = (0..r.pauses.len()).collect();
@@ -582,33 +841,52 @@ fn pause_plots(rs: &[RunResult]) -> String {
         shown.sort_unstable();
         let rows = shown.len();
         if rows == 0 {
-            let mut p = Plot::new(420, 90, &title, x, Axis::linear(0.0, 1.0));
+            let mut p = Plot::new(520, 90, &title, x, Axis::linear(0.0, 1.0));
             p.frame();
-            let (l, t, rr, b) = p.area();
-            p.label(
-                (l + rr) / 2.0,
-                (t + b) / 2.0 + 4.0,
-                "middle",
-                if r.summary.pause_frames_sent == 0 {
-                    "no PAUSE frames: no transmitter was held off"
-                } else {
-                    "PAUSE frames sent, but no interval recorded (record.pause_intervals = 0?)"
-                },
-            );
+            p.note(if r.summary.pause_frames_sent == 0 {
+                "no PAUSE frames: no transmitter was held off"
+            } else {
+                "PAUSE frames sent, but no interval recorded (record.pause_intervals = 0?)"
+            });
             out.push_str(&p.finish());
             out.push('\n');
             continue;
         }
         let row_h = 16.0;
-        let height = (60.0 + row_h * rows as f64) as u32;
-        let mut p = Plot::with_margin(520, height, &title, x, Axis::linear(0.0, 1.0), 150.0);
-        p.axes("time (us)", "", &num, &|_| String::new());
-        let (l, t, _, _) = p.area();
+        let names: Vec<String> = shown
+            .iter()
+            .map(|&k| {
+                let s = &r.pauses[k];
+                let mut name = format!(
+                    "{}:{} p{} ({})",
+                    s.node,
+                    s.port,
+                    s.priority,
+                    fmt_time(held_ps(s))
+                );
+                if s.dropped_intervals > 0 {
+                    name.push_str(&format!(" +{} not drawn", s.dropped_intervals));
+                }
+                name
+            })
+            .collect();
+        // Room for the longest row label (about 6.5 px a character at
+        // 11 px) and the rotated axis label.
+        let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+        let margin = 30.0 + 6.5 * longest as f64;
+        let truncated: u64 = shown.iter().map(|&k| r.pauses[k].dropped_intervals).sum();
+        let notes = usize::from(rows < r.pauses.len()) + usize::from(truncated > 0);
+        let height = (60.0 + row_h * rows as f64 + 14.0 * notes as f64) as u32;
+        let width = (margin + 380.0).max(520.0) as u32;
+        let mut p = Plot::with_margin(width, height, &title, x, Axis::linear(0.0, 1.0), margin);
+        p.shrink_bottom(14.0 * notes as f64);
+        p.axes("time (us)", "held port", &num, &|_| String::new());
+        let (l, t, rr, b) = p.area();
+        let mut note_y = b + 42.0;
         if rows < r.pauses.len() {
-            let (_, _, rr, b) = p.area();
             p.label(
                 rr,
-                b + 28.0,
+                note_y,
                 "end",
                 &format!(
                     "{} of {} paused rows shown (the longest held)",
@@ -616,15 +894,21 @@ fn pause_plots(rs: &[RunResult]) -> String {
                     r.pauses.len()
                 ),
             );
+            note_y += 14.0;
         }
-        for (k, s) in shown.iter().map(|&k| &r.pauses[k]).enumerate() {
+        if truncated > 0 {
+            p.label(
+                rr,
+                note_y,
+                "end",
+                &format!(
+                    "truncated: {truncated} later intervals past record.pause_intervals per row not drawn"
+                ),
+            );
+        }
+        for (k, (s, name)) in shown.iter().map(|&k| &r.pauses[k]).zip(&names).enumerate() {
             let y0 = t + 2.0 + row_h * k as f64;
-            let held = held_ps(s);
-            let mut name = format!("{}:{} p{} ({})", s.node, s.port, s.priority, fmt_time(held));
-            if s.dropped_intervals > 0 {
-                name.push_str(&format!(" +{} more", s.dropped_intervals));
-            }
-            p.label(l - 4.0, y0 + row_h - 5.0, "end", &name);
+            p.label(l - 4.0, y0 + row_h - 5.0, "end", name);
             // Merge intervals closer than half a pixel: same picture, fewer
             // elements.
             let px_ps = end * 1e6 / p.area_width() / 2.0;
@@ -634,7 +918,7 @@ fn pause_plots(rs: &[RunResult]) -> String {
                     b as f64 / 1e6,
                     y0,
                     y0 + row_h - 4.0,
-                    color(i),
+                    colors[i],
                 )
             };
             let mut cur: Option<(u64, u64)> = None;
@@ -684,14 +968,17 @@ fn fct_cdf(rs: &[RunResult]) -> String {
                 distribution.</p>\n"
             .to_string();
     }
+    let colors = variant_colors(rs);
     let x = Axis::log(lo.max(1) as f64 / 1e6, hi as f64 / 1e6);
+    let extra = 14.0 * rs.len().div_ceil(2) as f64;
     let mut p = Plot::new(
         640,
-        320,
+        (320.0 + extra) as u32,
         "FCT CDF (all variants)",
         x,
         Axis::linear(0.0, 1.0),
     );
+    p.shrink_bottom(extra);
     p.axes(
         "flow completion time (us, log scale)",
         "fraction of flows",
@@ -715,21 +1002,29 @@ fn fct_cdf(rs: &[RunResult]) -> String {
             pts.push((t, (j + 1) as f64 / n));
             k = j + 1;
         }
-        p.polyline(&pts, color(i), &r.summary.variant);
-        legend.push((r.summary.variant.clone(), color(i)));
+        p.polyline(&pts, colors[i], &r.summary.variant);
+        legend.push((r.summary.variant.clone(), colors[i]));
     }
-    p.legend(&legend);
+    p.legend_below(&legend);
     let mut out = p.finish();
     out.push('\n');
     out
 }
 
-/// Most flows drawn in one flow rate panel.
-pub const MAX_RATE_FLOWS: usize = 12;
+/// Most flows drawn in one throughput-over-time panel.
+const MAX_RATE_FLOWS: usize = 6;
 
-/// One panel per variant with `flow_rates`: each flow's delivery rate
-/// over time, the flows that delivered most (ties by id), same rate scale.
+/// Throughput over time of named flows (`record.flow_rates`), one panel
+/// per variant on the shared time axis and a shared rate scale: the
+/// variant's slowest flow first, then the others by id, at most
+/// [`MAX_RATE_FLOWS`] (the panel says how many were left out).
 fn flow_rate_plots(rs: &[RunResult]) -> String {
+    if rs.iter().all(|r| r.flow_rates.is_empty()) {
+        return "<p class=\"note\">No flow rate series recorded (add <code>flow_rates = \
+                true</code> to <code>[record]</code>).</p>\n"
+            .to_string();
+    }
+    let end = time_end_us(rs);
     let ymax = rs
         .iter()
         .flat_map(|r| {
@@ -740,60 +1035,86 @@ fn flow_rate_plots(rs: &[RunResult]) -> String {
         .max()
         .unwrap_or(0) as f64
         / 1e9;
+    let y = Axis::zero_to(ymax);
     let mut out = String::from("<div class=\"row\">\n");
-    for r in rs.iter().filter(|r| !r.flow_rates.is_empty()) {
-        let total = |f: &sim::results::FlowRateSeries| -> u128 {
-            f.samples.iter().map(|s| u128::from(s.1)).sum()
-        };
-        let mut shown: Vec<&sim::results::FlowRateSeries> = r.flow_rates.iter().collect();
-        shown.sort_by(|a, b| total(b).cmp(&total(a)).then(a.id.cmp(&b.id)));
-        let left_out = shown.len().saturating_sub(MAX_RATE_FLOWS);
-        shown.truncate(MAX_RATE_FLOWS);
-        shown.sort_by_key(|f| f.id);
-        let end = r
-            .flow_rates
-            .iter()
-            .filter_map(|f| f.samples.last().map(|s| s.0))
-            .max()
-            .unwrap_or(r.summary.sim_time_ps)
-            .max(1);
-        let title = if left_out > 0 {
-            format!(
-                "{}: flow rates ({} of {} flows)",
-                r.summary.variant,
-                shown.len(),
-                r.flow_rates.len()
-            )
-        } else {
-            format!("{}: flow rates", r.summary.variant)
-        };
+    let mut charts = Vec::new();
+    for (v, r) in rs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.flow_rates.is_empty())
+    {
+        let slowest = context::slowest_flow(r).map(|f| f.id);
+        let mut order: Vec<&sim::results::FlowRateSeries> = r.flow_rates.iter().collect();
+        order.sort_by_key(|f| (Some(f.id) != slowest, f.id));
+        let left_out = order.len().saturating_sub(MAX_RATE_FLOWS);
+        order.truncate(MAX_RATE_FLOWS);
+        let title = format!("{}: throughput of named flows", r.summary.variant);
+        let legend_rows = order.len().div_ceil(2);
+        let extra = 14.0 * (legend_rows + usize::from(left_out > 0)) as f64;
         let mut p = Plot::new(
-            640,
-            300,
+            520,
+            (280.0 + extra) as u32,
             &title,
-            Axis::linear(0.0, end as f64 / 1e6),
-            Axis::zero_to(ymax),
+            Axis::linear(0.0, end),
+            y,
         );
-        p.axes("time (us)", "Gbit/s (acknowledged payload)", &num, &num);
-        let cols = p.area_width() as usize;
+        p.shrink_bottom(extra);
+        p.axes("time (us)", "Gbit/s delivered", &num, &num);
         let mut legend = Vec::new();
-        for (i, f) in shown.iter().enumerate() {
+        let mut zoomed = Vec::new();
+        for (k, f) in order.iter().enumerate() {
+            let name = match r.flows.iter().find(|x| x.id == f.id) {
+                Some(x) => format!("flow {} {}->{}", f.id, x.src, x.dst),
+                None => format!("flow {}", f.id),
+            };
+            let c = PALETTE[k % PALETTE.len()];
             let pts: Vec<(f64, f64)> = f
                 .samples
                 .iter()
-                .map(|&(t, bps)| (t as f64 / 1e6, bps as f64 / 1e9))
+                .map(|&(t, b)| (t as f64 / 1e6, b as f64 / 1e9))
                 .collect();
-            let name = format!("flow {} ({})", f.id, f.workload);
-            p.polyline(&decimate(&pts, cols), color(i), &name);
-            legend.push((name, color(i)));
+            let cols = p.area_width() as usize;
+            p.polyline(&decimate(&pts, cols), c, &name);
+            zoomed.push(zoom::Series {
+                name: name.clone(),
+                color: c,
+                points: decimate(&pts, ZOOM_COLUMNS),
+            });
+            legend.push((name, c));
         }
-        p.legend(&legend);
+        if left_out > 0 {
+            let (_, _, rr, b) = p.area();
+            p.label(
+                rr,
+                b + 42.0 + 14.0 * legend_rows as f64,
+                "end",
+                &format!("{left_out} more flows not drawn (results.json has them all)"),
+            );
+        }
+        p.legend_below(&legend);
         out.push_str(&p.finish());
         out.push('\n');
+        charts.push(zoom::chart_html(
+            &format!("zoom-rate-{v}"),
+            &zoom::Chart {
+                title: format!(
+                    "{}: throughput of named flows: drag to zoom, double-click to reset",
+                    r.summary.variant
+                ),
+                xlabel: "time (us)".into(),
+                ylabel: "Gbit/s delivered".into(),
+                series: zoomed,
+            },
+        ));
     }
     out.push_str("</div>\n");
+    out.push_str(&charts.concat());
     out
 }
+
+/// Columns of an interactive chart's data (each keeps its minimum and
+/// maximum, so peaks survive until zoomed in).
+const ZOOM_COLUMNS: usize = 900;
 
 /// Throughput of each completed flow (size over FCT), by flow id.
 fn flow_throughput(rs: &[RunResult]) -> String {
@@ -820,15 +1141,24 @@ fn flow_throughput(rs: &[RunResult]) -> String {
         return "<p class=\"note\">No completed flow recorded: no per-flow throughput.</p>\n"
             .to_string();
     }
+    let colors = variant_colors(rs);
     let x = Axis::linear(-0.5, n as f64 - 0.5);
-    let mut p = Plot::new(640, 300, "Per-flow throughput", x, Axis::zero_to(ymax));
+    let extra = 14.0 * rs.len().div_ceil(2) as f64;
+    let mut p = Plot::new(
+        640,
+        (300.0 + extra) as u32,
+        "Per-flow throughput",
+        x,
+        Axis::zero_to(ymax),
+    );
+    p.shrink_bottom(extra);
     p.axes("flow id", "Gbit/s (size / FCT)", &num, &num);
     let mut legend = Vec::new();
     for (i, (r, pts)) in rs.iter().zip(&per).enumerate() {
-        p.markers(pts, color(i), &r.summary.variant);
-        legend.push((r.summary.variant.clone(), color(i)));
+        p.markers(pts, colors[i], &r.summary.variant);
+        legend.push((r.summary.variant.clone(), colors[i]));
     }
-    p.legend(&legend);
+    p.legend_below(&legend);
     let mut out = p.finish();
     out.push('\n');
     out
@@ -923,36 +1253,6 @@ mod tests {
             flow_rates: Vec::new(),
             captures: Vec::new(),
         }
-    }
-
-    #[test]
-    fn flow_rates_get_a_panel_only_when_recorded() {
-        let mut r = empty_run("v");
-        let none = ScenarioResults {
-            scenario: "s".into(),
-            seed: 1,
-            variants: vec![r.clone()],
-        };
-        assert!(!html(&none).contains("Flow rates over time"));
-        for id in 0..(MAX_RATE_FLOWS as u32 + 2) {
-            r.flow_rates.push(sim::results::FlowRateSeries {
-                id,
-                workload: "w".into(),
-                interval_ps: 1_000_000,
-                samples: vec![(1_000_000, u64::from(id) * 1_000_000_000), (2_000_000, 0)],
-            });
-        }
-        let doc = ScenarioResults {
-            scenario: "s".into(),
-            seed: 1,
-            variants: vec![r],
-        };
-        let h = html(&doc);
-        assert!(h.contains("<h2>Flow rates over time</h2>"));
-        assert!(h.contains("v: flow rates (12 of 14 flows)"), "{h}");
-        // The flows that delivered most are drawn; 0 and 1 are left out.
-        assert!(h.contains("flow 13 (w)") && h.contains("flow 2 (w)"));
-        assert!(!h.contains("flow 1 (w)") && !h.contains("flow 0 (w)"));
     }
 
     #[test]
@@ -1059,6 +1359,105 @@ mod tests {
         assert!(svg.contains(">n44:0 p3 ("));
         assert!(!svg.contains(">n4:0 p3 ("));
         assert_eq!(svg.matches("class=\"p\"").count(), MAX_PAUSE_ROWS);
+    }
+
+    #[test]
+    fn a_variant_kind_keeps_its_colour_and_a_second_one_gets_a_spare() {
+        let rs: Vec<RunResult> = ["lossy", "lossless-dcqcn", "lossless", "go-back-0"]
+            .iter()
+            .map(|n| empty_run(n))
+            .collect();
+        assert_eq!(
+            variant_colors(&rs),
+            vec!["#ff7f0e", "#2ca02c", "#1f77b4", SPARE[0]]
+        );
+        assert_eq!(kind_of("storm-watchdog").0, "fixed");
+        assert_eq!(kind_of("deadlock").0, "faulty");
+    }
+
+    #[test]
+    fn time_axes_are_shared_and_thresholds_drawn_with_the_lesson_first() {
+        let mut a = empty_run("lossless");
+        let mut b = empty_run("lossy");
+        a.summary.sim_time_ps = 1_000_000_000; // 1 ms
+        b.summary.sim_time_ps = 100_000_000_000; // 100 ms
+        for r in [&mut a, &mut b] {
+            r.queues.push(sim::results::QueueSeries {
+                node: "sw".into(),
+                port: 0,
+                priority: Some(3),
+                interval_ps: 10_000,
+                samples: vec![(0, 0), (500_000_000, 300_000)],
+            });
+        }
+        let doc = ScenarioResults {
+            scenario: "s".into(),
+            seed: 1,
+            variants: vec![a, b],
+        };
+        let ctx = Context {
+            narrative: narrative_of("# Lesson 9: T\n# Question: Q?\n#\n# Body.\n"),
+            thresholds: vec![
+                vec![Threshold {
+                    name: "Kmin".into(),
+                    bytes: 400_000,
+                    priority: Some(3),
+                }],
+                Vec::new(),
+            ],
+        };
+        let h = html_with(&doc, &ctx);
+        // Both queue panels end at the longer run's 100 ms: the last tick
+        // is 100000 us, kept on the canvas (centre at most 420 - 23.5).
+        let last = "x=\"398.5\" y=\"218.0\" text-anchor=\"middle\">100000</text>";
+        assert_eq!(h.matches(last).count(), 2, "{h}");
+        assert_eq!(h.matches(">Kmin 400 KB</text>").count(), 1);
+        let lesson = h.find("id=\"lesson\"").unwrap();
+        assert!(lesson < h.find("id=\"summary\"").unwrap());
+        assert!(h.contains("<b>Question:</b> Q?"));
+        assert!(h.contains("<h1>Lesson 9: T</h1>"));
+        assert!(h.contains("<p>Body.</p>"));
+        assert!(markdown_with(&doc, &ctx).contains("**Question:** Q?"));
+    }
+
+    #[test]
+    fn key_numbers_name_the_slowest_flow_and_each_workloads_worst() {
+        let mut r = empty_run("lossless");
+        let flow = |id: u32, src: &str, dst: &str, workload: &str, fct: u64, sd: f64| {
+            sim::results::FlowRecord {
+                id,
+                src: src.into(),
+                dst: dst.into(),
+                workload: workload.into(),
+                size: 8_000_000,
+                start_ps: 0,
+                posted_ps: None,
+                finish_ps: Some(fct),
+                fct_ps: Some(fct),
+                slowdown: Some(sd),
+                bytes_acked: 8_000_000,
+                failed: false,
+            }
+        };
+        r.flows = vec![
+            flow(0, "h2", "h0", "incast", 9_104_000_000, 13.8),
+            flow(1, "h3", "h0", "incast", 8_000_000_000, 12.1),
+            flow(14, "h15", "h1", "victim", 5_700_000_000, 8.66),
+        ];
+        r.summary.flows_total = 3;
+        r.summary.flows_completed = 3;
+        r.summary.pause_frames_sent = 2995;
+        r.summary.pause_time_ps = 30_560_000_000;
+        let k = context::key_numbers(std::slice::from_ref(&r));
+        assert_eq!(
+            k,
+            vec![
+                "lossless: the slowest flow is flow 0 h2 -> h0 (incast, 8000000 bytes): 9.104 ms \
+                 against 659.7 us alone, 13.8 times its ideal; slowest of victim: flow 14 h15 -> \
+                 h1, 5.700 ms (8.7 times its ideal) (2995 PAUSE frames held transmitters for \
+                 30.56 ms in all)."
+            ]
+        );
     }
 
     #[test]

@@ -160,8 +160,8 @@ fn nice_step(raw: f64) -> f64 {
 #[derive(Debug)]
 pub struct Plot {
     buf: String,
-    /// Canvas height, px.
-    height: f64,
+    /// Canvas width, px.
+    width: f64,
     /// Plot area: left, top, right, bottom, px.
     area: (f64, f64, f64, f64),
     x: Axis,
@@ -200,7 +200,7 @@ impl Plot {
         );
         Plot {
             buf,
-            height: h,
+            width: w,
             area: (left, 34.0, w - 12.0, h - 36.0),
             x,
             y,
@@ -236,12 +236,17 @@ impl Plot {
         let (l, t, r, b) = self.area;
         for v in self.x.ticks() {
             let x = self.px(v);
+            let text = fx(v);
+            // Keep the label on the canvas: a centred label near either
+            // edge is moved in (about 6.5 px a character at 11 px).
+            let half = 3.25 * text.chars().count() as f64 + 2.0;
+            let tx = x.clamp(half, self.width - half);
             let _ = write!(
                 self.buf,
                 "<line x1=\"{x:.1}\" y1=\"{t:.1}\" x2=\"{x:.1}\" y2=\"{b:.1}\" class=\"g\" stroke=\"#eee\"/>\
-                 <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                 <text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
                 b + 14.0,
-                escape(&fx(v))
+                escape(&text)
             );
         }
         for v in self.y.ticks() {
@@ -258,14 +263,14 @@ impl Plot {
         self.frame();
         let _ = write!(
             self.buf,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            "<text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             (l + r) / 2.0,
-            self.height - 6.0,
+            b + 30.0,
             escape(xlabel)
         );
         let _ = write!(
             self.buf,
-            "<text x=\"12\" y=\"{:.1}\" text-anchor=\"middle\" \
+            "<text class=\"yl\" x=\"12\" y=\"{:.1}\" text-anchor=\"middle\" \
              transform=\"rotate(-90 12 {:.1})\">{}</text>",
             (t + b) / 2.0,
             (t + b) / 2.0,
@@ -295,10 +300,11 @@ impl Plot {
         }
         let _ = write!(
             self.buf,
-            "<polyline class=\"s\" fill=\"none\" stroke-width=\"1.5\" data-series=\"{}\" stroke=\"{}\" points=\"{}\"/>",
+            "<polyline class=\"s\" fill=\"none\" stroke-width=\"1.5\" data-series=\"{}\" stroke=\"{}\" points=\"{}\"><title>{}</title></polyline>",
             escape(series),
             escape(color),
-            pts.trim_end()
+            pts.trim_end(),
+            escape(series)
         );
     }
 
@@ -368,6 +374,55 @@ impl Plot {
             self.label(x + 14.0, y, "start", name);
             x += w;
         }
+    }
+
+    /// A dashed horizontal line at value `v` across the plot area, named
+    /// at its right end (a threshold).
+    pub fn hline(&mut self, v: f64, name: &str) {
+        let (l, _, r, _) = self.area;
+        let y = self.py(v);
+        let _ = write!(
+            self.buf,
+            "<line class=\"th\" x1=\"{l:.1}\" y1=\"{y:.1}\" x2=\"{r:.1}\" y2=\"{y:.1}\" \
+             stroke=\"#555\" stroke-dasharray=\"4 3\"><title>{}</title></line>",
+            escape(name)
+        );
+        self.label(r - 2.0, y - 2.0, "end", name);
+    }
+
+    /// Move the bottom of the plot area up by `px` (room under the axis
+    /// label for notes and a legend; the caller made the canvas taller).
+    pub fn shrink_bottom(&mut self, px: f64) {
+        self.area.3 -= px;
+    }
+
+    /// A legend in rows of two under the x axis label (for long names).
+    pub fn legend_below(&mut self, entries: &[(String, &str)]) {
+        let (l, _, r, b) = self.area;
+        let col_w = (r - l) / 2.0;
+        for (k, (name, color)) in entries.iter().enumerate() {
+            let x = l + col_w * (k % 2) as f64;
+            let y = b + 42.0 + 14.0 * (k / 2) as f64;
+            let _ = write!(
+                self.buf,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/>",
+                y - 9.0,
+                escape(color)
+            );
+            self.label(x + 14.0, y, "start", name);
+        }
+    }
+
+    /// A message in the middle of the plot area, in place of data.
+    pub fn note(&mut self, text: &str) {
+        let (l, t, r, b) = self.area;
+        let _ = write!(
+            self.buf,
+            "<text class=\"note\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            (l + r) / 2.0,
+            (t + b) / 2.0 + 4.0,
+            escape(text)
+        );
     }
 
     /// Pixel bounds of the plot area: left, top, right, bottom.

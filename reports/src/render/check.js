@@ -1,0 +1,72 @@
+(function () {
+  if (location.hash !== "#check") return;
+  var errors = [];
+  window.addEventListener("error", function (e) { errors.push("error: " + e.message); });
+  var ce = console.error;
+  console.error = function () {
+    errors.push("console.error: " + Array.prototype.join.call(arguments, " "));
+    return ce.apply(console, arguments);
+  };
+  window.addEventListener("load", function () {
+    var v = { errors: errors, requests: [], plots: 0, empty_plots: [], unlabelled_plots: [], overflow: [] };
+    try {
+      v.requests = performance.getEntriesByType("resource").map(function (r) { return r.name; });
+      // Local files load without a performance entry: list what would load them.
+      document.querySelectorAll("[src], link[href], object[data]").forEach(function (el) {
+        v.requests.push(el.tagName + " " + (el.getAttribute("src") || el.getAttribute("href") || el.getAttribute("data")));
+      });
+      document.querySelectorAll("div.zoom").forEach(function (z) {
+        v.plots++;
+        var c = z.querySelector("canvas");
+        if (!c || c.width === 0 || !(Number(z.getAttribute("data-points")) > 0)) v.empty_plots.push(z.id);
+        if (!z.getAttribute("data-xlabel") || !z.getAttribute("data-ylabel")) v.unlabelled_plots.push(z.id);
+      });
+      var svgs = document.querySelectorAll("svg.plot");
+      v.plots += svgs.length;
+      svgs.forEach(function (svg, i) {
+        var name = (svg.querySelector("title") || {}).textContent || ("plot " + i);
+        var marks = 0;
+        svg.querySelectorAll("polyline").forEach(function (p) {
+          if (p.getAttribute("points").trim().split(/\s+/).length >= 2) marks++;
+        });
+        marks += svg.querySelectorAll("rect.p, circle, line.pz").length;
+        var note = svg.querySelector("text.note");
+        if (marks === 0 && !(note && note.textContent.trim())) v.empty_plots.push(name);
+        if (svg.classList.contains("map")) {
+          var key = svg.querySelector("text.key");
+          if (!key || !key.textContent.trim()) v.unlabelled_plots.push(name);
+        } else if (!note) {
+          var xl = svg.querySelector("text.xl"), yl = svg.querySelector("text.yl");
+          if (!xl || !xl.textContent.trim() || !yl || !yl.textContent.trim()) v.unlabelled_plots.push(name);
+        }
+        var box = svg.getBoundingClientRect();
+        svg.querySelectorAll("text").forEach(function (t) {
+          var b = t.getBoundingClientRect();
+          if (b.width === 0 && b.height === 0) return;
+          if (b.left < box.left - 0.5 || b.right > box.right + 0.5 || b.top < box.top - 0.5 || b.bottom > box.bottom + 0.5) {
+            v.overflow.push(name + ": text '" + t.textContent + "' at " + [b.left, b.right, b.top, b.bottom].map(Math.round).join(",") +
+              " outside " + [box.left, box.right, box.top, box.bottom].map(Math.round).join(","));
+          }
+        });
+      });
+      document.querySelectorAll("body *:not(svg):not(svg *):not(script):not(style):not(pre)").forEach(function (el) {
+        if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) {
+          v.overflow.push(el.tagName + " '" + el.textContent.slice(0, 60) + "' scrolls: " + el.scrollWidth + " > " + el.clientWidth);
+        }
+        var r = el.getBoundingClientRect(), p = el.parentElement.getBoundingClientRect();
+        if (el.children.length === 0 && el.textContent.trim() && r.width > 0 && (r.right > p.right + 1 || r.left < p.left - 1)) {
+          v.overflow.push(el.tagName + " '" + el.textContent.slice(0, 60) + "' leaves its box");
+        }
+      });
+      if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+        v.overflow.push("page wider than the window: " + document.documentElement.scrollWidth + " > " + window.innerWidth);
+      }
+    } catch (e) {
+      v.errors.push("check failed: " + e);
+    }
+    var pre = document.createElement("pre");
+    pre.id = "check-verdict";
+    pre.textContent = JSON.stringify(v);
+    document.body.appendChild(pre);
+  });
+})();

@@ -1,0 +1,262 @@
+//! What a report is read in: the scenario file's own narrative (its
+//! header comment), the thresholds each variant was configured with, and
+//! the key numbers computed from the results that the narrative is about.
+//!
+//! The narrative is taken verbatim from the leading `#` lines of the
+//! scenario file (the lesson files of `scenarios/lessons/` open with
+//! `# Lesson N: <title>` and `# Question: <question>`); the key numbers
+//! are computed, never copied from the text, so the report shows what
+//! this run did.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sim::results::{FlowRecord, RunResult};
+
+use super::fmt_time;
+
+/// A named queue threshold of one variant, drawn on its queue plots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Threshold {
+    /// `XOFF`, `XON`, `Kmin` or `Kmax`.
+    pub name: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// The priority it applies to; `None`: every priority.
+    pub priority: Option<u8>,
+}
+
+/// The context of a report; [`Context::default`] is none (the report
+/// then opens with the summary). `rocelab run` writes it beside
+/// `results.json` as [`CONTEXT_FILE`] so that `rocelab report` renders
+/// the same page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Context {
+    /// The scenario file's header comment, one entry per line, without
+    /// the leading `#` and one space; empty lines separate paragraphs.
+    pub narrative: Vec<String>,
+    /// Per variant, in the order of the results: its thresholds.
+    pub thresholds: Vec<Vec<Threshold>>,
+}
+
+/// The context's file name in a run's output folder.
+pub const CONTEXT_FILE: &str = "report-context.json";
+
+/// The context saved in `dir` ([`CONTEXT_FILE`]), or none when the file
+/// is absent (results from elsewhere); a file that is there but unreadable
+/// is an error naming it.
+pub fn load_context(dir: &Path) -> Result<Context, super::LoadError> {
+    let path = dir.join(CONTEXT_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Context::default()),
+        Err(e) => {
+            return Err(super::LoadError {
+                path,
+                message: format!("cannot read: {e}"),
+            })
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| super::LoadError {
+        path,
+        message: format!(
+            "not a rocelab report context (expected {{\"narrative\": [lines], \
+             \"thresholds\": [[{{\"name\", \"bytes\", \"priority\"}}]]}}): {e}"
+        ),
+    })
+}
+
+/// The header comment of a scenario file: its leading lines that start
+/// with `#` (blank lines before it are skipped), without `#` and one space.
+pub fn narrative_of(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| {
+            let l = &l[1..];
+            l.strip_prefix(' ').unwrap_or(l).trim_end().to_string()
+        })
+        .collect()
+}
+
+impl Context {
+    /// The text after `<label>: ` on the first narrative line that has it.
+    pub fn header(&self, label: &str) -> Option<&str> {
+        self.narrative
+            .iter()
+            .find_map(|l| l.strip_prefix(label)?.strip_prefix(": ").map(str::trim))
+    }
+
+    /// The title: the first narrative line (`Lesson N: <title>`), if any.
+    pub fn title(&self) -> Option<&str> {
+        self.narrative
+            .first()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The narrative after the title and question lines, as paragraphs
+    /// (runs of non-empty lines joined by spaces); a paragraph opening
+    /// with `* ` is a list item. Indented command lines keep their own
+    /// paragraph.
+    pub fn paragraphs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        let body = self.narrative.iter().skip_while(|l| {
+            !l.is_empty() && (self.title() == Some(l.as_str()) || l.starts_with("Question: "))
+        });
+        for l in body {
+            let t = l.trim();
+            let indented = l.starts_with("  ");
+            // An indented line continues a list item or stands alone (a
+            // command to type).
+            let alone = indented && !cur.starts_with("* ");
+            if (t.is_empty() || t.starts_with("* ") || alone) && !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            if t.is_empty() {
+                continue;
+            }
+            if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(t);
+            if alone {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+}
+
+/// The flow that suffered most in `r`: the largest slowdown (FCT over its
+/// stand-alone FCT), ties to the lowest id.
+pub fn slowest_flow(r: &RunResult) -> Option<&FlowRecord> {
+    slowest(r.flows.iter())
+}
+
+/// The flow of `flows` with the largest finite slowdown, ties to the
+/// first.
+fn slowest<'a>(flows: impl Iterator<Item = &'a FlowRecord>) -> Option<&'a FlowRecord> {
+    flows
+        .filter(|f| f.slowdown.is_some_and(f64::is_finite))
+        .fold(None, |best: Option<&FlowRecord>, f| match best {
+            Some(b) if b.slowdown >= f.slowdown => Some(b),
+            _ => Some(f),
+        })
+}
+
+/// The key numbers, one sentence per variant: the slowest flow against
+/// its ideal (which flow, how long, how much too long), flows that never
+/// finished, and what held or dropped its frames.
+pub fn key_numbers(rs: &[RunResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rs {
+        let s = &r.summary;
+        let v = &s.variant;
+        let mut line = match slowest_flow(r) {
+            Some(f) => {
+                let fct = f.fct_ps.unwrap_or(0);
+                let sd = f.slowdown.unwrap_or(1.0);
+                let ideal = (fct as f64 / sd).round() as u64;
+                format!(
+                    "{v}: the slowest flow is flow {} {} -> {} ({}, {} bytes): {} against {} alone, {:.1} times its ideal",
+                    f.id,
+                    f.src,
+                    f.dst,
+                    f.workload,
+                    f.size,
+                    fmt_time(fct),
+                    fmt_time(ideal),
+                    sd
+                )
+            }
+            None => format!(
+                "{v}: no flow finished; {} bytes delivered in {}",
+                s.bytes_delivered,
+                fmt_time(s.sim_time_ps)
+            ),
+        };
+        // With several workloads, the slowest flow of each other one too
+        // (a victim flow is often not the slowest of all).
+        let mut workloads: Vec<&str> = Vec::new();
+        for f in &r.flows {
+            if !workloads.contains(&f.workload.as_str()) {
+                workloads.push(&f.workload);
+            }
+        }
+        let top = slowest_flow(r).map(|f| f.workload.as_str());
+        for w in workloads.iter().filter(|w| Some(**w) != top) {
+            if let Some(f) = slowest(r.flows.iter().filter(|f| f.workload == *w)) {
+                line.push_str(&format!(
+                    "; slowest of {w}: flow {} {} -> {}, {} ({:.1} times its ideal)",
+                    f.id,
+                    f.src,
+                    f.dst,
+                    fmt_time(f.fct_ps.unwrap_or(0)),
+                    f.slowdown.unwrap_or(1.0)
+                ));
+            }
+        }
+        let unfinished = s.flows_total.saturating_sub(s.flows_completed);
+        if unfinished > 0 && s.flows_completed > 0 {
+            line.push_str(&format!(
+                "; {unfinished} of {} flows never finished",
+                s.flows_total
+            ));
+        }
+        let mut why = Vec::new();
+        if s.pause_frames_sent > 0 {
+            why.push(format!(
+                "{} PAUSE frames held transmitters for {} in all",
+                s.pause_frames_sent,
+                fmt_time(s.pause_time_ps)
+            ));
+        }
+        if s.drops > 0 {
+            why.push(format!(
+                "{} frames dropped, {} packets resent",
+                s.drops, s.retransmitted_packets
+            ));
+        }
+        if s.cnps_sent > 0 {
+            why.push(format!("{} CNPs slowed the senders", s.cnps_sent));
+        }
+        if !why.is_empty() {
+            line.push_str(" (");
+            line.push_str(&why.join("; "));
+            line.push(')');
+        }
+        line.push('.');
+        out.push(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_comment_is_the_narrative() {
+        let text = "\n# Lesson 2: Victims\n# Question: why slow?\n#\n# First\n# para.\n#\n# * lossless: held\n#   long.\n# * lossy: dropped.\n#\n#   rocelab lesson 2\n[scenario]\n# not narrative\n";
+        let c = Context {
+            narrative: narrative_of(text),
+            thresholds: Vec::new(),
+        };
+        assert_eq!(c.title(), Some("Lesson 2: Victims"));
+        assert_eq!(c.header("Question"), Some("why slow?"));
+        assert_eq!(
+            c.paragraphs(),
+            vec![
+                "First para.",
+                "* lossless: held long.",
+                "* lossy: dropped.",
+                "rocelab lesson 2"
+            ]
+        );
+    }
+}
