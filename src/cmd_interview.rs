@@ -92,8 +92,11 @@ const TOPOLOGIES: [(&str, &str); 3] = [
 /// distractors.
 const OPTIONS: usize = 4;
 
+/// The field of a finding that answers a question.
+type Answer = fn(&Finding) -> &str;
+
 /// The two questions, in order, with the finding field that answers each.
-const QUESTIONS: [(&str, fn(&Finding) -> &str); 2] = [
+const QUESTIONS: [(&str, Answer); 2] = [
     ("What does the training job feel?", |f| &f.impact),
     ("What do you touch first?", |f| &f.check_first),
 ];
@@ -103,7 +106,7 @@ const QUESTIONS: [(&str, fn(&Finding) -> &str); 2] = [
 pub struct Args {
     /// Seed: picks the fault, seeds its run and orders the options; the
     /// same seed asks the same question (default: from the clock, printed).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub seed: Option<u64>,
     /// Output directory (default: out/interview-<seed>). Its `dumps/` and
     /// `answer/` are replaced.
@@ -397,8 +400,12 @@ fn draw_distractors(seed: u64, pick: usize, correct: &Finding) -> Result<Vec<Fin
         match run_fault(&FAULTS[i], seed, &dir) {
             Ok(r) => {
                 if let Some(f) = r.diagnosis.findings.into_iter().next() {
-                    let seen = f.symptom == correct.symptom
-                        || found.iter().any(|g| g.symptom == f.symptom);
+                    // A distractor of the same symptom would be a second
+                    // right answer; one with the same text, no choice.
+                    let seen = std::iter::once(correct).chain(&found).any(|g| {
+                        g.symptom == f.symptom
+                            || QUESTIONS.iter().any(|(_, field)| field(g) == field(&f))
+                    });
                     if !seen {
                         found.push(f);
                     }
