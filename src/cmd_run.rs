@@ -77,6 +77,41 @@ pub fn run(args: &Args) -> ExitCode {
 /// `args.file`). Prints the tables unless quiet and any error on stderr;
 /// returns the output directory it wrote, or `None` after an error.
 pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
+    let (scenario, doc) = simulate_all(args, text)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("out").join(&scenario.name));
+    // The scenario file's header comment is the report's narrative.
+    let narrative = match text {
+        Some(t) => reports::render::narrative_of(t),
+        None => std::fs::read_to_string(&args.file)
+            .map(|t| reports::render::narrative_of(&t))
+            .unwrap_or_default(),
+    };
+    if let Err(e) = write_outputs(&out, &doc, &scenario, narrative) {
+        eprintln!("error: writing {}: {e}", out.display());
+        return None;
+    }
+    if args.quiet {
+        return Some(out);
+    }
+    println!(
+        "wrote {}, {} and {}",
+        out.join("results.json").display(),
+        out.join("report.html").display(),
+        out.join("counters").display()
+    );
+    Some(out)
+}
+
+/// Load the scenario (as [`execute`]) and simulate every variant, writing
+/// nothing: the scenario and its results, or `None` after an error (on
+/// stderr). Prints the tables unless quiet.
+pub fn simulate_all(
+    args: &Args,
+    text: Option<&str>,
+) -> Option<(scenario::Scenario, ScenarioResults)> {
     let t0 = Instant::now();
     let overrides = match args.changes.overrides() {
         Ok(o) => o,
@@ -97,10 +132,6 @@ pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
         }
     };
     let load_secs = t0.elapsed().as_secs_f64();
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Path::new("out").join(&scenario.name));
     let t1 = Instant::now();
     let routes: Vec<Routes> = scenario.topologies.iter().map(Routes::compute).collect();
     let routes_secs = t1.elapsed().as_secs_f64();
@@ -148,30 +179,13 @@ pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
         seed: scenario.seed,
         variants: results,
     };
-    // The scenario file's header comment is the report's narrative.
-    let narrative = match text {
-        Some(t) => reports::render::narrative_of(t),
-        None => std::fs::read_to_string(&args.file)
-            .map(|t| reports::render::narrative_of(&t))
-            .unwrap_or_default(),
-    };
-    if let Err(e) = write_outputs(&out, &doc, &scenario, narrative) {
-        eprintln!("error: writing {}: {e}", out.display());
-        return None;
-    }
-    if quiet {
-        return Some(out);
-    }
-    println!(
-        "wrote {}, {} and {}",
-        out.join("results.json").display(),
-        out.join("report.html").display(),
-        out.join("counters").display()
-    );
-    Some(out)
+    Some((scenario, doc))
 }
 
-fn write_outputs(
+/// Write `DIR/results.json`, `DIR/report.html`, the counter dumps of each
+/// variant under `DIR/counters/<variant>/` and its captures under
+/// `DIR/pcap/<variant>/`.
+pub fn write_outputs(
     out: &Path,
     doc: &ScenarioResults,
     scenario: &scenario::Scenario,

@@ -9,6 +9,7 @@ mod cmd_compare;
 mod cmd_devices;
 mod cmd_doctor;
 mod cmd_exec;
+mod cmd_interview;
 mod cmd_lessons;
 mod cmd_parse;
 mod cmd_perftest;
@@ -36,6 +37,9 @@ enum Command {
     Lessons,
     /// Run lesson N (as `run` runs its file) and say where its report is.
     Lesson(cmd_lessons::Args),
+    /// The counter interview: a hidden fault's counter dumps, two questions,
+    /// then the doctor's answer and the report. `--seed N` repeats one.
+    Interview(cmd_interview::Args),
     /// Render a results.json as report.html (SVG plots, explanation) or Markdown.
     Report(cmd_report::Args),
     /// Check a scenario or topology file without running it.
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd_run::run(&args),
         Command::Lessons => cmd_lessons::list(),
         Command::Lesson(args) => cmd_lessons::run(args),
+        Command::Interview(args) => cmd_interview::run(args),
         Command::Report(args) => cmd_report::run(&args),
         Command::Validate(args) => cmd_validate::run(&args),
         Command::Wire(args) => cmd_wire::run(args),

@@ -5,6 +5,7 @@ mod cli_reports;
 mod cli_sim;
 mod devices;
 mod ibverbs_shim;
+mod interview;
 mod lessons;
 mod perftest;
 mod report_browser;

@@ -46,8 +46,7 @@ use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, S
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::results::{
     percentile, EcnSetting, FlowRateSeries, FlowRecord, GroupRecord, NicRecord, PauseSeries,
-    PortRecord,
-    QueueSeries, RunResult, RunStats, Summary,
+    PortRecord, QueueSeries, RunResult, RunStats, Summary,
 };
 use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
