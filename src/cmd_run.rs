@@ -102,17 +102,7 @@ pub fn run(args: &Args) -> ExitCode {
     }
     let mut results: Vec<RunResult> = Vec::new();
     for v in &scenario.variants {
-        let opts = RunOptions {
-            variant: v.name.clone(),
-            seed: v.seed,
-            duration: v.duration,
-            max_events: v.max_events,
-            progress: !quiet,
-            groups: v.groups.clone(),
-            workloads: v.workloads.clone(),
-        };
-        let topo = &scenario.topologies[v.topology];
-        match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {
+        match run_variant(&scenario, &routes, v, !quiet) {
             Ok((result, stats)) => {
                 if !quiet {
                     print_variant(&result, &stats, load_secs + routes_secs);
@@ -149,7 +139,30 @@ pub fn run(args: &Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn write_outputs(
+/// Run one variant of a loaded scenario (`routes`: one per topology):
+/// what `run` does for each variant, and `sweep` for each point's.
+pub(crate) fn run_variant(
+    scenario: &scenario::Scenario,
+    routes: &[Routes],
+    v: &scenario::Variant,
+    progress: bool,
+) -> Result<(RunResult, RunStats), sim::run::SimError> {
+    let opts = RunOptions {
+        variant: v.name.clone(),
+        seed: v.seed,
+        duration: v.duration,
+        max_events: v.max_events,
+        progress,
+        groups: v.groups.clone(),
+        workloads: v.workloads.clone(),
+    };
+    let topo = &scenario.topologies[v.topology];
+    simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)
+}
+
+/// Write a run's files into `out`: `results.json`, `report.html`, the
+/// counter dumps and the captures.
+pub(crate) fn write_outputs(
     out: &Path,
     doc: &ScenarioResults,
     scenario: &scenario::Scenario,

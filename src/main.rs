@@ -9,10 +9,12 @@ mod cmd_compare;
 mod cmd_devices;
 mod cmd_doctor;
 mod cmd_exec;
+mod cmd_merge;
 mod cmd_parse;
 mod cmd_perftest;
 mod cmd_report;
 mod cmd_run;
+mod cmd_sweep;
 mod cmd_validate;
 mod cmd_wire;
 
@@ -31,6 +33,11 @@ enum Command {
     Version,
     /// Run every variant of a scenario; write results.json, counter dumps and report.html.
     Run(cmd_run::Args),
+    /// Run every point of a scenario's [sweep] on the local cores (or one
+    /// shard of them); write the sweep table, or a scheduler's job file.
+    Sweep(cmd_sweep::Args),
+    /// Combine the folders of a sweep's shards into the sweep table.
+    Merge(cmd_merge::Args),
     /// Render a results.json as report.html (SVG plots, explanation) or Markdown.
     Report(cmd_report::Args),
     /// Check a scenario or topology file without running it.
@@ -61,6 +68,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Run(args) => cmd_run::run(&args),
+        Command::Sweep(args) => cmd_sweep::run(&args),
+        Command::Merge(args) => cmd_merge::run(&args),
         Command::Report(args) => cmd_report::run(&args),
         Command::Validate(args) => cmd_validate::run(&args),
         Command::Wire(args) => cmd_wire::run(args),

@@ -20,6 +20,7 @@
 
 pub mod explain;
 pub mod svg;
+pub mod sweep;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -112,6 +112,10 @@ pub struct ScenarioDoc {
     /// the base document).
     #[serde(default, rename = "variant")]
     pub variants: Vec<toml::Spanned<toml::Table>>,
+    /// The `[sweep]` table ([`crate::sweep`]): checked when loading, run
+    /// by `rocelab sweep`; a single run ignores it.
+    #[serde(default)]
+    pub sweep: Option<toml::Value>,
 }
 
 fn default_seed() -> u64 {
@@ -225,10 +229,10 @@ impl Overrides {
 }
 
 /// One step of a dotted key: a table key, then array indexes.
-type KeyStep<'a> = (&'a str, Vec<usize>);
+pub(crate) type KeyStep<'a> = (&'a str, Vec<usize>);
 
 /// `a.b[2].c` as steps; an error says what is wrong with the key.
-fn parse_key(key: &str) -> Result<Vec<KeyStep<'_>>, String> {
+pub(crate) fn parse_key(key: &str) -> Result<Vec<KeyStep<'_>>, String> {
     let bad =
         || format!("{key:?}: expected a dotted key such as fabric.pfc.enabled or workload[0].size");
     let mut steps = Vec::new();
@@ -331,6 +335,7 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
     })?;
     // The base document alone first: its errors carry line and column.
     let mut base: ScenarioDoc = decode_str(path, text)?;
+    crate::sweep::Sweep::from_text(path, text)?;
     if !ov.set.is_empty() {
         // Then with the command line's changes (variants keep their place
         // in the file for their errors).
@@ -433,6 +438,13 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
                 }
                 None => None,
             };
+            if v.contains_key("sweep") {
+                return Err(at(FileError::new(
+                    path,
+                    &format!("{prefix}.sweep"),
+                    "a sweep applies to the whole file: expected [sweep] at the top level",
+                )));
+            }
             if v.contains_key("variant") || v.contains_key("name") {
                 return Err(FileError::new(
                     path,
