@@ -123,18 +123,21 @@ pub fn run(args: &Args) -> ExitCode {
         seed: scenario.seed,
         variants: results,
     };
-    if let Err(e) = write_outputs(&out, &doc, &scenario) {
+    let tw = Instant::now();
+    if let Err(e) = write_outputs(&out, doc, &scenario) {
         eprintln!("error: writing {}: {e}", out.display());
         return ExitCode::FAILURE;
     }
     if quiet {
         return ExitCode::SUCCESS;
     }
+    let (write, total) = (tw.elapsed().as_secs_f64(), t0.elapsed().as_secs_f64());
     println!(
-        "wrote {}, {} and {}",
+        "wrote {}, {} and {} in {write:.3} s ({:.1}% of {total:.3} s wall clock)",
         out.join("results.json").display(),
         out.join("report.html").display(),
-        out.join("counters").display()
+        out.join("counters").display(),
+        100.0 * write / total.max(1e-9)
     );
     ExitCode::SUCCESS
 }
@@ -162,14 +165,15 @@ pub(crate) fn run_variant(
 
 /// Write a run's files into `out`: `results.json`, `report.html`, the
 /// counter dumps and the captures.
+/// `results.json` holds `ports` only for variants with `record.ports`;
+/// the report and the dumps are written from all of them first.
 pub(crate) fn write_outputs(
     out: &Path,
-    doc: &ScenarioResults,
+    mut doc: ScenarioResults,
     scenario: &scenario::Scenario,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("results.json"), doc.to_json())?;
-    std::fs::write(out.join("report.html"), reports::render::html(doc))?;
+    std::fs::write(out.join("report.html"), reports::render::html(&doc))?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
@@ -182,7 +186,12 @@ pub(crate) fn write_outputs(
             }
         }
     }
-    Ok(())
+    for (v, r) in scenario.variants.iter().zip(&mut doc.variants) {
+        if !v.config.record.ports {
+            r.ports = Vec::new();
+        }
+    }
+    std::fs::write(out.join("results.json"), doc.to_json())
 }
 
 fn ps(v: u64) -> String {

@@ -226,7 +226,6 @@ fn run_point(
         variants: results,
     };
     let dir = sweep::point_dir(shard_dir, p.index);
-    write_outputs(&dir, &doc, &scenario).map_err(|e| format!("writing {}: {e}", dir.display()))?;
     let summaries: Vec<(u64, &sim::results::Summary)> = scenario
         .variants
         .iter()
@@ -234,6 +233,7 @@ fn run_point(
         .map(|(v, r)| (v.seed, &r.summary))
         .collect();
     let (header, csv, jsonl) = sweep::rows(&sweep.keys, p, &summaries);
+    write_outputs(&dir, doc, &scenario).map_err(|e| format!("writing {}: {e}", dir.display()))?;
     let write = |name: &str, data: String| {
         sweep::write_atomic(&dir.join(name), data.as_bytes())
             .map_err(|e| format!("writing {}: {e}", dir.join(name).display()))

@@ -133,8 +133,33 @@ fabric.pfc.enabled = false
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["scenario"], "tiny");
     assert_eq!(json["seed"], 3);
+    // The file names its format first.
+    assert!(
+        text.starts_with("{\n  \"schema\": \"rocelab-results\",\n  \"version\": 2,\n"),
+        "{}",
+        &text[..80]
+    );
     let variants = json["variants"].as_array().unwrap();
     assert_eq!(variants.len(), 2);
+    // Per-port counters only on request (they are in the dumps anyway).
+    assert_eq!(variants[0]["ports"].as_array().map(Vec::len), Some(0));
+    let with_ports = dir.join("with-ports");
+    let o = rocelab(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--set",
+        "record.ports=true",
+        "--quiet",
+        "--out",
+        with_ports.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let full: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(with_ports.join("results.json")).unwrap())
+            .unwrap();
+    let ports = full["variants"][0]["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 8, "4 NIC ports and 4 switch ports");
+    assert!(stdout.contains("% of "), "output time is printed: {stdout}");
     for (v, name) in variants.iter().zip(["lossless", "lossy"]) {
         let s = &v["summary"];
         assert_eq!(s["variant"], name);

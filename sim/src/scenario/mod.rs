@@ -177,11 +177,34 @@ pub struct ScenarioResults {
     pub variants: Vec<RunResult>,
 }
 
+/// The `schema` field of `results.json`.
+pub const RESULTS_SCHEMA: &str = "rocelab-results";
+/// The `version` field of `results.json`: 2 since the file names its
+/// schema and holds `ports` only on request (files without the fields are
+/// version 1 and read the same).
+pub const RESULTS_VERSION: u32 = 2;
+
+/// [`ScenarioResults`] as written: `schema` and `version` first.
+#[derive(Serialize)]
+struct Versioned<'a> {
+    schema: &'static str,
+    version: u32,
+    #[serde(flatten)]
+    doc: &'a ScenarioResults,
+}
+
 impl ScenarioResults {
-    /// Pretty JSON with stable field order (same inputs, same bytes).
+    /// Pretty JSON with stable field order (same inputs, same bytes),
+    /// opened by `"schema": "rocelab-results"` and `"version"`
+    /// ([`RESULTS_VERSION`]).
     pub fn to_json(&self) -> String {
         // Plain structs of numbers and strings always serialise.
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        let mut s = serde_json::to_string_pretty(&Versioned {
+            schema: RESULTS_SCHEMA,
+            version: RESULTS_VERSION,
+            doc: self,
+        })
+        .unwrap_or_default();
         s.push('\n');
         s
     }
