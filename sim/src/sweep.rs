@@ -227,11 +227,12 @@ impl Sweep {
             let mut offsets = Vec::new();
             for (i, el) in arr.iter().enumerate() {
                 let value = to_value(el);
-                let off = el.span().map(|s| s.start);
+                let espan = trimmed(text, el.span());
+                let off = espan.as_ref().map(|s| s.start);
                 if values.contains(&value) {
                     return Err(err(
                         &format!("{key}[{i}]"),
-                        el.span(),
+                        espan,
                         format!("{value} is listed twice: expected distinct values"),
                     ));
                 }
@@ -288,6 +289,17 @@ impl Sweep {
     }
 }
 
+/// The span of an array element from its first character: `toml_edit`
+/// may start it at the whitespace before the value.
+fn trimmed(text: &str, span: Option<std::ops::Range<usize>>) -> Option<std::ops::Range<usize>> {
+    span.map(|r| {
+        let lead = text
+            .get(r.clone())
+            .map_or(0, |t| t.len() - t.trim_start().len());
+        r.start + lead..r.end
+    })
+}
+
 /// A `toml_edit` value as a `toml` value (its text without decoration).
 fn to_value(v: &toml_edit::Value) -> toml::Value {
     let mut v = v.clone();
@@ -322,20 +334,21 @@ fn read_seeds(
     let mut seeds = Vec::new();
     for (i, el) in arr.iter().enumerate() {
         let key = format!("sweep.seeds[{i}]");
+        let espan = trimmed(text, el.span());
         let seed = el
             .as_integer()
             .and_then(|s| u64::try_from(s).ok())
             .ok_or_else(|| {
                 err(
                     &key,
-                    el.span(),
+                    espan.clone(),
                     format!("{}: expected a seed (an integer 0 or more)", to_value(el)),
                 )
             })?;
         if seeds.contains(&seed) {
             return Err(err(
                 &key,
-                el.span(),
+                espan,
                 format!("{seed} is listed twice: expected distinct seeds"),
             ));
         }
@@ -888,7 +901,7 @@ mod tests {
             (
                 "[sweep]\nseeds = [1, 1]\n",
                 2,
-                14,
+                13,
                 "sweep.seeds[1]",
                 "twice",
             ),

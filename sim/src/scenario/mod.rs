@@ -36,6 +36,10 @@
 //! [[variant]]
 //! name = "lossy"
 //! fabric.pfc.enabled = false          # any key above, merged over the base
+//!
+//! [sweep]                             # crate::sweep: `rocelab sweep` runs
+//! seeds = [1, 2]                      # every point; a single run ignores it
+//! grid = { "fabric.buffer.size" = ["4MB", "8MB"] }
 //! ```
 //!
 //! Each `[[variant]]` is merged over the base document (tables merge key by
