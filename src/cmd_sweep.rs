@@ -109,6 +109,14 @@ fn sweep_cmd(args: &Args) -> Result<(), String> {
         None => Shard::from_env(&env, args.shards)?.unwrap_or(Shard::ALL),
     };
     let shard_dir = out.join(shard.dir_name());
+    // A shard's folder is its own: rows of an earlier run (perhaps of an
+    // edited sweep) must not stand in for points this run did not finish.
+    match std::fs::remove_dir_all(shard_dir.join("points")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("clearing {}: {e}", shard_dir.display()))
+        }
+        _ => {}
+    }
     std::fs::create_dir_all(&shard_dir)
         .map_err(|e| format!("creating {}: {e}", shard_dir.display()))?;
     let manifest = Manifest::new(&name, file, &sweep, shard);
