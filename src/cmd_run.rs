@@ -165,15 +165,15 @@ pub(crate) fn run_variant(
 
 /// Write a run's files into `out`: `results.json`, `report.html`, the
 /// counter dumps and the captures.
-/// `results.json` holds `ports` only for variants with `record.ports`;
-/// the report and the dumps are written from all of them first.
+/// The dumps print every port; `results.json` holds `ports` only for
+/// variants with `record.ports`, and the report is rendered from what
+/// `results.json` holds, so `rocelab report` of it gives the same page.
 pub(crate) fn write_outputs(
     out: &Path,
     mut doc: ScenarioResults,
     scenario: &scenario::Scenario,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("report.html"), reports::render::html(&doc))?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
@@ -191,6 +191,7 @@ pub(crate) fn write_outputs(
             r.ports = Vec::new();
         }
     }
+    std::fs::write(out.join("report.html"), reports::render::html(&doc))?;
     std::fs::write(out.join("results.json"), doc.to_json())
 }
 
