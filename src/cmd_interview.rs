@@ -255,8 +255,13 @@ fn interview(args: &Args) -> Result<(), String> {
         answers.push(a);
     }
     let scenario = &main.scenario;
-    crate::cmd_run::write_outputs(&answer_dir, &main.results, scenario, main.narrative.clone())
-        .map_err(|e| format!("writing {}: {e}", answer_dir.display()))?;
+    crate::cmd_run::write_outputs(
+        &answer_dir,
+        main.results.clone(),
+        scenario,
+        main.narrative.clone(),
+    )
+    .map_err(|e| format!("writing {}: {e}", answer_dir.display()))?;
     let report = answer_dir.join("report.html");
     let all_right = questions.iter().zip(&answers).all(|(q, a)| q.correct == *a);
     if args.json {

@@ -77,6 +77,7 @@ pub fn run(args: &Args) -> ExitCode {
 /// `args.file`). Prints the tables unless quiet and any error on stderr;
 /// returns the output directory it wrote, or `None` after an error.
 pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
+    let t0 = Instant::now();
     let (scenario, doc) = simulate_all(args, text)?;
     let out = args
         .out
@@ -89,18 +90,21 @@ pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
             .map(|t| reports::render::narrative_of(&t))
             .unwrap_or_default(),
     };
-    if let Err(e) = write_outputs(&out, &doc, &scenario, narrative) {
+    let tw = Instant::now();
+    if let Err(e) = write_outputs(&out, doc, &scenario, narrative) {
         eprintln!("error: writing {}: {e}", out.display());
         return None;
     }
     if args.quiet {
         return Some(out);
     }
+    let (write, total) = (tw.elapsed().as_secs_f64(), t0.elapsed().as_secs_f64());
     println!(
-        "wrote {}, {} and {}",
+        "wrote {}, {} and {} in {write:.3} s ({:.1}% of {total:.3} s wall clock)",
         out.join("results.json").display(),
         out.join("report.html").display(),
-        out.join("counters").display()
+        out.join("counters").display(),
+        100.0 * write / total.max(1e-9)
     );
     Some(out)
 }
@@ -148,17 +152,7 @@ pub fn simulate_all(
     }
     let mut results: Vec<RunResult> = Vec::new();
     for v in &scenario.variants {
-        let opts = RunOptions {
-            variant: v.name.clone(),
-            seed: v.seed,
-            duration: v.duration,
-            max_events: v.max_events,
-            progress: !quiet,
-            groups: v.groups.clone(),
-            workloads: v.workloads.clone(),
-        };
-        let topo = &scenario.topologies[v.topology];
-        match simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts) {
+        match run_variant(&scenario, &routes, v, !quiet) {
             Ok((result, stats)) => {
                 if !quiet {
                     print_variant(&result, &stats, load_secs + routes_secs);
@@ -182,31 +176,41 @@ pub fn simulate_all(
     Some((scenario, doc))
 }
 
-/// Write `DIR/results.json`, `DIR/report.html`, the counter dumps of each
-/// variant under `DIR/counters/<variant>/` and its captures under
-/// `DIR/pcap/<variant>/`.
+/// Run one variant of a loaded scenario (`routes`: one per topology):
+/// what `run` does for each variant, and `sweep` for each point's.
+pub(crate) fn run_variant(
+    scenario: &scenario::Scenario,
+    routes: &[Routes],
+    v: &scenario::Variant,
+    progress: bool,
+) -> Result<(RunResult, RunStats), sim::run::SimError> {
+    let opts = RunOptions {
+        variant: v.name.clone(),
+        seed: v.seed,
+        duration: v.duration,
+        max_events: v.max_events,
+        progress,
+        groups: v.groups.clone(),
+        workloads: v.workloads.clone(),
+    };
+    let topo = &scenario.topologies[v.topology];
+    simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)
+}
+
+/// Write a run's files into `out`: the counter dumps of each variant under
+/// `counters/<variant>/`, its captures under `pcap/<variant>/`, then
+/// `results.json`, `report.html` and the report's context (`narrative`:
+/// the scenario file's header comment). The dumps print every port;
+/// `results.json` holds `ports` only for variants with `record.ports`, and
+/// the report is rendered from what `results.json` holds, so `rocelab
+/// report` of it gives the same page.
 pub fn write_outputs(
     out: &Path,
-    doc: &ScenarioResults,
+    mut doc: ScenarioResults,
     scenario: &scenario::Scenario,
     narrative: Vec<String>,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("results.json"), doc.to_json())?;
-    let ctx = reports::render::Context {
-        narrative,
-        thresholds: scenario
-            .variants
-            .iter()
-            .map(|v| thresholds(&v.config))
-            .collect(),
-    };
-    std::fs::write(
-        out.join("report.html"),
-        reports::render::html_with(doc, &ctx),
-    )?;
-    let ctx_json = serde_json::to_string_pretty(&ctx).map_err(std::io::Error::other)?;
-    std::fs::write(out.join(reports::render::CONTEXT_FILE), ctx_json + "\n")?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
@@ -219,7 +223,26 @@ pub fn write_outputs(
             }
         }
     }
-    Ok(())
+    for (v, r) in scenario.variants.iter().zip(&mut doc.variants) {
+        if !v.config.record.ports {
+            r.ports = Vec::new();
+        }
+    }
+    let ctx = reports::render::Context {
+        narrative,
+        thresholds: scenario
+            .variants
+            .iter()
+            .map(|v| thresholds(&v.config))
+            .collect(),
+    };
+    std::fs::write(
+        out.join("report.html"),
+        reports::render::html_with(&doc, &ctx),
+    )?;
+    let ctx_json = serde_json::to_string_pretty(&ctx).map_err(std::io::Error::other)?;
+    std::fs::write(out.join(reports::render::CONTEXT_FILE), ctx_json + "\n")?;
+    std::fs::write(out.join("results.json"), doc.to_json())
 }
 
 fn ps(v: u64) -> String {

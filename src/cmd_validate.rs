@@ -1,5 +1,6 @@
 //! `rocelab validate FILE [--set K=V] [--seed N] [--variant NAME]`: check a
-//! scenario or topology file without running it: what `run` would load.
+//! scenario or topology file without running it: what `run` would load,
+//! and every point of its `[sweep]` as `sweep` would load it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,15 @@ pub fn run(args: &Args) -> ExitCode {
                     v.flows.len(),
                     describe(&s.topologies[v.topology])
                 );
+            }
+            // Every point of a [sweep] loads as its single run would.
+            match sim::sweep::check_points(file, &overrides) {
+                Ok(0) => {}
+                Ok(n) => println!("  sweep: {n} points, each checked"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
             }
             println!("ok");
             ExitCode::SUCCESS

@@ -11,10 +11,12 @@ mod cmd_doctor;
 mod cmd_exec;
 mod cmd_interview;
 mod cmd_lessons;
+mod cmd_merge;
 mod cmd_parse;
 mod cmd_perftest;
 mod cmd_report;
 mod cmd_run;
+mod cmd_sweep;
 mod cmd_validate;
 mod cmd_wire;
 
@@ -40,6 +42,11 @@ enum Command {
     /// The counter interview: a hidden fault's counter dumps, two questions,
     /// then the doctor's answer and the report. `--seed N` repeats one.
     Interview(cmd_interview::Args),
+    /// Run every point of a scenario's [sweep] on the local cores (or one
+    /// shard of them); write the sweep table, or a scheduler's job file.
+    Sweep(cmd_sweep::Args),
+    /// Combine the folders of a sweep's shards into the sweep table.
+    Merge(cmd_merge::Args),
     /// Render a results.json as report.html (SVG plots, explanation) or Markdown.
     Report(cmd_report::Args),
     /// Check a scenario or topology file without running it.
@@ -73,6 +80,8 @@ fn main() -> ExitCode {
         Command::Lessons => cmd_lessons::list(),
         Command::Lesson(args) => cmd_lessons::run(args),
         Command::Interview(args) => cmd_interview::run(args),
+        Command::Sweep(args) => cmd_sweep::run(&args),
+        Command::Merge(args) => cmd_merge::run(&args),
         Command::Report(args) => cmd_report::run(&args),
         Command::Validate(args) => cmd_validate::run(&args),
         Command::Wire(args) => cmd_wire::run(args),

@@ -603,7 +603,10 @@ pub struct RecordConfig {
     pub interval: Duration,
     /// Keep one record per flow in the results.
     pub flows: bool,
-    /// Keep per-port counters in the results.
+    /// Write the per-port counters into `results.json` (`ports`). They are
+    /// always in the counter dumps (`counters/<variant>/`) and the report;
+    /// at thousands of ports they are most of `results.json`, so only on
+    /// request.
     pub ports: bool,
     /// Most PAUSE (held-off) intervals kept per port for the pause
     /// timelines in `results.json` (`pauses`); 0 keeps none. Intervals past
@@ -625,7 +628,7 @@ impl Default for RecordConfig {
             queues: Vec::new(),
             interval: Duration::from_us(10),
             flows: true,
-            ports: true,
+            ports: false,
             pause_intervals: 256,
             pcap: Vec::new(),
             flow_rates: false,

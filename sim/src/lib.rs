@@ -6,7 +6,8 @@
 //! [`config`] holds the model settings scenario files embed, [`run`] the
 //! entry point and [`results`] what a run produces. [`stats`] writes
 //! counter dumps in the real tools' formats. [`faults`] and [`overrides`]
-//! describe broken and per-element fabrics (`[[faults]]`, `[[override]]`).
+//! describe broken and per-element fabrics (`[[faults]]`, `[[override]]`),
+//! [`sweep`] parameter sweeps (`[sweep]`), their shards and table.
 
 pub mod config;
 pub mod engine;
@@ -18,5 +19,6 @@ pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod stats;
+pub mod sweep;
 pub mod topology;
 pub mod workload;

@@ -38,6 +38,17 @@ fn run_ok(scenario: &Path, out: &Path) -> String {
     stdout
 }
 
+/// The dump `name` of a counter bundle (`counters/<variant>/nics.txt`).
+fn section(bundle: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(bundle).unwrap();
+    sim::stats::bundle_sections(&text)
+        .unwrap_or_else(|| panic!("{}: not a bundle", bundle.display()))
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("{name} not in {}", bundle.display()))
+        .1
+}
+
 fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -122,8 +133,33 @@ fabric.pfc.enabled = false
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["scenario"], "tiny");
     assert_eq!(json["seed"], 3);
+    // The file names its format first.
+    assert!(
+        text.starts_with("{\n  \"schema\": \"rocelab-results\",\n  \"version\": 2,\n"),
+        "{}",
+        &text[..80]
+    );
     let variants = json["variants"].as_array().unwrap();
     assert_eq!(variants.len(), 2);
+    // Per-port counters only on request (they are in the dumps anyway).
+    assert_eq!(variants[0]["ports"].as_array().map(Vec::len), Some(0));
+    let with_ports = dir.join("with-ports");
+    let o = rocelab(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--set",
+        "record.ports=true",
+        "--quiet",
+        "--out",
+        with_ports.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let full: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(with_ports.join("results.json")).unwrap())
+            .unwrap();
+    let ports = full["variants"][0]["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 8, "4 NIC ports and 4 switch ports");
+    assert!(stdout.contains("% of "), "output time is printed: {stdout}");
     for (v, name) in variants.iter().zip(["lossless", "lossy"]) {
         let s = &v["summary"];
         assert_eq!(s["variant"], name);
@@ -159,12 +195,29 @@ fabric.pfc.enabled = false
     );
     // Counter dumps per variant, named as the real tools name them.
     // Each opens with the end of the run (the duration, 50 ms) in ps.
-    let nic = std::fs::read_to_string(out_dir.join("counters/lossless/h1.ethtool.txt")).unwrap();
+    // All NICs' dumps are in one bundle, each under its file name.
+    let nic = section(
+        &out_dir.join("counters/lossless/nics.txt"),
+        "h1.ethtool.txt",
+    );
     assert!(
         nic.starts_with("# time_ps: 50000000000\nNIC statistics:\n"),
         "{nic}"
     );
-    let rdma = std::fs::read_to_string(out_dir.join("counters/lossless/h1.rdma.txt")).unwrap();
+    let rdma = section(&out_dir.join("counters/lossless/nics.txt"), "h1.rdma.txt");
+    let sw = section(
+        &out_dir.join("counters/lossless/switches.txt"),
+        "sw0-p0.ethtool.txt",
+    );
+    assert!(
+        sw.starts_with("# time_ps: 50000000000\nNIC statistics:\n"),
+        "{sw}"
+    );
+    let files: Vec<String> = std::fs::read_dir(out_dir.join("counters/lossless"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 2, "one file per kind: {files:?}");
     assert!(
         rdma.starts_with("# time_ps: 50000000000\nlink mlx5_0/1 "),
         "{rdma}"
@@ -242,10 +295,10 @@ size = "400KB"
         .count();
     assert_eq!(late, 20, "every flow but the first step's four waits");
 
-    // One simulated dump alone: counts over the simulated run, not since
-    // boot.
+    // The NICs' bundle alone: each dump counts over the simulated run,
+    // not since boot.
     let end = v["summary"]["sim_time_ps"].as_u64().unwrap();
-    let dump = out_dir.join("counters/default/h1.ethtool.txt");
+    let dump = out_dir.join("counters/default/nics.txt");
     let out = rocelab(&["doctor", dump.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
@@ -253,7 +306,7 @@ size = "400KB"
     let interval = verbs_emu::time::Duration::from_ps(end / 1000 * 1000);
     assert!(
         text.contains(&format!(
-            "counters (ethtool counts over {interval} of simulated time from zero): default/h1"
+            "counters (ethtool counts over {interval} of simulated time from zero): default/h0, default/h1,"
         )),
         "{text}"
     );

@@ -3,6 +3,7 @@
 
 mod cli_reports;
 mod cli_sim;
+mod cli_sweep;
 mod devices;
 mod ibverbs_shim;
 mod interview;

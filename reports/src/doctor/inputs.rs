@@ -4,7 +4,10 @@
 //! Contract: nothing a path holds is fatal. A file that cannot be read, is
 //! not text the parsers recognise (a rendered `report.html`, an image) or
 //! that a parser rejects is listed in [`Loaded::skipped`] with the reason;
-//! every other file becomes an [`Input`]. Folders are walked in sorted
+//! every other file becomes an [`Input`]. A bundle of dumps (`==> NAME
+//! <==` sections, as `tail -n +1` prints several files and as `rocelab
+//! run` writes `counters/<variant>/nics.txt` and `switches.txt`) stands
+//! for one file per section, named NAME beside the bundle. Folders are walked in sorted
 //! path order so the same folder always gives the same inputs.
 
 use std::io::Read;
@@ -81,6 +84,12 @@ fn read_limited(f: &Path) -> Result<Vec<u8>, String> {
 }
 
 fn add_text(out: &mut Loaded, name: String, bytes: &[u8]) {
+    if !looks_binary(bytes) {
+        if let Some(parts) = sim::stats::bundle_sections(&String::from_utf8_lossy(bytes)) {
+            add_bundle(out, &name, parts);
+            return;
+        }
+    }
     if looks_binary(bytes) {
         out.skipped.push(Skipped {
             path: name,
@@ -102,6 +111,22 @@ fn add_text(out: &mut Loaded, name: String, bytes: &[u8]) {
             path: name,
             reason: e.to_string(),
         }),
+    }
+}
+
+/// A bundle of dumps (`tail -n +1 FILE...`, or a run's `nics.txt` and
+/// `switches.txt`): each section is read as the file it names, beside the
+/// bundle (`counters/v/nics.txt` holds `counters/v/h0.ethtool.txt`), so
+/// sources and variants are those of one file per dump.
+fn add_bundle(out: &mut Loaded, name: &str, parts: Vec<(String, String)>) {
+    let dir = match name.rfind(['/', '\\']) {
+        Some(i) => &name[..=i],
+        None => "",
+    };
+    for (file, text) in parts {
+        // A section names a file, never a folder above the bundle's.
+        let base = file.rsplit(['/', '\\']).next().unwrap_or(&file);
+        add_text(out, format!("{dir}{base}"), text.as_bytes());
     }
 }
 

@@ -34,6 +34,7 @@
 pub mod context;
 pub mod explain;
 pub mod svg;
+pub mod sweep;
 pub mod topology;
 pub mod zoom;
 

@@ -5,6 +5,7 @@
 mod compare;
 mod corpus;
 mod doctor;
+mod doctor_bundles;
 mod fuzz;
 mod hosts;
 mod ibdiag;

@@ -1134,7 +1134,9 @@ impl<'a> World<'a> {
             pause_time += p.prio.iter().map(|c| c.rx_pause_duration_ps).sum::<u64>();
             ecn_marked += p.ecn_marked;
             frames += p.frames_sent;
-            if self.cfg.record.ports {
+            // Always kept: the counter dumps print them; `record.ports`
+            // decides whether results.json holds them too.
+            {
                 ports_out.push(PortRecord {
                     node: name(p.node),
                     port: p.local,

@@ -36,6 +36,10 @@
 //! [[variant]]
 //! name = "lossy"
 //! fabric.pfc.enabled = false          # any key above, merged over the base
+//!
+//! [sweep]                             # crate::sweep: `rocelab sweep` runs
+//! seeds = [1, 2]                      # every point; a single run ignores it
+//! grid = { "fabric.buffer.size" = ["4MB", "8MB"] }
 //! ```
 //!
 //! Each `[[variant]]` is merged over the base document (tables merge key by
@@ -112,6 +116,10 @@ pub struct ScenarioDoc {
     /// the base document).
     #[serde(default, rename = "variant")]
     pub variants: Vec<toml::Spanned<toml::Table>>,
+    /// The `[sweep]` table ([`crate::sweep`]): checked when loading, run
+    /// by `rocelab sweep`; a single run ignores it.
+    #[serde(default)]
+    pub sweep: Option<toml::Value>,
 }
 
 fn default_seed() -> u64 {
@@ -173,11 +181,34 @@ pub struct ScenarioResults {
     pub variants: Vec<RunResult>,
 }
 
+/// The `schema` field of `results.json`.
+pub const RESULTS_SCHEMA: &str = "rocelab-results";
+/// The `version` field of `results.json`: 2 since the file names its
+/// schema and holds `ports` only on request (files without the fields are
+/// version 1 and read the same).
+pub const RESULTS_VERSION: u32 = 2;
+
+/// [`ScenarioResults`] as written: `schema` and `version` first.
+#[derive(Serialize)]
+struct Versioned<'a> {
+    schema: &'static str,
+    version: u32,
+    #[serde(flatten)]
+    doc: &'a ScenarioResults,
+}
+
 impl ScenarioResults {
-    /// Pretty JSON with stable field order (same inputs, same bytes).
+    /// Pretty JSON with stable field order (same inputs, same bytes),
+    /// opened by `"schema": "rocelab-results"` and `"version"`
+    /// ([`RESULTS_VERSION`]).
     pub fn to_json(&self) -> String {
         // Plain structs of numbers and strings always serialise.
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        let mut s = serde_json::to_string_pretty(&Versioned {
+            schema: RESULTS_SCHEMA,
+            version: RESULTS_VERSION,
+            doc: self,
+        })
+        .unwrap_or_default();
         s.push('\n');
         s
     }
@@ -225,10 +256,10 @@ impl Overrides {
 }
 
 /// One step of a dotted key: a table key, then array indexes.
-type KeyStep<'a> = (&'a str, Vec<usize>);
+pub(crate) type KeyStep<'a> = (&'a str, Vec<usize>);
 
 /// `a.b[2].c` as steps; an error says what is wrong with the key.
-fn parse_key(key: &str) -> Result<Vec<KeyStep<'_>>, String> {
+pub(crate) fn parse_key(key: &str) -> Result<Vec<KeyStep<'_>>, String> {
     let bad =
         || format!("{key:?}: expected a dotted key such as fabric.pfc.enabled or workload[0].size");
     let mut steps = Vec::new();
@@ -331,6 +362,7 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
     })?;
     // The base document alone first: its errors carry line and column.
     let mut base: ScenarioDoc = decode_str(path, text)?;
+    crate::sweep::Sweep::from_text(path, text)?;
     if !ov.set.is_empty() {
         // Then with the command line's changes (variants keep their place
         // in the file for their errors).
@@ -433,6 +465,13 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
                 }
                 None => None,
             };
+            if v.contains_key("sweep") {
+                return Err(at(FileError::new(
+                    path,
+                    &format!("{prefix}.sweep"),
+                    "a sweep applies to the whole file: expected [sweep] at the top level",
+                )));
+            }
             if v.contains_key("variant") || v.contains_key("name") {
                 return Err(FileError::new(
                     path,

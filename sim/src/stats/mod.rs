@@ -17,12 +17,18 @@
 //!   `tx_pause_storm_warning_events` and `tx_pause_storm_error_events`.
 //! * [`pfcwd_show_stats`]: SONiC's `pfcwd show stats` table (tabulate
 //!   `simple` format, right-aligned) of one switch's watchdog queues.
-//! * [`write_counter_dumps`] writes both for every host into a directory
-//!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), the ethtool form for
-//!   every switch port (`<switch>-p<port>.ethtool.txt`) and, for every
-//!   switch whose watchdog saw a storm, `<switch>.pfcwd.txt`. Each file starts
+//! * [`write_counter_dumps`] writes two files into a directory, one per
+//!   kind of device: `nics.txt` holds both dumps of every host
+//!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), `switches.txt` the ethtool
+//!   form of every switch port (`<switch>-p<port>.ethtool.txt`) and, for
+//!   every switch whose watchdog saw a storm, `<switch>.pfcwd.txt`. Each is
+//!   a [bundle](bundle): the dumps one after another, each under a
+//!   `==> NAME <==` line as `tail -n +1 FILE...` prints them, NAME the
+//!   file name the dump had when each dump was a file of its own (folders
+//!   written before hold those files; readers take both). Each dump starts
 //!   with a `# time_ps: <end of run in ps>` comment line, the metadata the
-//!   reports parsers read as simulated time.
+//!   reports parsers read as simulated time. Two files instead of one per
+//!   port keep the output small and fast at thousands of hosts.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -173,11 +179,68 @@ pub fn time_line(sim_time_ps: u64) -> String {
     format!("# time_ps: {sim_time_ps}\n")
 }
 
+/// The file of NIC dumps [`write_counter_dumps`] writes.
+pub const NICS_FILE: &str = "nics.txt";
+/// The file of switch dumps [`write_counter_dumps`] writes.
+pub const SWITCHES_FILE: &str = "switches.txt";
+
+/// Dumps as one text: each `(name, text)` under a `==> name <==` line,
+/// a blank line between two (the output of `tail -n +1 FILE...`). Every
+/// text ends with a newline; [`bundle_sections`] gives them back exactly.
+pub fn bundle(parts: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (i, (name, text)) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "==> {name} <==");
+        out.push_str(text);
+        if !text.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The `(name, text)` sections of a [`bundle`] (or of `tail -n +1` /
+/// `head` output over several files), or `None` when `text` does not
+/// start with a `==> NAME <==` line. A section's text runs to the blank
+/// line before the next header.
+pub fn bundle_sections(text: &str) -> Option<Vec<(String, String)>> {
+    let header = |l: &str| {
+        l.strip_prefix("==> ")
+            .and_then(|r| r.strip_suffix(" <=="))
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+    };
+    header(text.lines().next()?)?;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if let Some(name) = header(bare) {
+            if let Some((_, prev)) = out.last_mut() {
+                // The separator line before a header is not the dump's.
+                if prev.ends_with("\n\n") {
+                    prev.pop();
+                } else if prev == "\n" {
+                    prev.clear();
+                }
+            }
+            out.push((name, String::new()));
+        } else if let Some((_, cur)) = out.last_mut() {
+            cur.push_str(line);
+        }
+    }
+    Some(out)
+}
+
 /// Write the dumps of every host and switch port of `result` into `dir`
-/// (created if missing), each opened by [`time_line`]. Each port prints
-/// pause rows for its own `pfc_priorities` (so a port with PFC off prints
-/// none, as the driver does); `pfc_prios` stands in for ports whose record
-/// does not say (results written before the field existed).
+/// (created if missing), each opened by [`time_line`]: [`NICS_FILE`] and
+/// [`SWITCHES_FILE`], each a [`bundle`].
+/// Each port prints pause rows for its own `pfc_priorities` (so a port
+/// with PFC off prints none, as the driver does); `pfc_prios` stands in
+/// for ports whose record does not say (results written before the field
+/// existed).
 pub fn write_counter_dumps(
     dir: &Path,
     result: &RunResult,
@@ -185,25 +248,38 @@ pub fn write_counter_dumps(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let time = time_line(result.summary.sim_time_ps);
+    let (mut nics, mut switches) = (Vec::new(), Vec::new());
+    // A NIC's two dumps sit together: its ethtool -S, then its rdma line.
+    let rdma: std::collections::HashMap<&str, &NicRecord> =
+        result.nics.iter().map(|n| (n.node.as_str(), n)).collect();
+    let mut done: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for p in &result.ports {
-        let name = if p.is_nic {
-            format!("{}.ethtool.txt", p.node)
+        let dump = format!(
+            "{time}{}",
+            ethtool_dump(p, p.pfc_priorities.as_deref().unwrap_or(pfc_prios))
+        );
+        if p.is_nic {
+            nics.push((format!("{}.ethtool.txt", p.node), dump));
+            if let Some(n) = rdma.get(p.node.as_str()) {
+                nics.push((
+                    format!("{}.rdma.txt", n.node),
+                    format!("{time}{}", rdma_statistic("mlx5_0", n)),
+                ));
+                done.insert(n.node.as_str());
+            }
         } else {
-            format!("{}-p{}.ethtool.txt", p.node, p.port)
-        };
-        std::fs::write(
-            dir.join(name),
-            format!(
-                "{time}{}",
-                ethtool_dump(p, p.pfc_priorities.as_deref().unwrap_or(pfc_prios))
-            ),
-        )?;
+            switches.push((format!("{}-p{}.ethtool.txt", p.node, p.port), dump));
+        }
     }
-    for n in &result.nics {
-        std::fs::write(
-            dir.join(format!("{}.rdma.txt", n.node)),
+    for n in result
+        .nics
+        .iter()
+        .filter(|n| !done.contains(n.node.as_str()))
+    {
+        nics.push((
+            format!("{}.rdma.txt", n.node),
             format!("{time}{}", rdma_statistic("mlx5_0", n)),
-        )?;
+        ));
     }
     let mut i = 0;
     let wd = &result.pfcwd_stats;
@@ -211,11 +287,13 @@ pub fn write_counter_dumps(
         let node = &wd[i].node;
         let rows: Vec<&PfcwdStats> = wd[i..].iter().take_while(|r| &r.node == node).collect();
         i += rows.len();
-        std::fs::write(
-            dir.join(format!("{node}.pfcwd.txt")),
+        switches.push((
+            format!("{node}.pfcwd.txt"),
             format!("{time}{}", pfcwd_show_stats(&rows)),
-        )?;
+        ));
     }
+    std::fs::write(dir.join(NICS_FILE), bundle(&nics))?;
+    std::fs::write(dir.join(SWITCHES_FILE), bundle(&switches))?;
     Ok(())
 }
 
@@ -283,6 +361,31 @@ mod tests {
             "Ethernet12:3  stormed                      1/0      0/1234         0/7           0/1234              0/7"
         );
         assert!(lines.iter().all(|l| l.len() == lines[0].len()));
+    }
+
+    #[test]
+    fn bundle_sections_give_back_each_dump_exactly() {
+        let parts = vec![
+            (
+                "h0.ethtool.txt".to_string(),
+                "# time_ps: 5\nNIC statistics:\n     a: 1\n".to_string(),
+            ),
+            (
+                "h0.rdma.txt".to_string(),
+                "\n\nlink mlx5_0/1 x 1\n".to_string(),
+            ),
+            ("empty.txt".to_string(), String::new()),
+            ("last.txt".to_string(), "z\n\n".to_string()),
+        ];
+        let text = bundle(&parts);
+        assert!(text.starts_with("==> h0.ethtool.txt <==\n# time_ps: 5\n"));
+        assert!(text.contains("     a: 1\n\n==> h0.rdma.txt <==\n"));
+        let mut want = parts.clone();
+        // An empty dump is written as an empty line, read back as that.
+        want[2].1 = "\n".to_string();
+        assert_eq!(bundle_sections(&text).unwrap(), want);
+        assert_eq!(bundle_sections("NIC statistics:\n"), None);
+        assert_eq!(bundle_sections(""), None);
     }
 
     #[test]
