@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 use verbs_emu::cc::{CcConfig as EngineCc, DcqcnParams};
 use verbs_emu::time::{Duration, Instant, Rate};
 use verbs_emu::transport::{
-    Access, AddressHandle, AttrMask, LengthMemory, Mtu, Payload, Qp, QpAttr, QpConfig, QpState,
+    Access, AddressHandle, LengthMemory, Mtu, Payload, Qp, QpAttr, QpAttrMask, QpConfig, QpState,
     Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr, Sge,
     SgeList, WcStatus,
 };
@@ -274,7 +274,7 @@ fn new_qp(
     let err = |e: verbs_emu::transport::ModifyError| format!("QP setup: {e}");
     qp.modify(
         &attr,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
     )
     .map_err(err)?;
     attr.qp_state = QpState::Rtr;
@@ -286,13 +286,13 @@ fn new_qp(
     attr.min_rnr_timer = 12;
     qp.modify(
         &attr,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
+        QpAttrMask::STATE
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER,
     )
     .map_err(err)?;
     attr.qp_state = QpState::Rts;
@@ -303,12 +303,12 @@ fn new_qp(
     attr.max_rd_atomic = 16;
     qp.modify(
         &attr,
-        AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC,
+        QpAttrMask::STATE
+            | QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::MAX_QP_RD_ATOMIC,
     )
     .map_err(err)?;
     Ok(qp)

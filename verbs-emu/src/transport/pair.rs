@@ -686,36 +686,36 @@ fn bring_up(
         dest_qp_num: dest,
         ..QpAttr::default()
     };
-    let m = |x: AttrMask| AttrMask::STATE | x;
+    let m = |x: QpAttrMask| QpAttrMask::STATE | x;
     let init = if ud {
-        AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY
+        QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY
     } else {
-        AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS
+        QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS
     };
     qp.modify(&attr, m(init))?;
     attr.qp_state = QpState::Rtr;
     let rtr = if ud {
-        AttrMask::NONE
+        QpAttrMask::EMPTY
     } else if uc {
-        AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN
+        QpAttrMask::AV | QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN | QpAttrMask::RQ_PSN
     } else {
-        AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER
+        QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER
     };
     qp.modify(&attr, m(rtr))?;
     attr.qp_state = QpState::Rts;
     let rts = if ud || uc {
-        AttrMask::SQ_PSN
+        QpAttrMask::SQ_PSN
     } else {
-        AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC
+        QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::MAX_QP_RD_ATOMIC
     };
     qp.modify(&attr, m(rts))
 }

@@ -436,57 +436,60 @@ impl Mtu {
     }
 }
 
-/// `ibv_qp_attr_mask` bits (ROCEV2.md §5.9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct AttrMask(u32);
+/// `ibv_qp_attr_mask` (ROCEV2.md §5.9): which fields of a [`QpAttr`] a
+/// modify applies, with rdma-core's bit values. The one mask type of the
+/// crate: the engine, the verbs API (`verbs::QpAttr::mask`) and the
+/// hardware backend all use it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+pub struct QpAttrMask(pub u32);
 
-impl AttrMask {
+impl QpAttrMask {
     /// No attributes.
-    pub const NONE: AttrMask = AttrMask(0);
-    /// IBV_QP_STATE.
-    pub const STATE: AttrMask = AttrMask(1 << 0);
-    /// IBV_QP_CUR_STATE.
-    pub const CUR_STATE: AttrMask = AttrMask(1 << 1);
-    /// IBV_QP_EN_SQD_ASYNC_NOTIFY.
-    pub const EN_SQD_ASYNC_NOTIFY: AttrMask = AttrMask(1 << 2);
-    /// IBV_QP_ACCESS_FLAGS.
-    pub const ACCESS_FLAGS: AttrMask = AttrMask(1 << 3);
-    /// IBV_QP_PKEY_INDEX.
-    pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
-    /// IBV_QP_PORT.
-    pub const PORT: AttrMask = AttrMask(1 << 5);
-    /// IBV_QP_QKEY.
-    pub const QKEY: AttrMask = AttrMask(1 << 6);
-    /// IBV_QP_AV.
-    pub const AV: AttrMask = AttrMask(1 << 7);
-    /// IBV_QP_PATH_MTU.
-    pub const PATH_MTU: AttrMask = AttrMask(1 << 8);
-    /// IBV_QP_TIMEOUT.
-    pub const TIMEOUT: AttrMask = AttrMask(1 << 9);
-    /// IBV_QP_RETRY_CNT.
-    pub const RETRY_CNT: AttrMask = AttrMask(1 << 10);
-    /// IBV_QP_RNR_RETRY.
-    pub const RNR_RETRY: AttrMask = AttrMask(1 << 11);
-    /// IBV_QP_RQ_PSN.
-    pub const RQ_PSN: AttrMask = AttrMask(1 << 12);
-    /// IBV_QP_MAX_QP_RD_ATOMIC.
-    pub const MAX_QP_RD_ATOMIC: AttrMask = AttrMask(1 << 13);
-    /// IBV_QP_ALT_PATH.
-    pub const ALT_PATH: AttrMask = AttrMask(1 << 14);
-    /// IBV_QP_MIN_RNR_TIMER.
-    pub const MIN_RNR_TIMER: AttrMask = AttrMask(1 << 15);
-    /// IBV_QP_SQ_PSN.
-    pub const SQ_PSN: AttrMask = AttrMask(1 << 16);
-    /// IBV_QP_MAX_DEST_RD_ATOMIC.
-    pub const MAX_DEST_RD_ATOMIC: AttrMask = AttrMask(1 << 17);
-    /// IBV_QP_PATH_MIG_STATE.
-    pub const PATH_MIG_STATE: AttrMask = AttrMask(1 << 18);
-    /// IBV_QP_CAP.
-    pub const CAP: AttrMask = AttrMask(1 << 19);
-    /// IBV_QP_DEST_QPN.
-    pub const DEST_QPN: AttrMask = AttrMask(1 << 20);
-    /// IBV_QP_RATE_LIMIT.
-    pub const RATE_LIMIT: AttrMask = AttrMask(1 << 25);
+    pub const EMPTY: QpAttrMask = QpAttrMask(0);
+    /// IBV_QP_STATE: `qp_state`.
+    pub const STATE: QpAttrMask = QpAttrMask(1 << 0);
+    /// IBV_QP_CUR_STATE: `cur_qp_state`.
+    pub const CUR_STATE: QpAttrMask = QpAttrMask(1 << 1);
+    /// IBV_QP_EN_SQD_ASYNC_NOTIFY: `en_sqd_async_notify`.
+    pub const EN_SQD_ASYNC_NOTIFY: QpAttrMask = QpAttrMask(1 << 2);
+    /// IBV_QP_ACCESS_FLAGS: `qp_access_flags`.
+    pub const ACCESS_FLAGS: QpAttrMask = QpAttrMask(1 << 3);
+    /// IBV_QP_PKEY_INDEX: `pkey_index`.
+    pub const PKEY_INDEX: QpAttrMask = QpAttrMask(1 << 4);
+    /// IBV_QP_PORT: `port_num`.
+    pub const PORT: QpAttrMask = QpAttrMask(1 << 5);
+    /// IBV_QP_QKEY: `qkey`.
+    pub const QKEY: QpAttrMask = QpAttrMask(1 << 6);
+    /// IBV_QP_AV: `ah_attr`.
+    pub const AV: QpAttrMask = QpAttrMask(1 << 7);
+    /// IBV_QP_PATH_MTU: `path_mtu`.
+    pub const PATH_MTU: QpAttrMask = QpAttrMask(1 << 8);
+    /// IBV_QP_TIMEOUT: `timeout`.
+    pub const TIMEOUT: QpAttrMask = QpAttrMask(1 << 9);
+    /// IBV_QP_RETRY_CNT: `retry_cnt`.
+    pub const RETRY_CNT: QpAttrMask = QpAttrMask(1 << 10);
+    /// IBV_QP_RNR_RETRY: `rnr_retry`.
+    pub const RNR_RETRY: QpAttrMask = QpAttrMask(1 << 11);
+    /// IBV_QP_RQ_PSN: `rq_psn`.
+    pub const RQ_PSN: QpAttrMask = QpAttrMask(1 << 12);
+    /// IBV_QP_MAX_QP_RD_ATOMIC: `max_rd_atomic`.
+    pub const MAX_QP_RD_ATOMIC: QpAttrMask = QpAttrMask(1 << 13);
+    /// IBV_QP_ALT_PATH: `alt_ah_attr` and friends.
+    pub const ALT_PATH: QpAttrMask = QpAttrMask(1 << 14);
+    /// IBV_QP_MIN_RNR_TIMER: `min_rnr_timer`.
+    pub const MIN_RNR_TIMER: QpAttrMask = QpAttrMask(1 << 15);
+    /// IBV_QP_SQ_PSN: `sq_psn`.
+    pub const SQ_PSN: QpAttrMask = QpAttrMask(1 << 16);
+    /// IBV_QP_MAX_DEST_RD_ATOMIC: `max_dest_rd_atomic`.
+    pub const MAX_DEST_RD_ATOMIC: QpAttrMask = QpAttrMask(1 << 17);
+    /// IBV_QP_PATH_MIG_STATE: `path_mig_state`.
+    pub const PATH_MIG_STATE: QpAttrMask = QpAttrMask(1 << 18);
+    /// IBV_QP_CAP: `cap`.
+    pub const CAP: QpAttrMask = QpAttrMask(1 << 19);
+    /// IBV_QP_DEST_QPN: `dest_qp_num`.
+    pub const DEST_QPN: QpAttrMask = QpAttrMask(1 << 20);
+    /// IBV_QP_RATE_LIMIT: `rate_limit`.
+    pub const RATE_LIMIT: QpAttrMask = QpAttrMask(1 << 25);
 
     const NAMES: [(u32, &'static str); 22] = [
         (1 << 0, "STATE"),
@@ -514,43 +517,76 @@ impl AttrMask {
     ];
 
     /// From raw bits.
-    pub const fn from_bits(b: u32) -> AttrMask {
-        AttrMask(b)
+    pub const fn from_bits(b: u32) -> QpAttrMask {
+        QpAttrMask(b)
     }
 
-    /// Raw bits.
+    /// The raw bits, as rdma-core defines them.
     pub const fn bits(self) -> u32 {
         self.0
     }
 
     /// True when every bit of `o` is set.
-    pub const fn contains(self, o: AttrMask) -> bool {
+    pub const fn contains(self, o: QpAttrMask) -> bool {
         self.0 & o.0 == o.0
+    }
+
+    /// True when any bit of `o` is set.
+    pub const fn intersects(self, o: QpAttrMask) -> bool {
+        self.0 & o.0 != 0
     }
 
     /// Bits in `self` that are not in `o`.
     #[must_use]
-    pub const fn minus(self, o: AttrMask) -> AttrMask {
-        AttrMask(self.0 & !o.0)
+    pub const fn difference(self, o: QpAttrMask) -> QpAttrMask {
+        QpAttrMask(self.0 & !o.0)
     }
 
     /// True when no bit is set.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
-}
 
-impl core::ops::BitOr for AttrMask {
-    type Output = AttrMask;
-    fn bitor(self, rhs: AttrMask) -> AttrMask {
-        AttrMask(self.0 | rhs.0)
+    /// Names of the set bits (rdma-core's without `IBV_QP_`), for messages.
+    pub fn names(self) -> Vec<&'static str> {
+        QpAttrMask::NAMES
+            .iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|&(_, name)| name)
+            .collect()
     }
 }
 
-impl fmt::Display for AttrMask {
+impl core::ops::BitOr for QpAttrMask {
+    type Output = QpAttrMask;
+    fn bitor(self, rhs: QpAttrMask) -> QpAttrMask {
+        QpAttrMask(self.0 | rhs.0)
+    }
+}
+
+impl core::ops::BitOrAssign for QpAttrMask {
+    fn bitor_assign(&mut self, rhs: QpAttrMask) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl core::ops::BitAnd for QpAttrMask {
+    type Output = QpAttrMask;
+    fn bitand(self, rhs: QpAttrMask) -> QpAttrMask {
+        QpAttrMask(self.0 & rhs.0)
+    }
+}
+
+impl fmt::Debug for QpAttrMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QpAttrMask({})", self.names().join(" | "))
+    }
+}
+
+impl fmt::Display for QpAttrMask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (bit, name) in AttrMask::NAMES {
+        for (bit, name) in QpAttrMask::NAMES {
             if self.0 & bit != 0 {
                 if !first {
                     f.write_str("|")?;
@@ -559,7 +595,7 @@ impl fmt::Display for AttrMask {
                 first = false;
             }
         }
-        let unknown = self.0 & !AttrMask::NAMES.iter().fold(0, |a, (b, _)| a | b);
+        let unknown = self.0 & !QpAttrMask::NAMES.iter().fold(0, |a, (b, _)| a | b);
         if unknown != 0 {
             if !first {
                 f.write_str("|")?;
@@ -841,7 +877,7 @@ pub enum ModifyError {
         /// Requested state.
         to: QpState,
         /// The missing bits.
-        missing: AttrMask,
+        missing: QpAttrMask,
     },
     /// The mask has attributes this transition does not accept.
     #[error("QP transition {from} -> {to} does not accept attributes {unexpected}")]
@@ -851,7 +887,7 @@ pub enum ModifyError {
         /// Requested state.
         to: QpState,
         /// The refused bits.
-        unexpected: AttrMask,
+        unexpected: QpAttrMask,
     },
     /// CUR_STATE does not match the QP's state.
     #[error("CUR_STATE says {claimed} but the QP is in {actual}")]
@@ -865,7 +901,7 @@ pub enum ModifyError {
     #[error("attribute {attr} out of range: {why}")]
     InvalidValue {
         /// The attribute.
-        attr: AttrMask,
+        attr: QpAttrMask,
         /// Why.
         why: &'static str,
     },
@@ -948,4 +984,7 @@ pub struct QpStats {
     /// SENDs with Invalidate refused because their R_Key may not be
     /// invalidated by a peer (IBA class J: no ACK, QP to ERR).
     pub rx_bad_invalidate: u64,
+    /// READ responses carrying more bytes than their READ had room left
+    /// for: the READ completed with LOC_PROT_ERR at once (rxe's do_read).
+    pub rx_read_overruns: u64,
 }

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::transport::{QpState, QpType, WcOpcode, WcStatus};
+pub use crate::transport::{QpAttrMask, QpState, QpType, WcOpcode, WcStatus};
 use crate::wire::{Lkey, Qpn, Rkey};
 
 macro_rules! flags {
@@ -129,57 +129,6 @@ flags! {
         IP_CSUM_OK = 4,
         /// `invalidated_rkey` is valid.
         WITH_INV = 8,
-    }
-}
-
-flags! {
-    /// `ibv_qp_attr_mask` (ROCEV2.md §5.9): which fields of a [`QpAttr`]
-    /// a modify applies.
-    QpAttrMask: u32 {
-        /// `qp_state`.
-        STATE = 1,
-        /// `cur_qp_state`.
-        CUR_STATE = 1 << 1,
-        /// `en_sqd_async_notify`.
-        EN_SQD_ASYNC_NOTIFY = 1 << 2,
-        /// `qp_access_flags`.
-        ACCESS_FLAGS = 1 << 3,
-        /// `pkey_index`.
-        PKEY_INDEX = 1 << 4,
-        /// `port_num`.
-        PORT = 1 << 5,
-        /// `qkey`.
-        QKEY = 1 << 6,
-        /// `ah_attr`.
-        AV = 1 << 7,
-        /// `path_mtu`.
-        PATH_MTU = 1 << 8,
-        /// `timeout`.
-        TIMEOUT = 1 << 9,
-        /// `retry_cnt`.
-        RETRY_CNT = 1 << 10,
-        /// `rnr_retry`.
-        RNR_RETRY = 1 << 11,
-        /// `rq_psn`.
-        RQ_PSN = 1 << 12,
-        /// `max_rd_atomic`.
-        MAX_QP_RD_ATOMIC = 1 << 13,
-        /// `alt_ah_attr` and friends.
-        ALT_PATH = 1 << 14,
-        /// `min_rnr_timer`.
-        MIN_RNR_TIMER = 1 << 15,
-        /// `sq_psn`.
-        SQ_PSN = 1 << 16,
-        /// `max_dest_rd_atomic`.
-        MAX_DEST_RD_ATOMIC = 1 << 17,
-        /// `path_mig_state`.
-        PATH_MIG_STATE = 1 << 18,
-        /// `cap`.
-        CAP = 1 << 19,
-        /// `dest_qp_num`.
-        DEST_QPN = 1 << 20,
-        /// `rate_limit`.
-        RATE_LIMIT = 1 << 25,
     }
 }
 

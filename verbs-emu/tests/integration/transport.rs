@@ -779,7 +779,7 @@ fn modify_checks_transitions_and_attribute_masks() {
         qp_state: QpState::Rtr,
         ..QpAttr::default()
     };
-    let e = qp.modify(&attr, AttrMask::STATE).unwrap_err();
+    let e = qp.modify(&attr, QpAttrMask::STATE).unwrap_err();
     assert_eq!(
         e,
         ModifyError::InvalidTransition {
@@ -794,7 +794,7 @@ fn modify_checks_transitions_and_attribute_masks() {
         ..QpAttr::default()
     };
     let e = qp
-        .modify(&init, AttrMask::STATE | AttrMask::PORT)
+        .modify(&init, QpAttrMask::STATE | QpAttrMask::PORT)
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -803,15 +803,15 @@ fn modify_checks_transitions_and_attribute_masks() {
     let e = qp
         .modify(
             &init,
-            AttrMask::STATE
-                | AttrMask::PORT
-                | AttrMask::PKEY_INDEX
-                | AttrMask::ACCESS_FLAGS
-                | AttrMask::SQ_PSN,
+            QpAttrMask::STATE
+                | QpAttrMask::PORT
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::ACCESS_FLAGS
+                | QpAttrMask::SQ_PSN,
         )
         .unwrap_err();
     assert!(
-        matches!(e, ModifyError::UnexpectedAttributes { unexpected, .. } if unexpected == AttrMask::SQ_PSN)
+        matches!(e, ModifyError::UnexpectedAttributes { unexpected, .. } if unexpected == QpAttrMask::SQ_PSN)
     );
     assert_eq!(
         qp.state(),
@@ -823,12 +823,12 @@ fn modify_checks_transitions_and_attribute_masks() {
         ..QpAttr::default()
     };
     assert!(matches!(
-        qp.modify(&err, AttrMask::STATE),
+        qp.modify(&err, QpAttrMask::STATE),
         Err(ModifyError::InvalidTransition { .. })
     ));
     qp.modify(
         &init,
-        AttrMask::STATE | AttrMask::PORT | AttrMask::PKEY_INDEX | AttrMask::ACCESS_FLAGS,
+        QpAttrMask::STATE | QpAttrMask::PORT | QpAttrMask::PKEY_INDEX | QpAttrMask::ACCESS_FLAGS,
     )
     .unwrap();
     assert_eq!(
@@ -845,14 +845,17 @@ fn modify_checks_transitions_and_attribute_masks() {
         ..QpAttr::default()
     };
     let e = qp
-        .modify(&rtr, AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU)
+        .modify(
+            &rtr,
+            QpAttrMask::STATE | QpAttrMask::AV | QpAttrMask::PATH_MTU,
+        )
         .unwrap_err();
     assert_eq!(
         e.to_string(),
         "QP transition INIT -> RTR requires attributes RQ_PSN|MIN_RNR_TIMER|MAX_DEST_RD_ATOMIC|DEST_QPN"
     );
     // Going to ERR flushes the receive queue.
-    qp.modify(&err, AttrMask::STATE).unwrap();
+    qp.modify(&err, QpAttrMask::STATE).unwrap();
     let c = qp.poll_completion().unwrap();
     assert_eq!(
         (c.wr_id, c.status, c.is_recv),
@@ -862,7 +865,7 @@ fn modify_checks_transitions_and_attribute_masks() {
         qp_state: QpState::Reset,
         ..QpAttr::default()
     };
-    qp.modify(&reset, AttrMask::STATE).unwrap();
+    qp.modify(&reset, QpAttrMask::STATE).unwrap();
     assert_eq!(qp.state(), QpState::Reset);
 }
 
@@ -886,7 +889,7 @@ fn rts_to_sqd_drains_and_reports_it() {
         qp_state: QpState::Sqd,
         ..QpAttr::default()
     };
-    s.pair.a.qp.modify(&sqd, AttrMask::STATE).unwrap();
+    s.pair.a.qp.modify(&sqd, QpAttrMask::STATE).unwrap();
     s.pair
         .run_until(short_limits(), |p| !p.a.completions.is_empty())
         .unwrap();
@@ -900,7 +903,7 @@ fn rts_to_sqd_drains_and_reports_it() {
         qp_state: QpState::Rts,
         ..QpAttr::default()
     };
-    s.pair.a.qp.modify(&rts, AttrMask::STATE).unwrap();
+    s.pair.a.qp.modify(&rts, QpAttrMask::STATE).unwrap();
     s.pair
         .run_until(short_limits(), |p| p.a.completions.len() == 2)
         .unwrap();

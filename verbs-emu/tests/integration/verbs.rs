@@ -298,7 +298,7 @@ fn rc_write_send_read_and_atomics_move_real_bytes() {
         stats.tx_gso_runs > 0,
         "multi-packet messages use GSO: {stats:?}"
     );
-    assert_eq!(b.backend.stats().rx_icrc_errors, 0);
+    assert_eq!(b.backend.stats().rx_icrc_encapsulated, 0);
 }
 
 #[test]
