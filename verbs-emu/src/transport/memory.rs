@@ -787,6 +787,54 @@ mod tests {
     }
 
     #[test]
+    fn a_freed_slot_comes_back_under_a_new_key_and_the_old_key_is_dead() {
+        let mut b = ByteMemory::new();
+        let r1 = b.register(0x1000, 64, Access::ALL).unwrap();
+        let keep = b.register(0x2000, 64, Access::ALL).unwrap();
+        b.deregister(r1.lkey).unwrap();
+        assert_eq!(
+            b.check(MemKey::Remote(r1.rkey), 0x1000, 1, Access::NONE),
+            Err(MemError::BadKey(r1.rkey.value()))
+        );
+        assert!(b.deregister(r1.lkey).is_err(), "twice");
+        let r2 = b.register(0x3000, 64, Access::ALL).unwrap();
+        // Same slot (index), next generation.
+        assert_eq!(r2.lkey.value() >> 8, r1.lkey.value() >> 8);
+        assert_ne!(r2.lkey, r1.lkey);
+        assert!(b
+            .check(MemKey::Local(r1.lkey), 0x3000, 1, Access::NONE)
+            .is_err());
+        assert!(b
+            .check(MemKey::Local(r2.lkey), 0x3000, 64, Access::ALL)
+            .is_ok());
+        assert_eq!(b.bytes(r2.lkey, 0x3000, 4).unwrap(), &[0; 4], "fresh bytes");
+        assert!(b
+            .check(MemKey::Local(keep.lkey), 0x2000, 64, Access::ALL)
+            .is_ok());
+    }
+
+    #[test]
+    fn protection_domains_are_checked_by_the_table() {
+        let mut t: Regions<()> = Regions::default();
+        let r = t.register(0x1000, 64, Access::ALL, 7, ()).unwrap();
+        let k = MemKey::Remote(r.rkey);
+        assert!(t.locate(k, 0x1000, 8, Access::REMOTE_READ, Some(7)).is_ok());
+        assert!(t.locate(k, 0x1000, 8, Access::REMOTE_READ, None).is_ok());
+        assert_eq!(
+            t.locate(k, 0x1000, 8, Access::REMOTE_READ, Some(8)),
+            Err(MemError::BadKey(r.rkey.value()))
+        );
+        assert_eq!(
+            t.invalidate(r.rkey.value(), Some(8)),
+            Err(MemError::BadKey(r.rkey.value()))
+        );
+        assert_eq!(
+            t.invalidate(r.rkey.value(), Some(7)),
+            Err(MemError::NotInvalidatable(r.rkey.value()))
+        );
+    }
+
+    #[test]
     fn remote_write_without_local_write_is_refused() {
         let mut b = ByteMemory::new();
         assert!(b.register(0, 8, Access::REMOTE_WRITE).is_err());

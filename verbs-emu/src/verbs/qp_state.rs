@@ -217,6 +217,53 @@ mod tests {
     }
 
     #[test]
+    fn the_verbs_check_is_the_engines_validator_with_its_error_mapped() {
+        // Ranges the verbs side once checked on its own, and the engine's
+        // that it did not (max_rd_atomic): one validator says both.
+        let rts = QpAttr::new()
+            .with_state(QpState::Rts)
+            .with_sq_psn(0)
+            .with_timeout(14)
+            .with_retry_cnt(7)
+            .with_rnr_retry(7);
+        for (attr, bit) in [
+            (rts.with_max_rd_atomic(17), M::MAX_QP_RD_ATOMIC),
+            (rts.with_max_rd_atomic(1).with_timeout(32), M::TIMEOUT),
+            (rts.with_max_rd_atomic(1).with_retry_cnt(8), M::RETRY_CNT),
+        ] {
+            let engine = tp::check_modify(
+                QpType::Rc,
+                QpState::Rtr,
+                &engine_attr(&attr, QpState::Rtr),
+                attr.mask,
+                None,
+            );
+            assert!(
+                matches!(engine, Err(ModifyError::InvalidValue { attr: a, .. }) if a == bit),
+                "{engine:?}"
+            );
+            match check_modify(QpType::Rc, QpState::Rtr, &attr) {
+                Err(VerbsError::InvalidArgument { verb, why }) => {
+                    assert_eq!(verb, "ibv_modify_qp");
+                    assert!(why.starts_with(&bit.to_string()), "{why}");
+                }
+                other => panic!("expected InvalidArgument, got {other:?}"),
+            }
+        }
+        let port2 = to_init().with_port(2);
+        assert!(matches!(
+            check_modify(QpType::Rc, QpState::Reset, &port2),
+            Err(VerbsError::InvalidArgument { ref why, .. }) if why.contains("port_num")
+        ));
+        // Without STATE the QP stays where it is: RTS -> RTS.
+        let min_rnr = QpAttr::new().with_min_rnr_timer(3);
+        assert_eq!(
+            check_modify(QpType::Rc, QpState::Rts, &min_rnr).unwrap(),
+            QpState::Rts
+        );
+    }
+
+    #[test]
     fn cur_state_must_match() {
         let a = QpAttr::new()
             .with_state(QpState::Rts)
