@@ -492,6 +492,9 @@ struct State {
     stats: UdpStats,
     /// Asynchronous events not yet taken (`ibv_get_async_event`).
     events: VecDeque<AsyncEvent>,
+    /// The transport counters (`QpStats::hw_counters` order) of QPs that
+    /// were destroyed or reset, so that the device's stay monotonic.
+    retired: [u64; 10],
 }
 
 struct Shared {
@@ -573,6 +576,7 @@ impl UdpBackend {
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 stats: UdpStats::default(),
                 events: VecDeque::new(),
+                retired: [0; 10],
             }),
             socket,
             local,
@@ -1221,6 +1225,14 @@ impl Drop for UdpBackend {
     }
 }
 
+/// Add a QP's transport counters to a device total kept in
+/// `QpStats::hw_counters` order.
+fn retire(total: &mut [u64; 10], stats: &tp::QpStats) {
+    for (t, (_, n)) in total.iter_mut().zip(stats.hw_counters()) {
+        *t += n;
+    }
+}
+
 /// The IPv4 header checksum (RFC 791) of a 20-byte header whose checksum
 /// field is zero.
 fn ipv4_checksum(h: &[u8]) -> u16 {
@@ -1715,9 +1727,15 @@ impl Backend for UdpBackend {
         }
         // The engine's validator decides (the one of the crate); its
         // refusal becomes the verbs error that says the same.
+        let before = *e.engine.stats();
         e.engine
             .modify(&ea, attr.mask)
             .map_err(|err| qp_state::modify_error(e.qp_type, err))?;
+        if e.engine.state() == QpState::Reset && current != QpState::Reset {
+            // RESET starts the engine afresh, counters included; the
+            // device's totals keep what it counted.
+            retire(&mut st.retired, &before);
+        }
         self.shared.collect(&mut st);
         Ok(())
     }
@@ -1754,6 +1772,7 @@ impl Backend for UdpBackend {
                 object: "QP",
             })?;
         let _ = st.mem.regions.deregister(e.inline_key);
+        retire(&mut st.retired, e.engine.stats());
         if let Some(n) = st.pds.get_mut(&e.pd) {
             *n = n.saturating_sub(1);
         }
@@ -1789,6 +1808,38 @@ impl Backend for UdpBackend {
 
     fn poll_async_event(&self) -> Option<AsyncEvent> {
         lock(&self.shared.state).events.pop_front()
+    }
+
+    fn counters(&self) -> Result<Vec<(String, u64)>> {
+        let st = lock(&self.shared.state);
+        let mut hw = st.retired;
+        for e in st.qps.values() {
+            retire(&mut hw, e.engine.stats());
+        }
+        let names = tp::QpStats::default().hw_counters();
+        let mut v: Vec<(String, u64)> = names
+            .iter()
+            .zip(hw)
+            .map(|((name, _), n)| (name.to_string(), n))
+            .collect();
+        let d = st.stats;
+        v.extend(
+            [
+                ("rx_icrc_encapsulated", d.rx_icrc_encapsulated),
+                ("rx_malformed", d.rx_malformed),
+                ("rx_unknown_qp", d.rx_unknown_qp),
+                ("rx_packets", d.rx_packets),
+                ("tx_packets", d.tx_packets),
+            ]
+            .map(|(n, x)| (n.to_string(), x)),
+        );
+        v.extend(
+            st.io
+                .stats()
+                .fault_counters()
+                .map(|(n, x)| (n.to_string(), x)),
+        );
+        Ok(v)
     }
 
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {

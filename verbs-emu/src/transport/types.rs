@@ -987,4 +987,33 @@ pub struct QpStats {
     /// READ responses carrying more bytes than their READ had room left
     /// for: the READ completed with LOC_PROT_ERR at once (rxe's do_read).
     pub rx_read_overruns: u64,
+    /// Requests the responder received past its expected PSN (each packet
+    /// of a gap; one NAK per gap is sent, `tx_nak_seq`).
+    pub rx_out_of_sequence: u64,
+    /// PSN sequence error NAKs received.
+    pub rx_nak_seq: u64,
+    /// Retries started by an implied NAK (a READ or atomic passed over, or
+    /// a gap in READ responses).
+    pub implied_naks: u64,
+}
+
+impl QpStats {
+    /// These counters under the names of mlx5's `rdma statistic` hardware
+    /// counters, as the simulator's `rdma statistic` dumps name them, so
+    /// that the same eyes (and the doctor) read an emulated device, a
+    /// simulated NIC and a real one alike.
+    pub fn hw_counters(&self) -> [(&'static str, u64); 10] {
+        [
+            ("out_of_sequence", self.rx_out_of_sequence),
+            ("duplicate_request", self.rx_duplicates),
+            ("rnr_nak_retry_err", self.rx_rnr_naks),
+            ("packet_seq_err", self.rx_nak_seq),
+            ("implied_nak_seq_err", self.implied_naks),
+            ("local_ack_timeout_err", self.timeouts),
+            ("roce_adp_retrans", self.tx_retransmits),
+            ("np_ecn_marked_roce_packets", self.rx_ce),
+            ("np_cnp_sent", self.tx_cnps),
+            ("rp_cnp_handled", self.rx_cnps),
+        ]
+    }
 }

@@ -109,6 +109,22 @@ impl Context {
         self.backend.query_gid(port, index)
     }
 
+    /// The device's counters by name (`Backend::counters`): the
+    /// transport's under mlx5's hardware counter names, as the simulator
+    /// names them, then the device's own.
+    pub fn counters(&self) -> Result<Vec<(String, u64)>> {
+        self.backend.counters()
+    }
+
+    /// One counter of [`counters`](Self::counters), `None` when the device
+    /// keeps no counter of that name.
+    pub fn counter(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self
+            .counters()?
+            .into_iter()
+            .find_map(|(n, v)| (n == name).then_some(v)))
+    }
+
     /// The next asynchronous event (`ibv_get_async_event`, without
     /// blocking): CQ overruns, QPs gone to ERR, drained send queues.
     pub fn poll_async_event(&self) -> Option<crate::backend::AsyncEvent> {

@@ -1190,6 +1190,10 @@ fn an_rnr_resend_follows_the_rnr_timer_not_a_millisecond_later() {
     );
     let s = stats(&v);
     assert_eq!((s.rx_rnr_naks, s.retries), (5, 5));
+    // The device's counters, from the Context, under mlx5's names.
+    assert_eq!(v._ctx.counter("rnr_nak_retry_err").unwrap(), Some(5));
+    assert_eq!(v._ctx.counter("roce_adp_retrans").unwrap(), Some(5));
+    assert_eq!(v._ctx.counter("local_ack_timeout_err").unwrap(), Some(0));
 }
 
 #[test]
@@ -1299,6 +1303,7 @@ fn a_bad_icrc_is_an_icrc_error_whatever_it_hit_and_garbage_is_malformed() {
     until_device(&v, |s| s.rx_malformed == 1);
     let s = v.backend.stats();
     assert_eq!((s.rx_icrc_encapsulated, s.rx_malformed), (2, 1));
+    assert_eq!(v._ctx.counter("rx_icrc_encapsulated").unwrap(), Some(2));
     assert_eq!(&bytes(&v.mr)[..], &pattern()[..], "nothing landed");
     assert!(recv_quiet(&p.sock).is_none(), "no response to any of them");
     // The QP saw none of them and still works.

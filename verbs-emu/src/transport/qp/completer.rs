@@ -84,6 +84,9 @@ impl Qp {
                     }
                     AethSyndrome::Nak(code) => {
                         self.stats.rx_naks += 1;
+                        if code == NakCode::PsnSequenceError {
+                            self.stats.rx_nak_seq += 1;
+                        }
                         let go_back0 = self.cfg.retransmit == RetransmitMode::GoBack0;
                         let lower = if go_back0 { head_first } else { self.comp_psn };
                         if p.is_before(lower) {

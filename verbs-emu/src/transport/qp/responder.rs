@@ -250,6 +250,7 @@ impl Qp {
         if d > 0 {
             // Out of sequence: one NAK per gap.
             self.stats.rx_dropped += 1;
+            self.stats.rx_out_of_sequence += 1;
             if !self.nak_sent {
                 self.nak_sent = true;
                 self.stats.tx_nak_seq += 1;

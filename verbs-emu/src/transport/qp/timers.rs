@@ -104,6 +104,7 @@ impl Qp {
             return;
         }
         self.gap_retried = true;
+        self.stats.implied_naks += 1;
         self.retry_or_fail(now);
     }
 
