@@ -249,6 +249,10 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// `ibv_query_qp`: every attribute of the QP (with `mask` saying
+    /// which are reported), its PSNs where they are now.
+    fn query_qp(&self, qp: QpHandle) -> Result<QpAttr>;
+
     /// The device's counters, by name, in the order the backend keeps them:
     /// the transport's under mlx5's hardware counter names (as the
     /// simulator's `rdma statistic` dumps name them: `roce_adp_retrans`,

@@ -1751,6 +1751,56 @@ impl Backend for UdpBackend {
             })
     }
 
+    fn query_qp(&self, qp: QpHandle) -> Result<QpAttr> {
+        let st = lock(&self.shared.state);
+        let e = st
+            .qps
+            .get(&(qp.0 as u32))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "ibv_query_qp",
+                object: "QP",
+            })?;
+        let (a, state) = (e.engine.attr(), e.engine.state());
+        let dest = decode_addr(a.ah);
+        let mut ah_attr = AhAttr::to_gid(Gid::from_ip((*dest.ip()).into()));
+        ah_attr.dport = Some(dest.port());
+        let sending = matches!(
+            state,
+            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err
+        );
+        let receiving = sending || state == QpState::Rtr;
+        Ok(QpAttr {
+            mask: qp_state::QUERY_MASK,
+            qp_state: state,
+            cur_qp_state: state,
+            qp_access_flags: AccessFlags(a.qp_access_flags.bits()),
+            pkey_index: a.pkey_index,
+            port_num: a.port_num,
+            qkey: a.qkey,
+            ah_attr,
+            path_mtu: Mtu::from_bytes(a.path_mtu.bytes()).unwrap_or(Mtu::Mtu1024),
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            // Where the PSNs are now, as rxe reports them (req.psn and
+            // resp.psn), once the QP has them.
+            rq_psn: if receiving {
+                e.engine.expected_psn().value()
+            } else {
+                a.rq_psn
+            },
+            sq_psn: if sending {
+                e.engine.next_psn().value()
+            } else {
+                a.sq_psn
+            },
+            max_rd_atomic: a.max_rd_atomic,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+            dest_qp_num: a.dest_qp_num,
+        })
+    }
+
     fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
         let mut st = lock(&self.shared.state);
         if !st.qps.contains_key(&(qp.0 as u32)) {

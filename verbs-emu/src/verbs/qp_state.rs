@@ -61,6 +61,26 @@ pub fn engine_attr(attr: &QpAttr, current: QpState) -> tp::QpAttr {
     }
 }
 
+/// The attributes `query_qp` reports (every one [`QpAttr`] has a field
+/// for).
+pub const QUERY_MASK: M = M(M::STATE.0
+    | M::CUR_STATE.0
+    | M::ACCESS_FLAGS.0
+    | M::PKEY_INDEX.0
+    | M::PORT.0
+    | M::QKEY.0
+    | M::AV.0
+    | M::PATH_MTU.0
+    | M::TIMEOUT.0
+    | M::RETRY_CNT.0
+    | M::RNR_RETRY.0
+    | M::RQ_PSN.0
+    | M::SQ_PSN.0
+    | M::MAX_QP_RD_ATOMIC.0
+    | M::MAX_DEST_RD_ATOMIC.0
+    | M::MIN_RNR_TIMER.0
+    | M::DEST_QPN.0);
+
 /// The engine's refusal of a modify of a `qp_type` QP, as the verbs error
 /// that says the same thing.
 pub fn modify_error(qp_type: QpType, e: ModifyError) -> VerbsError {

@@ -673,7 +673,23 @@ pub struct DeviceAttr {
 /// What a peer needs to reach one QP, exchanged out of band (over TCP,
 /// a file, anything serde writes). The MR fields are present when the QP's
 /// owner offers a buffer for RDMA.
+///
+/// Its serde form is portable JSON that another implementation can write
+/// by hand: the GID in its usual text form (`"::ffff:127.0.0.1"`, or
+/// IPv4 `"127.0.0.1"`, read as the IPv4-mapped GID), the MTU as a number of
+/// bytes (`4096`):
+///
+/// ```json
+/// {"lid":0,"qpn":17,"psn":1234,"gid":"::ffff:127.0.0.1","udp_port":4791,
+///  "mtu":1024,"mr":{"addr":4096,"rkey":257,"len":65536}}
+/// ```
+///
+/// Reading it validates every field (QPN and PSN are 24 bits, the MTU is
+/// one of 256..4096, the UDP port is not 0, an offered region is not
+/// empty and does not wrap) and refuses unknown fields, naming the field
+/// and what was expected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "EndpointJson", into = "EndpointJson")]
 pub struct Endpoint {
     /// LID (0 on RoCE).
     pub lid: u16,
@@ -691,6 +707,133 @@ pub struct Endpoint {
     pub mr: Option<RemoteMr>,
 }
 
+/// The attributes [`QueuePair::connect_with`](super::QueuePair::connect_with)
+/// gives a QP on its way to RTS. [`ConnectAttr::new`] holds perftest's
+/// usual values; change the fields for others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectAttr {
+    /// First PSN this QP sends with (`sq_psn`; the peer's `rq_psn`).
+    pub psn: u32,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Rights incoming requests get (`qp_access_flags`).
+    pub access: AccessFlags,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Local ACK timeout exponent: 4.096 us x 2^timeout (0: none).
+    pub timeout: u8,
+    /// Transport retries (0..=7).
+    pub retry_cnt: u8,
+    /// RNR retries (0..=7, 7 = infinite).
+    pub rnr_retry: u8,
+    /// RNR NAK timer code this QP's receive side sends (ROCEV2.md §5.6).
+    pub min_rnr_timer: u8,
+    /// READs and atomics this QP keeps outstanding as requester.
+    pub max_rd_atomic: u8,
+    /// READs and atomics it accepts as responder.
+    pub max_dest_rd_atomic: u8,
+}
+
+impl ConnectAttr {
+    /// perftest's values: `timeout` 14, 7 retries, 7 RNR retries, RNR
+    /// timer 12, 16 outstanding READs/atomics each way, P_Key index 0.
+    pub fn new(psn: u32, mtu: Mtu, access: AccessFlags) -> ConnectAttr {
+        ConnectAttr {
+            psn,
+            mtu,
+            access,
+            pkey_index: 0,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+        }
+    }
+}
+
+/// The JSON form of an [`Endpoint`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointJson {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: String,
+    udp_port: u16,
+    mtu: u32,
+    #[serde(default)]
+    mr: Option<RemoteMr>,
+}
+
+impl From<Endpoint> for EndpointJson {
+    fn from(e: Endpoint) -> EndpointJson {
+        EndpointJson {
+            lid: e.lid,
+            qpn: e.qpn,
+            psn: e.psn,
+            gid: e.gid.to_string(),
+            udp_port: e.udp_port,
+            mtu: e.mtu.bytes(),
+            mr: e.mr,
+        }
+    }
+}
+
+impl TryFrom<EndpointJson> for Endpoint {
+    type Error = String;
+
+    fn try_from(j: EndpointJson) -> core::result::Result<Endpoint, String> {
+        if j.qpn > 0xFF_FFFF {
+            return Err(format!(
+                "endpoint qpn {}: expected 24 bits (0..=16777215)",
+                j.qpn
+            ));
+        }
+        if j.psn > 0xFF_FFFF {
+            return Err(format!(
+                "endpoint psn {}: expected 24 bits (0..=16777215)",
+                j.psn
+            ));
+        }
+        let ip: IpAddr = j.gid.parse().map_err(|_| {
+            format!(
+                "endpoint gid {:?}: expected a GID in IPv6 text form (e.g. \"::ffff:127.0.0.1\") or an IPv4 address",
+                j.gid
+            )
+        })?;
+        let mtu = Mtu::from_bytes(j.mtu).ok_or_else(|| {
+            format!(
+                "endpoint mtu {}: expected 256, 512, 1024, 2048 or 4096",
+                j.mtu
+            )
+        })?;
+        if j.udp_port == 0 {
+            return Err(
+                "endpoint udp_port 0: expected the device's UDP port (4791 on NICs)".into(),
+            );
+        }
+        if let Some(m) = j.mr {
+            if m.len == 0 || m.addr.checked_add(m.len).is_none() {
+                return Err(format!(
+                    "endpoint mr {{addr {:#x}, len {}}}: expected a non-empty range that does not wrap",
+                    m.addr, m.len
+                ));
+            }
+        }
+        Ok(Endpoint {
+            lid: j.lid,
+            qpn: j.qpn,
+            psn: j.psn,
+            gid: Gid::from_ip(ip),
+            udp_port: j.udp_port,
+            mtu,
+            mr: j.mr,
+        })
+    }
+}
+
 /// A memory region as a peer sees it: address, key and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteMr {
@@ -705,6 +848,65 @@ pub struct RemoteMr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_is_portable_json_and_is_validated() {
+        let e = Endpoint {
+            lid: 0,
+            qpn: 17,
+            psn: 1234,
+            gid: Gid::from_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1))),
+            udp_port: 4791,
+            mtu: Mtu::Mtu1024,
+            mr: Some(RemoteMr {
+                addr: 4096,
+                rkey: 257,
+                len: 65536,
+            }),
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"lid":0,"qpn":17,"psn":1234,"gid":"::ffff:127.0.0.1","udp_port":4791,"mtu":1024,"mr":{"addr":4096,"rkey":257,"len":65536}}"#
+        );
+        assert_eq!(serde_json::from_str::<Endpoint>(&json).unwrap(), e);
+        // Written by hand elsewhere: an IPv4 GID, no region.
+        let other: Endpoint = serde_json::from_str(
+            r#"{"lid":0,"qpn":5,"psn":0,"gid":"10.0.0.2","udp_port":4791,"mtu":4096}"#,
+        )
+        .unwrap();
+        assert_eq!(other.gid.to_ipv4(), Some(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!((other.mtu, other.mr), (Mtu::Mtu4096, None));
+        for (bad, says) in [
+            (
+                json.replace("\"qpn\":17", "\"qpn\":16777216"),
+                "qpn 16777216",
+            ),
+            (
+                json.replace("\"psn\":1234", "\"psn\":99999999"),
+                "psn 99999999",
+            ),
+            (
+                json.replace("::ffff:127.0.0.1", "localhost"),
+                "gid \"localhost\"",
+            ),
+            (json.replace("\"mtu\":1024", "\"mtu\":1500"), "mtu 1500"),
+            (
+                json.replace("\"udp_port\":4791", "\"udp_port\":0"),
+                "udp_port 0",
+            ),
+            (json.replace("\"len\":65536", "\"len\":0"), "endpoint mr"),
+            (
+                json.replace("\"lid\":0", "\"lid\":0,\"extra\":1"),
+                "unknown field `extra`",
+            ),
+        ] {
+            let err = serde_json::from_str::<Endpoint>(&bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn values_match_rdma_core() {

@@ -1320,3 +1320,83 @@ fn recv_quiet(sock: &UdpSocket) -> Option<Resp> {
         .unwrap();
     r
 }
+
+/// A signaled WRITE of `data` from `a` into `b`'s region at `off`, to
+/// completion.
+fn write_to(a: &Victim, b: &Victim, off: usize, data: &[u8]) -> WcStatus {
+    a.mr.write(0, data).unwrap();
+    let sge = [a.mr.sge(0, data.len() as u32).unwrap()];
+    // SAFETY: the region outlives the WRITE, which completes below.
+    unsafe {
+        a.qp.post_send(&[SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: b.mr.addr() + off as u64,
+                rkey: b.mr.rkey(),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        }])
+    }
+    .unwrap();
+    a.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0].status
+}
+
+#[test]
+fn query_qp_reports_everything_and_a_qp_in_err_reconnects_with_new_attributes() {
+    let (a, _) = victim_cfg(Ipv4Addr::new(127, 153, 0, 1), |_| {});
+    let (b, _) = victim_cfg(Ipv4Addr::new(127, 153, 0, 2), |_| {});
+    let ea = a.qp.endpoint(10, 0, Some(&a.mr)).unwrap();
+    let eb = b.qp.endpoint(20, 0, Some(&b.mr)).unwrap();
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let q = a.qp.query().unwrap();
+    assert_eq!(q.qp_state, QpState::Rts);
+    assert_eq!(q.path_mtu, Mtu::Mtu1024);
+    assert_eq!(
+        (q.timeout, q.retry_cnt, q.rnr_retry, q.min_rnr_timer),
+        (14, 7, 7, 12)
+    );
+    assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (16, 16));
+    assert_eq!(q.qp_access_flags, ALL);
+    assert_eq!(q.dest_qp_num, b.qp.qpn());
+    assert_eq!(q.ah_attr.dgid, eb.gid);
+    assert_eq!(q.ah_attr.dport, Some(eb.udp_port));
+    assert_eq!((q.sq_psn, q.rq_psn), (10, 20));
+    assert_eq!(write_to(&a, &b, 64, &[7; 8]), WcStatus::Success);
+    // The PSNs are where they are now: one WRITE later, one further.
+    assert_eq!(a.qp.query().unwrap().sq_psn, 11);
+    assert_eq!(b.qp.query().unwrap().rq_psn, 11);
+
+    // ERR, then back with other attributes: connect_with resets first.
+    a.qp.modify(&QpAttr::new().with_state(QpState::Err))
+        .unwrap();
+    assert_eq!(write_to(&a, &b, 64, &[8; 8]), WcStatus::WrFlushErr);
+    let mut attr = verbs_emu::verbs::ConnectAttr::new(500, Mtu::Mtu2048, ALL);
+    attr.timeout = 10;
+    attr.retry_cnt = 3;
+    attr.rnr_retry = 2;
+    attr.max_rd_atomic = 4;
+    let ea = a.qp.endpoint(500, 0, Some(&a.mr)).unwrap();
+    a.qp.connect_with(&eb, &attr).unwrap();
+    // b is in RTS: connect_with resets it too, towards a's new PSN.
+    b.qp.connect_with(
+        &ea,
+        &verbs_emu::verbs::ConnectAttr::new(700, Mtu::Mtu2048, ALL),
+    )
+    .unwrap();
+    let q = a.qp.query().unwrap();
+    assert_eq!(q.qp_state, QpState::Rts);
+    assert_eq!(
+        (q.timeout, q.retry_cnt, q.rnr_retry, q.max_rd_atomic),
+        (10, 3, 2, 4)
+    );
+    assert_eq!((q.path_mtu, q.sq_psn), (Mtu::Mtu2048, 500));
+    // b expects a's new first PSN, and a's WRITE lands.
+    assert_eq!(b.qp.query().unwrap().rq_psn, 500);
+    assert_eq!(write_to(&a, &b, 64, &[9; 8]), WcStatus::Success);
+    let mut got = [0u8; 8];
+    b.mr.read(64, &mut got).unwrap();
+    assert_eq!(got, [9; 8]);
+}

@@ -885,6 +885,9 @@ mod refusing {
         fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {
             self.inner.query_qp_state(qp)
         }
+        fn query_qp(&self, qp: QpHandle) -> Result<verbs_emu::verbs::QpAttr> {
+            self.inner.query_qp(qp)
+        }
         fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
             self.inner.destroy_qp(qp)
         }
