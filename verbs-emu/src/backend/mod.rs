@@ -318,6 +318,23 @@ pub trait Provider: Send + Sync {
 
     /// Open one (`ibv_open_device`).
     fn open(&self, device: &DeviceEntry) -> Result<Arc<dyn Backend>>;
+
+    /// Open the device that has `gid` (an IP address as a GID) in the GID
+    /// table of its port 1, the way RoCE applications pick a device by the
+    /// address they were given. By default every device is opened in turn
+    /// and its GID table read; `NoDevice` when none has the GID.
+    fn open_by_gid(&self, gid: Gid) -> Result<Arc<dyn Backend>> {
+        for device in self.devices()? {
+            let Ok(backend) = self.open(&device) else {
+                continue;
+            };
+            let entries = backend.query_port(1).map_or(0, |p| p.gid_tbl_len);
+            if (0..entries).any(|i| backend.query_gid(1, i).is_ok_and(|g| g == gid)) {
+                return Ok(backend);
+            }
+        }
+        Err(VerbsError::NoDevice(format!(" with GID {gid}")))
+    }
 }
 
 /// What to open: the backend, and for the UDP backend the address, port,

@@ -253,6 +253,24 @@ impl Provider for UdpProvider {
         cfg.name = device.name.clone();
         Ok(Arc::new(UdpBackend::open(cfg)?))
     }
+
+    /// An emulated device is its address: bind it. Any loopback address
+    /// (127.0.0.0/8) or an interface's address opens; others are refused
+    /// as `NoDevice`, as no device has that GID here.
+    fn open_by_gid(&self, gid: Gid) -> Result<Arc<dyn Backend>> {
+        let ip = gid.to_ipv4().ok_or_else(|| {
+            VerbsError::NoDevice(format!(" with GID {gid} (the UDP backend is IPv4)"))
+        })?;
+        if !ip.is_loopback() && !interfaces().iter().any(|&(_, a)| a == ip) {
+            return Err(VerbsError::NoDevice(format!(
+                " with GID {gid}: {ip} is no address of this host"
+            )));
+        }
+        let bind = SocketAddrV4::new(ip, self.port);
+        let mut cfg = UdpConfig::new(bind);
+        cfg.name = device_name_for(ip);
+        Ok(Arc::new(UdpBackend::open(cfg)?))
+    }
 }
 
 // ----------------------------------------------------------------------

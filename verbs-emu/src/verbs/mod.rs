@@ -84,6 +84,14 @@ impl Context {
         })
     }
 
+    /// Open the device of `provider` whose port has the GID of `addr`
+    /// (`Provider::open_by_gid`): pick a device by its address.
+    pub fn open_by_address(provider: &dyn Provider, addr: std::net::IpAddr) -> Result<Context> {
+        Ok(Context {
+            backend: provider.open_by_gid(Gid::from_ip(addr))?,
+        })
+    }
+
     /// Wrap an already opened backend.
     pub fn from_backend(backend: Arc<dyn Backend>) -> Context {
         Context { backend }

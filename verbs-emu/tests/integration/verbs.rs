@@ -960,3 +960,26 @@ fn failed_deregistration_keeps_the_memory() {
     keep(0, 9);
     keep(len - 4096, 10);
 }
+
+#[test]
+fn a_device_opens_by_its_address() {
+    use std::net::IpAddr;
+    use verbs_emu::backend::udp::UdpProvider;
+    let provider = UdpProvider { port: 4791 };
+    let ip = Ipv4Addr::new(127, 154, 0, 1);
+    let ctx = Context::open_by_address(&provider, IpAddr::V4(ip)).unwrap();
+    assert_eq!(
+        ctx.query_gid(1, 0).unwrap(),
+        verbs_emu::verbs::Gid::from_ip(IpAddr::V4(ip))
+    );
+    assert_eq!(ctx.query_device().unwrap().name, "udp_lo");
+    // An address this host does not have names no device.
+    let far = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77));
+    match Context::open_by_address(&provider, far) {
+        Err(verbs_emu::verbs::VerbsError::NoDevice(why)) => {
+            assert!(why.contains("192.0.2.77"), "{why}")
+        }
+        Err(e) => panic!("expected NoDevice, got {e}"),
+        Ok(_) => panic!("expected NoDevice, got a device"),
+    }
+}
