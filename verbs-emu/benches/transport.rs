@@ -46,7 +46,7 @@ fn pair(n_msgs: u64) -> Pair<LengthMemory> {
                 lkey: ra.lkey,
             },
         );
-        wr.flags = SendFlags::NONE;
+        wr.flags = SendFlags::EMPTY;
         p.a.qp.post_send(wr).unwrap();
     }
     p

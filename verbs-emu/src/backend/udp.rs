@@ -2044,7 +2044,7 @@ impl Backend for UdpBackend {
                 wr_id: wr.wr_id,
                 op: engine_op(wr.op),
                 sges: tp::SgeList::from_slice(&sges[..nsge]).unwrap_or_default(),
-                flags: tp::SendFlags::from_bits(wr.flags.bits() & !SendFlags::INLINE.bits()),
+                flags: wr.flags.difference(SendFlags::INLINE),
                 ud,
             };
             let _ = mem;

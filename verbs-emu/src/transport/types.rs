@@ -175,40 +175,27 @@ impl SendOp {
     }
 }
 
-/// `ibv_send_flags`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SendFlags(u32);
-
-impl SendFlags {
-    /// No flags.
-    pub const NONE: SendFlags = SendFlags(0);
-    /// IBV_SEND_FENCE: wait for earlier READs and atomics to complete.
-    pub const FENCE: SendFlags = SendFlags(1);
-    /// IBV_SEND_SIGNALED: produce a CQE on success.
-    pub const SIGNALED: SendFlags = SendFlags(2);
-    /// IBV_SEND_SOLICITED: set SE on the last packet.
-    pub const SOLICITED: SendFlags = SendFlags(4);
-
-    /// From raw bits.
-    pub const fn from_bits(b: u32) -> SendFlags {
-        SendFlags(b)
-    }
-
-    /// Raw bits.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// True when every bit of `o` is set.
-    pub const fn contains(self, o: SendFlags) -> bool {
-        self.0 & o.0 == o.0
+flags! {
+    /// `ibv_send_flags`: the one send flag type of the crate (the verbs
+    /// API re-exports it).
+    SendFlags: u32 {
+        /// IBV_SEND_FENCE: wait for earlier READs and atomics to complete.
+        FENCE = 1,
+        /// IBV_SEND_SIGNALED: produce a CQE on success.
+        SIGNALED = 2,
+        /// IBV_SEND_SOLICITED: set SE on the last packet.
+        SOLICITED = 4,
+        /// IBV_SEND_INLINE: copy the payload at post time; no lkey check.
+        INLINE = 8,
+        /// IBV_SEND_IP_CSUM: IP checksum offload (raw packet QPs only).
+        IP_CSUM = 16,
     }
 }
 
-impl core::ops::BitOr for SendFlags {
-    type Output = SendFlags;
-    fn bitor(self, rhs: SendFlags) -> SendFlags {
-        SendFlags(self.0 | rhs.0)
+impl SendFlags {
+    /// From raw bits.
+    pub const fn from_bits(b: u32) -> SendFlags {
+        SendFlags(b)
     }
 }
 

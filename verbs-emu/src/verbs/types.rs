@@ -9,76 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::transport::{QpAttrMask, QpState, QpType, WcOpcode, WcStatus};
+pub use crate::transport::{QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus};
 use crate::wire::{Lkey, Qpn, Rkey};
-
-macro_rules! flags {
-    ($(#[$m:meta])* $name:ident: $repr:ty { $( $(#[$fm:meta])* $flag:ident = $val:expr, )* }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-        pub struct $name(pub $repr);
-
-        impl $name {
-            $( $(#[$fm])* pub const $flag: $name = $name($val); )*
-            /// No flag set.
-            pub const EMPTY: $name = $name(0);
-
-            /// The raw bits, as rdma-core defines them.
-            pub const fn bits(self) -> $repr {
-                self.0
-            }
-            /// True when every bit of `other` is set in `self`.
-            pub const fn contains(self, other: $name) -> bool {
-                self.0 & other.0 == other.0
-            }
-            /// True when any bit of `other` is set in `self`.
-            pub const fn intersects(self, other: $name) -> bool {
-                self.0 & other.0 != 0
-            }
-            /// True when no bit is set.
-            pub const fn is_empty(self) -> bool {
-                self.0 == 0
-            }
-            /// `self` without the bits of `other`.
-            #[must_use]
-            pub const fn difference(self, other: $name) -> $name {
-                $name(self.0 & !other.0)
-            }
-            /// Names of the set bits, for messages.
-            pub fn names(self) -> Vec<&'static str> {
-                let mut v = Vec::new();
-                $( if $val != 0 && self.contains($name($val)) { v.push(stringify!($flag)); } )*
-                v
-            }
-        }
-
-        impl core::ops::BitOr for $name {
-            type Output = $name;
-            fn bitor(self, rhs: $name) -> $name {
-                $name(self.0 | rhs.0)
-            }
-        }
-
-        impl core::ops::BitOrAssign for $name {
-            fn bitor_assign(&mut self, rhs: $name) {
-                self.0 |= rhs.0;
-            }
-        }
-
-        impl core::ops::BitAnd for $name {
-            type Output = $name;
-            fn bitand(self, rhs: $name) -> $name {
-                $name(self.0 & rhs.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({})", stringify!($name), self.names().join(" | "))
-            }
-        }
-    };
-}
 
 flags! {
     /// `ibv_access_flags` (ROCEV2.md §5.10).
@@ -99,22 +31,6 @@ flags! {
         ON_DEMAND = 64,
         /// Backed by huge pages.
         HUGETLB = 128,
-    }
-}
-
-flags! {
-    /// `ibv_send_flags`.
-    SendFlags: u32 {
-        /// Wait for earlier READs/atomics before starting.
-        FENCE = 1,
-        /// Generate a completion on success.
-        SIGNALED = 2,
-        /// Set the solicited-event bit.
-        SOLICITED = 4,
-        /// Copy the payload at post time; no lkey check.
-        INLINE = 8,
-        /// Ask for IP checksum offload (raw packet QPs only).
-        IP_CSUM = 16,
     }
 }
 

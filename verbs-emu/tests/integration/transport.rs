@@ -316,7 +316,7 @@ fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<By
         let flags = if rng.gen_bool(0.7) {
             SendFlags::SIGNALED
         } else {
-            SendFlags::NONE
+            SendFlags::EMPTY
         };
         let flags = if rng.gen_bool(0.1) {
             flags | SendFlags::FENCE
@@ -1659,7 +1659,7 @@ fn a_fenced_send_waits_for_the_read_before_it() {
         );
         send.flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
         if fence {
-            send.flags = send.flags | SendFlags::FENCE;
+            send.flags |= SendFlags::FENCE;
         }
         s.pair.a.qp.post_send(send).unwrap();
         let mut read_done = None;
