@@ -1796,7 +1796,7 @@ impl Backend for UdpBackend {
             port_num: a.port_num,
             qkey: a.qkey,
             ah_attr,
-            path_mtu: Mtu::from_bytes(a.path_mtu.bytes()).unwrap_or(Mtu::Mtu1024),
+            path_mtu: a.path_mtu,
             timeout: a.timeout,
             retry_cnt: a.retry_cnt,
             rnr_retry: a.rnr_retry,

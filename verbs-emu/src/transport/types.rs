@@ -388,31 +388,33 @@ value_enum! {
     }
 }
 
-/// The path MTU (IB MTU enum values 1..5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Mtu {
-    /// 256 bytes.
-    Mtu256 = 1,
-    /// 512 bytes.
-    Mtu512 = 2,
-    /// 1024 bytes.
-    #[default]
-    Mtu1024 = 3,
-    /// 2048 bytes.
-    Mtu2048 = 4,
-    /// 4096 bytes.
-    Mtu4096 = 5,
+value_enum! {
+    /// `ibv_mtu`: the path MTU, the largest payload of one packet (IB MTU
+    /// enum values 1..5). The one MTU type of the crate: the verbs API
+    /// re-exports it.
+    Mtu {
+        /// 256 bytes.
+        Mtu256 = 1, "256";
+        /// 512 bytes.
+        Mtu512 = 2, "512";
+        /// 1024 bytes.
+        Mtu1024 = 3, "1024";
+        /// 2048 bytes.
+        Mtu2048 = 4, "2048";
+        /// 4096 bytes.
+        Mtu4096 = 5, "4096";
+    }
 }
 
 impl Mtu {
-    /// Payload bytes per packet.
+    /// The MTU in bytes.
     pub const fn bytes(self) -> u32 {
         128 << (self as u32)
     }
 
-    /// From a byte count (256, 512, 1024, 2048 or 4096).
-    pub const fn from_bytes(b: u32) -> Option<Mtu> {
-        match b {
+    /// The IB MTU of exactly `bytes`, if it is one of 256..4096.
+    pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
+        match bytes {
             256 => Some(Mtu::Mtu256),
             512 => Some(Mtu::Mtu512),
             1024 => Some(Mtu::Mtu1024),
@@ -420,6 +422,30 @@ impl Mtu {
             4096 => Some(Mtu::Mtu4096),
             _ => None,
         }
+    }
+
+    /// The largest IB MTU that fits a link MTU of `link_mtu` bytes, leaving
+    /// rxe's 80 bytes for headers (ROCEV2.md §1.8).
+    pub const fn for_link_mtu(link_mtu: u32) -> Mtu {
+        let room = link_mtu.saturating_sub(80);
+        if room >= 4096 {
+            Mtu::Mtu4096
+        } else if room >= 2048 {
+            Mtu::Mtu2048
+        } else if room >= 1024 {
+            Mtu::Mtu1024
+        } else if room >= 512 {
+            Mtu::Mtu512
+        } else {
+            Mtu::Mtu256
+        }
+    }
+}
+
+impl Default for Mtu {
+    /// 1024 bytes, the IBTA default path MTU.
+    fn default() -> Mtu {
+        Mtu::Mtu1024
     }
 }
 

@@ -48,7 +48,7 @@ pub fn engine_attr(attr: &QpAttr, current: QpState) -> tp::QpAttr {
         port_num: attr.port_num,
         qkey: attr.qkey,
         ah: tp::AddressHandle(0),
-        path_mtu: tp::Mtu::from_bytes(attr.path_mtu.bytes()).unwrap_or_default(),
+        path_mtu: attr.path_mtu,
         timeout: attr.timeout,
         retry_cnt: attr.retry_cnt,
         rnr_retry: attr.rnr_retry,
