@@ -24,9 +24,9 @@ use std::collections::{BTreeMap, VecDeque};
 use verbs_emu::cc::{CcConfig as EngineCc, DcqcnParams};
 use verbs_emu::time::{Duration, Instant, Rate};
 use verbs_emu::transport::{
-    Access, AddressHandle, LengthMemory, Mtu, Payload, Qp, QpAttr, QpAttrMask, QpConfig, QpState,
-    Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr, Sge,
-    SgeList, WcStatus,
+    AccessFlags, AddressHandle, LengthMemory, Mtu, Payload, Qp, QpAttr, QpAttrMask, QpConfig,
+    QpState, Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr,
+    Sge, SgeList, WcStatus,
 };
 use verbs_emu::wire::{Opcode, Psn, Qpn};
 
@@ -95,7 +95,7 @@ impl Nic {
         // A fresh memory accepts a well-formed registration; fall back to an
         // empty key (every access then fails visibly) if it ever does not.
         let reg = mem
-            .register(0, REGION, Access::ALL)
+            .register(0, REGION, AccessFlags::ALL)
             .unwrap_or(Registration {
                 lkey: verbs_emu::wire::Lkey::new(0),
                 rkey: verbs_emu::wire::Rkey::new(0),
@@ -268,7 +268,7 @@ fn new_qp(
         qp_state: QpState::Init,
         pkey_index: 0,
         port_num: 1,
-        qp_access_flags: Access::ALL,
+        qp_access_flags: AccessFlags::ALL,
         ..QpAttr::default()
     };
     let err = |e: verbs_emu::transport::ModifyError| format!("QP setup: {e}");

@@ -63,12 +63,12 @@ use super::{
 };
 use crate::time::{Duration as PsDuration, Instant};
 use crate::transport::{
-    self as tp, Access, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
+    self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
 };
 use crate::verbs::{
-    qp_state, AccessFlags, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask,
-    QpCap, QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError,
-    WcFlags, WorkCompletion,
+    qp_state, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask, QpCap,
+    QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError, WcFlags,
+    WorkCompletion,
 };
 use crate::wire::icrc::{IpEncap, UdpEncap};
 use crate::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
@@ -305,7 +305,7 @@ impl HostMemory {
         &mut self,
         ptr: *mut u8,
         len: u64,
-        access: Access,
+        access: AccessFlags,
         pd: u64,
     ) -> std::result::Result<u32, MemError> {
         let buf = HostBuffer { ptr, locked: false };
@@ -321,7 +321,7 @@ impl HostMemory {
         key: MemKey,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
         pd: Option<u64>,
     ) -> std::result::Result<*mut u8, MemError> {
         let (idx, off) = self.regions.locate(key, addr, len, access, pd)?;
@@ -355,7 +355,7 @@ impl Memory for HostView<'_> {
         key: MemKey,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
     ) -> std::result::Result<(), MemError> {
         self.mem.locate(key, addr, len, access, self.pd).map(drop)
     }
@@ -366,9 +366,13 @@ impl Memory for HostView<'_> {
         addr: u64,
         data: Payload<'_>,
     ) -> std::result::Result<(), MemError> {
-        let p = self
-            .mem
-            .locate(key, addr, u64::from(data.len()), Access::NONE, self.pd)?;
+        let p = self.mem.locate(
+            key,
+            addr,
+            u64::from(data.len()),
+            AccessFlags::EMPTY,
+            self.pd,
+        )?;
         if let Payload::Bytes(b) = data {
             // SAFETY: `locate` bounds-checked [addr, addr + len) inside a
             // live registered region; the source is a distinct packet buffer.
@@ -380,7 +384,7 @@ impl Memory for HostView<'_> {
     fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
         let p = self
             .mem
-            .locate(key, addr, out.len() as u64, Access::NONE, self.pd)?;
+            .locate(key, addr, out.len() as u64, AccessFlags::EMPTY, self.pd)?;
         // SAFETY: as in `write`, reading instead.
         unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
         Ok(())
@@ -397,7 +401,7 @@ impl Memory for HostView<'_> {
         }
         let p = self
             .mem
-            .locate(key, addr, 8, Access::NONE, self.pd)?
+            .locate(key, addr, 8, AccessFlags::EMPTY, self.pd)?
             .cast::<u64>();
         // SAFETY: 8 bytes inside the region, checked by `locate`.
         let orig = unsafe { std::ptr::read_unaligned(p) };
@@ -424,7 +428,7 @@ impl Memory for HostView<'_> {
     ) -> std::result::Result<(), MemError> {
         let p = self
             .mem
-            .locate(key, addr, 8, Access::NONE, self.pd)?
+            .locate(key, addr, 8, AccessFlags::EMPTY, self.pd)?
             .cast::<u64>();
         // SAFETY: 8 bytes inside the region, checked by `locate`.
         unsafe { std::ptr::write_unaligned(p, value) };
@@ -1119,7 +1123,7 @@ unsafe fn emit_pieces(
                 payload.key_of(p),
                 p.addr,
                 u64::from(p.len),
-                Access::NONE,
+                AccessFlags::EMPTY,
                 None,
             )
             .ok()?;
@@ -1456,10 +1460,7 @@ impl Backend for UdpBackend {
         }
         // The region table refuses what verbs refuses (REMOTE_WRITE or
         // REMOTE_ATOMIC without LOCAL_WRITE, ...).
-        let key = match st
-            .mem
-            .register(addr, len as u64, Access::from_bits(access.bits()), pd.0)
-        {
+        let key = match st.mem.register(addr, len as u64, access, pd.0) {
             Ok(key) => key,
             Err(e) => {
                 unpin();
@@ -1682,7 +1683,7 @@ impl Backend for UdpBackend {
             .register(
                 inline_buf.as_mut_ptr(),
                 inline_len as u64,
-                Access::LOCAL_WRITE,
+                AccessFlags::LOCAL_WRITE,
                 pd.0,
             )
             .map_err(|e| VerbsError::invalid(VERB, e.to_string()))?;
@@ -1791,7 +1792,7 @@ impl Backend for UdpBackend {
             mask: qp_state::QUERY_MASK,
             qp_state: state,
             cur_qp_state: state,
-            qp_access_flags: AccessFlags(a.qp_access_flags.bits()),
+            qp_access_flags: a.qp_access_flags,
             pkey_index: a.pkey_index,
             port_num: a.port_num,
             qkey: a.qkey,

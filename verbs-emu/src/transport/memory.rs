@@ -17,56 +17,38 @@
 //!
 //! Nothing here panics on network input: every failure is a [`MemError`].
 
-use core::fmt;
-
 use crate::wire::{Lkey, Rkey};
 
-/// `ibv_access_flags` (ROCEV2.md §5.10), as a bit set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Access(u32);
-
-impl Access {
-    /// No rights.
-    pub const NONE: Access = Access(0);
-    /// IBV_ACCESS_LOCAL_WRITE (1).
-    pub const LOCAL_WRITE: Access = Access(1);
-    /// IBV_ACCESS_REMOTE_WRITE (2).
-    pub const REMOTE_WRITE: Access = Access(2);
-    /// IBV_ACCESS_REMOTE_READ (4).
-    pub const REMOTE_READ: Access = Access(4);
-    /// IBV_ACCESS_REMOTE_ATOMIC (8).
-    pub const REMOTE_ATOMIC: Access = Access(8);
-    /// IBV_ACCESS_ZERO_BASED (32): remote VAs are offsets into the region.
-    pub const ZERO_BASED: Access = Access(32);
-    /// Every remote right plus LOCAL_WRITE.
-    pub const ALL: Access = Access(1 | 2 | 4 | 8);
-
-    /// From the raw `ibv_access_flags` value.
-    pub const fn from_bits(bits: u32) -> Access {
-        Access(bits)
-    }
-
-    /// The raw value.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// True when every bit of `other` is set in `self`.
-    pub const fn contains(self, other: Access) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Union.
-    #[must_use]
-    pub const fn union(self, other: Access) -> Access {
-        Access(self.0 | other.0)
+flags! {
+    /// `ibv_access_flags` (ROCEV2.md §5.10): the one access flag type of
+    /// the crate (regions, QP access, the verbs API, which re-exports it).
+    AccessFlags: u32 {
+        /// The HCA may write local memory (receives, READ results).
+        LOCAL_WRITE = 1,
+        /// Remote peers may RDMA WRITE.
+        REMOTE_WRITE = 2,
+        /// Remote peers may RDMA READ.
+        REMOTE_READ = 4,
+        /// Remote peers may run atomics.
+        REMOTE_ATOMIC = 8,
+        /// Memory windows may be bound.
+        MW_BIND = 16,
+        /// Remote addresses are offsets from the MR start.
+        ZERO_BASED = 32,
+        /// On-demand paging.
+        ON_DEMAND = 64,
+        /// Backed by huge pages.
+        HUGETLB = 128,
     }
 }
 
-impl core::ops::BitOr for Access {
-    type Output = Access;
-    fn bitor(self, rhs: Access) -> Access {
-        self.union(rhs)
+impl AccessFlags {
+    /// Every remote right plus LOCAL_WRITE.
+    pub const ALL: AccessFlags = AccessFlags(1 | 2 | 4 | 8);
+
+    /// From the raw `ibv_access_flags` value.
+    pub const fn from_bits(bits: u32) -> AccessFlags {
+        AccessFlags(bits)
     }
 }
 
@@ -291,7 +273,7 @@ impl PayloadDesc {
 pub trait Memory {
     /// Check that `key` names a valid region granting `access`, and that
     /// `[addr, addr + len)` lies inside it. A zero `len` still checks the key.
-    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError>;
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: AccessFlags) -> Result<(), MemError>;
 
     /// Write incoming payload at `addr` (the caller has checked rights; the
     /// implementation checks bounds again). Real bytes are copied; a bare
@@ -331,8 +313,8 @@ pub(crate) struct Region<S> {
     pub(crate) base: u64,
     /// Length in bytes.
     pub(crate) len: u64,
-    /// Rights, with [`Access::ZERO_BASED`] when remote keys take offsets.
-    pub(crate) access: Access,
+    /// Rights, with [`AccessFlags::ZERO_BASED`] when remote keys take offsets.
+    pub(crate) access: AccessFlags,
     generation: u8,
     /// False once deregistered: the slot waits for reuse.
     pub(crate) valid: bool,
@@ -381,12 +363,13 @@ impl<S> Regions<S> {
         &mut self,
         base: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
         pd: u64,
         store: S,
     ) -> Result<Registration, MemError> {
-        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
-            && !access.contains(Access::LOCAL_WRITE)
+        if (access.contains(AccessFlags::REMOTE_WRITE)
+            || access.contains(AccessFlags::REMOTE_ATOMIC))
+            && !access.contains(AccessFlags::LOCAL_WRITE)
         {
             return Err(MemError::InvalidRegistration(
                 "REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE",
@@ -473,7 +456,7 @@ impl<S> Regions<S> {
         key: MemKey,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
         pd: Option<u64>,
     ) -> Result<(usize, u64), MemError> {
         let idx = self.index(key.value())?;
@@ -487,7 +470,8 @@ impl<S> Regions<S> {
                 granted: r.access.bits(),
             });
         }
-        let zero_based = r.access.contains(Access::ZERO_BASED) && matches!(key, MemKey::Remote(_));
+        let zero_based =
+            r.access.contains(AccessFlags::ZERO_BASED) && matches!(key, MemKey::Remote(_));
         let off = if zero_based {
             addr
         } else {
@@ -549,7 +533,7 @@ impl ByteMemory {
         &mut self,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
     ) -> Result<Registration, MemError> {
         let store = Store {
             bytes: vec![
@@ -572,23 +556,23 @@ impl ByteMemory {
     /// The bytes at `[addr, addr + len)` of the region `key` names,
     /// without access checks (the owner's own view).
     pub fn bytes(&self, key: Lkey, addr: u64, len: u64) -> Result<&[u8], MemError> {
-        let (idx, off) = self
-            .regions
-            .locate(MemKey::Local(key), addr, len, Access::NONE, None)?;
+        let (idx, off) =
+            self.regions
+                .locate(MemKey::Local(key), addr, len, AccessFlags::EMPTY, None)?;
         Ok(&self.regions.region(idx).store.bytes[off as usize..(off + len) as usize])
     }
 
     /// Mutable bytes, without access checks (the owner filling a buffer).
     pub fn bytes_mut(&mut self, key: Lkey, addr: u64, len: u64) -> Result<&mut [u8], MemError> {
-        let (idx, off) = self
-            .regions
-            .locate(MemKey::Local(key), addr, len, Access::NONE, None)?;
+        let (idx, off) =
+            self.regions
+                .locate(MemKey::Local(key), addr, len, AccessFlags::EMPTY, None)?;
         Ok(&mut self.regions.region_mut(idx).store.bytes[off as usize..(off + len) as usize])
     }
 }
 
 impl Memory for ByteMemory {
-    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError> {
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: AccessFlags) -> Result<(), MemError> {
         self.regions
             .locate(key, addr, len, access, None)
             .map(|_| ())
@@ -596,7 +580,9 @@ impl Memory for ByteMemory {
 
     fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError> {
         let n = data.len() as u64;
-        let (idx, off) = self.regions.locate(key, addr, n, Access::NONE, None)?;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, n, AccessFlags::EMPTY, None)?;
         if let Payload::Bytes(b) = data {
             self.regions.region_mut(idx).store.bytes[off as usize..(off + n) as usize]
                 .copy_from_slice(b);
@@ -606,7 +592,9 @@ impl Memory for ByteMemory {
 
     fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
         let n = out.len() as u64;
-        let (idx, off) = self.regions.locate(key, addr, n, Access::NONE, None)?;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, n, AccessFlags::EMPTY, None)?;
         out.copy_from_slice(
             &self.regions.region(idx).store.bytes[off as usize..(off + n) as usize],
         );
@@ -617,7 +605,9 @@ impl Memory for ByteMemory {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE, None)?;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, 8, AccessFlags::EMPTY, None)?;
         let cell = &mut self.regions.region_mut(idx).store.bytes[off as usize..off as usize + 8];
         let mut word = [0u8; 8];
         word.copy_from_slice(cell);
@@ -659,7 +649,7 @@ impl LengthMemory {
         &mut self,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
     ) -> Result<Registration, MemError> {
         self.regions
             .register(addr, len, access, 0, Store::default())
@@ -673,15 +663,15 @@ impl LengthMemory {
 
     /// The u64 an atomic or an atomic result left at `addr` (0 if none).
     pub fn word(&self, key: Lkey, addr: u64) -> Result<u64, MemError> {
-        let (idx, off) = self
-            .regions
-            .locate(MemKey::Local(key), addr, 8, Access::NONE, None)?;
+        let (idx, off) =
+            self.regions
+                .locate(MemKey::Local(key), addr, 8, AccessFlags::EMPTY, None)?;
         Ok(*self.regions.region(idx).store.words.get(&off).unwrap_or(&0))
     }
 }
 
 impl Memory for LengthMemory {
-    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError> {
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: AccessFlags) -> Result<(), MemError> {
         self.regions
             .locate(key, addr, len, access, None)
             .map(|_| ())
@@ -689,13 +679,13 @@ impl Memory for LengthMemory {
 
     fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError> {
         self.regions
-            .locate(key, addr, data.len() as u64, Access::NONE, None)
+            .locate(key, addr, data.len() as u64, AccessFlags::EMPTY, None)
             .map(|_| ())
     }
 
     fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
         self.regions
-            .locate(key, addr, out.len() as u64, Access::NONE, None)
+            .locate(key, addr, out.len() as u64, AccessFlags::EMPTY, None)
             .map(|_| ())
     }
 
@@ -703,7 +693,9 @@ impl Memory for LengthMemory {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE, None)?;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, 8, AccessFlags::EMPTY, None)?;
         let words = &mut self.regions.region_mut(idx).store.words;
         let orig = *words.get(&off).unwrap_or(&0);
         words.insert(off, apply_atomic(orig, op));
@@ -711,7 +703,9 @@ impl Memory for LengthMemory {
     }
 
     fn write_u64(&mut self, key: MemKey, addr: u64, value: u64) -> Result<(), MemError> {
-        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE, None)?;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, 8, AccessFlags::EMPTY, None)?;
         self.regions.region_mut(idx).store.words.insert(off, value);
         Ok(())
     }
@@ -738,12 +732,6 @@ fn apply_atomic(orig: u64, op: AtomicOp) -> u64 {
     }
 }
 
-impl fmt::Display for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,27 +741,35 @@ mod tests {
         let mut b = ByteMemory::new();
         let mut l = LengthMemory::new();
         let rb = b
-            .register(0x1000, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .register(
+                0x1000,
+                64,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
             .unwrap();
         let rl = l
-            .register(0x1000, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .register(
+                0x1000,
+                64,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
             .unwrap();
         for (mem, r) in [
             (&mut b as &mut dyn Memory, rb),
             (&mut l as &mut dyn Memory, rl),
         ] {
             let k = MemKey::Remote(r.rkey);
-            assert!(mem.check(k, 0x1000, 64, Access::REMOTE_WRITE).is_ok());
+            assert!(mem.check(k, 0x1000, 64, AccessFlags::REMOTE_WRITE).is_ok());
             assert!(matches!(
-                mem.check(k, 0x1001, 64, Access::REMOTE_WRITE),
+                mem.check(k, 0x1001, 64, AccessFlags::REMOTE_WRITE),
                 Err(MemError::OutOfBounds { .. })
             ));
             assert!(matches!(
-                mem.check(k, 0x1000, 8, Access::REMOTE_READ),
+                mem.check(k, 0x1000, 8, AccessFlags::REMOTE_READ),
                 Err(MemError::AccessDenied { .. })
             ));
             assert_eq!(
-                mem.check(MemKey::Remote(Rkey::new(0)), 0x1000, 1, Access::NONE),
+                mem.check(MemKey::Remote(Rkey::new(0)), 0x1000, 1, AccessFlags::EMPTY),
                 Err(MemError::BadKey(0))
             );
             // A peer cannot invalidate a plain MR: it stays usable.
@@ -781,7 +777,7 @@ mod tests {
                 mem.invalidate(r.rkey),
                 Err(MemError::NotInvalidatable(r.rkey.value()))
             );
-            assert!(mem.check(k, 0x1000, 1, Access::NONE).is_ok());
+            assert!(mem.check(k, 0x1000, 1, AccessFlags::EMPTY).is_ok());
             assert_eq!(mem.invalidate(Rkey::new(0)), Err(MemError::BadKey(0)));
         }
     }
@@ -789,39 +785,43 @@ mod tests {
     #[test]
     fn a_freed_slot_comes_back_under_a_new_key_and_the_old_key_is_dead() {
         let mut b = ByteMemory::new();
-        let r1 = b.register(0x1000, 64, Access::ALL).unwrap();
-        let keep = b.register(0x2000, 64, Access::ALL).unwrap();
+        let r1 = b.register(0x1000, 64, AccessFlags::ALL).unwrap();
+        let keep = b.register(0x2000, 64, AccessFlags::ALL).unwrap();
         b.deregister(r1.lkey).unwrap();
         assert_eq!(
-            b.check(MemKey::Remote(r1.rkey), 0x1000, 1, Access::NONE),
+            b.check(MemKey::Remote(r1.rkey), 0x1000, 1, AccessFlags::EMPTY),
             Err(MemError::BadKey(r1.rkey.value()))
         );
         assert!(b.deregister(r1.lkey).is_err(), "twice");
-        let r2 = b.register(0x3000, 64, Access::ALL).unwrap();
+        let r2 = b.register(0x3000, 64, AccessFlags::ALL).unwrap();
         // Same slot (index), next generation.
         assert_eq!(r2.lkey.value() >> 8, r1.lkey.value() >> 8);
         assert_ne!(r2.lkey, r1.lkey);
         assert!(b
-            .check(MemKey::Local(r1.lkey), 0x3000, 1, Access::NONE)
+            .check(MemKey::Local(r1.lkey), 0x3000, 1, AccessFlags::EMPTY)
             .is_err());
         assert!(b
-            .check(MemKey::Local(r2.lkey), 0x3000, 64, Access::ALL)
+            .check(MemKey::Local(r2.lkey), 0x3000, 64, AccessFlags::ALL)
             .is_ok());
         assert_eq!(b.bytes(r2.lkey, 0x3000, 4).unwrap(), &[0; 4], "fresh bytes");
         assert!(b
-            .check(MemKey::Local(keep.lkey), 0x2000, 64, Access::ALL)
+            .check(MemKey::Local(keep.lkey), 0x2000, 64, AccessFlags::ALL)
             .is_ok());
     }
 
     #[test]
     fn protection_domains_are_checked_by_the_table() {
         let mut t: Regions<()> = Regions::default();
-        let r = t.register(0x1000, 64, Access::ALL, 7, ()).unwrap();
+        let r = t.register(0x1000, 64, AccessFlags::ALL, 7, ()).unwrap();
         let k = MemKey::Remote(r.rkey);
-        assert!(t.locate(k, 0x1000, 8, Access::REMOTE_READ, Some(7)).is_ok());
-        assert!(t.locate(k, 0x1000, 8, Access::REMOTE_READ, None).is_ok());
+        assert!(t
+            .locate(k, 0x1000, 8, AccessFlags::REMOTE_READ, Some(7))
+            .is_ok());
+        assert!(t
+            .locate(k, 0x1000, 8, AccessFlags::REMOTE_READ, None)
+            .is_ok());
         assert_eq!(
-            t.locate(k, 0x1000, 8, Access::REMOTE_READ, Some(8)),
+            t.locate(k, 0x1000, 8, AccessFlags::REMOTE_READ, Some(8)),
             Err(MemError::BadKey(r.rkey.value()))
         );
         assert_eq!(
@@ -837,13 +837,13 @@ mod tests {
     #[test]
     fn remote_write_without_local_write_is_refused() {
         let mut b = ByteMemory::new();
-        assert!(b.register(0, 8, Access::REMOTE_WRITE).is_err());
+        assert!(b.register(0, 8, AccessFlags::REMOTE_WRITE).is_err());
     }
 
     #[test]
     fn atomics_compute_in_both_memories() {
         let mut b = ByteMemory::new();
-        let r = b.register(0, 16, Access::ALL).unwrap();
+        let r = b.register(0, 16, AccessFlags::ALL).unwrap();
         let k = MemKey::Remote(r.rkey);
         assert_eq!(b.atomic(k, 8, AtomicOp::FetchAdd { add: 5 }), Ok(0));
         assert_eq!(
@@ -863,7 +863,7 @@ mod tests {
             Err(MemError::Misaligned(4))
         );
         let mut l = LengthMemory::new();
-        let r = l.register(0, 16, Access::ALL).unwrap();
+        let r = l.register(0, 16, AccessFlags::ALL).unwrap();
         let k = MemKey::Remote(r.rkey);
         assert_eq!(l.atomic(k, 8, AtomicOp::FetchAdd { add: 5 }), Ok(0));
         assert_eq!(l.word(r.lkey, 8), Ok(5));

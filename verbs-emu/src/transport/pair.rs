@@ -16,12 +16,12 @@
 //! ```
 //! use verbs_emu::time::{Duration, Rate};
 //! use verbs_emu::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
-//! use verbs_emu::transport::{Access, ByteMemory, QpConfig, SendOp, SendWr, Sge};
+//! use verbs_emu::transport::{AccessFlags, ByteMemory, QpConfig, SendOp, SendWr, Sge};
 //! use verbs_emu::wire::Qpn;
 //!
 //! let (mut ma, mut mb) = (ByteMemory::new(), ByteMemory::new());
-//! let ra = ma.register(0x1000, 1 << 16, Access::ALL).unwrap();
-//! let rb = mb.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let ra = ma.register(0x1000, 1 << 16, AccessFlags::ALL).unwrap();
+//! let rb = mb.register(0x1000, 1 << 16, AccessFlags::ALL).unwrap();
 //! let wire = WireConfig {
 //!     loss: Loss::Random(0.01),
 //!     ..WireConfig::clean(Rate::from_gbps(100), Duration::from_us(2))
@@ -47,7 +47,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::time::{Duration, Instant, Rate};
 use crate::wire::{Ecn, Psn, Qpn, RoceHeaders};
 
-use super::memory::{Access, Memory, Payload};
+use super::memory::{AccessFlags, Memory, Payload};
 use super::qp::{min_deadline, wire_time, Qp, WIRE_OVERHEAD};
 use super::types::*;
 
@@ -362,7 +362,7 @@ pub struct ConnectAttrs {
     /// READs/atomics in flight (both directions).
     pub max_rd_atomic: u8,
     /// Remote rights granted by both QPs.
-    pub access: Access,
+    pub access: AccessFlags,
     /// A's first send PSN (= B's first expected PSN).
     pub psn_a: u32,
     /// B's first send PSN.
@@ -380,7 +380,7 @@ impl Default for ConnectAttrs {
             rnr_retry: 7,
             min_rnr_timer: 1,
             max_rd_atomic: 16,
-            access: Access::ALL,
+            access: AccessFlags::ALL,
             psn_a: 0,
             psn_b: 0,
             qkey: 0x1111_1111,

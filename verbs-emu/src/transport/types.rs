@@ -630,7 +630,7 @@ pub struct QpAttr {
     /// CUR_STATE: the state the caller believes the QP is in.
     pub cur_qp_state: QpState,
     /// `qp_access_flags` (remote rights the responder grants).
-    pub qp_access_flags: super::memory::Access,
+    pub qp_access_flags: super::memory::AccessFlags,
     /// PKEY_INDEX: the entry of [`QpConfig::pkey_table`] holding this
     /// QP's P_Key.
     pub pkey_index: u16,
@@ -667,7 +667,7 @@ impl Default for QpAttr {
         QpAttr {
             qp_state: QpState::Reset,
             cur_qp_state: QpState::Reset,
-            qp_access_flags: super::memory::Access::NONE,
+            qp_access_flags: super::memory::AccessFlags::EMPTY,
             pkey_index: 0,
             port_num: 1,
             qkey: 0,

@@ -43,7 +43,7 @@ pub fn engine_attr(attr: &QpAttr, current: QpState) -> tp::QpAttr {
             current
         },
         cur_qp_state: attr.cur_qp_state,
-        qp_access_flags: tp::Access::from_bits(attr.qp_access_flags.bits()),
+        qp_access_flags: attr.qp_access_flags,
         pkey_index: attr.pkey_index,
         port_num: attr.port_num,
         qkey: attr.qkey,

@@ -9,30 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::transport::{Mtu, QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus};
+pub use crate::transport::{
+    AccessFlags, Mtu, QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus,
+};
 use crate::wire::{Lkey, Qpn, Rkey};
-
-flags! {
-    /// `ibv_access_flags` (ROCEV2.md §5.10).
-    AccessFlags: u32 {
-        /// The HCA may write local memory (receives, READ results).
-        LOCAL_WRITE = 1,
-        /// Remote peers may RDMA WRITE.
-        REMOTE_WRITE = 2,
-        /// Remote peers may RDMA READ.
-        REMOTE_READ = 4,
-        /// Remote peers may run atomics.
-        REMOTE_ATOMIC = 8,
-        /// Memory windows may be bound.
-        MW_BIND = 16,
-        /// Remote addresses are offsets from the MR start.
-        ZERO_BASED = 32,
-        /// On-demand paging.
-        ON_DEMAND = 64,
-        /// Backed by huge pages.
-        HUGETLB = 128,
-    }
-}
 
 flags! {
     /// `ibv_wc_flags`.

@@ -25,8 +25,8 @@ fn setup(
 ) -> Setup {
     let mut ma = ByteMemory::new();
     let mut mb = ByteMemory::new();
-    let a = ma.register(BASE, REGION, Access::ALL).unwrap();
-    let b = mb.register(BASE, REGION, Access::ALL).unwrap();
+    let a = ma.register(BASE, REGION, AccessFlags::ALL).unwrap();
+    let b = mb.register(BASE, REGION, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(0x11));
     let mut cb = QpConfig::new(Qpn::new(0x22));
     tweak(&mut ca);
@@ -741,7 +741,12 @@ fn send_with_invalidate_of_a_plain_mr_is_class_j_and_the_mr_survives() {
     // The region is still registered and usable.
     assert!(b
         .mem
-        .check(MemKey::Remote(s.b.rkey), BASE, 64, Access::REMOTE_WRITE)
+        .check(
+            MemKey::Remote(s.b.rkey),
+            BASE,
+            64,
+            AccessFlags::REMOTE_WRITE
+        )
         .is_ok());
 }
 
@@ -790,7 +795,7 @@ fn modify_checks_transitions_and_attribute_masks() {
     assert_eq!(e.to_string(), "invalid QP transition RESET -> RTR");
     let init = QpAttr {
         qp_state: QpState::Init,
-        qp_access_flags: Access::ALL,
+        qp_access_flags: AccessFlags::ALL,
         ..QpAttr::default()
     };
     let e = qp
@@ -1048,8 +1053,8 @@ fn long_flow(
     let ba = WireConfig::clean(rate, latency);
     let mut ma = LengthMemory::new();
     let mut mb = LengthMemory::new();
-    let ra = ma.register(0, msg_len as u64, Access::ALL).unwrap();
-    let rb = mb.register(0, msg_len as u64, Access::ALL).unwrap();
+    let ra = ma.register(0, msg_len as u64, AccessFlags::ALL).unwrap();
+    let rb = mb.register(0, msg_len as u64, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(1));
     ca.retransmit = mode;
     ca.max_send_wr = n_msgs as u32 + 1;
@@ -1163,8 +1168,8 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
     let ba = WireConfig::clean(rate, Duration::from_us(2));
     let mut ma = LengthMemory::new();
     let mut mb = LengthMemory::new();
-    let ra = ma.register(0, 1 << 20, Access::ALL).unwrap();
-    let rb = mb.register(0, 1 << 20, Access::ALL).unwrap();
+    let ra = ma.register(0, 1 << 20, AccessFlags::ALL).unwrap();
+    let rb = mb.register(0, 1 << 20, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(1));
     ca.cc = CcConfig::Dcqcn(verbs_emu::cc::DcqcnParams::paper(rate));
     ca.max_send_wr = 4096;

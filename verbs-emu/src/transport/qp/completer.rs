@@ -229,7 +229,9 @@ impl Qp {
                 }
                 let sge = w.wr.sges.as_slice()[0];
                 let key = MemKey::Local(sge.lkey);
-                if mem.check(key, sge.addr, 8, Access::LOCAL_WRITE).is_err()
+                if mem
+                    .check(key, sge.addr, 8, AccessFlags::LOCAL_WRITE)
+                    .is_err()
                     || mem.write_u64(key, sge.addr, ack.orig).is_err()
                 {
                     self.fail_head(WcStatus::LocProtErr);

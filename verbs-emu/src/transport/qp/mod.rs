@@ -35,7 +35,7 @@ use crate::wire::{
     Opcode, Psn, Qpn, RethRepr, Rkey, RoceHeaders,
 };
 
-use super::memory::{Access, AtomicOp, MemKey, Memory, Payload, PayloadDesc, Piece};
+use super::memory::{AccessFlags, AtomicOp, MemKey, Memory, Payload, PayloadDesc, Piece};
 use super::types::*;
 
 /// Bytes a packet takes on the wire besides its BTH, extension headers,
@@ -643,7 +643,7 @@ mod tests {
         assert_eq!(d.len(), 10);
 
         let mut mem = ByteMemory::new();
-        let r = mem.register(0, 4096, Access::LOCAL_WRITE).unwrap();
+        let r = mem.register(0, 4096, AccessFlags::LOCAL_WRITE).unwrap();
         let sges = [
             Sge {
                 addr: 10,

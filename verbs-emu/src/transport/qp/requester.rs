@@ -98,9 +98,9 @@ impl Qp {
             }
             // Local key checks (LOC_PROT_ERR).
             let need = if op.is_read_or_atomic() {
-                Access::LOCAL_WRITE
+                AccessFlags::LOCAL_WRITE
             } else {
-                Access::NONE
+                AccessFlags::EMPTY
             };
             let bad = self.sq[idx].wr.sges.as_slice().iter().any(|s| {
                 mem.check(MemKey::Local(s.lkey), s.addr, s.length as u64, need)

@@ -89,7 +89,12 @@ impl Qp {
                 // rxe looks the R_Key up again for every response packet.
                 if plen > 0
                     && mem
-                        .check(MemKey::Remote(rkey), va, plen as u64, Access::REMOTE_READ)
+                        .check(
+                            MemKey::Remote(rkey),
+                            va,
+                            plen as u64,
+                            AccessFlags::REMOTE_READ,
+                        )
                         .is_err()
                 {
                     self.resp_q.clear();
@@ -284,10 +289,10 @@ impl Qp {
         }
         // 3. Operation allowed on the QP.
         let need = match kind {
-            OpKind::Write => Access::REMOTE_WRITE,
-            OpKind::Read => Access::REMOTE_READ,
-            OpKind::Atomic => Access::REMOTE_ATOMIC,
-            _ => Access::NONE,
+            OpKind::Write => AccessFlags::REMOTE_WRITE,
+            OpKind::Read => AccessFlags::REMOTE_READ,
+            OpKind::Atomic => AccessFlags::REMOTE_ATOMIC,
+            _ => AccessFlags::EMPTY,
         };
         if !self.attr.qp_access_flags.contains(need) {
             self.responder_fatal(psn, NakCode::InvalidRequest, None);
@@ -353,7 +358,7 @@ impl Qp {
                             MemKey::Remote(reth.rkey),
                             reth.va,
                             reth.dma_len as u64,
-                            Access::REMOTE_READ,
+                            AccessFlags::REMOTE_READ,
                         )
                         .is_err()
                 {
@@ -392,7 +397,7 @@ impl Qp {
                     return;
                 }
                 let key = MemKey::Remote(a.rkey);
-                if mem.check(key, a.va, 8, Access::REMOTE_ATOMIC).is_err() {
+                if mem.check(key, a.va, 8, AccessFlags::REMOTE_ATOMIC).is_err() {
                     self.responder_fatal(psn, NakCode::RemoteAccessError, None);
                     return;
                 }
@@ -547,7 +552,7 @@ impl Qp {
                             MemKey::Remote(reth.rkey),
                             reth.va,
                             reth.dma_len as u64,
-                            Access::REMOTE_WRITE,
+                            AccessFlags::REMOTE_WRITE,
                         )
                         .is_err()
                 {
@@ -762,14 +767,17 @@ impl Qp {
                         _,
                     ) => (rkey, va, remaining),
                     (InMsg::None, Some(r)) => {
-                        if !self.attr.qp_access_flags.contains(Access::REMOTE_WRITE)
+                        if !self
+                            .attr
+                            .qp_access_flags
+                            .contains(AccessFlags::REMOTE_WRITE)
                             || (r.dma_len > 0
                                 && mem
                                     .check(
                                         MemKey::Remote(r.rkey),
                                         r.va,
                                         r.dma_len as u64,
-                                        Access::REMOTE_WRITE,
+                                        AccessFlags::REMOTE_WRITE,
                                     )
                                     .is_err())
                         {
@@ -938,7 +946,7 @@ pub(super) fn scatter<M: Memory + ?Sized>(
             let key = MemKey::Local(s.lkey);
             let addr = s.addr.wrapping_add(skip);
             if pass == 0 {
-                mem.check(key, addr, take as u64, Access::LOCAL_WRITE)
+                mem.check(key, addr, take as u64, AccessFlags::LOCAL_WRITE)
                     .map_err(|_| ScatterError::Protection)?;
             } else {
                 mem.write(key, addr, data.slice(done, take))
