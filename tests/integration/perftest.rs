@@ -110,6 +110,47 @@ fn bandwidth_tests_verify_every_byte_under_loss_reorder_and_duplication() {
         // The server prints a table too.
         let (ssize, siters, ..) = bw_row(&String::from_utf8_lossy(&s.stdout));
         assert_eq!((ssize, siters), (16384, 300));
+        // The side that checks says how much it checked; the other says
+        // who checks.
+        let checker = if test == "read_bw" { &c } else { &s };
+        assert!(
+            String::from_utf8_lossy(&checker.stdout).contains(&format!(
+                " Verified: 300 messages, {} bytes checked byte for byte",
+                300 * 16384
+            )),
+            "{test}: {}",
+            text(checker)
+        );
+        // Each side injected faults on what it sent and says what. The
+        // data moves client -> server for WRITE and SEND (server -> client
+        // for READ): its sender lost packets. The client, the requester,
+        // says that its transport retransmitted (requests, or READs whose
+        // responses were lost).
+        let number_after = |side: &Output, prefix: &str| -> u64 {
+            let out = String::from_utf8_lossy(&side.stdout);
+            let l = out
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("{test}: no {prefix:?} in:\n{out}"));
+            l.split([' ', ','])
+                .find(|w| !w.is_empty())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{test}: no number after {prefix:?} in {l}"))
+        };
+        let data_sender = if test == "read_bw" { &s } else { &c };
+        let dropped = number_after(data_sender, " Faults injected (packets sent): dropped ");
+        assert!(dropped > 0, "{test}: {}", text(data_sender));
+        for side in [&s, &c] {
+            number_after(side, " Faults injected (packets sent): dropped ");
+        }
+        let retrans = number_after(&c, " Transport: ");
+        let out = String::from_utf8_lossy(&c.stdout);
+        let line = out.lines().find(|l| l.starts_with(" Transport:")).unwrap();
+        assert!(
+            line.contains(" packets retransmitted (roce_adp_retrans)"),
+            "{line}"
+        );
+        assert!(retrans > 0, "{test}: {line}");
     }
 }
 

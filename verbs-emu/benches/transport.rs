@@ -24,8 +24,8 @@ const MSG: u32 = 64 * 1024;
 fn pair(n_msgs: u64) -> Pair<LengthMemory> {
     let mut ma = LengthMemory::new();
     let mut mb = LengthMemory::new();
-    let ra = ma.register(0, MSG as u64, Access::ALL).unwrap();
-    let rb = mb.register(0, MSG as u64, Access::ALL).unwrap();
+    let ra = ma.register(0, MSG as u64, AccessFlags::ALL).unwrap();
+    let rb = mb.register(0, MSG as u64, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(1));
     ca.max_send_wr = n_msgs as u32;
     let cb = QpConfig::new(Qpn::new(2));
@@ -46,7 +46,7 @@ fn pair(n_msgs: u64) -> Pair<LengthMemory> {
                 lkey: ra.lkey,
             },
         );
-        wr.flags = SendFlags::NONE;
+        wr.flags = SendFlags::EMPTY;
         p.a.qp.post_send(wr).unwrap();
     }
     p

@@ -17,6 +17,8 @@
 
 #[macro_use]
 mod value_enum;
+#[macro_use]
+mod flags;
 
 pub mod backend;
 pub mod bench;

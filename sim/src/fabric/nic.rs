@@ -24,9 +24,9 @@ use std::collections::{BTreeMap, VecDeque};
 use verbs_emu::cc::{CcConfig as EngineCc, DcqcnParams};
 use verbs_emu::time::{Duration, Instant, Rate};
 use verbs_emu::transport::{
-    Access, AddressHandle, AttrMask, LengthMemory, Mtu, Payload, Qp, QpAttr, QpConfig, QpState,
-    Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr, Sge,
-    SgeList, WcStatus,
+    AccessFlags, AddressHandle, LengthMemory, Mtu, Payload, Qp, QpAttr, QpAttrMask, QpConfig,
+    QpState, Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr,
+    Sge, SgeList, WcStatus,
 };
 use verbs_emu::wire::{Opcode, Psn, Qpn};
 
@@ -95,7 +95,7 @@ impl Nic {
         // A fresh memory accepts a well-formed registration; fall back to an
         // empty key (every access then fails visibly) if it ever does not.
         let reg = mem
-            .register(0, REGION, Access::ALL)
+            .register(0, REGION, AccessFlags::ALL)
             .unwrap_or(Registration {
                 lkey: verbs_emu::wire::Lkey::new(0),
                 rkey: verbs_emu::wire::Rkey::new(0),
@@ -325,13 +325,13 @@ fn new_qp(
         qp_state: QpState::Init,
         pkey_index: 0,
         port_num: 1,
-        qp_access_flags: Access::ALL,
+        qp_access_flags: AccessFlags::ALL,
         ..QpAttr::default()
     };
     let err = |e: verbs_emu::transport::ModifyError| format!("QP setup: {e}");
     qp.modify(
         &attr,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
     )
     .map_err(err)?;
     attr.qp_state = QpState::Rtr;
@@ -343,13 +343,13 @@ fn new_qp(
     attr.min_rnr_timer = 12;
     qp.modify(
         &attr,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
+        QpAttrMask::STATE
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER,
     )
     .map_err(err)?;
     attr.qp_state = QpState::Rts;
@@ -360,12 +360,12 @@ fn new_qp(
     attr.max_rd_atomic = 16;
     qp.modify(
         &attr,
-        AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC,
+        QpAttrMask::STATE
+            | QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::MAX_QP_RD_ATOMIC,
     )
     .map_err(err)?;
     Ok(qp)

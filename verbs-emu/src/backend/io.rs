@@ -73,6 +73,21 @@ pub struct IoStats {
     pub fault_ce_marked: u64,
 }
 
+impl IoStats {
+    /// What fault injection did, by counter name (zeros without a
+    /// [`FaultInjector`](super::fault::FaultInjector)).
+    pub fn fault_counters(&self) -> [(&'static str, u64); 6] {
+        [
+            ("fault_dropped", self.fault_dropped),
+            ("fault_duplicated", self.fault_duplicated),
+            ("fault_reordered", self.fault_reordered),
+            ("fault_corrupted", self.fault_corrupted),
+            ("fault_delayed", self.fault_delayed),
+            ("fault_ce_marked", self.fault_ce_marked),
+        ]
+    }
+}
+
 /// The socket itself as a datagram path.
 #[derive(Debug)]
 pub struct SocketIo {

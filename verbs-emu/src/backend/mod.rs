@@ -249,6 +249,22 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// `ibv_query_qp`: every attribute of the QP (with `mask` saying
+    /// which are reported), its PSNs where they are now.
+    fn query_qp(&self, qp: QpHandle) -> Result<QpAttr>;
+
+    /// The device's counters, by name, in the order the backend keeps them:
+    /// the transport's under mlx5's hardware counter names (as the
+    /// simulator's `rdma statistic` dumps name them: `roce_adp_retrans`,
+    /// `local_ack_timeout_err`, `packet_seq_err`, `rnr_nak_retry_err`,
+    /// ...), then the device's own (`rx_icrc_encapsulated`, and the
+    /// fault wrapper's `fault_*` when one is installed). Counts since the
+    /// device was opened, destroyed QPs included. Backends that keep no
+    /// counters return none.
+    fn counters(&self) -> Result<Vec<(String, u64)>> {
+        Ok(Vec::new())
+    }
+
     /// `ibv_post_send`.
     ///
     /// # Safety
@@ -302,6 +318,23 @@ pub trait Provider: Send + Sync {
 
     /// Open one (`ibv_open_device`).
     fn open(&self, device: &DeviceEntry) -> Result<Arc<dyn Backend>>;
+
+    /// Open the device that has `gid` (an IP address as a GID) in the GID
+    /// table of its port 1, the way RoCE applications pick a device by the
+    /// address they were given. By default every device is opened in turn
+    /// and its GID table read; `NoDevice` when none has the GID.
+    fn open_by_gid(&self, gid: Gid) -> Result<Arc<dyn Backend>> {
+        for device in self.devices()? {
+            let Ok(backend) = self.open(&device) else {
+                continue;
+            };
+            let entries = backend.query_port(1).map_or(0, |p| p.gid_tbl_len);
+            if (0..entries).any(|i| backend.query_gid(1, i).is_ok_and(|g| g == gid)) {
+                return Ok(backend);
+            }
+        }
+        Err(VerbsError::NoDevice(format!(" with GID {gid}")))
+    }
 }
 
 /// What to open: the backend, and for the UDP backend the address, port,

@@ -445,12 +445,17 @@ impl RoceSocket {
             events,
             revents: 0,
         };
-        let ms = match timeout {
-            None => -1,
-            Some(d) => d.as_micros().div_ceil(1000).min(i32::MAX as u128) as c_int,
-        };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        // ppoll(2), not poll(2): its timeout has nanosecond resolution, so
+        // a wait of tens of microseconds (an RNR timer) is not rounded up
+        // to a millisecond.
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: one valid pollfd; `tsp` is null or points at `ts`, which
+        // outlives the call; no signal mask.
+        let r = unsafe { libc::ppoll(&mut p, 1, tsp, std::ptr::null()) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {

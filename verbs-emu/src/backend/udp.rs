@@ -33,7 +33,7 @@
 //! the kernel) instead of twice; wrappers that read the bytes (faults,
 //! capture) get them gathered into one buffer. On receive, GRO runs are split
 //! again and each packet's ICRC is checked against the header its sender's
-//! kernel wrote; a mismatch is counted (`rx_icrc_errors`) and the packet
+//! kernel wrote; a mismatch is counted (`rx_icrc_encapsulated`) and the packet
 //! dropped, as a NIC does.
 //!
 //! How far the ICRC is proven: single datagrams (identification 0, DF) are
@@ -63,12 +63,12 @@ use super::{
 };
 use crate::time::{Duration as PsDuration, Instant};
 use crate::transport::{
-    self as tp, Access, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
+    self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
 };
 use crate::verbs::{
-    qp_state, AccessFlags, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask,
-    QpCap, QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError,
-    WcFlags, WorkCompletion,
+    qp_state, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask, QpCap,
+    QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError, WcFlags,
+    WorkCompletion,
 };
 use crate::wire::icrc::{IpEncap, UdpEncap};
 use crate::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
@@ -86,6 +86,10 @@ const APP_ACTIVE_NS: u64 = 1_000_000;
 /// How long the background thread keeps polling without sleeping after
 /// the last packet it moved, when traffic is sparse.
 const BACKGROUND_SPIN_NS: u64 = 200_000;
+/// Waits for an engine deadline shorter than this are spun, not slept:
+/// the kernel's timer slack (50 µs by default) would stretch an RNR timer
+/// of tens of microseconds (ROCEV2.md §5.6) several times over.
+const SPIN_BELOW: Duration = Duration::from_micros(100);
 /// Packets received in one progress round that make the background thread
 /// treat the traffic as a stream (and sleep, not spin, when the socket is
 /// empty): about half the GSO run of a 64 KiB message at a 4 KiB MTU.
@@ -249,30 +253,45 @@ impl Provider for UdpProvider {
         cfg.name = device.name.clone();
         Ok(Arc::new(UdpBackend::open(cfg)?))
     }
+
+    /// An emulated device is its address: bind it. Any loopback address
+    /// (127.0.0.0/8) or an interface's address opens; others are refused
+    /// as `NoDevice`, as no device has that GID here.
+    fn open_by_gid(&self, gid: Gid) -> Result<Arc<dyn Backend>> {
+        let ip = gid.to_ipv4().ok_or_else(|| {
+            VerbsError::NoDevice(format!(" with GID {gid} (the UDP backend is IPv4)"))
+        })?;
+        if !ip.is_loopback() && !interfaces().iter().any(|&(_, a)| a == ip) {
+            return Err(VerbsError::NoDevice(format!(
+                " with GID {gid}: {ip} is no address of this host"
+            )));
+        }
+        let bind = SocketAddrV4::new(ip, self.port);
+        let mut cfg = UdpConfig::new(bind);
+        cfg.name = device_name_for(ip);
+        Ok(Arc::new(UdpBackend::open(cfg)?))
+    }
 }
 
 // ----------------------------------------------------------------------
 // Memory: registered user regions, seen by the engine through `Memory`.
 // ----------------------------------------------------------------------
 
+/// What backs a region of [`HostMemory`]: the application's buffer.
 #[derive(Debug)]
-struct HostRegion {
+struct HostBuffer {
     ptr: *mut u8,
-    base: u64,
-    len: u64,
-    access: Access,
-    zero_based: bool,
-    generation: u8,
-    valid: bool,
-    pd: u64,
+    /// The range was mlock(2)ed at registration (and is unlocked at
+    /// deregistration).
     locked: bool,
 }
 
-/// Registered memory of one device: pointers into the application's
-/// buffers, with rxe-style keys `(index << 8) | generation`.
+/// Registered memory of one device: the engine's region table
+/// ([`crate::transport::memory`]: keys, bounds, rights, protection
+/// domains, ZERO_BASED) over pointers into the application's buffers.
 #[derive(Debug, Default)]
 pub struct HostMemory {
-    regions: Vec<HostRegion>,
+    regions: tp::memory::Regions<HostBuffer>,
 }
 
 // SAFETY: the raw pointers name memory the application registered and
@@ -281,115 +300,79 @@ pub struct HostMemory {
 unsafe impl Send for HostMemory {}
 
 impl HostMemory {
+    /// Register `len` bytes at `ptr` in protection domain `pd`; the key.
     fn register(
         &mut self,
         ptr: *mut u8,
         len: u64,
-        access: Access,
-        zero_based: bool,
+        access: AccessFlags,
         pd: u64,
-    ) -> u32 {
-        let slot = self.regions.iter().position(|r| !r.valid);
-        let idx = match slot {
-            Some(i) => {
-                let g = self.regions[i].generation.wrapping_add(1);
-                self.regions[i] = HostRegion {
-                    ptr,
-                    base: ptr as u64,
-                    len,
-                    access,
-                    zero_based,
-                    generation: g,
-                    valid: true,
-                    pd,
-                    locked: false,
-                };
-                i
-            }
-            None => {
-                self.regions.push(HostRegion {
-                    ptr,
-                    base: ptr as u64,
-                    len,
-                    access,
-                    zero_based,
-                    generation: 1,
-                    valid: true,
-                    pd,
-                    locked: false,
-                });
-                self.regions.len() - 1
-            }
-        };
-        (((idx as u32) + 1) << 8) | u32::from(self.regions[idx].generation)
-    }
-
-    fn region(&self, key: u32) -> std::result::Result<(usize, &HostRegion), MemError> {
-        let idx = (key >> 8).checked_sub(1).ok_or(MemError::BadKey(key))? as usize;
-        match self.regions.get(idx) {
-            Some(r) if r.valid && u32::from(r.generation) == key & 0xFF => Ok((idx, r)),
-            _ => Err(MemError::BadKey(key)),
-        }
-    }
-
-    fn deregister(&mut self, key: u32) -> std::result::Result<&mut HostRegion, MemError> {
-        let (idx, _) = self.region(key)?;
-        let r = &mut self.regions[idx];
-        r.valid = false;
-        Ok(r)
+    ) -> std::result::Result<u32, MemError> {
+        let buf = HostBuffer { ptr, locked: false };
+        let r = self.regions.register(ptr as u64, len, access, pd, buf)?;
+        Ok(r.lkey.value())
     }
 
     /// The host pointer for `[addr, addr + len)` in the region `key`
     /// names, checking the rights `access` and, with `pd`, that the region
-    /// belongs to that protection domain. A ZERO_BASED region takes
-    /// offsets for remote keys only, as [`crate::transport::ByteMemory`]
-    /// does (local SGEs always carry addresses).
+    /// belongs to that protection domain (the table's checks).
     fn locate(
         &self,
         key: MemKey,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
         pd: Option<u64>,
     ) -> std::result::Result<*mut u8, MemError> {
-        let (_, r) = self.region(key.value())?;
-        if pd.is_some_and(|pd| pd != r.pd) {
-            // Another PD's key names nothing for this QP.
-            return Err(MemError::BadKey(key.value()));
-        }
-        if !r.access.contains(access) {
-            return Err(MemError::AccessDenied {
-                needed: access.bits(),
-                granted: r.access.bits(),
-            });
-        }
-        let off = if r.zero_based && matches!(key, MemKey::Remote(_)) {
-            addr
-        } else {
-            addr.checked_sub(r.base)
-                .ok_or(MemError::OutOfBounds { addr, len })?
-        };
-        if off.checked_add(len).map_or(true, |end| end > r.len) {
-            return Err(MemError::OutOfBounds { addr, len });
-        }
-        // SAFETY: off + len <= r.len, so the pointer stays inside the region.
-        Ok(unsafe { r.ptr.add(off as usize) })
+        let (idx, off) = self.regions.locate(key, addr, len, access, pd)?;
+        // SAFETY: off + len <= the region's length (checked by `locate`),
+        // so the pointer stays inside the registered buffer.
+        Ok(unsafe { self.regions.region(idx).store.ptr.add(off as usize) })
     }
 
-    /// This memory as the QPs of protection domain `pd` see it: keys of
-    /// other PDs name nothing (ROCEV2.md §5.10).
-    fn in_pd(&self, pd: u64) -> InPd<'_> {
-        InPd { mem: self, pd }
+    /// This memory as the QPs of protection domain `pd` see it (keys of
+    /// other PDs name nothing, ROCEV2.md §5.10), or, with `None`, as the
+    /// device sees it (payload gathering for transmission).
+    fn view(&self, pd: Option<u64>) -> HostView<'_> {
+        HostView { mem: self, pd }
     }
+}
 
-    fn write_at(
+/// [`HostMemory`] seen through the [`Memory`] trait, from one protection
+/// domain (`pd: Some`: every key, local or remote, must name a region of
+/// that PD, so that a peer's R_Key or an application's L_Key of another PD
+/// fails like an unknown key) or from the device (`None`). Writes go
+/// through the regions' raw pointers, so a shared borrow of the table
+/// suffices; the device lock serialises them.
+struct HostView<'a> {
+    mem: &'a HostMemory,
+    pd: Option<u64>,
+}
+
+impl Memory for HostView<'_> {
+    fn check(
         &self,
         key: MemKey,
         addr: u64,
-        data: Payload<'_>,
-        pd: Option<u64>,
+        len: u64,
+        access: AccessFlags,
     ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key, addr, u64::from(data.len()), Access::NONE, pd)?;
+        self.mem.locate(key, addr, len, access, self.pd).map(drop)
+    }
+
+    fn write(
+        &mut self,
+        key: MemKey,
+        addr: u64,
+        data: Payload<'_>,
+    ) -> std::result::Result<(), MemError> {
+        let p = self.mem.locate(
+            key,
+            addr,
+            u64::from(data.len()),
+            AccessFlags::EMPTY,
+            self.pd,
+        )?;
         if let Payload::Bytes(b) = data {
             // SAFETY: `locate` bounds-checked [addr, addr + len) inside a
             // live registered region; the source is a distinct packet buffer.
@@ -398,30 +381,28 @@ impl HostMemory {
         Ok(())
     }
 
-    fn read_at(
-        &self,
-        key: MemKey,
-        addr: u64,
-        out: &mut [u8],
-        pd: Option<u64>,
-    ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key, addr, out.len() as u64, Access::NONE, pd)?;
-        // SAFETY: as in `write_at`, reading instead.
+    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
+        let p = self
+            .mem
+            .locate(key, addr, out.len() as u64, AccessFlags::EMPTY, self.pd)?;
+        // SAFETY: as in `write`, reading instead.
         unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
-    fn atomic_at(
-        &self,
+    fn atomic(
+        &mut self,
         key: MemKey,
         addr: u64,
         op: AtomicOp,
-        pd: Option<u64>,
     ) -> std::result::Result<u64, MemError> {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let p = self.locate(key, addr, 8, Access::NONE, pd)?.cast::<u64>();
+        let p = self
+            .mem
+            .locate(key, addr, 8, AccessFlags::EMPTY, self.pd)?
+            .cast::<u64>();
         // SAFETY: 8 bytes inside the region, checked by `locate`.
         let orig = unsafe { std::ptr::read_unaligned(p) };
         let new = match op {
@@ -439,138 +420,23 @@ impl HostMemory {
         Ok(orig)
     }
 
-    fn write_u64_at(
-        &self,
+    fn write_u64(
+        &mut self,
         key: MemKey,
         addr: u64,
         value: u64,
-        pd: Option<u64>,
     ) -> std::result::Result<(), MemError> {
-        let p = self.locate(key, addr, 8, Access::NONE, pd)?.cast::<u64>();
+        let p = self
+            .mem
+            .locate(key, addr, 8, AccessFlags::EMPTY, self.pd)?
+            .cast::<u64>();
         // SAFETY: 8 bytes inside the region, checked by `locate`.
         unsafe { std::ptr::write_unaligned(p, value) };
         Ok(())
     }
 
-    /// A peer's SEND with Invalidate: the regions here are plain MRs,
-    /// which only their owner may deregister (see
-    /// [`Memory::invalidate`]).
-    fn invalidate_at(&self, key: u32, pd: Option<u64>) -> std::result::Result<(), MemError> {
-        let (_, r) = self.region(key)?;
-        if pd.is_some_and(|pd| pd != r.pd) {
-            return Err(MemError::BadKey(key));
-        }
-        Err(MemError::NotInvalidatable(key))
-    }
-}
-
-impl Memory for HostMemory {
-    fn check(
-        &self,
-        key: MemKey,
-        addr: u64,
-        len: u64,
-        access: Access,
-    ) -> std::result::Result<(), MemError> {
-        self.locate(key, addr, len, access, None).map(drop)
-    }
-
-    fn write(
-        &mut self,
-        key: MemKey,
-        addr: u64,
-        data: Payload<'_>,
-    ) -> std::result::Result<(), MemError> {
-        self.write_at(key, addr, data, None)
-    }
-
-    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
-        self.read_at(key, addr, out, None)
-    }
-
-    fn atomic(
-        &mut self,
-        key: MemKey,
-        addr: u64,
-        op: AtomicOp,
-    ) -> std::result::Result<u64, MemError> {
-        self.atomic_at(key, addr, op, None)
-    }
-
-    fn write_u64(
-        &mut self,
-        key: MemKey,
-        addr: u64,
-        value: u64,
-    ) -> std::result::Result<(), MemError> {
-        self.write_u64_at(key, addr, value, None)
-    }
-
     fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
-        self.invalidate_at(rkey.value(), None)
-    }
-
-    fn carries_bytes(&self) -> bool {
-        true
-    }
-}
-
-/// [`HostMemory`] seen from the QPs of one protection domain: every key,
-/// local or remote, must name a region of that PD, so that a peer's R_Key
-/// (or an application's L_Key) of another PD fails like an unknown key.
-/// Writes go through the regions' raw pointers, so a shared borrow of
-/// the table suffices; the device lock serialises them.
-struct InPd<'a> {
-    mem: &'a HostMemory,
-    pd: u64,
-}
-
-impl Memory for InPd<'_> {
-    fn check(
-        &self,
-        key: MemKey,
-        addr: u64,
-        len: u64,
-        access: Access,
-    ) -> std::result::Result<(), MemError> {
-        self.mem
-            .locate(key, addr, len, access, Some(self.pd))
-            .map(drop)
-    }
-
-    fn write(
-        &mut self,
-        key: MemKey,
-        addr: u64,
-        data: Payload<'_>,
-    ) -> std::result::Result<(), MemError> {
-        self.mem.write_at(key, addr, data, Some(self.pd))
-    }
-
-    fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> std::result::Result<(), MemError> {
-        self.mem.read_at(key, addr, out, Some(self.pd))
-    }
-
-    fn atomic(
-        &mut self,
-        key: MemKey,
-        addr: u64,
-        op: AtomicOp,
-    ) -> std::result::Result<u64, MemError> {
-        self.mem.atomic_at(key, addr, op, Some(self.pd))
-    }
-
-    fn write_u64(
-        &mut self,
-        key: MemKey,
-        addr: u64,
-        value: u64,
-    ) -> std::result::Result<(), MemError> {
-        self.mem.write_u64_at(key, addr, value, Some(self.pd))
-    }
-
-    fn invalidate(&mut self, rkey: Rkey) -> std::result::Result<(), MemError> {
-        self.mem.invalidate_at(rkey.value(), Some(self.pd))
+        self.mem.regions.invalidate(rkey.value(), self.pd)
     }
 
     fn carries_bytes(&self) -> bool {
@@ -611,11 +477,13 @@ struct QpEntry {
 pub struct UdpStats {
     /// Packets handed to the engines.
     pub rx_packets: u64,
-    /// Packets dropped for a bad ICRC (`rx_icrc_encapsulated`).
-    pub rx_icrc_errors: u64,
+    /// Packets with a bad ICRC, dropped unless `accept_bad_icrc` (named
+    /// as mlx5's `ethtool -S` counter, which the doctor reads).
+    pub rx_icrc_encapsulated: u64,
     /// Packets accepted despite a bad ICRC (`accept_bad_icrc`).
     pub rx_icrc_accepted: u64,
-    /// Packets that did not parse.
+    /// Packets with a good ICRC (or too short to carry one) that did not
+    /// parse.
     pub rx_malformed: u64,
     /// Packets for a QP that does not exist.
     pub rx_unknown_qp: u64,
@@ -646,6 +514,9 @@ struct State {
     stats: UdpStats,
     /// Asynchronous events not yet taken (`ibv_get_async_event`).
     events: VecDeque<AsyncEvent>,
+    /// The transport counters (`QpStats::hw_counters` order) of QPs that
+    /// were destroyed or reset, so that the device's stay monotonic.
+    retired: [u64; 10],
 }
 
 struct Shared {
@@ -659,6 +530,11 @@ struct Shared {
     /// themselves, so the background thread stays out of their way (two
     /// threads woken by every datagram, taking turns at the lock).
     app_waiting: AtomicU64,
+    /// The engines' next deadline after the last progress round, in
+    /// nanoseconds since the device was opened (`u64::MAX`: none), so that
+    /// the background thread wakes for it even while it otherwise stays
+    /// out of the application's way.
+    next_deadline_ns: AtomicU64,
     cfg: UdpConfig,
     active_mtu: Mtu,
 }
@@ -722,6 +598,7 @@ impl UdpBackend {
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 stats: UdpStats::default(),
                 events: VecDeque::new(),
+                retired: [0; 10],
             }),
             socket,
             local,
@@ -729,6 +606,7 @@ impl UdpBackend {
             stop: AtomicBool::new(false),
             app_touch_ns: AtomicU64::new(0),
             app_waiting: AtomicU64::new(0),
+            next_deadline_ns: AtomicU64::new(u64::MAX),
             cfg,
             active_mtu,
         });
@@ -823,7 +701,10 @@ impl Shared {
             self.transmit(st, now);
         }
         self.collect(st);
-        self.next_deadline(st)
+        let d = self.next_deadline(st);
+        self.next_deadline_ns
+            .store(d.map_or(u64::MAX, |d| d.as_ps() / 1000), Ordering::Relaxed);
+        d
     }
 
     /// Send what the engines hold ready: above all the ACKs that
@@ -846,13 +727,15 @@ impl Shared {
         let (m, bytes) = rx.get(k);
         let seg = m.segment_size.max(1);
         for (i, pkt) in bytes.chunks(seg).enumerate() {
-            let parsed = match parse_udp_payload_unverified(pkt) {
-                Ok(p) => p,
-                Err(_) => {
-                    stats.rx_malformed += 1;
-                    continue;
-                }
-            };
+            // The ICRC first, over the bytes as they arrived, as a NIC
+            // checks it: a corrupted packet is an ICRC error
+            // (`rx_icrc_encapsulated`) whichever byte the corruption hit,
+            // even one that leaves the headers unparsable. Only a datagram
+            // too short to carry a BTH and an ICRC is malformed outright.
+            if pkt.len() < crate::wire::bth::HEADER_LEN + crate::wire::icrc::ICRC_LEN {
+                stats.rx_malformed += 1;
+                continue;
+            }
             let local = self.local;
             let enc = |id: u16| UdpEncap {
                 ip: IpEncap::V4 {
@@ -867,12 +750,19 @@ impl Shared {
             let ok = crate::wire::icrc::verify_udp_payload(&enc(i as u16), pkt).is_ok()
                 || (i != 0 && crate::wire::icrc::verify_udp_payload(&enc(0), pkt).is_ok());
             if !ok {
-                stats.rx_icrc_errors += 1;
+                stats.rx_icrc_encapsulated += 1;
                 if !self.cfg.accept_bad_icrc {
                     continue;
                 }
                 stats.rx_icrc_accepted += 1;
             }
+            let parsed = match parse_udp_payload_unverified(pkt) {
+                Ok(p) => p,
+                Err(_) => {
+                    stats.rx_malformed += 1;
+                    continue;
+                }
+            };
             let ecn = Ecn::from_bits(m.tos);
             if ecn == Ecn::Ce {
                 stats.rx_ecn_ce += 1;
@@ -920,7 +810,7 @@ impl Shared {
             stats.rx_packets += 1;
             entry
                 .engine
-                .handle_packet(now, &received, &mut mem.in_pd(entry.pd));
+                .handle_packet(now, &received, &mut mem.view(Some(entry.pd)));
         }
     }
 
@@ -972,7 +862,10 @@ impl Shared {
         // is ~300 bytes; returning it by value copied it twice more).
         let mut t = tp::Transmit::EMPTY;
         for e in qps.values_mut() {
-            while e.engine.poll_transmit_into(now, &mem.in_pd(e.pd), &mut t) {
+            while e
+                .engine
+                .poll_transmit_into(now, &mem.view(Some(e.pd)), &mut t)
+            {
                 if t.headers.bth.opcode == Opcode::RcAcknowledge {
                     acks.push(t);
                 } else {
@@ -1038,7 +931,7 @@ impl Shared {
                     qp_state: QpState::Err,
                     ..*e.engine.attr()
                 };
-                if e.engine.modify(&attr, tp::AttrMask::STATE).is_ok() {
+                if e.engine.modify(&attr, QpAttrMask::STATE).is_ok() {
                     events.push_back(AsyncEvent::QpFatal(QpHandle(u64::from(qpn))));
                 }
             }
@@ -1169,7 +1062,9 @@ impl RunBuilder {
             }
         } else {
             let (off, buf) = tx.append(len);
-            if t.payload.gather(mem, &mut buf[hlen..hlen + plen]).is_err()
+            if t.payload
+                .gather(&mem.view(None), &mut buf[hlen..hlen + plen])
+                .is_err()
                 || emit_udp_payload(&headers, PayloadSource::InPlace(plen), &enc, buf).is_err()
             {
                 tx.truncate(mark);
@@ -1228,7 +1123,7 @@ unsafe fn emit_pieces(
                 payload.key_of(p),
                 p.addr,
                 u64::from(p.len),
-                Access::NONE,
+                AccessFlags::EMPTY,
                 None,
             )
             .ok()?;
@@ -1282,8 +1177,22 @@ fn background(shared: &Shared) {
         let now = shared.now_ns();
         let active = shared.cfg.app_active_ns;
         if touched != 0 && now.saturating_sub(touched) < active {
-            std::thread::sleep(Duration::from_nanos(active - (now - touched)));
-            continue;
+            // Out of the application's way, but not past an engine timer
+            // (an RNR wait of tens of microseconds, a retransmission): the
+            // application may not call in before it is due.
+            let due = shared
+                .next_deadline_ns
+                .load(Ordering::Relaxed)
+                .saturating_sub(now);
+            let nap = (active - (now - touched)).min(due);
+            if nap >= SPIN_BELOW.as_nanos() as u64 {
+                std::thread::sleep(Duration::from_nanos(nap));
+                continue;
+            }
+            if nap > 0 {
+                std::hint::spin_loop();
+                continue;
+            }
         }
         let (deadline, received, sent) = {
             let mut st = lock(&shared.state);
@@ -1310,9 +1219,12 @@ fn background(shared: &Shared) {
             streaming = false;
         }
         let wait = shared.wait_for(deadline, Duration::from_millis(2));
-        if !wait.is_zero() {
-            let _ = shared.socket.wait_readable(Some(wait));
+        if wait < SPIN_BELOW && deadline.is_some() {
+            // A timer is due within the kernel's timer slack: spin to it.
+            std::hint::spin_loop();
+            continue;
         }
+        let _ = shared.socket.wait_readable(Some(wait));
     }
 }
 
@@ -1325,11 +1237,21 @@ impl Drop for UdpBackend {
         let mut st = lock(&self.shared.state);
         // As in destroy_qp: the deferred ACKs leave before the socket goes.
         self.shared.flush_deferred(&mut st);
-        for r in st.mem.regions.iter_mut().filter(|r| r.valid && r.locked) {
-            // SAFETY: unlocking the range we locked at registration.
-            unsafe { libc::munlock(r.ptr.cast(), r.len as usize) };
+        for r in st.mem.regions.iter_mut().filter(|r| r.valid) {
+            if r.store.locked {
+                // SAFETY: unlocking the range we locked at registration.
+                unsafe { libc::munlock(r.store.ptr.cast(), r.len as usize) };
+            }
             r.valid = false;
         }
+    }
+}
+
+/// Add a QP's transport counters to a device total kept in
+/// `QpStats::hw_counters` order.
+fn retire(total: &mut [u64; 10], stats: &tp::QpStats) {
+    for (t, (_, n)) in total.iter_mut().zip(stats.hw_counters()) {
+        *t += n;
     }
 }
 
@@ -1369,10 +1291,6 @@ fn convert_wc(c: &tp::Completion) -> WorkCompletion {
         src_qp: c.src_qp.unwrap_or(Qpn::new(0)),
         wc_flags: flags,
     }
-}
-
-fn engine_mtu(m: Mtu) -> tp::Mtu {
-    tp::Mtu::from_bytes(m.bytes()).unwrap_or_default()
 }
 
 fn engine_op(op: SendOp) -> tp::SendOp {
@@ -1518,16 +1436,14 @@ impl Backend for UdpBackend {
         if len == 0 || addr.is_null() {
             return Err(VerbsError::invalid(VERB, "null address or length 0"));
         }
-        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
-            && !access.contains(AccessFlags::LOCAL_WRITE)
-        {
-            return Err(VerbsError::invalid(
-                VERB,
-                "REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE",
-            ));
-        }
         // SAFETY: the caller promises [addr, addr + len) is valid memory.
         let lock_rc = unsafe { libc::mlock(addr.cast(), len) };
+        let unpin = || {
+            if lock_rc == 0 {
+                // SAFETY: unlocking the range locked just above.
+                unsafe { libc::munlock(addr.cast(), len) };
+            }
+        };
         let pin_error = (lock_rc != 0).then(|| {
             format!(
                 "mlock of {len} bytes failed ({}); raise RLIMIT_MEMLOCK (ulimit -l) to pin",
@@ -1535,23 +1451,27 @@ impl Backend for UdpBackend {
             )
         });
         let mut st = lock(&self.shared.state);
-        let Some(n) = st.pds.get_mut(&pd.0) else {
+        if !st.pds.contains_key(&pd.0) {
+            unpin();
             return Err(VerbsError::UnknownHandle {
                 verb: VERB,
                 object: "PD",
             });
+        }
+        // The region table refuses what verbs refuses (REMOTE_WRITE or
+        // REMOTE_ATOMIC without LOCAL_WRITE, ...).
+        let key = match st.mem.register(addr, len as u64, access, pd.0) {
+            Ok(key) => key,
+            Err(e) => {
+                unpin();
+                return Err(VerbsError::invalid(VERB, e.to_string()));
+            }
         };
-        *n += 1;
-        let acc = Access::from_bits(access.bits());
-        let key = st.mem.register(
-            addr,
-            len as u64,
-            acc,
-            access.contains(AccessFlags::ZERO_BASED),
-            pd.0,
-        );
-        if let Ok((idx, _)) = st.mem.region(key) {
-            st.mem.regions[idx].locked = lock_rc == 0;
+        if let Ok(idx) = st.mem.regions.index(key) {
+            st.mem.regions.region_mut(idx).store.locked = lock_rc == 0;
+        }
+        if let Some(n) = st.pds.get_mut(&pd.0) {
+            *n += 1;
         }
         Ok(MrKeys {
             handle: MrHandle(u64::from(key)),
@@ -1566,12 +1486,13 @@ impl Backend for UdpBackend {
         let mut st = lock(&self.shared.state);
         let r = st
             .mem
+            .regions
             .deregister(mr.0 as u32)
             .map_err(|_| VerbsError::UnknownHandle {
                 verb: "ibv_dereg_mr",
                 object: "MR",
             })?;
-        let (ptr, len, locked, pd) = (r.ptr, r.len, r.locked, r.pd);
+        let (ptr, len, locked, pd) = (r.store.ptr, r.len, r.store.locked, r.pd);
         if locked {
             // SAFETY: unlocking the range locked at registration.
             unsafe { libc::munlock(ptr.cast(), len as usize) };
@@ -1690,9 +1611,13 @@ impl Backend for UdpBackend {
             let wait = self
                 .shared
                 .wait_for(deadline, (end - now).min(Duration::from_millis(1)));
-            if !wait.is_zero() {
-                let _ = self.shared.socket.wait_readable(Some(wait));
+            if wait < SPIN_BELOW && deadline.is_some() {
+                // An engine timer (RNR wait, pacing) is due within the
+                // kernel's timer slack: spin to it.
+                std::hint::spin_loop();
+                continue;
             }
+            let _ = self.shared.socket.wait_readable(Some(wait));
         }
     }
 
@@ -1753,13 +1678,15 @@ impl Backend for UdpBackend {
         cfg.ack_req_every = 128;
         let inline_len = (cap.max_inline_data as usize).max(1) * cap.max_send_wr as usize;
         let mut inline_buf = vec![0u8; inline_len].into_boxed_slice();
-        let inline_key = st.mem.register(
-            inline_buf.as_mut_ptr(),
-            inline_len as u64,
-            Access::LOCAL_WRITE,
-            false,
-            pd.0,
-        );
+        let inline_key = st
+            .mem
+            .register(
+                inline_buf.as_mut_ptr(),
+                inline_len as u64,
+                AccessFlags::LOCAL_WRITE,
+                pd.0,
+            )
+            .map_err(|e| VerbsError::invalid(VERB, e.to_string()))?;
         let entry = QpEntry {
             engine: Qp::new(cfg),
             qp_type: init.qp_type,
@@ -1800,23 +1727,9 @@ impl Backend for UdpBackend {
                 object: "QP",
             })?;
         let current = e.engine.state();
-        qp_state::check_modify(e.qp_type, current, attr)?;
-        let mut mask = attr.mask;
-        if !mask.contains(QpAttrMask::STATE) {
-            mask |= QpAttrMask::STATE;
-        }
-        let mut ea = *e.engine.attr();
-        ea.qp_state = if attr.mask.contains(QpAttrMask::STATE) {
-            attr.qp_state
-        } else {
-            current
-        };
-        ea.cur_qp_state = attr.cur_qp_state;
-        ea.qp_access_flags = Access::from_bits(attr.qp_access_flags.bits());
-        ea.pkey_index = attr.pkey_index;
-        ea.port_num = attr.port_num;
-        ea.qkey = attr.qkey;
-        if mask.contains(QpAttrMask::AV) {
+        let mut ea = qp_state::engine_attr(attr, current);
+        ea.ah = e.engine.attr().ah;
+        if attr.mask.contains(QpAttrMask::AV) {
             let ip = attr.ah_attr.dgid.to_ipv4().ok_or_else(|| {
                 VerbsError::invalid(
                     VERB,
@@ -1831,19 +1744,17 @@ impl Backend for UdpBackend {
                 attr.ah_attr.dport.unwrap_or(default_port),
             ));
         }
-        ea.path_mtu = engine_mtu(attr.path_mtu);
-        ea.timeout = attr.timeout;
-        ea.retry_cnt = attr.retry_cnt;
-        ea.rnr_retry = attr.rnr_retry;
-        ea.rq_psn = attr.rq_psn;
-        ea.sq_psn = attr.sq_psn;
-        ea.max_rd_atomic = attr.max_rd_atomic;
-        ea.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        ea.min_rnr_timer = attr.min_rnr_timer;
-        ea.dest_qp_num = attr.dest_qp_num;
+        // The engine's validator decides (the one of the crate); its
+        // refusal becomes the verbs error that says the same.
+        let before = *e.engine.stats();
         e.engine
-            .modify(&ea, tp::AttrMask::from_bits(mask.bits()))
-            .map_err(|err| VerbsError::invalid(VERB, err.to_string()))?;
+            .modify(&ea, attr.mask)
+            .map_err(|err| qp_state::modify_error(e.qp_type, err))?;
+        if e.engine.state() == QpState::Reset && current != QpState::Reset {
+            // RESET starts the engine afresh, counters included; the
+            // device's totals keep what it counted.
+            retire(&mut st.retired, &before);
+        }
         self.shared.collect(&mut st);
         Ok(())
     }
@@ -1857,6 +1768,56 @@ impl Backend for UdpBackend {
                 verb: "ibv_query_qp",
                 object: "QP",
             })
+    }
+
+    fn query_qp(&self, qp: QpHandle) -> Result<QpAttr> {
+        let st = lock(&self.shared.state);
+        let e = st
+            .qps
+            .get(&(qp.0 as u32))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "ibv_query_qp",
+                object: "QP",
+            })?;
+        let (a, state) = (e.engine.attr(), e.engine.state());
+        let dest = decode_addr(a.ah);
+        let mut ah_attr = AhAttr::to_gid(Gid::from_ip((*dest.ip()).into()));
+        ah_attr.dport = Some(dest.port());
+        let sending = matches!(
+            state,
+            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err
+        );
+        let receiving = sending || state == QpState::Rtr;
+        Ok(QpAttr {
+            mask: qp_state::QUERY_MASK,
+            qp_state: state,
+            cur_qp_state: state,
+            qp_access_flags: a.qp_access_flags,
+            pkey_index: a.pkey_index,
+            port_num: a.port_num,
+            qkey: a.qkey,
+            ah_attr,
+            path_mtu: a.path_mtu,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            // Where the PSNs are now, as rxe reports them (req.psn and
+            // resp.psn), once the QP has them.
+            rq_psn: if receiving {
+                e.engine.expected_psn().value()
+            } else {
+                a.rq_psn
+            },
+            sq_psn: if sending {
+                e.engine.next_psn().value()
+            } else {
+                a.sq_psn
+            },
+            max_rd_atomic: a.max_rd_atomic,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+            dest_qp_num: a.dest_qp_num,
+        })
     }
 
     fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
@@ -1879,7 +1840,8 @@ impl Backend for UdpBackend {
                 verb: "ibv_destroy_qp",
                 object: "QP",
             })?;
-        let _ = st.mem.deregister(e.inline_key);
+        let _ = st.mem.regions.deregister(e.inline_key);
+        retire(&mut st.retired, e.engine.stats());
         if let Some(n) = st.pds.get_mut(&e.pd) {
             *n = n.saturating_sub(1);
         }
@@ -1915,6 +1877,38 @@ impl Backend for UdpBackend {
 
     fn poll_async_event(&self) -> Option<AsyncEvent> {
         lock(&self.shared.state).events.pop_front()
+    }
+
+    fn counters(&self) -> Result<Vec<(String, u64)>> {
+        let st = lock(&self.shared.state);
+        let mut hw = st.retired;
+        for e in st.qps.values() {
+            retire(&mut hw, e.engine.stats());
+        }
+        let names = tp::QpStats::default().hw_counters();
+        let mut v: Vec<(String, u64)> = names
+            .iter()
+            .zip(hw)
+            .map(|((name, _), n)| (name.to_string(), n))
+            .collect();
+        let d = st.stats;
+        v.extend(
+            [
+                ("rx_icrc_encapsulated", d.rx_icrc_encapsulated),
+                ("rx_malformed", d.rx_malformed),
+                ("rx_unknown_qp", d.rx_unknown_qp),
+                ("rx_packets", d.rx_packets),
+                ("tx_packets", d.tx_packets),
+            ]
+            .map(|(n, x)| (n.to_string(), x)),
+        );
+        v.extend(
+            st.io
+                .stats()
+                .fault_counters()
+                .map(|(n, x)| (n.to_string(), x)),
+        );
+        Ok(v)
     }
 
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
@@ -2051,7 +2045,7 @@ impl Backend for UdpBackend {
                 wr_id: wr.wr_id,
                 op: engine_op(wr.op),
                 sges: tp::SgeList::from_slice(&sges[..nsge]).unwrap_or_default(),
-                flags: tp::SendFlags::from_bits(wr.flags.bits() & !SendFlags::INLINE.bits()),
+                flags: wr.flags.difference(SendFlags::INLINE),
                 ud,
             };
             let _ = mem;

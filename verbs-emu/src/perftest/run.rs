@@ -394,7 +394,9 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
         .and_then(|ctx| Side::setup(ctx, cfg, server, &mut oob))
         .and_then(|mut side| {
             side.print_header();
-            side.run_all(&mut oob)
+            let rows = side.run_all(&mut oob)?;
+            side.print_summary();
+            Ok(rows)
         });
     if let Err(e) = &result {
         let _ = oob.send(&Msg::Error(e.to_string()));
@@ -548,6 +550,9 @@ struct Side {
     remote: PeerInfo,
     mtu: u32,
     device: String,
+    /// `--verify`: messages and bytes checked so far (one tally however
+    /// many places check).
+    verified: std::cell::Cell<(u64, u64)>,
 }
 
 fn psn_for(seed: u64, qpn: u32, server: bool) -> u32 {
@@ -692,6 +697,7 @@ impl Side {
             remote,
             mtu,
             device,
+            verified: std::cell::Cell::new((0, 0)),
         })
     }
 
@@ -751,6 +757,63 @@ impl Side {
         } else {
             println!("{}", report::LAT_HEADER);
         }
+    }
+
+    /// After the results: what `--verify` checked, what fault injection
+    /// did on this side's transmit path, and what the transport did about
+    /// it (from the device's counters, under their counter names). The
+    /// transport line is printed when faults are injected or something
+    /// happened, so a clean run keeps perftest's output.
+    fn print_summary(&self) {
+        if self.cfg.verify {
+            match self.verified.get() {
+                (0, _) => println!(
+                    " Verified: this side sends the expected pattern; the peer checks every byte it gets"
+                ),
+                (msgs, bytes) => println!(
+                    " Verified: {msgs} messages, {bytes} bytes checked byte for byte against the expected pattern"
+                ),
+            }
+        }
+        let Ok(counters) = self._ctx.counters() else {
+            return;
+        };
+        let get = |name: &str| {
+            counters
+                .iter()
+                .find_map(|(n, v)| (n == name).then_some(*v))
+                .unwrap_or(0)
+        };
+        if self.cfg.faults.any() {
+            let injected: Vec<String> = counters
+                .iter()
+                .filter_map(|(n, v)| Some(format!("{} {v}", n.strip_prefix("fault_")?)))
+                .collect();
+            println!(" Faults injected (packets sent): {}", injected.join(", "));
+        }
+        const TRANSPORT: [(&str, &str); 8] = [
+            ("roce_adp_retrans", "packets retransmitted"),
+            ("local_ack_timeout_err", "ACK timeouts"),
+            ("packet_seq_err", "sequence NAKs received"),
+            ("rnr_nak_retry_err", "RNR NAKs received"),
+            ("implied_nak_seq_err", "implied NAKs"),
+            ("out_of_sequence", "requests out of sequence"),
+            ("duplicate_request", "duplicate requests"),
+            ("rx_icrc_encapsulated", "ICRC errors"),
+        ];
+        if self.cfg.faults.any() || TRANSPORT.iter().any(|(n, _)| get(n) > 0) {
+            let did: Vec<String> = TRANSPORT
+                .iter()
+                .map(|(n, what)| format!("{} {what} ({n})", get(n)))
+                .collect();
+            println!(" Transport: {}", did.join(", "));
+        }
+    }
+
+    /// Count one message of `bytes` bytes as checked by `--verify`.
+    fn tally(&self, bytes: u64) {
+        let (m, b) = self.verified.get();
+        self.verified.set((m + 1, b + bytes));
     }
 
     /// perftest forces CQ moderation 1 above 8 KiB messages (single size).
@@ -1108,7 +1171,9 @@ impl Side {
                 let (_, off) = self.local_slot(q, k);
                 let remote_slot = k % self.remote.slots;
                 check_pattern(&read_bytes(&self.mr, off, size as usize)?, remote_slot)
-                    .map_err(|e| PerftestError::Verify(format!("READ into QP {q} slot: {e}")))
+                    .map_err(|e| PerftestError::Verify(format!("READ into QP {q} slot: {e}")))?;
+                self.tally(size);
+                Ok(())
             }
             Verb::Atomic => {
                 let (_, off) = self.local_slot(q, k);
@@ -1118,6 +1183,7 @@ impl Side {
                         "FETCH_ADD {k} on QP {q} returned {v}, expected {k}"
                     )));
                 }
+                self.tally(8);
                 Ok(())
             }
             _ => Ok(()),
@@ -1193,6 +1259,7 @@ impl Side {
                     };
                     check_pattern(&read_bytes(&self.mr, off, size as usize)?, k)
                         .map_err(|e| PerftestError::Verify(format!("SEND on QP {q}: {e}")))?;
+                    self.tally(size);
                 }
                 received[q] += 1;
                 if posted[q] < expect[q] {
@@ -1258,6 +1325,7 @@ impl Side {
                 let (_, off) = self.local_slot(q, k);
                 check_pattern(&read_bytes(&self.mr, off, size as usize)?, k)
                     .map_err(|e| PerftestError::Verify(format!("WRITE on QP {q}: {e}")))?;
+                self.tally(size);
                 verified[q] += 1;
                 if posted[q] < n {
                     self.post_recv_slot(q, 0, 0)?;
@@ -1457,6 +1525,7 @@ impl Side {
                             want[at], body[at]
                         )));
                     }
+                    self.tally(body.len() as u64);
                 }
                 if send {
                     self.post_recv_slot(0, 0, size)?;
@@ -1597,9 +1666,11 @@ impl Side {
                             "FETCH_ADD {i} returned {v}, expected {i}"
                         )));
                     }
+                    self.tally(8);
                 } else {
                     check_pattern(&read_bytes(&self.mr, loff, size as usize)?, 0)
                         .map_err(|e| PerftestError::Verify(format!("READ: {e}")))?;
+                    self.tally(size);
                 }
             }
             i += 1;

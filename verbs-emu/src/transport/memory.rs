@@ -6,64 +6,49 @@
 //! of key/address/length pieces) that the caller resolves with
 //! [`Memory::read`] when it serialises the packet.
 //!
-//! Two implementations keep the same key, bounds and access checks:
-//! [`ByteMemory`] holds real bytes (the UDP emulator, tests with
+//! One region table (`Regions`, crate-internal) keeps the keys, bounds,
+//! access rights, protection domains and ZERO_BASED rule for every
+//! implementation: [`ByteMemory`] holds real bytes (tests with
 //! checksums), [`LengthMemory`] holds none and moves lengths only (the
-//! simulator). Keys are `(index << 8) | generation`: a deregistered key
-//! never matches again, and key 0 is never valid.
+//! simulator), and the UDP backend's host memory points into the
+//! application's buffers. Keys are rxe's `(index + 1) << 8 | generation`:
+//! a freed slot comes back with the next generation, so a deregistered
+//! key does not match again, and key 0 is never valid.
 //!
 //! Nothing here panics on network input: every failure is a [`MemError`].
 
-use core::fmt;
-
 use crate::wire::{Lkey, Rkey};
 
-/// `ibv_access_flags` (ROCEV2.md §5.10), as a bit set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Access(u32);
-
-impl Access {
-    /// No rights.
-    pub const NONE: Access = Access(0);
-    /// IBV_ACCESS_LOCAL_WRITE (1).
-    pub const LOCAL_WRITE: Access = Access(1);
-    /// IBV_ACCESS_REMOTE_WRITE (2).
-    pub const REMOTE_WRITE: Access = Access(2);
-    /// IBV_ACCESS_REMOTE_READ (4).
-    pub const REMOTE_READ: Access = Access(4);
-    /// IBV_ACCESS_REMOTE_ATOMIC (8).
-    pub const REMOTE_ATOMIC: Access = Access(8);
-    /// IBV_ACCESS_ZERO_BASED (32): remote VAs are offsets into the region.
-    pub const ZERO_BASED: Access = Access(32);
-    /// Every remote right plus LOCAL_WRITE.
-    pub const ALL: Access = Access(1 | 2 | 4 | 8);
-
-    /// From the raw `ibv_access_flags` value.
-    pub const fn from_bits(bits: u32) -> Access {
-        Access(bits)
-    }
-
-    /// The raw value.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// True when every bit of `other` is set in `self`.
-    pub const fn contains(self, other: Access) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Union.
-    #[must_use]
-    pub const fn union(self, other: Access) -> Access {
-        Access(self.0 | other.0)
+flags! {
+    /// `ibv_access_flags` (ROCEV2.md §5.10): the one access flag type of
+    /// the crate (regions, QP access, the verbs API, which re-exports it).
+    AccessFlags: u32 {
+        /// The HCA may write local memory (receives, READ results).
+        LOCAL_WRITE = 1,
+        /// Remote peers may RDMA WRITE.
+        REMOTE_WRITE = 2,
+        /// Remote peers may RDMA READ.
+        REMOTE_READ = 4,
+        /// Remote peers may run atomics.
+        REMOTE_ATOMIC = 8,
+        /// Memory windows may be bound.
+        MW_BIND = 16,
+        /// Remote addresses are offsets from the MR start.
+        ZERO_BASED = 32,
+        /// On-demand paging.
+        ON_DEMAND = 64,
+        /// Backed by huge pages.
+        HUGETLB = 128,
     }
 }
 
-impl core::ops::BitOr for Access {
-    type Output = Access;
-    fn bitor(self, rhs: Access) -> Access {
-        self.union(rhs)
+impl AccessFlags {
+    /// Every remote right plus LOCAL_WRITE.
+    pub const ALL: AccessFlags = AccessFlags(1 | 2 | 4 | 8);
+
+    /// From the raw `ibv_access_flags` value.
+    pub const fn from_bits(bits: u32) -> AccessFlags {
+        AccessFlags(bits)
     }
 }
 
@@ -288,7 +273,7 @@ impl PayloadDesc {
 pub trait Memory {
     /// Check that `key` names a valid region granting `access`, and that
     /// `[addr, addr + len)` lies inside it. A zero `len` still checks the key.
-    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError>;
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: AccessFlags) -> Result<(), MemError>;
 
     /// Write incoming payload at `addr` (the caller has checked rights; the
     /// implementation checks bounds again). Real bytes are copied; a bare
@@ -319,17 +304,24 @@ pub trait Memory {
     fn carries_bytes(&self) -> bool;
 }
 
+/// One region of a [`Regions`] table: the range, rights and protection
+/// domain every implementation checks the same way, and `store`, what
+/// backs it (real bytes, atomic words only, or a host pointer).
 #[derive(Debug, Clone)]
-struct Region {
-    base: u64,
-    len: u64,
-    access: Access,
+pub(crate) struct Region<S> {
+    /// First address (the application's virtual address).
+    pub(crate) base: u64,
+    /// Length in bytes.
+    pub(crate) len: u64,
+    /// Rights, with [`AccessFlags::ZERO_BASED`] when remote keys take offsets.
+    pub(crate) access: AccessFlags,
     generation: u8,
-    valid: bool,
-    bytes: Vec<u8>,
-    /// Length-only memory keeps atomics' values here, ordered for
-    /// determinism.
-    words: std::collections::BTreeMap<u64, u64>,
+    /// False once deregistered: the slot waits for reuse.
+    pub(crate) valid: bool,
+    /// The protection domain (0 for memories that have one).
+    pub(crate) pd: u64,
+    /// What backs the region.
+    pub(crate) store: S,
 }
 
 /// A registered region handed back by `register`.
@@ -345,22 +337,39 @@ pub struct Registration {
     pub len: u64,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Regions {
-    regions: Vec<Region>,
-    next_generation: u8,
+/// The one region table of the crate: keys, bounds, rights, protection
+/// domains and ZERO_BASED, for [`ByteMemory`], [`LengthMemory`] and the
+/// UDP backend's host memory alike. Keys are rxe's `(index + 1) << 8 |
+/// generation`: a freed slot is reused with the next generation, so a
+/// deregistered key does not match again (until its slot has been reused
+/// 256 times, as on rxe), and key 0 is never valid.
+#[derive(Debug, Clone)]
+pub(crate) struct Regions<S> {
+    regions: Vec<Region<S>>,
 }
 
-impl Regions {
-    fn register(
+impl<S> Default for Regions<S> {
+    fn default() -> Self {
+        Regions {
+            regions: Vec::new(),
+        }
+    }
+}
+
+impl<S> Regions<S> {
+    /// Register `[base, base + len)` with `access` in protection domain
+    /// `pd`, backed by `store`. Refuses what verbs refuses.
+    pub(crate) fn register(
         &mut self,
         base: u64,
         len: u64,
-        access: Access,
-        bytes: bool,
+        access: AccessFlags,
+        pd: u64,
+        store: S,
     ) -> Result<Registration, MemError> {
-        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
-            && !access.contains(Access::LOCAL_WRITE)
+        if (access.contains(AccessFlags::REMOTE_WRITE)
+            || access.contains(AccessFlags::REMOTE_ATOMIC))
+            && !access.contains(AccessFlags::LOCAL_WRITE)
         {
             return Err(MemError::InvalidRegistration(
                 "REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE",
@@ -369,26 +378,38 @@ impl Regions {
         if base.checked_add(len).is_none() {
             return Err(MemError::InvalidRegistration("address range wraps"));
         }
-        if self.regions.len() >= (1 << 24) - 1 {
+        let slot = self.regions.iter().position(|r| !r.valid);
+        if slot.is_none() && self.regions.len() >= (1 << 24) - 1 {
             return Err(MemError::InvalidRegistration("too many regions"));
         }
-        self.next_generation = self.next_generation.wrapping_add(1).max(1);
-        let generation = self.next_generation;
-        let region = Region {
-            base,
-            len,
-            access,
-            generation,
-            valid: true,
-            bytes: if bytes {
-                vec![0; len as usize]
-            } else {
-                Vec::new()
-            },
-            words: Default::default(),
+        let idx = match slot {
+            Some(i) => {
+                let generation = self.regions[i].generation.wrapping_add(1);
+                self.regions[i] = Region {
+                    base,
+                    len,
+                    access,
+                    generation,
+                    valid: true,
+                    pd,
+                    store,
+                };
+                i
+            }
+            None => {
+                self.regions.push(Region {
+                    base,
+                    len,
+                    access,
+                    generation: 1,
+                    valid: true,
+                    pd,
+                    store,
+                });
+                self.regions.len() - 1
+            }
         };
-        self.regions.push(region);
-        let key = ((self.regions.len() as u32) << 8) | generation as u32;
+        let key = ((idx as u32 + 1) << 8) | u32::from(self.regions[idx].generation);
         Ok(Registration {
             lkey: Lkey::new(key),
             rkey: Rkey::new(key),
@@ -397,34 +418,60 @@ impl Regions {
         })
     }
 
-    fn index(&self, key: u32) -> Result<usize, MemError> {
-        let idx = (key >> 8) as usize;
-        if idx == 0 {
-            return Err(MemError::BadKey(key));
-        }
-        match self.regions.get(idx - 1) {
-            Some(r) if r.valid && r.generation == (key & 0xFF) as u8 => Ok(idx - 1),
+    /// The index of the live region `key` names.
+    pub(crate) fn index(&self, key: u32) -> Result<usize, MemError> {
+        let idx = ((key >> 8) as usize)
+            .checked_sub(1)
+            .ok_or(MemError::BadKey(key))?;
+        match self.regions.get(idx) {
+            Some(r) if r.valid && u32::from(r.generation) == key & 0xFF => Ok(idx),
             _ => Err(MemError::BadKey(key)),
         }
     }
 
-    /// Check and return (region index, offset into the region).
-    fn locate(
+    /// The region at `idx` (from [`index`](Self::index) or
+    /// [`locate`](Self::locate)).
+    pub(crate) fn region(&self, idx: usize) -> &Region<S> {
+        &self.regions[idx]
+    }
+
+    /// The region at `idx`, mutably.
+    pub(crate) fn region_mut(&mut self, idx: usize) -> &mut Region<S> {
+        &mut self.regions[idx]
+    }
+
+    /// Every slot, live or not.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Region<S>> {
+        self.regions.iter_mut()
+    }
+
+    /// Check `key`, the rights `access`, and, with `pd`, that the region
+    /// belongs to that protection domain (another PD's key names nothing:
+    /// [`MemError::BadKey`]); return (region index, offset of `addr`
+    /// into the region) when `[addr, addr + len)` lies inside it. A
+    /// ZERO_BASED region takes offsets for remote keys only (local SGEs
+    /// always carry addresses).
+    pub(crate) fn locate(
         &self,
         key: MemKey,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
+        pd: Option<u64>,
     ) -> Result<(usize, u64), MemError> {
         let idx = self.index(key.value())?;
         let r = &self.regions[idx];
+        if pd.is_some_and(|pd| pd != r.pd) {
+            return Err(MemError::BadKey(key.value()));
+        }
         if !r.access.contains(access) {
             return Err(MemError::AccessDenied {
                 needed: access.bits(),
                 granted: r.access.bits(),
             });
         }
-        let zero_based = r.access.contains(Access::ZERO_BASED) && matches!(key, MemKey::Remote(_));
+        let zero_based =
+            r.access.contains(AccessFlags::ZERO_BASED) && matches!(key, MemKey::Remote(_));
         let off = if zero_based {
             addr
         } else {
@@ -439,28 +486,40 @@ impl Regions {
 
     /// A peer's SEND with Invalidate: only memory windows and
     /// fast-registration MRs may be invalidated remotely (IBA 10.6.7,
-    /// ROCEV2.md §5.4), and these memories register plain MRs only, so a
-    /// valid key is refused and stays registered.
-    fn invalidate(&self, key: u32) -> Result<(), MemError> {
-        self.index(key)?;
+    /// ROCEV2.md §5.4), and these tables hold plain MRs only, so a valid
+    /// key (of `pd`, when given) is refused and stays registered.
+    pub(crate) fn invalidate(&self, key: u32, pd: Option<u64>) -> Result<(), MemError> {
+        let idx = self.index(key)?;
+        if pd.is_some_and(|pd| pd != self.regions[idx].pd) {
+            return Err(MemError::BadKey(key));
+        }
         Err(MemError::NotInvalidatable(key))
     }
 
-    fn deregister(&mut self, key: u32) -> Result<(), MemError> {
+    /// Deregister: the key never matches again; the slot is returned for
+    /// the caller to release what backs it.
+    pub(crate) fn deregister(&mut self, key: u32) -> Result<&mut Region<S>, MemError> {
         let idx = self.index(key)?;
         let r = &mut self.regions[idx];
         r.valid = false;
-        r.bytes = Vec::new();
-        r.words.clear();
-        Ok(())
+        Ok(r)
     }
+}
+
+/// What backs a region of [`ByteMemory`] or [`LengthMemory`].
+#[derive(Debug, Clone, Default)]
+struct Store {
+    bytes: Vec<u8>,
+    /// Length-only memory keeps atomics' values here, ordered for
+    /// determinism.
+    words: std::collections::BTreeMap<u64, u64>,
 }
 
 /// Memory that holds real bytes: regions with keys, bounds and access
 /// flags. Used by the UDP emulator and by tests that checksum payloads.
 #[derive(Debug, Clone, Default)]
 pub struct ByteMemory {
-    regions: Regions,
+    regions: Regions<Store>,
 }
 
 impl ByteMemory {
@@ -474,52 +533,71 @@ impl ByteMemory {
         &mut self,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
     ) -> Result<Registration, MemError> {
-        self.regions.register(addr, len, access, true)
+        let store = Store {
+            bytes: vec![
+                0;
+                usize::try_from(len).map_err(|_| {
+                    MemError::InvalidRegistration("region larger than the address space")
+                })?
+            ],
+            words: Default::default(),
+        };
+        self.regions.register(addr, len, access, 0, store)
     }
 
     /// Deregister: the key never matches again.
     pub fn deregister(&mut self, key: Lkey) -> Result<(), MemError> {
-        self.regions.deregister(key.value())
+        self.regions.deregister(key.value())?.store = Store::default();
+        Ok(())
     }
 
     /// The bytes at `[addr, addr + len)` of the region `key` names,
     /// without access checks (the owner's own view).
     pub fn bytes(&self, key: Lkey, addr: u64, len: u64) -> Result<&[u8], MemError> {
-        let (idx, off) = self
-            .regions
-            .locate(MemKey::Local(key), addr, len, Access::NONE)?;
-        Ok(&self.regions.regions[idx].bytes[off as usize..(off + len) as usize])
+        let (idx, off) =
+            self.regions
+                .locate(MemKey::Local(key), addr, len, AccessFlags::EMPTY, None)?;
+        Ok(&self.regions.region(idx).store.bytes[off as usize..(off + len) as usize])
     }
 
     /// Mutable bytes, without access checks (the owner filling a buffer).
     pub fn bytes_mut(&mut self, key: Lkey, addr: u64, len: u64) -> Result<&mut [u8], MemError> {
-        let (idx, off) = self
-            .regions
-            .locate(MemKey::Local(key), addr, len, Access::NONE)?;
-        Ok(&mut self.regions.regions[idx].bytes[off as usize..(off + len) as usize])
+        let (idx, off) =
+            self.regions
+                .locate(MemKey::Local(key), addr, len, AccessFlags::EMPTY, None)?;
+        Ok(&mut self.regions.region_mut(idx).store.bytes[off as usize..(off + len) as usize])
     }
 }
 
 impl Memory for ByteMemory {
-    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError> {
-        self.regions.locate(key, addr, len, access).map(|_| ())
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: AccessFlags) -> Result<(), MemError> {
+        self.regions
+            .locate(key, addr, len, access, None)
+            .map(|_| ())
     }
 
     fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError> {
         let n = data.len() as u64;
-        let (idx, off) = self.regions.locate(key, addr, n, Access::NONE)?;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, n, AccessFlags::EMPTY, None)?;
         if let Payload::Bytes(b) = data {
-            self.regions.regions[idx].bytes[off as usize..(off + n) as usize].copy_from_slice(b);
+            self.regions.region_mut(idx).store.bytes[off as usize..(off + n) as usize]
+                .copy_from_slice(b);
         }
         Ok(())
     }
 
     fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
         let n = out.len() as u64;
-        let (idx, off) = self.regions.locate(key, addr, n, Access::NONE)?;
-        out.copy_from_slice(&self.regions.regions[idx].bytes[off as usize..(off + n) as usize]);
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, n, AccessFlags::EMPTY, None)?;
+        out.copy_from_slice(
+            &self.regions.region(idx).store.bytes[off as usize..(off + n) as usize],
+        );
         Ok(())
     }
 
@@ -527,8 +605,10 @@ impl Memory for ByteMemory {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE)?;
-        let cell = &mut self.regions.regions[idx].bytes[off as usize..off as usize + 8];
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, 8, AccessFlags::EMPTY, None)?;
+        let cell = &mut self.regions.region_mut(idx).store.bytes[off as usize..off as usize + 8];
         let mut word = [0u8; 8];
         word.copy_from_slice(cell);
         let orig = u64::from_ne_bytes(word);
@@ -542,7 +622,7 @@ impl Memory for ByteMemory {
     }
 
     fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
-        self.regions.invalidate(rkey.value())
+        self.regions.invalidate(rkey.value(), None)
     }
 
     fn carries_bytes(&self) -> bool {
@@ -555,7 +635,7 @@ impl Memory for ByteMemory {
 /// ordered map so that results stay meaningful. Used by the simulator.
 #[derive(Debug, Clone, Default)]
 pub struct LengthMemory {
-    regions: Regions,
+    regions: Regions<Store>,
 }
 
 impl LengthMemory {
@@ -569,39 +649,43 @@ impl LengthMemory {
         &mut self,
         addr: u64,
         len: u64,
-        access: Access,
+        access: AccessFlags,
     ) -> Result<Registration, MemError> {
-        self.regions.register(addr, len, access, false)
+        self.regions
+            .register(addr, len, access, 0, Store::default())
     }
 
     /// Deregister: the key never matches again.
     pub fn deregister(&mut self, key: Lkey) -> Result<(), MemError> {
-        self.regions.deregister(key.value())
+        self.regions.deregister(key.value())?.store = Store::default();
+        Ok(())
     }
 
     /// The u64 an atomic or an atomic result left at `addr` (0 if none).
     pub fn word(&self, key: Lkey, addr: u64) -> Result<u64, MemError> {
-        let (idx, off) = self
-            .regions
-            .locate(MemKey::Local(key), addr, 8, Access::NONE)?;
-        Ok(*self.regions.regions[idx].words.get(&off).unwrap_or(&0))
+        let (idx, off) =
+            self.regions
+                .locate(MemKey::Local(key), addr, 8, AccessFlags::EMPTY, None)?;
+        Ok(*self.regions.region(idx).store.words.get(&off).unwrap_or(&0))
     }
 }
 
 impl Memory for LengthMemory {
-    fn check(&self, key: MemKey, addr: u64, len: u64, access: Access) -> Result<(), MemError> {
-        self.regions.locate(key, addr, len, access).map(|_| ())
+    fn check(&self, key: MemKey, addr: u64, len: u64, access: AccessFlags) -> Result<(), MemError> {
+        self.regions
+            .locate(key, addr, len, access, None)
+            .map(|_| ())
     }
 
     fn write(&mut self, key: MemKey, addr: u64, data: Payload<'_>) -> Result<(), MemError> {
         self.regions
-            .locate(key, addr, data.len() as u64, Access::NONE)
+            .locate(key, addr, data.len() as u64, AccessFlags::EMPTY, None)
             .map(|_| ())
     }
 
     fn read(&self, key: MemKey, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
         self.regions
-            .locate(key, addr, out.len() as u64, Access::NONE)
+            .locate(key, addr, out.len() as u64, AccessFlags::EMPTY, None)
             .map(|_| ())
     }
 
@@ -609,21 +693,25 @@ impl Memory for LengthMemory {
         if addr % 8 != 0 {
             return Err(MemError::Misaligned(addr));
         }
-        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE)?;
-        let words = &mut self.regions.regions[idx].words;
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, 8, AccessFlags::EMPTY, None)?;
+        let words = &mut self.regions.region_mut(idx).store.words;
         let orig = *words.get(&off).unwrap_or(&0);
         words.insert(off, apply_atomic(orig, op));
         Ok(orig)
     }
 
     fn write_u64(&mut self, key: MemKey, addr: u64, value: u64) -> Result<(), MemError> {
-        let (idx, off) = self.regions.locate(key, addr, 8, Access::NONE)?;
-        self.regions.regions[idx].words.insert(off, value);
+        let (idx, off) = self
+            .regions
+            .locate(key, addr, 8, AccessFlags::EMPTY, None)?;
+        self.regions.region_mut(idx).store.words.insert(off, value);
         Ok(())
     }
 
     fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
-        self.regions.invalidate(rkey.value())
+        self.regions.invalidate(rkey.value(), None)
     }
 
     fn carries_bytes(&self) -> bool {
@@ -644,12 +732,6 @@ fn apply_atomic(orig: u64, op: AtomicOp) -> u64 {
     }
 }
 
-impl fmt::Display for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,27 +741,35 @@ mod tests {
         let mut b = ByteMemory::new();
         let mut l = LengthMemory::new();
         let rb = b
-            .register(0x1000, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .register(
+                0x1000,
+                64,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
             .unwrap();
         let rl = l
-            .register(0x1000, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .register(
+                0x1000,
+                64,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
             .unwrap();
         for (mem, r) in [
             (&mut b as &mut dyn Memory, rb),
             (&mut l as &mut dyn Memory, rl),
         ] {
             let k = MemKey::Remote(r.rkey);
-            assert!(mem.check(k, 0x1000, 64, Access::REMOTE_WRITE).is_ok());
+            assert!(mem.check(k, 0x1000, 64, AccessFlags::REMOTE_WRITE).is_ok());
             assert!(matches!(
-                mem.check(k, 0x1001, 64, Access::REMOTE_WRITE),
+                mem.check(k, 0x1001, 64, AccessFlags::REMOTE_WRITE),
                 Err(MemError::OutOfBounds { .. })
             ));
             assert!(matches!(
-                mem.check(k, 0x1000, 8, Access::REMOTE_READ),
+                mem.check(k, 0x1000, 8, AccessFlags::REMOTE_READ),
                 Err(MemError::AccessDenied { .. })
             ));
             assert_eq!(
-                mem.check(MemKey::Remote(Rkey::new(0)), 0x1000, 1, Access::NONE),
+                mem.check(MemKey::Remote(Rkey::new(0)), 0x1000, 1, AccessFlags::EMPTY),
                 Err(MemError::BadKey(0))
             );
             // A peer cannot invalidate a plain MR: it stays usable.
@@ -687,21 +777,73 @@ mod tests {
                 mem.invalidate(r.rkey),
                 Err(MemError::NotInvalidatable(r.rkey.value()))
             );
-            assert!(mem.check(k, 0x1000, 1, Access::NONE).is_ok());
+            assert!(mem.check(k, 0x1000, 1, AccessFlags::EMPTY).is_ok());
             assert_eq!(mem.invalidate(Rkey::new(0)), Err(MemError::BadKey(0)));
         }
     }
 
     #[test]
+    fn a_freed_slot_comes_back_under_a_new_key_and_the_old_key_is_dead() {
+        let mut b = ByteMemory::new();
+        let r1 = b.register(0x1000, 64, AccessFlags::ALL).unwrap();
+        let keep = b.register(0x2000, 64, AccessFlags::ALL).unwrap();
+        b.deregister(r1.lkey).unwrap();
+        assert_eq!(
+            b.check(MemKey::Remote(r1.rkey), 0x1000, 1, AccessFlags::EMPTY),
+            Err(MemError::BadKey(r1.rkey.value()))
+        );
+        assert!(b.deregister(r1.lkey).is_err(), "twice");
+        let r2 = b.register(0x3000, 64, AccessFlags::ALL).unwrap();
+        // Same slot (index), next generation.
+        assert_eq!(r2.lkey.value() >> 8, r1.lkey.value() >> 8);
+        assert_ne!(r2.lkey, r1.lkey);
+        assert!(b
+            .check(MemKey::Local(r1.lkey), 0x3000, 1, AccessFlags::EMPTY)
+            .is_err());
+        assert!(b
+            .check(MemKey::Local(r2.lkey), 0x3000, 64, AccessFlags::ALL)
+            .is_ok());
+        assert_eq!(b.bytes(r2.lkey, 0x3000, 4).unwrap(), &[0; 4], "fresh bytes");
+        assert!(b
+            .check(MemKey::Local(keep.lkey), 0x2000, 64, AccessFlags::ALL)
+            .is_ok());
+    }
+
+    #[test]
+    fn protection_domains_are_checked_by_the_table() {
+        let mut t: Regions<()> = Regions::default();
+        let r = t.register(0x1000, 64, AccessFlags::ALL, 7, ()).unwrap();
+        let k = MemKey::Remote(r.rkey);
+        assert!(t
+            .locate(k, 0x1000, 8, AccessFlags::REMOTE_READ, Some(7))
+            .is_ok());
+        assert!(t
+            .locate(k, 0x1000, 8, AccessFlags::REMOTE_READ, None)
+            .is_ok());
+        assert_eq!(
+            t.locate(k, 0x1000, 8, AccessFlags::REMOTE_READ, Some(8)),
+            Err(MemError::BadKey(r.rkey.value()))
+        );
+        assert_eq!(
+            t.invalidate(r.rkey.value(), Some(8)),
+            Err(MemError::BadKey(r.rkey.value()))
+        );
+        assert_eq!(
+            t.invalidate(r.rkey.value(), Some(7)),
+            Err(MemError::NotInvalidatable(r.rkey.value()))
+        );
+    }
+
+    #[test]
     fn remote_write_without_local_write_is_refused() {
         let mut b = ByteMemory::new();
-        assert!(b.register(0, 8, Access::REMOTE_WRITE).is_err());
+        assert!(b.register(0, 8, AccessFlags::REMOTE_WRITE).is_err());
     }
 
     #[test]
     fn atomics_compute_in_both_memories() {
         let mut b = ByteMemory::new();
-        let r = b.register(0, 16, Access::ALL).unwrap();
+        let r = b.register(0, 16, AccessFlags::ALL).unwrap();
         let k = MemKey::Remote(r.rkey);
         assert_eq!(b.atomic(k, 8, AtomicOp::FetchAdd { add: 5 }), Ok(0));
         assert_eq!(
@@ -721,7 +863,7 @@ mod tests {
             Err(MemError::Misaligned(4))
         );
         let mut l = LengthMemory::new();
-        let r = l.register(0, 16, Access::ALL).unwrap();
+        let r = l.register(0, 16, AccessFlags::ALL).unwrap();
         let k = MemKey::Remote(r.rkey);
         assert_eq!(l.atomic(k, 8, AtomicOp::FetchAdd { add: 5 }), Ok(0));
         assert_eq!(l.word(r.lkey, 8), Ok(5));

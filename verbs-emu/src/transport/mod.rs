@@ -1,7 +1,7 @@
 //! The sans-IO RC/UC/UD transport engine (ROCEV2.md §5).
 //!
 //! One [`Qp`] holds the requester, the completer and the responder of one
-//! queue pair. It never reads a clock, never opens a socket and never
+//! queue pair (one file per role under `qp/`, as Soft-RoCE splits them). It never reads a clock, never opens a socket and never
 //! copies payload: time comes in as `now` (integer picoseconds), packets
 //! come in as [`RoceHeaders`](crate::wire::RoceHeaders) plus a
 //! [`Payload`] (bytes or a bare length) and go out as [`Transmit`]s whose
@@ -66,11 +66,11 @@ mod qp;
 mod types;
 
 pub use memory::{
-    Access, AtomicOp, ByteMemory, LengthMemory, MemError, MemKey, Memory, Payload, PayloadDesc,
-    Piece, Registration, MAX_PIECES,
+    AccessFlags, AtomicOp, ByteMemory, LengthMemory, MemError, MemKey, Memory, Payload,
+    PayloadDesc, Piece, Registration, MAX_PIECES,
 };
 pub use qp::{
-    local_ack_timeout, rnr_timer, transition_masks, wire_time, Qp, QpEvent, MAX_MESSAGE,
-    WIRE_OVERHEAD,
+    check_modify, local_ack_timeout, rnr_timer, transition_masks, wire_time, Qp, QpEvent,
+    MAX_MESSAGE, WIRE_OVERHEAD,
 };
 pub use types::*;

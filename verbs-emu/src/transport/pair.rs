@@ -16,12 +16,12 @@
 //! ```
 //! use verbs_emu::time::{Duration, Rate};
 //! use verbs_emu::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
-//! use verbs_emu::transport::{Access, ByteMemory, QpConfig, SendOp, SendWr, Sge};
+//! use verbs_emu::transport::{AccessFlags, ByteMemory, QpConfig, SendOp, SendWr, Sge};
 //! use verbs_emu::wire::Qpn;
 //!
 //! let (mut ma, mut mb) = (ByteMemory::new(), ByteMemory::new());
-//! let ra = ma.register(0x1000, 1 << 16, Access::ALL).unwrap();
-//! let rb = mb.register(0x1000, 1 << 16, Access::ALL).unwrap();
+//! let ra = ma.register(0x1000, 1 << 16, AccessFlags::ALL).unwrap();
+//! let rb = mb.register(0x1000, 1 << 16, AccessFlags::ALL).unwrap();
 //! let wire = WireConfig {
 //!     loss: Loss::Random(0.01),
 //!     ..WireConfig::clean(Rate::from_gbps(100), Duration::from_us(2))
@@ -47,7 +47,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::time::{Duration, Instant, Rate};
 use crate::wire::{Ecn, Psn, Qpn, RoceHeaders};
 
-use super::memory::{Access, Memory, Payload};
+use super::memory::{AccessFlags, Memory, Payload};
 use super::qp::{min_deadline, wire_time, Qp, WIRE_OVERHEAD};
 use super::types::*;
 
@@ -362,7 +362,7 @@ pub struct ConnectAttrs {
     /// READs/atomics in flight (both directions).
     pub max_rd_atomic: u8,
     /// Remote rights granted by both QPs.
-    pub access: Access,
+    pub access: AccessFlags,
     /// A's first send PSN (= B's first expected PSN).
     pub psn_a: u32,
     /// B's first send PSN.
@@ -380,7 +380,7 @@ impl Default for ConnectAttrs {
             rnr_retry: 7,
             min_rnr_timer: 1,
             max_rd_atomic: 16,
-            access: Access::ALL,
+            access: AccessFlags::ALL,
             psn_a: 0,
             psn_b: 0,
             qkey: 0x1111_1111,
@@ -686,36 +686,36 @@ fn bring_up(
         dest_qp_num: dest,
         ..QpAttr::default()
     };
-    let m = |x: AttrMask| AttrMask::STATE | x;
+    let m = |x: QpAttrMask| QpAttrMask::STATE | x;
     let init = if ud {
-        AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY
+        QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY
     } else {
-        AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS
+        QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS
     };
     qp.modify(&attr, m(init))?;
     attr.qp_state = QpState::Rtr;
     let rtr = if ud {
-        AttrMask::NONE
+        QpAttrMask::EMPTY
     } else if uc {
-        AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN
+        QpAttrMask::AV | QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN | QpAttrMask::RQ_PSN
     } else {
-        AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER
+        QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER
     };
     qp.modify(&attr, m(rtr))?;
     attr.qp_state = QpState::Rts;
     let rts = if ud || uc {
-        AttrMask::SQ_PSN
+        QpAttrMask::SQ_PSN
     } else {
-        AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC
+        QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::MAX_QP_RD_ATOMIC
     };
     qp.modify(&attr, m(rts))
 }

@@ -175,40 +175,27 @@ impl SendOp {
     }
 }
 
-/// `ibv_send_flags`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SendFlags(u32);
-
-impl SendFlags {
-    /// No flags.
-    pub const NONE: SendFlags = SendFlags(0);
-    /// IBV_SEND_FENCE: wait for earlier READs and atomics to complete.
-    pub const FENCE: SendFlags = SendFlags(1);
-    /// IBV_SEND_SIGNALED: produce a CQE on success.
-    pub const SIGNALED: SendFlags = SendFlags(2);
-    /// IBV_SEND_SOLICITED: set SE on the last packet.
-    pub const SOLICITED: SendFlags = SendFlags(4);
-
-    /// From raw bits.
-    pub const fn from_bits(b: u32) -> SendFlags {
-        SendFlags(b)
-    }
-
-    /// Raw bits.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// True when every bit of `o` is set.
-    pub const fn contains(self, o: SendFlags) -> bool {
-        self.0 & o.0 == o.0
+flags! {
+    /// `ibv_send_flags`: the one send flag type of the crate (the verbs
+    /// API re-exports it).
+    SendFlags: u32 {
+        /// IBV_SEND_FENCE: wait for earlier READs and atomics to complete.
+        FENCE = 1,
+        /// IBV_SEND_SIGNALED: produce a CQE on success.
+        SIGNALED = 2,
+        /// IBV_SEND_SOLICITED: set SE on the last packet.
+        SOLICITED = 4,
+        /// IBV_SEND_INLINE: copy the payload at post time; no lkey check.
+        INLINE = 8,
+        /// IBV_SEND_IP_CSUM: IP checksum offload (raw packet QPs only).
+        IP_CSUM = 16,
     }
 }
 
-impl core::ops::BitOr for SendFlags {
-    type Output = SendFlags;
-    fn bitor(self, rhs: SendFlags) -> SendFlags {
-        SendFlags(self.0 | rhs.0)
+impl SendFlags {
+    /// From raw bits.
+    pub const fn from_bits(b: u32) -> SendFlags {
+        SendFlags(b)
     }
 }
 
@@ -401,31 +388,33 @@ value_enum! {
     }
 }
 
-/// The path MTU (IB MTU enum values 1..5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Mtu {
-    /// 256 bytes.
-    Mtu256 = 1,
-    /// 512 bytes.
-    Mtu512 = 2,
-    /// 1024 bytes.
-    #[default]
-    Mtu1024 = 3,
-    /// 2048 bytes.
-    Mtu2048 = 4,
-    /// 4096 bytes.
-    Mtu4096 = 5,
+value_enum! {
+    /// `ibv_mtu`: the path MTU, the largest payload of one packet (IB MTU
+    /// enum values 1..5). The one MTU type of the crate: the verbs API
+    /// re-exports it.
+    Mtu {
+        /// 256 bytes.
+        Mtu256 = 1, "256";
+        /// 512 bytes.
+        Mtu512 = 2, "512";
+        /// 1024 bytes.
+        Mtu1024 = 3, "1024";
+        /// 2048 bytes.
+        Mtu2048 = 4, "2048";
+        /// 4096 bytes.
+        Mtu4096 = 5, "4096";
+    }
 }
 
 impl Mtu {
-    /// Payload bytes per packet.
+    /// The MTU in bytes.
     pub const fn bytes(self) -> u32 {
         128 << (self as u32)
     }
 
-    /// From a byte count (256, 512, 1024, 2048 or 4096).
-    pub const fn from_bytes(b: u32) -> Option<Mtu> {
-        match b {
+    /// The IB MTU of exactly `bytes`, if it is one of 256..4096.
+    pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
+        match bytes {
             256 => Some(Mtu::Mtu256),
             512 => Some(Mtu::Mtu512),
             1024 => Some(Mtu::Mtu1024),
@@ -434,59 +423,86 @@ impl Mtu {
             _ => None,
         }
     }
+
+    /// The largest IB MTU that fits a link MTU of `link_mtu` bytes, leaving
+    /// rxe's 80 bytes for headers (ROCEV2.md §1.8).
+    pub const fn for_link_mtu(link_mtu: u32) -> Mtu {
+        let room = link_mtu.saturating_sub(80);
+        if room >= 4096 {
+            Mtu::Mtu4096
+        } else if room >= 2048 {
+            Mtu::Mtu2048
+        } else if room >= 1024 {
+            Mtu::Mtu1024
+        } else if room >= 512 {
+            Mtu::Mtu512
+        } else {
+            Mtu::Mtu256
+        }
+    }
 }
 
-/// `ibv_qp_attr_mask` bits (ROCEV2.md §5.9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct AttrMask(u32);
+impl Default for Mtu {
+    /// 1024 bytes, the IBTA default path MTU.
+    fn default() -> Mtu {
+        Mtu::Mtu1024
+    }
+}
 
-impl AttrMask {
+/// `ibv_qp_attr_mask` (ROCEV2.md §5.9): which fields of a [`QpAttr`] a
+/// modify applies, with rdma-core's bit values. The one mask type of the
+/// crate: the engine, the verbs API (`verbs::QpAttr::mask`) and the
+/// hardware backend all use it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+pub struct QpAttrMask(pub u32);
+
+impl QpAttrMask {
     /// No attributes.
-    pub const NONE: AttrMask = AttrMask(0);
-    /// IBV_QP_STATE.
-    pub const STATE: AttrMask = AttrMask(1 << 0);
-    /// IBV_QP_CUR_STATE.
-    pub const CUR_STATE: AttrMask = AttrMask(1 << 1);
-    /// IBV_QP_EN_SQD_ASYNC_NOTIFY.
-    pub const EN_SQD_ASYNC_NOTIFY: AttrMask = AttrMask(1 << 2);
-    /// IBV_QP_ACCESS_FLAGS.
-    pub const ACCESS_FLAGS: AttrMask = AttrMask(1 << 3);
-    /// IBV_QP_PKEY_INDEX.
-    pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
-    /// IBV_QP_PORT.
-    pub const PORT: AttrMask = AttrMask(1 << 5);
-    /// IBV_QP_QKEY.
-    pub const QKEY: AttrMask = AttrMask(1 << 6);
-    /// IBV_QP_AV.
-    pub const AV: AttrMask = AttrMask(1 << 7);
-    /// IBV_QP_PATH_MTU.
-    pub const PATH_MTU: AttrMask = AttrMask(1 << 8);
-    /// IBV_QP_TIMEOUT.
-    pub const TIMEOUT: AttrMask = AttrMask(1 << 9);
-    /// IBV_QP_RETRY_CNT.
-    pub const RETRY_CNT: AttrMask = AttrMask(1 << 10);
-    /// IBV_QP_RNR_RETRY.
-    pub const RNR_RETRY: AttrMask = AttrMask(1 << 11);
-    /// IBV_QP_RQ_PSN.
-    pub const RQ_PSN: AttrMask = AttrMask(1 << 12);
-    /// IBV_QP_MAX_QP_RD_ATOMIC.
-    pub const MAX_QP_RD_ATOMIC: AttrMask = AttrMask(1 << 13);
-    /// IBV_QP_ALT_PATH.
-    pub const ALT_PATH: AttrMask = AttrMask(1 << 14);
-    /// IBV_QP_MIN_RNR_TIMER.
-    pub const MIN_RNR_TIMER: AttrMask = AttrMask(1 << 15);
-    /// IBV_QP_SQ_PSN.
-    pub const SQ_PSN: AttrMask = AttrMask(1 << 16);
-    /// IBV_QP_MAX_DEST_RD_ATOMIC.
-    pub const MAX_DEST_RD_ATOMIC: AttrMask = AttrMask(1 << 17);
-    /// IBV_QP_PATH_MIG_STATE.
-    pub const PATH_MIG_STATE: AttrMask = AttrMask(1 << 18);
-    /// IBV_QP_CAP.
-    pub const CAP: AttrMask = AttrMask(1 << 19);
-    /// IBV_QP_DEST_QPN.
-    pub const DEST_QPN: AttrMask = AttrMask(1 << 20);
-    /// IBV_QP_RATE_LIMIT.
-    pub const RATE_LIMIT: AttrMask = AttrMask(1 << 25);
+    pub const EMPTY: QpAttrMask = QpAttrMask(0);
+    /// IBV_QP_STATE: `qp_state`.
+    pub const STATE: QpAttrMask = QpAttrMask(1 << 0);
+    /// IBV_QP_CUR_STATE: `cur_qp_state`.
+    pub const CUR_STATE: QpAttrMask = QpAttrMask(1 << 1);
+    /// IBV_QP_EN_SQD_ASYNC_NOTIFY: `en_sqd_async_notify`.
+    pub const EN_SQD_ASYNC_NOTIFY: QpAttrMask = QpAttrMask(1 << 2);
+    /// IBV_QP_ACCESS_FLAGS: `qp_access_flags`.
+    pub const ACCESS_FLAGS: QpAttrMask = QpAttrMask(1 << 3);
+    /// IBV_QP_PKEY_INDEX: `pkey_index`.
+    pub const PKEY_INDEX: QpAttrMask = QpAttrMask(1 << 4);
+    /// IBV_QP_PORT: `port_num`.
+    pub const PORT: QpAttrMask = QpAttrMask(1 << 5);
+    /// IBV_QP_QKEY: `qkey`.
+    pub const QKEY: QpAttrMask = QpAttrMask(1 << 6);
+    /// IBV_QP_AV: `ah_attr`.
+    pub const AV: QpAttrMask = QpAttrMask(1 << 7);
+    /// IBV_QP_PATH_MTU: `path_mtu`.
+    pub const PATH_MTU: QpAttrMask = QpAttrMask(1 << 8);
+    /// IBV_QP_TIMEOUT: `timeout`.
+    pub const TIMEOUT: QpAttrMask = QpAttrMask(1 << 9);
+    /// IBV_QP_RETRY_CNT: `retry_cnt`.
+    pub const RETRY_CNT: QpAttrMask = QpAttrMask(1 << 10);
+    /// IBV_QP_RNR_RETRY: `rnr_retry`.
+    pub const RNR_RETRY: QpAttrMask = QpAttrMask(1 << 11);
+    /// IBV_QP_RQ_PSN: `rq_psn`.
+    pub const RQ_PSN: QpAttrMask = QpAttrMask(1 << 12);
+    /// IBV_QP_MAX_QP_RD_ATOMIC: `max_rd_atomic`.
+    pub const MAX_QP_RD_ATOMIC: QpAttrMask = QpAttrMask(1 << 13);
+    /// IBV_QP_ALT_PATH: `alt_ah_attr` and friends.
+    pub const ALT_PATH: QpAttrMask = QpAttrMask(1 << 14);
+    /// IBV_QP_MIN_RNR_TIMER: `min_rnr_timer`.
+    pub const MIN_RNR_TIMER: QpAttrMask = QpAttrMask(1 << 15);
+    /// IBV_QP_SQ_PSN: `sq_psn`.
+    pub const SQ_PSN: QpAttrMask = QpAttrMask(1 << 16);
+    /// IBV_QP_MAX_DEST_RD_ATOMIC: `max_dest_rd_atomic`.
+    pub const MAX_DEST_RD_ATOMIC: QpAttrMask = QpAttrMask(1 << 17);
+    /// IBV_QP_PATH_MIG_STATE: `path_mig_state`.
+    pub const PATH_MIG_STATE: QpAttrMask = QpAttrMask(1 << 18);
+    /// IBV_QP_CAP: `cap`.
+    pub const CAP: QpAttrMask = QpAttrMask(1 << 19);
+    /// IBV_QP_DEST_QPN: `dest_qp_num`.
+    pub const DEST_QPN: QpAttrMask = QpAttrMask(1 << 20);
+    /// IBV_QP_RATE_LIMIT: `rate_limit`.
+    pub const RATE_LIMIT: QpAttrMask = QpAttrMask(1 << 25);
 
     const NAMES: [(u32, &'static str); 22] = [
         (1 << 0, "STATE"),
@@ -514,43 +530,76 @@ impl AttrMask {
     ];
 
     /// From raw bits.
-    pub const fn from_bits(b: u32) -> AttrMask {
-        AttrMask(b)
+    pub const fn from_bits(b: u32) -> QpAttrMask {
+        QpAttrMask(b)
     }
 
-    /// Raw bits.
+    /// The raw bits, as rdma-core defines them.
     pub const fn bits(self) -> u32 {
         self.0
     }
 
     /// True when every bit of `o` is set.
-    pub const fn contains(self, o: AttrMask) -> bool {
+    pub const fn contains(self, o: QpAttrMask) -> bool {
         self.0 & o.0 == o.0
+    }
+
+    /// True when any bit of `o` is set.
+    pub const fn intersects(self, o: QpAttrMask) -> bool {
+        self.0 & o.0 != 0
     }
 
     /// Bits in `self` that are not in `o`.
     #[must_use]
-    pub const fn minus(self, o: AttrMask) -> AttrMask {
-        AttrMask(self.0 & !o.0)
+    pub const fn difference(self, o: QpAttrMask) -> QpAttrMask {
+        QpAttrMask(self.0 & !o.0)
     }
 
     /// True when no bit is set.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
-}
 
-impl core::ops::BitOr for AttrMask {
-    type Output = AttrMask;
-    fn bitor(self, rhs: AttrMask) -> AttrMask {
-        AttrMask(self.0 | rhs.0)
+    /// Names of the set bits (rdma-core's without `IBV_QP_`), for messages.
+    pub fn names(self) -> Vec<&'static str> {
+        QpAttrMask::NAMES
+            .iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|&(_, name)| name)
+            .collect()
     }
 }
 
-impl fmt::Display for AttrMask {
+impl core::ops::BitOr for QpAttrMask {
+    type Output = QpAttrMask;
+    fn bitor(self, rhs: QpAttrMask) -> QpAttrMask {
+        QpAttrMask(self.0 | rhs.0)
+    }
+}
+
+impl core::ops::BitOrAssign for QpAttrMask {
+    fn bitor_assign(&mut self, rhs: QpAttrMask) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl core::ops::BitAnd for QpAttrMask {
+    type Output = QpAttrMask;
+    fn bitand(self, rhs: QpAttrMask) -> QpAttrMask {
+        QpAttrMask(self.0 & rhs.0)
+    }
+}
+
+impl fmt::Debug for QpAttrMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QpAttrMask({})", self.names().join(" | "))
+    }
+}
+
+impl fmt::Display for QpAttrMask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (bit, name) in AttrMask::NAMES {
+        for (bit, name) in QpAttrMask::NAMES {
             if self.0 & bit != 0 {
                 if !first {
                     f.write_str("|")?;
@@ -559,7 +608,7 @@ impl fmt::Display for AttrMask {
                 first = false;
             }
         }
-        let unknown = self.0 & !AttrMask::NAMES.iter().fold(0, |a, (b, _)| a | b);
+        let unknown = self.0 & !QpAttrMask::NAMES.iter().fold(0, |a, (b, _)| a | b);
         if unknown != 0 {
             if !first {
                 f.write_str("|")?;
@@ -581,7 +630,7 @@ pub struct QpAttr {
     /// CUR_STATE: the state the caller believes the QP is in.
     pub cur_qp_state: QpState,
     /// `qp_access_flags` (remote rights the responder grants).
-    pub qp_access_flags: super::memory::Access,
+    pub qp_access_flags: super::memory::AccessFlags,
     /// PKEY_INDEX: the entry of [`QpConfig::pkey_table`] holding this
     /// QP's P_Key.
     pub pkey_index: u16,
@@ -618,7 +667,7 @@ impl Default for QpAttr {
         QpAttr {
             qp_state: QpState::Reset,
             cur_qp_state: QpState::Reset,
-            qp_access_flags: super::memory::Access::NONE,
+            qp_access_flags: super::memory::AccessFlags::EMPTY,
             pkey_index: 0,
             port_num: 1,
             qkey: 0,
@@ -841,7 +890,7 @@ pub enum ModifyError {
         /// Requested state.
         to: QpState,
         /// The missing bits.
-        missing: AttrMask,
+        missing: QpAttrMask,
     },
     /// The mask has attributes this transition does not accept.
     #[error("QP transition {from} -> {to} does not accept attributes {unexpected}")]
@@ -851,7 +900,7 @@ pub enum ModifyError {
         /// Requested state.
         to: QpState,
         /// The refused bits.
-        unexpected: AttrMask,
+        unexpected: QpAttrMask,
     },
     /// CUR_STATE does not match the QP's state.
     #[error("CUR_STATE says {claimed} but the QP is in {actual}")]
@@ -865,7 +914,7 @@ pub enum ModifyError {
     #[error("attribute {attr} out of range: {why}")]
     InvalidValue {
         /// The attribute.
-        attr: AttrMask,
+        attr: QpAttrMask,
         /// Why.
         why: &'static str,
     },
@@ -948,4 +997,36 @@ pub struct QpStats {
     /// SENDs with Invalidate refused because their R_Key may not be
     /// invalidated by a peer (IBA class J: no ACK, QP to ERR).
     pub rx_bad_invalidate: u64,
+    /// READ responses carrying more bytes than their READ had room left
+    /// for: the READ completed with LOC_PROT_ERR at once (rxe's do_read).
+    pub rx_read_overruns: u64,
+    /// Requests the responder received past its expected PSN (each packet
+    /// of a gap; one NAK per gap is sent, `tx_nak_seq`).
+    pub rx_out_of_sequence: u64,
+    /// PSN sequence error NAKs received.
+    pub rx_nak_seq: u64,
+    /// Retries started by an implied NAK (a READ or atomic passed over, or
+    /// a gap in READ responses).
+    pub implied_naks: u64,
+}
+
+impl QpStats {
+    /// These counters under the names of mlx5's `rdma statistic` hardware
+    /// counters, as the simulator's `rdma statistic` dumps name them, so
+    /// that the same eyes (and the doctor) read an emulated device, a
+    /// simulated NIC and a real one alike.
+    pub fn hw_counters(&self) -> [(&'static str, u64); 10] {
+        [
+            ("out_of_sequence", self.rx_out_of_sequence),
+            ("duplicate_request", self.rx_duplicates),
+            ("rnr_nak_retry_err", self.rx_rnr_naks),
+            ("packet_seq_err", self.rx_nak_seq),
+            ("implied_nak_seq_err", self.implied_naks),
+            ("local_ack_timeout_err", self.timeouts),
+            ("roce_adp_retrans", self.tx_retransmits),
+            ("np_ecn_marked_roce_packets", self.rx_ce),
+            ("np_cnp_sent", self.tx_cnps),
+            ("rp_cnp_handled", self.rx_cnps),
+        ]
+    }
 }

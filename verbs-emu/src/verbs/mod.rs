@@ -48,9 +48,9 @@ mod types;
 
 pub use error::{PostError, Result, VerbsError};
 pub use types::{
-    AccessFlags, AhAttr, DeviceAttr, Endpoint, Gid, Mtu, PortAttr, QpAttr, QpAttrMask, QpCap,
-    QpInitAttr, QpState, QpType, RecvWr, RemoteMr, SendFlags, SendOp, SendWr, Sge, UdDest, WcFlags,
-    WcOpcode, WcStatus, WorkCompletion,
+    AccessFlags, AhAttr, ConnectAttr, DeviceAttr, Endpoint, Gid, Mtu, PortAttr, QpAttr, QpAttrMask,
+    QpCap, QpInitAttr, QpState, QpType, RecvWr, RemoteMr, SendFlags, SendOp, SendWr, Sge, UdDest,
+    WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Every device that the given providers can open, in provider order
@@ -84,6 +84,14 @@ impl Context {
         })
     }
 
+    /// Open the device of `provider` whose port has the GID of `addr`
+    /// (`Provider::open_by_gid`): pick a device by its address.
+    pub fn open_by_address(provider: &dyn Provider, addr: std::net::IpAddr) -> Result<Context> {
+        Ok(Context {
+            backend: provider.open_by_gid(Gid::from_ip(addr))?,
+        })
+    }
+
     /// Wrap an already opened backend.
     pub fn from_backend(backend: Arc<dyn Backend>) -> Context {
         Context { backend }
@@ -107,6 +115,22 @@ impl Context {
     /// `ibv_query_gid`.
     pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         self.backend.query_gid(port, index)
+    }
+
+    /// The device's counters by name (`Backend::counters`): the
+    /// transport's under mlx5's hardware counter names, as the simulator
+    /// names them, then the device's own.
+    pub fn counters(&self) -> Result<Vec<(String, u64)>> {
+        self.backend.counters()
+    }
+
+    /// One counter of [`counters`](Self::counters), `None` when the device
+    /// keeps no counter of that name.
+    pub fn counter(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self
+            .counters()?
+            .into_iter()
+            .find_map(|(n, v)| (n == name).then_some(v)))
     }
 
     /// The next asynchronous event (`ibv_get_async_event`, without
@@ -772,9 +796,12 @@ impl QueuePair {
         })
     }
 
-    /// Take an RC or UC QP from RESET to RTS towards `remote`, with
-    /// perftest's usual attributes (`access` for incoming requests,
-    /// `timeout` 14, 7 retries, 7 RNR retries, 16 outstanding reads).
+    /// Take an RC or UC QP to RTS towards `remote`, with perftest's usual
+    /// attributes (`access` for incoming requests, `timeout` 14, 7
+    /// retries, 7 RNR retries, 16 outstanding reads): [`connect_with`]
+    /// with [`ConnectAttr::new`].
+    ///
+    /// [`connect_with`]: Self::connect_with
     pub fn connect(
         &self,
         local_psn: u32,
@@ -782,37 +809,55 @@ impl QueuePair {
         mtu: Mtu,
         access: AccessFlags,
     ) -> Result<()> {
+        self.connect_with(remote, &ConnectAttr::new(local_psn, mtu, access))
+    }
+
+    /// Take an RC or UC QP to RTS towards `remote` with `attr`. A QP that
+    /// is not in RESET (in ERR after a fatal error, or connected before)
+    /// is reset first, as `ibv_modify_qp(RESET)` then the usual INIT, RTR,
+    /// RTS: its queues are flushed and its PSNs start again.
+    pub fn connect_with(&self, remote: &Endpoint, attr: &ConnectAttr) -> Result<()> {
+        if self.state()? != QpState::Reset {
+            self.modify(&QpAttr::new().with_state(QpState::Reset))?;
+        }
         let mut av = AhAttr::to_gid(remote.gid);
         av.dport = Some(remote.udp_port);
         let rc = self.qp_type == QpType::Rc;
         self.modify(
             &QpAttr::new()
                 .with_state(QpState::Init)
-                .with_pkey_index(0)
+                .with_pkey_index(attr.pkey_index)
                 .with_port(1)
-                .with_access_flags(access),
+                .with_access_flags(attr.access),
         )?;
         let mut rtr = QpAttr::new()
             .with_state(QpState::Rtr)
             .with_av(av)
-            .with_path_mtu(mtu)
+            .with_path_mtu(attr.mtu)
             .with_dest_qpn(Qpn::new(remote.qpn))
             .with_rq_psn(remote.psn);
         if rc {
-            rtr = rtr.with_max_dest_rd_atomic(16).with_min_rnr_timer(12);
+            rtr = rtr
+                .with_max_dest_rd_atomic(attr.max_dest_rd_atomic)
+                .with_min_rnr_timer(attr.min_rnr_timer);
         }
         self.modify(&rtr)?;
-        let mut rts = QpAttr::new()
-            .with_state(QpState::Rts)
-            .with_sq_psn(local_psn);
+        let mut rts = QpAttr::new().with_state(QpState::Rts).with_sq_psn(attr.psn);
         if rc {
             rts = rts
-                .with_timeout(14)
-                .with_retry_cnt(7)
-                .with_rnr_retry(7)
-                .with_max_rd_atomic(16);
+                .with_timeout(attr.timeout)
+                .with_retry_cnt(attr.retry_cnt)
+                .with_rnr_retry(attr.rnr_retry)
+                .with_max_rd_atomic(attr.max_rd_atomic);
         }
         self.modify(&rts)
+    }
+
+    /// `ibv_query_qp`: every attribute the QP has, with the PSNs where
+    /// they are now (the next PSN the requester sends, the PSN the
+    /// responder expects) and the mask of what is reported.
+    pub fn query(&self) -> Result<QpAttr> {
+        self.pd.backend.query_qp(self.handle)
     }
 
     /// `ibv_post_send` of a list of work requests.

@@ -9,114 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::transport::{QpState, QpType, WcOpcode, WcStatus};
+pub use crate::transport::{
+    AccessFlags, Mtu, QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus,
+};
 use crate::wire::{Lkey, Qpn, Rkey};
-
-macro_rules! flags {
-    ($(#[$m:meta])* $name:ident: $repr:ty { $( $(#[$fm:meta])* $flag:ident = $val:expr, )* }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-        pub struct $name(pub $repr);
-
-        impl $name {
-            $( $(#[$fm])* pub const $flag: $name = $name($val); )*
-            /// No flag set.
-            pub const EMPTY: $name = $name(0);
-
-            /// The raw bits, as rdma-core defines them.
-            pub const fn bits(self) -> $repr {
-                self.0
-            }
-            /// True when every bit of `other` is set in `self`.
-            pub const fn contains(self, other: $name) -> bool {
-                self.0 & other.0 == other.0
-            }
-            /// True when any bit of `other` is set in `self`.
-            pub const fn intersects(self, other: $name) -> bool {
-                self.0 & other.0 != 0
-            }
-            /// True when no bit is set.
-            pub const fn is_empty(self) -> bool {
-                self.0 == 0
-            }
-            /// `self` without the bits of `other`.
-            #[must_use]
-            pub const fn difference(self, other: $name) -> $name {
-                $name(self.0 & !other.0)
-            }
-            /// Names of the set bits, for messages.
-            pub fn names(self) -> Vec<&'static str> {
-                let mut v = Vec::new();
-                $( if $val != 0 && self.contains($name($val)) { v.push(stringify!($flag)); } )*
-                v
-            }
-        }
-
-        impl core::ops::BitOr for $name {
-            type Output = $name;
-            fn bitor(self, rhs: $name) -> $name {
-                $name(self.0 | rhs.0)
-            }
-        }
-
-        impl core::ops::BitOrAssign for $name {
-            fn bitor_assign(&mut self, rhs: $name) {
-                self.0 |= rhs.0;
-            }
-        }
-
-        impl core::ops::BitAnd for $name {
-            type Output = $name;
-            fn bitand(self, rhs: $name) -> $name {
-                $name(self.0 & rhs.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({})", stringify!($name), self.names().join(" | "))
-            }
-        }
-    };
-}
-
-flags! {
-    /// `ibv_access_flags` (ROCEV2.md §5.10).
-    AccessFlags: u32 {
-        /// The HCA may write local memory (receives, READ results).
-        LOCAL_WRITE = 1,
-        /// Remote peers may RDMA WRITE.
-        REMOTE_WRITE = 2,
-        /// Remote peers may RDMA READ.
-        REMOTE_READ = 4,
-        /// Remote peers may run atomics.
-        REMOTE_ATOMIC = 8,
-        /// Memory windows may be bound.
-        MW_BIND = 16,
-        /// Remote addresses are offsets from the MR start.
-        ZERO_BASED = 32,
-        /// On-demand paging.
-        ON_DEMAND = 64,
-        /// Backed by huge pages.
-        HUGETLB = 128,
-    }
-}
-
-flags! {
-    /// `ibv_send_flags`.
-    SendFlags: u32 {
-        /// Wait for earlier READs/atomics before starting.
-        FENCE = 1,
-        /// Generate a completion on success.
-        SIGNALED = 2,
-        /// Set the solicited-event bit.
-        SOLICITED = 4,
-        /// Copy the payload at post time; no lkey check.
-        INLINE = 8,
-        /// Ask for IP checksum offload (raw packet QPs only).
-        IP_CSUM = 16,
-    }
-}
 
 flags! {
     /// `ibv_wc_flags`.
@@ -129,109 +25,6 @@ flags! {
         IP_CSUM_OK = 4,
         /// `invalidated_rkey` is valid.
         WITH_INV = 8,
-    }
-}
-
-flags! {
-    /// `ibv_qp_attr_mask` (ROCEV2.md §5.9): which fields of a [`QpAttr`]
-    /// a modify applies.
-    QpAttrMask: u32 {
-        /// `qp_state`.
-        STATE = 1,
-        /// `cur_qp_state`.
-        CUR_STATE = 1 << 1,
-        /// `en_sqd_async_notify`.
-        EN_SQD_ASYNC_NOTIFY = 1 << 2,
-        /// `qp_access_flags`.
-        ACCESS_FLAGS = 1 << 3,
-        /// `pkey_index`.
-        PKEY_INDEX = 1 << 4,
-        /// `port_num`.
-        PORT = 1 << 5,
-        /// `qkey`.
-        QKEY = 1 << 6,
-        /// `ah_attr`.
-        AV = 1 << 7,
-        /// `path_mtu`.
-        PATH_MTU = 1 << 8,
-        /// `timeout`.
-        TIMEOUT = 1 << 9,
-        /// `retry_cnt`.
-        RETRY_CNT = 1 << 10,
-        /// `rnr_retry`.
-        RNR_RETRY = 1 << 11,
-        /// `rq_psn`.
-        RQ_PSN = 1 << 12,
-        /// `max_rd_atomic`.
-        MAX_QP_RD_ATOMIC = 1 << 13,
-        /// `alt_ah_attr` and friends.
-        ALT_PATH = 1 << 14,
-        /// `min_rnr_timer`.
-        MIN_RNR_TIMER = 1 << 15,
-        /// `sq_psn`.
-        SQ_PSN = 1 << 16,
-        /// `max_dest_rd_atomic`.
-        MAX_DEST_RD_ATOMIC = 1 << 17,
-        /// `path_mig_state`.
-        PATH_MIG_STATE = 1 << 18,
-        /// `cap`.
-        CAP = 1 << 19,
-        /// `dest_qp_num`.
-        DEST_QPN = 1 << 20,
-        /// `rate_limit`.
-        RATE_LIMIT = 1 << 25,
-    }
-}
-
-value_enum! {
-    /// `ibv_mtu`: the path MTU, the largest payload of one packet.
-    Mtu {
-        /// 256 bytes.
-        Mtu256 = 1, "256";
-        /// 512 bytes.
-        Mtu512 = 2, "512";
-        /// 1024 bytes.
-        Mtu1024 = 3, "1024";
-        /// 2048 bytes.
-        Mtu2048 = 4, "2048";
-        /// 4096 bytes.
-        Mtu4096 = 5, "4096";
-    }
-}
-
-impl Mtu {
-    /// The MTU in bytes.
-    pub const fn bytes(self) -> u32 {
-        128 << (self as u32)
-    }
-
-    /// The IB MTU of exactly `bytes`, if it is one of 256..4096.
-    pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
-        match bytes {
-            256 => Some(Mtu::Mtu256),
-            512 => Some(Mtu::Mtu512),
-            1024 => Some(Mtu::Mtu1024),
-            2048 => Some(Mtu::Mtu2048),
-            4096 => Some(Mtu::Mtu4096),
-            _ => None,
-        }
-    }
-
-    /// The largest IB MTU that fits a link MTU of `link_mtu` bytes, leaving
-    /// rxe's 80 bytes for headers (ROCEV2.md §1.8).
-    pub const fn for_link_mtu(link_mtu: u32) -> Mtu {
-        let room = link_mtu.saturating_sub(80);
-        if room >= 4096 {
-            Mtu::Mtu4096
-        } else if room >= 2048 {
-            Mtu::Mtu2048
-        } else if room >= 1024 {
-            Mtu::Mtu1024
-        } else if room >= 512 {
-            Mtu::Mtu512
-        } else {
-            Mtu::Mtu256
-        }
     }
 }
 
@@ -724,7 +517,23 @@ pub struct DeviceAttr {
 /// What a peer needs to reach one QP, exchanged out of band (over TCP,
 /// a file, anything serde writes). The MR fields are present when the QP's
 /// owner offers a buffer for RDMA.
+///
+/// Its serde form is portable JSON that another implementation can write
+/// by hand: the GID in its usual text form (`"::ffff:127.0.0.1"`, or
+/// IPv4 `"127.0.0.1"`, read as the IPv4-mapped GID), the MTU as a number of
+/// bytes (`4096`):
+///
+/// ```json
+/// {"lid":0,"qpn":17,"psn":1234,"gid":"::ffff:127.0.0.1","udp_port":4791,
+///  "mtu":1024,"mr":{"addr":4096,"rkey":257,"len":65536}}
+/// ```
+///
+/// Reading it validates every field (QPN and PSN are 24 bits, the MTU is
+/// one of 256..4096, the UDP port is not 0, an offered region is not
+/// empty and does not wrap) and refuses unknown fields, naming the field
+/// and what was expected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "EndpointJson", into = "EndpointJson")]
 pub struct Endpoint {
     /// LID (0 on RoCE).
     pub lid: u16,
@@ -742,6 +551,133 @@ pub struct Endpoint {
     pub mr: Option<RemoteMr>,
 }
 
+/// The attributes [`QueuePair::connect_with`](super::QueuePair::connect_with)
+/// gives a QP on its way to RTS. [`ConnectAttr::new`] holds perftest's
+/// usual values; change the fields for others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectAttr {
+    /// First PSN this QP sends with (`sq_psn`; the peer's `rq_psn`).
+    pub psn: u32,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Rights incoming requests get (`qp_access_flags`).
+    pub access: AccessFlags,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Local ACK timeout exponent: 4.096 us x 2^timeout (0: none).
+    pub timeout: u8,
+    /// Transport retries (0..=7).
+    pub retry_cnt: u8,
+    /// RNR retries (0..=7, 7 = infinite).
+    pub rnr_retry: u8,
+    /// RNR NAK timer code this QP's receive side sends (ROCEV2.md §5.6).
+    pub min_rnr_timer: u8,
+    /// READs and atomics this QP keeps outstanding as requester.
+    pub max_rd_atomic: u8,
+    /// READs and atomics it accepts as responder.
+    pub max_dest_rd_atomic: u8,
+}
+
+impl ConnectAttr {
+    /// perftest's values: `timeout` 14, 7 retries, 7 RNR retries, RNR
+    /// timer 12, 16 outstanding READs/atomics each way, P_Key index 0.
+    pub fn new(psn: u32, mtu: Mtu, access: AccessFlags) -> ConnectAttr {
+        ConnectAttr {
+            psn,
+            mtu,
+            access,
+            pkey_index: 0,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+        }
+    }
+}
+
+/// The JSON form of an [`Endpoint`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointJson {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: String,
+    udp_port: u16,
+    mtu: u32,
+    #[serde(default)]
+    mr: Option<RemoteMr>,
+}
+
+impl From<Endpoint> for EndpointJson {
+    fn from(e: Endpoint) -> EndpointJson {
+        EndpointJson {
+            lid: e.lid,
+            qpn: e.qpn,
+            psn: e.psn,
+            gid: e.gid.to_string(),
+            udp_port: e.udp_port,
+            mtu: e.mtu.bytes(),
+            mr: e.mr,
+        }
+    }
+}
+
+impl TryFrom<EndpointJson> for Endpoint {
+    type Error = String;
+
+    fn try_from(j: EndpointJson) -> core::result::Result<Endpoint, String> {
+        if j.qpn > 0xFF_FFFF {
+            return Err(format!(
+                "endpoint qpn {}: expected 24 bits (0..=16777215)",
+                j.qpn
+            ));
+        }
+        if j.psn > 0xFF_FFFF {
+            return Err(format!(
+                "endpoint psn {}: expected 24 bits (0..=16777215)",
+                j.psn
+            ));
+        }
+        let ip: IpAddr = j.gid.parse().map_err(|_| {
+            format!(
+                "endpoint gid {:?}: expected a GID in IPv6 text form (e.g. \"::ffff:127.0.0.1\") or an IPv4 address",
+                j.gid
+            )
+        })?;
+        let mtu = Mtu::from_bytes(j.mtu).ok_or_else(|| {
+            format!(
+                "endpoint mtu {}: expected 256, 512, 1024, 2048 or 4096",
+                j.mtu
+            )
+        })?;
+        if j.udp_port == 0 {
+            return Err(
+                "endpoint udp_port 0: expected the device's UDP port (4791 on NICs)".into(),
+            );
+        }
+        if let Some(m) = j.mr {
+            if m.len == 0 || m.addr.checked_add(m.len).is_none() {
+                return Err(format!(
+                    "endpoint mr {{addr {:#x}, len {}}}: expected a non-empty range that does not wrap",
+                    m.addr, m.len
+                ));
+            }
+        }
+        Ok(Endpoint {
+            lid: j.lid,
+            qpn: j.qpn,
+            psn: j.psn,
+            gid: Gid::from_ip(ip),
+            udp_port: j.udp_port,
+            mtu,
+            mr: j.mr,
+        })
+    }
+}
+
 /// A memory region as a peer sees it: address, key and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteMr {
@@ -756,6 +692,65 @@ pub struct RemoteMr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_is_portable_json_and_is_validated() {
+        let e = Endpoint {
+            lid: 0,
+            qpn: 17,
+            psn: 1234,
+            gid: Gid::from_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1))),
+            udp_port: 4791,
+            mtu: Mtu::Mtu1024,
+            mr: Some(RemoteMr {
+                addr: 4096,
+                rkey: 257,
+                len: 65536,
+            }),
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"lid":0,"qpn":17,"psn":1234,"gid":"::ffff:127.0.0.1","udp_port":4791,"mtu":1024,"mr":{"addr":4096,"rkey":257,"len":65536}}"#
+        );
+        assert_eq!(serde_json::from_str::<Endpoint>(&json).unwrap(), e);
+        // Written by hand elsewhere: an IPv4 GID, no region.
+        let other: Endpoint = serde_json::from_str(
+            r#"{"lid":0,"qpn":5,"psn":0,"gid":"10.0.0.2","udp_port":4791,"mtu":4096}"#,
+        )
+        .unwrap();
+        assert_eq!(other.gid.to_ipv4(), Some(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!((other.mtu, other.mr), (Mtu::Mtu4096, None));
+        for (bad, says) in [
+            (
+                json.replace("\"qpn\":17", "\"qpn\":16777216"),
+                "qpn 16777216",
+            ),
+            (
+                json.replace("\"psn\":1234", "\"psn\":99999999"),
+                "psn 99999999",
+            ),
+            (
+                json.replace("::ffff:127.0.0.1", "localhost"),
+                "gid \"localhost\"",
+            ),
+            (json.replace("\"mtu\":1024", "\"mtu\":1500"), "mtu 1500"),
+            (
+                json.replace("\"udp_port\":4791", "\"udp_port\":0"),
+                "udp_port 0",
+            ),
+            (json.replace("\"len\":65536", "\"len\":0"), "endpoint mr"),
+            (
+                json.replace("\"lid\":0", "\"lid\":0,\"extra\":1"),
+                "unknown field `extra`",
+            ),
+        ] {
+            let err = serde_json::from_str::<Endpoint>(&bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn values_match_rdma_core() {

@@ -1116,3 +1116,287 @@ fn poll_n_keeps_what_it_took_when_it_times_out() {
     let wc = a.cq.poll_n(1, Duration::from_secs(1)).unwrap();
     assert_eq!((wc[0].wr_id, wc[0].status), (77, WcStatus::Success));
 }
+
+/// The victim posts `rounds` SENDs, one at a time, and waits for each
+/// completion as an application does (`poll_n`); the peer answers the
+/// first transmission of each with an RNR NAK of timer `code` and measures
+/// how long the victim takes to send it again, then ACKs it.
+fn rnr_resend_delays(v: &Victim, p: &Peer, code: u8, rounds: u64) -> Vec<Duration> {
+    let sock = p.sock.try_clone().unwrap();
+    let (peer, to, qpn) = (p.addr, v.addr, v.qp.qpn().value());
+    let responder = std::thread::spawn(move || {
+        let mut delays = Vec::new();
+        for _ in 0..rounds {
+            let first = recv(&sock).expect("the SEND");
+            assert_eq!(first.opcode, 0x04, "RC SEND ONLY");
+            let aeth = [0x20 | code, 0, 0, 0];
+            let nak = packet(peer, to, 0x11, 0xFFFF, qpn, first.psn, false, &aeth, &[]);
+            // The clock starts before the NAK leaves: a peer preempted
+            // right after sending must not see the wait as shorter.
+            let t0 = std::time::Instant::now();
+            send(&sock, to, &nak);
+            let again = recv(&sock).expect("the SEND again");
+            delays.push(t0.elapsed());
+            assert_eq!((again.opcode, again.psn), (0x04, first.psn));
+            let ack = packet(
+                peer,
+                to,
+                0x11,
+                0xFFFF,
+                qpn,
+                first.psn,
+                false,
+                &[0x1F, 0, 0, 1],
+                &[],
+            );
+            send(&sock, to, &ack);
+        }
+        delays
+    });
+    for i in 0..rounds {
+        let sge = [v.mr.sge(0, 8).unwrap()];
+        // SAFETY: the region outlives the send, which completes below.
+        unsafe {
+            v.qp.post_send(&[SendWr {
+                wr_id: i,
+                sg_list: &sge,
+                op: SendOp::Send,
+                flags: SendFlags::SIGNALED,
+                ud: None,
+            }])
+        }
+        .unwrap();
+        let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
+        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+    }
+    responder.join().unwrap()
+}
+
+#[test]
+fn an_rnr_resend_follows_the_rnr_timer_not_a_millisecond_later() {
+    let (v, p) = victim(Ipv4Addr::new(127, 150, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    // Timer code 4 asks for 0.04 ms (ROCEV2.md §5.6). The best of five
+    // rounds, so that one preempted round on a busy host does not decide.
+    let d = rnr_resend_delays(&v, &p, 4, 5);
+    let best = *d.iter().min().unwrap();
+    assert!(
+        best >= Duration::from_micros(40),
+        "sooner than asked: {d:?}"
+    );
+    assert!(
+        best < Duration::from_micros(500),
+        "the resend waited {d:?}, not the 40 us the RNR NAK asked for"
+    );
+    let s = stats(&v);
+    assert_eq!((s.rx_rnr_naks, s.retries), (5, 5));
+    // The device's counters, from the Context, under mlx5's names.
+    assert_eq!(v._ctx.counter("rnr_nak_retry_err").unwrap(), Some(5));
+    assert_eq!(v._ctx.counter("roce_adp_retrans").unwrap(), Some(5));
+    assert_eq!(v._ctx.counter("local_ack_timeout_err").unwrap(), Some(0));
+}
+
+#[test]
+fn a_read_response_that_cannot_be_placed_ends_the_read_at_once() {
+    let (v, p) = victim(Ipv4Addr::new(127, 151, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    let before = bytes(&v.mr);
+    let sge = [v.mr.sge(512, 8).unwrap()];
+    // SAFETY: the region outlives the READ, which completes below.
+    unsafe {
+        v.qp.post_send(&[SendWr {
+            wr_id: 9,
+            sg_list: &sge,
+            op: SendOp::Read {
+                remote_addr: 0x1000,
+                rkey: verbs_emu::wire::Rkey::new(0x77),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        }])
+    }
+    .unwrap();
+    let req = recv(&p.sock).expect("the READ request");
+    assert_eq!(req.opcode, 0x0C);
+    // READ RESPONSE ONLY with 16 bytes for an 8-byte READ.
+    let resp = packet(
+        p.addr,
+        v.addr,
+        0x10,
+        0xFFFF,
+        v.qp.qpn().value(),
+        req.psn,
+        false,
+        &[0x1F, 0, 0, 1],
+        &[0xEE; 16],
+    );
+    let t0 = std::time::Instant::now();
+    send(&p.sock, v.addr, &resp);
+    let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
+    // rxe's do_read(): LOC_PROT_ERR at once, not after retry_cnt timeouts
+    // of 67 ms (timeout 14) each.
+    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::LocProtErr));
+    assert!(
+        t0.elapsed() < Duration::from_millis(50),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(bytes(&v.mr), before, "nothing was placed");
+    assert_eq!(v.qp.state().unwrap(), QpState::Err);
+    let s = stats(&v);
+    assert_eq!((s.rx_read_overruns, s.timeouts, s.retries), (1, 0, 0));
+}
+
+/// Wait until the victim device's counters satisfy `done`.
+fn until_device(v: &Victim, done: impl Fn(&verbs_emu::backend::udp::UdpStats) -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while !done(&v.backend.stats()) {
+        assert!(std::time::Instant::now() < end, "{:?}", v.backend.stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_bad_icrc_is_an_icrc_error_whatever_it_hit_and_garbage_is_malformed() {
+    let (v, p) = victim(Ipv4Addr::new(127, 152, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    let rkey = v.mr.rkey().value();
+    let write = |psn: u32| {
+        packet(
+            p.addr,
+            v.addr,
+            0x0A,
+            0xFFFF,
+            v.qp.qpn().value(),
+            psn,
+            true,
+            &reth(v.mr.addr() + 100, rkey, 32),
+            &[0x42; 32],
+        )
+    };
+    // Corruption in the payload, and in the opcode (which leaves a header
+    // that does not even parse): both are ICRC errors, as on a NIC.
+    let mut in_payload = write(RQ_PSN);
+    in_payload[40] ^= 0x01;
+    let mut in_opcode = write(RQ_PSN);
+    in_opcode[0] = 0x15; // a reserved opcode
+    send(&p.sock, v.addr, &in_payload);
+    send(&p.sock, v.addr, &in_opcode);
+    until_device(&v, |s| s.rx_icrc_encapsulated == 2);
+    // The same reserved opcode under a correct ICRC is malformed.
+    let mut garbage = write(RQ_PSN);
+    garbage.truncate(garbage.len() - 4);
+    garbage[0] = 0x15;
+    let encap = UdpEncap {
+        ip: IpEncap::V4 {
+            src: *p.addr.ip(),
+            dst: *v.addr.ip(),
+            identification: 0,
+            dont_fragment: true,
+        },
+        src_port: p.addr.port(),
+        dst_port: v.addr.port(),
+    };
+    let crc = Icrc::for_udp_payload(&encap, &garbage).unwrap();
+    garbage.extend_from_slice(&crc.to_le_bytes());
+    send(&p.sock, v.addr, &garbage);
+    until_device(&v, |s| s.rx_malformed == 1);
+    let s = v.backend.stats();
+    assert_eq!((s.rx_icrc_encapsulated, s.rx_malformed), (2, 1));
+    assert_eq!(v._ctx.counter("rx_icrc_encapsulated").unwrap(), Some(2));
+    assert_eq!(&bytes(&v.mr)[..], &pattern()[..], "nothing landed");
+    assert!(recv_quiet(&p.sock).is_none(), "no response to any of them");
+    // The QP saw none of them and still works.
+    assert_eq!(stats(&v).rx_packets, 0);
+    write_works(&v, &p, RQ_PSN, 0x42);
+}
+
+/// `recv` with a short timeout, for "nothing came back" checks.
+fn recv_quiet(sock: &UdpSocket) -> Option<Resp> {
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let r = recv(sock);
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    r
+}
+
+/// A signaled WRITE of `data` from `a` into `b`'s region at `off`, to
+/// completion.
+fn write_to(a: &Victim, b: &Victim, off: usize, data: &[u8]) -> WcStatus {
+    a.mr.write(0, data).unwrap();
+    let sge = [a.mr.sge(0, data.len() as u32).unwrap()];
+    // SAFETY: the region outlives the WRITE, which completes below.
+    unsafe {
+        a.qp.post_send(&[SendWr {
+            wr_id: 1,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: b.mr.addr() + off as u64,
+                rkey: b.mr.rkey(),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        }])
+    }
+    .unwrap();
+    a.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0].status
+}
+
+#[test]
+fn query_qp_reports_everything_and_a_qp_in_err_reconnects_with_new_attributes() {
+    let (a, _) = victim_cfg(Ipv4Addr::new(127, 153, 0, 1), |_| {});
+    let (b, _) = victim_cfg(Ipv4Addr::new(127, 153, 0, 2), |_| {});
+    let ea = a.qp.endpoint(10, 0, Some(&a.mr)).unwrap();
+    let eb = b.qp.endpoint(20, 0, Some(&b.mr)).unwrap();
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let q = a.qp.query().unwrap();
+    assert_eq!(q.qp_state, QpState::Rts);
+    assert_eq!(q.path_mtu, Mtu::Mtu1024);
+    assert_eq!(
+        (q.timeout, q.retry_cnt, q.rnr_retry, q.min_rnr_timer),
+        (14, 7, 7, 12)
+    );
+    assert_eq!((q.max_rd_atomic, q.max_dest_rd_atomic), (16, 16));
+    assert_eq!(q.qp_access_flags, ALL);
+    assert_eq!(q.dest_qp_num, b.qp.qpn());
+    assert_eq!(q.ah_attr.dgid, eb.gid);
+    assert_eq!(q.ah_attr.dport, Some(eb.udp_port));
+    assert_eq!((q.sq_psn, q.rq_psn), (10, 20));
+    assert_eq!(write_to(&a, &b, 64, &[7; 8]), WcStatus::Success);
+    // The PSNs are where they are now: one WRITE later, one further.
+    assert_eq!(a.qp.query().unwrap().sq_psn, 11);
+    assert_eq!(b.qp.query().unwrap().rq_psn, 11);
+
+    // ERR, then back with other attributes: connect_with resets first.
+    a.qp.modify(&QpAttr::new().with_state(QpState::Err))
+        .unwrap();
+    assert_eq!(write_to(&a, &b, 64, &[8; 8]), WcStatus::WrFlushErr);
+    let mut attr = verbs_emu::verbs::ConnectAttr::new(500, Mtu::Mtu2048, ALL);
+    attr.timeout = 10;
+    attr.retry_cnt = 3;
+    attr.rnr_retry = 2;
+    attr.max_rd_atomic = 4;
+    let ea = a.qp.endpoint(500, 0, Some(&a.mr)).unwrap();
+    a.qp.connect_with(&eb, &attr).unwrap();
+    // b is in RTS: connect_with resets it too, towards a's new PSN.
+    b.qp.connect_with(
+        &ea,
+        &verbs_emu::verbs::ConnectAttr::new(700, Mtu::Mtu2048, ALL),
+    )
+    .unwrap();
+    let q = a.qp.query().unwrap();
+    assert_eq!(q.qp_state, QpState::Rts);
+    assert_eq!(
+        (q.timeout, q.retry_cnt, q.rnr_retry, q.max_rd_atomic),
+        (10, 3, 2, 4)
+    );
+    assert_eq!((q.path_mtu, q.sq_psn), (Mtu::Mtu2048, 500));
+    // b expects a's new first PSN, and a's WRITE lands.
+    assert_eq!(b.qp.query().unwrap().rq_psn, 500);
+    assert_eq!(write_to(&a, &b, 64, &[9; 8]), WcStatus::Success);
+    let mut got = [0u8; 8];
+    b.mr.read(64, &mut got).unwrap();
+    assert_eq!(got, [9; 8]);
+}

@@ -25,8 +25,8 @@ fn setup(
 ) -> Setup {
     let mut ma = ByteMemory::new();
     let mut mb = ByteMemory::new();
-    let a = ma.register(BASE, REGION, Access::ALL).unwrap();
-    let b = mb.register(BASE, REGION, Access::ALL).unwrap();
+    let a = ma.register(BASE, REGION, AccessFlags::ALL).unwrap();
+    let b = mb.register(BASE, REGION, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(0x11));
     let mut cb = QpConfig::new(Qpn::new(0x22));
     tweak(&mut ca);
@@ -316,7 +316,7 @@ fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<By
         let flags = if rng.gen_bool(0.7) {
             SendFlags::SIGNALED
         } else {
-            SendFlags::NONE
+            SendFlags::EMPTY
         };
         let flags = if rng.gen_bool(0.1) {
             flags | SendFlags::FENCE
@@ -741,7 +741,12 @@ fn send_with_invalidate_of_a_plain_mr_is_class_j_and_the_mr_survives() {
     // The region is still registered and usable.
     assert!(b
         .mem
-        .check(MemKey::Remote(s.b.rkey), BASE, 64, Access::REMOTE_WRITE)
+        .check(
+            MemKey::Remote(s.b.rkey),
+            BASE,
+            64,
+            AccessFlags::REMOTE_WRITE
+        )
         .is_ok());
 }
 
@@ -779,7 +784,7 @@ fn modify_checks_transitions_and_attribute_masks() {
         qp_state: QpState::Rtr,
         ..QpAttr::default()
     };
-    let e = qp.modify(&attr, AttrMask::STATE).unwrap_err();
+    let e = qp.modify(&attr, QpAttrMask::STATE).unwrap_err();
     assert_eq!(
         e,
         ModifyError::InvalidTransition {
@@ -790,11 +795,11 @@ fn modify_checks_transitions_and_attribute_masks() {
     assert_eq!(e.to_string(), "invalid QP transition RESET -> RTR");
     let init = QpAttr {
         qp_state: QpState::Init,
-        qp_access_flags: Access::ALL,
+        qp_access_flags: AccessFlags::ALL,
         ..QpAttr::default()
     };
     let e = qp
-        .modify(&init, AttrMask::STATE | AttrMask::PORT)
+        .modify(&init, QpAttrMask::STATE | QpAttrMask::PORT)
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -803,15 +808,15 @@ fn modify_checks_transitions_and_attribute_masks() {
     let e = qp
         .modify(
             &init,
-            AttrMask::STATE
-                | AttrMask::PORT
-                | AttrMask::PKEY_INDEX
-                | AttrMask::ACCESS_FLAGS
-                | AttrMask::SQ_PSN,
+            QpAttrMask::STATE
+                | QpAttrMask::PORT
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::ACCESS_FLAGS
+                | QpAttrMask::SQ_PSN,
         )
         .unwrap_err();
     assert!(
-        matches!(e, ModifyError::UnexpectedAttributes { unexpected, .. } if unexpected == AttrMask::SQ_PSN)
+        matches!(e, ModifyError::UnexpectedAttributes { unexpected, .. } if unexpected == QpAttrMask::SQ_PSN)
     );
     assert_eq!(
         qp.state(),
@@ -823,12 +828,12 @@ fn modify_checks_transitions_and_attribute_masks() {
         ..QpAttr::default()
     };
     assert!(matches!(
-        qp.modify(&err, AttrMask::STATE),
+        qp.modify(&err, QpAttrMask::STATE),
         Err(ModifyError::InvalidTransition { .. })
     ));
     qp.modify(
         &init,
-        AttrMask::STATE | AttrMask::PORT | AttrMask::PKEY_INDEX | AttrMask::ACCESS_FLAGS,
+        QpAttrMask::STATE | QpAttrMask::PORT | QpAttrMask::PKEY_INDEX | QpAttrMask::ACCESS_FLAGS,
     )
     .unwrap();
     assert_eq!(
@@ -845,14 +850,17 @@ fn modify_checks_transitions_and_attribute_masks() {
         ..QpAttr::default()
     };
     let e = qp
-        .modify(&rtr, AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU)
+        .modify(
+            &rtr,
+            QpAttrMask::STATE | QpAttrMask::AV | QpAttrMask::PATH_MTU,
+        )
         .unwrap_err();
     assert_eq!(
         e.to_string(),
         "QP transition INIT -> RTR requires attributes RQ_PSN|MIN_RNR_TIMER|MAX_DEST_RD_ATOMIC|DEST_QPN"
     );
     // Going to ERR flushes the receive queue.
-    qp.modify(&err, AttrMask::STATE).unwrap();
+    qp.modify(&err, QpAttrMask::STATE).unwrap();
     let c = qp.poll_completion().unwrap();
     assert_eq!(
         (c.wr_id, c.status, c.is_recv),
@@ -862,7 +870,7 @@ fn modify_checks_transitions_and_attribute_masks() {
         qp_state: QpState::Reset,
         ..QpAttr::default()
     };
-    qp.modify(&reset, AttrMask::STATE).unwrap();
+    qp.modify(&reset, QpAttrMask::STATE).unwrap();
     assert_eq!(qp.state(), QpState::Reset);
 }
 
@@ -886,7 +894,7 @@ fn rts_to_sqd_drains_and_reports_it() {
         qp_state: QpState::Sqd,
         ..QpAttr::default()
     };
-    s.pair.a.qp.modify(&sqd, AttrMask::STATE).unwrap();
+    s.pair.a.qp.modify(&sqd, QpAttrMask::STATE).unwrap();
     s.pair
         .run_until(short_limits(), |p| !p.a.completions.is_empty())
         .unwrap();
@@ -900,7 +908,7 @@ fn rts_to_sqd_drains_and_reports_it() {
         qp_state: QpState::Rts,
         ..QpAttr::default()
     };
-    s.pair.a.qp.modify(&rts, AttrMask::STATE).unwrap();
+    s.pair.a.qp.modify(&rts, QpAttrMask::STATE).unwrap();
     s.pair
         .run_until(short_limits(), |p| p.a.completions.len() == 2)
         .unwrap();
@@ -1045,8 +1053,8 @@ fn long_flow(
     let ba = WireConfig::clean(rate, latency);
     let mut ma = LengthMemory::new();
     let mut mb = LengthMemory::new();
-    let ra = ma.register(0, msg_len as u64, Access::ALL).unwrap();
-    let rb = mb.register(0, msg_len as u64, Access::ALL).unwrap();
+    let ra = ma.register(0, msg_len as u64, AccessFlags::ALL).unwrap();
+    let rb = mb.register(0, msg_len as u64, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(1));
     ca.retransmit = mode;
     ca.max_send_wr = n_msgs as u32 + 1;
@@ -1160,8 +1168,8 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
     let ba = WireConfig::clean(rate, Duration::from_us(2));
     let mut ma = LengthMemory::new();
     let mut mb = LengthMemory::new();
-    let ra = ma.register(0, 1 << 20, Access::ALL).unwrap();
-    let rb = mb.register(0, 1 << 20, Access::ALL).unwrap();
+    let ra = ma.register(0, 1 << 20, AccessFlags::ALL).unwrap();
+    let rb = mb.register(0, 1 << 20, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(1));
     ca.cc = CcConfig::Dcqcn(verbs_emu::cc::DcqcnParams::paper(rate));
     ca.max_send_wr = 4096;
@@ -1656,7 +1664,7 @@ fn a_fenced_send_waits_for_the_read_before_it() {
         );
         send.flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
         if fence {
-            send.flags = send.flags | SendFlags::FENCE;
+            send.flags |= SendFlags::FENCE;
         }
         s.pair.a.qp.post_send(send).unwrap();
         let mut read_done = None;

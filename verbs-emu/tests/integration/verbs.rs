@@ -298,7 +298,7 @@ fn rc_write_send_read_and_atomics_move_real_bytes() {
         stats.tx_gso_runs > 0,
         "multi-packet messages use GSO: {stats:?}"
     );
-    assert_eq!(b.backend.stats().rx_icrc_errors, 0);
+    assert_eq!(b.backend.stats().rx_icrc_encapsulated, 0);
 }
 
 #[test]
@@ -885,6 +885,9 @@ mod refusing {
         fn query_qp_state(&self, qp: QpHandle) -> Result<QpState> {
             self.inner.query_qp_state(qp)
         }
+        fn query_qp(&self, qp: QpHandle) -> Result<verbs_emu::verbs::QpAttr> {
+            self.inner.query_qp(qp)
+        }
         fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
             self.inner.destroy_qp(qp)
         }
@@ -956,4 +959,27 @@ fn failed_deregistration_keeps_the_memory() {
     };
     keep(0, 9);
     keep(len - 4096, 10);
+}
+
+#[test]
+fn a_device_opens_by_its_address() {
+    use std::net::IpAddr;
+    use verbs_emu::backend::udp::UdpProvider;
+    let provider = UdpProvider { port: 4791 };
+    let ip = Ipv4Addr::new(127, 154, 0, 1);
+    let ctx = Context::open_by_address(&provider, IpAddr::V4(ip)).unwrap();
+    assert_eq!(
+        ctx.query_gid(1, 0).unwrap(),
+        verbs_emu::verbs::Gid::from_ip(IpAddr::V4(ip))
+    );
+    assert_eq!(ctx.query_device().unwrap().name, "udp_lo");
+    // An address this host does not have names no device.
+    let far = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77));
+    match Context::open_by_address(&provider, far) {
+        Err(verbs_emu::verbs::VerbsError::NoDevice(why)) => {
+            assert!(why.contains("192.0.2.77"), "{why}")
+        }
+        Err(e) => panic!("expected NoDevice, got {e}"),
+        Ok(_) => panic!("expected NoDevice, got a device"),
+    }
 }

@@ -504,6 +504,58 @@ impl Backend for IbverbsBackend {
         qp_state_from_raw(entry.qp.query_state()?)
     }
 
+    fn query_qp(&self, qp: QpHandle) -> Result<QpAttr> {
+        const VERB: &str = "ibv_query_qp";
+        let tables = self.read();
+        let entry = tables.qps.get(&qp.0).ok_or(VerbsError::UnknownHandle {
+            verb: VERB,
+            object: "QP",
+        })?;
+        let raw = entry
+            .qp
+            .query(crate::verbs::qp_state::QUERY_MASK.bits() as std::os::raw::c_int)?;
+        let state = qp_state_from_raw(raw.qp_state)?;
+        let g = &raw.ah_attr.grh;
+        let ah_attr = AhAttr {
+            dgid: Gid(g.dgid.bytes()),
+            sgid_index: g.sgid_index,
+            hop_limit: g.hop_limit,
+            traffic_class: g.traffic_class,
+            flow_label: g.flow_label,
+            sl: raw.ah_attr.sl,
+            port_num: raw.ah_attr.port_num,
+            dport: None,
+        };
+        Ok(QpAttr {
+            mask: crate::verbs::qp_state::QUERY_MASK,
+            qp_state: state,
+            cur_qp_state: qp_state_from_raw(raw.cur_qp_state).unwrap_or(state),
+            qp_access_flags: AccessFlags(raw.qp_access_flags),
+            pkey_index: raw.pkey_index,
+            port_num: raw.port_num,
+            qkey: raw.qkey,
+            ah_attr,
+            path_mtu: crate::verbs::Mtu::from_value(raw.path_mtu).ok_or_else(|| {
+                VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "the device reports path_mtu {}, not one of 1..=5",
+                        raw.path_mtu
+                    ),
+                )
+            })?,
+            timeout: raw.timeout,
+            retry_cnt: raw.retry_cnt,
+            rnr_retry: raw.rnr_retry,
+            rq_psn: raw.rq_psn,
+            sq_psn: raw.sq_psn,
+            max_rd_atomic: raw.max_rd_atomic,
+            max_dest_rd_atomic: raw.max_dest_rd_atomic,
+            min_rnr_timer: raw.min_rnr_timer,
+            dest_qp_num: crate::wire::Qpn::new(raw.dest_qp_num),
+        })
+    }
+
     fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
         self.write()
             .qps

@@ -848,6 +848,26 @@ impl QueuePair {
         verb_result("ibv_modify_qp", rc)
     }
 
+    /// `ibv_query_qp` of the attributes in `mask`.
+    pub fn query(&self, mask: c_int) -> Result<ibv_qp_attr> {
+        let mut attr = ibv_qp_attr::default();
+        let mut init = ibv_qp_init_attr {
+            qp_context: ptr::null_mut(),
+            send_cq: ptr::null_mut(),
+            recv_cq: ptr::null_mut(),
+            srq: ptr::null_mut(),
+            cap: ibv_qp_cap::default(),
+            qp_type: 0,
+            sq_sig_all: 0,
+        };
+        clear_errno();
+        // SAFETY: live QP; both out-structs are valid and writable.
+        let rc =
+            unsafe { (self.pd.context.verbs.query_qp)(self.as_ptr(), &mut attr, mask, &mut init) };
+        verb_result("ibv_query_qp", rc)?;
+        Ok(attr)
+    }
+
     /// The QP's current state (`ibv_query_qp` with `IBV_QP_STATE`), as an
     /// `enum ibv_qp_state` value.
     pub fn query_state(&self) -> Result<u32> {

@@ -1,0 +1,346 @@
+//! The requester (rxe: `rxe_req.c`): checks and queues send work, then
+//! turns the send queue into request packets under the window, the
+//! `max_rd_atomic` limit, fences and the congestion control pacing.
+
+use super::*;
+
+impl Qp {
+    // ------------------------------------------------------------------
+    // Posting
+    // ------------------------------------------------------------------
+
+    /// `ibv_post_send`. Refused below RTS (and in RESET/INIT/RTR); in ERR
+    /// the WR completes at once with WR_FLUSH_ERR.
+    pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
+        match self.state {
+            QpState::Rts | QpState::Sqd => {}
+            QpState::Err | QpState::Sqe => {
+                self.push_flush(wr.wr_id, wr.op.wc_opcode(), false);
+                return Ok(());
+            }
+            s => return Err(PostError::BadState(s)),
+        }
+        if self.sq.len() >= self.cfg.max_send_wr as usize {
+            return Err(PostError::QueueFull(self.sq.len() as u32));
+        }
+        let t = self.cfg.qp_type;
+        let ok = match t {
+            QpType::Rc => true,
+            QpType::Uc => matches!(
+                wr.op,
+                SendOp::Send
+                    | SendOp::SendWithImm(_)
+                    | SendOp::Write { .. }
+                    | SendOp::WriteWithImm { .. }
+            ),
+            QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
+        };
+        if !ok {
+            return Err(PostError::Unsupported(t));
+        }
+        let total = wr.sges.total_len();
+        if total > MAX_MESSAGE {
+            return Err(PostError::Invalid("message longer than 2^31 bytes"));
+        }
+        if wr.op.is_atomic() && wr.sges.as_slice().first().map_or(true, |s| s.length < 8) {
+            return Err(PostError::Invalid("an atomic needs an 8-byte local SGE"));
+        }
+        if t == QpType::Ud {
+            if wr.ud.is_none() {
+                return Err(PostError::Invalid("a UD send needs a destination"));
+            }
+            if total > self.pmtu as u64 {
+                return Err(PostError::Invalid("a UD message must fit in one path MTU"));
+            }
+        }
+        let len = if wr.op.is_atomic() { 8 } else { total as u32 };
+        let npsn = match wr.op {
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
+            _ => len.div_ceil(self.pmtu).max(1),
+        };
+        self.sq.push_back(SendWqe {
+            wr,
+            len,
+            first_psn: Psn::new(0),
+            npsn,
+            started: false,
+        });
+        Ok(())
+    }
+
+    // Inlined into poll_transmit so that the Transmit is built in place
+    // rather than copied between return slots (a measurable cost per packet).
+    #[inline(always)]
+    pub(super) fn poll_request<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &M,
+        out: &mut Transmit,
+    ) -> bool {
+        let qp_type = self.cfg.qp_type;
+        let idx = self.send_idx;
+        // Read the few fields needed instead of copying the WQE.
+        let (started, flags, op) = {
+            let w = &self.sq[idx];
+            (w.started, w.wr.flags, w.wr.op)
+        };
+        if !started {
+            if self.state == QpState::Sqd {
+                return false;
+            }
+            if flags.contains(SendFlags::FENCE) && self.rd_atomic_inflight > 0 {
+                return false;
+            }
+            if op.is_read_or_atomic()
+                && self.rd_atomic_inflight >= self.attr.max_rd_atomic.max(1) as u32
+            {
+                return false;
+            }
+            // Local key checks (LOC_PROT_ERR).
+            let need = if op.is_read_or_atomic() {
+                AccessFlags::LOCAL_WRITE
+            } else {
+                AccessFlags::EMPTY
+            };
+            let bad = self.sq[idx].wr.sges.as_slice().iter().any(|s| {
+                mem.check(MemKey::Local(s.lkey), s.addr, s.length as u64, need)
+                    .is_err()
+            });
+            if bad {
+                self.fail_wqe_at(idx, WcStatus::LocProtErr);
+                return false;
+            }
+        }
+        let psn = if started {
+            self.sq[idx].first_psn.add(self.send_pkt)
+        } else {
+            self.next_psn
+        };
+        if qp_type == QpType::Rc
+            && psn.distance_from(self.comp_psn) >= self.cfg.max_unacked_psns.max(1)
+            && !psn.is_before(self.retx_until)
+        {
+            return false;
+        }
+        if !started {
+            let wq = &mut self.sq[idx];
+            wq.started = true;
+            wq.first_psn = self.next_psn;
+            self.next_psn = self.next_psn.add(wq.npsn);
+            if wq.wr.op.is_read_or_atomic() {
+                self.rd_atomic_inflight += 1;
+            }
+            self.send_pkt = 0;
+        }
+        let (w_len, w_npsn, w_ud) = {
+            let w = &self.sq[idx];
+            (w.len, w.npsn, w.wr.ud)
+        };
+        let k = self.send_pkt;
+        let retransmit = psn.is_before(self.retx_until);
+        out.payload.clear();
+        let mut plen = 0;
+        let msg_done;
+        match op {
+            SendOp::Read { remote_addr, rkey } => {
+                let off = k as u64 * self.pmtu as u64;
+                let len = (w_len as u64).saturating_sub(off) as u32;
+                out.headers = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
+                out.headers.reth = Some(RethRepr {
+                    va: remote_addr.wrapping_add(off),
+                    rkey,
+                    dma_len: len,
+                });
+                msg_done = true;
+            }
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                out.headers = headers(self.bth(Opcode::RcCompareSwap, psn, true, false, 0));
+                out.headers.atomic_eth = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                msg_done = true;
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                out.headers = headers(self.bth(Opcode::RcFetchAdd, psn, true, false, 0));
+                out.headers.atomic_eth = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                msg_done = true;
+            }
+            op => {
+                let n = w_npsn;
+                let off = k * self.pmtu;
+                plen = (w_len - off.min(w_len)).min(self.pmtu);
+                let first = k == 0;
+                let last = k + 1 == n;
+                let opcode = data_opcode(qp_type, op, first, last);
+                let se = last
+                    && flags.contains(SendFlags::SOLICITED)
+                    && !matches!(op, SendOp::Write { .. });
+                let ack_req = qp_type == QpType::Rc
+                    && (last
+                        || (self.cfg.ack_req_every > 0
+                            && self.pkts_since_ackreq + 1 >= self.cfg.ack_req_every));
+                out.headers = headers(self.bth(opcode, psn, ack_req, se, plen));
+                if opcode.has_reth() {
+                    let (va, rkey) = match op {
+                        SendOp::Write { remote_addr, rkey }
+                        | SendOp::WriteWithImm {
+                            remote_addr, rkey, ..
+                        } => (remote_addr, rkey),
+                        _ => (0, Rkey::new(0)),
+                    };
+                    out.headers.reth = Some(RethRepr {
+                        va,
+                        rkey,
+                        dma_len: w_len,
+                    });
+                }
+                if opcode.has_immdt() {
+                    out.headers.immdt = Some(match op {
+                        SendOp::SendWithImm(i) => i,
+                        SendOp::WriteWithImm { imm, .. } => imm,
+                        _ => 0,
+                    });
+                }
+                if opcode.has_ieth() {
+                    if let SendOp::SendWithInv(k) = op {
+                        out.headers.ieth = Some(k);
+                    }
+                }
+                if let (true, Some(ud)) = (qp_type == QpType::Ud, w_ud) {
+                    out.headers.bth.dest_qp = ud.remote_qpn;
+                    out.headers.deth = Some(DethRepr {
+                        qkey: ud.remote_qkey,
+                        src_qp: self.cfg.qpn,
+                    });
+                }
+                gather(&mut out.payload, self.sq[idx].wr.sges.as_slice(), off, plen);
+                msg_done = last;
+            }
+        }
+        if out.headers.bth.ack_req {
+            self.pkts_since_ackreq = 0;
+        } else {
+            self.pkts_since_ackreq += 1;
+        }
+        // Advance the cursor.
+        if msg_done {
+            self.send_idx += 1;
+            self.send_pkt = 0;
+        } else {
+            self.send_pkt += 1;
+        }
+        if retransmit {
+            self.stats.tx_retransmits += 1;
+        } else {
+            self.stats.tx_requests += 1;
+        }
+        self.paced(now, &out.headers, plen);
+        let dest = match (qp_type, w_ud) {
+            (QpType::Ud, Some(ud)) => ud.ah,
+            _ => self.attr.ah,
+        };
+        match qp_type {
+            QpType::Rc => {
+                if self.rto_deadline.is_none() && self.rnr_deadline.is_none() {
+                    self.rto_deadline = local_ack_timeout(self.attr.timeout).map(|d| now + d);
+                }
+            }
+            QpType::Uc | QpType::Ud => {
+                if msg_done {
+                    // Unreliable: complete when the last packet leaves.
+                    let wqe = self.pop_head().expect("the WQE just sent is queued");
+                    self.comp_psn = self.next_psn;
+                    self.retx_until = self.next_psn;
+                    self.complete_send(&wqe, WcStatus::Success);
+                    self.check_drained();
+                }
+            }
+        }
+        out.dest = dest;
+        out.ecn = self.cfg.ecn;
+        true
+    }
+}
+
+pub(super) fn data_opcode(t: QpType, op: SendOp, first: bool, last: bool) -> Opcode {
+    use Opcode::*;
+    let only = first && last;
+    match (t, op) {
+        (QpType::Ud, SendOp::SendWithImm(_)) => UdSendOnlyImm,
+        (QpType::Ud, _) => UdSendOnly,
+        (t, SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_)) => {
+            let uc = t == QpType::Uc;
+            match (only, first, last, op) {
+                (true, _, _, SendOp::SendWithImm(_)) => pick(uc, RcSendOnlyImm, UcSendOnlyImm),
+                (true, _, _, SendOp::SendWithInv(_)) => RcSendOnlyInv,
+                (true, _, _, _) => pick(uc, RcSendOnly, UcSendOnly),
+                (_, true, _, _) => pick(uc, RcSendFirst, UcSendFirst),
+                (_, _, true, SendOp::SendWithImm(_)) => pick(uc, RcSendLastImm, UcSendLastImm),
+                (_, _, true, SendOp::SendWithInv(_)) => RcSendLastInv,
+                (_, _, true, _) => pick(uc, RcSendLast, UcSendLast),
+                _ => pick(uc, RcSendMiddle, UcSendMiddle),
+            }
+        }
+        (t, op) => {
+            let uc = t == QpType::Uc;
+            let imm = matches!(op, SendOp::WriteWithImm { .. });
+            match (only, first, last) {
+                (true, _, _) if imm => pick(uc, RcWriteOnlyImm, UcWriteOnlyImm),
+                (true, _, _) => pick(uc, RcWriteOnly, UcWriteOnly),
+                (_, true, _) => pick(uc, RcWriteFirst, UcWriteFirst),
+                (_, _, true) if imm => pick(uc, RcWriteLastImm, UcWriteLastImm),
+                (_, _, true) => pick(uc, RcWriteLast, UcWriteLast),
+                _ => pick(uc, RcWriteMiddle, UcWriteMiddle),
+            }
+        }
+    }
+}
+
+pub(super) fn pick(uc: bool, rc: Opcode, ucop: Opcode) -> Opcode {
+    if uc {
+        ucop
+    } else {
+        rc
+    }
+}
+
+/// The pieces of `sges` covering `[off, off + len)`.
+pub(super) fn gather(d: &mut PayloadDesc, sges: &[Sge], off: u32, len: u32) {
+    let mut skip = off as u64;
+    let mut want = len as u64;
+    for s in sges {
+        if want == 0 {
+            break;
+        }
+        let l = s.length as u64;
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        let take = (l - skip).min(want);
+        d.push(Piece {
+            key: s.lkey.value(),
+            addr: s.addr.wrapping_add(skip),
+            len: take as u32,
+        });
+        want -= take;
+        skip = 0;
+    }
+}
