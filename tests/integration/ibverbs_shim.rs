@@ -651,3 +651,29 @@ fn live_capture_of_ib_write_bw_is_roce_with_valid_icrcs() {
     drop(ns);
     let _ = std::fs::remove_file(&pcap);
 }
+
+#[test]
+fn rocelab_says_which_tests_follow_perftests_exchange() {
+    let Some(prog) = program("ib_write_lat") else {
+        return;
+    };
+    let server = rocelab_perftest("write_lat", &["-p", "18637"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(Some(server));
+    std::thread::sleep(Duration::from_millis(300));
+    let c = output_within(
+        exec(&prog, &["-p", "18637", "localhost"]),
+        Duration::from_secs(60),
+    );
+    let s = server.0.take().unwrap().wait_with_output().unwrap();
+    assert!(!s.status.success(), "{}", text(&s));
+    assert!(!c.status.success(), "{}", text(&c));
+    let e = String::from_utf8_lossy(&s.stderr);
+    assert!(
+        e.contains("perftest's programs") && e.contains("write_bw, read_bw and send_lat"),
+        "{e}"
+    );
+}

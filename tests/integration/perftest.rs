@@ -553,3 +553,87 @@ fn size_suffixes_and_missing_devices_follow_perftest() {
         text(&o)
     );
 }
+
+/// A stand-in for perftest's server that follows its exchange up to the
+/// key records, then answers with `key` (108 bytes); returns what rocelab
+/// printed.
+fn against_fake_perftest_server(port: u16, key: [u8; 108], sys: [u8; 8]) -> Output {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 108];
+        // Version, cycle buffer, cache line, MTU: read the client's, answer.
+        s.read_exact(&mut buf[..16]).unwrap();
+        assert_eq!(&buf[..5], b"6.06\0", "the version record");
+        let mut v = [0u8; 16];
+        v[..4].copy_from_slice(b"6.06");
+        s.write_all(&v).unwrap();
+        for (n, answer) in [(4, &sys[..4]), (4, &sys[4..]), (2, &b"3\0"[..])] {
+            s.read_exact(&mut buf[..n]).unwrap();
+            s.write_all(answer).unwrap();
+        }
+        s.read_exact(&mut buf).unwrap();
+        let text = String::from_utf8_lossy(&buf[..107]).into_owned();
+        s.write_all(&key).unwrap();
+        // Hold the connection until the client gives up.
+        let _ = s.read(&mut buf);
+        text
+    });
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-p", &port.to_string(), "127.0.0.1"])
+        .output()
+        .unwrap();
+    let ours = fake.join().unwrap();
+    // The client's own key record has perftest's layout.
+    let f: Vec<&str> = ours.split(':').collect();
+    assert_eq!(f.len(), 24, "{ours}");
+    assert_eq!(
+        f.iter().map(|x| x.len()).collect::<Vec<_>>()[..7],
+        [4, 4, 6, 6, 8, 16, 2]
+    );
+    o
+}
+
+#[test]
+fn a_perftest_peers_records_are_checked_field_by_field() {
+    let good = "0001:0010:000011:000001:00000101:0000000000001000:00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:01:00000000:";
+    let key = |text: &str| {
+        let mut k = [0u8; 108];
+        k[..text.len()].copy_from_slice(text.as_bytes());
+        k
+    };
+    let sys = |cycle: u32, line: u32| {
+        let mut s = [0u8; 8];
+        s[..4].copy_from_slice(&cycle.to_be_bytes());
+        s[4..].copy_from_slice(&line.to_be_bytes());
+        s
+    };
+    // A QPN that is not hex.
+    let bad_qpn = good.replacen("000011", "0000zz", 1);
+    let o = against_fake_perftest_server(18710, key(&bad_qpn), sys(4096, 64));
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("key record field QPN"), "{e}");
+    // A link-local GID (not RoCEv2 over IPv4).
+    let v6 = good.replacen(
+        "00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:01",
+        "fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:01",
+        1,
+    );
+    let o = against_fake_perftest_server(18711, key(&v6), sys(4096, 64));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("IPv4-mapped"),
+        "{}",
+        text(&o)
+    );
+    // A buffer that wraps the address space.
+    let wrap = good.replacen("0000000000001000", "fffffffffffff000", 1);
+    let o = against_fake_perftest_server(18712, key(&wrap), sys(4096, 64));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("wraps"),
+        "{}",
+        text(&o)
+    );
+    assert!(!o.status.success());
+}

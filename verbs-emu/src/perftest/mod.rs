@@ -6,7 +6,23 @@
 //! faults, capture, `--verify`). [`run`] plays the server (no peer address)
 //! or the client, exchanges endpoints over TCP (port 18515 by default),
 //! runs the test and prints perftest's header block and result table
-//! ([`report`]).
+//! ([`report`]; with `--out_json` also perftest's JSON file).
+//!
+//! The TCP exchange opens with perftest's own version record
+//! ([`exchange`]). When the peer is one of perftest's programs, the rest
+//! follows perftest's records and synchronisation points (`write_bw`,
+//! `read_bw` and `send_lat`, RC, in either role); when both sides are
+//! rocelab, it continues in rocelab's JSON lines, which carry what
+//! perftest's records cannot (slot rings and credits for `--verify`, the
+//! end of a `-D` run, `-b` results).
+//!
+//! Flags beyond the basics, as perftest defines them: `-b` (both sides
+//! send; each prints the sum), `-l` (post lists; the CQ moderation becomes
+//! the list size unless `-Q` is given), `-u` (RC timeout exponent), `-S`
+//! (service level), `-T` (traffic class: the DSCP of the IP header),
+//! `--run_infinitely` (a row per `-D` interval, 5 s by default, until
+//! stopped), `--out_json`, size suffixes (`64K`, `1M`: [`parse_size`]),
+//! and `-d NAME` that must name an existing device.
 //!
 //! With `verify`, the receiving side checks every byte of every message
 //! against a pattern that depends on the message number and the offset, and

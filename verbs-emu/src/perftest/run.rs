@@ -425,8 +425,7 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
 fn perftest_peer_support(cfg: &Config) -> std::result::Result<(), String> {
     if !matches!(cfg.test, Test::WriteBw | Test::ReadBw | Test::SendLat) {
         return Err(format!(
-            "the peer is perftest's ib_{}; rocelab speaks perftest's exchange for write_bw, read_bw and send_lat: run rocelab perftest on both sides for {}",
-            cfg.test.name(),
+            "the peer is one of perftest's programs; rocelab speaks perftest's exchange for write_bw, read_bw and send_lat: for {} run rocelab perftest on both sides",
             cfg.test.name()
         ));
     }
