@@ -469,22 +469,28 @@ fn run_infinitely_prints_a_row_per_interval_until_stopped() {
 fn out_json_writes_perftests_report() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     for (i, test) in ["write_bw", "send_lat"].into_iter().enumerate() {
-        let file = dir.join(format!("{test}-{}.json", std::process::id()));
-        let (s, c) = run_pair(
-            test,
-            18705 + i as u16,
-            &format!("127.63.{}.1", 5 + i),
-            &[
-                "-n",
-                "200",
-                "--out_json",
-                "--out_json_file",
-                file.to_str().unwrap(),
-            ],
-        );
+        // One file per side: both print a result, so both write one.
+        let file = |side: &str| dir.join(format!("{test}-{side}-{}.json", std::process::id()));
+        let (fs, fc) = (file("server"), file("client"));
+        let port = (18705 + i).to_string();
+        let spawn = |f: &std::path::Path, extra: &[&str]| {
+            rocelab()
+                .args(["perftest", test, "-p", &port, "-n", "200", "--out_json"])
+                .arg("--out_json_file")
+                .arg(f)
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let server = spawn(&fs, &[]);
+        std::thread::sleep(Duration::from_millis(200));
+        let client = spawn(&fc, &[&format!("127.63.{}.1", 5 + i)]);
+        let c = wait(client, Duration::from_secs(60));
+        let s = wait(server, Duration::from_secs(30));
         assert!(s.status.success(), "{test} server:\n{}", text(&s));
         assert!(c.status.success(), "{test} client:\n{}", text(&c));
-        let j = std::fs::read_to_string(&file).unwrap();
         let (title, keys): (&str, &[&str]) = if test == "write_bw" {
             (
                 "test: RDMA_Write_BW_Test,",
@@ -508,16 +514,21 @@ fn out_json_writes_perftests_report() {
                 ],
             )
         };
-        assert!(j.starts_with("{\ntest_info: {\n"), "{j}");
-        assert!(j.contains(title), "{j}");
-        assert!(
-            j.contains("\nresults: {\n") && j.ends_with("},\n}\n"),
-            "{j}"
-        );
-        for k in keys {
-            assert!(j.contains(k), "{k}: {j}");
+        for (side, f) in [("server", &fs), ("client", &fc)] {
+            let j = std::fs::read_to_string(f).unwrap();
+            assert!(j.starts_with("{\ntest_info: {\n"), "{side}: {j}");
+            assert!(j.contains(title), "{side}: {j}");
+            assert!(
+                j.contains("\nresults: {\n") && j.ends_with("},\n}\n"),
+                "{side}: {j:?}"
+            );
+            for k in keys {
+                assert!(j.contains(k), "{side}: {k}: {j}");
+            }
+            // perftest prints the TX depth on the client only.
+            assert_eq!(j.contains("TX_depth : "), side == "client", "{side}: {j}");
+            let _ = std::fs::remove_file(f);
         }
-        let _ = std::fs::remove_file(file);
     }
 }
 
