@@ -29,8 +29,9 @@ pub struct PerftestArgs {
     /// GID index.
     #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
     gid_index: u32,
-    /// Message size in bytes (default 65536 for BW, 2 for latency).
-    #[arg(short = 's', long = "size")]
+    /// Message size in bytes, with an optional K or M suffix (64K, 1M);
+    /// default 65536 for BW, 2 for latency.
+    #[arg(short = 's', long = "size", value_parser = perftest::parse_size)]
     size: Option<u64>,
     /// Iterations (default 5000 for write_bw, 1000 otherwise).
     #[arg(short = 'n', long = "iters")]
@@ -53,9 +54,42 @@ pub struct PerftestArgs {
     /// RX depth.
     #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
     rx_depth: u32,
-    /// A completion every this many WRs.
-    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100)]
-    cq_mod: u32,
+    /// A completion every this many WRs (default 100; with -l, the post
+    /// list size).
+    #[arg(short = 'Q', long = "cq-mod")]
+    cq_mod: Option<u32>,
+    /// Both sides send at once; the result is the sum (BW tests).
+    #[arg(short = 'b', long = "bidirectional")]
+    bidirectional: bool,
+    /// Post this many work requests per ibv_post_send call (BW tests).
+    #[arg(short = 'l', long = "post_list", default_value_t = 1)]
+    post_list: u32,
+    /// QP timeout: 4.096 us x 2^TIMEOUT before an RC retransmission.
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14)]
+    qp_timeout: u8,
+    /// Service level, 0..15.
+    #[arg(short = 'S', long = "sl", default_value_t = 0)]
+    sl: u8,
+    /// Traffic class of the GRH (DSCP << 2): the DSCP of every RoCEv2
+    /// packet's IP header; the ECN bits stay the device's.
+    #[arg(
+        short = 'T',
+        long = "tclass",
+        visible_alias = "tos",
+        default_value_t = 0
+    )]
+    tclass: u8,
+    /// Print a result row every -D seconds (default 5) until stopped (BW
+    /// tests).
+    #[arg(long = "run_infinitely")]
+    run_infinitely: bool,
+    /// Write perftest's JSON report (to perftest_out.json unless
+    /// --out_json_file names another file).
+    #[arg(long = "out_json")]
+    out_json: bool,
+    /// The file of --out_json (perftest_out.json).
+    #[arg(long = "out_json_file")]
+    out_json_file: Option<PathBuf>,
     /// Connection type: RC, UC or UD.
     #[arg(short = 'c', long = "connection", default_value = "RC")]
     connection: String,
@@ -132,7 +166,19 @@ pub fn run(a: PerftestArgs) -> ExitCode {
     cfg.mtu = a.mtu;
     cfg.tx_depth = a.tx_depth;
     cfg.rx_depth = a.rx_depth;
-    cfg.cq_mod = a.cq_mod;
+    cfg.cq_mod = a.cq_mod.unwrap_or(cfg.cq_mod);
+    cfg.cq_mod_set = a.cq_mod.is_some();
+    cfg.duplex = a.bidirectional;
+    cfg.post_list = a.post_list;
+    cfg.qp_timeout = a.qp_timeout;
+    cfg.sl = a.sl;
+    cfg.traffic_class = a.tclass;
+    cfg.run_infinitely = a.run_infinitely;
+    // As in perftest, --out_json_file only names the file of --out_json.
+    cfg.out_json = a.out_json.then(|| {
+        a.out_json_file
+            .unwrap_or_else(|| PathBuf::from(perftest::DEFAULT_JSON_FILE))
+    });
     cfg.connection = connection;
     cfg.cpu_freq_ignore = a.cpu_freq;
     cfg.report_gbits = a.report_gbits;

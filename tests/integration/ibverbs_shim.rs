@@ -14,9 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
+use super::wire::under_ci;
 
 /// The shim the tests load: the `libibverbs.so` cargo built for this test
 /// run (a dev-dependency), beside the test binaries.
@@ -239,40 +237,443 @@ fn assert_perftest(name: &str, port: &str) {
 
 #[test]
 fn ib_write_bw_runs() {
-    assert_perftest("ib_write_bw", "18621");
+    assert_perftest("ib_write_bw", "18721");
 }
 
 #[test]
 fn ib_write_lat_runs() {
-    assert_perftest("ib_write_lat", "18622");
+    assert_perftest("ib_write_lat", "18722");
 }
 
 #[test]
 fn ib_read_bw_runs() {
-    assert_perftest("ib_read_bw", "18623");
+    assert_perftest("ib_read_bw", "18723");
 }
 
 #[test]
 fn ib_read_lat_runs() {
-    assert_perftest("ib_read_lat", "18624");
+    assert_perftest("ib_read_lat", "18724");
 }
 
 #[test]
 fn ib_send_bw_runs() {
-    assert_perftest("ib_send_bw", "18625");
+    assert_perftest("ib_send_bw", "18725");
 }
 
 #[test]
 fn ib_send_lat_runs() {
-    assert_perftest("ib_send_lat", "18626");
+    assert_perftest("ib_send_lat", "18726");
 }
 
 #[test]
 fn ib_atomic_bw_runs() {
-    assert_perftest("ib_atomic_bw", "18627");
+    assert_perftest("ib_atomic_bw", "18727");
 }
 
 #[test]
 fn ib_atomic_lat_runs() {
-    assert_perftest("ib_atomic_lat", "18628");
+    assert_perftest("ib_atomic_lat", "18728");
+}
+
+/// `rocelab perftest TEST ARGS...` over rocelab's own UDP backend.
+fn rocelab_perftest(test: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rocelab"));
+    c.arg("perftest").arg(test).args(args);
+    c
+}
+
+/// Run `cmd` to its end, killing it after `limit`.
+fn output_within(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("timed out after {limit:?}\n{}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Debian's `ib_TEST` (over the shim) and `rocelab perftest TEST` against
+/// each other, perftest's default flags on TCP `port`; `debian_serves`
+/// picks the server. Returns (server, client) outputs.
+fn interop(test: &str, port: &str, debian_serves: bool) -> Option<(Output, Output)> {
+    let prog = program(&format!("ib_{test}"))?;
+    let side = |serve: bool, debian: bool| {
+        let mut args = vec!["-p", port];
+        if !serve {
+            args.push("localhost");
+        }
+        if debian {
+            exec(&prog, &args)
+        } else {
+            rocelab_perftest(test, &args)
+        }
+    };
+    let server = side(true, debian_serves)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(Some(server));
+    let start = Instant::now();
+    let client = loop {
+        let out = output_within(side(false, !debian_serves), Duration::from_secs(60));
+        let t = text(&out);
+        if out.status.success()
+            || !t.contains("Couldn't connect")
+            || start.elapsed() > Duration::from_secs(10)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut s = server.0.take().unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while s.try_wait().unwrap().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = s.kill();
+    Some((s.wait_with_output().unwrap(), client))
+}
+
+/// Both sides exit 0 and print a sane result row: a bandwidth above zero
+/// (the server prints the client's result) or a latency row.
+fn assert_interop(test: &str, port: &str, debian_serves: bool) {
+    let Some((s, c)) = interop(test, port, debian_serves) else {
+        return;
+    };
+    let who = if debian_serves {
+        "perftest server, rocelab client"
+    } else {
+        "rocelab server, perftest client"
+    };
+    for (side, o) in [("server", &s), ("client", &c)] {
+        let t = text(o);
+        assert!(o.status.success(), "{test} {who}: {side}: {t}");
+        let row = result_row(&t);
+        if test.ends_with("_bw") {
+            assert!(row.len() >= 5, "{test} {who}: {side}: no result row: {t}");
+            assert_eq!(row[0], 65536.0, "{test} {who}: {side}: {t}");
+            assert!(
+                row[1] >= 1000.0 && row[3] > 0.0 && row[4] > 0.0,
+                "{test} {who}: {side}: {row:?}: {t}"
+            );
+        } else {
+            assert!(row.len() >= 9, "{test} {who}: {side}: no latency row: {t}");
+            let (min, max, typical) = (row[2], row[3], row[4]);
+            assert_eq!((row[0], row[1]), (2.0, 1000.0), "{test} {who}: {side}: {t}");
+            assert!(
+                min > 0.0 && min <= typical && typical <= max,
+                "{test} {who}: {side}: {row:?}: {t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn perftest_write_bw_server_with_rocelab_client() {
+    assert_interop("write_bw", "18631", true);
+}
+
+#[test]
+fn rocelab_write_bw_server_with_perftest_client() {
+    assert_interop("write_bw", "18632", false);
+}
+
+#[test]
+fn perftest_read_bw_server_with_rocelab_client() {
+    assert_interop("read_bw", "18633", true);
+}
+
+#[test]
+fn rocelab_read_bw_server_with_perftest_client() {
+    assert_interop("read_bw", "18634", false);
+}
+
+#[test]
+fn perftest_send_lat_server_with_rocelab_client() {
+    assert_interop("send_lat", "18635", true);
+}
+
+#[test]
+fn rocelab_send_lat_server_with_perftest_client() {
+    assert_interop("send_lat", "18636", false);
+}
+
+/// A network namespace of its own (loopback up, UDP segmentation offload
+/// off, so that a capture sees each datagram as a NIC would send it),
+/// deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn create(name: &str) -> Result<Netns, String> {
+        let run = |args: &[&str]| -> Result<(), String> {
+            let o = Command::new(args[0])
+                .args(&args[1..])
+                .output()
+                .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ))
+            }
+        };
+        run(&["ip", "netns", "add", name])?;
+        let ns = Netns(name.to_string());
+        run(&["ip", "-n", name, "link", "set", "lo", "up"])?;
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            name,
+            "ethtool",
+            "-K",
+            "lo",
+            "tx-udp-segmentation",
+            "off",
+        ])?;
+        Ok(ns)
+    }
+
+    /// `cmd` run inside the namespace.
+    fn exec(&self, cmd: &Command) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).arg(cmd.get_program());
+        c.args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// CRC-32 (IEEE 802.3, reflected, bit by bit): an implementation of the
+/// ICRC's CRC independent of the one that emitted the packets.
+fn crc32_bitwise(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// The ICRC of a RoCEv2 IPv4 packet (`ip` from the IP header to the end,
+/// ICRC included), computed from the specification: 8 bytes of ones for
+/// the LRH, then the packet with the variant fields masked to ones (IP
+/// TOS, TTL and header checksum, UDP checksum, the BTH's reserved byte),
+/// CRC-32 over all of it, sent least significant byte first.
+fn icrc_of(ip: &[u8]) -> u32 {
+    let ihl = usize::from(ip[0] & 0x0F) * 4;
+    let mut m = vec![0xFFu8; 8];
+    m.extend_from_slice(&ip[..ip.len() - 4]);
+    let at = |i: usize| 8 + i;
+    m[at(1)] = 0xFF; // TOS
+    m[at(8)] = 0xFF; // TTL
+    m[at(10)] = 0xFF; // header checksum
+    m[at(11)] = 0xFF;
+    m[at(ihl + 6)] = 0xFF; // UDP checksum
+    m[at(ihl + 7)] = 0xFF;
+    m[at(ihl + 8 + 4)] = 0xFF; // BTH byte 4 (reserved)
+    crc32_bitwise(&m)
+}
+
+#[test]
+fn icrc_reference_matches_a_known_packet() {
+    // The CRC-32 check value of the standard ("123456789").
+    assert_eq!(crc32_bitwise(b"123456789"), 0xCBF4_3926);
+    // A frame the emitter wrote, checked by the reference.
+    use verbs_emu::wire::samples::{samples, SampleContent};
+    let all = samples();
+    let v4: Vec<_> = all
+        .iter()
+        .filter(|s| matches!(s.content, SampleContent::Roce { .. }) && s.frame[12..14] == [8, 0])
+        .collect();
+    assert!(!v4.is_empty());
+    for s in v4 {
+        let ip = &s.frame[14..];
+        let n = ip.len();
+        assert_eq!(
+            icrc_of(ip),
+            u32::from_le_bytes(ip[n - 4..].try_into().unwrap())
+        );
+    }
+}
+
+#[test]
+fn live_capture_of_ib_write_bw_is_roce_with_valid_icrcs() {
+    let Some(prog) = program("ib_write_bw") else {
+        return;
+    };
+    if super::wire::tshark().is_none() {
+        return;
+    }
+    let name = format!("rocelab-cap-{}", std::process::id());
+    let ns = match Netns::create(&name) {
+        Ok(ns) => ns,
+        Err(why) => {
+            assert!(
+                !under_ci(),
+                "the live capture needs a network namespace under CI: {why}"
+            );
+            eprintln!("skipping the live capture: no network namespace ({why})");
+            return;
+        }
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let pcap = dir.join(format!("{name}.pcap"));
+    let _ = std::fs::remove_file(&pcap);
+    let mut dumpcap = Command::new("dumpcap");
+    dumpcap
+        .args(["-q", "-P", "-i", "lo", "-f", "udp port 4791", "-w"])
+        .arg(&pcap);
+    let cap = ns
+        .exec(&dumpcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut cap = Server(Some(cap));
+    // dumpcap writes the file's header once it is capturing.
+    let start = Instant::now();
+    while std::fs::metadata(&pcap).map_or(true, |m| m.len() < 24) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "dumpcap did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let args = ["-p", "18740", "-n", "100", "-s", "16384"];
+    let server = ns
+        .exec(&exec(&prog, &args))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(Some(server));
+    let client = loop {
+        let mut a = args.to_vec();
+        a.push("localhost");
+        let out = output_within(ns.exec(&exec(&prog, &a)), Duration::from_secs(60));
+        if out.status.success()
+            || !text(&out).contains("Couldn't connect")
+            || start.elapsed() > Duration::from_secs(20)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let s = server.0.take().unwrap().wait_with_output().unwrap();
+    assert!(client.status.success(), "client: {}", text(&client));
+    assert!(s.status.success(), "server: {}", text(&s));
+    // Stop the capture as a user would (SIGINT), so that it flushes.
+    let c = cap.0.take().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let o = c.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "dumpcap: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // tshark: every frame is RoCE, nothing malformed, no expert error. The
+    // UDP checksums are left unchecked: loopback offloads them, so the
+    // capture holds the partial sum a NIC would complete (the ICRC below
+    // covers every byte of the packet).
+    let bad = super::wire::tshark_flagged_frames(&pcap, false);
+    assert!(bad.trim().is_empty(), "tshark flagged frames:\n{bad}");
+    let ib = super::wire::run_tshark(
+        &pcap,
+        &["-Y", "infiniband", "-T", "fields", "-e", "frame.number"],
+    );
+    // The ICRC of every frame against the reference computation.
+    let data = std::fs::read(&pcap).unwrap();
+    let reader = verbs_emu::wire::pcap::PcapReader::new(&data).unwrap();
+    assert_eq!(reader.link_type(), verbs_emu::wire::pcap::LINKTYPE_ETHERNET);
+    let mut frames = 0usize;
+    let mut writes = 0usize;
+    for (i, rec) in reader.enumerate() {
+        let f = rec.unwrap().data;
+        assert_eq!(&f[12..14], &[0x08, 0x00], "frame {}: IPv4", i + 1);
+        let ip = &f[14..];
+        let n = ip.len();
+        let got = u32::from_le_bytes(ip[n - 4..].try_into().unwrap());
+        assert_eq!(icrc_of(ip), got, "frame {}: ICRC", i + 1);
+        // One RoCE packet per datagram: at most a 4096-byte payload.
+        assert!(
+            n <= 20 + 8 + 12 + 16 + 4096 + 4,
+            "frame {}: {n} bytes",
+            i + 1
+        );
+        // RDMA WRITE FIRST/MIDDLE/LAST/ONLY opcodes (RC).
+        if (6..=10).contains(&ip[28]) {
+            writes += 1;
+        }
+        frames += 1;
+    }
+    assert_eq!(
+        ib.lines().count(),
+        frames,
+        "every frame decodes as InfiniBand"
+    );
+    // 100 messages of 16 KiB, 4 packets each at a 4096-byte MTU (more
+    // with perftest's warm-up).
+    assert!(writes >= 400, "{writes} RDMA WRITE packets of {frames}");
+    drop(ns);
+    let _ = std::fs::remove_file(&pcap);
+}
+
+#[test]
+fn rocelab_says_which_tests_follow_perftests_exchange() {
+    let Some(prog) = program("ib_write_lat") else {
+        return;
+    };
+    let server = rocelab_perftest("write_lat", &["-p", "18637"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(Some(server));
+    std::thread::sleep(Duration::from_millis(300));
+    let c = output_within(
+        exec(&prog, &["-p", "18637", "localhost"]),
+        Duration::from_secs(60),
+    );
+    let s = server.0.take().unwrap().wait_with_output().unwrap();
+    assert!(!s.status.success(), "{}", text(&s));
+    assert!(!c.status.success(), "{}", text(&c));
+    let e = String::from_utf8_lossy(&s.stderr);
+    assert!(
+        e.contains("perftest's programs") && e.contains("write_bw, read_bw and send_lat"),
+        "{e}"
+    );
 }

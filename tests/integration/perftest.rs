@@ -331,3 +331,361 @@ fn ibverbs_server_without_a_device_fails_before_waiting_for_a_client() {
     );
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
 }
+
+/// The numbers of every BW row of `out` (after the table header).
+fn bw_rows(out: &str) -> Vec<Vec<f64>> {
+    out.lines()
+        .skip_while(|l| !l.starts_with(" #bytes     #iterations    BW peak"))
+        .skip(1)
+        .map(|l| {
+            l.split_whitespace()
+                .map_while(|w| w.parse::<f64>().ok())
+                .collect::<Vec<f64>>()
+        })
+        .filter(|r| r.len() == 5)
+        .collect()
+}
+
+#[test]
+fn bidirectional_bandwidth_is_the_sum_of_both_directions() {
+    for (i, test) in ["write_bw", "read_bw"].into_iter().enumerate() {
+        let ip = format!("127.63.{i}.1");
+        let (s, c) = run_pair(test, 18700 + i as u16, &ip, &["-b", "-n", "500"]);
+        assert!(s.status.success(), "{test} -b server:\n{}", text(&s));
+        assert!(c.status.success(), "{test} -b client:\n{}", text(&c));
+        for (side, o) in [("server", &s), ("client", &c)] {
+            let t = String::from_utf8_lossy(&o.stdout);
+            assert!(t.contains("Bidirectional BW Test"), "{side}: {t}");
+            assert!(t.contains(" TX depth        : 128"), "{side}: {t}");
+            let rows = bw_rows(&t);
+            assert_eq!(rows.len(), 1, "{side}: {t}");
+            assert!(rows[0][3] > 0.0 && rows[0][4] > 0.0, "{side}: {t}");
+        }
+        // Both sides print the same sum (each adds the other's result).
+        let rs = bw_rows(&String::from_utf8_lossy(&s.stdout));
+        let rc = bw_rows(&String::from_utf8_lossy(&c.stdout));
+        let rel = (rs[0][3] - rc[0][3]).abs() / rc[0][3];
+        assert!(rel < 0.01, "{test}: server {rs:?} client {rc:?}");
+    }
+}
+
+#[test]
+fn post_list_batches_and_moderates_completions() {
+    let (s, c) = run_pair(
+        "write_bw",
+        18702,
+        "127.63.2.1",
+        &["-l", "8", "-n", "800", "--verify"],
+    );
+    assert!(s.status.success(), "server:\n{}", text(&s));
+    assert!(c.status.success(), "client:\n{}", text(&c));
+    let t = String::from_utf8_lossy(&c.stdout);
+    assert!(t.contains("RDMA_Write Post List BW Test"), "{t}");
+    assert!(t.contains(" Post List       : 8"), "{t}");
+    assert!(t.contains(" CQ Moderation   : 8"), "{t}");
+    assert_eq!(bw_row(&t).1, 800);
+    // perftest's rule: the iterations are a multiple of the list.
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-l", "3", "-n", "1000"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("multiple of post list"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// The IP TOS bytes of every RoCEv2 packet this side sent in `pcap`.
+fn sent_tos(pcap: &std::path::Path, src: [u8; 4]) -> Vec<u8> {
+    let data = std::fs::read(pcap).unwrap();
+    let r = verbs_emu::wire::pcap::PcapReader::new(&data).unwrap();
+    assert_eq!(r.link_type(), verbs_emu::wire::pcap::LINKTYPE_ETHERNET);
+    r.map(|rec| rec.unwrap().data.to_vec())
+        .filter(|f| f.len() > 34 && f[26..30] == src)
+        .map(|f| f[15])
+        .collect()
+}
+
+#[test]
+fn traffic_class_service_level_and_timeout_reach_the_qp() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let pcap = dir.join(format!("tclass-{}.pcap", std::process::id()));
+    let flags = ["-n", "200", "-T", "104", "-S", "3", "-u", "10"];
+    let mut client_flags = flags.to_vec();
+    client_flags.extend(["--pcap", pcap.to_str().unwrap()]);
+    let spawn = |extra: &[&str]| {
+        rocelab()
+            .args(["perftest", "write_bw", "-p", "18703", "--bind"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(&[&["127.63.3.1"][..], &flags[..]].concat());
+    std::thread::sleep(Duration::from_millis(200));
+    let client = spawn(&[&["127.63.3.2"][..], &client_flags[..], &["127.63.3.1"][..]].concat());
+    let c = wait(client, Duration::from_secs(60));
+    let s = wait(server, Duration::from_secs(30));
+    assert!(s.status.success(), "server:\n{}", text(&s));
+    assert!(c.status.success(), "client:\n{}", text(&c));
+    // -T 104 is DSCP 26 (AF31) << 2: every packet the client sent carries
+    // it; the ECN bits stay the device's (ECT(0)).
+    let tos = sent_tos(&pcap, [127, 63, 3, 2]);
+    assert!(tos.len() >= 200, "{} packets", tos.len());
+    assert!(tos.iter().all(|&t| t == 104 | 2), "{tos:?}");
+    // Out-of-range values are refused as perftest refuses them.
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-S", "16"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("0..=15"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_file(pcap);
+}
+
+#[test]
+fn run_infinitely_prints_a_row_per_interval_until_stopped() {
+    use std::io::{BufRead, BufReader};
+    let spawn = |extra: &[&str]| {
+        rocelab()
+            .args([
+                "perftest",
+                "write_bw",
+                "-p",
+                "18704",
+                "--run_infinitely",
+                "-D",
+                "1",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut server = spawn(&[]);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut client = spawn(&["127.63.4.1"]);
+    let lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let start = Instant::now();
+    let mut rows = Vec::new();
+    for l in lines {
+        let l = l.unwrap();
+        let r: Vec<f64> = l
+            .split_whitespace()
+            .map_while(|w| w.parse::<f64>().ok())
+            .collect();
+        if r.len() == 5 {
+            rows.push((Instant::now(), r));
+        }
+        if rows.len() == 3 || start.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (_, r) in &rows {
+        assert_eq!(r[0], 65536.0);
+        assert!(r[1] > 0.0 && r[3] > 0.0 && r[4] > 0.0, "{r:?}");
+    }
+    // One interval (1 s) apart, give or take scheduling.
+    let gap = rows[2].0 - rows[1].0;
+    assert!(
+        gap > Duration::from_millis(700) && gap < Duration::from_millis(1800),
+        "{gap:?}"
+    );
+}
+
+#[test]
+fn out_json_writes_perftests_report() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    for (i, test) in ["write_bw", "send_lat"].into_iter().enumerate() {
+        // One file per side: both print a result, so both write one.
+        let file = |side: &str| dir.join(format!("{test}-{side}-{}.json", std::process::id()));
+        let (fs, fc) = (file("server"), file("client"));
+        let port = (18705 + i).to_string();
+        let spawn = |f: &std::path::Path, extra: &[&str]| {
+            rocelab()
+                .args(["perftest", test, "-p", &port, "-n", "200", "--out_json"])
+                .arg("--out_json_file")
+                .arg(f)
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let server = spawn(&fs, &[]);
+        std::thread::sleep(Duration::from_millis(200));
+        let client = spawn(&fc, &[&format!("127.63.{}.1", 5 + i)]);
+        let c = wait(client, Duration::from_secs(60));
+        let s = wait(server, Duration::from_secs(30));
+        assert!(s.status.success(), "{test} server:\n{}", text(&s));
+        assert!(c.status.success(), "{test} client:\n{}", text(&c));
+        let (title, keys): (&str, &[&str]) = if test == "write_bw" {
+            (
+                "test: RDMA_Write_BW_Test,",
+                &[
+                    "MsgSize: 65536,",
+                    "n_iterations: 200,",
+                    "BW_peak: ",
+                    "BW_average: ",
+                    "MsgRate: ",
+                ],
+            )
+        } else {
+            (
+                "test: Send_Latency_Test,",
+                &[
+                    "MsgSize: 2,",
+                    "n_iterations: 200,",
+                    "t_min: ",
+                    "t_typical: ",
+                    "percentile_99.9: ",
+                ],
+            )
+        };
+        for (side, f) in [("server", &fs), ("client", &fc)] {
+            let j = std::fs::read_to_string(f).unwrap();
+            assert!(j.starts_with("{\ntest_info: {\n"), "{side}: {j}");
+            assert!(j.contains(title), "{side}: {j}");
+            assert!(
+                j.contains("\nresults: {\n") && j.ends_with("},\n}\n"),
+                "{side}: {j:?}"
+            );
+            for k in keys {
+                assert!(j.contains(k), "{side}: {k}: {j}");
+            }
+            // perftest prints the TX depth on the client only.
+            assert_eq!(j.contains("TX_depth : "), side == "client", "{side}: {j}");
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+#[test]
+fn size_suffixes_and_missing_devices_follow_perftest() {
+    let (s, c) = run_pair("write_bw", 18707, "127.63.7.1", &["-s", "64K", "-n", "100"]);
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    assert_eq!(bw_row(&String::from_utf8_lossy(&c.stdout)).0, 65536);
+    let (s, c) = run_pair("read_bw", 18708, "127.63.8.1", &["-s", "1M", "-n", "20"]);
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    assert_eq!(bw_row(&String::from_utf8_lossy(&c.stdout)).0, 1 << 20);
+    // A device that is not there: an error at once, before any waiting.
+    let start = Instant::now();
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-p", "18709", "-d", "mlx5_9"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("IB device mlx5_9 not found") && e.contains("udp_lo"),
+        "{e}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-s", "64Q"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("K or M"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A stand-in for perftest's server that follows its exchange up to the
+/// key records, then answers with `key` (108 bytes); returns what rocelab
+/// printed.
+fn against_fake_perftest_server(port: u16, key: [u8; 108], sys: [u8; 8]) -> Output {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 108];
+        // Version, cycle buffer, cache line, MTU: read the client's, answer.
+        s.read_exact(&mut buf[..16]).unwrap();
+        assert_eq!(&buf[..5], b"6.06\0", "the version record");
+        let mut v = [0u8; 16];
+        v[..4].copy_from_slice(b"6.06");
+        s.write_all(&v).unwrap();
+        for (n, answer) in [(4, &sys[..4]), (4, &sys[4..]), (2, &b"3\0"[..])] {
+            s.read_exact(&mut buf[..n]).unwrap();
+            s.write_all(answer).unwrap();
+        }
+        s.read_exact(&mut buf).unwrap();
+        let text = String::from_utf8_lossy(&buf[..107]).into_owned();
+        s.write_all(&key).unwrap();
+        // Hold the connection until the client gives up.
+        let _ = s.read(&mut buf);
+        text
+    });
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-p", &port.to_string(), "127.0.0.1"])
+        .output()
+        .unwrap();
+    let ours = fake.join().unwrap();
+    // The client's own key record has perftest's layout.
+    let f: Vec<&str> = ours.split(':').collect();
+    assert_eq!(f.len(), 24, "{ours}");
+    assert_eq!(
+        f.iter().map(|x| x.len()).collect::<Vec<_>>()[..7],
+        [4, 4, 6, 6, 8, 16, 2]
+    );
+    o
+}
+
+#[test]
+fn a_perftest_peers_records_are_checked_field_by_field() {
+    let good = "0001:0010:000011:000001:00000101:0000000000001000:00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:01:00000000:";
+    let key = |text: &str| {
+        let mut k = [0u8; 108];
+        k[..text.len()].copy_from_slice(text.as_bytes());
+        k
+    };
+    let sys = |cycle: u32, line: u32| {
+        let mut s = [0u8; 8];
+        s[..4].copy_from_slice(&cycle.to_be_bytes());
+        s[4..].copy_from_slice(&line.to_be_bytes());
+        s
+    };
+    // A QPN that is not hex.
+    let bad_qpn = good.replacen("000011", "0000zz", 1);
+    let o = against_fake_perftest_server(18710, key(&bad_qpn), sys(4096, 64));
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("key record field QPN"), "{e}");
+    // A link-local GID (not RoCEv2 over IPv4).
+    let v6 = good.replacen(
+        "00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:01",
+        "fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:01",
+        1,
+    );
+    let o = against_fake_perftest_server(18711, key(&v6), sys(4096, 64));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("IPv4-mapped"),
+        "{}",
+        text(&o)
+    );
+    // A buffer that wraps the address space.
+    let wrap = good.replacen("0000000000001000", "fffffffffffff000", 1);
+    let o = against_fake_perftest_server(18712, key(&wrap), sys(4096, 64));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("wraps"),
+        "{}",
+        text(&o)
+    );
+    assert!(!o.status.success());
+}

@@ -119,13 +119,13 @@ fn decode_fails_cleanly_on_missing_garbage_and_truncated_files() {
 }
 
 /// True when running under CI.
-fn under_ci() -> bool {
+pub(super) fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// The tshark binary, or `None` (after printing why) when the test should
 /// skip.
-fn tshark() -> Option<&'static str> {
+pub(super) fn tshark() -> Option<&'static str> {
     let found = Command::new("tshark")
         .arg("--version")
         .output()
@@ -141,7 +141,8 @@ fn tshark() -> Option<&'static str> {
     None
 }
 
-fn run_tshark(pcap: &Path, args: &[&str]) -> String {
+/// tshark's output on `pcap` with `args`; a tshark failure fails the test.
+pub(super) fn run_tshark(pcap: &Path, args: &[&str]) -> String {
     let out = Command::new("tshark")
         .arg("-r")
         .arg(pcap)
@@ -154,6 +155,28 @@ fn run_tshark(pcap: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("tshark prints UTF-8")
+}
+
+/// The frames of `pcap` tshark does not decode as RoCE (InfiniBand over
+/// UDP 4791), finds malformed, or marks with an expert error (with
+/// `udp_checksums`, UDP checksums verified): one line each, empty when all
+/// is well.
+pub(super) fn tshark_flagged_frames(pcap: &Path, udp_checksums: bool) -> String {
+    let check = format!(
+        "udp.check_checksum:{}",
+        if udp_checksums { "TRUE" } else { "FALSE" }
+    );
+    run_tshark(
+        pcap,
+        &[
+            "--disable-protocol",
+            "rpcordma",
+            "-o",
+            &check,
+            "-Y",
+            "(udp.dstport == 4791 && !infiniband) || _ws.malformed || _ws.expert.severity >= \"error\"",
+        ],
+    )
 }
 
 /// The fields compared for every RoCE packet, in tshark `-e` order.
@@ -336,17 +359,7 @@ fn tshark_decodes_every_sample_as_we_emitted_it() {
 
     // 1. Every RoCE packet decodes as InfiniBand, nothing is malformed and
     //    there is no expert error (UDP checksums verified).
-    let bad = run_tshark(
-        &pcap,
-        &[
-            "--disable-protocol",
-            "rpcordma",
-            "-o",
-            "udp.check_checksum:TRUE",
-            "-Y",
-            "(udp.dstport == 4791 && !infiniband) || _ws.malformed || _ws.expert.severity >= \"error\"",
-        ],
-    );
+    let bad = tshark_flagged_frames(&pcap, true);
     assert!(bad.trim().is_empty(), "tshark flagged frames:\n{bad}");
 
     // 2. Field by field.

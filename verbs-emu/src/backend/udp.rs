@@ -470,6 +470,10 @@ struct QpEntry {
     inline_buf: Box<[u8]>,
     inline_key: u32,
     inline_next: usize,
+    /// The DSCP part of the address vector's traffic class (its ECN bits
+    /// cleared: the engine picks the ECN codepoint), in the IP TOS byte of
+    /// every packet the QP sends (connected QPs; 0 until an AV is set).
+    tclass_dscp: u8,
 }
 
 /// Counters of the UDP device (what a NIC's ethtool/hw_counters show).
@@ -509,7 +513,9 @@ struct State {
     next_qpn: u32,
     tx: TxBatch,
     /// ACKs of one transmit, held back to go after its requests.
-    acks: Vec<tp::Transmit>,
+    /// ACKs of one transmit round with their QP's DSCP, sent after the
+    /// requests.
+    acks: Vec<(tp::Transmit, u8)>,
     rx: RxBatch,
     stats: UdpStats,
     /// Asynchronous events not yet taken (`ibv_get_async_event`).
@@ -867,14 +873,14 @@ impl Shared {
                 .poll_transmit_into(now, &mem.view(Some(e.pd)), &mut t)
             {
                 if t.headers.bth.opcode == Opcode::RcAcknowledge {
-                    acks.push(t);
+                    acks.push((t, e.tclass_dscp));
                 } else {
-                    runs.add(tx, mem, stats, &t);
+                    runs.add(tx, mem, stats, &t, e.tclass_dscp);
                 }
             }
         }
-        for t in acks.iter() {
-            runs.add(tx, mem, stats, t);
+        for (t, dscp) in acks.iter() {
+            runs.add(tx, mem, stats, t, *dscp);
         }
         runs.close(tx, stats);
         if !tx.is_empty() {
@@ -1006,9 +1012,16 @@ impl RunBuilder {
     /// one smaller than a lone first packet starts a new run: its
     /// equal-sized successors (MIDDLE packets after a FIRST) could not
     /// follow it in this one.
-    fn add(&mut self, tx: &mut TxBatch, mem: &HostMemory, stats: &mut UdpStats, t: &tp::Transmit) {
+    fn add(
+        &mut self,
+        tx: &mut TxBatch,
+        mem: &HostMemory,
+        stats: &mut UdpStats,
+        t: &tp::Transmit,
+        dscp: u8,
+    ) {
         let dst = decode_addr(t.dest);
-        let tos = t.ecn.bits();
+        let tos = dscp | t.ecn.bits();
         let mut headers = t.headers;
         let plen = t.payload.len() as usize;
         headers.bth.pad_count = ((4 - plen % 4) % 4) as u8;
@@ -1697,6 +1710,7 @@ impl Backend for UdpBackend {
             inline_buf,
             inline_key,
             inline_next: 0,
+            tclass_dscp: 0,
         };
         st.qps.insert(qpn, entry);
         if let Some(n) = st.pds.get_mut(&pd.0) {
@@ -1750,6 +1764,11 @@ impl Backend for UdpBackend {
         e.engine
             .modify(&ea, attr.mask)
             .map_err(|err| qp_state::modify_error(e.qp_type, err))?;
+        if attr.mask.contains(QpAttrMask::AV) {
+            // The traffic class's DSCP goes into the IP TOS byte; ECN
+            // stays the engine's.
+            e.tclass_dscp = attr.ah_attr.traffic_class & !0x03;
+        }
         if e.engine.state() == QpState::Reset && current != QpState::Reset {
             // RESET starts the engine afresh, counters included; the
             // device's totals keep what it counted.

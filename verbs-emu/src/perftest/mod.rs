@@ -6,7 +6,23 @@
 //! faults, capture, `--verify`). [`run`] plays the server (no peer address)
 //! or the client, exchanges endpoints over TCP (port 18515 by default),
 //! runs the test and prints perftest's header block and result table
-//! ([`report`]).
+//! ([`report`]; with `--out_json` also perftest's JSON file).
+//!
+//! The TCP exchange opens with perftest's own version record
+//! ([`exchange`]). When the peer is one of perftest's programs, the rest
+//! follows perftest's records and synchronisation points (`write_bw`,
+//! `read_bw` and `send_lat`, RC, in either role); when both sides are
+//! rocelab, it continues in rocelab's JSON lines, which carry what
+//! perftest's records cannot (slot rings and credits for `--verify`, the
+//! end of a `-D` run, `-b` results).
+//!
+//! Flags beyond the basics, as perftest defines them: `-b` (both sides
+//! send; each prints the sum), `-l` (post lists; the CQ moderation becomes
+//! the list size unless `-Q` is given), `-u` (RC timeout exponent), `-S`
+//! (service level), `-T` (traffic class: the DSCP of the IP header),
+//! `--run_infinitely` (a row per `-D` interval, 5 s by default, until
+//! stopped), `--out_json`, size suffixes (`64K`, `1M`: [`parse_size`]),
+//! and `-d NAME` that must name an existing device.
 //!
 //! With `verify`, the receiving side checks every byte of every message
 //! against a pattern that depends on the message number and the offset, and
@@ -31,6 +47,7 @@ use std::path::PathBuf;
 use crate::backend::BackendKind;
 use crate::verbs::QpType;
 
+pub mod exchange;
 pub mod report;
 mod run;
 
@@ -197,6 +214,55 @@ pub struct Config {
     pub verify: bool,
     /// Busy-poll the socket from the polling thread (default for latency).
     pub busy_poll: Option<bool>,
+    /// Both sides send at once and the result is their sum (`-b`,
+    /// bandwidth tests).
+    pub duplex: bool,
+    /// Work requests per `ibv_post_send` call (`-l`); the CQ moderation
+    /// becomes this size unless `-Q` is given.
+    pub post_list: u32,
+    /// Whether `-Q` was given (perftest then keeps it with `-l`).
+    pub cq_mod_set: bool,
+    /// The RC retransmission timeout exponent (`-u`): 4.096 µs × 2^u.
+    pub qp_timeout: u8,
+    /// Service level of the address vector (`-S`), 0..=15.
+    pub sl: u8,
+    /// Traffic class of the GRH, the IP TOS byte on RoCEv2 (`-T`,
+    /// `--tclass`).
+    pub traffic_class: u8,
+    /// Print one result row per interval (`-D` seconds, default 5) until
+    /// stopped (`--run_infinitely`, bandwidth tests).
+    pub run_infinitely: bool,
+    /// Write perftest's JSON report (its own, not strict JSON) to this
+    /// file (`--out_json`, `--out_json_file`).
+    pub out_json: Option<PathBuf>,
+}
+
+/// perftest's default `--out_json_file`.
+pub const DEFAULT_JSON_FILE: &str = "perftest_out.json";
+
+/// The interval of `--run_infinitely` without `-D` (seconds).
+pub const DEFAULT_INFINITE_INTERVAL: u64 = 5;
+
+/// Parse a message size as perftest does: a number (decimal, `0x` hex)
+/// with an optional `K` (KiB) or `M` (MiB) suffix, e.g. `64K`, `1M`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, factor) = match t.as_bytes().last() {
+        Some(b'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some(b'M') => (&t[..t.len() - 1], 1u64 << 20),
+        _ => (t, 1),
+    };
+    let n = if let Some(h) = num.strip_prefix("0x").or_else(|| num.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        num.parse::<u64>()
+    }
+    .map_err(|_| {
+        format!("message size {s:?}: expected a number with an optional K or M suffix (e.g. 64K)")
+    })?;
+    n.checked_mul(factor)
+        .filter(|&v| v >= 1)
+        .ok_or_else(|| format!("message size {s:?} must be at least 1 byte and fit 64 bits"))
 }
 
 impl Config {
@@ -228,7 +294,30 @@ impl Config {
             pcap: None,
             verify: false,
             busy_poll: None,
+            duplex: false,
+            post_list: 1,
+            cq_mod_set: false,
+            qp_timeout: 14,
+            sl: 0,
+            traffic_class: 0,
+            run_infinitely: false,
+            out_json: None,
         }
+    }
+
+    /// CQ moderation before perftest's per-size rules: `-l` makes it the
+    /// post list size unless `-Q` was given.
+    pub fn base_cq_mod(&self) -> u32 {
+        if self.post_list > 1 && !self.cq_mod_set {
+            self.post_list
+        } else {
+            self.cq_mod
+        }
+    }
+
+    /// The seconds between `--run_infinitely` rows.
+    pub fn infinite_interval(&self) -> u64 {
+        self.duration.unwrap_or(DEFAULT_INFINITE_INTERVAL)
     }
 
     /// The sizes to run: the one size, or 2..2^23 with `-a` (atomics: 8).
@@ -342,6 +431,66 @@ impl Config {
         if self.verify && self.connection != QpType::Rc && self.test.verb() != Verb::Send {
             return Err("--verify needs RC for WRITE tests".into());
         }
+        if self.sl > 15 {
+            return Err(format!("service level -S {} must be in 0..=15", self.sl));
+        }
+        if self.qp_timeout > 31 {
+            return Err(format!(
+                "QP timeout -u {} must be in 0..=31 (4.096 us x 2^u)",
+                self.qp_timeout
+            ));
+        }
+        if self.post_list == 0 || self.post_list > t {
+            return Err(format!(
+                "post list -l {} must be in 1..=TX depth ({t})",
+                self.post_list
+            ));
+        }
+        if self.post_list > 1 {
+            if !self.test.is_bw() {
+                return Err("post list (-l) is available in bandwidth tests only".into());
+            }
+            if self.duration.is_none()
+                && !self.run_infinitely
+                && self.iterations() % u64::from(self.post_list) != 0
+            {
+                return Err(format!(
+                    "Number of iterations must be a multiple of post list size (-n {} -l {})",
+                    self.iterations(),
+                    self.post_list
+                ));
+            }
+            if self.cq_mod_set && self.post_list % self.cq_mod != 0 {
+                return Err(format!(
+                    "Post list size must be a multiple of CQ moderation (-l {} -Q {})",
+                    self.post_list, self.cq_mod
+                ));
+            }
+        }
+        if self.duplex {
+            if !self.test.is_bw() {
+                return Err(" Bidirectional is only available in BW test (-b)".into());
+            }
+            if self.verify {
+                return Err("--verify checks one direction: leave out -b".into());
+            }
+            if self.test.verb() == Verb::Send {
+                return Err("-b is available for write_bw, read_bw and atomic_bw".into());
+            }
+        }
+        if self.run_infinitely {
+            if !self.test.is_bw() || self.test.verb() == Verb::Send {
+                return Err(
+                    "--run_infinitely is available for write_bw, read_bw and atomic_bw".into(),
+                );
+            }
+            if self.verify || self.duplex || self.all {
+                return Err("--run_infinitely runs one size in one direction without --verify (leave out -a, -b, --verify)".into());
+            }
+            if self.infinite_interval() == 0 {
+                return Err("--run_infinitely needs an interval -D of at least 1 second".into());
+            }
+        }
         Ok(())
     }
 }
@@ -368,6 +517,49 @@ mod tests {
         assert_eq!(a.sizes().last(), Some(&(8 << 20)));
         assert_eq!("ib_read_lat".parse::<Test>(), Ok(Test::ReadLat));
         assert!("write".parse::<Test>().is_err());
+    }
+
+    #[test]
+    fn sizes_take_perftests_suffixes() {
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0x100"), Ok(256));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("64k").unwrap_err().contains("K or M"));
+        assert!(parse_size("K").is_err());
+        assert!(parse_size("99999999999999999999M").is_err());
+    }
+
+    #[test]
+    fn new_flags_are_checked() {
+        let mut c = Config::new(Test::WriteBw);
+        c.post_list = 4;
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.base_cq_mod(), 4);
+        c.cq_mod_set = true;
+        c.cq_mod = 3;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("multiple of CQ moderation"));
+        let mut c = Config::new(Test::WriteBw);
+        c.post_list = 3;
+        assert!(c.validate().unwrap_err().contains("multiple of post list"));
+        c.post_list = 200;
+        assert!(c.validate().unwrap_err().contains("TX depth"));
+        let mut c = Config::new(Test::SendLat);
+        c.duplex = true;
+        assert!(c.validate().unwrap_err().contains("Bidirectional"));
+        let mut c = Config::new(Test::WriteBw);
+        c.sl = 16;
+        assert!(c.validate().unwrap_err().contains("-S"));
+        let mut c = Config::new(Test::ReadBw);
+        c.run_infinitely = true;
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.infinite_interval(), 5);
+        c.all = true;
+        assert!(c.validate().unwrap_err().contains("--run_infinitely"));
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct HeaderInfo {
     pub verb: &'static str,
     /// Bandwidth (`BW Test`) or latency (`Latency Test`).
     pub bandwidth: bool,
+    /// Both directions at once (`Bidirectional` in the title).
+    pub duplex: bool,
+    /// The post list size, printed (and `Post List` in the title) above 1.
+    pub post_list: Option<u32>,
     /// Device name.
     pub device: String,
     /// QPs.
@@ -72,10 +76,12 @@ pub struct HeaderInfo {
 /// The header block, from the opening `RESULT_LINE` to the closing one.
 pub fn header_block(h: &HeaderInfo) -> String {
     let mut s = String::new();
-    let kind = if h.bandwidth {
-        "BW Test"
-    } else {
-        "Latency Test"
+    let kind = match (h.bandwidth, h.duplex, h.post_list.is_some()) {
+        (false, _, _) => "Latency Test",
+        (true, false, false) => "BW Test",
+        (true, true, false) => "Bidirectional BW Test",
+        (true, false, true) => "Post List BW Test",
+        (true, true, true) => "Bidirectional Post List BW Test",
     };
     let _ = writeln!(s, "{RESULT_LINE}");
     let _ = writeln!(s, "                    {} {}", h.verb, kind);
@@ -93,6 +99,9 @@ pub fn header_block(h: &HeaderInfo) -> String {
     }
     if let Some(tx) = h.tx_depth {
         let _ = writeln!(s, " TX depth        : {tx}");
+    }
+    if let Some(l) = h.post_list {
+        let _ = writeln!(s, " Post List       : {l}");
     }
     if let Some(m) = h.cq_mod {
         let _ = writeln!(s, " CQ Moderation   : {m}");
@@ -115,6 +124,138 @@ pub fn header_block(h: &HeaderInfo) -> String {
     let _ = writeln!(s, " rdma_cm QPs\t : OFF");
     let _ = writeln!(s, " Data ex. method : Ethernet");
     let _ = write!(s, "{RESULT_LINE}");
+    s
+}
+
+/// The result part of perftest's `--out_json` report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JsonResult<'a> {
+    /// A bandwidth row: size, iterations, peak, average (the table's
+    /// unit), message rate (Mpps), and whether the unit is Gb/s.
+    Bw {
+        /// Message size.
+        size: u64,
+        /// Iterations.
+        iters: u64,
+        /// Peak bandwidth.
+        peak: f64,
+        /// Average bandwidth.
+        avg: f64,
+        /// Message rate, Mpps.
+        msg_rate: f64,
+        /// Gb/s (else MiB/s).
+        gbits: bool,
+    },
+    /// A latency row (microseconds).
+    Lat {
+        /// Message size.
+        size: u64,
+        /// Iterations.
+        iters: u64,
+        /// The statistics.
+        stats: &'a LatencyStats,
+    },
+    /// A latency row in duration mode.
+    LatDuration {
+        /// Message size.
+        size: u64,
+        /// Iterations done.
+        iters: u64,
+        /// Mean latency, microseconds.
+        avg_us: f64,
+        /// Transactions per second.
+        tps: f64,
+    },
+}
+
+/// perftest's `--out_json` file: its own shape (unquoted keys, trailing
+/// commas, as perftest writes it), the header's settings as `test_info`
+/// and the result row as `results`.
+pub fn json_report(h: &HeaderInfo, r: &JsonResult<'_>) -> String {
+    let mut s = String::from("{\ntest_info: {\n");
+    let mut test = h.verb.replace(' ', "_") + "_";
+    if h.bandwidth {
+        if h.duplex {
+            test.push_str("Bidirectional_");
+        }
+        if h.post_list.is_some() {
+            test.push_str("Post_List_");
+        }
+        test.push_str("BW_");
+    } else {
+        test.push_str("Latency_");
+    }
+    let _ = writeln!(s, "test: {test}Test,");
+    let _ = writeln!(s, "Dual_port: OFF,\nDevice: \"{}\",", h.device);
+    let _ = writeln!(s, "Number_of_qps: {},\nTransport_type: IB,", h.num_qps);
+    let _ = writeln!(s, "Connection_type: {},\nUsing_SRQ: OFF,", h.connection);
+    let _ = writeln!(s, "PCIe_relax_order: OFF,\nibv_wr_API: OFF,");
+    if let Some(tx) = h.tx_depth {
+        let _ = writeln!(s, "TX_depth : {tx},");
+    }
+    if let Some(l) = h.post_list {
+        let _ = writeln!(s, "Post_List: {l},");
+    }
+    if let Some(rx) = h.rx_depth {
+        let _ = writeln!(s, "RX_depth: {rx},");
+    }
+    if let Some(m) = h.cq_mod {
+        let _ = writeln!(s, "CQ_Moderation: {m},");
+    }
+    let _ = writeln!(s, "Mtu: {},", h.mtu);
+    let _ = writeln!(
+        s,
+        "Link_type: {},",
+        if h.link_ethernet { "Ethernet" } else { "IB" }
+    );
+    if let Some(g) = h.gid_index {
+        let _ = writeln!(s, "GID_index: {g},");
+    }
+    match (h.max_inline, h.outstanding_reads) {
+        (Some(i), _) => {
+            let _ = writeln!(s, "Max_inline_data: {i},");
+        }
+        (None, Some(o)) => {
+            let _ = writeln!(s, "Outstand_reads: {o},");
+        }
+        (None, None) => {}
+    }
+    s.push_str("rdma_cm_QPs: OFF,\nData_ex_method: Ethernet,\n},\nresults: {\n");
+    match *r {
+        JsonResult::Bw {
+            size,
+            iters,
+            peak,
+            avg,
+            msg_rate,
+            gbits,
+        } => {
+            let p = if gbits && avg < 0.1 { 6 } else { 2 };
+            let _ = writeln!(
+                s,
+                "MsgSize: {size},\nn_iterations: {iters},\nBW_peak: {peak:.p$},\nBW_average: {avg:.p$},\nMsgRate: {msg_rate:.6},"
+            );
+        }
+        JsonResult::Lat { size, iters, stats } => {
+            let _ = writeln!(
+                s,
+                "MsgSize: {size},\nn_iterations: {iters},\nt_min: {:.2},\nt_max: {:.2},\nt_typical: {:.2},\nt_avg: {:.2},\nt_stdev: {:.2},\npercentile_99: {:.2},\npercentile_99.9: {:.2},",
+                stats.min, stats.max, stats.typical, stats.avg, stats.stdev, stats.p99, stats.p999
+            );
+        }
+        JsonResult::LatDuration {
+            size,
+            iters,
+            avg_us,
+            tps,
+        } => {
+            let _ = writeln!(
+                s,
+                "MsgSize: {size},\nn_iterations: {iters},\nt_avg: {avg_us:.2},\ntps_average: {tps:.2},"
+            );
+        }
+    }
+    s.push_str("},\n}\n");
     s
 }
 
@@ -372,7 +513,34 @@ mod tests {
             gid_index: Some(0),
             max_inline: Some(0),
             outstanding_reads: None,
+            duplex: false,
+            post_list: None,
         };
+        let j = json_report(
+            &HeaderInfo {
+                duplex: true,
+                post_list: Some(4),
+                ..h.clone()
+            },
+            &JsonResult::Bw {
+                size: 65536,
+                iters: 5000,
+                peak: 531.875,
+                avg: 280.031,
+                msg_rate: 0.0044812,
+                gbits: false,
+            },
+        );
+        assert_eq!(
+            j,
+            "{\ntest_info: {\ntest: RDMA_Write_Bidirectional_Post_List_BW_Test,\nDual_port: OFF,\n\
+             Device: \"udp_lo\",\nNumber_of_qps: 1,\nTransport_type: IB,\nConnection_type: RC,\n\
+             Using_SRQ: OFF,\nPCIe_relax_order: OFF,\nibv_wr_API: OFF,\nTX_depth : 128,\n\
+             Post_List: 4,\nCQ_Moderation: 100,\nMtu: 4096,\nLink_type: Ethernet,\nGID_index: 0,\n\
+             Max_inline_data: 0,\nrdma_cm_QPs: OFF,\nData_ex_method: Ethernet,\n},\nresults: {\n\
+             MsgSize: 65536,\nn_iterations: 5000,\nBW_peak: 531.88,\nBW_average: 280.03,\n\
+             MsgRate: 0.004481,\n},\n}\n"
+        );
         let b = header_block(&h);
         let lines: Vec<&str> = b.lines().collect();
         assert_eq!(lines[0], RESULT_LINE);

@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::exchange::{self, KeyRecord, PerftestLink};
 use super::report::{self, AddressInfo, HeaderInfo, LatencyStats};
-#[cfg(test)]
-use super::Test;
-use super::{Config, Verb};
+use super::{Config, Test, Verb};
 use crate::backend::{self, BackendKind, OpenRequest};
 use crate::verbs::{
     AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, Endpoint, MemoryRegion, Mtu,
@@ -42,6 +41,9 @@ pub enum PerftestError {
 type Result<T> = std::result::Result<T, PerftestError>;
 
 const QKEY: u32 = 0x1111_1111;
+/// Outstanding RDMA READs and atomics a QP accepts and issues (the
+/// emulated device's `max_qp_rd_atom`).
+const MAX_RD_ATOMIC: u16 = 16;
 const GRH: usize = 40;
 /// Most memory a side registers for verify slot rings.
 const MAX_RING_BYTES: u64 = 64 << 20;
@@ -226,6 +228,10 @@ struct PeerInfo {
     credit_offset: u64,
     mtu: u32,
     device: String,
+    /// Each endpoint's region address is its QP's own buffer (a perftest
+    /// peer), not the start of one region shared by all QPs.
+    #[serde(skip)]
+    per_qp_buffers: bool,
 }
 
 impl PeerInfo {
@@ -346,6 +352,7 @@ pub enum ResultRow {
 /// returns the result rows.
 pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
     cfg.validate().map_err(PerftestError::Config)?;
+    check_device_exists(cfg)?;
     let server = cfg.server.is_none();
     // A hardware device does not depend on the connection's addresses:
     // open it first, so that a host without one (no RDMA devices, no
@@ -366,7 +373,17 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
         println!("{}", report::WAITING_BANNER);
         accept(cfg.port)?
     };
-    let mut oob = Oob::new(stream)?;
+    // perftest's version record opens every connection; a rocelab peer
+    // marks its own, and the two continue in rocelab's exchange.
+    let mut pl = PerftestLink::new(stream, !server);
+    let theirs = pl
+        .xchg(&exchange::version_record(), "version")
+        .and_then(|v| exchange::parse_version(&v))
+        .map_err(PerftestError::Oob)?;
+    if !theirs.rocelab {
+        return run_with_perftest(cfg, pl, early, local_ip, peer_ip);
+    }
+    let mut oob = Link::Rocelab(Oob::new(pl.into_stream())?);
     let hello = Hello {
         test: cfg.test.name().into(),
         sizes: cfg.sizes(),
@@ -402,6 +419,229 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
         let _ = oob.send(&Msg::Error(e.to_string()));
     }
     result
+}
+
+/// Why `cfg` cannot run against perftest's own programs, if it cannot:
+/// perftest's exchange carries no rocelab extras, and rocelab follows
+/// perftest's synchronisation for write_bw, read_bw and send_lat.
+fn perftest_peer_support(cfg: &Config) -> std::result::Result<(), String> {
+    if !matches!(cfg.test, Test::WriteBw | Test::ReadBw | Test::SendLat) {
+        return Err(format!(
+            "the peer is one of perftest's programs; rocelab speaks perftest's exchange for write_bw, read_bw and send_lat: for {} run rocelab perftest on both sides",
+            cfg.test.name()
+        ));
+    }
+    if cfg.verify {
+        return Err("--verify needs rocelab perftest on both sides (the peer is perftest)".into());
+    }
+    if cfg.duration.is_some() && !cfg.test.is_bw() {
+        return Err("-D with a perftest peer is supported for bandwidth tests only".into());
+    }
+    if cfg.connection != QpType::Rc {
+        return Err("with a perftest peer, rocelab runs RC connections only (-c RC)".into());
+    }
+    if cfg.duplex {
+        return Err("-b needs rocelab perftest on both sides (the peer is perftest)".into());
+    }
+    Ok(())
+}
+
+/// The run against perftest's own program: its exchange from the version
+/// record on.
+fn run_with_perftest(
+    cfg: &Config,
+    mut pl: PerftestLink,
+    early: Option<Context>,
+    local_ip: Ipv4Addr,
+    peer_ip: Ipv4Addr,
+) -> Result<Vec<ResultRow>> {
+    perftest_peer_support(cfg).map_err(PerftestError::Config)?;
+    let server = cfg.server.is_none();
+    let (c, l) = exchange::sys_record(exchange::DEFAULT_CYCLE_BUFFER, exchange::DEFAULT_CACHE_LINE);
+    let rc = u32::from_be_bytes(pl.xchg(&c, "cycle buffer").map_err(PerftestError::Oob)?);
+    let rl = u32::from_be_bytes(pl.xchg(&l, "cache line size").map_err(PerftestError::Oob)?);
+    exchange::check_sys(rc, rl).map_err(PerftestError::Oob)?;
+    let ctx = match early {
+        Some(ctx) => ctx,
+        None => open_device(cfg, server, local_ip, peer_ip)?,
+    };
+    let port = ctx.query_port(1)?;
+    let mtu_local = match cfg.mtu {
+        Some(m) => Mtu::from_bytes(m).unwrap_or(port.active_mtu),
+        None => port.active_mtu,
+    };
+    let theirs = pl
+        .xchg(&exchange::mtu_record(mtu_local), "MTU")
+        .and_then(|m| exchange::parse_mtu(&m))
+        .map_err(PerftestError::Oob)?;
+    let mtu = if theirs.bytes() < mtu_local.bytes() {
+        theirs
+    } else {
+        mtu_local
+    };
+    let mut link = Link::Perftest(Box::new(PerftestPeer {
+        link: pl,
+        mine: Vec::new(),
+        theirs: Vec::new(),
+        cycle_buffer: exchange::DEFAULT_CYCLE_BUFFER.max(rc),
+        cache_line: exchange::DEFAULT_CACHE_LINE.max(rl),
+        mtu,
+    }));
+    let mut side = Side::setup(ctx, cfg, server, &mut link)?;
+    side.print_header();
+    let rows = side.run_all(&mut link)?;
+    let Link::Perftest(p) = link else {
+        unreachable!("the link stays perftest's")
+    };
+    let (mine, theirs) = (p.mine[0], p.theirs[0]);
+    p.link.close(&mine, &theirs).map_err(PerftestError::Oob)?;
+    Ok(rows)
+}
+
+/// The peer's exchange: rocelab's (JSON lines) or perftest's records.
+enum Link {
+    /// rocelab perftest on the other side.
+    Rocelab(Oob),
+    /// perftest's own program on the other side.
+    Perftest(Box<PerftestPeer>),
+}
+
+/// A perftest peer: the connection and what was agreed on it.
+struct PerftestPeer {
+    link: PerftestLink,
+    /// Our key records, one per QP (resent at every handshake).
+    mine: Vec<KeyRecord>,
+    /// The peer's key records.
+    theirs: Vec<KeyRecord>,
+    /// The larger cycle buffer of the two sides (bytes): the span of our
+    /// buffer a perftest writer or reader cycles through.
+    cycle_buffer: u32,
+    /// The larger cache line size (bytes).
+    cache_line: u32,
+    /// The smaller MTU of the two sides.
+    mtu: Mtu,
+}
+
+impl PerftestPeer {
+    /// Exchange key records, one per QP, and turn the peer's into its
+    /// endpoints: each QP's buffer is the peer's address for that QP, one
+    /// slot of the largest message.
+    fn exchange_keys(
+        &mut self,
+        local: &PeerInfo,
+        mr: &MemoryRegion,
+        max_size: u64,
+    ) -> Result<PeerInfo> {
+        let mut endpoints = Vec::new();
+        for (q, ep) in local.endpoints.iter().enumerate() {
+            if ep.udp_port != exchange::ROCE_PORT {
+                return Err(PerftestError::Config(format!(
+                    "this side's device listens on UDP port {}; a perftest peer sends RoCEv2 to port {} only (use --bind to give this side its own address)",
+                    ep.udp_port,
+                    exchange::ROCE_PORT
+                )));
+            }
+            let mine = KeyRecord {
+                lid: ep.lid,
+                out_reads: MAX_RD_ATOMIC,
+                qpn: ep.qpn,
+                psn: ep.psn,
+                rkey: mr.rkey().value(),
+                vaddr: Side::slot_addr(local, mr.addr(), q, 0),
+                gid: ep.gid,
+                srqn: 0,
+            };
+            let theirs = self.link.keys(&mine).map_err(PerftestError::Oob)?;
+            theirs.check_span(max_size).map_err(PerftestError::Oob)?;
+            self.mine.push(mine);
+            self.theirs.push(theirs);
+            endpoints.push(Endpoint {
+                lid: theirs.lid,
+                qpn: theirs.qpn,
+                psn: theirs.psn,
+                gid: theirs.gid,
+                udp_port: exchange::ROCE_PORT,
+                mtu: self.mtu,
+                mr: Some(crate::verbs::RemoteMr {
+                    addr: theirs.vaddr,
+                    rkey: theirs.rkey,
+                    len: max_size,
+                }),
+            });
+        }
+        Ok(PeerInfo {
+            endpoints,
+            slots: 1,
+            slot_size: max_size,
+            credit_offset: max_size,
+            mtu: self.mtu.bytes(),
+            device: String::new(),
+            per_qp_buffers: true,
+        })
+    }
+
+    fn hand_shake(&mut self) -> Result<()> {
+        let (m, t) = (self.mine[0], self.theirs[0]);
+        self.link.hand_shake(&m, &t).map_err(PerftestError::Oob)
+    }
+}
+
+impl Link {
+    fn rocelab(&mut self, what: &str) -> Result<&mut Oob> {
+        match self {
+            Link::Rocelab(o) => Ok(o),
+            Link::Perftest(_) => Err(PerftestError::Oob(format!(
+                "{what} needs rocelab perftest on both sides (the peer is perftest)"
+            ))),
+        }
+    }
+
+    fn send(&mut self, m: &Msg) -> Result<()> {
+        self.rocelab("this step")?.send(m)
+    }
+
+    fn recv<T: DeserializeOwned>(&mut self) -> Result<T> {
+        self.rocelab("this step")?.recv()
+    }
+
+    fn try_recv<T: DeserializeOwned>(&mut self) -> Result<Option<T>> {
+        self.rocelab("this step")?.try_recv()
+    }
+
+    /// A synchronisation point: rocelab's tagged barrier, or perftest's
+    /// handshake.
+    fn barrier(&mut self, tag: &str) -> Result<()> {
+        match self {
+            Link::Rocelab(o) => o.barrier(tag),
+            Link::Perftest(p) => p.hand_shake(),
+        }
+    }
+}
+
+/// As perftest's device lookup: `-d NAME` must name a device that exists,
+/// before any peer is waited for. The emulation has one device per IPv4
+/// interface (`udp_lo`, `udp_eth0`, ...); the hardware backend's open
+/// checks its own names.
+fn check_device_exists(cfg: &Config) -> Result<()> {
+    let Some(name) = &cfg.ib_dev else {
+        return Ok(());
+    };
+    if cfg.backend != BackendKind::Udp {
+        return Ok(());
+    }
+    use crate::backend::Provider as _;
+    let names: Vec<String> = crate::backend::udp::UdpProvider::default()
+        .devices()?
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    if names.contains(name) {
+        return Ok(());
+    }
+    Err(PerftestError::Config(format!(
+        " IB device {name} not found\n Unable to find the Infiniband/RoCE device (devices here: {})",
+        names.join(", ")
+    )))
 }
 
 fn to_v4(ip: IpAddr) -> Result<Ipv4Addr> {
@@ -536,6 +776,54 @@ fn open_device(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> R
         .into())
 }
 
+/// The address vector to a peer's endpoint with `-S` (service level) and
+/// `-T` (traffic class: the IP TOS byte on RoCEv2).
+fn address_vector(cfg: &Config, rep: &Endpoint) -> AhAttr {
+    let mut av = AhAttr::to_gid(rep.gid);
+    av.dport = Some(rep.udp_port);
+    av.sl = cfg.sl;
+    av.traffic_class = cfg.traffic_class;
+    av
+}
+
+/// The INIT, RTR and RTS attributes of a connected QP, as perftest's
+/// `ctx_connect` sets them: `-u` the retransmission timeout, retry and RNR
+/// retry 7, RNR timer 12, 16 outstanding reads each way (RC).
+fn connect_attrs(
+    cfg: &Config,
+    local_psn: u32,
+    rep: &Endpoint,
+    mtu: Mtu,
+    access: AccessFlags,
+) -> (QpAttr, QpAttr, QpAttr) {
+    let rc = cfg.connection == QpType::Rc;
+    let init = QpAttr::new()
+        .with_state(QpState::Init)
+        .with_pkey_index(0)
+        .with_port(1)
+        .with_access_flags(access);
+    let mut rtr = QpAttr::new()
+        .with_state(QpState::Rtr)
+        .with_av(address_vector(cfg, rep))
+        .with_path_mtu(mtu)
+        .with_dest_qpn(Qpn::new(rep.qpn))
+        .with_rq_psn(rep.psn);
+    let mut rts = QpAttr::new()
+        .with_state(QpState::Rts)
+        .with_sq_psn(local_psn);
+    if rc {
+        rtr = rtr
+            .with_max_dest_rd_atomic(MAX_RD_ATOMIC as u8)
+            .with_min_rnr_timer(12);
+        rts = rts
+            .with_timeout(cfg.qp_timeout)
+            .with_retry_cnt(7)
+            .with_rnr_retry(7)
+            .with_max_rd_atomic(MAX_RD_ATOMIC as u8);
+    }
+    (init, rtr, rts)
+}
+
 /// One side of the test: its resources and the peer's.
 struct Side {
     cfg: Config,
@@ -560,7 +848,7 @@ fn psn_for(seed: u64, qpn: u32, server: bool) -> u32 {
 }
 
 impl Side {
-    fn setup(ctx: Context, cfg: &Config, server: bool, oob: &mut Oob) -> Result<Side> {
+    fn setup(ctx: Context, cfg: &Config, server: bool, oob: &mut Link) -> Result<Side> {
         let device = ctx.query_device()?.name;
         let port = ctx.query_port(1)?;
         let pd = ctx.alloc_pd()?;
@@ -569,10 +857,15 @@ impl Side {
         let tx = u64::from(cfg.tx_depth());
         let rx = u64::from(cfg.rx_depth);
         let ud = cfg.connection == QpType::Ud;
-        let slot_size = if ud {
-            max_size + GRH as u64
-        } else {
-            max_size.max(8)
+        let slot_size = match oob {
+            // A perftest peer cycles through max(size, cycle buffer) bytes
+            // from each QP's address, in cache-line steps.
+            Link::Perftest(p) => {
+                let span = max_size.max(u64::from(p.cycle_buffer));
+                span.div_ceil(u64::from(p.cache_line)) * u64::from(p.cache_line)
+            }
+            Link::Rocelab(_) if ud => max_size + GRH as u64,
+            Link::Rocelab(_) => max_size.max(8),
         };
         // Slots per QP: enough for the queue depths in verify mode (a ring),
         // one (or two for ping-pong) otherwise, as perftest uses.
@@ -630,7 +923,10 @@ impl Side {
                     .build()?,
             );
         }
-        let mtu_local = cfg.mtu.unwrap_or(port.active_mtu.bytes());
+        let mtu_local = match oob {
+            Link::Perftest(p) => p.mtu.bytes(),
+            Link::Rocelab(_) => cfg.mtu.unwrap_or(port.active_mtu.bytes()),
+        };
         let mut endpoints = Vec::new();
         for qp in &qps {
             let psn = psn_for(cfg.faults.seed, qp.qpn().value(), server);
@@ -643,20 +939,27 @@ impl Side {
             credit_offset,
             mtu: mtu_local,
             device: device.clone(),
+            per_qp_buffers: false,
         };
-        oob.send(&Msg::Peer(local.clone()))?;
-        let remote = match oob.recv::<Msg>()? {
-            Msg::Peer(p) => p,
-            Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
-            other => {
-                return Err(PerftestError::Oob(format!(
-                    "expected endpoints, got {other:?}"
-                )))
+        let remote = match oob {
+            Link::Rocelab(o) => {
+                o.send(&Msg::Peer(local.clone()))?;
+                let remote = match o.recv::<Msg>()? {
+                    Msg::Peer(p) => p,
+                    Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
+                    other => {
+                        return Err(PerftestError::Oob(format!(
+                            "expected endpoints, got {other:?}"
+                        )))
+                    }
+                };
+                remote
+                    .validate(qps.len(), max_size, ud)
+                    .map_err(PerftestError::Oob)?;
+                remote
             }
+            Link::Perftest(p) => p.exchange_keys(&local, &mr, max_size)?,
         };
-        remote
-            .validate(qps.len(), max_size, ud)
-            .map_err(PerftestError::Oob)?;
         // perftest >= 5.1: both sides use the smaller MTU.
         let mtu = mtu_local.min(remote.mtu).min(4096);
         let ib_mtu = Mtu::from_bytes(mtu).unwrap_or(Mtu::Mtu1024);
@@ -665,9 +968,7 @@ impl Side {
             let lep = &local.endpoints[i];
             let rep = &remote.endpoints[i];
             if ud {
-                let mut av = AhAttr::to_gid(rep.gid);
-                av.dport = Some(rep.udp_port);
-                ahs.push(pd.create_ah(&av)?);
+                ahs.push(pd.create_ah(&address_vector(cfg, rep))?);
                 qp.modify(
                     &QpAttr::new()
                         .with_state(QpState::Init)
@@ -678,12 +979,24 @@ impl Side {
                 qp.modify(&QpAttr::new().with_state(QpState::Rtr))?;
                 qp.modify(&QpAttr::new().with_state(QpState::Rts).with_sq_psn(lep.psn))?;
             } else {
-                qp.connect(lep.psn, rep, ib_mtu, access).map_err(|e| {
-                    PerftestError::Config(format!("Failed to modify QP to RTR/RTS: {e}"))
-                })?;
+                let (init, rtr, rts) = connect_attrs(cfg, lep.psn, rep, ib_mtu, access);
+                for a in [init, rtr, rts] {
+                    qp.modify(&a).map_err(|e| {
+                        PerftestError::Config(format!("Failed to modify QP to RTR/RTS: {e}"))
+                    })?;
+                }
             }
         }
-        oob.barrier("connected")?;
+        match oob {
+            Link::Rocelab(o) => o.barrier("connected")?,
+            // perftest: a handshake per QP after its move to RTR/RTS, and
+            // one more.
+            Link::Perftest(p) => {
+                for _ in 0..=qps.len() {
+                    p.hand_shake()?;
+                }
+            }
+        }
         Ok(Side {
             cfg: cfg.clone(),
             server,
@@ -701,17 +1014,20 @@ impl Side {
         })
     }
 
-    fn print_header(&self) {
+    /// The settings the header block and the JSON report show.
+    fn header_info(&self) -> HeaderInfo {
         let cfg = &self.cfg;
         let t = cfg.test;
         let send_server = t.verb() == Verb::Send && self.server;
-        let h = HeaderInfo {
+        HeaderInfo {
             verb: t.title_verb(),
             bandwidth: t.is_bw(),
+            duplex: cfg.duplex,
+            post_list: (cfg.post_list > 1).then_some(cfg.post_list),
             device: self.device.clone(),
             num_qps: cfg.qps,
             connection: cfg.connection.as_str(),
-            tx_depth: (!self.server).then(|| cfg.tx_depth()),
+            tx_depth: (!self.server || cfg.duplex).then(|| cfg.tx_depth()),
             rx_depth: send_server.then_some(cfg.rx_depth),
             cq_mod: t
                 .is_bw()
@@ -720,8 +1036,62 @@ impl Side {
             link_ethernet: true,
             gid_index: Some(cfg.gid_index),
             max_inline: matches!(t.verb(), Verb::Send | Verb::Write).then(|| cfg.inline_size()),
-            outstanding_reads: matches!(t.verb(), Verb::Read | Verb::Atomic).then_some(16),
+            outstanding_reads: matches!(t.verb(), Verb::Read | Verb::Atomic)
+                .then_some(u32::from(MAX_RD_ATOMIC)),
+        }
+    }
+
+    /// `--out_json`: write perftest's report of `r` (each row replaces
+    /// the last, as perftest rewrites its file).
+    fn write_json(&self, r: &report::JsonResult<'_>) -> Result<()> {
+        let Some(path) = &self.cfg.out_json else {
+            return Ok(());
         };
+        std::fs::write(path, report::json_report(&self.header_info(), r))
+            .map_err(|e| PerftestError::Config(format!("--out_json_file {}: {e}", path.display())))
+    }
+
+    /// `--out_json` of a result row.
+    fn write_json_row(&self, row: &ResultRow) -> Result<()> {
+        let r = match row {
+            ResultRow::Bw {
+                size,
+                iters,
+                peak,
+                avg,
+                msg_rate,
+            } => report::JsonResult::Bw {
+                size: *size,
+                iters: *iters,
+                peak: *peak,
+                avg: *avg,
+                msg_rate: *msg_rate,
+                gbits: self.cfg.report_gbits,
+            },
+            ResultRow::Lat { size, iters, stats } => report::JsonResult::Lat {
+                size: *size,
+                iters: *iters,
+                stats,
+            },
+            ResultRow::LatDuration {
+                size,
+                iters,
+                avg_us,
+                tps,
+            } => report::JsonResult::LatDuration {
+                size: *size,
+                iters: *iters,
+                avg_us: *avg_us,
+                tps: *tps,
+            },
+        };
+        self.write_json(&r)
+    }
+
+    fn print_header(&self) {
+        let cfg = &self.cfg;
+        let t = cfg.test;
+        let h = self.header_info();
         println!("{}", report::header_block(&h));
         let rdma = matches!(t.verb(), Verb::Read | Verb::Write);
         let out = (t.verb() == Verb::Read).then_some(16);
@@ -816,23 +1186,40 @@ impl Side {
         self.verified.set((m + 1, b + bytes));
     }
 
-    /// perftest forces CQ moderation 1 above 8 KiB messages (single size).
+    /// perftest forces CQ moderation 1 above 8 KiB messages (single size)
+    /// unless `-Q` or `-l` was given.
     fn cq_mod(&self, size: u64) -> u32 {
-        let m = if size > 8192 && !self.cfg.all && self.cfg.connection != QpType::Ud {
+        let m = if size > 8192
+            && !self.cfg.all
+            && self.cfg.connection != QpType::Ud
+            && !self.cfg.cq_mod_set
+            && self.cfg.post_list == 1
+        {
             1
         } else {
-            self.cfg.cq_mod
+            self.cfg.base_cq_mod()
         };
         m.min(self.cfg.tx_depth()).max(1)
     }
 
-    fn run_all(&mut self, oob: &mut Oob) -> Result<Vec<ResultRow>> {
+    fn run_all(&mut self, oob: &mut Link) -> Result<Vec<ResultRow>> {
         let mut rows = Vec::new();
         let mut warned = false;
+        let perftest = matches!(oob, Link::Perftest(_));
+        if perftest && self.server && self.cfg.test.is_bw() {
+            // perftest's server of a one-way bandwidth test waits for the
+            // client's result and prints it.
+            let row = self.perftest_bw_result(oob, None)?;
+            println!("{}", report::RESULT_LINE);
+            return Ok(vec![row]);
+        }
         for size in self.cfg.sizes() {
-            oob.barrier(&format!("size {size}"))?;
+            if !perftest {
+                oob.barrier(&format!("size {size}"))?;
+            }
             if self.cfg.test.is_bw() {
                 let row = match (self.cfg.test.verb(), self.server) {
+                    _ if self.cfg.duplex => self.duplex_bw(size, oob)?,
                     (Verb::Send, true) => self.send_bw_server(size, oob)?,
                     (Verb::Write, true) if self.cfg.verify => {
                         self.write_verify_server(size, oob)?
@@ -864,7 +1251,9 @@ impl Side {
                         let row = self.bw_client(size, oob)?;
                         let server_measures = self.cfg.test.verb() == Verb::Send
                             || (self.cfg.test.verb() == Verb::Write && self.cfg.verify);
-                        if !server_measures {
+                        if perftest {
+                            // Sent after the last size (below).
+                        } else if !server_measures {
                             oob.send(&Msg::Bw {
                                 size: row.size,
                                 iters: row.iters,
@@ -898,6 +1287,7 @@ impl Side {
                     avg: row.avg,
                     msg_rate: row.rate,
                 });
+                self.write_json_row(&rows[rows.len() - 1])?;
             } else {
                 if let Some(r) = self.lat(size, oob)? {
                     let line = match &r {
@@ -913,17 +1303,103 @@ impl Side {
                         ResultRow::Bw { .. } => String::new(),
                     };
                     println!("{line}");
+                    self.write_json_row(&r)?;
                     rows.push(r);
                 }
             }
-            oob.barrier(&format!("done {size}"))?;
+            if !perftest {
+                oob.barrier(&format!("done {size}"))?;
+            }
         }
         println!("{}", report::RESULT_LINE);
+        if perftest && self.cfg.test.is_bw() {
+            // The client's last result goes to perftest's server.
+            if let Some(ResultRow::Bw {
+                size,
+                iters,
+                peak,
+                avg,
+                msg_rate,
+            }) = rows.last()
+            {
+                let mine = exchange::BwReport {
+                    size: *size,
+                    iters: *iters,
+                    peak: *peak,
+                    avg: *avg,
+                    msg_rate: *msg_rate,
+                };
+                self.perftest_bw_result(oob, Some(mine))?;
+            }
+        }
         Ok(rows)
     }
 
+    /// The end of a one-way bandwidth test with a perftest peer: a
+    /// handshake, then the client's result crosses to the server, which
+    /// prints it. `mine` is the client's result (`None` on the server);
+    /// returns the server's row.
+    fn perftest_bw_result(
+        &mut self,
+        oob: &mut Link,
+        mine: Option<exchange::BwReport>,
+    ) -> Result<ResultRow> {
+        let Link::Perftest(p) = oob else {
+            return Err(PerftestError::Oob("not a perftest peer".into()));
+        };
+        p.hand_shake()?;
+        let client = mine.is_some();
+        // perftest's server sends a report it never filled: zeros from us.
+        let mine = mine.unwrap_or(exchange::BwReport {
+            size: 0,
+            iters: 0,
+            peak: 0.0,
+            avg: 0.0,
+            msg_rate: 0.0,
+        });
+        let theirs = p.link.bw_reports(&mine).map_err(PerftestError::Oob)?;
+        if client {
+            return Ok(ResultRow::Bw {
+                size: mine.size,
+                iters: mine.iters,
+                peak: mine.peak,
+                avg: mine.avg,
+                msg_rate: mine.msg_rate,
+            });
+        }
+        theirs.check().map_err(PerftestError::Oob)?;
+        if theirs.peak == 0.0 {
+            println!("{}", report::NO_PEAK_WARNING);
+        }
+        println!(
+            "{}",
+            report::bw_row(
+                theirs.size,
+                theirs.iters,
+                theirs.peak,
+                theirs.avg,
+                theirs.msg_rate,
+                self.cfg.report_gbits
+            )
+        );
+        let row = ResultRow::Bw {
+            size: theirs.size,
+            iters: theirs.iters,
+            peak: theirs.peak,
+            avg: theirs.avg,
+            msg_rate: theirs.msg_rate,
+        };
+        self.write_json_row(&row)?;
+        Ok(row)
+    }
+
     fn slot_addr(info: &PeerInfo, base: u64, qp: usize, slot: u64) -> u64 {
-        base + (qp as u64 * info.slots + slot % info.slots) * info.slot_size
+        let qp_base = if info.per_qp_buffers {
+            0
+        } else {
+            qp as u64 * info.slots
+        };
+        base + (qp_base + slot % info.slots) * info.slot_size
     }
 
     fn local_slot(&self, qp: usize, slot: u64) -> (u64, usize) {
@@ -985,7 +1461,7 @@ impl Side {
     // Bandwidth
     // ------------------------------------------------------------------
 
-    fn bw_client(&mut self, size: u64, oob: &mut Oob) -> Result<BwRow> {
+    fn bw_client(&mut self, size: u64, oob: &mut Link) -> Result<BwRow> {
         let cfg = self.cfg.clone();
         let nq = self.qps.len();
         let verb = cfg.test.verb();
@@ -993,13 +1469,21 @@ impl Side {
         let write_verify = verify && verb == Verb::Write;
         let tx = u64::from(cfg.tx_depth());
         let cq_mod = u64::from(self.cq_mod(size));
+        let post_list = u64::from(cfg.post_list);
         let mut target = vec![cfg.iterations(); nq];
         let deadline = cfg
             .duration
+            .filter(|_| !cfg.run_infinitely)
             .map(|d| Instant::now() + Duration::from_secs(d));
-        if deadline.is_some() {
+        if deadline.is_some() || cfg.run_infinitely {
             target.iter_mut().for_each(|t| *t = u64::MAX);
         }
+        // Post and completion times feed the peak; an endless run keeps
+        // none.
+        let keep_times = !cfg.run_infinitely;
+        let interval = Duration::from_secs(cfg.infinite_interval());
+        let mut next_row = Instant::now() + interval;
+        let mut row_start = (Instant::now(), 0u64);
         let mut posted = vec![0u64; nq];
         let mut completed = vec![0u64; nq];
         let mut tposted: Vec<Vec<Instant>> = vec![Vec::new(); nq];
@@ -1026,71 +1510,97 @@ impl Side {
                         target[q] = posted[q].div_ceil(cq_mod).max(1) * cq_mod;
                     }
                 }
-                while posted[q] < target[q] && posted[q] - completed[q] < tx {
-                    let i = posted[q];
-                    if write_verify {
-                        let off = self.local.credit_offset as usize + 64 * q;
-                        // A u64 the peer's RDMA WRITE updates under us.
-                        let verified = self.mr.read_u64(off)?;
-                        if i >= verified + self.remote.slots {
-                            break;
+                // Post lists of `-l` WRs (one ibv_post_send each) while
+                // the send queue has room for a whole list.
+                loop {
+                    let room = tx - (posted[q] - completed[q]);
+                    let want = post_list.min(target[q] - posted[q]);
+                    if want == 0 || room < want {
+                        break;
+                    }
+                    let mut sges = Vec::with_capacity(want as usize);
+                    let mut metas = Vec::with_capacity(want as usize);
+                    for k in 0..want {
+                        let i = posted[q] + k;
+                        if write_verify {
+                            let off = self.local.credit_offset as usize + 64 * q;
+                            // A u64 the peer's RDMA WRITE updates under us.
+                            let verified = self.mr.read_u64(off)?;
+                            if i >= verified + self.remote.slots {
+                                break;
+                            }
                         }
+                        let (laddr, loff) = self.local_slot(q, i);
+                        if verify && matches!(verb, Verb::Send | Verb::Write) {
+                            write_pattern(&self.mr, loff, size as usize, i)?;
+                        }
+                        let raddr = self.remote_slot(q, i);
+                        let rkey = self.remote_rkey(q);
+                        let op = match verb {
+                            Verb::Send => SendOp::Send,
+                            Verb::Write if write_verify => SendOp::WriteWithImm {
+                                remote_addr: raddr,
+                                rkey,
+                                imm: i as u32,
+                            },
+                            Verb::Write => SendOp::Write {
+                                remote_addr: raddr,
+                                rkey,
+                            },
+                            Verb::Read => SendOp::Read {
+                                remote_addr: raddr,
+                                rkey,
+                            },
+                            Verb::Atomic => SendOp::FetchAdd {
+                                remote_addr: self.remote_slot(q, 0),
+                                rkey,
+                                add: 1,
+                            },
+                        };
+                        let signaled = (i + 1) % cq_mod == 0 || i + 1 == target[q];
+                        let mut flags = if signaled {
+                            SendFlags::SIGNALED
+                        } else {
+                            SendFlags::EMPTY
+                        };
+                        if inline {
+                            flags |= SendFlags::INLINE;
+                        }
+                        sges.push([Sge {
+                            addr: laddr,
+                            length: if verb == Verb::Atomic { 8 } else { size as u32 },
+                            lkey: self.mr.lkey(),
+                        }]);
+                        metas.push((((q as u64) << 32) | (i & 0xFFFF_FFFF), op, flags));
                     }
-                    let (laddr, loff) = self.local_slot(q, i);
-                    if verify && matches!(verb, Verb::Send | Verb::Write) {
-                        write_pattern(&self.mr, loff, size as usize, i)?;
+                    if metas.is_empty() {
+                        break;
                     }
-                    let raddr = self.remote_slot(q, i);
-                    let rkey = self.remote_rkey(q);
-                    let op = match verb {
-                        Verb::Send => SendOp::Send,
-                        Verb::Write if write_verify => SendOp::WriteWithImm {
-                            remote_addr: raddr,
-                            rkey,
-                            imm: i as u32,
-                        },
-                        Verb::Write => SendOp::Write {
-                            remote_addr: raddr,
-                            rkey,
-                        },
-                        Verb::Read => SendOp::Read {
-                            remote_addr: raddr,
-                            rkey,
-                        },
-                        Verb::Atomic => SendOp::FetchAdd {
-                            remote_addr: self.remote_slot(q, 0),
-                            rkey,
-                            add: 1,
-                        },
-                    };
-                    let signaled = (i + 1) % cq_mod == 0 || i + 1 == target[q];
-                    let mut flags = if signaled {
-                        SendFlags::SIGNALED
-                    } else {
-                        SendFlags::EMPTY
-                    };
-                    if inline {
-                        flags |= SendFlags::INLINE;
-                    }
-                    let sge = [Sge {
-                        addr: laddr,
-                        length: if verb == Verb::Atomic { 8 } else { size as u32 },
-                        lkey: self.mr.lkey(),
-                    }];
-                    let wr = SendWr {
-                        wr_id: ((q as u64) << 32) | (i & 0xFFFF_FFFF),
-                        sg_list: &sge,
-                        op,
-                        flags,
-                        ud: self.ud_dest(q),
-                    };
-                    // SAFETY: the SGE is inside our region; the slot is not
-                    // rewritten until this WR's completion is seen (at most
+                    let wrs: Vec<SendWr<'_>> = metas
+                        .iter()
+                        .zip(&sges)
+                        .map(|(&(wr_id, op, flags), sge)| SendWr {
+                            wr_id,
+                            sg_list: sge,
+                            op,
+                            flags,
+                            ud: self.ud_dest(q),
+                        })
+                        .collect();
+                    // SAFETY: the SGEs are inside our region; a slot is not
+                    // rewritten until its WR's completion is seen (at most
                     // tx_depth outstanding over tx_depth slots).
-                    unsafe { self.qps[q].post_send(&[wr]) }
+                    unsafe { self.qps[q].post_send(&wrs) }
                         .map_err(|e| PerftestError::Verbs(e.error))?;
-                    tposted[q].push(Instant::now());
-                    posted[q] += 1;
+                    let now = Instant::now();
+                    let n = wrs.len() as u64;
+                    if keep_times {
+                        tposted[q].extend(std::iter::repeat(now).take(n as usize));
+                    }
+                    posted[q] += n;
+                    if n < want {
+                        break;
+                    }
                 }
                 if completed[q] < target[q] {
                     all_done = false;
@@ -1123,12 +1633,36 @@ impl Side {
                 let i = (wc.wr_id & 0xFFFF_FFFF) | (completed[q] & !0xFFFF_FFFF);
                 let upto = i + 1;
                 for k in completed[q]..upto {
-                    tcompleted[q].push(now);
+                    if keep_times {
+                        tcompleted[q].push(now);
+                    }
                     if verify {
                         self.verify_client_completion(q, k, size, &mut scratch)?;
                     }
                 }
                 completed[q] = completed[q].max(upto);
+            }
+            if cfg.run_infinitely && now >= next_row {
+                // perftest's endless mode: one row per interval, for the
+                // messages completed in it.
+                let done: u64 = completed.iter().sum();
+                let msgs = done - row_start.1;
+                let secs = (now - row_start.0).as_secs_f64();
+                println!(
+                    "{}",
+                    report::bw_row(
+                        size,
+                        msgs,
+                        0.0,
+                        report::bandwidth(msgs * size, secs, cfg.report_gbits),
+                        msgs as f64 / secs / 1e6,
+                        cfg.report_gbits
+                    )
+                );
+                use std::io::Write as _;
+                let _ = std::io::stdout().flush();
+                row_start = (now, done);
+                next_row = now + interval;
             }
         }
         let elapsed = start.elapsed();
@@ -1156,6 +1690,54 @@ impl Side {
             peak,
             avg,
             rate,
+        })
+    }
+
+    /// `-b`: both sides send at once; each prints the sum of the two
+    /// directions, as perftest does.
+    fn duplex_bw(&mut self, size: u64, oob: &mut Link) -> Result<BwRow> {
+        let mine = self.bw_client(size, oob)?;
+        oob.send(&Msg::Bw {
+            size: mine.size,
+            iters: mine.iters,
+            peak: mine.peak,
+            avg: mine.avg,
+            rate: mine.rate,
+        })?;
+        let theirs = match oob.recv::<Msg>()? {
+            Msg::Bw {
+                size,
+                iters,
+                peak,
+                avg,
+                rate,
+            } => exchange::BwReport {
+                size,
+                iters,
+                peak,
+                avg,
+                msg_rate: rate,
+            },
+            Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
+            other => {
+                return Err(PerftestError::Oob(format!(
+                    "expected results, got {other:?}"
+                )))
+            }
+        };
+        theirs.check().map_err(PerftestError::Oob)?;
+        if theirs.size != size {
+            return Err(PerftestError::Oob(format!(
+                "peer reports {}-byte messages, this side ran {size}",
+                theirs.size
+            )));
+        }
+        Ok(BwRow {
+            size,
+            iters: mine.iters,
+            peak: mine.peak + theirs.peak,
+            avg: mine.avg + theirs.avg,
+            rate: mine.rate + theirs.msg_rate,
         })
     }
 
@@ -1191,7 +1773,7 @@ impl Side {
     }
 
     /// Receiving side of send_bw: count, check and repost receives.
-    fn send_bw_server(&mut self, size: u64, oob: &mut Oob) -> Result<BwRow> {
+    fn send_bw_server(&mut self, size: u64, oob: &mut Link) -> Result<BwRow> {
         let nq = self.qps.len();
         let slots = self.local.slots;
         let rx = u64::from(self.cfg.rx_depth);
@@ -1285,7 +1867,7 @@ impl Side {
 
     /// Receiving side of write_bw with --verify: check each slot on its
     /// WRITE-with-immediate completion and return credits.
-    fn write_verify_server(&mut self, size: u64, oob: &mut Oob) -> Result<BwRow> {
+    fn write_verify_server(&mut self, size: u64, oob: &mut Link) -> Result<BwRow> {
         let nq = self.qps.len();
         let rx = u64::from(self.cfg.rx_depth);
         let n = self.cfg.iterations();
@@ -1375,7 +1957,7 @@ impl Side {
     // Latency
     // ------------------------------------------------------------------
 
-    fn lat(&mut self, size: u64, oob: &mut Oob) -> Result<Option<ResultRow>> {
+    fn lat(&mut self, size: u64, oob: &mut Link) -> Result<Option<ResultRow>> {
         let t = self.cfg.test;
         let n = self.cfg.iterations();
         let deadline = self.cfg.duration.map(Duration::from_secs);
@@ -1442,7 +2024,7 @@ impl Side {
         n: u64,
         deadline: Option<Duration>,
         samples: &mut Vec<u64>,
-        oob: &mut Oob,
+        oob: &mut Link,
     ) -> Result<u64> {
         let send = self.cfg.test.verb() == Verb::Send;
         let verify = self.cfg.verify;
@@ -1749,6 +2331,7 @@ mod tests {
             credit_offset: slots.wrapping_mul(slot_size).wrapping_mul(2),
             mtu: 1024,
             device: "x".into(),
+            per_qp_buffers: false,
         }
     }
 
@@ -1799,6 +2382,24 @@ mod tests {
         assert!(e.contains("longer than"), "{e}");
         let peer = writer.join().unwrap();
         drop(peer);
+    }
+
+    #[test]
+    fn connect_attributes_carry_timeout_service_level_and_traffic_class() {
+        let mut cfg = Config::new(Test::WriteBw);
+        cfg.qp_timeout = 9;
+        cfg.sl = 3;
+        cfg.traffic_class = 0x68;
+        let ep = peer_info(1, 64, Some(1 << 20)).endpoints[0];
+        let (init, rtr, rts) = connect_attrs(&cfg, 7, &ep, Mtu::Mtu1024, AccessFlags::LOCAL_WRITE);
+        assert_eq!(init.qp_state, QpState::Init);
+        assert_eq!(rtr.ah_attr.sl, 3);
+        assert_eq!(rtr.ah_attr.traffic_class, 0x68);
+        assert_eq!(rtr.ah_attr.dgid, ep.gid);
+        assert_eq!(rtr.dest_qp_num, Qpn::new(ep.qpn));
+        assert_eq!((rtr.rq_psn, rtr.path_mtu), (ep.psn, Mtu::Mtu1024));
+        assert_eq!((rts.timeout, rts.retry_cnt, rts.sq_psn), (9, 7, 7));
+        assert_eq!(rts.max_rd_atomic, 16);
     }
 
     #[test]
