@@ -250,9 +250,17 @@ fn pfc_off_on_one_port_drops_that_ports_traffic_only() {
     );
     let dir = std::env::temp_dir().join(format!("rocelab-pfc-off-{}", std::process::id()));
     sim::stats::write_counter_dumps(&dir, bad, &[3]).unwrap();
-    let p1_dump = std::fs::read_to_string(dir.join("sw0-p1.ethtool.txt")).unwrap();
-    let p2_dump = std::fs::read_to_string(dir.join("sw0-p2.ethtool.txt")).unwrap();
+    let switches = std::fs::read_to_string(dir.join(sim::stats::SWITCHES_FILE)).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    let sections = sim::stats::bundle_sections(&switches).expect("a bundle of dumps");
+    let dump = |name: &str| {
+        sections
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, d)| d.clone())
+            .unwrap_or_else(|| panic!("no {name} in {}", sim::stats::SWITCHES_FILE))
+    };
+    let (p1_dump, p2_dump) = (dump("sw0-p1.ethtool.txt"), dump("sw0-p2.ethtool.txt"));
     assert!(!p1_dump.contains("prio3_pause"), "{p1_dump}");
     assert!(p2_dump.contains("\n     tx_prio3_pause: "), "{p2_dump}");
 }
