@@ -49,6 +49,33 @@ fn section(bundle: &Path, name: &str) -> String {
         .1
 }
 
+/// `rocelab run SCENARIO --out OUT --quiet EXTRA...`, then `rocelab doctor
+/// --json OUT`: the doctor's JSON. Both must succeed (`label` names the
+/// case in a failure).
+fn run_then_doctor(label: &str, scenario: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend(extra);
+    let o = rocelab(&args);
+    assert!(
+        o.status.success(),
+        "{label}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = rocelab(&["doctor", "--json", out.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "{label}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("doctor JSON")
+}
+
 fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -453,25 +480,7 @@ fn doctor_ranks_each_injected_fault_first() {
     for (name, id, words) in cases {
         let out = base.join(name);
         let scenario = repo().join(format!("scenarios/faults/{name}.toml"));
-        let o = rocelab(&[
-            "run",
-            scenario.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ]);
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let o = rocelab(&["doctor", "--json", out.to_str().unwrap()]);
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
+        let j = run_then_doctor(name, &scenario, &out, &[]);
         let first = &j["findings"][0];
         // It belongs to the faulty variant, listed first in each file, not
         // to a repaired one ("healthy", "fixed", "computed").
@@ -568,29 +577,12 @@ fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
     for n in &all {
         let out = base.join(n.replace('/', "-"));
         let scenario = repo().join(format!("scenarios/{n}.toml"));
-        let mut args = vec![
-            "run",
-            scenario.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ];
-        if n.contains("k16") {
-            args.extend(["--set", "duration=20us"]);
-        }
-        let o = rocelab(&args);
-        assert!(
-            o.status.success(),
-            "{n}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let o = rocelab(&["doctor", "--json", out.to_str().unwrap()]);
-        assert!(
-            o.status.success(),
-            "{n}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
+        let extra: &[&str] = if n.contains("k16") {
+            &["--set", "duration=20us"]
+        } else {
+            &[]
+        };
+        let j = run_then_doctor(n, &scenario, &out, extra);
         let findings = j["findings"].as_array().cloned().unwrap_or_default();
         if findings.is_empty() {
             wrong.push(format!("{n}: no findings at all"));
