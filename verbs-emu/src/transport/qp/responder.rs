@@ -226,6 +226,32 @@ impl Qp {
         }
     }
 
+    /// Complete receive WQE `wr_id` of this connected QP with success:
+    /// `byte_len` bytes placed, with the immediate and the solicited bit of
+    /// the message's last packet `h` (no source QP, no GRH).
+    fn recv_done(
+        &mut self,
+        wr_id: u64,
+        opcode: WcOpcode,
+        byte_len: u32,
+        h: &RoceHeaders,
+        invalidated_rkey: Option<Rkey>,
+    ) {
+        self.completions.push_back(Completion {
+            wr_id,
+            status: WcStatus::Success,
+            opcode,
+            is_recv: true,
+            qp_num: self.cfg.qpn,
+            byte_len,
+            imm_data: h.immdt,
+            invalidated_rkey,
+            src_qp: None,
+            grh: false,
+            solicited: h.bth.solicited,
+        });
+    }
+
     /// The receive WQE in use, if any, completes with `local`'s status.
     pub(super) fn responder_error(&mut self, local: Option<(u64, WcStatus)>) {
         if let Some((wr_id, status)) = local {
@@ -508,19 +534,7 @@ impl Qp {
             self.rq.pop_front();
             self.msn = self.msn.next();
             self.in_msg = InMsg::None;
-            self.completions.push_back(Completion {
-                wr_id: rwqe.wr_id,
-                status: WcStatus::Success,
-                opcode: WcOpcode::Recv,
-                is_recv: true,
-                qp_num: self.cfg.qpn,
-                byte_len: total,
-                imm_data: h.immdt,
-                invalidated_rkey: invalidated,
-                src_qp: None,
-                grh: false,
-                solicited: h.bth.solicited,
-            });
+            self.recv_done(rwqe.wr_id, WcOpcode::Recv, total, h, invalidated);
         } else {
             self.in_msg = InMsg::Send { offset: total };
         }
@@ -587,19 +601,7 @@ impl Qp {
                     Some(r) => r.dma_len,
                     None => self.write_total(),
                 };
-                self.completions.push_back(Completion {
-                    wr_id: rwqe.wr_id,
-                    status: WcStatus::Success,
-                    opcode: WcOpcode::RecvRdmaWithImm,
-                    is_recv: true,
-                    qp_num: self.cfg.qpn,
-                    byte_len: total,
-                    imm_data: h.immdt,
-                    invalidated_rkey: None,
-                    src_qp: None,
-                    grh: false,
-                    solicited: h.bth.solicited,
-                });
+                self.recv_done(rwqe.wr_id, WcOpcode::RecvRdmaWithImm, total, h, None);
             }
             self.write_len = 0;
         } else {
@@ -738,19 +740,7 @@ impl Qp {
                 if op.is_last() || op.is_only() {
                     self.rq.pop_front();
                     self.in_msg = InMsg::None;
-                    self.completions.push_back(Completion {
-                        wr_id: rwqe.wr_id,
-                        status: WcStatus::Success,
-                        opcode: WcOpcode::Recv,
-                        is_recv: true,
-                        qp_num: self.cfg.qpn,
-                        byte_len: total,
-                        imm_data: h.immdt,
-                        invalidated_rkey: None,
-                        src_qp: None,
-                        grh: false,
-                        solicited: h.bth.solicited,
-                    });
+                    self.recv_done(rwqe.wr_id, WcOpcode::Recv, total, h, None);
                 } else {
                     self.in_msg = InMsg::Send { offset: total };
                 }
@@ -812,19 +802,13 @@ impl Qp {
                     self.in_msg = InMsg::None;
                     if op.has_immdt() {
                         let rwqe = self.rq.pop_front().expect("checked above");
-                        self.completions.push_back(Completion {
-                            wr_id: rwqe.wr_id,
-                            status: WcStatus::Success,
-                            opcode: WcOpcode::RecvRdmaWithImm,
-                            is_recv: true,
-                            qp_num: self.cfg.qpn,
-                            byte_len: self.write_len,
-                            imm_data: h.immdt,
-                            invalidated_rkey: None,
-                            src_qp: None,
-                            grh: false,
-                            solicited: h.bth.solicited,
-                        });
+                        self.recv_done(
+                            rwqe.wr_id,
+                            WcOpcode::RecvRdmaWithImm,
+                            self.write_len,
+                            h,
+                            None,
+                        );
                     }
                 } else {
                     self.in_msg = InMsg::Write {
