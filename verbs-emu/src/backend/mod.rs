@@ -257,8 +257,9 @@ pub trait Backend: Send + Sync + 'static {
     /// the transport's under mlx5's hardware counter names (as the
     /// simulator's `rdma statistic` dumps name them: `roce_adp_retrans`,
     /// `local_ack_timeout_err`, `packet_seq_err`, `rnr_nak_retry_err`,
-    /// ...), then the device's own (`rx_icrc_encapsulated`, and the
-    /// fault wrapper's `fault_*` when one is installed). Counts since the
+    /// ...), then the device's own (`rx_icrc_encapsulated`,
+    /// `rx_icrc_id_solved`, and the fault wrapper's `fault_*` when one is
+    /// installed). Counts since the
     /// device was opened, destroyed QPs included. Backends that keep no
     /// counters return none.
     fn counters(&self) -> Result<Vec<(String, u64)>> {
