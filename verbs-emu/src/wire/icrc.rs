@@ -51,17 +51,18 @@
 //!
 //! The price, for a corrupted packet whose ICRC difference is random: a
 //! strict check accepts one header, chance 2^-32. This one accepts at most
-//! 128 + 577 = 705 headers (each a distinct ICRC value, as `L` is
-//! injective), chance at most 705 / 2^32 = 1.6e-7 (about 2^-22.5): the
+//! 705 headers, 128 segment positions and 64 + 1 + 512 identifications
+//! around the last one (each a distinct ICRC value, as `L` is injective),
+//! chance at most 705 / 2^32 = 1.6e-7 (about 2^-22.5): the
 //! solved 17 bits land on one of 2^17 headers at chance 2^-15, and at most
 //! 705 / 2^17 of those are plausible. A corruption confined to the
 //! identification and DF bits is accepted by design: no receiver uses
 //! them. Single flipped bits keep CRC-32's guarantee in practice: outside
-//! the identification and DF, a flip less than 26,768 bytes after the
-//! identification fits a header only at two offsets, 197 (bit 3) and 1858
-//! (bit 6) bytes after it, and both also flip DF, which neither rule
-//! accepts from a sender whose DF does not change (a unit test checks
-//! every bit).
+//! the identification and DF, a flip anywhere from the first IPv4 byte to
+//! 26,768 bytes after the identification (far beyond the largest RoCEv2
+//! packet) fits a header only at two offsets, 197 (bit 3) and 1858 (bit 6)
+//! bytes after it, and both also flip DF, which neither rule accepts from
+//! a sender whose DF does not change (a unit test checks every bit).
 //!
 //! Cost: the solve is two table reads and two or three multiplications in
 //! GF(2)\[x\]/P (x^(-8n) from a low- and a high-byte table of powers,
