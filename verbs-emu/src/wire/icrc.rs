@@ -1028,6 +1028,29 @@ mod tests {
             g = mul_mod_p(g, X_INVERSE_8);
         }
         assert_eq!(fits, [(197, 3), (1858, 6)]);
+        // By brute force, without the algebra: every bit of a 2 KiB UDP
+        // payload flipped in turn (the masked BTH byte 4 aside). Only the
+        // two offsets fit a header (the payload starts 24 bytes after the
+        // identification), and the check rejects every flip.
+        let body: Vec<u8> = (0..2048 + 12u32).map(|i| (i * 13 + 1) as u8).collect();
+        let sent = packet(&v4(0x0A00_0001, 0x0A00_0002, 0xC000, 0, true), &body);
+        let expected = v4(0x0A00_0001, 0x0A00_0002, 0xC000, 0, true);
+        let mut check = Ipv4IcrcCheck::new();
+        let mut fit = Vec::new();
+        for at in (0..sent.len()).filter(|&at| at != 4) {
+            for b in 0..8 {
+                let mut q = sent.clone();
+                q[at] ^= 1 << b;
+                if recover_ipv4_identification(&expected, &q)
+                    .unwrap()
+                    .is_some()
+                {
+                    fit.push((at + 24, b));
+                }
+                assert!(check.verify(&expected, &q).is_err(), "byte {at} bit {b}");
+            }
+        }
+        assert_eq!(fit, [(197, 3), (1858, 6)]);
         // The same through the check, in a 4 KiB packet (the UDP payload
         // starts 24 bytes after the identification), for all DF-constant
         // senders: positions, a counter with DF and one without.
