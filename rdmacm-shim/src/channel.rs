@@ -4,7 +4,9 @@
 //! written to `tx` per queued event, and `rx` (the `fd` the program sees)
 //! is read one byte per event taken, so `rx` is readable exactly while
 //! events wait (its blocking mode is the program's to choose). Events of a
-//! destroyed id are taken out of the queue together with their bytes.
+//! destroyed id are taken out of the queue together with their bytes. A
+//! reader blocked in `rdma_get_cm_event` when its channel is destroyed
+//! stays blocked, as on rdma-core.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -144,7 +146,18 @@ impl Channel {
                 return Err(e);
             }
             if n == 0 {
-                return Err(libc::EIO);
+                // The channel was destroyed under this reader. rdma-core's
+                // read on its device file stays blocked then (programs such
+                // as rping leave a thread in rdma_get_cm_event until they
+                // exit): do the same rather than fail.
+                // SAFETY: F_GETFL on our descriptor.
+                let flags = unsafe { libc::fcntl(self.rx.as_raw_fd(), libc::F_GETFL) };
+                if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+                    return Err(libc::EAGAIN);
+                }
+                loop {
+                    std::thread::park();
+                }
             }
             if let Some(ev) = lock(&self.queue).pop_front() {
                 return Ok(ev.0);

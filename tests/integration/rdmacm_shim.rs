@@ -107,3 +107,168 @@ fn ib_write_bw_over_rdma_cm_runs() {
         );
     }
 }
+
+/// A C program (compiled against the installed `<rdma/rdma_cma.h>`) that
+/// connects to itself twice through the CM on 127.0.0.1:PORT: once
+/// rejected, once accepted without QPs (the program's own QP numbers), and
+/// prints what each side's events carry: private data both ways, the
+/// connection parameters, reject status, and the disconnect events.
+const CM_EXCHANGE_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+static struct rdma_cm_event *expect(struct rdma_event_channel *ch, int want) {
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ch, &ev)) { perror("rdma_get_cm_event"); exit(2); }
+    if (ev->event != want) {
+        printf("unexpected %s (status %d), wanted %s\n", rdma_event_str(ev->event),
+               ev->status, rdma_event_str(want));
+        exit(3);
+    }
+    return ev;
+}
+
+static void show(const char *who, struct rdma_cm_event *ev) {
+    struct rdma_conn_param *p = &ev->param.conn;
+    printf("%s %s status=%d private=%.*s resp=%u init=%u retry=%u rnr=%u qpn=%#x\n", who,
+           rdma_event_str(ev->event), ev->status, p->private_data_len,
+           p->private_data ? (const char *)p->private_data : "", p->responder_resources,
+           p->initiator_depth, p->retry_count, p->rnr_retry_count, p->qp_num);
+}
+
+#define CHECK(x) do { if (x) { perror(#x); exit(4); } } while (0)
+
+static struct rdma_cm_id *dial(struct rdma_event_channel *ch, struct sockaddr_in *sin) {
+    struct rdma_cm_id *id;
+    CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP));
+    CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)sin, 2000));
+    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+    CHECK(rdma_resolve_route(id, 2000));
+    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    return id;
+}
+
+int main(int argc, char **argv) {
+    struct rdma_event_channel *srv = rdma_create_event_channel();
+    struct rdma_event_channel *cli = rdma_create_event_channel();
+    struct rdma_cm_id *listen_id, *a, *child;
+    struct rdma_cm_event *ev;
+    struct sockaddr_in sin = { .sin_family = AF_INET };
+    struct rdma_conn_param c = { 0 };
+    sin.sin_port = htons(atoi(argv[1]));
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(rdma_create_id(srv, &listen_id, NULL, RDMA_PS_TCP));
+    CHECK(rdma_bind_addr(listen_id, (struct sockaddr *)&sin));
+    CHECK(rdma_listen(listen_id, 1));
+    printf("src port %u\n", ntohs(rdma_get_src_port(listen_id)));
+
+    /* Rejected. */
+    a = dial(cli, &sin);
+    c.private_data = "hello"; c.private_data_len = 5;
+    c.responder_resources = 2; c.initiator_depth = 3; c.retry_count = 5;
+    c.rnr_retry_count = 6; c.qp_num = 0x123;
+    CHECK(rdma_connect(a, &c));
+    ev = expect(srv, RDMA_CM_EVENT_CONNECT_REQUEST);
+    show("server", ev);
+    child = ev->id;
+    printf("listen id matches %d\n", ev->listen_id == listen_id);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_reject(child, "nope", 4));
+    ev = expect(cli, RDMA_CM_EVENT_REJECTED);
+    show("client", ev);
+    rdma_ack_cm_event(ev);
+    rdma_destroy_id(child);
+    rdma_destroy_id(a);
+
+    /* Accepted, the program's own QP numbers, then disconnected. */
+    a = dial(cli, &sin);
+    c.private_data = "again"; c.qp_num = 0x456;
+    CHECK(rdma_connect(a, &c));
+    ev = expect(srv, RDMA_CM_EVENT_CONNECT_REQUEST);
+    show("server", ev);
+    child = ev->id;
+    rdma_ack_cm_event(ev);
+    memset(&c, 0, sizeof c);
+    c.private_data = "welcome"; c.private_data_len = 7;
+    c.responder_resources = 3; c.initiator_depth = 2; c.rnr_retry_count = 7; c.qp_num = 0x789;
+    CHECK(rdma_accept(child, &c));
+    ev = expect(cli, RDMA_CM_EVENT_CONNECT_RESPONSE);
+    show("client", ev);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_establish(a));
+    ev = expect(srv, RDMA_CM_EVENT_ESTABLISHED);
+    show("server", ev);
+    rdma_ack_cm_event(ev);
+    printf("dst port matches %d\n", rdma_get_dst_port(a) == sin.sin_port);
+    CHECK(rdma_disconnect(a));
+    rdma_ack_cm_event(expect(srv, RDMA_CM_EVENT_DISCONNECTED));
+    rdma_ack_cm_event(expect(cli, RDMA_CM_EVENT_DISCONNECTED));
+    printf("disconnected\n");
+    /* Too much private data for a REQ is refused. */
+    rdma_destroy_id(a);
+    a = dial(cli, &sin);
+    {
+        char big[57] = { 0 };
+        c.private_data = big; c.private_data_len = sizeof big;
+        printf("oversized connect %d\n", rdma_connect(a, &c));
+    }
+    rdma_destroy_id(a);
+    rdma_destroy_id(child);
+    rdma_destroy_id(listen_id);
+    rdma_destroy_event_channel(srv);
+    rdma_destroy_event_channel(cli);
+    printf("done\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn cm_events_carry_private_data_parameters_and_rejects() {
+    use super::wire::under_ci;
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").is_file() {
+        assert!(
+            !under_ci(),
+            "<rdma/rdma_cma.h> is required under CI (librdmacm-dev)"
+        );
+        eprintln!("skipping: <rdma/rdma_cma.h> is not installed (apt-get install librdmacm-dev)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rocelab-cm-exchange-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("cm.c"), dir.join("cm"));
+    std::fs::write(&src, CM_EXCHANGE_C).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = std::process::Command::new(&cc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .args(["-lrdmacm", "-libverbs"])
+        .output()
+        .unwrap_or_else(|e| panic!("{cc}: {e}"));
+    assert!(built.status.success(), "{cc}: {}", text(&built));
+    let out = output_within(exec(&exe, &["18751"]), Duration::from_secs(60));
+    let t = text(&out);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(out.status.success(), "{t}");
+    for want in [
+        "src port 18751\n",
+        // The request as the passive side sees it: depths swapped.
+        "server RDMA_CM_EVENT_CONNECT_REQUEST status=0 private=hello resp=3 init=2 retry=5 rnr=6 qpn=0x123\n",
+        "listen id matches 1\n",
+        "client RDMA_CM_EVENT_REJECTED status=28 private=nope ",
+        "server RDMA_CM_EVENT_CONNECT_REQUEST status=0 private=again resp=3 init=2 retry=5 rnr=6 qpn=0x456\n",
+        // The reply: its depths swapped, the passive side keeps the
+        // request's retry count.
+        "client RDMA_CM_EVENT_CONNECT_RESPONSE status=0 private=welcome resp=2 init=3 retry=5 rnr=7 qpn=0x789\n",
+        "server RDMA_CM_EVENT_ESTABLISHED status=0 ",
+        "dst port matches 1\n",
+        "disconnected\n",
+        "oversized connect -1\n",
+        "done\n",
+    ] {
+        assert!(t.contains(want), "missing {want:?}:\n{t}");
+    }
+}
