@@ -14,6 +14,7 @@
 use std::io::Write as _;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,9 @@ use crate::{warn, SendPtr};
 
 /// How long a passive side waits for the REQ of a new TCP connection.
 const REQ_WAIT: Duration = Duration::from_secs(10);
+/// How many connections a listener lets wait for their REQ at once; more
+/// are closed at once (a peer cannot pile up threads).
+const MAX_PENDING: usize = 64;
 /// How long `rdma_connect` tries to reach the listener.
 const CONNECT_WAIT: Duration = Duration::from_secs(5);
 /// How long a refused connection is retried before the connect is
@@ -434,14 +438,21 @@ pub(crate) fn start_active(sh: Arc<IdShared>, dst: SocketAddr, req: Msg) {
 /// REQ into a new id on the listening id's channel.
 pub(crate) fn start_listener(lsh: Arc<IdShared>, listener: TcpListener) {
     spawn("rdmacm-listen", move || {
+        let pending = Arc::new(AtomicUsize::new(0));
         for conn in listener.incoming() {
             if lock(&lsh.st).destroyed {
                 return;
             }
             match conn {
                 Ok(s) => {
+                    if pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING {
+                        pending.fetch_sub(1, Ordering::AcqRel);
+                        warn("too many connections waiting for their REQ; closing one");
+                        continue;
+                    }
                     let lsh = lsh.clone();
-                    spawn("rdmacm-passive", move || passive(lsh, s));
+                    let pending = Pending(pending.clone());
+                    spawn("rdmacm-passive", move || passive(lsh, s, pending));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e)
@@ -458,16 +469,27 @@ pub(crate) fn start_listener(lsh: Arc<IdShared>, listener: TcpListener) {
     });
 }
 
+/// A connection counted as waiting for its REQ until this drops.
+struct Pending(Arc<AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One incoming connection: wait for its REQ, make the new id, report the
 /// request, then read the peer's messages.
-fn passive(lsh: Arc<IdShared>, stream: TcpStream) {
+fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(REQ_WAIT));
     let mut r = match stream.try_clone() {
         Ok(r) => r,
         Err(_) => return,
     };
-    let req = match read_msg(&mut r) {
+    let req = read_msg(&mut r);
+    drop(pending);
+    let req = match req {
         Ok(Some(Msg::Req(c))) => c,
         Ok(Some(m)) => {
             warn(&format!(

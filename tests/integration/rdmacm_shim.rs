@@ -109,6 +109,7 @@ fn ib_write_bw_over_rdma_cm_runs() {
 }
 
 /// A C program (compiled against the installed `<rdma/rdma_cma.h>`) that
+/// first feeds its own listener malformed CM messages over plain TCP, then
 /// connects to itself twice through the CM on 127.0.0.1:PORT: once
 /// rejected, once accepted without QPs (the program's own QP numbers), and
 /// prints what each side's events carry: private data both ways, the
@@ -118,6 +119,8 @@ const CM_EXCHANGE_C: &str = r#"
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <unistd.h>
+#include <sys/socket.h>
 #include <rdma/rdma_cma.h>
 
 static struct rdma_cm_event *expect(struct rdma_event_channel *ch, int want) {
@@ -164,6 +167,18 @@ int main(int argc, char **argv) {
     CHECK(rdma_bind_addr(listen_id, (struct sockaddr *)&sin));
     CHECK(rdma_listen(listen_id, 1));
     printf("src port %u\n", ntohs(rdma_get_src_port(listen_id)));
+
+    /* Hostile peers: a header claiming a huge body, then plain garbage.
+       The listener drops both and keeps serving. */
+    {
+        const char *junk[] = { "RLCM\x01\x01\xff\xffxxxx", "GET / HTTP/1.0\r\n\r\n" };
+        for (int i = 0; i < 2; i++) {
+            int s = socket(AF_INET, SOCK_STREAM, 0);
+            CHECK(connect(s, (struct sockaddr *)&sin, sizeof sin));
+            CHECK(write(s, junk[i], strlen(junk[i])) < 0);
+            close(s);
+        }
+    }
 
     /* Rejected. */
     a = dial(cli, &sin);
