@@ -37,7 +37,7 @@ pub struct ShimArgs {
     #[arg(long = "device", value_name = "NAME=IPV4[:PORT]")]
     devices: Vec<String>,
     /// The shim library (libibverbs.so) to use; default: next to rocelab,
-    /// or $ROCELAB_IBVERBS_LIB.
+    /// or $ROCELAB_IBVERBS_LIB. The librdmacm.so beside it is used too.
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
 }
@@ -111,7 +111,7 @@ fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
             let tried: Vec<String> = c.iter().map(|p| p.display().to_string()).collect();
             format!(
                 "rocelab's libibverbs was not found (tried {}); build it with \
-                 `cargo build -p ibverbs-shim` (it lands next to the rocelab binary), \
+                 `cargo build -p ibverbs-shim -p rdmacm-shim` (they land next to the rocelab binary), \
                  or name it with --lib or ${LIB_ENV}",
                 tried.join(", ")
             )
