@@ -64,17 +64,122 @@ unsafe extern "C" fn rdma_create_id(
         RDMA_PS_UDP | RDMA_PS_IPOIB => IBV_QPT_UD,
         _ => return fail(libc::EINVAL),
     };
-    if channel.is_null() {
-        // Synchronous ids (rdma-core makes a private channel and waits in
-        // every call) are not supported.
-        return fail(libc::EOPNOTSUPP);
+    // SAFETY: caller's output.
+    unsafe { *id = create_id(channel, context, ps, qp_type) };
+    if unsafe { *id }.is_null() {
+        return -1;
     }
+    0
+}
+
+/// A new id on `channel`, or, for a null channel, a synchronous id on a
+/// channel of its own (null and errno set on failure).
+fn create_id(
+    channel: *mut rdma_event_channel,
+    context: *mut c_void,
+    ps: c_int,
+    qp_type: u32,
+) -> *mut rdma_cm_id {
+    let (channel, own) = if channel.is_null() {
+        match Channel::create() {
+            Ok(c) => (c.cast(), c),
+            Err(e) => {
+                set_errno(e);
+                return ptr::null_mut();
+            }
+        }
+    } else {
+        (channel, ptr::null_mut())
+    };
     // SAFETY: a channel record of ours.
     let chan = unsafe { &*channel.cast::<ChannelRec>() };
     let rec = IdRec::create(channel, chan.sh.clone(), context, ps, qp_type);
-    // SAFETY: caller's output.
-    unsafe { *id = rec.cast() };
-    0
+    // SAFETY: the fresh record.
+    let r = unsafe { &mut *rec };
+    r.sync_chan = own;
+    lock(&r.sh.st).sync = !own.is_null();
+    rec.cast()
+}
+
+/// A synchronous id waits here for the event its call started, as
+/// rdma-core's: the previous event is acknowledged, the new one stays in
+/// `id->event`, and an error event fails the call (`ECONNREFUSED` for a
+/// reject, the status's errno otherwise). Asynchronous ids return 0.
+fn complete(rec: &mut IdRec) -> c_int {
+    if rec.sync_chan.is_null() {
+        return 0;
+    }
+    if !rec.id.event.is_null() {
+        // SAFETY: the id's previous event, ours, acknowledged once.
+        drop(unsafe { Box::from_raw(rec.id.event.cast::<EventRec>()) });
+        rec.id.event = ptr::null_mut();
+    }
+    // SAFETY: the id's own channel record.
+    let chan = unsafe { &*rec.id.channel.cast::<ChannelRec>() };
+    let ev = match chan.sh.get() {
+        Ok(ev) => ev,
+        Err(e) => return fail(e),
+    };
+    rec.id.event = ev.cast();
+    // SAFETY: the event just taken.
+    let (kind, status) = unsafe { ((*ev).ev.event, (*ev).ev.status) };
+    match status {
+        0 => 0,
+        _ if kind == RDMA_CM_EVENT_REJECTED => fail(libc::ECONNREFUSED),
+        s => fail(s.abs()),
+    }
+}
+
+/// Run an id's call, then wait for its event if the id is synchronous.
+macro_rules! then_complete {
+    ($id:expr, $call:expr) => {{
+        let r = $call;
+        if r != 0 {
+            return r;
+        }
+        // SAFETY: the export contract (the call above checked for null).
+        match unsafe { IdRec::from_ptr($id) } {
+            Some(rec) => complete(rec),
+            None => 0,
+        }
+    }};
+}
+
+#[no_mangle]
+unsafe extern "C" fn rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src_addr: *mut libc::sockaddr,
+    dst_addr: *mut libc::sockaddr,
+    timeout_ms: c_int,
+) -> c_int {
+    // SAFETY: same contract.
+    then_complete!(id, unsafe {
+        resolve_addr_async(id, src_addr, dst_addr, timeout_ms)
+    })
+}
+
+#[no_mangle]
+unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
+    // SAFETY: same contract.
+    then_complete!(id, unsafe { resolve_route_async(id, timeout_ms) })
+}
+
+#[no_mangle]
+unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: same contract.
+    then_complete!(id, unsafe { connect_async(id, conn_param) })
+}
+
+#[no_mangle]
+unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: same contract.
+    then_complete!(id, unsafe { accept_async(id, conn_param) })
+}
+
+#[no_mangle]
+unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    // SAFETY: same contract.
+    then_complete!(id, unsafe { disconnect_async(id) })
 }
 
 #[no_mangle]
@@ -102,11 +207,18 @@ unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     };
     chan.purge(id);
     // SAFETY: the record and its path record are ours; no thread touches
-    // them once `destroyed` is set (see id.rs).
+    // them once `destroyed` is set (see id.rs). A synchronous id's pending
+    // event and its own channel go with it.
     unsafe {
         let rec = Box::from_raw(id.cast::<IdRec>());
         if !rec.id.route.path_rec.is_null() {
             drop(Box::from_raw(rec.id.route.path_rec));
+        }
+        if !rec.sync_chan.is_null() {
+            if !rec.id.event.is_null() {
+                drop(Box::from_raw(rec.id.event.cast::<EventRec>()));
+            }
+            drop(Box::from_raw(rec.sync_chan));
         }
     }
     0
@@ -147,6 +259,7 @@ unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockad
         };
         let di = index_for(&devs.list, a.ip());
         rec.id.verbs = devs.list[di].ctx.0;
+        rec.id.pd = devs.list[di].pd.0;
         rec.id.port_num = 1;
         st.dev = Some(di);
         fill_route(&mut rec.id, Some(local), None, &devs.list[di], None);
@@ -194,8 +307,8 @@ unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     0
 }
 
-#[no_mangle]
-unsafe extern "C" fn rdma_resolve_addr(
+/// `rdma_resolve_addr` up to the event (see [`complete`]).
+unsafe fn resolve_addr_async(
     id: *mut rdma_cm_id,
     src_addr: *mut libc::sockaddr,
     dst_addr: *mut libc::sockaddr,
@@ -235,6 +348,9 @@ unsafe extern "C" fn rdma_resolve_addr(
         .filter(|s| !s.ip().is_unspecified())
         .unwrap_or_else(|| SocketAddr::new(local_source(&dst, dev.ip()), 0));
     rec.id.verbs = dev.ctx.0;
+    if rec.id.pd.is_null() {
+        rec.id.pd = dev.pd.0;
+    }
     rec.id.port_num = 1;
     fill_route(&mut rec.id, Some(src), Some(dst), dev, None);
     st.dev = Some(di);
@@ -245,8 +361,8 @@ unsafe extern "C" fn rdma_resolve_addr(
     0
 }
 
-#[no_mangle]
-unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+/// `rdma_resolve_route` up to the event (see [`complete`]).
+unsafe fn resolve_route_async(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
     let rec = id_or_fail!(id);
     let mut st = lock(&rec.sh.st);
     if st.phase != Phase::AddrResolved {
@@ -302,21 +418,32 @@ fn create_qp(rec: &mut IdRec, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c
     }
     // SAFETY: the program's PD and attributes.
     let (pd_ctx, a) = unsafe { ((*pd).context, &mut *attr) };
-    if pd_ctx != rec.id.verbs || a.send_cq.is_null() || a.recv_cq.is_null() {
+    if pd_ctx != rec.id.verbs {
         return fail(libc::EINVAL);
     }
     let devs = match devices() {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
-    let mut st = lock(&rec.sh.st);
+    let sh = rec.sh.clone();
+    let mut st = lock(&sh.st);
     if !st.qp.0.is_null() {
         return fail(libc::EINVAL);
+    }
+    // Missing CQs are made as rdma-core makes them: one per direction,
+    // each with its own completion channel, kept on the id.
+    if let Err(e) = create_cqs(rec, devs, a) {
+        destroy_cqs(rec, devs);
+        return fail(e);
     }
     // SAFETY: the exported ibv_create_qp with the program's arguments.
     let qp = unsafe { (devs.verbs.create_qp)(pd, attr) };
     if qp.is_null() {
-        return -1;
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL);
+        destroy_cqs(rec, devs);
+        return fail(e);
     }
     st.qp = crate::SendPtr(qp);
     // SAFETY: the QP just created.
@@ -331,10 +458,82 @@ fn create_qp(rec: &mut IdRec, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c
         st.qp = crate::SendPtr(ptr::null_mut());
         // SAFETY: our QP, never handed out.
         unsafe { (devs.verbs.destroy_qp)(qp) };
+        drop(st);
+        destroy_cqs(rec, devs);
         return fail(e);
     }
     rec.id.qp = qp;
+    rec.id.pd = pd;
     0
+}
+
+/// Give `a` the id's CQs where it names none, creating them (size: the
+/// queue's depth) on first use.
+fn create_cqs(
+    rec: &mut IdRec,
+    devs: &crate::devices::Devices,
+    a: &mut ibv_qp_init_attr,
+) -> Result<(), c_int> {
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOMEM)
+    };
+    let id_ptr = ptr::from_mut(&mut rec.id).cast::<c_void>();
+    let id = &mut rec.id;
+    for (cq, chan, size, slot) in [
+        (
+            &mut id.send_cq,
+            &mut id.send_cq_channel,
+            a.cap.max_send_wr,
+            &mut a.send_cq,
+        ),
+        (
+            &mut id.recv_cq,
+            &mut id.recv_cq_channel,
+            a.cap.max_recv_wr,
+            &mut a.recv_cq,
+        ),
+    ] {
+        if !slot.is_null() {
+            continue;
+        }
+        if cq.is_null() {
+            // SAFETY: the id's open context.
+            *chan = unsafe { (devs.verbs.create_comp_channel)(id.verbs) };
+            if chan.is_null() {
+                return Err(errno());
+            }
+            let cqe = c_int::try_from(size.max(1)).unwrap_or(c_int::MAX);
+            // SAFETY: as above, with the channel just made.
+            *cq = unsafe { (devs.verbs.create_cq)(id.verbs, cqe, id_ptr, *chan, 0) };
+            if cq.is_null() {
+                return Err(errno());
+            }
+        }
+        *slot = *cq;
+    }
+    Ok(())
+}
+
+/// Destroy the CQs and channels [`create_cqs`] made for the id.
+fn destroy_cqs(rec: &mut IdRec, devs: &crate::devices::Devices) {
+    let id = &mut rec.id;
+    for (cq, chan) in [
+        (&mut id.send_cq, &mut id.send_cq_channel),
+        (&mut id.recv_cq, &mut id.recv_cq_channel),
+    ] {
+        if !cq.is_null() {
+            // SAFETY: a CQ of ours, destroyed once.
+            unsafe { (devs.verbs.destroy_cq)(*cq) };
+            *cq = ptr::null_mut();
+        }
+        if !chan.is_null() {
+            // SAFETY: its channel, destroyed once.
+            unsafe { (devs.verbs.destroy_comp_channel)(*chan) };
+            *chan = ptr::null_mut();
+        }
+    }
 }
 
 /// A UD QP needs no peer: INIT, RTR and RTS at once.
@@ -405,11 +604,13 @@ unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     };
     let mut st = lock(&rec.sh.st);
     let qp = std::mem::replace(&mut st.qp, crate::SendPtr(ptr::null_mut())).0;
-    if !qp.is_null() {
-        if let Ok(devs) = devices() {
+    drop(st);
+    if let Ok(devs) = devices() {
+        if !qp.is_null() {
             // SAFETY: the id's QP, destroyed once.
             unsafe { (devs.verbs.destroy_qp)(qp) };
         }
+        destroy_cqs(rec, devs);
     }
     rec.id.qp = ptr::null_mut();
 }
@@ -491,8 +692,8 @@ fn qp_identity(st: &mut IdState, id: &rdma_cm_id, p: Option<&rdma_conn_param>) -
     }
 }
 
-#[no_mangle]
-unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+/// `rdma_connect` up to the event (see [`complete`]).
+unsafe fn connect_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     let rec = id_or_fail!(id);
     if rec.id.ps == RDMA_PS_UDP || rec.id.ps == RDMA_PS_IPOIB {
         // UD "connections" (SIDR) are not supported.
@@ -543,8 +744,8 @@ unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_con
     0
 }
 
-#[no_mangle]
-unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+/// `rdma_accept` up to the event (see [`complete`]).
+unsafe fn accept_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     let rec = id_or_fail!(id);
     // SAFETY: the caller's parameters or null.
     let p = unsafe { conn_param.as_ref() };
@@ -654,8 +855,8 @@ unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: c_int) -> c_int {
     0
 }
 
-#[no_mangle]
-unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+/// `rdma_disconnect` up to the event (see [`complete`]).
+unsafe fn disconnect_async(id: *mut rdma_cm_id) -> c_int {
     let rec = id_or_fail!(id);
     let mut st = lock(&rec.sh.st);
     if !matches!(
@@ -945,18 +1146,69 @@ unsafe extern "C" fn rdma_leave_multicast(
     fail(libc::EOPNOTSUPP)
 }
 
-/// `rdma_create_ep` makes a synchronous id, which is not supported.
+/// `rdma_create_ep`: a synchronous id for `res`. Passive: bound to the
+/// source address, `qp_init_attr` kept for the QPs of its requests.
+/// Active: address and route resolved, and a QP created when
+/// `qp_init_attr` is given (on `pd`, or the device's default PD).
 #[no_mangle]
 unsafe extern "C" fn rdma_create_ep(
     id: *mut *mut rdma_cm_id,
-    _res: *mut rdma_addrinfo,
-    _pd: *mut ibv_pd,
-    _qp_init_attr: *mut ibv_qp_init_attr,
+    res: *mut rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    if id.is_null() {
+    // SAFETY: the caller's addrinfo.
+    let (false, Some(r)) = (id.is_null(), unsafe { res.as_ref() }) else {
         return fail(libc::EINVAL);
+    };
+    let qp_type = match u32::try_from(r.ai_qp_type) {
+        Ok(t @ (IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD)) => t,
+        _ => return fail(libc::EINVAL),
+    };
+    let cm_id = create_id(ptr::null_mut(), ptr::null_mut(), r.ai_port_space, qp_type);
+    if cm_id.is_null() {
+        return -1;
     }
-    fail(libc::EOPNOTSUPP)
+    // SAFETY: our fresh id; the caller's address and attributes.
+    let ret = unsafe {
+        if r.ai_flags & RAI_PASSIVE != 0 {
+            let ret = rdma_bind_addr(cm_id, r.ai_src_addr);
+            if ret == 0 {
+                let rec = &mut *cm_id.cast::<IdRec>();
+                if !pd.is_null() {
+                    rec.id.pd = pd;
+                }
+                if let Some(a) = qp_init_attr.as_ref() {
+                    rec.ep_attr = Some(ibv_qp_init_attr {
+                        qp_type,
+                        ..ptr::read(a)
+                    });
+                }
+            }
+            ret
+        } else {
+            let mut ret = rdma_resolve_addr(cm_id, r.ai_src_addr, r.ai_dst_addr, 2000);
+            if ret == 0 {
+                ret = rdma_resolve_route(cm_id, 2000);
+            }
+            if ret == 0 && !qp_init_attr.is_null() {
+                (*qp_init_attr).qp_type = qp_type;
+                ret = rdma_create_qp(cm_id, pd, qp_init_attr);
+            }
+            ret
+        }
+    };
+    if ret != 0 {
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL);
+        // SAFETY: our id, destroyed once.
+        unsafe { rdma_destroy_ep(cm_id) };
+        return fail(e);
+    }
+    // SAFETY: caller's output.
+    unsafe { *id = cm_id };
+    0
 }
 
 #[no_mangle]
@@ -970,12 +1222,59 @@ unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
     }
 }
 
-/// Only synchronous listening ids hand out requests this way; every id
-/// here is asynchronous, which rdma-core refuses with `EINVAL`.
+/// `rdma_get_request`: the next connection request of a synchronous
+/// listening id, with a QP made from `rdma_create_ep`'s attributes. The
+/// request event stays in the new id's `event`.
 #[no_mangle]
-unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, _id: *mut *mut rdma_cm_id) -> c_int {
-    let _ = id_or_fail!(listen);
-    fail(libc::EINVAL)
+unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> c_int {
+    let rec = id_or_fail!(listen);
+    if rec.sync_chan.is_null() || id.is_null() {
+        // rdma-core hands out requests this way only on synchronous ids.
+        return fail(libc::EINVAL);
+    }
+    if !rec.id.event.is_null() {
+        // SAFETY: the listener's previous event, acknowledged once.
+        drop(unsafe { Box::from_raw(rec.id.event.cast::<EventRec>()) });
+        rec.id.event = ptr::null_mut();
+    }
+    // SAFETY: the id's own channel record.
+    let chan = unsafe { &*rec.id.channel.cast::<ChannelRec>() };
+    let ev = match chan.sh.get() {
+        Ok(ev) => ev,
+        Err(e) => return fail(e),
+    };
+    // SAFETY: the event just taken.
+    let (kind, status, child) = unsafe { ((*ev).ev.event, (*ev).ev.status, (*ev).ev.id) };
+    let err = if kind == RDMA_CM_EVENT_REJECTED {
+        libc::ECONNREFUSED
+    } else if status != 0 {
+        status.abs()
+    } else if kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+        libc::EINVAL
+    } else {
+        0
+    };
+    if err != 0 {
+        rec.id.event = ev.cast();
+        return fail(err);
+    }
+    if let Some(mut attr) = rec.ep_attr.as_ref().map(|a| ibv_qp_init_attr {
+        // SAFETY: a plain copy of the kept attributes.
+        ..unsafe { ptr::read(a) }
+    }) {
+        // SAFETY: the request's id, ours.
+        let r = unsafe { rdma_create_qp(child, rec.id.pd, &mut attr) };
+        if r != 0 {
+            rec.id.event = ev.cast();
+            return r;
+        }
+    }
+    // SAFETY: the request's id and the caller's output.
+    unsafe {
+        (*child).event = ev.cast();
+        *id = child;
+    }
+    0
 }
 
 /// SRQs through the CM (`rdma_create_srq`) are not supported; programs

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::os::raw::c_int;
 use std::sync::OnceLock;
 
-use verbs_emu::backend::ibverbs::ffi::{ibv_context, ibv_gid, ibv_port_attr, IBV_MTU_1024};
+use verbs_emu::backend::ibverbs::ffi::{ibv_context, ibv_gid, ibv_pd, ibv_port_attr, IBV_MTU_1024};
 use verbs_emu::backend::ibverbs::library::Verbs;
 
 use crate::{warn, SendPtr};
@@ -18,6 +18,9 @@ const LIBIBVERBS: &str = "libibverbs.so.1";
 pub(crate) struct Device {
     /// The context every id on this device shares (never closed).
     pub ctx: SendPtr<ibv_context>,
+    /// The device's default protection domain, every id's `pd` until it
+    /// creates a QP on another (as rdma-core's, allocated once).
+    pub pd: SyncPd,
     /// GID 0 of port 1: `::ffff:` + the device's IPv4 address.
     pub gid: [u8; 16],
     /// The port's active MTU (`enum ibv_mtu`).
@@ -30,6 +33,9 @@ impl Device {
         Ipv4Addr::new(self.gid[12], self.gid[13], self.gid[14], self.gid[15])
     }
 }
+
+/// A device's default PD (null if it could not be allocated).
+pub(crate) type SyncPd = SendPtr<ibv_pd>;
 
 /// The verbs table and the opened devices.
 pub(crate) struct Devices {
@@ -91,8 +97,11 @@ fn open_all() -> Result<Devices, String> {
             } else {
                 IBV_MTU_1024 as u8
             };
+        // SAFETY: an open context.
+        let pd = unsafe { (verbs.alloc_pd)(ctx) };
         list.push(Device {
             ctx: SendPtr(ctx),
+            pd: SendPtr(pd),
             // SAFETY: every bit pattern is a valid [u8; 16].
             gid: unsafe { gid.raw },
             mtu,
@@ -125,6 +134,7 @@ mod tests {
         gid[12..].copy_from_slice(&ip);
         Device {
             ctx: SendPtr(std::ptr::null_mut()),
+            pd: SendPtr(std::ptr::null_mut()),
             gid,
             mtu: 3,
         }

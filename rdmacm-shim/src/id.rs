@@ -103,6 +103,8 @@ pub(crate) struct IdState {
     pub tos: u8,
     pub disc_sent: bool,
     pub disc_reported: bool,
+    /// Whether the id is synchronous (its requests' ids are too).
+    pub sync: bool,
 }
 
 /// The part of an id its threads share.
@@ -112,11 +114,18 @@ pub(crate) struct IdShared {
     pub ptr: SendPtr<rdma_cm_id>,
 }
 
-/// The id the program holds: the C struct first.
+/// The id the program holds: the C struct first, then what only the
+/// program's calls touch.
 #[repr(C)]
 pub(crate) struct IdRec {
     pub id: rdma_cm_id,
     pub sh: Arc<IdShared>,
+    /// A synchronous id's own channel (created for it, destroyed with it);
+    /// null for an id on the program's channel.
+    pub sync_chan: *mut crate::channel::ChannelRec,
+    /// `rdma_create_ep`'s QP attributes of a passive id, for the QPs
+    /// `rdma_get_request` creates.
+    pub ep_attr: Option<ibv_qp_init_attr>,
 }
 
 impl IdRec {
@@ -135,6 +144,8 @@ impl IdRec {
         id.ps = ps;
         id.qp_type = qp_type;
         let rec = Box::into_raw(Box::new(IdRec {
+            sync_chan: std::ptr::null_mut(),
+            ep_attr: None,
             id,
             sh: Arc::new(IdShared {
                 st: Mutex::new(IdState {
@@ -154,6 +165,7 @@ impl IdRec {
                     tos: 0,
                     disc_sent: false,
                     disc_reported: false,
+                    sync: false,
                 }),
                 ptr: SendPtr(std::ptr::null_mut()),
             }),
@@ -525,16 +537,23 @@ fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
         let lid = unsafe { &*lsh.ptr.0 };
         let di = crate::devices::index_for(&devs.list, local.ip());
         let dev = &devs.list[di];
-        let child = IdRec::create(
-            lid.channel,
-            lst.chan.clone(),
-            lid.context,
-            lid.ps,
-            req.qp_type.into(),
-        );
+        // A synchronous listener's requests are synchronous ids, each on a
+        // channel of its own (the request itself goes to the listener's).
+        let (chan_ptr, chan, own) = if lst.sync {
+            let Ok(own) = Channel::create() else {
+                return;
+            };
+            // SAFETY: the channel record just made.
+            (own.cast(), unsafe { (*own).sh.clone() }, own)
+        } else {
+            (lid.channel, lst.chan.clone(), std::ptr::null_mut())
+        };
+        let child = IdRec::create(chan_ptr, chan, lid.context, lid.ps, req.qp_type.into());
         // SAFETY: the fresh record, not yet visible to the program.
         let c = unsafe { &mut *child };
+        c.sync_chan = own;
         c.id.verbs = dev.ctx.0;
+        c.id.pd = dev.pd.0;
         c.id.port_num = 1;
         fill_route(&mut c.id, Some(local), Some(peer), dev, Some(&req.gid));
         child_sh = c.sh.clone();
@@ -547,10 +566,11 @@ fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
         st.tos = lst.tos;
         st.ack_timeout = lst.ack_timeout;
         st.peer = Some(req.clone());
+        st.sync = lst.sync;
         let mut ev = EventRec::new(child_sh.ptr.0, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
         ev.ev.listen_id = lsh.ptr.0;
         ev.set_conn(conn_param_of(&req), &req.private);
-        st.post(ev);
+        lst.chan.post(ev);
     }
     read_loop(&child_sh, r);
 }

@@ -60,13 +60,21 @@
 //! while events wait, so `poll` works on it, and `O_NONBLOCK` on it makes
 //! `rdma_get_cm_event` fail with `EAGAIN` instead of waiting.
 //!
+//! An id created without a channel is synchronous, as in rdma-core: it
+//! gets a channel of its own, and `rdma_resolve_addr`, `rdma_resolve_route`,
+//! `rdma_connect`, `rdma_accept` and `rdma_disconnect` wait for their event
+//! (kept in `id->event`); `rdma_create_ep` and `rdma_get_request` build on
+//! that. Every id with a device has the device's default PD in `id->pd`,
+//! and `rdma_create_qp` without CQs creates one per direction with its own
+//! completion channel (`id->send_cq`, `id->recv_cq`, ...), as rdma-core's.
+//!
 //! # What is not here
 //!
-//! UD port-space connections (SIDR), multicast, rsockets and ECE fail with
-//! the errno rdma-core returns for an unsupported operation (`ENOSYS` for
-//! rsockets, `EOPNOTSUPP` otherwise); `rpoll` and `rselect` poll ordinary
-//! descriptors, since no rsocket can exist. `rdma_create_ep` and ids created
-//! without an event channel (synchronous ids) are not supported either.
+//! UD port-space connections (SIDR), multicast, rsockets, SRQs made by the
+//! CM (`rdma_create_srq`), ECE, and migrating an id to synchronous mode
+//! fail with the errno rdma-core returns for an unsupported operation
+//! (`ENOSYS` for rsockets, `EOPNOTSUPP` otherwise); `rpoll` and `rselect`
+//! poll ordinary descriptors, since no rsocket can exist.
 //!
 //! # Safety contract of the exports
 //!

@@ -1,6 +1,6 @@
 //! Unmodified Debian rdma_cm programs over rocelab's librdmacm.so.1 and
-//! libibverbs.so.1 (`rocelab exec` links both): `rping` and perftest's
-//! `ib_write_bw -R`, server and client as two processes on loopback with
+//! libibverbs.so.1 (`rocelab exec` links both): `rping`, `rdma_server` /
+//! `rdma_client` and perftest's `ib_write_bw -R`, server and client as two processes on loopback with
 //! their default flags. rping's client must print its ten pings with the
 //! bytes rping writes (the server RDMA-reads them and RDMA-writes them
 //! back); perftest must report a bandwidth above zero on both sides.
@@ -73,16 +73,55 @@ fn rping_server_and_client_run() {
         let want = format!("ping data: rdma-ping-{n}: {}", rping_payload(n, 64));
         assert_eq!(*line, want, "ping {n}: {t}");
     }
-    let mut s = server.0.take().unwrap();
+    let s = output_within_child(server.0.take().unwrap());
+    let ts = text(&s);
+    assert!(s.status.success(), "rping server: {ts}");
+    assert!(ts.contains("server DISCONNECT EVENT"), "rping server: {ts}");
+}
+
+/// rdmacm-utils' `rdma_server` and `rdma_client` use synchronous ids:
+/// `rdma_create_ep`, `rdma_get_request`, blocking accept, connect and
+/// disconnect, and the CQs and PD the CM makes for an endpoint. Each sends
+/// one message and checks the other's arrived (`end 0`).
+#[test]
+fn rdma_server_and_client_run() {
+    let (Some(server_prog), Some(client_prog)) = (program("rdma_server"), program("rdma_client"))
+    else {
+        return;
+    };
+    let server = exec(&server_prog, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(Some(server));
+    let start = Instant::now();
+    let client = loop {
+        let out = output_within(exec(&client_prog, &[]), Duration::from_secs(60));
+        // A client that came before the server's rdma_listen is refused.
+        let early = text(&out).contains("rdma_connect");
+        if out.status.success() || !early || start.elapsed() > Duration::from_secs(10) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let t = text(&client);
+    assert!(client.status.success(), "rdma_client: {t}");
+    assert!(t.contains("rdma_client: end 0"), "rdma_client: {t}");
+    let s = output_within_child(server.0.take().unwrap());
+    let ts = text(&s);
+    assert!(s.status.success(), "rdma_server: {ts}");
+    assert!(ts.contains("rdma_server: end 0"), "rdma_server: {ts}");
+}
+
+/// Wait up to 30 s for a spawned server, then kill it.
+fn output_within_child(mut s: std::process::Child) -> std::process::Output {
     let end = Instant::now() + Duration::from_secs(30);
     while s.try_wait().unwrap().is_none() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = s.kill();
-    let s = s.wait_with_output().unwrap();
-    let ts = text(&s);
-    assert!(s.status.success(), "rping server: {ts}");
-    assert!(ts.contains("server DISCONNECT EVENT"), "rping server: {ts}");
+    s.wait_with_output().unwrap()
 }
 
 #[test]
