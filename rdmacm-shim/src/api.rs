@@ -172,7 +172,13 @@ unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_con
 
 #[no_mangle]
 unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-    // SAFETY: same contract.
+    // SAFETY: same contract; a UD accept has no event to wait for.
+    let ud = unsafe { id.as_ref() }.is_some_and(|i| i.qp_type == IBV_QPT_UD);
+    if ud {
+        // SAFETY: as above.
+        return unsafe { accept_async(id, conn_param) };
+    }
+    // SAFETY: as above.
     then_complete!(id, unsafe { accept_async(id, conn_param) })
 }
 
@@ -277,9 +283,6 @@ unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     let rec = id_or_fail!(id);
     if backlog < 0 {
         return fail(libc::EINVAL);
-    }
-    if rec.id.ps == RDMA_PS_UDP || rec.id.ps == RDMA_PS_IPOIB {
-        return fail(libc::EOPNOTSUPP);
     }
     let mut st = lock(&rec.sh.st);
     if st.phase == Phase::Idle {
@@ -695,10 +698,6 @@ fn qp_identity(st: &mut IdState, id: &rdma_cm_id, p: Option<&rdma_conn_param>) -
 /// `rdma_connect` up to the event (see [`complete`]).
 unsafe fn connect_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     let rec = id_or_fail!(id);
-    if rec.id.ps == RDMA_PS_UDP || rec.id.ps == RDMA_PS_IPOIB {
-        // UD "connections" (SIDR) are not supported.
-        return fail(libc::EOPNOTSUPP);
-    }
     // SAFETY: the caller's parameters or null.
     let p = unsafe { conn_param.as_ref() };
     let mut st = lock(&rec.sh.st);
@@ -739,6 +738,7 @@ unsafe fn connect_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -
         Err(e) => return fail(e),
     };
     st.phase = Phase::Connecting;
+    st.req_qp_type = req.qp_type;
     drop(st);
     start_active(rec.sh.clone(), dst, Msg::Req(req));
     0
@@ -785,8 +785,12 @@ unsafe fn accept_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) ->
     if qpn == 0 {
         return fail(libc::EINVAL);
     }
-    if let Err(e) = st.qp_ready() {
-        return fail(e);
+    let ud = qp_type == IBV_QPT_UD;
+    // A UD QP is ready from its creation; a connected one moves now.
+    if !ud {
+        if let Err(e) = st.qp_ready() {
+            return fail(e);
+        }
     }
     let rep = match my_conn(&st, qpn, qp_type, srq, p_eff.flow_control, private) {
         Ok(c) => c,
@@ -796,7 +800,12 @@ unsafe fn accept_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) ->
         st.phase = Phase::Failed;
         return fail(e);
     }
-    st.phase = Phase::Accepted;
+    if ud {
+        st.phase = Phase::SidrDone;
+        st.hang_up();
+    } else {
+        st.phase = Phase::Accepted;
+    }
     0
 }
 
@@ -1116,7 +1125,7 @@ unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, _ece: *mut c_void)
     fail(libc::EOPNOTSUPP)
 }
 
-/// Multicast needs UD connections, which are not supported.
+/// Multicast (joining groups through a subnet manager) is not emulated.
 #[no_mangle]
 unsafe extern "C" fn rdma_join_multicast(
     id: *mut rdma_cm_id,

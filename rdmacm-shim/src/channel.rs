@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::ffi::{
     rdma_cm_event, rdma_cm_event_param, rdma_cm_id, rdma_conn_param, rdma_event_channel,
+    rdma_ud_param,
 };
 use crate::SendPtr;
 
@@ -64,6 +65,20 @@ impl EventRec {
         };
         conn.private_data_len = n as u8;
         self.ev.param.conn = conn;
+    }
+
+    /// Set the UD parameters (a UD port-space request or reply), copying
+    /// `private` into the record.
+    pub fn set_ud(&mut self, mut ud: rdma_ud_param, private: &[u8]) {
+        let n = private.len().min(self.private.len()).min(255);
+        self.private[..n].copy_from_slice(&private[..n]);
+        ud.private_data = if n == 0 {
+            std::ptr::null()
+        } else {
+            self.private.as_ptr().cast::<c_void>()
+        };
+        ud.private_data_len = n as u8;
+        self.ev.param.ud = ud;
     }
 }
 

@@ -69,6 +69,8 @@ pub(crate) enum Phase {
     Connected,
     Disconnected,
     Failed,
+    /// A UD port-space exchange (SIDR) is over: no connection remains.
+    SidrDone,
 }
 
 /// This side's connection parameters (after defaults and clamping).
@@ -105,6 +107,8 @@ pub(crate) struct IdState {
     pub disc_reported: bool,
     /// Whether the id is synchronous (its requests' ids are too).
     pub sync: bool,
+    /// The QP type this side's REQ announced (the REP must match).
+    pub req_qp_type: u8,
 }
 
 /// The part of an id its threads share.
@@ -166,6 +170,7 @@ impl IdRec {
                     disc_sent: false,
                     disc_reported: false,
                     sync: false,
+                    req_qp_type: 0,
                 }),
                 ptr: SendPtr(std::ptr::null_mut()),
             }),
@@ -256,21 +261,7 @@ impl IdState {
                 a.path_mtu = u32::from(dev.mtu.min(p.mtu));
                 a.dest_qp_num = p.qpn;
                 a.rq_psn = p.psn;
-                a.ah_attr = ibv_ah_attr {
-                    grh: ibv_global_route {
-                        dgid: ibv_gid { raw: p.gid },
-                        flow_label: 0,
-                        sgid_index: 0,
-                        hop_limit: 64,
-                        traffic_class: self.tos,
-                    },
-                    dlid: u16::from_be_bytes([p.gid[14], p.gid[15]]),
-                    sl: 0,
-                    src_path_bits: 0,
-                    static_rate: 0,
-                    is_global: 1,
-                    port_num: 1,
-                };
+                a.ah_attr = ah_to(&p.gid, self.tos);
                 let mut mask =
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
                 if rc {
@@ -353,6 +344,37 @@ impl IdState {
             // SAFETY: the id's live QP.
             let _ = unsafe { (devs.verbs.modify_qp)(qp, &mut a, IBV_QP_STATE) };
         }
+    }
+}
+
+/// The address vector to a peer's GID: RoCEv2 (GRH with the GID, GID
+/// index 0, hop limit 64), the DLID its low 16 bits, port 1.
+pub(crate) fn ah_to(gid: &[u8; 16], tos: u8) -> ibv_ah_attr {
+    ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ibv_gid { raw: *gid },
+            flow_label: 0,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: tos,
+        },
+        dlid: u16::from_be_bytes([gid[14], gid[15]]),
+        sl: 0,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: 1,
+        port_num: 1,
+    }
+}
+
+/// A UD exchange's event parameters: how to reach the peer's QP.
+pub(crate) fn ud_param_of(c: &Conn, tos: u8) -> rdma_ud_param {
+    rdma_ud_param {
+        private_data: std::ptr::null(),
+        private_data_len: 0,
+        ah_attr: ah_to(&c.gid, tos),
+        qp_num: c.qpn,
+        qkey: RDMA_UDP_QKEY,
     }
 }
 
@@ -535,6 +557,13 @@ fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
         // SAFETY: the listening id is alive (not destroyed, checked under
         // its lock, which destroy takes before freeing it).
         let lid = unsafe { &*lsh.ptr.0 };
+        // RC requests go to TCP port-space listeners, UD ones to UDP ones.
+        let ud_ps = lid.ps == RDMA_PS_UDP || lid.ps == RDMA_PS_IPOIB;
+        if ud_ps != (u32::from(req.qp_type) == IBV_QPT_UD) {
+            let mut s = stream;
+            let _ = write_msg(&mut s, &Msg::Rej(Vec::new()));
+            return;
+        }
         let di = crate::devices::index_for(&devs.list, local.ip());
         let dev = &devs.list[di];
         // A synchronous listener's requests are synchronous ids, each on a
@@ -569,7 +598,11 @@ fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
         st.sync = lst.sync;
         let mut ev = EventRec::new(child_sh.ptr.0, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
         ev.ev.listen_id = lsh.ptr.0;
-        ev.set_conn(conn_param_of(&req), &req.private);
+        if u32::from(req.qp_type) == IBV_QPT_UD {
+            ev.set_ud(ud_param_of(&req, lst.tos), &req.private);
+        } else {
+            ev.set_conn(conn_param_of(&req), &req.private);
+        }
         lst.chan.post(ev);
     }
     read_loop(&child_sh, r);
@@ -606,6 +639,35 @@ fn read_loop(sh: &Arc<IdShared>, mut r: TcpStream) {
             return;
         }
         match msg {
+            Ok(Some(Msg::Rep(c)))
+                if st.phase == Phase::Connecting && c.qp_type != st.req_qp_type =>
+            {
+                warn(&format!(
+                    "closing a connection: a REP for QP type {} answers a REQ for {}",
+                    c.qp_type, st.req_qp_type
+                ));
+                st.phase = Phase::Failed;
+                st.post(EventRec::new(
+                    id,
+                    RDMA_CM_EVENT_CONNECT_ERROR,
+                    -libc::EPROTO,
+                ));
+                st.hang_up();
+                return;
+            }
+            Ok(Some(Msg::Rep(c)))
+                if st.phase == Phase::Connecting && u32::from(c.qp_type) == IBV_QPT_UD =>
+            {
+                // A UD exchange ends with the reply: report how to reach
+                // the peer's QP; no connection remains.
+                st.phase = Phase::SidrDone;
+                let mut ev = EventRec::new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+                ev.set_ud(ud_param_of(&c, st.tos), &c.private);
+                st.peer = Some(c);
+                st.post(ev);
+                st.hang_up();
+                return;
+            }
             Ok(Some(Msg::Rep(c))) if st.phase == Phase::Connecting => {
                 let param = conn_param_of(&c);
                 let private = c.private.clone();

@@ -68,10 +68,18 @@
 //! and `rdma_create_qp` without CQs creates one per direction with its own
 //! completion channel (`id->send_cq`, `id->recv_cq`, ...), as rdma-core's.
 //!
+//! UD port-space ids (RDMA_PS_UDP) exchange a REQ and a REP the same way
+//! (as the CM's SIDR does) and keep no connection: the passive side's
+//! `RDMA_CM_EVENT_CONNECT_REQUEST` and the active side's
+//! `RDMA_CM_EVENT_ESTABLISHED` carry the peer's QPN, the Q_Key
+//! (`RDMA_UDP_QKEY`) and an address vector to its GID (`param.ud`); UD QPs
+//! are in RTS from `rdma_create_qp` on. RDMA_PS_UDP port N is TCP port N
+//! too, so a TCP and a UDP port-space listener cannot share a number here.
+//!
 //! # What is not here
 //!
-//! UD port-space connections (SIDR), multicast, rsockets, SRQs made by the
-//! CM (`rdma_create_srq`), ECE, and migrating an id to synchronous mode
+//! Multicast, rsockets, SRQs made by the CM (`rdma_create_srq`), ECE, and
+//! migrating an id to synchronous mode
 //! fail with the errno rdma-core returns for an unsupported operation
 //! (`ENOSYS` for rsockets, `EOPNOTSUPP` otherwise); `rpoll` and `rselect`
 //! poll ordinary descriptors, since no rsocket can exist.

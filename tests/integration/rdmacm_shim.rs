@@ -1,6 +1,7 @@
 //! Unmodified Debian rdma_cm programs over rocelab's librdmacm.so.1 and
 //! libibverbs.so.1 (`rocelab exec` links both): `rping`, `rdma_server` /
-//! `rdma_client` and perftest's `ib_write_bw -R`, server and client as two processes on loopback with
+//! `rdma_client`, `udaddy` and perftest's `ib_write_bw -R`, server and
+//! client as two processes on loopback with
 //! their default flags. rping's client must print its ten pings with the
 //! bytes rping writes (the server RDMA-reads them and RDMA-writes them
 //! back); perftest must report a bandwidth above zero on both sides.
@@ -9,7 +10,7 @@
 //! them the tests skip with a message, except under CI, where a missing
 //! program fails (see `ibverbs_shim`).
 
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::ibverbs_shim::{exec, output_within, pair, program, result_row, text, Server};
@@ -41,29 +42,48 @@ fn rping_payload_matches_rpings_pattern() {
     );
 }
 
-#[test]
-fn rping_server_and_client_run() {
-    let Some(rping) = program("rping") else {
-        return;
-    };
-    let server = exec(&rping, &["-s"])
+/// Run `server` with `server_args` and then `client` with `client_args`
+/// over the shims; the client is retried while its output contains
+/// `early` (it came before the server's `rdma_listen`). Returns (server,
+/// client) outputs, or `None` when a program is missing (skip).
+fn cm_pair(
+    server: &str,
+    server_args: &[&str],
+    client: &str,
+    client_args: &[&str],
+    early: &str,
+) -> Option<(Output, Output)> {
+    let (server_prog, client_prog) = (program(server)?, program(client)?);
+    let child = exec(&server_prog, server_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut server = Server(Some(server));
+    let mut srv = Server(Some(child));
     let start = Instant::now();
-    let client = loop {
-        let out = output_within(
-            exec(&rping, &["-c", "-v", "-C", "10"]),
-            Duration::from_secs(60),
-        );
-        // A client that came before the server's rdma_listen is rejected.
-        let early = text(&out).contains("RDMA_CM_EVENT_REJECTED");
-        if out.status.success() || !early || start.elapsed() > Duration::from_secs(10) {
+    let client_out = loop {
+        let out = output_within(exec(&client_prog, client_args), Duration::from_secs(60));
+        let too_early = text(&out).contains(early);
+        if out.status.success() || !too_early || start.elapsed() > Duration::from_secs(10) {
             break out;
         }
         std::thread::sleep(Duration::from_millis(100));
+    };
+    // The server ends by itself after one client; give it 30 s.
+    let mut s = srv.0.take().unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while s.try_wait().unwrap().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = s.kill();
+    Some((s.wait_with_output().unwrap(), client_out))
+}
+
+#[test]
+fn rping_server_and_client_run() {
+    let client_args = ["-c", "-v", "-C", "10"];
+    let Some((s, client)) = cm_pair("rping", &["-s"], "rping", &client_args, "REJECTED") else {
+        return;
     };
     let t = text(&client);
     assert!(client.status.success(), "rping client: {t}");
@@ -73,7 +93,6 @@ fn rping_server_and_client_run() {
         let want = format!("ping data: rdma-ping-{n}: {}", rping_payload(n, 64));
         assert_eq!(*line, want, "ping {n}: {t}");
     }
-    let s = output_within_child(server.0.take().unwrap());
     let ts = text(&s);
     assert!(s.status.success(), "rping server: {ts}");
     assert!(ts.contains("server DISCONNECT EVENT"), "rping server: {ts}");
@@ -85,43 +104,31 @@ fn rping_server_and_client_run() {
 /// one message and checks the other's arrived (`end 0`).
 #[test]
 fn rdma_server_and_client_run() {
-    let (Some(server_prog), Some(client_prog)) = (program("rdma_server"), program("rdma_client"))
-    else {
+    let Some((s, client)) = cm_pair("rdma_server", &[], "rdma_client", &[], "rdma_connect") else {
         return;
     };
-    let server = exec(&server_prog, &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(Some(server));
-    let start = Instant::now();
-    let client = loop {
-        let out = output_within(exec(&client_prog, &[]), Duration::from_secs(60));
-        // A client that came before the server's rdma_listen is refused.
-        let early = text(&out).contains("rdma_connect");
-        if out.status.success() || !early || start.elapsed() > Duration::from_secs(10) {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let t = text(&client);
-    assert!(client.status.success(), "rdma_client: {t}");
-    assert!(t.contains("rdma_client: end 0"), "rdma_client: {t}");
-    let s = output_within_child(server.0.take().unwrap());
-    let ts = text(&s);
-    assert!(s.status.success(), "rdma_server: {ts}");
-    assert!(ts.contains("rdma_server: end 0"), "rdma_server: {ts}");
+    for (side, o) in [("rdma_server", &s), ("rdma_client", &client)] {
+        let t = text(o);
+        assert!(o.status.success(), "{side}: {t}");
+        assert!(t.contains(&format!("{side}: end 0")), "{side}: {t}");
+    }
 }
 
-/// Wait up to 30 s for a spawned server, then kill it.
-fn output_within_child(mut s: std::process::Child) -> std::process::Output {
-    let end = Instant::now() + Duration::from_secs(30);
-    while s.try_wait().unwrap().is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
+/// rdmacm-utils' `udaddy`: UD port-space ids, a SIDR-style exchange (the
+/// client's ESTABLISHED event carries the server's QPN, Q_Key and an
+/// address vector), then UD sends both ways.
+#[test]
+fn udaddy_server_and_client_run() {
+    let client_args = ["-s", "127.0.0.1"];
+    let Some((s, client)) = cm_pair("udaddy", &[], "udaddy", &client_args, "REJECTED") else {
+        return;
+    };
+    for (side, o) in [("server", &s), ("client", &client)] {
+        let t = text(o);
+        assert!(o.status.success(), "udaddy {side}: {t}");
+        assert!(t.contains("data transfers complete"), "udaddy {side}: {t}");
+        assert!(t.contains("return status 0"), "udaddy {side}: {t}");
     }
-    let _ = s.kill();
-    s.wait_with_output().unwrap()
 }
 
 #[test]
