@@ -26,7 +26,7 @@ fn shim() -> PathBuf {
 }
 
 /// `program`'s path, or `None` (after saying why) when the test should skip.
-fn program(name: &str) -> Option<PathBuf> {
+pub(super) fn program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     if let Some(p) = std::env::split_paths(&path)
         .map(|d| d.join(name))
@@ -36,14 +36,16 @@ fn program(name: &str) -> Option<PathBuf> {
     }
     assert!(
         !under_ci(),
-        "{name} is required under CI (apt-get install ibverbs-utils perftest)"
+        "{name} is required under CI (apt-get install ibverbs-utils perftest rdmacm-utils)"
     );
-    eprintln!("skipping: {name} is not installed (apt-get install ibverbs-utils perftest)");
+    eprintln!(
+        "skipping: {name} is not installed (apt-get install ibverbs-utils perftest rdmacm-utils)"
+    );
     None
 }
 
 /// `rocelab exec --lib SHIM -- program args...`.
-fn exec(program: &PathBuf, args: &[&str]) -> Command {
+pub(super) fn exec(program: &PathBuf, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rocelab"));
     c.arg("exec")
         .arg("--lib")
@@ -56,7 +58,7 @@ fn exec(program: &PathBuf, args: &[&str]) -> Command {
     c
 }
 
-fn text(o: &Output) -> String {
+pub(super) fn text(o: &Output) -> String {
     format!(
         "exit: {:?}\nstdout:\n{}\nstderr:\n{}",
         o.status,
@@ -66,7 +68,7 @@ fn text(o: &Output) -> String {
 }
 
 /// Kills the server when a test fails before it exits.
-struct Server(Option<Child>);
+pub(super) struct Server(pub(super) Option<Child>);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -79,7 +81,7 @@ impl Drop for Server {
 
 /// Run `name` as server (`args`) and client (`args` + `localhost`); return
 /// both outputs. The client retries while the server is not listening yet.
-fn pair(name: &str, args: &[&str]) -> Option<(Output, Output)> {
+pub(super) fn pair(name: &str, args: &[&str]) -> Option<(Output, Output)> {
     let prog = program(name)?;
     let server = exec(&prog, args)
         .stdout(Stdio::piped())
@@ -195,7 +197,7 @@ fn ibv_srq_pingpong_runs() {
 
 /// The numbers of perftest's result row (the line after the `#bytes`
 /// header).
-fn result_row(t: &str) -> Vec<f64> {
+pub(super) fn result_row(t: &str) -> Vec<f64> {
     let mut lines = t
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("#bytes"));
@@ -283,7 +285,7 @@ fn rocelab_perftest(test: &str, args: &[&str]) -> Command {
 }
 
 /// Run `cmd` to its end, killing it after `limit`.
-fn output_within(mut cmd: Command, limit: Duration) -> Output {
+pub(super) fn output_within(mut cmd: Command, limit: Duration) -> Output {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -9,5 +9,6 @@ mod ibverbs_shim;
 mod interview;
 mod lessons;
 mod perftest;
+mod rdmacm_shim;
 mod report_browser;
 mod wire;
