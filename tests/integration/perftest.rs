@@ -833,13 +833,17 @@ fn the_end_of_run_counters_go_through_parse_and_doctor() {
     for side in ["udp_lo (server)", "udp_lo (client)"] {
         assert!(affected.iter().any(|a| *a == side), "{affected:?}");
     }
+    // Both sides' paths mark (the server's ACKs too): the balance sums
+    // both blocks.
+    let both = |n: &str| sc[n] + cc[n];
     let ecn = evidence("ecn-balance");
-    assert!(
-        ecn.iter().any(|e| e.contains(&format!(
-            "np_ecn_marked_roce_packets +{marked}, np_cnp_sent +{}",
-            sc["np_cnp_sent"]
-        ))),
-        "{ecn:?}"
+    let balance = format!(
+        "np_ecn_marked_roce_packets +{}, np_cnp_sent +{}, rp_cnp_handled +{}, rp_cnp_ignored +{}",
+        both("np_ecn_marked_roce_packets"),
+        both("np_cnp_sent"),
+        both("rp_cnp_handled"),
+        both("rp_cnp_ignored")
     );
+    assert!(ecn.contains(&balance), "{ecn:?} vs {balance}");
     let _ = std::fs::remove_dir_all(&dir);
 }
