@@ -592,6 +592,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     .runs
                     .iter()
                     .filter_map(|r| Some((r.side, r.counters.as_ref()?)))
+                    .filter(|(_, b)| !b.counters.is_empty())
                     .collect();
                 for (side, b) in &blocks {
                     let device = b.device.clone().unwrap_or_else(|| "perftest".into());

@@ -594,13 +594,11 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
 fn counter_title(line: usize, rest: &str) -> Option<CounterBlock> {
     let rest = rest.trim().strip_prefix("device ")?;
     let (device, secs) = rest.rsplit_once(", ")?;
-    let duration_ns = secs
-        .strip_suffix(" s")
-        .and_then(|s| scaled_decimal(s, 1_000_000_000, 1));
+    let duration_ns = scaled_decimal(secs.strip_suffix(" s")?, 1_000_000_000, 1)?;
     Some(CounterBlock {
         line,
         device: Some(device.trim().to_string()),
-        duration_ns,
+        duration_ns: Some(duration_ns),
         counters: std::collections::BTreeMap::new(),
     })
 }

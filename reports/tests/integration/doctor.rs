@@ -1195,3 +1195,25 @@ fn rdma_counters_in_an_ethtool_dump_are_read_as_rdma_counters() {
         .iter()
         .any(|e| e.contains("np_ecn_marked_roce_packets +70"))));
 }
+
+#[test]
+fn a_counter_block_that_says_unavailable_is_no_source() {
+    let mut text = perftest_with_counters(&[]);
+    text = text.replace(
+        ", 0.500000 s\nNIC statistics:\n",
+        ": counters unavailable: hardware counters: /sys/x: gone, really (none here)\n",
+    );
+    let parsed = realnic::parse(None, &text).unwrap();
+    let realnic::Parsed::Perftest(p) = &parsed else {
+        panic!("not perftest: {parsed:?}");
+    };
+    assert_eq!(p.runs[0].counters, None, "{text}");
+    let d = diagnose(
+        &[Input {
+            name: "client.txt".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    assert!(d.sources.is_empty(), "{:?}", d.sources);
+}
