@@ -124,6 +124,11 @@ pub struct PerftestArgs {
     /// Corrupt this share of transmitted packets (bad ICRC).
     #[arg(long = "corrupt", default_value_t = 0.0)]
     corrupt: f64,
+    /// Mark this share of transmitted ECN-capable packets CE, as a
+    /// congested switch with ECN does (the receiver counts them in
+    /// np_ecn_marked_roce_packets and answers with CNPs).
+    #[arg(long = "ce-mark", default_value_t = 0.0)]
+    ce_mark: f64,
     /// Seed of the fault injection.
     #[arg(long = "seed", default_value_t = 1)]
     seed: u64,
@@ -191,6 +196,7 @@ pub fn run(a: PerftestArgs) -> ExitCode {
         reorder: a.reorder,
         duplicate: a.duplicate,
         corrupt: a.corrupt,
+        ce_mark: a.ce_mark,
         seed: a.seed,
         ..Faults::default()
     };

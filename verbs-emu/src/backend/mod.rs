@@ -34,6 +34,7 @@ use crate::verbs::{
 use crate::wire::{Lkey, Qpn, Rkey};
 
 pub mod capture;
+pub mod counters;
 pub mod fault;
 pub mod ibverbs;
 pub mod io;
@@ -264,6 +265,18 @@ pub trait Backend: Send + Sync + 'static {
     /// counters return none.
     fn counters(&self) -> Result<Vec<(String, u64)>> {
         Ok(Vec::new())
+    }
+
+    /// One QP's transport counters (mlx5's `rdma statistic qp` view, the
+    /// names of [`counters`](Self::counters)' transport part, counted
+    /// since the QP was created or last reset) and its current sending
+    /// rate. Backends that cannot read them say `Unavailable`.
+    fn qp_counters(&self, qp: QpHandle) -> Result<counters::QpCounters> {
+        let _ = qp;
+        Err(VerbsError::Unavailable(format!(
+            "per-QP counters: the {} backend does not read them",
+            self.kind()
+        )))
     }
 
     /// `ibv_post_send`.

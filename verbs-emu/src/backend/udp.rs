@@ -62,6 +62,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::counters::{QpCounters, TransportTotals};
 use super::io::{DatagramIo, IoStats, SocketIo};
 use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch};
 use super::{
@@ -535,9 +536,9 @@ struct State {
     stats: UdpStats,
     /// Asynchronous events not yet taken (`ibv_get_async_event`).
     events: VecDeque<AsyncEvent>,
-    /// The transport counters (`QpStats::hw_counters` order) of QPs that
-    /// were destroyed or reset, so that the device's stay monotonic.
-    retired: [u64; 10],
+    /// The transport counters of QPs that were destroyed or reset, so
+    /// that the device's stay monotonic.
+    retired: TransportTotals,
 }
 
 struct Shared {
@@ -620,7 +621,7 @@ impl UdpBackend {
                 icrc: Ipv4IcrcCheck::new(),
                 stats: UdpStats::default(),
                 events: VecDeque::new(),
-                retired: [0; 10],
+                retired: TransportTotals::default(),
             }),
             socket,
             local,
@@ -1291,14 +1292,6 @@ impl Drop for UdpBackend {
     }
 }
 
-/// Add a QP's transport counters to a device total kept in
-/// `QpStats::hw_counters` order.
-fn retire(total: &mut [u64; 10], stats: &tp::QpStats) {
-    for (t, (_, n)) in total.iter_mut().zip(stats.hw_counters()) {
-        *t += n;
-    }
-}
-
 /// The IPv4 header checksum (RFC 791) of a 20-byte header whose checksum
 /// field is zero.
 fn ipv4_checksum(h: &[u8]) -> u16 {
@@ -1803,7 +1796,7 @@ impl Backend for UdpBackend {
         if e.engine.state() == QpState::Reset && current != QpState::Reset {
             // RESET starts the engine afresh, counters included; the
             // device's totals keep what it counted.
-            retire(&mut st.retired, &before);
+            st.retired.add(&before);
         }
         self.shared.collect(&mut st);
         Ok(())
@@ -1891,7 +1884,7 @@ impl Backend for UdpBackend {
                 object: "QP",
             })?;
         let _ = st.mem.regions.deregister(e.inline_key);
-        retire(&mut st.retired, e.engine.stats());
+        st.retired.add(e.engine.stats());
         if let Some(n) = st.pds.get_mut(&e.pd) {
             *n = n.saturating_sub(1);
         }
@@ -1933,14 +1926,9 @@ impl Backend for UdpBackend {
         let st = lock(&self.shared.state);
         let mut hw = st.retired;
         for e in st.qps.values() {
-            retire(&mut hw, e.engine.stats());
+            hw.add(e.engine.stats());
         }
-        let names = tp::QpStats::default().hw_counters();
-        let mut v: Vec<(String, u64)> = names
-            .iter()
-            .zip(hw)
-            .map(|((name, _), n)| (name.to_string(), n))
-            .collect();
+        let mut v = hw.named();
         let d = st.stats;
         v.extend(
             [
@@ -1960,6 +1948,19 @@ impl Backend for UdpBackend {
                 .map(|(n, x)| (n.to_string(), x)),
         );
         Ok(v)
+    }
+
+    fn qp_counters(&self, qp: QpHandle) -> Result<QpCounters> {
+        let st = lock(&self.shared.state);
+        let e = st
+            .qps
+            .get(&(qp.0 as u32))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "rdma statistic qp",
+                object: "QP",
+            })?;
+        let rate = crate::cc::CongestionControl::rate(e.engine.cc());
+        Ok(QpCounters::from_stats(e.engine.stats(), rate))
     }
 
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {

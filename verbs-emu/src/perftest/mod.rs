@@ -423,6 +423,7 @@ impl Config {
             ("--reorder", self.faults.reorder),
             ("--duplicate", self.faults.duplicate),
             ("--corrupt", self.faults.corrupt),
+            ("--ce-mark", self.faults.ce_mark),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("{name} {p} must be a probability in 0..=1"));

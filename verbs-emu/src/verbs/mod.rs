@@ -119,7 +119,9 @@ impl Context {
 
     /// The device's counters by name (`Backend::counters`): the
     /// transport's under mlx5's hardware counter names, as the simulator
-    /// names them, then the device's own.
+    /// names them, then the device's own. Counted since the device was
+    /// opened, destroyed QPs included; a QP's own are
+    /// [`QueuePair::counters`].
     pub fn counters(&self) -> Result<Vec<(String, u64)>> {
         self.backend.counters()
     }
@@ -773,6 +775,14 @@ impl QueuePair {
     /// The current state.
     pub fn state(&self) -> Result<QpState> {
         self.pd.backend.query_qp_state(self.handle)
+    }
+
+    /// This QP's transport counters (mlx5's names, as `rdma statistic qp`
+    /// shows a QP's; counted since it was created or last reset) and the
+    /// sending rate its congestion control allows now
+    /// (`Backend::qp_counters`).
+    pub fn counters(&self) -> Result<crate::backend::counters::QpCounters> {
+        self.pd.backend.qp_counters(self.handle)
     }
 
     /// This QP's out-of-band record: QPN, first send PSN, the port's GID

@@ -483,8 +483,15 @@ impl Qp {
         }
         if op == Opcode::Cnp {
             self.stats.rx_cnps += 1;
-            if matches!(self.state, QpState::Rts | QpState::Sqd) {
+            // A CNP is acted on by a QP that sends and has an algorithm to
+            // cut its rate; otherwise it is ignored (mlx5's rp_cnp_ignored:
+            // the reaction point is off for the QP).
+            if matches!(self.state, QpState::Rts | QpState::Sqd)
+                && !matches!(self.cc, AnyCc::None(_))
+            {
                 self.cc.on_cnp(now);
+            } else {
+                self.stats.rx_cnps_ignored += 1;
             }
             return;
         }
