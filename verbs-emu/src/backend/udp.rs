@@ -61,7 +61,7 @@ use super::{
     AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
     Provider, QpCreated, QpHandle,
 };
-use crate::time::{Duration as PsDuration, Instant};
+use crate::time::{Duration as PsDuration, Instant, Rate};
 use crate::transport::{
     self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
 };
@@ -90,6 +90,11 @@ const BACKGROUND_SPIN_NS: u64 = 200_000;
 /// the kernel's timer slack (50 µs by default) would stretch an RNR timer
 /// of tens of microseconds (ROCEV2.md §5.6) several times over.
 const SPIN_BELOW: Duration = Duration::from_micros(100);
+/// The default [`UdpConfig::pacing_burst`]: 10 µs at the QP's rate, a few
+/// packets at tens of Gbit/s. Over any 1 ms the rate is then kept within
+/// 1 % plus a packet, while progress rounds up to 10 µs apart lose no
+/// tokens.
+pub const PACING_BURST: PsDuration = PsDuration::from_us(10);
 /// Packets received in one progress round that make the background thread
 /// treat the traffic as a stream (and sleep, not spin, when the socket is
 /// empty): about half the GSO run of a 64 KiB message at a 4 KiB MTU.
@@ -110,9 +115,26 @@ pub struct UdpConfig {
     pub accept_bad_icrc: bool,
     /// Link MTU used to derive the port's active MTU.
     pub link_mtu: u32,
+    /// The link's speed: the line rate DCQCN starts at and never exceeds
+    /// ([`UdpConfig::set_cc`]). Default: the bound interface's speed
+    /// (`/sys/class/net/IF/speed`), else [`DEFAULT_LINK_RATE`] (loopback
+    /// and interfaces that report none).
+    pub link_rate: Rate,
     /// Congestion control of every QP's sends (DCQCN reaction point, or
-    /// none). The notification point (CNPs on CE) is always on.
+    /// none) unless the QP is created with its own
+    /// ([`QpInitAttr::cc`]). The notification point (CNPs on CE) is always
+    /// on.
     pub cc: crate::cc::CcConfig,
+    /// The notification point's CNP interval for every QP unless created
+    /// with its own ([`QpInitAttr::min_time_between_cnps`]): at most one
+    /// CNP per QP per this time (default ConnectX's,
+    /// [`crate::cc::CONNECTX_CNP_INTERVAL`]).
+    pub min_time_between_cnps: PsDuration,
+    /// Depth of each QP's rate limiter ([`crate::cc::Pacer`]) while its
+    /// congestion control limits the rate: a progress round sends what the
+    /// rate allowed since the last one, up to this much time's worth
+    /// (default [`PACING_BURST`]).
+    pub pacing_burst: PsDuration,
     /// The port's P_Key table (`ibv_query_pkey`): a QP's `pkey_index`
     /// picks its P_Key, sent in every BTH and matched against every
     /// received one (full and limited membership, ROCEV2.md §1.5).
@@ -135,11 +157,42 @@ impl UdpConfig {
             busy_poll: false,
             accept_bad_icrc: false,
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
+            link_rate: link_rate_of(*bind.ip()).unwrap_or(DEFAULT_LINK_RATE),
             cc: crate::cc::CcConfig::None,
+            min_time_between_cnps: crate::cc::CONNECTX_CNP_INTERVAL,
+            pacing_burst: PACING_BURST,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
             app_active_ns: APP_ACTIVE_NS,
         }
     }
+}
+
+impl UdpConfig {
+    /// Set the congestion control of every QP as `spec` names it: the
+    /// reaction point ([`UdpConfig::cc`], DCQCN at [`UdpConfig::link_rate`]
+    /// unless the spec sets its own line rate) and the CNP interval.
+    pub fn set_cc(&mut self, spec: &crate::cc::CcSpec) {
+        let (cc, cnp) = spec.resolve(self.link_rate);
+        self.cc = cc;
+        self.min_time_between_cnps = cnp;
+    }
+}
+
+/// The link speed assumed where the interface reports none (loopback):
+/// 100 Gbit/s, a common RoCE port.
+pub const DEFAULT_LINK_RATE: Rate = Rate::from_gbps(100);
+
+/// The speed of the interface that has `ip`, from
+/// `/sys/class/net/IF/speed` (Mbit/s); `None` for loopback, unknown
+/// addresses and interfaces that report none (-1 or unreadable).
+pub fn link_rate_of(ip: Ipv4Addr) -> Option<Rate> {
+    if ip.is_loopback() {
+        return None;
+    }
+    let (name, _) = interfaces().into_iter().find(|&(_, a)| a == ip)?;
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
+    let mbps: i64 = text.trim().parse().ok()?;
+    (mbps > 0).then(|| Rate::from_bps(mbps as u64 * 1_000_000))
 }
 
 /// The device name for an address: `udp_<interface>` when known, else
@@ -1678,8 +1731,12 @@ impl Backend for UdpBackend {
         cfg.max_recv_wr = cap.max_recv_wr.max(1);
         cfg.sq_sig_all = init.sq_sig_all;
         cfg.ecn = Ecn::Ect0;
-        cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
-        cfg.cc = self.shared.cfg.cc;
+        cfg.min_time_between_cnps = Some(
+            init.min_time_between_cnps
+                .unwrap_or(self.shared.cfg.min_time_between_cnps),
+        );
+        cfg.cc = init.cc.unwrap_or(self.shared.cfg.cc);
+        cfg.pacing_burst = self.shared.cfg.pacing_burst;
         cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that
@@ -1928,6 +1985,18 @@ impl Backend for UdpBackend {
                 .map(|(n, x)| (n.to_string(), x)),
         );
         Ok(v)
+    }
+
+    fn qp_rate(&self, qp: QpHandle) -> Result<Option<Rate>> {
+        use crate::cc::CongestionControl;
+        lock(&self.shared.state)
+            .qps
+            .get(&(qp.0 as u32))
+            .map(|e| e.engine.cc().rate())
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "qp_rate",
+                object: "QP",
+            })
     }
 
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {

@@ -739,6 +739,11 @@ pub struct QpConfig {
     pub min_time_between_cnps: Option<Duration>,
     /// Congestion control of this QP's sends (the reaction point).
     pub cc: CcConfig,
+    /// Depth of the rate limiter's token bucket, as time at the current
+    /// rate ([`crate::cc::Pacer`]): zero spaces every data packet by its
+    /// serialization time; more lets a caller that comes by now and then
+    /// send what the rate allowed since, in one go.
+    pub pacing_burst: Duration,
     /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
@@ -767,6 +772,7 @@ impl QpConfig {
             ecn: Ecn::Ect0,
             min_time_between_cnps: None,
             cc: CcConfig::None,
+            pacing_burst: Duration::ZERO,
             advertise_credits: false,
             pkey_table: DEFAULT_PKEY_TABLE,
         }

@@ -28,7 +28,7 @@ pub use timers::{local_ack_timeout, rnr_timer};
 
 use std::collections::VecDeque;
 
-use crate::cc::{AnyCc, CongestionControl};
+use crate::cc::{AnyCc, CongestionControl, Pacer};
 use crate::time::{Duration, Instant};
 use crate::wire::{
     AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Msn, NakCode,
@@ -180,7 +180,7 @@ pub struct Qp {
     rnr_deadline: Option<Instant>,
     rd_atomic_inflight: u32,
     pkts_since_ackreq: u32,
-    next_send_time: Instant,
+    pacer: Pacer,
     pacing_blocked: bool,
     /// A retry started by an implied NAK or a READ response gap; cleared by
     /// progress.
@@ -241,7 +241,7 @@ impl Qp {
             rnr_deadline: None,
             rd_atomic_inflight: 0,
             pkts_since_ackreq: 0,
-            next_send_time: Instant::ZERO,
+            pacer: Pacer::new(cfg.pacing_burst),
             pacing_blocked: false,
             gap_retried: false,
             rq: VecDeque::with_capacity(cfg.max_recv_wr.min(4096) as usize),
@@ -400,7 +400,7 @@ impl Qp {
         if self.rnr_deadline.is_some() {
             return false;
         }
-        if now < self.next_send_time && self.cc.rate().is_some() {
+        if !self.pacer.ready(now) && self.cc.rate().is_some() {
             self.pacing_blocked = true;
             return false;
         }
@@ -453,8 +453,7 @@ impl Qp {
         let bytes = (h.header_len() as u32 + plen + h.bth.pad_count as u32 + WIRE_OVERHEAD) as u64;
         self.cc.on_transmit(now, bytes);
         if let Some(rate) = self.cc.rate() {
-            let start = self.next_send_time.max(now);
-            self.next_send_time = start + wire_time(rate, bytes);
+            self.pacer.sent(now, wire_time(rate, bytes));
         }
         self.pacing_blocked = false;
     }
