@@ -716,7 +716,7 @@ fn congestion_control_flags_are_checked_and_name_what_they_expect() {
         ),
         (
             &["--cc", "none", "--cc-param", "rate_ai=40Mbps"][..],
-            "need --cc dcqcn",
+            "need dcqcn congestion control",
         ),
     ] {
         let o = rocelab()

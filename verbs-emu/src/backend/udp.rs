@@ -92,9 +92,13 @@ const BACKGROUND_SPIN_NS: u64 = 200_000;
 const SPIN_BELOW: Duration = Duration::from_micros(100);
 /// The default [`UdpConfig::pacing_burst`]: 10 µs at the QP's rate, a few
 /// packets at tens of Gbit/s. Over any 1 ms the rate is then kept within
-/// 1 % plus a packet, while progress rounds up to 10 µs apart lose no
-/// tokens.
+/// 1 % plus a packet while the host gives the emulation its rounds.
 pub const PACING_BURST: PsDuration = PsDuration::from_us(10);
+/// How much of a late progress round is made up for while a QP waits on
+/// its pacer ([`crate::cc::Pacer::with_catch_up`]): a busy host preempts
+/// the sending thread for up to a scheduler time slice, and a NIC's pacer
+/// would have gone on sending meanwhile.
+pub const PACING_CATCH_UP: PsDuration = PsDuration::from_ms(1);
 /// Packets received in one progress round that make the background thread
 /// treat the traffic as a stream (and sleep, not spin, when the socket is
 /// empty): about half the GSO run of a 64 KiB message at a 4 KiB MTU.
@@ -1737,6 +1741,7 @@ impl Backend for UdpBackend {
         );
         cfg.cc = init.cc.unwrap_or(self.shared.cfg.cc);
         cfg.pacing_burst = self.shared.cfg.pacing_burst;
+        cfg.pacing_catch_up = PACING_CATCH_UP;
         cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that

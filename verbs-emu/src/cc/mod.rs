@@ -198,7 +198,7 @@ impl CcSpec {
             };
             if rp_only != DcqcnOverrides::default() || self.line_rate.is_some() {
                 return Err(
-                    "DCQCN parameters need --cc dcqcn (only the CNP interval applies without it)"
+                    "DCQCN parameters need dcqcn congestion control (without it only min_time_between_cnps applies)"
                         .into(),
                 );
             }
@@ -320,6 +320,9 @@ mod tests {
         n.validate().unwrap();
         assert_eq!(n.resolve(Rate::from_gbps(1)).1, Duration::from_us(8));
         n.set_param("rate_ai=1Mbps").unwrap();
-        assert!(n.validate().unwrap_err().contains("need --cc dcqcn"));
+        assert!(n
+            .validate()
+            .unwrap_err()
+            .contains("need dcqcn congestion control"));
     }
 }

@@ -22,6 +22,14 @@
 //! so that one progress round sends what the rate allows since the last
 //! round, not one packet.
 //!
+//! Catch-up: a hardware pacer is never late, a program on a busy host is.
+//! When the caller says the sender was held back by the pacer and comes
+//! back late (`backlogged`), the tokens of the lateness count, up to
+//! `catch_up`: the packets go out as if sent on time, so that the long-run
+//! rate is the rate asked for, not what the host's scheduling left. An
+//! idle sender (nothing to send) gets only `burst`. With `catch_up` no
+//! more than `burst` (the default) this changes nothing.
+//!
 //! Time is the caller's ([`Instant`], picoseconds); nothing here reads a
 //! clock.
 
@@ -32,6 +40,7 @@ use crate::time::{Duration, Instant};
 pub struct Pacer {
     free_at: Instant,
     burst: Duration,
+    catch_up: Duration,
 }
 
 impl Pacer {
@@ -41,6 +50,17 @@ impl Pacer {
         Pacer {
             free_at: Instant::ZERO,
             burst,
+            catch_up: Duration::ZERO,
+        }
+    }
+
+    /// The same, with the tokens of up to `catch_up` of lateness kept for
+    /// a backlogged sender (see the module docs).
+    pub const fn with_catch_up(burst: Duration, catch_up: Duration) -> Pacer {
+        Pacer {
+            free_at: Instant::ZERO,
+            burst,
+            catch_up,
         }
     }
 
@@ -60,9 +80,16 @@ impl Pacer {
     }
 
     /// A packet that takes `wire` to serialize at the current rate left at
-    /// `now`.
-    pub fn sent(&mut self, now: Instant, wire: Duration) {
-        let floor = Instant::from_ps(now.as_ps().saturating_sub(self.burst.as_ps()));
+    /// `now`. `backlogged`: the sender has been held back by this pacer,
+    /// with packets waiting all along, since it last found nothing to send
+    /// (it is behind the pacer's schedule, not idle).
+    pub fn sent(&mut self, now: Instant, wire: Duration, backlogged: bool) {
+        let depth = if backlogged {
+            self.burst.max(self.catch_up)
+        } else {
+            self.burst
+        };
+        let floor = Instant::from_ps(now.as_ps().saturating_sub(depth.as_ps()));
         self.free_at = self.free_at.max(floor) + wire;
     }
 }
@@ -85,7 +112,7 @@ mod tests {
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         while now < Instant::ZERO + horizon {
             while p.ready(now) {
-                p.sent(now, wire);
+                p.sent(now, wire, false);
                 sends.push(now);
             }
             x = x
@@ -135,7 +162,7 @@ mod tests {
         let now = Instant::ZERO + Duration::from_ms(5);
         let mut n = 0u64;
         while p.ready(now) {
-            p.sent(now, wire);
+            p.sent(now, wire, false);
             n += 1;
         }
         let cap = rate.bytes_in(burst) / PKT + 1;
@@ -144,7 +171,7 @@ mod tests {
         let later = now + Duration::from_us(20);
         let mut m = 0u64;
         while p.ready(later) {
-            p.sent(later, wire);
+            p.sent(later, wire, false);
             m += 1;
         }
         assert!(m <= cap, "{m} packets after 20 µs, cap {cap}");
@@ -153,11 +180,64 @@ mod tests {
         let soon = later + Duration::from_us(3);
         let mut k = 0u64;
         while p.ready(soon) {
-            p.sent(soon, wire);
+            p.sent(soon, wire, false);
             k += 1;
         }
         let per3 = rate.bytes_in(Duration::from_us(3)) / PKT;
         assert!(k >= per3 && k <= per3 + 1, "{k} packets in 3 µs");
+    }
+
+    #[test]
+    fn a_late_backlogged_sender_catches_up_and_an_idle_one_does_not() {
+        let rate = Rate::from_gbps(10);
+        let wire = rate.serialization_time(PKT);
+        let burst = Duration::from_us(10);
+        let catch_up = Duration::from_ms(1);
+        // Backlogged, asking every 2 µs, but the host stalls it for 300 µs
+        // once: over the whole 2 ms it still sends the rate's bytes.
+        let mut p = Pacer::with_catch_up(burst, catch_up);
+        let mut now = Instant::ZERO;
+        let end = Instant::ZERO + Duration::from_ms(2);
+        let mut bytes = 0u64;
+        let mut blocked = false;
+        let mut biggest = 0u64;
+        while now < end {
+            let mut round = 0u64;
+            while p.ready(now) {
+                p.sent(now, wire, blocked);
+                round += PKT;
+            }
+            // Still behind: it always has a packet waiting.
+            blocked = true;
+            bytes += round;
+            biggest = biggest.max(round);
+            let stalled = now >= Instant::ZERO + Duration::from_us(500)
+                && now < Instant::ZERO + Duration::from_us(502);
+            now += if stalled {
+                Duration::from_us(300)
+            } else {
+                Duration::from_us(2)
+            };
+        }
+        let want = rate.bytes_in(Duration::from_ms(2)) as f64;
+        let err = (bytes as f64 - want) / want;
+        assert!(err.abs() < 0.01, "{bytes} B against {want} ({err:+.4})");
+        // The catch-up is one round of 300 µs' worth, no more.
+        let stall = rate.bytes_in(Duration::from_us(300));
+        assert!(
+            biggest + PKT >= stall && biggest <= stall + 2 * PKT,
+            "{biggest}"
+        );
+        // Without the flag (idle, nothing was waiting) only the burst.
+        let mut q = Pacer::with_catch_up(burst, catch_up);
+        q.sent(Instant::ZERO, wire, false);
+        let later = Instant::ZERO + Duration::from_us(300);
+        let mut n = 0;
+        while q.ready(later) {
+            q.sent(later, wire, n > 0);
+            n += 1;
+        }
+        assert_eq!(n as u64, rate.bytes_in(burst) / PKT + 1);
     }
 
     #[test]

@@ -744,6 +744,10 @@ pub struct QpConfig {
     /// serialization time; more lets a caller that comes by now and then
     /// send what the rate allowed since, in one go.
     pub pacing_burst: Duration,
+    /// How much lateness of a caller that comes back after the pacer
+    /// held a packet is made up for ([`crate::cc::Pacer::with_catch_up`]);
+    /// zero: none, what the simulator (always on time) uses.
+    pub pacing_catch_up: Duration,
     /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
@@ -773,6 +777,7 @@ impl QpConfig {
             min_time_between_cnps: None,
             cc: CcConfig::None,
             pacing_burst: Duration::ZERO,
+            pacing_catch_up: Duration::ZERO,
             advertise_credits: false,
             pkey_table: DEFAULT_PKEY_TABLE,
         }

@@ -83,6 +83,7 @@ impl Qp {
                 }
                 if !self.pacer.ready(now) && self.cc.rate().is_some() {
                     self.pacing_blocked = true;
+                    self.pacer_held = true;
                     return None;
                 }
                 let plen = remaining.min(self.pmtu);
