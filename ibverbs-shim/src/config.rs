@@ -33,7 +33,7 @@ pub fn parse_cc(text: &str) -> Result<CcSpec, String> {
 const ROCE_PORT: u16 = 4791;
 
 /// One device of the list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSpec {
     /// `ibv_get_device_name`.
     pub name: String,
