@@ -1109,3 +1109,38 @@ fn dcqcn_rate_falls_under_ce_marks_and_recovers_without_them() {
         start.elapsed()
     );
 }
+
+/// A QP created with its own congestion control runs it, whatever the
+/// device's; the rate reads as `None` without one and as the line rate
+/// with DCQCN before any CNP.
+#[test]
+fn a_qp_can_override_the_devices_congestion_control() {
+    use verbs_emu::cc::{CcConfig, CcSpec, DcqcnParams};
+    use verbs_emu::time::Rate;
+    let mut cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, 55, 1, 1), 4791));
+    cfg.set_cc(&CcSpec::parse("dcqcn").unwrap());
+    assert_eq!(
+        cfg.link_rate,
+        Rate::from_gbps(100),
+        "loopback reports no speed"
+    );
+    let ctx = Context::from_backend(Arc::new(UdpBackend::open(cfg).unwrap()));
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let device = pd.qp_builder(QpType::Rc).cq(&cq).build().unwrap();
+    assert_eq!(device.cc_rate().unwrap(), Some(Rate::from_gbps(100)));
+    let none = pd
+        .qp_builder(QpType::Rc)
+        .cq(&cq)
+        .cc(CcConfig::None)
+        .build()
+        .unwrap();
+    assert_eq!(none.cc_rate().unwrap(), None);
+    let paper = pd
+        .qp_builder(QpType::Rc)
+        .cq(&cq)
+        .cc(CcConfig::Dcqcn(DcqcnParams::paper(Rate::from_gbps(25))))
+        .build()
+        .unwrap();
+    assert_eq!(paper.cc_rate().unwrap(), Some(Rate::from_gbps(25)));
+}
