@@ -138,7 +138,9 @@ pub struct PerftestArgs {
     busy_poll: Option<bool>,
     /// Congestion control of this side's QPs: none, dcqcn (the firmware
     /// preset), dcqcn:paper or dcqcn:firmware. DCQCN starts at the link's
-    /// speed (100 Gbit/s on loopback; --cc-param line_rate=... to set).
+    /// speed (100 Gbit/s on loopback) and paces only below it, as a NIC's
+    /// rate limiter; --cc-param line_rate=RATE sets a link of that speed,
+    /// which the sender is then held to.
     #[arg(long = "cc", default_value = "none")]
     cc: String,
     /// A DCQCN parameter over the preset, KEY=VALUE with the keys of a

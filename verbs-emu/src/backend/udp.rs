@@ -134,6 +134,13 @@ pub struct UdpConfig {
     /// CNP per QP per this time (default ConnectX's,
     /// [`crate::cc::CONNECTX_CNP_INTERVAL`]).
     pub min_time_between_cnps: PsDuration,
+    /// Hold QPs to the line rate too, emulating a link of that speed.
+    /// Off (the default), a QP at full speed has no rate limiter, as a
+    /// ConnectX QP before its first CNP: the interface (the socket) sets
+    /// its pace, and DCQCN on an uncongested path costs nothing.
+    /// [`UdpConfig::set_cc`] turns it on when the spec names its own
+    /// `line_rate`.
+    pub pace_at_line_rate: bool,
     /// Depth of each QP's rate limiter ([`crate::cc::Pacer`]) while its
     /// congestion control limits the rate: a progress round sends what the
     /// rate allowed since the last one, up to this much time's worth
@@ -164,6 +171,7 @@ impl UdpConfig {
             link_rate: link_rate_of(*bind.ip()).unwrap_or(DEFAULT_LINK_RATE),
             cc: crate::cc::CcConfig::None,
             min_time_between_cnps: crate::cc::CONNECTX_CNP_INTERVAL,
+            pace_at_line_rate: false,
             pacing_burst: PACING_BURST,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
             app_active_ns: APP_ACTIVE_NS,
@@ -174,11 +182,14 @@ impl UdpConfig {
 impl UdpConfig {
     /// Set the congestion control of every QP as `spec` names it: the
     /// reaction point ([`UdpConfig::cc`], DCQCN at [`UdpConfig::link_rate`]
-    /// unless the spec sets its own line rate) and the CNP interval.
+    /// unless the spec sets its own line rate, which the QPs are then held
+    /// to as a link of that speed would: [`UdpConfig::pace_at_line_rate`])
+    /// and the CNP interval.
     pub fn set_cc(&mut self, spec: &crate::cc::CcSpec) {
         let (cc, cnp) = spec.resolve(self.link_rate);
         self.cc = cc;
         self.min_time_between_cnps = cnp;
+        self.pace_at_line_rate = spec.dcqcn.is_some() && spec.line_rate.is_some();
     }
 }
 
@@ -1742,6 +1753,7 @@ impl Backend for UdpBackend {
         cfg.cc = init.cc.unwrap_or(self.shared.cfg.cc);
         cfg.pacing_burst = self.shared.cfg.pacing_burst;
         cfg.pacing_catch_up = PACING_CATCH_UP;
+        cfg.pace_at_line_rate = self.shared.cfg.pace_at_line_rate;
         cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that

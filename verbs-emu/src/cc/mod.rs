@@ -69,6 +69,21 @@ impl AnyCc {
     }
 }
 
+impl AnyCc {
+    /// The rate when it is below the line rate, `None` otherwise: what a
+    /// ConnectX rate limiter holds a QP to. The NIC attaches a limiter at
+    /// the first CNP and lets the link alone pace a QP at full speed.
+    pub fn rate_below_line(&self) -> Option<Rate> {
+        match self {
+            AnyCc::None(_) => None,
+            AnyCc::Dcqcn(d) => {
+                let rc = d.current_rate();
+                (rc < d.params().line_rate).then_some(rc)
+            }
+        }
+    }
+}
+
 impl CongestionControl for AnyCc {
     fn rate(&self) -> Option<Rate> {
         match self {
@@ -139,7 +154,9 @@ pub struct CcSpec {
     /// point's CNP interval.
     pub overrides: DcqcnOverrides,
     /// The rate DCQCN starts at and never exceeds; `None`: the device's
-    /// link speed.
+    /// link speed. Given, the emulation also holds QPs to it at full speed,
+    /// as a link of that speed would (without it, a QP at full speed is
+    /// not paced, as a ConnectX QP before its first CNP).
     pub line_rate: Option<Rate>,
 }
 
@@ -275,6 +292,20 @@ mod tests {
             let e = CcSpec::parse(bad).unwrap_err();
             assert!(e.contains("expected none, dcqcn"), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_rate_limits_only_below_the_line_rate() {
+        use crate::cc::CongestionControl;
+        let line = Rate::from_gbps(25);
+        let mut cc = AnyCc::new(CcConfig::Dcqcn(DcqcnParams::connectx(line)));
+        assert_eq!(cc.rate(), Some(line));
+        assert_eq!(cc.rate_below_line(), None, "full speed: no limiter");
+        cc.on_cnp(Instant::ZERO);
+        let cut = cc.rate().unwrap();
+        assert!(cut < line);
+        assert_eq!(cc.rate_below_line(), Some(cut));
+        assert_eq!(AnyCc::new(CcConfig::None).rate_below_line(), None);
     }
 
     #[test]

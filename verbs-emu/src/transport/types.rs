@@ -748,6 +748,11 @@ pub struct QpConfig {
     /// held a packet is made up for ([`crate::cc::Pacer::with_catch_up`]);
     /// zero: none, what the simulator (always on time) uses.
     pub pacing_catch_up: Duration,
+    /// Pace data at the congestion control's rate even when that is the
+    /// line rate (the simulator, whose port serializes at that rate
+    /// anyway). Off, a QP at full speed is not paced at all, as a ConnectX
+    /// QP without a rate limiter, and the link (the socket) sets its pace.
+    pub pace_at_line_rate: bool,
     /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
@@ -778,6 +783,7 @@ impl QpConfig {
             cc: CcConfig::None,
             pacing_burst: Duration::ZERO,
             pacing_catch_up: Duration::ZERO,
+            pace_at_line_rate: true,
             advertise_credits: false,
             pkey_table: DEFAULT_PKEY_TABLE,
         }

@@ -410,7 +410,7 @@ impl Qp {
             self.pacer_held = false;
             return false;
         }
-        if !self.pacer.ready(now) && self.cc.rate().is_some() {
+        if !self.pacer.ready(now) && self.pacing_rate().is_some() {
             self.pacing_blocked = true;
             self.pacer_held = true;
             return false;
@@ -460,6 +460,15 @@ impl Qp {
             dest_qp: self.attr.dest_qp_num,
             ack_req,
             psn,
+        }
+    }
+
+    /// The rate the pacer holds data packets to, if any.
+    fn pacing_rate(&self) -> Option<crate::time::Rate> {
+        if self.cfg.pace_at_line_rate {
+            self.cc.rate()
+        } else {
+            self.cc.rate_below_line()
         }
     }
 

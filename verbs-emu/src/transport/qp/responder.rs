@@ -81,7 +81,7 @@ impl Qp {
                     self.resp_q.pop_front();
                     return None;
                 }
-                if !self.pacer.ready(now) && self.cc.rate().is_some() {
+                if !self.pacer.ready(now) && self.pacing_rate().is_some() {
                     self.pacing_blocked = true;
                     self.pacer_held = true;
                     return None;
