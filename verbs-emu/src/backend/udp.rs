@@ -46,6 +46,16 @@
 //! more than speed. ECN bits received (`IP_RECVTOS`) go to the
 //! engine, which answers CE with CNPs; transmitted packets carry the ECN
 //! codepoint the engine asks for (ECT(0)).
+//!
+//! Congestion control ([`UdpConfig::set_cc`], or per QP
+//! [`QpInitAttr::cc`]): every QP answers CE with at most one CNP per
+//! [`UdpConfig::min_time_between_cnps`]; with DCQCN, a QP whose rate was
+//! cut below the line rate has its data held to that rate by the engine's
+//! token bucket ([`crate::cc::Pacer`], [`UdpConfig::pacing_burst`] deep,
+//! making up for late rounds by up to [`PACING_CATCH_UP`]). A progress
+//! round sends what the tokens allow, several packets and GSO runs, and a
+//! wait for the next tokens is a real sub-millisecond wait (ppoll with a
+//! nanosecond timeout, spun below 100 µs).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -177,9 +187,7 @@ impl UdpConfig {
             app_active_ns: APP_ACTIVE_NS,
         }
     }
-}
 
-impl UdpConfig {
     /// Set the congestion control of every QP as `spec` names it: the
     /// reaction point ([`UdpConfig::cc`], DCQCN at [`UdpConfig::link_rate`]
     /// unless the spec sets its own line rate, which the QPs are then held
