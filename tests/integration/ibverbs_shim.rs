@@ -699,3 +699,32 @@ fn rocelab_says_which_tests_follow_perftests_exchange() {
         "{e}"
     );
 }
+
+/// `ROCELAB_IBV_CC` names the devices' congestion control: a good value
+/// leaves the device list as it was, a bad one leaves no devices and says
+/// why, naming the variable and what it expects.
+#[test]
+fn rocelab_ibv_cc_is_read_and_checked() {
+    let Some(p) = program("ibv_devices") else {
+        return;
+    };
+    let good = exec(&p, &[])
+        .env(
+            "ROCELAB_IBV_CC",
+            "dcqcn:paper,rate_ai=40Mbps,min_time_between_cnps=8us",
+        )
+        .output()
+        .unwrap();
+    let t = text(&good);
+    assert!(good.status.success() && t.contains("rocelab0"), "{t}");
+    let bad = exec(&p, &[])
+        .env("ROCELAB_IBV_CC", "dcqcn:paper,rate_ai=fast")
+        .output()
+        .unwrap();
+    let t = text(&bad);
+    assert!(!t.contains("rocelab0"), "{t}");
+    assert!(
+        t.contains("ROCELAB_IBV_CC: \"rate_ai=fast\": rate_ai = \"fast\": invalid rate"),
+        "{t}"
+    );
+}

@@ -855,3 +855,67 @@ fn the_end_of_run_counters_go_through_parse_and_doctor() {
     assert!(ecn.contains(&balance), "{ecn:?} vs {balance}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn congestion_control_flags_are_checked_and_name_what_they_expect() {
+    for (flags, want) in [
+        (
+            &["--cc", "timely"][..],
+            "--cc \"timely\": expected none, dcqcn, dcqcn:paper or dcqcn:firmware",
+        ),
+        (&["--cc", "dcqcn:hpcc"][..], "unknown DCQCN preset \"hpcc\""),
+        (
+            &["--cc", "dcqcn", "--cc-param", "rate_ai=fast"][..],
+            "--cc-param \"rate_ai=fast\": rate_ai = \"fast\": invalid rate",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "alpha=1"][..],
+            "unknown DCQCN parameter \"alpha\": expected one of g, initial_alpha",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "g"][..],
+            "expected KEY=VALUE",
+        ),
+        (
+            &["--cnp-interval", "4"][..],
+            "--cnp-interval \"4\": expected a duration with a unit, e.g. 4us",
+        ),
+        (
+            &["--cc", "none", "--cc-param", "rate_ai=40Mbps"][..],
+            "need dcqcn congestion control",
+        ),
+    ] {
+        let o = rocelab()
+            .args(["perftest", "write_bw", "-p", "18741"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{flags:?} ran");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{flags:?}: {e}");
+    }
+}
+
+#[test]
+fn write_bw_runs_with_dcqcn_on_both_sides() {
+    let (s, c) = run_pair(
+        "write_bw",
+        18742,
+        "127.63.42.1",
+        &[
+            "--cc",
+            "dcqcn:paper",
+            "--cc-param",
+            "rate_ai=80Mbps",
+            "--cnp-interval",
+            "8us",
+            "-n",
+            "300",
+            "--verify",
+        ],
+    );
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    let (bytes, iters, _, avg, _) = bw_row(&String::from_utf8_lossy(&c.stdout));
+    assert_eq!((bytes, iters), (65536, 300));
+    assert!(avg > 0.0);
+}

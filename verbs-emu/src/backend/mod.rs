@@ -370,6 +370,10 @@ pub struct OpenRequest {
     pub pcap: Option<PathBuf>,
     /// Spin instead of sleeping while waiting for completions.
     pub busy_poll: bool,
+    /// Congestion control of the device's QPs (UDP; a NIC's is set in
+    /// its firmware): DCQCN at the link's speed or none, and the CNP
+    /// interval.
+    pub cc: crate::cc::CcSpec,
 }
 
 /// Open the device `req` names, composing the UDP datagram path as
@@ -382,6 +386,7 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                 cfg.name = d.clone();
             }
             cfg.busy_poll = req.busy_poll;
+            cfg.set_cc(&req.cc);
             if req.busy_poll {
                 cfg.socket.busy_poll_us = 50;
             }
@@ -408,6 +413,17 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                     "ibv_open_device",
                     "fault injection and pcap capture wrap the UDP backend's datagrams; \
                      a hardware NIC's wire cannot be reached (use --backend udp)",
+                ));
+            }
+            if req.cc != crate::cc::CcSpec::default() {
+                return Err(VerbsError::invalid(
+                    "ibv_open_device",
+                    format!(
+                        "congestion control {}: a NIC's DCQCN and CNP interval are set in \
+                         its firmware (mlxconfig, sysfs roce_np/roce_rp), not per run \
+                         (--cc applies to --backend udp)",
+                        req.cc
+                    ),
                 ));
             }
             if req.udp_port != 4791 {

@@ -53,6 +53,16 @@
 //! speed. ECN bits received (`IP_RECVTOS`) go to the
 //! engine, which answers CE with CNPs; transmitted packets carry the ECN
 //! codepoint the engine asks for (ECT(0)).
+//!
+//! Congestion control ([`UdpConfig::set_cc`], or per QP
+//! [`QpInitAttr::cc`]): every QP answers CE with at most one CNP per
+//! [`UdpConfig::min_time_between_cnps`]; with DCQCN, a QP whose rate was
+//! cut below the line rate has its data held to that rate by the engine's
+//! token bucket ([`crate::cc::Pacer`], [`UdpConfig::pacing_burst`] deep,
+//! making up for late rounds by up to [`PACING_CATCH_UP`]). A progress
+//! round sends what the tokens allow, several packets and GSO runs, and a
+//! wait for the next tokens is a real sub-millisecond wait (ppoll with a
+//! nanosecond timeout, spun below 100 µs).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -69,7 +79,7 @@ use super::{
     AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
     Provider, QpCreated, QpHandle,
 };
-use crate::time::{Duration as PsDuration, Instant};
+use crate::time::{Duration as PsDuration, Instant, Rate};
 use crate::transport::{
     self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
 };
@@ -98,6 +108,15 @@ const BACKGROUND_SPIN_NS: u64 = 200_000;
 /// the kernel's timer slack (50 µs by default) would stretch an RNR timer
 /// of tens of microseconds (ROCEV2.md §5.6) several times over.
 const SPIN_BELOW: Duration = Duration::from_micros(100);
+/// The default [`UdpConfig::pacing_burst`]: 10 µs at the QP's rate, a few
+/// packets at tens of Gbit/s. Over any 1 ms the rate is then kept within
+/// 1 % plus a packet while the host gives the emulation its rounds.
+pub const PACING_BURST: PsDuration = PsDuration::from_us(10);
+/// How much of a late progress round is made up for while a QP waits on
+/// its pacer ([`crate::cc::Pacer::with_catch_up`]): a busy host preempts
+/// the sending thread for up to a scheduler time slice, and a NIC's pacer
+/// would have gone on sending meanwhile.
+pub const PACING_CATCH_UP: PsDuration = PsDuration::from_ms(1);
 /// Packets received in one progress round that make the background thread
 /// treat the traffic as a stream (and sleep, not spin, when the socket is
 /// empty): about half the GSO run of a 64 KiB message at a 4 KiB MTU.
@@ -118,9 +137,33 @@ pub struct UdpConfig {
     pub accept_bad_icrc: bool,
     /// Link MTU used to derive the port's active MTU.
     pub link_mtu: u32,
+    /// The link's speed: the line rate DCQCN starts at and never exceeds
+    /// ([`UdpConfig::set_cc`]). Default: the bound interface's speed
+    /// (`/sys/class/net/IF/speed`), else [`DEFAULT_LINK_RATE`] (loopback
+    /// and interfaces that report none).
+    pub link_rate: Rate,
     /// Congestion control of every QP's sends (DCQCN reaction point, or
-    /// none). The notification point (CNPs on CE) is always on.
+    /// none) unless the QP is created with its own
+    /// ([`QpInitAttr::cc`]). The notification point (CNPs on CE) is always
+    /// on.
     pub cc: crate::cc::CcConfig,
+    /// The notification point's CNP interval for every QP unless created
+    /// with its own ([`QpInitAttr::min_time_between_cnps`]): at most one
+    /// CNP per QP per this time (default ConnectX's,
+    /// [`crate::cc::CONNECTX_CNP_INTERVAL`]).
+    pub min_time_between_cnps: PsDuration,
+    /// Hold QPs to the line rate too, emulating a link of that speed.
+    /// Off (the default), a QP at full speed has no rate limiter, as a
+    /// ConnectX QP before its first CNP: the interface (the socket) sets
+    /// its pace, and DCQCN on an uncongested path costs nothing.
+    /// [`UdpConfig::set_cc`] turns it on when the spec names its own
+    /// `line_rate`.
+    pub pace_at_line_rate: bool,
+    /// Depth of each QP's rate limiter ([`crate::cc::Pacer`]) while its
+    /// congestion control limits the rate: a progress round sends what the
+    /// rate allowed since the last one, up to this much time's worth
+    /// (default [`PACING_BURST`]).
+    pub pacing_burst: PsDuration,
     /// The port's P_Key table (`ibv_query_pkey`): a QP's `pkey_index`
     /// picks its P_Key, sent in every BTH and matched against every
     /// received one (full and limited membership, ROCEV2.md §1.5).
@@ -143,11 +186,44 @@ impl UdpConfig {
             busy_poll: false,
             accept_bad_icrc: false,
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
+            link_rate: link_rate_of(*bind.ip()).unwrap_or(DEFAULT_LINK_RATE),
             cc: crate::cc::CcConfig::None,
+            min_time_between_cnps: crate::cc::CONNECTX_CNP_INTERVAL,
+            pace_at_line_rate: false,
+            pacing_burst: PACING_BURST,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
             app_active_ns: APP_ACTIVE_NS,
         }
     }
+
+    /// Set the congestion control of every QP as `spec` names it: the
+    /// reaction point ([`UdpConfig::cc`], DCQCN at [`UdpConfig::link_rate`]
+    /// unless the spec sets its own line rate, which the QPs are then held
+    /// to as a link of that speed would: [`UdpConfig::pace_at_line_rate`])
+    /// and the CNP interval.
+    pub fn set_cc(&mut self, spec: &crate::cc::CcSpec) {
+        let (cc, cnp) = spec.resolve(self.link_rate);
+        self.cc = cc;
+        self.min_time_between_cnps = cnp;
+        self.pace_at_line_rate = spec.dcqcn.is_some() && spec.line_rate.is_some();
+    }
+}
+
+/// The link speed assumed where the interface reports none (loopback):
+/// 100 Gbit/s, a common RoCE port.
+pub const DEFAULT_LINK_RATE: Rate = Rate::from_gbps(100);
+
+/// The speed of the interface that has `ip`, from
+/// `/sys/class/net/IF/speed` (Mbit/s); `None` for loopback, unknown
+/// addresses and interfaces that report none (-1 or unreadable).
+pub fn link_rate_of(ip: Ipv4Addr) -> Option<Rate> {
+    if ip.is_loopback() {
+        return None;
+    }
+    let (name, _) = interfaces().into_iter().find(|&(_, a)| a == ip)?;
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
+    let mbps: i64 = text.trim().parse().ok()?;
+    (mbps > 0).then(|| Rate::from_bps(mbps as u64 * 1_000_000))
 }
 
 /// The device name for an address: `udp_<interface>` when known, else
@@ -1702,8 +1778,14 @@ impl Backend for UdpBackend {
         cfg.max_recv_wr = cap.max_recv_wr.max(1);
         cfg.sq_sig_all = init.sq_sig_all;
         cfg.ecn = Ecn::Ect0;
-        cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
-        cfg.cc = self.shared.cfg.cc;
+        cfg.min_time_between_cnps = Some(
+            init.min_time_between_cnps
+                .unwrap_or(self.shared.cfg.min_time_between_cnps),
+        );
+        cfg.cc = init.cc.unwrap_or(self.shared.cfg.cc);
+        cfg.pacing_burst = self.shared.cfg.pacing_burst;
+        cfg.pacing_catch_up = PACING_CATCH_UP;
+        cfg.pace_at_line_rate = self.shared.cfg.pace_at_line_rate;
         cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that

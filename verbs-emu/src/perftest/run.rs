@@ -752,6 +752,7 @@ fn open_device(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> R
             faults: cfg.faults,
             pcap: cfg.pcap.clone(),
             busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw()),
+            cc: cfg.cc,
         };
         match backend::open(&req) {
             Ok(b) => return Ok(Context::from_backend(b)),

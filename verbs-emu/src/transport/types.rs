@@ -739,6 +739,20 @@ pub struct QpConfig {
     pub min_time_between_cnps: Option<Duration>,
     /// Congestion control of this QP's sends (the reaction point).
     pub cc: CcConfig,
+    /// Depth of the rate limiter's token bucket, as time at the current
+    /// rate ([`crate::cc::Pacer`]): zero spaces every data packet by its
+    /// serialization time; more lets a caller that comes by now and then
+    /// send what the rate allowed since, in one go.
+    pub pacing_burst: Duration,
+    /// How much lateness of a caller that comes back after the pacer
+    /// held a packet is made up for ([`crate::cc::Pacer::with_catch_up`]);
+    /// zero: none, what the simulator (always on time) uses.
+    pub pacing_catch_up: Duration,
+    /// Pace data at the congestion control's rate even when that is the
+    /// line rate (the simulator, whose port serializes at that rate
+    /// anyway). Off, a QP at full speed is not paced at all, as a ConnectX
+    /// QP without a rate limiter, and the link (the socket) sets its pace.
+    pub pace_at_line_rate: bool,
     /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
@@ -767,6 +781,9 @@ impl QpConfig {
             ecn: Ecn::Ect0,
             min_time_between_cnps: None,
             cc: CcConfig::None,
+            pacing_burst: Duration::ZERO,
+            pacing_catch_up: Duration::ZERO,
+            pace_at_line_rate: true,
             advertise_credits: false,
             pkey_table: DEFAULT_PKEY_TABLE,
         }

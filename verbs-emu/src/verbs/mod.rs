@@ -272,6 +272,8 @@ impl ProtectionDomain {
             sq_sig_all: false,
             send_cq: None,
             recv_cq: None,
+            cc: None,
+            min_time_between_cnps: None,
         }
     }
 }
@@ -646,9 +648,27 @@ pub struct QueuePairBuilder {
     sq_sig_all: bool,
     send_cq: Option<CompletionQueue>,
     recv_cq: Option<CompletionQueue>,
+    cc: Option<crate::cc::CcConfig>,
+    min_time_between_cnps: Option<crate::time::Duration>,
 }
 
 impl QueuePairBuilder {
+    /// This QP's congestion control instead of the device's (emulated
+    /// devices; a NIC's is set in its firmware and ignores this).
+    #[must_use]
+    pub fn cc(mut self, cc: crate::cc::CcConfig) -> Self {
+        self.cc = Some(cc);
+        self
+    }
+
+    /// This QP's CNP interval (notification point) instead of the
+    /// device's (emulated devices).
+    #[must_use]
+    pub fn cnp_interval(mut self, d: crate::time::Duration) -> Self {
+        self.min_time_between_cnps = Some(d);
+        self
+    }
+
     /// Send and receive completions go to `cq`.
     #[must_use]
     pub fn cq(mut self, cq: &CompletionQueue) -> Self {
@@ -720,6 +740,8 @@ impl QueuePairBuilder {
             recv_cq: recv_cq.handle(),
             cap: self.cap,
             sq_sig_all: self.sq_sig_all,
+            cc: self.cc,
+            min_time_between_cnps: self.min_time_between_cnps,
         };
         let created = self.pd.backend.create_qp(self.pd.handle, &init)?;
         Ok(QueuePair {
@@ -759,6 +781,14 @@ impl QueuePair {
     /// Granted capabilities.
     pub fn cap(&self) -> QpCap {
         self.cap
+    }
+
+    /// The rate this QP's congestion control lets its data out at now
+    /// (DCQCN's current rate), in bits per second on the wire; `None`
+    /// when nothing limits it. [`VerbsError::Unavailable`] on a NIC,
+    /// which keeps it in firmware.
+    pub fn cc_rate(&self) -> Result<Option<crate::time::Rate>> {
+        Ok(self.pd.backend.qp_counters(self.handle)?.rate)
     }
 
     /// The backend handle.

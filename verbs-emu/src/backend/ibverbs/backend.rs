@@ -910,6 +910,7 @@ mod tests {
             faults: crate::backend::fault::FaultConfig::default(),
             pcap: None,
             busy_poll: false,
+            cc: crate::cc::CcSpec::default(),
         }
     }
 
