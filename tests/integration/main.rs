@@ -10,4 +10,5 @@ mod interview;
 mod lessons;
 mod perftest;
 mod report_browser;
+mod testbed;
 mod wire;
