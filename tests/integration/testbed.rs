@@ -682,19 +682,6 @@ fn read_pinned_array_entry(path: &Path, size: usize) -> std::io::Result<Vec<u8>>
     Ok(value)
 }
 
-/// The count `perftest` printed for counter `name` on its `Transport:`
-/// line (`N what (name)`), if it printed the line.
-fn transport_counter(out: &Output, name: &str) -> Option<u64> {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(" Transport: "))?;
-    let item = line
-        .split(", ")
-        .find(|i| i.ends_with(&format!("({name})")))?;
-    item.split_whitespace().next()?.parse().ok()
-}
-
 /// In a pcap written by `rocelab perftest --pcap` on the receiver: RoCEv2
 /// packets it received with CE, and CNPs (opcode 0x81) it sent.
 fn ce_received_and_cnps_sent(pcap: &Path) -> (u64, u64) {
@@ -809,7 +796,7 @@ fn a_small_tbf_burst_cuts_gso_runs_and_the_receiver_drops_their_segments() {
     // The receiver places each packet by its position in the datagram it
     // got: a segment on its own reads as the first of a run, and every
     // one but a run's first fails the ICRC.
-    let icrc = transport_counter(&s, "rx_icrc_encapsulated")
+    let icrc = printed_counter(&s, "rx_icrc_encapsulated")
         .unwrap_or_else(|| panic!("no Transport line: {}", text(&s)));
     assert!(icrc > 0, "{}", text(&s));
 }
@@ -844,9 +831,210 @@ fn write_bw_through_a_cutting_bottleneck_delivers_everything_and_only_corrupted_
     );
     // The three injected packets, and no valid one, failed the ICRC.
     assert_eq!(
-        transport_counter(&s, "rx_icrc_encapsulated"),
+        printed_counter(&s, "rx_icrc_encapsulated"),
         Some(3),
         "{}",
         text(&s)
     );
+}
+
+/// Counter `name` as `rocelab perftest` printed it in `out`: in a
+/// comma-separated item `N what (name)` (the `Transport:` line), or as
+/// `name N` / `name: N` (a counter block, as `ethtool -S` prints).
+fn printed_counter(out: &Output, name: &str) -> Option<u64> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let paren = format!("({name})");
+    for line in stdout.lines() {
+        for item in line.split(", ") {
+            let words: Vec<&str> = item.split_whitespace().collect();
+            let number = |w: &&str| w.trim_end_matches(',').parse::<u64>().ok();
+            if item.contains(&paren) {
+                return words.iter().find_map(number);
+            }
+            if let Some(i) = words.iter().position(|w| w.trim_end_matches(':') == name) {
+                return words[i + 1..].iter().find_map(number);
+            }
+        }
+    }
+    None
+}
+
+/// perftest's BW average in Gbit/s (`--report_gbits`), from the row after
+/// its table header (and its warnings).
+fn bw_average_gbps(out: &Output) -> f64 {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| !l.contains("BW average[Gb/sec]"));
+    lines.next();
+    let row: Vec<f64> = lines
+        .find(|l| !l.starts_with(" WARNING"))
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(row.len() >= 4, "no result row: {}", text(out));
+    row[3]
+}
+
+/// RoCEv2 payload the bottleneck carries at its rate: tbf counts each
+/// packet's Ethernet, IPv4, UDP, BTH and ICRC bytes (58) with its
+/// 1024-byte payload (the RoCE MTU on a 1500-byte link).
+fn payload_capacity_gbps(shape: &Shape) -> f64 {
+    shape.rate_bps as f64 / 1e9 * 1024.0 / (1024.0 + 58.0)
+}
+
+/// One write_bw run of a 64 KiB message stream for 2 s across `bed`, with
+/// `cc` (`--cc` value) or without congestion control; what it did.
+struct CcRun {
+    server: Output,
+    client: Output,
+    /// The marker over the run.
+    marker: Marker,
+    /// The tbf over the run (counters as deltas, backlog at the end).
+    tbf: Tbf,
+    /// Wire packets the tbf dropped.
+    dropped: u64,
+    /// The tbf sampled every 10 ms.
+    samples: Vec<Tbf>,
+    /// Goodput, Gbit/s.
+    gbps: f64,
+}
+
+fn write_bw_for_2s(bed: &Bed, port: u16, cc: Option<&str>) -> CcRun {
+    let m0 = bed.marker().unwrap();
+    let t0 = bed.tbf();
+    let mut flags = vec!["-s", "65536", "-D", "2", "--report_gbits"];
+    if let Some(cc) = cc {
+        flags.extend(["--cc", cc]);
+    }
+    let limit = Duration::from_secs(30);
+    let (server, client, samples) = bed.perftest("write_bw", port, &flags, &flags, limit, |_| {});
+    assert!(client.status.success(), "client: {}", text(&client));
+    assert!(server.status.success(), "server: {}", text(&server));
+    let m1 = bed.marker().unwrap();
+    let t1 = bed.tbf();
+    let marker = Marker {
+        skbs: m1.skbs - m0.skbs,
+        packets: m1.packets - m0.packets,
+        ect: m1.ect - m0.ect,
+        marked: m1.marked - m0.marked,
+        gso_skbs: m1.gso_skbs - m0.gso_skbs,
+        ..m1
+    };
+    let tbf = Tbf {
+        bytes: t1.bytes - t0.bytes,
+        packets: t1.packets - t0.packets,
+        drops: t1.drops - t0.drops,
+        ..t1
+    };
+    let dropped = tbf_dropped_wire_packets(&marker, &tbf);
+    let gbps = bw_average_gbps(&client);
+    let peak = samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    eprintln!(
+        "--cc {cc:?}: {gbps} Gbit/s, marker {marker:?}\ntbf {tbf:?}, {dropped} wire packets dropped, \
+         peak backlog sampled {peak} B over {} samples",
+        samples.len()
+    );
+    CcRun {
+        server,
+        client,
+        marker,
+        tbf,
+        dropped,
+        samples,
+        gbps,
+    }
+}
+
+/// Without congestion control the sender outruns the bottleneck: the
+/// queue fills to the tbf's limit and packets are dropped.
+fn assert_queue_fills(bed: &Bed, off: &CcRun) {
+    let peak = off.samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    let limit = u64::from(bed.shape.limit);
+    assert!(peak >= limit * 9 / 10, "peak backlog {peak} of {limit}");
+    assert!(off.dropped > 0 && off.tbf.drops > 0, "{:?}", off.tbf);
+    assert!(off.marker.marked > 0, "{:?}", off.marker);
+}
+
+#[test]
+fn without_congestion_control_the_bottleneck_queue_fills() {
+    let Some(bed) = Bed::up(Shape::default()) else {
+        return;
+    };
+    let off = write_bw_for_2s(&bed, 18953, None);
+    assert_queue_fills(&bed, &off);
+}
+
+#[test]
+#[ignore = "needs `rocelab perftest --cc dcqcn` with precise pacing (issue 15, branch i15-cc) \
+            and perftest's end-of-run counter block (branch i15-counters)"]
+fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate() {
+    let Some(bed) = Bed::up(Shape::default()) else {
+        return;
+    };
+    let kmax = u64::from(bed.shape.kmax);
+    let on = write_bw_for_2s(&bed, 18954, Some("dcqcn"));
+    // Counted at each hop: marks at the marker, CE received and CNPs sent
+    // by the receiver, CNPs handled by the sender.
+    let ce = printed_counter(&on.server, "np_ecn_marked_roce_packets")
+        .unwrap_or_else(|| panic!("no np_ecn_marked_roce_packets: {}", text(&on.server)));
+    let cnp_sent = printed_counter(&on.server, "np_cnp_sent")
+        .unwrap_or_else(|| panic!("no np_cnp_sent: {}", text(&on.server)));
+    let cnp_handled = printed_counter(&on.client, "rp_cnp_handled")
+        .unwrap_or_else(|| panic!("no rp_cnp_handled: {}", text(&on.client)));
+    let marked = on.marker.marked;
+    assert!(marked > 0, "{:?}", on.marker);
+    assert!(
+        ce <= marked && ce + on.dropped >= marked,
+        "CE received {ce}, marked {marked}, dropped {}",
+        on.dropped
+    );
+    assert!(
+        cnp_sent > 0 && cnp_sent <= ce,
+        "CNPs sent {cnp_sent} for {ce} CE"
+    );
+    // The reverse path has no bottleneck: every CNP reaches the sender.
+    assert_eq!(cnp_handled, cnp_sent, "CNPs handled");
+    // The QP's rate fell to the bottleneck's: the queue stays below Kmax
+    // and nothing is dropped...
+    let peak = on.samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    assert!(
+        peak < kmax,
+        "peak backlog {peak} >= Kmax {kmax}: {:?}",
+        on.samples
+    );
+    assert_eq!(on.dropped, 0, "{:?}", on.tbf);
+    // ... while the goodput stays within 10 % of what the bottleneck
+    // carries.
+    let cap = payload_capacity_gbps(&bed.shape);
+    assert!(
+        on.gbps >= 0.9 * cap && on.gbps <= 1.02 * cap,
+        "goodput {} Gbit/s against {cap}",
+        on.gbps
+    );
+    // Without DCQCN the same path fills its queue.
+    let off = write_bw_for_2s(&bed, 18955, None);
+    assert_queue_fills(&bed, &off);
+}
+
+#[test]
+fn printed_counters_are_read_from_the_transport_line_and_from_a_counter_block() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = |s: &str| Output {
+        status: std::process::ExitStatus::from_raw(0),
+        stdout: s.as_bytes().to_vec(),
+        stderr: Vec::new(),
+    };
+    let t = out(
+        " Transport: 48625 packets retransmitted (roce_adp_retrans), 50 ACK timeouts \
+         (local_ack_timeout_err), 42812 ICRC errors (rx_icrc_encapsulated)\n",
+    );
+    assert_eq!(printed_counter(&t, "roce_adp_retrans"), Some(48625));
+    assert_eq!(printed_counter(&t, "local_ack_timeout_err"), Some(50));
+    assert_eq!(printed_counter(&t, "rx_icrc_encapsulated"), Some(42812));
+    assert_eq!(printed_counter(&t, "np_cnp_sent"), None);
+    let b = out(" np_ecn_marked_roce_packets: 17\n     np_cnp_sent 5\n");
+    assert_eq!(printed_counter(&b, "np_ecn_marked_roce_packets"), Some(17));
+    assert_eq!(printed_counter(&b, "np_cnp_sent"), Some(5));
 }
