@@ -173,6 +173,8 @@ pub(crate) struct Marker {
     pub max_skb: u64,
     /// The largest virtual queue an arriving packet found, bytes.
     pub max_backlog: u64,
+    /// Wire bytes of all packets: the load offered to the bottleneck.
+    pub bytes: u64,
 }
 
 /// The tbf qdisc's counters at one moment (`tc -s -j qdisc show`).
@@ -188,6 +190,30 @@ pub(crate) struct Tbf {
     pub backlog: u64,
     /// Packets queued.
     pub qlen: u64,
+}
+
+/// The bed's counters at one moment of a run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    /// Since the sampling started.
+    pub at: Duration,
+    /// The tbf.
+    pub tbf: Tbf,
+    /// The marker.
+    pub marker: Marker,
+}
+
+/// The load offered to the bottleneck (wire bits per second at the
+/// marker) from the first sample at or after `from` to the last one.
+pub(crate) fn offered_gbps(samples: &[Sample], from: Duration) -> f64 {
+    let a = samples
+        .iter()
+        .find(|s| s.at >= from)
+        .unwrap_or_else(|| panic!("no sample after {from:?}"));
+    let b = samples.last().unwrap();
+    let secs = (b.at - a.at).as_secs_f64();
+    assert!(secs > 0.0, "one sample after {from:?}");
+    (b.marker.bytes - a.marker.bytes) as f64 * 8.0 / secs / 1e9
 }
 
 /// One bed at a time in this process.
@@ -352,6 +378,7 @@ impl Bed {
             gso_skbs: u(6),
             max_skb: u(7),
             max_backlog: u(8),
+            bytes: u(9),
         })
     }
 
@@ -388,11 +415,17 @@ impl Bed {
         }
     }
 
-    /// The tbf's counters every `every` until `stop` is set.
-    pub(crate) fn sample_tbf(&self, every: Duration, stop: &AtomicBool) -> Vec<Tbf> {
+    /// The tbf's and the marker's counters every `every` until `stop` is
+    /// set.
+    pub(crate) fn sample(&self, every: Duration, stop: &AtomicBool) -> Vec<Sample> {
+        let start = Instant::now();
         let mut v = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            v.push(self.tbf());
+            v.push(Sample {
+                at: start.elapsed(),
+                tbf: self.tbf(),
+                marker: self.marker().unwrap_or_else(|e| panic!("{e}")),
+            });
             std::thread::sleep(every);
         }
         v
@@ -401,9 +434,9 @@ impl Bed {
     /// `rocelab perftest TEST` with server (in the receiver's namespace,
     /// `server_flags`) and client (the sender's, `client_flags`, to
     /// [`RECEIVER_IP`]) on TCP `port`, each killed after `limit`; the tbf
-    /// sampled every 10 ms while the client runs, and `during` run beside
-    /// them with the server's process id. Returns (server, client,
-    /// samples).
+    /// and the marker sampled every 10 ms while the client runs, and
+    /// `during` run beside them with the server's process id. Returns
+    /// (server, client, samples).
     pub(crate) fn perftest(
         &self,
         test: &str,
@@ -412,7 +445,7 @@ impl Bed {
         client_flags: &[&str],
         limit: Duration,
         during: impl FnOnce(u32) + Send,
-    ) -> (Output, Output, Vec<Tbf>) {
+    ) -> (Output, Output, Vec<Sample>) {
         let cmd = |flags: &[&str]| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_rocelab"));
             c.args(["perftest", test, "-p", &port.to_string()])
@@ -429,7 +462,7 @@ impl Bed {
         let server_pid = server.0.as_ref().unwrap().id();
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            let sampler = scope.spawn(|| self.sample_tbf(Duration::from_millis(10), &stop));
+            let sampler = scope.spawn(|| self.sample(Duration::from_millis(10), &stop));
             let beside = scope.spawn(move || during(server_pid));
             // Stops the sampler however this closure ends (a timed-out
             // client panics; the scope then waits for its threads).
@@ -589,8 +622,8 @@ pub(crate) fn text(o: &Output) -> String {
     )
 }
 
-/// Bytes of `struct marker_state`: the lock and its padding, 9 u64s.
-const MARKER_VALUE_SIZE: usize = 8 + 9 * 8;
+/// Bytes of `struct marker_state`: the lock and its padding, 10 u64s.
+const MARKER_VALUE_SIZE: usize = 8 + 10 * 8;
 
 /// The value of entry 0 of the array map pinned at `path`, which must be
 /// `size` bytes with a 4-byte key.
@@ -705,6 +738,11 @@ fn ce_received_and_cnps_sent(pcap: &Path) -> (u64, u64) {
     (ce, cnps)
 }
 
+/// The largest tbf backlog sampled, bytes.
+fn peak_backlog(samples: &[Sample]) -> u64 {
+    samples.iter().map(|s| s.tbf.backlog).max().unwrap_or(0)
+}
+
 /// The marker's count of wire packets the tbf dropped: those it let in
 /// (counted at the marker) and the tbf neither sent nor holds.
 fn tbf_dropped_wire_packets(m: &Marker, t: &Tbf) -> u64 {
@@ -730,7 +768,7 @@ fn the_marker_sets_ce_that_reaches_the_receiver_which_answers_with_cnps() {
     let tbf = bed.tbf();
     let (ce, cnps) = ce_received_and_cnps_sent(&pcap);
     let _ = std::fs::remove_file(&pcap);
-    let peak = samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    let peak = peak_backlog(&samples);
     let dropped = tbf_dropped_wire_packets(&m, &tbf);
     eprintln!(
         "marker {m:?}\ntbf {tbf:?}, {dropped} wire packets dropped, peak backlog sampled {peak} B\n\
@@ -742,10 +780,12 @@ fn the_marker_sets_ce_that_reaches_the_receiver_which_answers_with_cnps() {
     // marker marks.
     assert!(m.max_backlog > u64::from(bed.shape.kmin), "{m:?}");
     assert!(m.marked > 0, "{m:?}");
-    // Every marked packet that the tbf did not drop reaches the receiver
-    // CE, and nothing else arrives CE.
+    // Nothing arrives CE that the marker did not mark, and the marked
+    // packets the tbf did not drop arrive CE (all but 1 %: the receiver's
+    // socket may overflow on a loaded host, and a retransmission may still
+    // be on its way when the receiver stops capturing).
     assert!(
-        ce <= m.marked && ce + dropped >= m.marked,
+        ce <= m.marked && (ce + dropped) * 100 >= m.marked * 99,
         "CE received {ce}, marked {}, dropped {dropped}",
         m.marked
     );
@@ -754,7 +794,7 @@ fn the_marker_sets_ce_that_reaches_the_receiver_which_answers_with_cnps() {
     // The real queue builds too, within the tbf's limit.
     assert!(
         peak > 0 && peak <= u64::from(bed.shape.limit),
-        "{samples:?}"
+        "peak backlog {peak}"
     );
 }
 
@@ -914,8 +954,8 @@ struct CcRun {
     tbf: Tbf,
     /// Wire packets the tbf dropped.
     dropped: u64,
-    /// The tbf sampled every 10 ms.
-    samples: Vec<Tbf>,
+    /// The tbf and the marker sampled every 10 ms.
+    samples: Vec<Sample>,
     /// Goodput, Gbit/s.
     gbps: f64,
 }
@@ -939,6 +979,7 @@ fn write_bw_for_2s(bed: &Bed, port: u16, cc: Option<&str>) -> CcRun {
         ect: m1.ect - m0.ect,
         marked: m1.marked - m0.marked,
         gso_skbs: m1.gso_skbs - m0.gso_skbs,
+        bytes: m1.bytes - m0.bytes,
         ..m1
     };
     let tbf = Tbf {
@@ -949,10 +990,11 @@ fn write_bw_for_2s(bed: &Bed, port: u16, cc: Option<&str>) -> CcRun {
     };
     let dropped = tbf_dropped_wire_packets(&marker, &tbf);
     let gbps = bw_average_gbps(&client);
-    let peak = samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    let peak = peak_backlog(&samples);
     eprintln!(
-        "--cc {cc:?}: {gbps} Gbit/s, marker {marker:?}\ntbf {tbf:?}, {dropped} wire packets dropped, \
-         peak backlog sampled {peak} B over {} samples",
+        "--cc {cc:?}: {gbps} Gbit/s, offered {:.3} Gbit/s after 0.5 s, marker {marker:?}\n\
+         tbf {tbf:?}, {dropped} wire packets dropped, peak backlog sampled {peak} B over {} samples",
+        offered_gbps(&samples, Duration::from_millis(500)),
         samples.len()
     );
     CcRun {
@@ -969,7 +1011,7 @@ fn write_bw_for_2s(bed: &Bed, port: u16, cc: Option<&str>) -> CcRun {
 /// Without congestion control the sender outruns the bottleneck: the
 /// queue fills to the tbf's limit and packets are dropped.
 fn assert_queue_fills(bed: &Bed, off: &CcRun) {
-    let peak = off.samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    let peak = peak_backlog(&off.samples);
     let limit = u64::from(bed.shape.limit);
     assert!(peak >= limit * 9 / 10, "peak backlog {peak} of {limit}");
     assert!(off.dropped > 0 && off.tbf.drops > 0, "{:?}", off.tbf);
@@ -1005,7 +1047,7 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
     let marked = on.marker.marked;
     assert!(marked > 0, "{:?}", on.marker);
     assert!(
-        ce <= marked && ce + on.dropped >= marked,
+        ce <= marked && (ce + on.dropped) * 100 >= marked * 99,
         "CE received {ce}, marked {marked}, dropped {}",
         on.dropped
     );
@@ -1015,9 +1057,15 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
     );
     // The reverse path has no bottleneck: every CNP reaches the sender.
     assert_eq!(cnp_handled, cnp_sent, "CNPs handled");
-    // The QP's rate fell to the bottleneck's: the queue stays below Kmax
-    // and nothing is dropped...
-    let peak = on.samples.iter().map(|t| t.backlog).max().unwrap_or(0);
+    // The QP's rate fell to the bottleneck's: past the first half second
+    // it offers the bottleneck at most 10 % more than its rate (without
+    // DCQCN, below, at least 20 % more), the queue stays below Kmax and
+    // nothing is dropped...
+    let rate = bed.shape.rate_bps as f64 / 1e9;
+    let half_s = Duration::from_millis(500);
+    let offered = offered_gbps(&on.samples, half_s);
+    assert!(offered <= 1.1 * rate, "offered {offered} Gbit/s at {rate}");
+    let peak = peak_backlog(&on.samples);
     assert!(
         peak < kmax,
         "peak backlog {peak} >= Kmax {kmax}: {:?}",
@@ -1035,6 +1083,8 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
     // Without DCQCN the same path fills its queue.
     let off = write_bw_for_2s(&bed, 18955, None);
     assert_queue_fills(&bed, &off);
+    let offered = offered_gbps(&off.samples, half_s);
+    assert!(offered >= 1.2 * rate, "offered {offered} Gbit/s at {rate}");
 }
 
 #[test]

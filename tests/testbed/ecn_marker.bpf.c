@@ -73,6 +73,7 @@ struct marker_state {
 	__u64 gso_skbs;    // GSO runs (skbs of more than one segment)
 	__u64 max_skb;     // largest skb, bytes (what tbf must fit in its burst)
 	__u64 max_backlog; // largest virtual queue an arriving packet found
+	__u64 bytes;       // wire bytes of all packets (the offered load)
 };
 
 struct {
@@ -133,6 +134,7 @@ int ecn_marker(struct __sk_buff *skb)
 
 	__sync_fetch_and_add(&s->skbs, 1);
 	__sync_fetch_and_add(&s->packets, segs);
+	__sync_fetch_and_add(&s->bytes, bytes);
 	if (segs > 1)
 		__sync_fetch_and_add(&s->gso_skbs, 1);
 	if (ecn == 0)
