@@ -288,6 +288,7 @@ fn open_context(args: &Args) -> Result<Context, Error> {
             faults: Default::default(),
             pcap: None,
             busy_poll: !args.events,
+            cc: Default::default(),
         };
         return Ok(Context::from_backend(backend::open(&request)?));
     }

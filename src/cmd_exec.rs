@@ -2,9 +2,12 @@
 //! ibverbs programs over the UDP emulation.
 //!
 //! Both put rocelab's `libibverbs.so.1` (the `ibverbs-shim` crate, built as
-//! `libibverbs.so` next to the `rocelab` binary) first on the loader's
-//! path: a directory holding a `libibverbs.so.1` link to it goes in front
-//! of `LD_LIBRARY_PATH`. `--device NAME=IPV4[:PORT]` sets the device list
+//! `libibverbs.so` next to the `rocelab` binary) and `librdmacm.so.1` (the
+//! `rdmacm-shim` crate, `librdmacm.so`, found beside `libibverbs.so`) first
+//! on the loader's path: a directory holding `libibverbs.so.1` and
+//! `librdmacm.so.1` links to them goes in front of `LD_LIBRARY_PATH`.
+//! Without a `librdmacm.so` beside the ibverbs library only libibverbs is
+//! replaced (and a note says so). `--device NAME=IPV4[:PORT]` sets the device list
 //! (`ROCELAB_IBV_DEVICES`); without it the library's default applies (one
 //! loopback device, `rocelab0`, with an address per process).
 
@@ -21,6 +24,10 @@ const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
 const BUILT_NAME: &str = "libibverbs.so";
 /// The soname programs ask the loader for.
 const SONAME: &str = "libibverbs.so.1";
+/// The rdma_cm library cargo builds, beside [`BUILT_NAME`].
+const RDMACM_BUILT_NAME: &str = "librdmacm.so";
+/// Its soname.
+const RDMACM_SONAME: &str = "librdmacm.so.1";
 
 /// Options shared by `exec` and `env`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +37,7 @@ pub struct ShimArgs {
     #[arg(long = "device", value_name = "NAME=IPV4[:PORT]")]
     devices: Vec<String>,
     /// The shim library (libibverbs.so) to use; default: next to rocelab,
-    /// or $ROCELAB_IBVERBS_LIB.
+    /// or $ROCELAB_IBVERBS_LIB. The librdmacm.so beside it is used too.
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
 }
@@ -104,18 +111,34 @@ fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
             let tried: Vec<String> = c.iter().map(|p| p.display().to_string()).collect();
             format!(
                 "rocelab's libibverbs was not found (tried {}); build it with \
-                 `cargo build -p ibverbs-shim` (it lands next to the rocelab binary), \
+                 `cargo build -p ibverbs-shim -p rdmacm-shim` (they land next to the rocelab binary), \
                  or name it with --lib or ${LIB_ENV}",
                 tried.join(", ")
             )
         })
 }
 
-/// A directory whose `libibverbs.so.1` is `lib`: `rocelab-ibverbs/` beside
-/// the library, or a per-user one in the temporary directory when that is
-/// not writable.
-fn loader_dir(lib: &Path) -> Result<PathBuf, String> {
-    if lib.file_name().is_some_and(|n| n == SONAME) {
+/// The rdma_cm library beside `lib` (the ibverbs one), if built.
+fn find_rdmacm(lib: &Path) -> Option<PathBuf> {
+    let dir = lib.parent()?;
+    [RDMACM_BUILT_NAME, RDMACM_SONAME]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+        .and_then(|p| p.canonicalize().ok())
+}
+
+/// A directory whose `libibverbs.so.1` is `lib` and whose `librdmacm.so.1`
+/// is `rdmacm` (when given): the libraries' own directory when they carry
+/// those names already, else `rocelab-ibverbs/` beside the library, or a
+/// per-user one in the temporary directory when that is not writable.
+fn loader_dir(lib: &Path, rdmacm: Option<&Path>) -> Result<PathBuf, String> {
+    let named = |p: &Path, soname: &str| p.file_name().is_some_and(|n| n == soname);
+    if named(lib, SONAME)
+        && rdmacm.map_or(true, |r| {
+            named(r, RDMACM_SONAME) && r.parent() == lib.parent()
+        })
+    {
         if let Some(d) = lib.parent() {
             return Ok(d.to_path_buf());
         }
@@ -126,7 +149,11 @@ fn loader_dir(lib: &Path) -> Result<PathBuf, String> {
     let temp = std::env::temp_dir().join(format!("rocelab-ibverbs-{uid}"));
     let mut last = String::new();
     for dir in beside.into_iter().chain([temp]) {
-        match link_into(&dir, lib) {
+        let linked = link_into(&dir, lib, SONAME).and_then(|()| match rdmacm {
+            Some(r) => link_into(&dir, r, RDMACM_SONAME),
+            None => Ok(()),
+        });
+        match linked {
             Ok(()) => return Ok(dir),
             Err(e) => last = format!("{}: {e}", dir.display()),
         }
@@ -134,14 +161,14 @@ fn loader_dir(lib: &Path) -> Result<PathBuf, String> {
     Err(format!("cannot make the {SONAME} link ({last})"))
 }
 
-/// Make `dir/libibverbs.so.1` a link to `lib` (replacing another atomically).
-fn link_into(dir: &Path, lib: &Path) -> std::io::Result<()> {
+/// Make `dir/NAME` a link to `lib` (replacing another atomically).
+fn link_into(dir: &Path, lib: &Path, name: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let link = dir.join(SONAME);
+    let link = dir.join(name);
     if std::fs::read_link(&link).is_ok_and(|t| t == lib) {
         return Ok(());
     }
-    let tmp = dir.join(format!(".{SONAME}.{}", std::process::id()));
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(lib, &tmp)?;
     std::fs::rename(&tmp, &link)
@@ -150,7 +177,15 @@ fn link_into(dir: &Path, lib: &Path) -> std::io::Result<()> {
 /// The variables a program needs to run over the emulation, in order.
 fn settings(shim: &ShimArgs) -> Result<Vec<(&'static str, String)>, String> {
     let lib = find_library(shim.lib.as_deref())?;
-    let dir = loader_dir(&lib)?;
+    let rdmacm = find_rdmacm(&lib);
+    if rdmacm.is_none() {
+        eprintln!(
+            "note: no {RDMACM_BUILT_NAME} beside {}: rdma_cm programs (rping, ib_write_bw -R) \
+             will not find the emulated devices; build it with `cargo build -p rdmacm-shim`",
+            lib.display()
+        );
+    }
+    let dir = loader_dir(&lib, rdmacm.as_deref())?;
     let dir = dir.to_string_lossy().into_owned();
     let path = match std::env::var("LD_LIBRARY_PATH") {
         Ok(old) if !old.is_empty() => ld_path(&dir, &old),
@@ -250,10 +285,17 @@ mod tests {
         let lib = dir.join("libibverbs.so");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(&lib, b"x").unwrap();
-        let d = loader_dir(&lib).unwrap();
+        let d = loader_dir(&lib, None).unwrap();
         assert_eq!(std::fs::read_link(d.join(SONAME)).unwrap(), lib);
         // Idempotent.
-        assert_eq!(loader_dir(&lib).unwrap(), d);
+        assert_eq!(loader_dir(&lib, None).unwrap(), d);
+        // The rdma_cm library beside it is found and linked too.
+        let cm = dir.join(RDMACM_BUILT_NAME);
+        std::fs::write(&cm, b"y").unwrap();
+        let cm = find_rdmacm(&lib).unwrap();
+        let d = loader_dir(&lib, Some(&cm)).unwrap();
+        assert_eq!(std::fs::read_link(d.join(SONAME)).unwrap(), lib);
+        assert_eq!(std::fs::read_link(d.join(RDMACM_SONAME)).unwrap(), cm);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

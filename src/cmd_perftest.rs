@@ -124,6 +124,11 @@ pub struct PerftestArgs {
     /// Corrupt this share of transmitted packets (bad ICRC).
     #[arg(long = "corrupt", default_value_t = 0.0)]
     corrupt: f64,
+    /// Mark this share of transmitted ECN-capable packets CE, as a
+    /// congested switch with ECN does (the receiver counts them in
+    /// np_ecn_marked_roce_packets and answers with CNPs).
+    #[arg(long = "ce-mark", default_value_t = 0.0)]
+    ce_mark: f64,
     /// Seed of the fault injection.
     #[arg(long = "seed", default_value_t = 1)]
     seed: u64,
@@ -136,6 +141,43 @@ pub struct PerftestArgs {
     /// Spin on the socket while waiting (default for latency tests).
     #[arg(long = "busy-poll")]
     busy_poll: Option<bool>,
+    /// Congestion control of this side's QPs: none, dcqcn (the firmware
+    /// preset), dcqcn:paper or dcqcn:firmware. DCQCN starts at the link's
+    /// speed (100 Gbit/s on loopback) and paces only below it, as a NIC's
+    /// rate limiter; --cc-param line_rate=RATE sets a link of that speed,
+    /// which the sender is then held to.
+    #[arg(long = "cc", default_value = "none")]
+    cc: String,
+    /// A DCQCN parameter over the preset, KEY=VALUE with the keys of a
+    /// scenario's [nic.cc.dcqcn] table (rate_ai=40Mbps, g=0.00390625,
+    /// rate_increase_timer=55us, ...) or line_rate; repeatable.
+    #[arg(long = "cc-param", value_name = "KEY=VALUE")]
+    cc_param: Vec<String>,
+    /// The notification point's minimum time between two CNPs of one QP
+    /// (default: ConnectX's 4us; 50us with --cc dcqcn:paper).
+    #[arg(long = "cnp-interval", value_name = "DURATION")]
+    cnp_interval: Option<String>,
+}
+
+/// The congestion control the flags name; the error names the flag, the
+/// value and what was expected.
+pub fn cc_spec(
+    cc: &str,
+    params: &[String],
+    cnp_interval: Option<&str>,
+) -> Result<verbs_emu::cc::CcSpec, String> {
+    let mut spec = verbs_emu::cc::CcSpec::parse(cc).map_err(|e| format!("--cc {e}"))?;
+    for p in params {
+        spec.set_param(p)
+            .map_err(|e| format!("--cc-param {p:?}: {e}"))?;
+    }
+    if let Some(d) = cnp_interval {
+        spec.overrides.min_time_between_cnps = Some(d.parse().map_err(|_| {
+            format!("--cnp-interval {d:?}: expected a duration with a unit, e.g. 4us")
+        })?);
+    }
+    spec.validate().map_err(|e| format!("--cc {cc}: {e}"))?;
+    Ok(spec)
 }
 
 /// Run it.
@@ -153,7 +195,15 @@ pub fn run(a: PerftestArgs) -> ExitCode {
         eprintln!(" Port {} does not exist (the device has port 1)", a.ib_port);
         return ExitCode::FAILURE;
     }
+    let cc = match cc_spec(&a.cc, &a.cc_param, a.cnp_interval.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(" {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut cfg = Config::new(a.test);
+    cfg.cc = cc;
     cfg.server = a.server;
     cfg.port = a.port;
     cfg.ib_dev = a.ib_dev;
@@ -191,6 +241,7 @@ pub fn run(a: PerftestArgs) -> ExitCode {
         reorder: a.reorder,
         duplicate: a.duplicate,
         corrupt: a.corrupt,
+        ce_mark: a.ce_mark,
         seed: a.seed,
         ..Faults::default()
     };

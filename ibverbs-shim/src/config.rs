@@ -1,20 +1,46 @@
-//! Which devices exist: `ROCELAB_IBV_DEVICES`, or one loopback device.
+//! Which devices exist: `ROCELAB_IBV_DEVICES`, or one loopback device;
+//! their congestion control: `ROCELAB_IBV_CC`.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use verbs_emu::cc::CcSpec;
+
 /// The environment variable listing devices: `NAME=IPV4[:PORT],...`.
 pub const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
+
+/// The environment variable naming every device's congestion control:
+/// `none`, `dcqcn`, `dcqcn:paper` or `dcqcn:firmware`, then optional
+/// `,KEY=VALUE` parameters as `rocelab perftest --cc-param` takes them
+/// (the `[nic.cc.dcqcn]` keys, `min_time_between_cnps` for the CNP
+/// interval, `line_rate`).
+pub const CC_ENV: &str = "ROCELAB_IBV_CC";
+
+/// Parse a `ROCELAB_IBV_CC` value. Errors name the variable, the part and
+/// what was expected.
+pub fn parse_cc(text: &str) -> Result<CcSpec, String> {
+    let mut parts = text.split(',');
+    let alg = parts.next().unwrap_or_default();
+    let mut spec = CcSpec::parse(alg).map_err(|e| format!("{CC_ENV}: {e}"))?;
+    for p in parts {
+        spec.set_param(p)
+            .map_err(|e| format!("{CC_ENV}: {p:?}: {e}"))?;
+    }
+    spec.validate().map_err(|e| format!("{CC_ENV}: {e}"))?;
+    Ok(spec)
+}
 
 /// The RoCEv2 UDP port.
 const ROCE_PORT: u16 = 4791;
 
 /// One device of the list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSpec {
     /// `ibv_get_device_name`.
     pub name: String,
     /// The address to bind; `None`: a fresh `127.0.H.L` per opening.
     pub bind: Option<SocketAddrV4>,
+    /// Congestion control of the device's QPs (`ROCELAB_IBV_CC`).
+    pub cc: CcSpec,
 }
 
 impl DeviceSpec {
@@ -23,6 +49,7 @@ impl DeviceSpec {
         DeviceSpec {
             name: "rocelab0".into(),
             bind: None,
+            cc: CcSpec::default(),
         }
     }
 
@@ -60,18 +87,28 @@ impl DeviceSpec {
             out.push(DeviceSpec {
                 name: name.into(),
                 bind: Some(bind),
+                cc: CcSpec::default(),
             });
         }
         Ok(out)
     }
 
     /// The devices of this process: from the environment, or the loopback
-    /// default.
+    /// default, with the congestion control `ROCELAB_IBV_CC` names.
     pub fn from_env() -> Result<Vec<DeviceSpec>, String> {
-        match std::env::var(DEVICES_ENV) {
-            Ok(v) if !v.trim().is_empty() => DeviceSpec::parse_list(&v),
-            _ => Ok(vec![DeviceSpec::loopback()]),
+        let mut list = match std::env::var(DEVICES_ENV) {
+            Ok(v) if !v.trim().is_empty() => DeviceSpec::parse_list(&v)?,
+            _ => vec![DeviceSpec::loopback()],
+        };
+        if let Ok(v) = std::env::var(CC_ENV) {
+            if !v.trim().is_empty() {
+                let cc = parse_cc(&v)?;
+                for d in &mut list {
+                    d.cc = cc;
+                }
+            }
         }
+        Ok(list)
     }
 }
 
@@ -123,6 +160,29 @@ mod tests {
         assert!(e.contains("not an IPv4"), "{e}");
         let e = DeviceSpec::parse_list("a=1.2.3.4,a=1.2.3.5").unwrap_err();
         assert!(e.contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn congestion_control_reads_like_the_perftest_flags() {
+        use verbs_emu::cc::{DcqcnModel, CONNECTX_CNP_INTERVAL};
+        use verbs_emu::time::{Duration, Rate};
+        let c = parse_cc("dcqcn:firmware").unwrap();
+        assert_eq!(c.dcqcn, Some(DcqcnModel::Firmware));
+        assert_eq!(c.cnp_interval(), CONNECTX_CNP_INTERVAL);
+        let c = parse_cc("dcqcn:paper,rate_ai=80Mbps,min_time_between_cnps=8us").unwrap();
+        assert_eq!(c.dcqcn, Some(DcqcnModel::Paper));
+        assert_eq!(c.overrides.rate_ai, Some(Rate::from_bps(80_000_000)));
+        assert_eq!(c.cnp_interval(), Duration::from_us(8));
+        assert_eq!(parse_cc("none").unwrap(), CcSpec::default());
+        let e = parse_cc("dcqcn:fast").unwrap_err();
+        assert!(
+            e.starts_with("ROCELAB_IBV_CC: ") && e.contains("expected none"),
+            "{e}"
+        );
+        let e = parse_cc("dcqcn,rate_ai").unwrap_err();
+        assert!(e.contains("\"rate_ai\"") && e.contains("KEY=VALUE"), "{e}");
+        let e = parse_cc("none,g=0.5").unwrap_err();
+        assert!(e.contains("need dcqcn congestion control"), "{e}");
     }
 
     #[test]

@@ -169,6 +169,7 @@ fn open_backend(spec: &DeviceSpec) -> Result<UdpBackend, VerbsError> {
     let bind_one = |bind: SocketAddrV4| {
         let mut cfg = UdpConfig::new(bind);
         cfg.name = spec.name.clone();
+        cfg.set_cc(&spec.cc);
         // C programs often wait for a peer's WRITE by watching memory,
         // calling no verb: the background thread must not wait a
         // millisecond of silence before it moves packets.

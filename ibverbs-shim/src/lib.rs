@@ -34,6 +34,19 @@
 //! without a GRH goes to the local address with its low 16 bits replaced by
 //! the DLID.
 //!
+//! # Congestion control
+//!
+//! `ROCELAB_IBV_CC` sets every device's congestion control as `rocelab
+//! perftest --cc` and `--cc-param` do: `none` (unset), `dcqcn`,
+//! `dcqcn:paper` or `dcqcn:firmware`, then optional `,KEY=VALUE`
+//! parameters with the keys of a scenario's `[nic.cc.dcqcn]` table
+//! (`min_time_between_cnps` is the CNP interval) and `line_rate`, e.g.
+//! `ROCELAB_IBV_CC=dcqcn:paper,rate_ai=40Mbps`. DCQCN starts at the
+//! interface's speed (100 Gbit/s on loopback). The notification point is
+//! on either way: CE-marked packets are answered with CNPs, at most one
+//! per QP per 4 µs (ConnectX's `min_time_between_cnps`) unless set. A bad
+//! value leaves the process without devices and says why on stderr.
+//!
 //! # Safety contract of the exports
 //!
 //! Every exported function trusts its pointer arguments as rdma-core does:

@@ -576,6 +576,9 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
         recv_cq: rcq.handle,
         cap,
         sq_sig_all: ia.sq_sig_all != 0,
+        // The device's congestion control (ROCELAB_IBV_CC).
+        cc: None,
+        min_time_between_cnps: None,
     };
     let created = match p.backend.create_qp(p.handle, &attr) {
         Ok(c) => c,

@@ -19,6 +19,9 @@ use verbs_emu::time::{Duration, Rate, Size};
 
 pub use crate::faults::{FaultConfig, FaultType};
 pub use crate::overrides::{ElementOverride, OverrideSetting};
+/// DCQCN parameters over a preset (`[nic.cc.dcqcn]`): the emulation's
+/// table, shared so that both read the same keys.
+pub use verbs_emu::cc::DcqcnOverrides;
 
 /// Everything a run needs besides the topology and the flows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -493,36 +496,9 @@ impl CcConfig {
     /// Check the values a type cannot: `key` is where this table sits
     /// (`nic.cc`, `workload[2].cc`), named in the error.
     pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
-        let o = &self.dcqcn;
-        if let Some(g) = o.g {
-            if !(g > 0.0 && g <= 1.0) {
-                return Err(ConfigError::new(
-                    &format!("{key}.dcqcn.g"),
-                    format!("{g}: expected a gain in (0, 1]"),
-                ));
-            }
-        }
-        if let Some(a) = o.initial_alpha {
-            if !(0.0..=1.0).contains(&a) {
-                return Err(ConfigError::new(
-                    &format!("{key}.dcqcn.initial_alpha"),
-                    format!("{a}: expected a value in [0, 1]"),
-                ));
-            }
-        }
-        for (k, d) in [
-            ("alpha_update_interval", o.alpha_update_interval),
-            ("rate_decrease_interval", o.rate_decrease_interval),
-            ("rate_increase_timer", o.rate_increase_timer),
-        ] {
-            if d == Some(Duration::ZERO) {
-                return Err(ConfigError::new(
-                    &format!("{key}.dcqcn.{k}"),
-                    "0: expected a positive duration",
-                ));
-            }
-        }
-        Ok(())
+        self.dcqcn
+            .validate()
+            .map_err(|(k, why)| ConfigError::new(&format!("{key}.dcqcn.{k}"), why))
     }
 }
 
@@ -561,36 +537,6 @@ pub enum DcqcnPreset {
     /// The HPCC artifact's "Mellanox" set at 100 Gbps (firmware model: α
     /// timer from the first CNP).
     Hpcc,
-}
-
-/// DCQCN parameters; each one left out keeps the preset's value.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DcqcnOverrides {
-    /// Alpha gain g (e.g. 1/256 = 0.00390625).
-    pub g: Option<f64>,
-    /// Initial alpha (0..1).
-    pub initial_alpha: Option<f64>,
-    /// Alpha update period K without CNPs.
-    pub alpha_update_interval: Option<Duration>,
-    /// Minimum spacing between two rate decreases.
-    pub rate_decrease_interval: Option<Duration>,
-    /// Rate-increase timer T.
-    pub rate_increase_timer: Option<Duration>,
-    /// Rate-increase byte counter B.
-    pub byte_counter: Option<Size>,
-    /// Fast-recovery steps F.
-    pub fast_recovery_steps: Option<u32>,
-    /// Additive increase R_AI.
-    pub rate_ai: Option<Rate>,
-    /// Hyper increase R_HAI.
-    pub rate_hai: Option<Rate>,
-    /// Minimum rate.
-    pub min_rate: Option<Rate>,
-    /// Notification point: at most one CNP per QP per this interval.
-    pub min_time_between_cnps: Option<Duration>,
-    /// Clamp the target rate on a cut (CLAMP_TGT_RATE).
-    pub clamp_target_rate: Option<bool>,
 }
 
 /// What to record besides the summary, per-flow records and counters.

@@ -91,3 +91,84 @@ fn devices_lists_a_real_device_as_ibv_devices_would() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(!stderr.contains("ibverbs: no RDMA devices"), "{stderr}");
 }
+
+#[test]
+fn devices_counters_prints_ethtool_dumps_that_parse_and_doctor_read() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .args(["devices", "--counters"])
+        .output()
+        .expect("run rocelab devices --counters");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // Every emulated device listed either prints a dump or says why not
+    // (another process may hold its address).
+    let listed = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .args(["devices", "--long"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let udp: Vec<&str> = listed
+        .lines()
+        .skip(2)
+        .filter(|r| r.contains("\tudp\t"))
+        .map(|r| r.trim_start().split('\t').next().unwrap().trim())
+        .collect();
+    assert!(!udp.is_empty(), "no emulated device: {listed}");
+    for name in &udp {
+        let dumped = stdout.contains(&format!("# host: {name}\nNIC statistics:\n"));
+        let noted = stderr.contains(&format!("note: {name}: no counters: "));
+        assert!(dumped || noted, "{name}:\n{stdout}\n{stderr}");
+    }
+    // A dump: `     name: value` lines under `NIC statistics:`, the
+    // transport's mlx5 names first; a freshly opened device counted
+    // nothing.
+    let mut dumps = 0;
+    for dump in stdout.split("# host: ").skip(1) {
+        dumps += 1;
+        let mut lines = dump.lines().skip(1);
+        assert_eq!(lines.next(), Some("NIC statistics:"));
+        let names: Vec<&str> = lines
+            .map(|l| {
+                let (name, v) = l.strip_prefix("     ").unwrap().split_once(": ").unwrap();
+                assert_eq!(v, "0", "{l}");
+                name
+            })
+            .collect();
+        assert_eq!(names[0], "out_of_sequence");
+        for n in [
+            "np_ecn_marked_roce_packets",
+            "np_cnp_sent",
+            "rp_cnp_handled",
+            "rx_icrc_encapsulated",
+        ] {
+            assert!(names.contains(&n), "{n} missing: {names:?}");
+        }
+    }
+    if dumps == 0 {
+        return;
+    }
+    let file = std::env::temp_dir().join(format!("rocelab-devices-{}.txt", std::process::id()));
+    std::fs::write(&file, &stdout).unwrap();
+    let parsed = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .args(["parse", "auto"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let p = String::from_utf8(parsed.stdout).unwrap();
+    assert!(p.lines().next().unwrap().ends_with(": ethtool"), "{p}");
+    assert_eq!(p.matches("snapshot ").count(), dumps, "{p}");
+    let doc = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .args(["doctor"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let d = String::from_utf8(doc.stdout).unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(doc.status.success(), "{d}");
+    // The transport counters are read as RDMA counters.
+    assert!(
+        d.contains("counters (rdma 1 snapshot: totals since boot, not a rate): "),
+        "{d}"
+    );
+}

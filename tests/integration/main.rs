@@ -9,6 +9,7 @@ mod ibverbs_shim;
 mod interview;
 mod lessons;
 mod perftest;
+mod rdmacm_shim;
 mod report_browser;
 mod testbed;
 mod wire;

@@ -29,6 +29,18 @@ fn wait(mut c: Child, limit: Duration) -> Output {
 /// Run server and client with the same flags; the client targets
 /// `server_ip`. Returns both outputs.
 fn run_pair(test: &str, tcp_port: u16, server_ip: &str, flags: &[&str]) -> (Output, Output) {
+    run_pair_with(test, tcp_port, server_ip, flags, &[], &[])
+}
+
+/// [`run_pair`] with flags of the server's and the client's own.
+fn run_pair_with(
+    test: &str,
+    tcp_port: u16,
+    server_ip: &str,
+    flags: &[&str],
+    server_flags: &[&str],
+    client_flags: &[&str],
+) -> (Output, Output) {
     let spawn = |extra: &[&str]| {
         rocelab()
             .arg("perftest")
@@ -41,9 +53,9 @@ fn run_pair(test: &str, tcp_port: u16, server_ip: &str, flags: &[&str]) -> (Outp
             .spawn()
             .unwrap()
     };
-    let server = spawn(&[]);
+    let server = spawn(server_flags);
     std::thread::sleep(Duration::from_millis(200));
-    let client = spawn(&[server_ip]);
+    let client = spawn(&[client_flags, &[server_ip]].concat());
     let c = wait(client, Duration::from_secs(120));
     let s = wait(server, Duration::from_secs(30));
     (s, c)
@@ -216,7 +228,15 @@ fn header_block_and_addresses_follow_perftest() {
     assert!(lines
         .iter()
         .any(|l| l.starts_with(" #bytes     #iterations    BW peak[Gb/sec]")));
-    assert_eq!(*lines.last().unwrap(), dash);
+    // perftest's output ends with the closing line; rocelab's counter
+    // block of the run follows it, to the end.
+    let block = lines
+        .iter()
+        .position(|l| l.starts_with(" Counter delta of this run: device udp_lo, "))
+        .unwrap_or_else(|| panic!("no counter block:\n{out}"));
+    assert_eq!(lines[block - 1], dash);
+    assert_eq!(lines[block + 1], "NIC statistics:");
+    assert!(lines[block + 2..].iter().all(|l| l.starts_with("     ")));
     let sout = String::from_utf8_lossy(&s.stdout);
     assert!(sout
         .starts_with("************************************\n* Waiting for client to connect... *"));
@@ -688,4 +708,214 @@ fn a_perftest_peers_records_are_checked_field_by_field() {
         text(&o)
     );
     assert!(!o.status.success());
+}
+
+/// The counter lines of perftest's end-of-run block, by name.
+fn counter_block(out: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut lines = out
+        .lines()
+        .skip_while(|l| !l.starts_with(" Counter delta of this run: device "));
+    assert!(lines.next().is_some(), "no counter block in:\n{out}");
+    assert_eq!(lines.next(), Some("NIC statistics:"), "{out}");
+    lines
+        .map_while(|l| {
+            let (name, v) = l.strip_prefix("     ")?.split_once(": ")?;
+            Some((name.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn the_end_of_run_counters_go_through_parse_and_doctor() {
+    let dir = std::env::temp_dir().join(format!("rocelab-counters-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("client.json");
+    let (s, c) = run_pair_with(
+        "write_bw",
+        18760,
+        "127.66.0.1",
+        &[
+            "-s",
+            "16384",
+            "-n",
+            "200",
+            "--loss",
+            "0.02",
+            "--ce-mark",
+            "0.05",
+            "--seed",
+            "5",
+        ],
+        &[],
+        &["--out_json", "--out_json_file", json.to_str().unwrap()],
+    );
+    assert!(s.status.success(), "server:\n{}", text(&s));
+    assert!(c.status.success(), "client:\n{}", text(&c));
+    let (so, co) = (
+        String::from_utf8_lossy(&s.stdout).into_owned(),
+        String::from_utf8_lossy(&c.stdout).into_owned(),
+    );
+    let (sc, cc) = (counter_block(&so), counter_block(&co));
+    // The data flows client -> server over a lossy, marking path: the
+    // client (requester) retransmits, the server (responder) sees the
+    // gaps and the CE marks and answers with CNPs, which the client counts
+    // (ignored or handled, depending on its congestion control).
+    assert!(cc["roce_adp_retrans"] > 0, "{cc:?}");
+    assert!(
+        cc["packet_seq_err"] + cc["local_ack_timeout_err"] > 0,
+        "{cc:?}"
+    );
+    assert!(
+        cc["fault_dropped"] > 0 && cc["fault_ce_marked"] > 0,
+        "{cc:?}"
+    );
+    assert!(sc["out_of_sequence"] > 0, "{sc:?}");
+    assert_eq!(sc["roce_adp_retrans"], 0, "{sc:?}");
+    let marked = sc["np_ecn_marked_roce_packets"];
+    assert!(
+        marked > 0 && marked <= cc["fault_ce_marked"],
+        "{sc:?} {cc:?}"
+    );
+    assert!(
+        sc["np_cnp_sent"] > 0 && sc["np_cnp_sent"] <= marked,
+        "{sc:?}"
+    );
+    assert!(
+        cc["rp_cnp_handled"] + cc["rp_cnp_ignored"] <= sc["np_cnp_sent"],
+        "{sc:?} {cc:?}"
+    );
+    // --out_json carries the same block.
+    let j = std::fs::read_to_string(&json).unwrap();
+    assert!(j.contains("\ncounters: {\n"), "{j}");
+    assert!(
+        j.contains(&format!(
+            "\nroce_adp_retrans: {},\n",
+            cc["roce_adp_retrans"]
+        )),
+        "{j}"
+    );
+    // rocelab parse reads the block.
+    let (sf, cf) = (dir.join("server.txt"), dir.join("client.txt"));
+    std::fs::write(&sf, &so).unwrap();
+    std::fs::write(&cf, &co).unwrap();
+    let parsed = rocelab()
+        .args(["parse", "auto", "--json"])
+        .arg(&sf)
+        .output()
+        .unwrap();
+    assert!(parsed.status.success(), "{}", text(&parsed));
+    let v: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
+    assert_eq!(v["kind"], "perftest");
+    let block = &v["data"]["runs"][0]["counters"];
+    assert_eq!(block["device"], "udp_lo");
+    assert_eq!(block["counters"]["out_of_sequence"], sc["out_of_sequence"]);
+    assert!(block["duration_ns"].as_u64().unwrap() > 0);
+    // rocelab doctor names the counters that moved, on the side that
+    // counted them.
+    let doc = rocelab()
+        .args(["doctor", "--json"])
+        .args([&sf, &cf])
+        .output()
+        .unwrap();
+    let d: serde_json::Value =
+        serde_json::from_slice(&doc.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&doc)));
+    let findings = d["findings"].as_array().unwrap();
+    let evidence = |id: &str| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| f["id"] == id)
+            .flat_map(|f| f["evidence"].as_array().unwrap().clone())
+            .map(|e| e.as_str().unwrap().to_string())
+            .collect()
+    };
+    let loss = evidence("packet-loss");
+    let oos = format!("out_of_sequence +{}", sc["out_of_sequence"]);
+    let retrans = format!("roce_adp_retrans +{}", cc["roce_adp_retrans"]);
+    assert!(loss.iter().any(|e| e.ends_with(&oos)), "{loss:?}");
+    assert!(loss.iter().any(|e| e.ends_with(&retrans)), "{loss:?}");
+    let affected: Vec<&serde_json::Value> = findings
+        .iter()
+        .filter(|f| f["id"] == "packet-loss")
+        .flat_map(|f| f["affects"].as_array().unwrap())
+        .collect();
+    for side in ["udp_lo (server)", "udp_lo (client)"] {
+        assert!(affected.iter().any(|a| *a == side), "{affected:?}");
+    }
+    // Both sides' paths mark (the server's ACKs too): the balance sums
+    // both blocks.
+    let both = |n: &str| sc[n] + cc[n];
+    let ecn = evidence("ecn-balance");
+    let balance = format!(
+        "np_ecn_marked_roce_packets +{}, np_cnp_sent +{}, rp_cnp_handled +{}, rp_cnp_ignored +{}",
+        both("np_ecn_marked_roce_packets"),
+        both("np_cnp_sent"),
+        both("rp_cnp_handled"),
+        both("rp_cnp_ignored")
+    );
+    assert!(ecn.contains(&balance), "{ecn:?} vs {balance}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn congestion_control_flags_are_checked_and_name_what_they_expect() {
+    for (flags, want) in [
+        (
+            &["--cc", "timely"][..],
+            "--cc \"timely\": expected none, dcqcn, dcqcn:paper or dcqcn:firmware",
+        ),
+        (&["--cc", "dcqcn:hpcc"][..], "unknown DCQCN preset \"hpcc\""),
+        (
+            &["--cc", "dcqcn", "--cc-param", "rate_ai=fast"][..],
+            "--cc-param \"rate_ai=fast\": rate_ai = \"fast\": invalid rate",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "alpha=1"][..],
+            "unknown DCQCN parameter \"alpha\": expected one of g, initial_alpha",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "g"][..],
+            "expected KEY=VALUE",
+        ),
+        (
+            &["--cnp-interval", "4"][..],
+            "--cnp-interval \"4\": expected a duration with a unit, e.g. 4us",
+        ),
+        (
+            &["--cc", "none", "--cc-param", "rate_ai=40Mbps"][..],
+            "need dcqcn congestion control",
+        ),
+    ] {
+        let o = rocelab()
+            .args(["perftest", "write_bw", "-p", "18741"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{flags:?} ran");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{flags:?}: {e}");
+    }
+}
+
+#[test]
+fn write_bw_runs_with_dcqcn_on_both_sides() {
+    let (s, c) = run_pair(
+        "write_bw",
+        18742,
+        "127.63.42.1",
+        &[
+            "--cc",
+            "dcqcn:paper",
+            "--cc-param",
+            "rate_ai=80Mbps",
+            "--cnp-interval",
+            "8us",
+            "-n",
+            "300",
+            "--verify",
+        ],
+    );
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    let (bytes, iters, _, avg, _) = bw_row(&String::from_utf8_lossy(&c.stdout));
+    assert_eq!((bytes, iters), (65536, 300));
+    assert!(avg > 0.0);
 }

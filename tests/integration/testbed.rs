@@ -817,34 +817,11 @@ fn assert_cut(m: &Marker, t: &Tbf, burst: u32) {
     assert!(t.packets > m.skbs - m.gso_skbs, "{m:?} {t:?}");
 }
 
-#[test]
-fn a_small_tbf_burst_cuts_gso_runs_and_the_receiver_drops_their_segments() {
-    let Some(bed) = Bed::up(cutting()) else {
-        return;
-    };
-    // UC: a message that lost segments is lost, not retransmitted, so the
-    // run ends however many the receiver drops.
-    let flags = ["-s", "65536", "-n", "200", "-c", "UC"];
-    let limit = Duration::from_secs(60);
-    let (s, c, _) = bed.perftest("write_bw", 18951, &flags, &flags, limit, |_| {});
-    assert!(c.status.success(), "client: {}", text(&c));
-    assert!(s.status.success(), "server: {}", text(&s));
-    let m = bed.marker().unwrap();
-    let tbf = bed.tbf();
-    eprintln!("marker {m:?}\ntbf {tbf:?}\nserver: {}", text(&s));
-    assert_cut(&m, &tbf, bed.shape.burst);
-    // The receiver places each packet by its position in the datagram it
-    // got: a segment on its own reads as the first of a run, and every
-    // one but a run's first fails the ICRC.
-    let icrc = printed_counter(&s, "rx_icrc_encapsulated")
-        .unwrap_or_else(|| panic!("no Transport line: {}", text(&s)));
-    assert!(icrc > 0, "{}", text(&s));
-}
-
 /// write_bw of 300 messages of 64 KiB with `--verify` across `bed`, 3
 /// corrupted packets injected into the path while it runs: every message
 /// arrives byte for byte and exactly the injected packets fail the ICRC.
-fn assert_verified_and_only_injected_icrc_errors(bed: &Bed, port: u16) {
+/// Returns the server's output.
+fn assert_verified_and_only_injected_icrc_errors(bed: &Bed, port: u16) -> Output {
     let flags = ["-s", "65536", "-n", "300", "--verify"];
     let limit = Duration::from_secs(60);
     let (s, c, _) = bed.perftest("write_bw", port, &flags, &flags, limit, |pid| {
@@ -867,6 +844,7 @@ fn assert_verified_and_only_injected_icrc_errors(bed: &Bed, port: u16) {
         "{}",
         text(&s)
     );
+    s
 }
 
 #[test]
@@ -884,17 +862,20 @@ fn packets_corrupted_in_the_path_are_icrc_errors_and_the_rest_arrive() {
 }
 
 #[test]
-#[ignore = "needs the ICRC check that survives re-segmentation (issue 15, branch i15-icrc)"]
 fn write_bw_through_a_cutting_bottleneck_delivers_everything_and_only_corrupted_packets_fail_the_icrc(
 ) {
     let Some(bed) = Bed::up(cutting()) else {
         return;
     };
-    assert_verified_and_only_injected_icrc_errors(&bed, 18952);
+    let server = assert_verified_and_only_injected_icrc_errors(&bed, 18952);
     let m = bed.marker().unwrap();
     let tbf = bed.tbf();
     eprintln!("marker {m:?}\ntbf {tbf:?}");
     assert_cut(&m, &tbf, bed.shape.burst);
+    // The cut segments arrived each on its own, the first of no run: the
+    // receiver solved for the identification their sender's kernel wrote.
+    let solved = printed_counter(&server, "rx_icrc_id_solved").unwrap_or(0);
+    assert!(solved > 0, "{}", text(&server));
 }
 
 /// Counter `name` as `rocelab perftest` printed it in `out`: in a
@@ -991,11 +972,19 @@ fn write_bw_for_2s(bed: &Bed, port: u16, cc: Option<&str>) -> CcRun {
     let dropped = tbf_dropped_wire_packets(&marker, &tbf);
     let gbps = bw_average_gbps(&client);
     let peak = peak_backlog(&samples);
+    let hops = [
+        ("np_ecn_marked_roce_packets", &server),
+        ("np_cnp_sent", &server),
+        ("rp_cnp_handled", &client),
+        ("rp_cnp_ignored", &client),
+    ]
+    .map(|(n, o)| format!("{n} {:?}", printed_counter(o, n)));
     eprintln!(
         "--cc {cc:?}: {gbps} Gbit/s, offered {:.3} Gbit/s after 0.5 s, marker {marker:?}\n\
-         tbf {tbf:?}, {dropped} wire packets dropped, peak backlog sampled {peak} B over {} samples",
+         tbf {tbf:?}, {dropped} wire packets dropped, peak backlog sampled {peak} B over {} samples\n{}",
         offered_gbps(&samples, Duration::from_millis(500)),
-        samples.len()
+        samples.len(),
+        hops.join(", ")
     );
     CcRun {
         server,
@@ -1027,17 +1016,10 @@ fn without_congestion_control_the_bottleneck_queue_fills() {
     assert_queue_fills(&bed, &off);
 }
 
-#[test]
-#[ignore = "needs `rocelab perftest --cc dcqcn` with precise pacing (issue 15, branch i15-cc) \
-            and perftest's end-of-run counter block (branch i15-counters)"]
-fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate() {
-    let Some(bed) = Bed::up(Shape::default()) else {
-        return;
-    };
-    let kmax = u64::from(bed.shape.kmax);
-    let on = write_bw_for_2s(&bed, 18954, Some("dcqcn"));
-    // Counted at each hop: marks at the marker, CE received and CNPs sent
-    // by the receiver, CNPs handled by the sender.
+/// CE -> CNP -> rate cut counted at each hop of a DCQCN run: marks at the
+/// marker, CE received and CNPs sent by the receiver, CNPs handled by the
+/// sender.
+fn assert_counted_at_each_hop(on: &CcRun) {
     let ce = printed_counter(&on.server, "np_ecn_marked_roce_packets")
         .unwrap_or_else(|| panic!("no np_ecn_marked_roce_packets: {}", text(&on.server)));
     let cnp_sent = printed_counter(&on.server, "np_cnp_sent")
@@ -1046,6 +1028,8 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
         .unwrap_or_else(|| panic!("no rp_cnp_handled: {}", text(&on.client)));
     let marked = on.marker.marked;
     assert!(marked > 0, "{:?}", on.marker);
+    // What the marker marked and the tbf passed, the receiver counted CE
+    // (all but 1 %, as in the marker's own test).
     assert!(
         ce <= marked && (ce + on.dropped) * 100 >= marked * 99,
         "CE received {ce}, marked {marked}, dropped {}",
@@ -1055,8 +1039,31 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
         cnp_sent > 0 && cnp_sent <= ce,
         "CNPs sent {cnp_sent} for {ce} CE"
     );
-    // The reverse path has no bottleneck: every CNP reaches the sender.
+    // The reverse path has no bottleneck: every CNP reaches the sender,
+    // whose DCQCN handles it.
     assert_eq!(cnp_handled, cnp_sent, "CNPs handled");
+}
+
+#[test]
+fn dcqcn_runs_count_ce_and_cnps_at_each_hop() {
+    let Some(bed) = Bed::up(Shape::default()) else {
+        return;
+    };
+    let on = write_bw_for_2s(&bed, 18954, Some("dcqcn"));
+    assert_counted_at_each_hop(&on);
+}
+
+#[test]
+#[ignore = "DCQCN does not yet hold the bed's queue at its rate: with --cc dcqcn every CNP \
+            is handled, yet the sender offers 1.2 Gbit/s into 1 Gbit/s, the tbf queue \
+            sits at its 1 MB limit and goodput is 0.43 Gbit/s"]
+fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate() {
+    let Some(bed) = Bed::up(Shape::default()) else {
+        return;
+    };
+    let kmax = u64::from(bed.shape.kmax);
+    let on = write_bw_for_2s(&bed, 18957, Some("dcqcn"));
+    assert_counted_at_each_hop(&on);
     // The QP's rate fell to the bottleneck's: past the first half second
     // it offers the bottleneck at most 10 % more than its rate (without
     // DCQCN, below, at least 20 % more), the queue stays below Kmax and
@@ -1066,11 +1073,7 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
     let offered = offered_gbps(&on.samples, half_s);
     assert!(offered <= 1.1 * rate, "offered {offered} Gbit/s at {rate}");
     let peak = peak_backlog(&on.samples);
-    assert!(
-        peak < kmax,
-        "peak backlog {peak} >= Kmax {kmax}: {:?}",
-        on.samples
-    );
+    assert!(peak < kmax, "peak backlog {peak} >= Kmax {kmax}");
     assert_eq!(on.dropped, 0, "{:?}", on.tbf);
     // ... while the goodput stays within 10 % of what the bottleneck
     // carries.

@@ -13,24 +13,37 @@
 //!   1 MiB), server and client in two threads of this process over
 //!   loopback;
 //! * the ratios against the targets: write_lat <= 1.2 x half the raw RTT,
-//!   write_bw >= 80 % of the raw streaming rate.
+//!   write_bw >= 80 % of the raw streaming rate;
+//! * write_bw 64 KiB with DCQCN on (`--cc dcqcn`, firmware preset at the
+//!   100 Gbit/s line rate loopback gets) against DCQCN off, the two run
+//!   back to back with their order alternating across rounds: the cost of
+//!   congestion control on an uncongested path (target >= 0.95 x); and
+//!   DCQCN held at a 4 Gbit/s line rate, the payload rate against what
+//!   4 Gbit/s of wire leaves (the pacer's precision).
 //!
 //! The parts run in rounds (`--rounds N`, default 3; `--quick`: one short
 //! round): each round measures the baselines right before the figures they
 //! scale, a table shows every round, and the verdicts take the median of
 //! the rounds' ratios, so that a host whose speed drifts between minutes
-//! moves both sides of a ratio. `--only raw,lat,bw64,bw1m` picks parts
-//! (each with the baseline it is scaled by).
+//! moves both sides of a ratio. `--only raw,lat,bw64,bw1m,dcqcn` picks
+//! parts (each with the baseline it is scaled by).
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use verbs_emu::bench::{load_average, median, raw_pingpong, raw_stream, raw_stream_of};
+use verbs_emu::cc::CcSpec;
 use verbs_emu::perftest::{self, Config, ResultRow, Test};
 use verbs_emu::wire::{bth, icrc, reth};
 
 fn perftest_pair(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
+    perftest_pair_cc(test, port, size, iters, CcSpec::default())
+}
+
+/// Both sides with the congestion control `cc`.
+fn perftest_pair_cc(test: Test, port: u16, size: u64, iters: u64, cc: CcSpec) -> ResultRow {
     let mut server = Config::new(test);
+    server.cc = cc;
     server.port = port;
     server.size = Some(size);
     server.iters = Some(iters);
@@ -126,6 +139,29 @@ fn main() {
                 if quick { 200 } else { 2000 },
             ));
         }
+        if run("dcqcn") {
+            let iters = if quick { 2000 } else { 20000 };
+            let dcqcn = CcSpec::parse("dcqcn").expect("preset");
+            // Alternate which side of the ratio runs first.
+            for on in [round % 2 == 1, round % 2 == 0] {
+                let cc = if on { dcqcn } else { CcSpec::default() };
+                let g = bw(perftest_pair_cc(Test::WriteBw, port + 3, 65536, iters, cc));
+                if on {
+                    r.bw64_dcqcn = g;
+                } else {
+                    r.bw64_off = g;
+                }
+            }
+            let mut paced = dcqcn;
+            paced.set_param("line_rate=4Gbps").expect("a rate");
+            r.bw64_paced = bw(perftest_pair_cc(
+                Test::WriteBw,
+                port + 3,
+                65536,
+                iters / 4,
+                paced,
+            ));
+        }
         table.push(r);
     }
 
@@ -179,6 +215,39 @@ fn main() {
         med(&|r| r.shape64_gbps),
         ceiling * 100.0
     );
+    if run("dcqcn") {
+        println!(
+            "{:>5} {:>14} {:>14} {:>8} {:>16}",
+            "round", "write_bw off", "DCQCN on", "on/off", "paced at 4 Gb/s"
+        );
+        for (i, r) in table.iter().enumerate() {
+            println!(
+                "{:>5} {:>9.2} Gb/s {:>9.2} Gb/s {:>7.3}x {:>11.3} Gb/s",
+                i + 1,
+                r.bw64_off,
+                r.bw64_dcqcn,
+                r.bw64_dcqcn / r.bw64_off,
+                r.bw64_paced
+            );
+        }
+    }
+    let ratio_cc = med(&|r| r.bw64_dcqcn / r.bw64_off);
+    println!(
+        "rocelab write_bw 64 KiB with DCQCN on, uncongested: {:.2} Gbit/s against {:.2} off = {ratio_cc:.3} x (target >= 0.95) {}",
+        med(&|r| r.bw64_dcqcn),
+        med(&|r| r.bw64_off),
+        verdict(ratio_cc, ratio_cc >= 0.95)
+    );
+    // 64 KiB of payload take 16 packets at a 4 KiB MTU, as the pacer
+    // counts them: a BTH each, a RETH on the first, and 46 B of Ethernet,
+    // IPv4, UDP and ICRC (transport::WIRE_OVERHEAD).
+    let wire64 = 65536.0 + 16.0 * (12.0 + 46.0) + 16.0;
+    let want = 4.0 * 65536.0 / wire64;
+    let paced = med(&|r| r.bw64_paced);
+    println!(
+        "rocelab write_bw 64 KiB with DCQCN at a 4 Gbit/s line rate: {paced:.3} Gbit/s of payload = {:.1} % of the {want:.3} Gbit/s 4 Gbit/s of wire carries",
+        paced / want * 100.0
+    );
     type Pick = fn(&Round) -> f64;
     let parts: [(&str, Pick); 2] = [("64 KiB", |r| r.bw64), ("1 MiB", |r| r.bw1m)];
     for (name, pick) in parts {
@@ -201,6 +270,11 @@ struct Round {
     shape64_gbps: f64,
     bw64: f64,
     bw1m: f64,
+    /// write_bw 64 KiB, DCQCN off and on (the cc part's pair).
+    bw64_off: f64,
+    bw64_dcqcn: f64,
+    /// write_bw 64 KiB with DCQCN at a 4 Gbit/s line rate.
+    bw64_paced: f64,
 }
 
 impl Default for Round {
@@ -212,6 +286,9 @@ impl Default for Round {
             shape64_gbps: f64::NAN,
             bw64: f64::NAN,
             bw1m: f64::NAN,
+            bw64_off: f64::NAN,
+            bw64_dcqcn: f64::NAN,
+            bw64_paced: f64::NAN,
         }
     }
 }

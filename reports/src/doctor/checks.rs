@@ -20,6 +20,9 @@ pub struct Snap {
     pub simulated: bool,
     /// The counters.
     pub counters: BTreeMap<String, u64>,
+    /// The counters are already a measured delta over `time_ns` (the
+    /// end-of-run block of `rocelab perftest`), not totals.
+    pub run_delta: bool,
 }
 
 /// Counters of one source, as a delta or as since-boot totals.
@@ -43,6 +46,9 @@ pub struct CounterView {
     pub from_zero: bool,
     /// The run variant the counters belong to, when known.
     pub scope: Option<String>,
+    /// One snapshot that is a measured delta over one run (perftest's
+    /// end-of-run block): `interval_ps` is the run's length.
+    pub run_delta: bool,
 }
 
 impl CounterView {
@@ -68,10 +74,11 @@ impl CounterView {
         if order.len() == 1 {
             v.present = last.counters.keys().cloned().collect();
             v.values = last.counters.clone();
-            let from_zero = match (last.simulated, last.time_ns) {
+            let from_zero = match (last.simulated || last.run_delta, last.time_ns) {
                 (true, Some(ns)) => ns.checked_mul(1000),
                 _ => sim_time_ps,
             };
+            v.run_delta = last.run_delta && from_zero.is_some();
             match from_zero {
                 Some(ps) => {
                     v.interval_ps = Some(ps);
@@ -165,6 +172,11 @@ impl CounterView {
     fn how(&self) -> String {
         if self.since_boot {
             "since boot".to_string()
+        } else if self.run_delta {
+            format!(
+                "in the {} of one run",
+                Duration::from_ps(self.interval_ps.unwrap_or(0))
+            )
         } else if self.from_zero {
             format!(
                 "in {} of simulated time",

@@ -51,7 +51,7 @@ use std::fmt;
 use serde::Serialize;
 use verbs_emu::time::Duration;
 
-use crate::realnic::{Kind, Parsed};
+use crate::realnic::{self, Kind, Parsed};
 
 pub use checks::CounterView;
 pub use inputs::{load, Loaded, Skipped};
@@ -303,6 +303,10 @@ pub struct SourceSummary {
     pub interval_ps: Option<u64>,
     /// True when the view is since-boot totals (one snapshot).
     pub since_boot: bool,
+    /// True when the one snapshot is a measured delta over one run
+    /// (perftest's end-of-run counter block).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub run_delta: bool,
 }
 
 /// The doctor's report.
@@ -366,6 +370,9 @@ impl Diagnosis {
                 "1 snapshot: totals since boot, not a rate".to_string()
             } else {
                 match src.interval_ps {
+                    Some(ps) if src.run_delta => {
+                        format!("a run's delta over {}", Duration::from_ps(ps))
+                    }
                     // One snapshot that is not since boot: simulated
                     // counters, which start at zero at time zero.
                     Some(ps) if src.snapshots == 1 => format!(
@@ -528,13 +535,37 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             Parsed::Ethtool(snaps) => {
                 for s in snaps {
                     let key = s.host.clone().unwrap_or_else(file_key);
+                    // RDMA hardware counters in an ethtool-style dump
+                    // (`rocelab devices --counters`, a hw_counters listing
+                    // under `NIC statistics:`) are read as the RDMA
+                    // counters they are; the rest as port counters.
+                    let (hw, port): (BTreeMap<String, u64>, BTreeMap<String, u64>) = s
+                        .counters
+                        .iter()
+                        .map(|(n, v)| (n.clone(), *v))
+                        .partition(|(n, _)| realnic::is_rdma_counter(n));
+                    if !hw.is_empty() {
+                        rdma.entry((scope.clone(), key.clone()))
+                            .or_default()
+                            .snaps
+                            .push(checks::Snap {
+                                time_ns: s.time_ns,
+                                simulated: s.simulated,
+                                counters: hw,
+                                run_delta: false,
+                            });
+                    }
+                    if port.is_empty() && !s.counters.is_empty() {
+                        continue;
+                    }
                     eth.entry((scope.clone(), key))
                         .or_default()
                         .snaps
                         .push(checks::Snap {
                             time_ns: s.time_ns,
                             simulated: s.simulated,
-                            counters: s.counters.clone(),
+                            counters: port,
+                            run_delta: false,
                         });
                 }
             }
@@ -548,10 +579,43 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                             time_ns: s.time_ns,
                             simulated: s.simulated,
                             counters: s.totals(),
+                            run_delta: false,
                         });
                 }
             }
-            Parsed::Perftest(p) => ctx.perftest.push((input.name.clone(), p.clone())),
+            Parsed::Perftest(p) => {
+                // Each end-of-run counter block is a measured delta of
+                // its device over the run: a source of its own, named by
+                // the device and the file (and the side when one file
+                // holds both).
+                let blocks: Vec<_> = p
+                    .runs
+                    .iter()
+                    .filter_map(|r| Some((r.side, r.counters.as_ref()?)))
+                    .filter(|(_, b)| !b.counters.is_empty())
+                    .collect();
+                for (side, b) in &blocks {
+                    let device = b.device.clone().unwrap_or_else(|| "perftest".into());
+                    let file = file_key();
+                    let side = format!("{side:?}").to_ascii_lowercase();
+                    let key = match (file.is_empty(), blocks.len() > 1) {
+                        (true, false) => device,
+                        (true, true) => format!("{device} ({side})"),
+                        (false, false) => format!("{device} ({file})"),
+                        (false, true) => format!("{device} ({file}, {side})"),
+                    };
+                    rdma.entry((scope.clone(), key))
+                        .or_default()
+                        .snaps
+                        .push(checks::Snap {
+                            time_ns: b.duration_ns,
+                            simulated: false,
+                            counters: b.counters.clone(),
+                            run_delta: true,
+                        });
+                }
+                ctx.perftest.push((input.name.clone(), p.clone()));
+            }
             Parsed::Topo(t) => ctx.topo.push((input.name.clone(), t.clone())),
             Parsed::Devinfo(d) => ctx.devinfo.push((input.name.clone(), d.clone())),
             Parsed::MlnxQos(q) => ctx.qos.push((input.name.clone(), q.clone())),
@@ -581,6 +645,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                             time_ns: None,
                             simulated: false,
                             counters: c,
+                            run_delta: false,
                         });
                 }
             }
@@ -610,6 +675,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             time_ns: Some(v.sim_time_ps / 1000),
             simulated: true,
             counters: counters.clone(),
+            run_delta: false,
         };
         if !has_eth {
             for p in &v.ports {
@@ -643,6 +709,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                 snapshots: series.snaps.len(),
                 interval_ps: v.interval_ps,
                 since_boot: v.since_boot,
+                run_delta: v.run_delta,
             });
             out.entry(scope).or_default().push(v);
         }

@@ -327,7 +327,11 @@ fn is_eth_counter(n: &str) -> bool {
         || n.contains("xoff")
 }
 
-fn is_rdma_counter(n: &str) -> bool {
+/// Whether `n` names an RDMA hardware counter (mlx5's `hw_counters`:
+/// `np_*`, `rp_*`, `roce_*`, `req_*`, `resp_*`, `out_of_sequence`,
+/// `packet_seq_err`, `rx_icrc_encapsulated`, ...) rather than an Ethernet
+/// port counter.
+pub fn is_rdma_counter(n: &str) -> bool {
     n.starts_with("np_")
         || n.starts_with("rp_")
         || n.starts_with("roce_")

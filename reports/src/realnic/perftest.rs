@@ -17,6 +17,8 @@
 
 use serde::Serialize;
 
+use verbs_emu::perftest::report::COUNTERS_TITLE;
+
 use super::text::{self, chunks, hex, lines, scaled_decimal, Line, ParseError};
 
 /// Everything understood in one perftest output file.
@@ -109,6 +111,25 @@ pub struct PerftestRun {
     /// converted (cycles are not time without the CPU frequency) and are
     /// left out.
     pub latency_in_cycles: bool,
+    /// The end-of-run counter block `rocelab perftest` prints after its
+    /// results, when there is one.
+    pub counters: Option<CounterBlock>,
+}
+
+/// The device's counter delta over one run, as `rocelab perftest` prints
+/// it after the results: a title line (`Counter delta of this run:
+/// device DEV, S s`), then an `ethtool -S` dump (`NIC statistics:`, then
+/// `     name: value` per counter) of mlx5-named counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CounterBlock {
+    /// Line of the block's title (or of its `NIC statistics:` line).
+    pub line: usize,
+    /// The device the counters are of.
+    pub device: Option<String>,
+    /// How long the run the delta covers took, in nanoseconds.
+    pub duration_ns: Option<u64>,
+    /// The counters (what each counted during the run).
+    pub counters: std::collections::BTreeMap<String, u64>,
 }
 
 /// One `local address` / `remote address` line (with its `GID:` line).
@@ -349,6 +370,8 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
     let mut server_banner = false;
     let mut pending_error_at: Option<String> = None;
     let mut last_addr_remote: Option<bool> = None;
+    // Inside the dump of an end-of-run counter block.
+    let mut in_counters = false;
 
     fn finish(report: &mut PerftestReport, run: Option<PerftestRun>) {
         if let Some(mut run) = run {
@@ -463,6 +486,7 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
             });
             server_banner = false;
             last_addr_remote = None;
+            in_counters = false;
             continue;
         }
         if let Some(tab) = Table::parse_header(s) {
@@ -490,6 +514,28 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
         let Some(run) = cur.as_mut() else {
             continue;
         };
+        if let Some(rest) = t.strip_prefix(COUNTERS_TITLE) {
+            in_counters = false;
+            if let Some(block) = counter_title(number, rest) {
+                run.counters = Some(block);
+            }
+            continue;
+        }
+        if t == "NIC statistics:" {
+            run.counters.get_or_insert_with(|| CounterBlock {
+                line: number,
+                ..CounterBlock::default()
+            });
+            in_counters = true;
+            continue;
+        }
+        if in_counters {
+            if let (Some((name, v)), Some(block)) = (text::counter_pair(t), run.counters.as_mut()) {
+                block.counters.insert(name.to_string(), v);
+                continue;
+            }
+            in_counters = false;
+        }
         if let Some(rest) = t
             .strip_prefix("local address:")
             .map(|r| (false, r))
@@ -541,6 +587,20 @@ pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {
         ));
     }
     Ok(report)
+}
+
+/// The counter block's title after [`COUNTERS_TITLE`]: `device DEV, S s`.
+/// `None` for the form that says the counters were unavailable.
+fn counter_title(line: usize, rest: &str) -> Option<CounterBlock> {
+    let rest = rest.trim().strip_prefix("device ")?;
+    let (device, secs) = rest.rsplit_once(", ")?;
+    let duration_ns = scaled_decimal(secs.strip_suffix(" s")?, 1_000_000_000, 1)?;
+    Some(CounterBlock {
+        line,
+        device: Some(device.trim().to_string()),
+        duration_ns: Some(duration_ns),
+        counters: std::collections::BTreeMap::new(),
+    })
 }
 
 fn is_title(t: &str) -> bool {

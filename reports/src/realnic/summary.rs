@@ -96,6 +96,20 @@ pub fn summarize(p: &Parsed) -> String {
                         l.tps
                     );
                 }
+                if let Some(c) = &run.counters {
+                    let _ = writeln!(
+                        s,
+                        "  counter delta of the run (line {}): device {}, {} counters, over {}",
+                        c.line,
+                        opt(&c.device),
+                        c.counters.len(),
+                        c.duration_ns
+                            .map_or_else(|| "?".into(), |n| format!("{n} ns"))
+                    );
+                    for (k, v) in c.counters.iter().filter(|(_, v)| **v > 0) {
+                        let _ = writeln!(s, "    {k}: {v}");
+                    }
+                }
             }
             for e in &r.errors {
                 let _ = writeln!(

@@ -1096,3 +1096,124 @@ fn without_recorded_settings_a_switch_that_never_marks_under_the_same_load_is_na
         d.render_text()
     );
 }
+
+/// A `rocelab perftest` client output ending in its counter block.
+fn perftest_with_counters(counters: &[(&str, u64)]) -> String {
+    let c: Vec<(String, u64)> = counters.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    format!(
+        "{}\n                    RDMA_Write BW Test\n TX depth        : 128\n{}\n{}\n 65536      1000             1000.00            999.00   \t\t     0.015984\n{}\n{}",
+        verbs_emu::perftest::report::RESULT_LINE,
+        verbs_emu::perftest::report::RESULT_LINE,
+        verbs_emu::perftest::report::BW_HEADER_MIB,
+        verbs_emu::perftest::report::RESULT_LINE,
+        verbs_emu::perftest::report::counter_block("udp_lo", 0.5, &c),
+    )
+}
+
+#[test]
+fn perftests_counter_block_is_parsed_and_read_as_a_delta_over_the_run() {
+    let text = perftest_with_counters(&[
+        ("out_of_sequence", 0),
+        ("packet_seq_err", 12),
+        ("roce_adp_retrans", 480),
+        ("rx_icrc_encapsulated", 3),
+        ("tx_packets", 17000),
+    ]);
+    let parsed = realnic::parse(None, &text).unwrap();
+    let realnic::Parsed::Perftest(p) = &parsed else {
+        panic!("not perftest: {parsed:?}");
+    };
+    assert_eq!(p.runs.len(), 1);
+    assert_eq!(p.runs[0].bw.len(), 1);
+    let block = p.runs[0].counters.as_ref().expect("the counter block");
+    assert_eq!(block.device.as_deref(), Some("udp_lo"));
+    assert_eq!(block.duration_ns, Some(500_000_000));
+    assert_eq!(block.counters.len(), 5);
+    assert_eq!(block.counters["roce_adp_retrans"], 480);
+    let d = diagnose(
+        &[Input {
+            name: "client.txt".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    let src = d
+        .sources
+        .iter()
+        .find(|s| s.source == "udp_lo (client)")
+        .unwrap_or_else(|| panic!("{:?}", d.sources));
+    assert!(src.run_delta && !src.since_boot);
+    assert_eq!(src.interval_ps, Some(500_000_000_000));
+    // A measured delta: nothing is capped as a since-boot total.
+    let loss = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::PacketLoss)
+        .expect("packet loss");
+    assert_eq!(loss.severity, Severity::Error);
+    assert!(loss.evidence.contains(&"packet_seq_err +12".to_string()));
+    assert!(loss.evidence.contains(&"roce_adp_retrans +480".to_string()));
+    let bad = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::Corruption)
+        .expect("ICRC errors");
+    assert_eq!(
+        bad.evidence,
+        vec!["rx_icrc_encapsulated +3 in the 500ms of one run".to_string()]
+    );
+    assert!(d.render_text().contains("a run's delta over 500ms"));
+}
+
+#[test]
+fn rdma_counters_in_an_ethtool_dump_are_read_as_rdma_counters() {
+    let dump = |t: u32, oos: u64, marked: u64| {
+        format!(
+            "# host: udp_lo\n# time: {t}\nNIC statistics:\n     out_of_sequence: {oos}\n     np_ecn_marked_roce_packets: {marked}\n     np_cnp_sent: 0\n     rx_packets: 100\n"
+        )
+    };
+    let inputs: Vec<Input> = [dump(100, 5, 0), dump(110, 905, 70)]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Input {
+            name: format!("dev_t{i}.txt"),
+            parsed: realnic::parse(None, t).unwrap(),
+        })
+        .collect();
+    let d = diagnose(&inputs, &Options::default());
+    let kinds: Vec<realnic::Kind> = d.sources.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, vec![realnic::Kind::Ethtool, realnic::Kind::Rdma]);
+    let loss = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::PacketLoss)
+        .expect("loss from out_of_sequence");
+    assert!(loss.evidence.contains(&"out_of_sequence +900".to_string()));
+    // CE marks without CNPs: the notification point is not answering.
+    assert!(d.findings.iter().any(|f| f
+        .evidence
+        .iter()
+        .any(|e| e.contains("np_ecn_marked_roce_packets +70"))));
+}
+
+#[test]
+fn a_counter_block_that_says_unavailable_is_no_source() {
+    let mut text = perftest_with_counters(&[]);
+    text = text.replace(
+        ", 0.500000 s\nNIC statistics:\n",
+        ": counters unavailable: hardware counters: /sys/x: gone, really (none here)\n",
+    );
+    let parsed = realnic::parse(None, &text).unwrap();
+    let realnic::Parsed::Perftest(p) = &parsed else {
+        panic!("not perftest: {parsed:?}");
+    };
+    assert_eq!(p.runs[0].counters, None, "{text}");
+    let d = diagnose(
+        &[Input {
+            name: "client.txt".into(),
+            parsed,
+        }],
+        &Options::default(),
+    );
+    assert!(d.sources.is_empty(), "{:?}", d.sources);
+}

@@ -311,13 +311,10 @@ fn new_qp(
     if n.cc.algorithm == CcAlgorithm::Dcqcn {
         let p = dcqcn_params(cfg, line_rate);
         qc.cc = EngineCc::Dcqcn(p);
-        qc.min_time_between_cnps = Some(n.cc.dcqcn.min_time_between_cnps.unwrap_or(
-            match n.cc.preset {
-                DcqcnPreset::Paper => Duration::from_us(50),
-                DcqcnPreset::Firmware => Duration::from_us(4),
-                DcqcnPreset::Hpcc => Duration::from_us(4),
-            },
-        ));
+        qc.min_time_between_cnps = Some(n.cc.dcqcn.cnp_interval(match n.cc.preset {
+            DcqcnPreset::Paper => verbs_emu::cc::PAPER_CNP_INTERVAL,
+            DcqcnPreset::Firmware | DcqcnPreset::Hpcc => verbs_emu::cc::CONNECTX_CNP_INTERVAL,
+        }));
     }
     let mut qp = Qp::new(qc);
     let psn = |id: u32| (splitmix(seed ^ 0x5053_4E00 ^ u64::from(id)) & 0xFF_FFFF) as u32;
@@ -395,41 +392,7 @@ pub fn dcqcn_params(cfg: &SimConfig, line_rate: Rate) -> DcqcnParams {
             p
         }
     };
-    let o = &c.dcqcn;
-    if let Some(g) = o.g {
-        p.g_den = 1 << 20;
-        p.g_num = ((g * (1u64 << 20) as f64).round() as u64).max(1);
-    }
-    if let Some(a) = o.initial_alpha {
-        p.initial_alpha = (a.clamp(0.0, 1.0) * verbs_emu::cc::dcqcn::ALPHA_ONE as f64) as u64;
-    }
-    if let Some(d) = o.alpha_update_interval {
-        p.alpha_period = d;
-    }
-    if let Some(d) = o.rate_decrease_interval {
-        p.rate_reduce_period = d;
-    }
-    if let Some(d) = o.rate_increase_timer {
-        p.increase_timer = d;
-    }
-    if let Some(b) = o.byte_counter {
-        p.byte_counter = b.bytes();
-    }
-    if let Some(f) = o.fast_recovery_steps {
-        p.threshold = f;
-    }
-    if let Some(r) = o.rate_ai {
-        p.ai_rate = r;
-    }
-    if let Some(r) = o.rate_hai {
-        p.hai_rate = r;
-    }
-    if let Some(r) = o.min_rate {
-        p.min_rate = r;
-    }
-    if let Some(c) = o.clamp_target_rate {
-        p.clamp_tgt_rate = c;
-    }
+    c.dcqcn.apply(&mut p);
     p
 }
 

@@ -34,6 +34,7 @@ use crate::verbs::{
 use crate::wire::{Lkey, Qpn, Rkey};
 
 pub mod capture;
+pub mod counters;
 pub mod fault;
 pub mod ibverbs;
 pub mod io;
@@ -257,12 +258,25 @@ pub trait Backend: Send + Sync + 'static {
     /// the transport's under mlx5's hardware counter names (as the
     /// simulator's `rdma statistic` dumps name them: `roce_adp_retrans`,
     /// `local_ack_timeout_err`, `packet_seq_err`, `rnr_nak_retry_err`,
-    /// ...), then the device's own (`rx_icrc_encapsulated`, and the
-    /// fault wrapper's `fault_*` when one is installed). Counts since the
+    /// ...), then the device's own (`rx_icrc_encapsulated`,
+    /// `rx_icrc_id_solved`, and the fault wrapper's `fault_*` when one is
+    /// installed). Counts since the
     /// device was opened, destroyed QPs included. Backends that keep no
     /// counters return none.
     fn counters(&self) -> Result<Vec<(String, u64)>> {
         Ok(Vec::new())
+    }
+
+    /// One QP's transport counters (mlx5's `rdma statistic qp` view, the
+    /// names of [`counters`](Self::counters)' transport part, counted
+    /// since the QP was created or last reset) and its current sending
+    /// rate. Backends that cannot read them say `Unavailable`.
+    fn qp_counters(&self, qp: QpHandle) -> Result<counters::QpCounters> {
+        let _ = qp;
+        Err(VerbsError::Unavailable(format!(
+            "per-QP counters: the {} backend does not read them",
+            self.kind()
+        )))
     }
 
     /// `ibv_post_send`.
@@ -356,6 +370,10 @@ pub struct OpenRequest {
     pub pcap: Option<PathBuf>,
     /// Spin instead of sleeping while waiting for completions.
     pub busy_poll: bool,
+    /// Congestion control of the device's QPs (UDP; a NIC's is set in
+    /// its firmware): DCQCN at the link's speed or none, and the CNP
+    /// interval.
+    pub cc: crate::cc::CcSpec,
 }
 
 /// Open the device `req` names, composing the UDP datagram path as
@@ -368,6 +386,7 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                 cfg.name = d.clone();
             }
             cfg.busy_poll = req.busy_poll;
+            cfg.set_cc(&req.cc);
             if req.busy_poll {
                 cfg.socket.busy_poll_us = 50;
             }
@@ -394,6 +413,17 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                     "ibv_open_device",
                     "fault injection and pcap capture wrap the UDP backend's datagrams; \
                      a hardware NIC's wire cannot be reached (use --backend udp)",
+                ));
+            }
+            if req.cc != crate::cc::CcSpec::default() {
+                return Err(VerbsError::invalid(
+                    "ibv_open_device",
+                    format!(
+                        "congestion control {}: a NIC's DCQCN and CNP interval are set in \
+                         its firmware (mlxconfig, sysfs roce_np/roce_rp), not per run \
+                         (--cc applies to --backend udp)",
+                        req.cc
+                    ),
                 ));
             }
             if req.udp_port != 4791 {

@@ -33,19 +33,36 @@
 //! the kernel) instead of twice; wrappers that read the bytes (faults,
 //! capture) get them gathered into one buffer. On receive, GRO runs are split
 //! again and each packet's ICRC is checked against the header its sender's
-//! kernel wrote; a mismatch is counted (`rx_icrc_encapsulated`) and the packet
-//! dropped, as a NIC does.
+//! kernel wrote if nothing on the path re-segmented (identification = its
+//! position in the GRO run, DF): one CRC pass. On a mismatch the IPv4
+//! identification and DF that fit are solved for and, if plausible,
+//! accepted and counted (`rx_icrc_id_solved`; [`Ipv4IcrcCheck`] has the
+//! rules and the chance that a corrupted packet passes), so a qdisc that
+//! splits GSO runs, a sender without GSO, GRO merging differently or a
+//! sender numbering otherwise cost no valid packet. Anything else is
+//! counted (`rx_icrc_encapsulated`) and dropped, as a NIC does.
 //!
 //! How far the ICRC is proven: single datagrams (identification 0, DF) are
 //! checked against the kernel's real IPv4 header in an AF_PACKET capture on
 //! loopback, and tshark decodes them. GSO runs rely on Linux numbering the
 //! segments' identification 0, 1, 2, ... (ROCEV2.md §8); loopback never
-//! cuts a run, so that numbering is only checked by our own receiver
-//! splitting GRO runs the same way, not against a kernel-segmented capture.
-//! Turn GSO off ([`SocketOptions::gso`]) where exact wire behaviour matters
-//! more than speed. ECN bits received (`IP_RECVTOS`) go to the
+//! cuts a run on the wire, but a receiver without `UDP_GRO` gets the
+//! kernel's segments one by one, each with its own identification, which
+//! the receive path solves for (an integration test). Turn GSO off
+//! ([`SocketOptions::gso`]) where exact wire behaviour matters more than
+//! speed. ECN bits received (`IP_RECVTOS`) go to the
 //! engine, which answers CE with CNPs; transmitted packets carry the ECN
 //! codepoint the engine asks for (ECT(0)).
+//!
+//! Congestion control ([`UdpConfig::set_cc`], or per QP
+//! [`QpInitAttr::cc`]): every QP answers CE with at most one CNP per
+//! [`UdpConfig::min_time_between_cnps`]; with DCQCN, a QP whose rate was
+//! cut below the line rate has its data held to that rate by the engine's
+//! token bucket ([`crate::cc::Pacer`], [`UdpConfig::pacing_burst`] deep,
+//! making up for late rounds by up to [`PACING_CATCH_UP`]). A progress
+//! round sends what the tokens allow, several packets and GSO runs, and a
+//! wait for the next tokens is a real sub-millisecond wait (ppoll with a
+//! nanosecond timeout, spun below 100 µs).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -55,13 +72,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::counters::{QpCounters, TransportTotals};
 use super::io::{DatagramIo, IoStats, SocketIo};
 use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch};
 use super::{
     AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
     Provider, QpCreated, QpHandle,
 };
-use crate::time::{Duration as PsDuration, Instant};
+use crate::time::{Duration as PsDuration, Instant, Rate};
 use crate::transport::{
     self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
 };
@@ -70,7 +88,7 @@ use crate::verbs::{
     QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError, WcFlags,
     WorkCompletion,
 };
-use crate::wire::icrc::{IpEncap, UdpEncap};
+use crate::wire::icrc::{IcrcMatch, IpEncap, Ipv4IcrcCheck, UdpEncap};
 use crate::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
 use crate::wire::{Ecn, Lkey, Opcode, Qpn, Rkey};
 
@@ -90,6 +108,15 @@ const BACKGROUND_SPIN_NS: u64 = 200_000;
 /// the kernel's timer slack (50 µs by default) would stretch an RNR timer
 /// of tens of microseconds (ROCEV2.md §5.6) several times over.
 const SPIN_BELOW: Duration = Duration::from_micros(100);
+/// The default [`UdpConfig::pacing_burst`]: 10 µs at the QP's rate, a few
+/// packets at tens of Gbit/s. Over any 1 ms the rate is then kept within
+/// 1 % plus a packet while the host gives the emulation its rounds.
+pub const PACING_BURST: PsDuration = PsDuration::from_us(10);
+/// How much of a late progress round is made up for while a QP waits on
+/// its pacer ([`crate::cc::Pacer::with_catch_up`]): a busy host preempts
+/// the sending thread for up to a scheduler time slice, and a NIC's pacer
+/// would have gone on sending meanwhile.
+pub const PACING_CATCH_UP: PsDuration = PsDuration::from_ms(1);
 /// Packets received in one progress round that make the background thread
 /// treat the traffic as a stream (and sleep, not spin, when the socket is
 /// empty): about half the GSO run of a 64 KiB message at a 4 KiB MTU.
@@ -110,9 +137,33 @@ pub struct UdpConfig {
     pub accept_bad_icrc: bool,
     /// Link MTU used to derive the port's active MTU.
     pub link_mtu: u32,
+    /// The link's speed: the line rate DCQCN starts at and never exceeds
+    /// ([`UdpConfig::set_cc`]). Default: the bound interface's speed
+    /// (`/sys/class/net/IF/speed`), else [`DEFAULT_LINK_RATE`] (loopback
+    /// and interfaces that report none).
+    pub link_rate: Rate,
     /// Congestion control of every QP's sends (DCQCN reaction point, or
-    /// none). The notification point (CNPs on CE) is always on.
+    /// none) unless the QP is created with its own
+    /// ([`QpInitAttr::cc`]). The notification point (CNPs on CE) is always
+    /// on.
     pub cc: crate::cc::CcConfig,
+    /// The notification point's CNP interval for every QP unless created
+    /// with its own ([`QpInitAttr::min_time_between_cnps`]): at most one
+    /// CNP per QP per this time (default ConnectX's,
+    /// [`crate::cc::CONNECTX_CNP_INTERVAL`]).
+    pub min_time_between_cnps: PsDuration,
+    /// Hold QPs to the line rate too, emulating a link of that speed.
+    /// Off (the default), a QP at full speed has no rate limiter, as a
+    /// ConnectX QP before its first CNP: the interface (the socket) sets
+    /// its pace, and DCQCN on an uncongested path costs nothing.
+    /// [`UdpConfig::set_cc`] turns it on when the spec names its own
+    /// `line_rate`.
+    pub pace_at_line_rate: bool,
+    /// Depth of each QP's rate limiter ([`crate::cc::Pacer`]) while its
+    /// congestion control limits the rate: a progress round sends what the
+    /// rate allowed since the last one, up to this much time's worth
+    /// (default [`PACING_BURST`]).
+    pub pacing_burst: PsDuration,
     /// The port's P_Key table (`ibv_query_pkey`): a QP's `pkey_index`
     /// picks its P_Key, sent in every BTH and matched against every
     /// received one (full and limited membership, ROCEV2.md §1.5).
@@ -135,11 +186,44 @@ impl UdpConfig {
             busy_poll: false,
             accept_bad_icrc: false,
             link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
+            link_rate: link_rate_of(*bind.ip()).unwrap_or(DEFAULT_LINK_RATE),
             cc: crate::cc::CcConfig::None,
+            min_time_between_cnps: crate::cc::CONNECTX_CNP_INTERVAL,
+            pace_at_line_rate: false,
+            pacing_burst: PACING_BURST,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
             app_active_ns: APP_ACTIVE_NS,
         }
     }
+
+    /// Set the congestion control of every QP as `spec` names it: the
+    /// reaction point ([`UdpConfig::cc`], DCQCN at [`UdpConfig::link_rate`]
+    /// unless the spec sets its own line rate, which the QPs are then held
+    /// to as a link of that speed would: [`UdpConfig::pace_at_line_rate`])
+    /// and the CNP interval.
+    pub fn set_cc(&mut self, spec: &crate::cc::CcSpec) {
+        let (cc, cnp) = spec.resolve(self.link_rate);
+        self.cc = cc;
+        self.min_time_between_cnps = cnp;
+        self.pace_at_line_rate = spec.dcqcn.is_some() && spec.line_rate.is_some();
+    }
+}
+
+/// The link speed assumed where the interface reports none (loopback):
+/// 100 Gbit/s, a common RoCE port.
+pub const DEFAULT_LINK_RATE: Rate = Rate::from_gbps(100);
+
+/// The speed of the interface that has `ip`, from
+/// `/sys/class/net/IF/speed` (Mbit/s); `None` for loopback, unknown
+/// addresses and interfaces that report none (-1 or unreadable).
+pub fn link_rate_of(ip: Ipv4Addr) -> Option<Rate> {
+    if ip.is_loopback() {
+        return None;
+    }
+    let (name, _) = interfaces().into_iter().find(|&(_, a)| a == ip)?;
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
+    let mbps: i64 = text.trim().parse().ok()?;
+    (mbps > 0).then(|| Rate::from_bps(mbps as u64 * 1_000_000))
 }
 
 /// The device name for an address: `udp_<interface>` when known, else
@@ -486,6 +570,12 @@ pub struct UdpStats {
     pub rx_icrc_encapsulated: u64,
     /// Packets accepted despite a bad ICRC (`accept_bad_icrc`).
     pub rx_icrc_accepted: u64,
+    /// Packets whose ICRC did not match the header expected from their
+    /// position in the datagram (the path re-segmented, or the sender
+    /// numbers its IPv4 identification otherwise) but matched a solved,
+    /// plausible identification and DF, and were accepted
+    /// ([`crate::wire::icrc::Ipv4IcrcCheck`]). Not ICRC errors.
+    pub rx_icrc_id_solved: u64,
     /// Packets with a good ICRC (or too short to carry one) that did not
     /// parse.
     pub rx_malformed: u64,
@@ -517,12 +607,14 @@ struct State {
     /// requests.
     acks: Vec<(tp::Transmit, u8)>,
     rx: RxBatch,
+    /// The receive ICRC check (remembers identifications per source).
+    icrc: Ipv4IcrcCheck,
     stats: UdpStats,
     /// Asynchronous events not yet taken (`ibv_get_async_event`).
     events: VecDeque<AsyncEvent>,
-    /// The transport counters (`QpStats::hw_counters` order) of QPs that
-    /// were destroyed or reset, so that the device's stay monotonic.
-    retired: [u64; 10],
+    /// The transport counters of QPs that were destroyed or reset, so
+    /// that the device's stay monotonic.
+    retired: TransportTotals,
 }
 
 struct Shared {
@@ -602,9 +694,10 @@ impl UdpBackend {
                 tx: TxBatch::with_capacity(1 << 17),
                 acks: Vec::new(),
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
+                icrc: Ipv4IcrcCheck::new(),
                 stats: UdpStats::default(),
                 events: VecDeque::new(),
-                retired: [0; 10],
+                retired: TransportTotals::default(),
             }),
             socket,
             local,
@@ -728,6 +821,7 @@ impl Shared {
             qps,
             mem,
             stats,
+            icrc,
             ..
         } = st;
         let (m, bytes) = rx.get(k);
@@ -743,25 +837,39 @@ impl Shared {
                 continue;
             }
             let local = self.local;
-            let enc = |id: u16| UdpEncap {
+            // The header the sender's kernel wrote if nothing on the path
+            // re-segmented: identification = the position in the GRO run
+            // (a GRO run holds at most 64 segments), DF. When that fails,
+            // the check solves for the identification and DF that fit and
+            // believes them only if plausible (wire::icrc module docs).
+            let expected = UdpEncap {
                 ip: IpEncap::V4 {
                     src: *m.src.ip(),
                     dst: *local.ip(),
-                    identification: id,
+                    identification: i as u16,
                     dont_fragment: true,
                 },
                 src_port: m.src.port(),
                 dst_port: local.port(),
             };
-            let ok = crate::wire::icrc::verify_udp_payload(&enc(i as u16), pkt).is_ok()
-                || (i != 0 && crate::wire::icrc::verify_udp_payload(&enc(0), pkt).is_ok());
-            if !ok {
-                stats.rx_icrc_encapsulated += 1;
-                if !self.cfg.accept_bad_icrc {
-                    continue;
+            let (id, df) = match icrc.verify(&expected, pkt) {
+                Ok(IcrcMatch::Expected) => (i as u16, true),
+                Ok(IcrcMatch::Solved {
+                    identification,
+                    dont_fragment,
+                }) => {
+                    stats.rx_icrc_id_solved += 1;
+                    (identification, dont_fragment)
                 }
-                stats.rx_icrc_accepted += 1;
-            }
+                Err(_) => {
+                    stats.rx_icrc_encapsulated += 1;
+                    if !self.cfg.accept_bad_icrc {
+                        continue;
+                    }
+                    stats.rx_icrc_accepted += 1;
+                    (i as u16, true)
+                }
+            };
             let parsed = match parse_udp_payload_unverified(pkt) {
                 Ok(p) => p,
                 Err(_) => {
@@ -780,7 +888,7 @@ impl Shared {
             };
             // UD receives get a GRH area: 20 zero bytes and the IPv4
             // header as it arrived (Soft-RoCE): TOS and TTL as received,
-            // the identification and DF the ICRC check assumed, and its
+            // the identification and DF the ICRC check matched, and its
             // checksum.
             let mut grh = [0u8; 40];
             if entry.qp_type == QpType::Ud {
@@ -789,8 +897,8 @@ impl Shared {
                 h[0] = 0x45;
                 h[1] = m.tos;
                 h[2..4].copy_from_slice(&total.to_be_bytes());
-                h[4..6].copy_from_slice(&(i as u16).to_be_bytes());
-                h[6] = 0x40;
+                h[4..6].copy_from_slice(&id.to_be_bytes());
+                h[6] = if df { 0x40 } else { 0 };
                 h[8] = m.ttl;
                 h[9] = 17;
                 h[12..16].copy_from_slice(&m.src.ip().octets());
@@ -1260,14 +1368,6 @@ impl Drop for UdpBackend {
     }
 }
 
-/// Add a QP's transport counters to a device total kept in
-/// `QpStats::hw_counters` order.
-fn retire(total: &mut [u64; 10], stats: &tp::QpStats) {
-    for (t, (_, n)) in total.iter_mut().zip(stats.hw_counters()) {
-        *t += n;
-    }
-}
-
 /// The IPv4 header checksum (RFC 791) of a 20-byte header whose checksum
 /// field is zero.
 fn ipv4_checksum(h: &[u8]) -> u16 {
@@ -1678,8 +1778,14 @@ impl Backend for UdpBackend {
         cfg.max_recv_wr = cap.max_recv_wr.max(1);
         cfg.sq_sig_all = init.sq_sig_all;
         cfg.ecn = Ecn::Ect0;
-        cfg.min_time_between_cnps = Some(PsDuration::from_us(50));
-        cfg.cc = self.shared.cfg.cc;
+        cfg.min_time_between_cnps = Some(
+            init.min_time_between_cnps
+                .unwrap_or(self.shared.cfg.min_time_between_cnps),
+        );
+        cfg.cc = init.cc.unwrap_or(self.shared.cfg.cc);
+        cfg.pacing_burst = self.shared.cfg.pacing_burst;
+        cfg.pacing_catch_up = PACING_CATCH_UP;
+        cfg.pace_at_line_rate = self.shared.cfg.pace_at_line_rate;
         cfg.pkey_table = self.shared.cfg.pkey_table;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that
@@ -1772,7 +1878,7 @@ impl Backend for UdpBackend {
         if e.engine.state() == QpState::Reset && current != QpState::Reset {
             // RESET starts the engine afresh, counters included; the
             // device's totals keep what it counted.
-            retire(&mut st.retired, &before);
+            st.retired.add(&before);
         }
         self.shared.collect(&mut st);
         Ok(())
@@ -1860,7 +1966,7 @@ impl Backend for UdpBackend {
                 object: "QP",
             })?;
         let _ = st.mem.regions.deregister(e.inline_key);
-        retire(&mut st.retired, e.engine.stats());
+        st.retired.add(e.engine.stats());
         if let Some(n) = st.pds.get_mut(&e.pd) {
             *n = n.saturating_sub(1);
         }
@@ -1902,18 +2008,14 @@ impl Backend for UdpBackend {
         let st = lock(&self.shared.state);
         let mut hw = st.retired;
         for e in st.qps.values() {
-            retire(&mut hw, e.engine.stats());
+            hw.add(e.engine.stats());
         }
-        let names = tp::QpStats::default().hw_counters();
-        let mut v: Vec<(String, u64)> = names
-            .iter()
-            .zip(hw)
-            .map(|((name, _), n)| (name.to_string(), n))
-            .collect();
+        let mut v = hw.named();
         let d = st.stats;
         v.extend(
             [
                 ("rx_icrc_encapsulated", d.rx_icrc_encapsulated),
+                ("rx_icrc_id_solved", d.rx_icrc_id_solved),
                 ("rx_malformed", d.rx_malformed),
                 ("rx_unknown_qp", d.rx_unknown_qp),
                 ("rx_packets", d.rx_packets),
@@ -1928,6 +2030,19 @@ impl Backend for UdpBackend {
                 .map(|(n, x)| (n.to_string(), x)),
         );
         Ok(v)
+    }
+
+    fn qp_counters(&self, qp: QpHandle) -> Result<QpCounters> {
+        let st = lock(&self.shared.state);
+        let e = st
+            .qps
+            .get(&(qp.0 as u32))
+            .ok_or(VerbsError::UnknownHandle {
+                verb: "rdma statistic qp",
+                object: "QP",
+            })?;
+        let rate = crate::cc::CongestionControl::rate(e.engine.cc());
+        Ok(QpCounters::from_stats(e.engine.stats(), rate))
     }
 
     fn destroy_ah(&self, ah: AhHandle) -> Result<()> {

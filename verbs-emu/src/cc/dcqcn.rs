@@ -169,6 +169,221 @@ impl DcqcnParams {
     }
 }
 
+/// The notification point's CNP interval in the paper's model (and
+/// htsim's): at most one CNP per QP per 50 µs (ROCEV2.md §6.2).
+pub const PAPER_CNP_INTERVAL: Duration = Duration::from_us(50);
+
+/// ConnectX's default `min_time_between_cnps` (`roce_np` sysfs parameter,
+/// `MIN_TIME_BETWEEN_CNPS_P<port>` in `mlxconfig`): 4 µs. NVIDIA's "DCQCN
+/// CC Parameters" list it among the notification point's parameters in
+/// µs; `mlxconfig -d <dev> query` of a ConnectX-5 (fw 16.35) with the
+/// DCQCN defaults untouched (`DCE_TCP_G` 1019, `RPG_TIME_RESET` 300, ...)
+/// shows `MIN_TIME_BETWEEN_CNPS_P1 4` (REAL-NIC-FORMATS.md §6).
+pub const CONNECTX_CNP_INTERVAL: Duration = Duration::from_us(4);
+
+impl DcqcnModel {
+    /// The CNP interval that goes with the model's preset:
+    /// [`PAPER_CNP_INTERVAL`] or [`CONNECTX_CNP_INTERVAL`].
+    pub const fn default_cnp_interval(self) -> Duration {
+        match self {
+            DcqcnModel::Paper => PAPER_CNP_INTERVAL,
+            DcqcnModel::Firmware => CONNECTX_CNP_INTERVAL,
+        }
+    }
+
+    /// The preset's name: `paper` or `firmware`.
+    pub const fn preset_name(self) -> &'static str {
+        match self {
+            DcqcnModel::Paper => "paper",
+            DcqcnModel::Firmware => "firmware",
+        }
+    }
+}
+
+/// DCQCN parameters over a preset, as scenario files write them
+/// (`[nic.cc.dcqcn]`) and `rocelab perftest --cc-param KEY=VALUE` sets
+/// them: each one left out keeps the preset's value. The one parameter
+/// table of the project: the simulator and the emulation both apply it
+/// with [`DcqcnOverrides::apply`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcqcnOverrides {
+    /// Alpha gain g (e.g. 1/256 = 0.00390625).
+    pub g: Option<f64>,
+    /// Initial alpha (0..1).
+    pub initial_alpha: Option<f64>,
+    /// Alpha update period K without CNPs.
+    pub alpha_update_interval: Option<Duration>,
+    /// Minimum spacing between two rate decreases.
+    pub rate_decrease_interval: Option<Duration>,
+    /// Rate-increase timer T.
+    pub rate_increase_timer: Option<Duration>,
+    /// Rate-increase byte counter B.
+    pub byte_counter: Option<crate::time::Size>,
+    /// Fast-recovery steps F.
+    pub fast_recovery_steps: Option<u32>,
+    /// Additive increase R_AI.
+    pub rate_ai: Option<Rate>,
+    /// Hyper increase R_HAI.
+    pub rate_hai: Option<Rate>,
+    /// Minimum rate.
+    pub min_rate: Option<Rate>,
+    /// Notification point: at most one CNP per QP per this interval.
+    pub min_time_between_cnps: Option<Duration>,
+    /// Clamp the target rate on a cut (CLAMP_TGT_RATE).
+    pub clamp_target_rate: Option<bool>,
+}
+
+/// The keys of [`DcqcnOverrides`], in the order of the table.
+pub const DCQCN_KEYS: [&str; 12] = [
+    "g",
+    "initial_alpha",
+    "alpha_update_interval",
+    "rate_decrease_interval",
+    "rate_increase_timer",
+    "byte_counter",
+    "fast_recovery_steps",
+    "rate_ai",
+    "rate_hai",
+    "min_rate",
+    "min_time_between_cnps",
+    "clamp_target_rate",
+];
+
+impl DcqcnOverrides {
+    /// Check the values a type cannot: `Err((key, what was expected))`,
+    /// the key as the table names it.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if let Some(g) = self.g {
+            if !(g > 0.0 && g <= 1.0) {
+                return Err(("g", format!("{g}: expected a gain in (0, 1]")));
+            }
+        }
+        if let Some(a) = self.initial_alpha {
+            if !(0.0..=1.0).contains(&a) {
+                return Err(("initial_alpha", format!("{a}: expected a value in [0, 1]")));
+            }
+        }
+        for (k, d) in [
+            ("alpha_update_interval", self.alpha_update_interval),
+            ("rate_decrease_interval", self.rate_decrease_interval),
+            ("rate_increase_timer", self.rate_increase_timer),
+        ] {
+            if d == Some(Duration::ZERO) {
+                return Err((k, "0: expected a positive duration".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Set one key from its text, as `KEY=VALUE` on a command line: the
+    /// numbers and flags (`g`, `initial_alpha`, `fast_recovery_steps`,
+    /// `clamp_target_rate`) as numbers and `true`/`false`, durations,
+    /// rates and sizes as strings with their unit (`50us`, `40Mbps`,
+    /// `10MB`; a bare number is refused, not read as picoseconds). The
+    /// error names the key and what was expected.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        const LITERAL_KEYS: [&str; 4] = [
+            "g",
+            "initial_alpha",
+            "fast_recovery_steps",
+            "clamp_target_rate",
+        ];
+        let v = value.trim();
+        let literal = serde_json::from_str::<serde_json::Value>(v)
+            .ok()
+            .filter(|j| LITERAL_KEYS.contains(&key) && (j.is_number() || j.is_boolean()));
+        let json = literal.unwrap_or_else(|| serde_json::Value::String(v.to_string()));
+        let mut obj = serde_json::Map::new();
+        obj.insert(key.to_string(), json);
+        let one: DcqcnOverrides =
+            serde_json::from_value(serde_json::Value::Object(obj)).map_err(|e| {
+                if DCQCN_KEYS.contains(&key) {
+                    format!("{key} = {value:?}: {e}")
+                } else {
+                    format!(
+                        "unknown DCQCN parameter {key:?}: expected one of {}",
+                        DCQCN_KEYS.join(", ")
+                    )
+                }
+            })?;
+        one.validate().map_err(|(k, e)| format!("{k} = {e}"))?;
+        self.merge(&one);
+        Ok(())
+    }
+
+    /// Take every parameter `other` sets.
+    pub fn merge(&mut self, other: &DcqcnOverrides) {
+        macro_rules! take {
+            ($($f:ident),*) => {$(
+                if other.$f.is_some() {
+                    self.$f = other.$f;
+                }
+            )*};
+        }
+        take!(
+            g,
+            initial_alpha,
+            alpha_update_interval,
+            rate_decrease_interval,
+            rate_increase_timer,
+            byte_counter,
+            fast_recovery_steps,
+            rate_ai,
+            rate_hai,
+            min_rate,
+            min_time_between_cnps,
+            clamp_target_rate
+        );
+    }
+
+    /// Write the reaction point's parameters this table sets into `p`
+    /// (`min_time_between_cnps` is the notification point's: see
+    /// [`DcqcnOverrides::cnp_interval`]).
+    pub fn apply(&self, p: &mut DcqcnParams) {
+        if let Some(g) = self.g {
+            p.g_den = 1 << 20;
+            p.g_num = ((g * (1u64 << 20) as f64).round() as u64).max(1);
+        }
+        if let Some(a) = self.initial_alpha {
+            p.initial_alpha = (a.clamp(0.0, 1.0) * ALPHA_ONE as f64) as u64;
+        }
+        if let Some(d) = self.alpha_update_interval {
+            p.alpha_period = d;
+        }
+        if let Some(d) = self.rate_decrease_interval {
+            p.rate_reduce_period = d;
+        }
+        if let Some(d) = self.rate_increase_timer {
+            p.increase_timer = d;
+        }
+        if let Some(b) = self.byte_counter {
+            p.byte_counter = b.bytes();
+        }
+        if let Some(f) = self.fast_recovery_steps {
+            p.threshold = f;
+        }
+        if let Some(r) = self.rate_ai {
+            p.ai_rate = r;
+        }
+        if let Some(r) = self.rate_hai {
+            p.hai_rate = r;
+        }
+        if let Some(r) = self.min_rate {
+            p.min_rate = r;
+        }
+        if let Some(c) = self.clamp_target_rate {
+            p.clamp_tgt_rate = c;
+        }
+    }
+
+    /// The notification point's CNP interval: the table's
+    /// `min_time_between_cnps`, else `default`.
+    pub fn cnp_interval(&self, default: Duration) -> Duration {
+        self.min_time_between_cnps.unwrap_or(default)
+    }
+}
+
 /// The DCQCN reaction point of one QP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dcqcn {

@@ -235,6 +235,10 @@ pub struct Config {
     /// Write perftest's JSON report (its own, not strict JSON) to this
     /// file (`--out_json`, `--out_json_file`).
     pub out_json: Option<PathBuf>,
+    /// Congestion control of this side's QPs (`--cc`, `--cc-param`,
+    /// `--cnp-interval`; UDP backend). Local to each side: nothing of it
+    /// is exchanged, and the notification point is always on.
+    pub cc: crate::cc::CcSpec,
 }
 
 /// perftest's default `--out_json_file`.
@@ -302,6 +306,7 @@ impl Config {
             traffic_class: 0,
             run_infinitely: false,
             out_json: None,
+            cc: crate::cc::CcSpec::default(),
         }
     }
 
@@ -423,6 +428,7 @@ impl Config {
             ("--reorder", self.faults.reorder),
             ("--duplicate", self.faults.duplicate),
             ("--corrupt", self.faults.corrupt),
+            ("--ce-mark", self.faults.ce_mark),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("{name} {p} must be a probability in 0..=1"));

@@ -259,6 +259,39 @@ pub fn json_report(h: &HeaderInfo, r: &JsonResult<'_>) -> String {
     s
 }
 
+/// The title of the end-of-run counter block, before its device and
+/// length: `Counter delta of this run: device DEV, S s` (S in seconds,
+/// six decimals), then the counters in `ethtool -S`'s layout.
+pub const COUNTERS_TITLE: &str = "Counter delta of this run:";
+
+/// The end-of-run counter block: what the device counted between the
+/// start of the run and its end (`counters`, a
+/// [`delta`](crate::backend::counters::delta)), over `seconds`, as a title
+/// line and an `ethtool -S` dump (`NIC statistics:` then `     name:
+/// value`), so that readers of real `ethtool -S` output read it.
+pub fn counter_block(device: &str, seconds: f64, counters: &[(String, u64)]) -> String {
+    format!(
+        " {COUNTERS_TITLE} device {device}, {seconds:.6} s\n{}",
+        crate::backend::counters::ethtool_text(counters)
+    )
+}
+
+/// A `--out_json` report ([`json_report`]'s text) with the run's counter
+/// delta added as a last top-level section, `counters: { name: value,
+/// ... },` in the report's own shape. A text that does not end as
+/// [`json_report`] ends it is returned unchanged.
+pub fn json_with_counters(report: &str, counters: &[(String, u64)]) -> String {
+    let Some(body) = report.strip_suffix("}\n") else {
+        return report.to_string();
+    };
+    let mut s = format!("{body}counters: {{\n");
+    for (n, v) in counters {
+        let _ = writeln!(s, "{n}: {v},");
+    }
+    s.push_str("},\n}\n");
+    s
+}
+
 /// One side's address line data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddressInfo {
@@ -430,6 +463,24 @@ pub fn completion_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counter_block_is_a_title_and_an_ethtool_dump() {
+        let c = vec![
+            ("out_of_sequence".to_string(), 7),
+            ("np_cnp_sent".to_string(), 0),
+        ];
+        assert_eq!(
+            counter_block("udp_lo", 1.5, &c),
+            " Counter delta of this run: device udp_lo, 1.500000 s\nNIC statistics:\n     out_of_sequence: 7\n     np_cnp_sent: 0\n"
+        );
+        let j = json_with_counters("{\ntest_info: {\n},\nresults: {\n},\n}\n", &c);
+        assert_eq!(
+            j,
+            "{\ntest_info: {\n},\nresults: {\n},\ncounters: {\nout_of_sequence: 7,\nnp_cnp_sent: 0,\n},\n}\n"
+        );
+        assert_eq!(json_with_counters("not ours", &c), "not ours");
+    }
 
     #[test]
     fn c_alt_hex_matches_printf() {

@@ -413,6 +413,7 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
             side.print_header();
             let rows = side.run_all(&mut oob)?;
             side.print_summary();
+            side.print_counters()?;
             Ok(rows)
         });
     if let Err(e) = &result {
@@ -495,6 +496,7 @@ fn run_with_perftest(
     };
     let (mine, theirs) = (p.mine[0], p.theirs[0]);
     p.link.close(&mine, &theirs).map_err(PerftestError::Oob)?;
+    side.print_counters()?;
     Ok(rows)
 }
 
@@ -750,6 +752,7 @@ fn open_device(cfg: &Config, server: bool, local: Ipv4Addr, peer: Ipv4Addr) -> R
             faults: cfg.faults,
             pcap: cfg.pcap.clone(),
             busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw()),
+            cc: cfg.cc,
         };
         match backend::open(&req) {
             Ok(b) => return Ok(Context::from_backend(b)),
@@ -841,6 +844,13 @@ struct Side {
     /// `--verify`: messages and bytes checked so far (one tally however
     /// many places check).
     verified: std::cell::Cell<(u64, u64)>,
+    /// The device's counters when the run started (before its QPs), and
+    /// when: the end-of-run block is the difference.
+    counters_at_start: crate::verbs::Result<Vec<(String, u64)>>,
+    started: Instant,
+    /// The last `--out_json` report written, to which the end of the run
+    /// adds its counters.
+    json_written: std::cell::RefCell<Option<String>>,
 }
 
 fn psn_for(seed: u64, qpn: u32, server: bool) -> u32 {
@@ -849,6 +859,8 @@ fn psn_for(seed: u64, qpn: u32, server: bool) -> u32 {
 
 impl Side {
     fn setup(ctx: Context, cfg: &Config, server: bool, oob: &mut Link) -> Result<Side> {
+        let counters_at_start = ctx.counters();
+        let started = Instant::now();
         let device = ctx.query_device()?.name;
         let port = ctx.query_port(1)?;
         let pd = ctx.alloc_pd()?;
@@ -1011,6 +1023,9 @@ impl Side {
             mtu,
             device,
             verified: std::cell::Cell::new((0, 0)),
+            counters_at_start,
+            started,
+            json_written: std::cell::RefCell::new(None),
         })
     }
 
@@ -1047,7 +1062,40 @@ impl Side {
         let Some(path) = &self.cfg.out_json else {
             return Ok(());
         };
-        std::fs::write(path, report::json_report(&self.header_info(), r))
+        let text = report::json_report(&self.header_info(), r);
+        std::fs::write(path, &text).map_err(|e| {
+            PerftestError::Config(format!("--out_json_file {}: {e}", path.display()))
+        })?;
+        *self.json_written.borrow_mut() = Some(text);
+        Ok(())
+    }
+
+    /// The end-of-run counter block ([`report::counter_block`]): what the
+    /// device counted from the start of the run to now, printed and added
+    /// to the `--out_json` report. A device whose counters cannot be read
+    /// says so instead.
+    fn print_counters(&self) -> Result<()> {
+        let seconds = self.started.elapsed().as_secs_f64();
+        let delta = match (&self.counters_at_start, &self._ctx.counters()) {
+            (Ok(before), Ok(now)) => backend::counters::delta(before, now),
+            (Err(e), _) | (_, Err(e)) => {
+                println!(
+                    " {} device {}: counters unavailable: {e}",
+                    report::COUNTERS_TITLE,
+                    self.device
+                );
+                return Ok(());
+            }
+        };
+        if delta.is_empty() {
+            return Ok(());
+        }
+        print!("{}", report::counter_block(&self.device, seconds, &delta));
+        let (Some(path), Some(text)) = (&self.cfg.out_json, self.json_written.borrow().clone())
+        else {
+            return Ok(());
+        };
+        std::fs::write(path, report::json_with_counters(&text, &delta))
             .map_err(|e| PerftestError::Config(format!("--out_json_file {}: {e}", path.display())))
     }
 

@@ -739,6 +739,20 @@ pub struct QpConfig {
     pub min_time_between_cnps: Option<Duration>,
     /// Congestion control of this QP's sends (the reaction point).
     pub cc: CcConfig,
+    /// Depth of the rate limiter's token bucket, as time at the current
+    /// rate ([`crate::cc::Pacer`]): zero spaces every data packet by its
+    /// serialization time; more lets a caller that comes by now and then
+    /// send what the rate allowed since, in one go.
+    pub pacing_burst: Duration,
+    /// How much lateness of a caller that comes back after the pacer
+    /// held a packet is made up for ([`crate::cc::Pacer::with_catch_up`]);
+    /// zero: none, what the simulator (always on time) uses.
+    pub pacing_catch_up: Duration,
+    /// Pace data at the congestion control's rate even when that is the
+    /// line rate (the simulator, whose port serializes at that rate
+    /// anyway). Off, a QP at full speed is not paced at all, as a ConnectX
+    /// QP without a rate limiter, and the link (the socket) sets its pace.
+    pub pace_at_line_rate: bool,
     /// Advertise end-to-end credits (free receive WQEs) in ACKs. Off by
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
@@ -767,6 +781,9 @@ impl QpConfig {
             ecn: Ecn::Ect0,
             min_time_between_cnps: None,
             cc: CcConfig::None,
+            pacing_burst: Duration::ZERO,
+            pacing_catch_up: Duration::ZERO,
+            pace_at_line_rate: true,
             advertise_credits: false,
             pkey_table: DEFAULT_PKEY_TABLE,
         }
@@ -1008,25 +1025,65 @@ pub struct QpStats {
     /// Retries started by an implied NAK (a READ or atomic passed over, or
     /// a gap in READ responses).
     pub implied_naks: u64,
+    /// Invalid request NAKs (0x61) received by the requester.
+    pub rx_nak_invalid_request: u64,
+    /// Remote access error NAKs (0x62) received by the requester.
+    pub rx_nak_remote_access: u64,
+    /// CNPs received (counted in `rx_cnps`) that changed nothing: the QP
+    /// has no congestion control algorithm, or is not sending.
+    pub rx_cnps_ignored: u64,
 }
+
+/// How many transport counters [`QpStats::hw_counters`] lists.
+pub const HW_COUNTERS: usize = 15;
 
 impl QpStats {
     /// These counters under the names of mlx5's `rdma statistic` hardware
-    /// counters, as the simulator's `rdma statistic` dumps name them, so
-    /// that the same eyes (and the doctor) read an emulated device, a
-    /// simulated NIC and a real one alike.
-    pub fn hw_counters(&self) -> [(&'static str, u64); 10] {
+    /// counters (its Q-counters and congestion counters: per device, and
+    /// per QP through `rdma statistic qp`), as the simulator's `rdma
+    /// statistic` dumps name them, so that the same eyes (and the doctor)
+    /// read an emulated device, a simulated NIC and a real one alike. The
+    /// one table of these names: the emulation's device and QP counters,
+    /// perftest's counter block and `rocelab devices --counters` all list
+    /// them in this order.
+    ///
+    /// | name | side | counts |
+    /// | --- | --- | --- |
+    /// | `out_of_sequence` | responder | requests past the expected PSN (each packet of a gap) |
+    /// | `duplicate_request` | responder | requests already executed, received again |
+    /// | `out_of_buffer` | responder | RNR NAKs sent: no receive WQE was posted |
+    /// | `resp_remote_access_errors` | responder | remote access error NAKs (0x62) sent |
+    /// | `rnr_nak_retry_err` | requester | RNR NAKs received |
+    /// | `packet_seq_err` | requester | PSN sequence error NAKs received |
+    /// | `implied_nak_seq_err` | requester | retries started by an implied NAK |
+    /// | `req_remote_invalid_request` | requester | invalid request NAKs (0x61) received |
+    /// | `req_remote_access_errors` | requester | remote access error NAKs (0x62) received |
+    /// | `local_ack_timeout_err` | requester | ACK timer expiries |
+    /// | `roce_adp_retrans` | requester | request packets sent again |
+    /// | `np_ecn_marked_roce_packets` | notification point | packets received with CE |
+    /// | `np_cnp_sent` | notification point | CNPs sent |
+    /// | `rp_cnp_handled` | reaction point | CNPs received and acted on |
+    /// | `rp_cnp_ignored` | reaction point | CNPs received, no algorithm to act |
+    pub fn hw_counters(&self) -> [(&'static str, u64); HW_COUNTERS] {
         [
             ("out_of_sequence", self.rx_out_of_sequence),
             ("duplicate_request", self.rx_duplicates),
+            ("out_of_buffer", self.tx_rnr_naks),
+            ("resp_remote_access_errors", self.tx_nak_remote_access),
             ("rnr_nak_retry_err", self.rx_rnr_naks),
             ("packet_seq_err", self.rx_nak_seq),
             ("implied_nak_seq_err", self.implied_naks),
+            ("req_remote_invalid_request", self.rx_nak_invalid_request),
+            ("req_remote_access_errors", self.rx_nak_remote_access),
             ("local_ack_timeout_err", self.timeouts),
             ("roce_adp_retrans", self.tx_retransmits),
             ("np_ecn_marked_roce_packets", self.rx_ce),
             ("np_cnp_sent", self.tx_cnps),
-            ("rp_cnp_handled", self.rx_cnps),
+            (
+                "rp_cnp_handled",
+                self.rx_cnps.saturating_sub(self.rx_cnps_ignored),
+            ),
+            ("rp_cnp_ignored", self.rx_cnps_ignored),
         ]
     }
 }

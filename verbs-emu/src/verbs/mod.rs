@@ -119,7 +119,9 @@ impl Context {
 
     /// The device's counters by name (`Backend::counters`): the
     /// transport's under mlx5's hardware counter names, as the simulator
-    /// names them, then the device's own.
+    /// names them, then the device's own. Counted since the device was
+    /// opened, destroyed QPs included; a QP's own are
+    /// [`QueuePair::counters`].
     pub fn counters(&self) -> Result<Vec<(String, u64)>> {
         self.backend.counters()
     }
@@ -270,6 +272,8 @@ impl ProtectionDomain {
             sq_sig_all: false,
             send_cq: None,
             recv_cq: None,
+            cc: None,
+            min_time_between_cnps: None,
         }
     }
 }
@@ -644,9 +648,27 @@ pub struct QueuePairBuilder {
     sq_sig_all: bool,
     send_cq: Option<CompletionQueue>,
     recv_cq: Option<CompletionQueue>,
+    cc: Option<crate::cc::CcConfig>,
+    min_time_between_cnps: Option<crate::time::Duration>,
 }
 
 impl QueuePairBuilder {
+    /// This QP's congestion control instead of the device's (emulated
+    /// devices; a NIC's is set in its firmware and ignores this).
+    #[must_use]
+    pub fn cc(mut self, cc: crate::cc::CcConfig) -> Self {
+        self.cc = Some(cc);
+        self
+    }
+
+    /// This QP's CNP interval (notification point) instead of the
+    /// device's (emulated devices).
+    #[must_use]
+    pub fn cnp_interval(mut self, d: crate::time::Duration) -> Self {
+        self.min_time_between_cnps = Some(d);
+        self
+    }
+
     /// Send and receive completions go to `cq`.
     #[must_use]
     pub fn cq(mut self, cq: &CompletionQueue) -> Self {
@@ -718,6 +740,8 @@ impl QueuePairBuilder {
             recv_cq: recv_cq.handle(),
             cap: self.cap,
             sq_sig_all: self.sq_sig_all,
+            cc: self.cc,
+            min_time_between_cnps: self.min_time_between_cnps,
         };
         let created = self.pd.backend.create_qp(self.pd.handle, &init)?;
         Ok(QueuePair {
@@ -759,6 +783,14 @@ impl QueuePair {
         self.cap
     }
 
+    /// The rate this QP's congestion control lets its data out at now
+    /// (DCQCN's current rate), in bits per second on the wire; `None`
+    /// when nothing limits it. [`VerbsError::Unavailable`] on a NIC,
+    /// which keeps it in firmware.
+    pub fn cc_rate(&self) -> Result<Option<crate::time::Rate>> {
+        Ok(self.pd.backend.qp_counters(self.handle)?.rate)
+    }
+
     /// The backend handle.
     pub fn handle(&self) -> QpHandle {
         self.handle
@@ -773,6 +805,14 @@ impl QueuePair {
     /// The current state.
     pub fn state(&self) -> Result<QpState> {
         self.pd.backend.query_qp_state(self.handle)
+    }
+
+    /// This QP's transport counters (mlx5's names, as `rdma statistic qp`
+    /// shows a QP's; counted since it was created or last reset) and the
+    /// sending rate its congestion control allows now
+    /// (`Backend::qp_counters`).
+    pub fn counters(&self) -> Result<crate::backend::counters::QpCounters> {
+        self.pd.backend.qp_counters(self.handle)
     }
 
     /// This QP's out-of-band record: QPN, first send PSN, the port's GID

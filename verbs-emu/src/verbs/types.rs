@@ -474,6 +474,12 @@ pub struct QpInitAttr {
     pub cap: QpCap,
     /// Every send WR generates a completion.
     pub sq_sig_all: bool,
+    /// The QP's congestion control (reaction point); `None`: the device's
+    /// setting. Emulated devices only: a NIC's is set in its firmware.
+    pub cc: Option<crate::cc::CcConfig>,
+    /// The QP's CNP interval (notification point); `None`: the device's.
+    /// Emulated devices only.
+    pub min_time_between_cnps: Option<crate::time::Duration>,
 }
 
 /// Port attributes (`ibv_port_attr`, the fields used here).

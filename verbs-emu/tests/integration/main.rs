@@ -1,6 +1,7 @@
 //! verbs-emu integration tests: one binary, one module per area.
 
 mod capture;
+mod counters;
 mod hostile;
 mod ibverbs_abi;
 mod ibverbs_fake;

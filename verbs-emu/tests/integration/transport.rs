@@ -1748,3 +1748,86 @@ fn rxe_compatible_retry_cnt_7_never_gives_up() {
     assert!(s.pair.a.qp.stats().timeouts > 20, "well past 7 retries");
     assert_eq!(s.pair.a.qp.state(), QpState::Rts);
 }
+
+/// The engine's pacer with a burst (the UDP backend's setting): a caller
+/// that comes by every few microseconds gets several packets per call,
+/// and over every 1 ms the wire bytes stay within 2 % of the rate; a late
+/// caller is made up to with the catch-up.
+#[test]
+fn pacing_with_a_burst_sends_what_the_rate_allows_per_call() {
+    let rate = Rate::from_gbps(10);
+    let params = verbs_emu::cc::DcqcnParams::connectx(rate);
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.cc = CcConfig::Dcqcn(params);
+        c.pacing_burst = Duration::from_us(10);
+        c.pacing_catch_up = Duration::from_ms(1);
+        c.max_unacked_psns = 1 << 14;
+    });
+    s.pair
+        .b
+        .qp
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: SgeList::one(BASE, 4 << 20, s.b.lkey),
+        })
+        .unwrap();
+    one_send(&mut s, 1, 4 << 20); // 4096 packets of 1 KiB
+    let qp = &mut s.pair.a.qp;
+    // The QP idled for 100 µs: its bucket is full, no more.
+    let start = Instant::ZERO + Duration::from_us(100);
+    let mut now = start;
+    let mut sends: Vec<(Instant, u64)> = Vec::new();
+    let mut per_call = Vec::new();
+    while now < Instant::ZERO + Duration::from_us(3000) {
+        if qp.poll_timeout().is_some_and(|t| t <= now) {
+            qp.handle_timeout(now);
+        }
+        let mut n = 0;
+        while let Some(t) = qp.poll_transmit(now, &s.pair.a.mem) {
+            let wire = t.headers.header_len() as u64
+                + u64::from(t.payload.len())
+                + u64::from(t.headers.bth.pad_count)
+                + u64::from(verbs_emu::transport::WIRE_OVERHEAD);
+            sends.push((now, wire));
+            n += 1;
+        }
+        per_call.push(n);
+        // One stall of 200 µs at 2 ms, else a call every 3 µs.
+        let stall = now >= Instant::ZERO + Duration::from_us(2000)
+            && now < Instant::ZERO + Duration::from_us(2003);
+        now += Duration::from_us(if stall { 200 } else { 3 });
+    }
+    // 1082 wire bytes per packet at 10 Gb/s: 0.87 µs each, 10 µs of burst.
+    let pkt = rate.serialization_time(1024 + 12 + 46);
+    let burst = (Duration::from_us(10).as_ps() / pkt.as_ps()) as usize;
+    assert!(
+        (burst..=burst + 1).contains(&per_call[0]),
+        "a full bucket first: {}",
+        per_call[0]
+    );
+    assert!(
+        per_call[1..100].iter().all(|&n| (3..=4).contains(&n)),
+        "3 µs of tokens per call: {:?}",
+        &per_call[1..100]
+    );
+    let w = Duration::from_ms(1);
+    let want = rate.bytes_in(w) as f64;
+    for (i, &(t, _)) in sends.iter().enumerate() {
+        if t + w > Instant::ZERO + Duration::from_us(2000) {
+            break;
+        }
+        let got: u64 = sends[i..]
+            .iter()
+            .take_while(|&&(u, _)| u < t + w)
+            .map(|&(_, b)| b)
+            .sum();
+        let err = (got as f64 - want) / want;
+        assert!(err.abs() <= 0.02, "window at {t}: {got} B ({err:+.4})");
+    }
+    // The stall is made up for: over the whole run, the rate's bytes.
+    let total: u64 = sends.iter().map(|&(_, b)| b).sum();
+    let span = now - start;
+    let want = rate.bytes_in(span) as f64;
+    let err = (total as f64 - want) / want;
+    assert!(err.abs() <= 0.01, "{total} B in {span} ({err:+.4})");
+}

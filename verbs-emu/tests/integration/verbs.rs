@@ -32,13 +32,17 @@ struct Peer {
     backend: Arc<UdpBackend>,
 }
 
-fn open(ip: Ipv4Addr) -> (Context, Arc<UdpBackend>) {
-    let b = Arc::new(UdpBackend::open(UdpConfig::new(SocketAddrV4::new(ip, 4791))).expect("bind"));
+fn open_with(cfg: UdpConfig) -> (Context, Arc<UdpBackend>) {
+    let b = Arc::new(UdpBackend::open(cfg).expect("bind"));
     (Context::from_backend(b.clone()), b)
 }
 
 fn peer(ip: Ipv4Addr, qp_type: QpType, len: usize) -> Peer {
-    let (ctx, backend) = open(ip);
+    peer_with(UdpConfig::new(SocketAddrV4::new(ip, 4791)), qp_type, len)
+}
+
+fn peer_with(cfg: UdpConfig, qp_type: QpType, len: usize) -> Peer {
+    let (ctx, backend) = open_with(cfg);
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(256).unwrap();
     let mr = pd.alloc_mr(len, ALL).unwrap();
@@ -299,6 +303,85 @@ fn rc_write_send_read_and_atomics_move_real_bytes() {
         "multi-packet messages use GSO: {stats:?}"
     );
     assert_eq!(b.backend.stats().rx_icrc_encapsulated, 0);
+}
+
+/// The receive ICRC check when the kernel re-segments. A sender's GSO
+/// runs reach a receiver without UDP_GRO as separate datagrams, each with
+/// the IPv4 identification of its position in the run, which the receiver
+/// cannot know: it solves for it. A sender without GSO sends every packet
+/// alone (identification 0): the position guess holds, nothing is solved.
+/// Either way every byte arrives and no valid packet is an ICRC error.
+#[test]
+fn resegmented_gso_runs_pass_the_icrc_check() {
+    const MSG: usize = 64 << 10;
+    const WRITES: usize = 8;
+    for (net, gso, gro) in [(55u8, true, false), (56, false, true)] {
+        let cfg = |host| {
+            let mut c = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, net, 0, host), 4791));
+            c.socket.gso = gso;
+            c.socket.gro = gro;
+            c
+        };
+        let (a, b) = (
+            peer_with(cfg(1), QpType::Rc, 1 << 20),
+            peer_with(cfg(2), QpType::Rc, 1 << 20),
+        );
+        let (ea, eb) = (endpoint(&a, 7), endpoint(&b, 0xFF_FF00));
+        a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+        b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+        let rb = b.mr.remote();
+        // WRITEs a -> b (runs from a), then a READ of b's other half
+        // (responses as runs from b), each verified byte for byte.
+        fill(&a.mr, 0, WRITES * MSG, 5);
+        fill(&b.mr, WRITES * MSG, MSG, 9);
+        for k in 0..=WRITES {
+            let sge = [a.mr.sge(k * MSG, MSG as u32).unwrap()];
+            let (remote_addr, rkey) = (rb.addr + (k * MSG) as u64, Rkey::new(rb.rkey));
+            let op = if k < WRITES {
+                SendOp::Write { remote_addr, rkey }
+            } else {
+                SendOp::Read { remote_addr, rkey }
+            };
+            post_send(
+                &a,
+                SendWr {
+                    wr_id: k as u64,
+                    sg_list: &sge,
+                    op,
+                    flags: SendFlags::SIGNALED,
+                    ud: None,
+                },
+            );
+            let wc = one(&a);
+            assert_eq!((wc.wr_id, wc.status), (k as u64, WcStatus::Success));
+        }
+        let n = (WRITES + 1) * MSG;
+        assert!(
+            bytes(&a.mr)[..n] == bytes(&b.mr)[..n],
+            "gso {gso} gro {gro}"
+        );
+        let (sa, sb) = (a.backend.stats(), b.backend.stats());
+        assert_eq!(
+            (sa.rx_icrc_encapsulated, sb.rx_icrc_encapsulated),
+            (0, 0),
+            "no valid packet is an ICRC error (gso {gso} gro {gro})"
+        );
+        if gso {
+            // A 64 KiB message at a 1 KiB MTU is 64 packets: the FIRST
+            // alone, the other 63 in at most two runs, whose segments
+            // after the first arrive alone with identifications 1, 2, ...
+            assert!(sa.tx_gso_runs >= WRITES as u64, "{sa:?}");
+            assert!(sb.rx_icrc_id_solved >= (WRITES * 61) as u64, "{sb:?}");
+            assert!(sa.rx_icrc_id_solved >= 61, "READ responses: {sa:?}");
+        } else {
+            assert_eq!((sa.tx_gso_runs, sb.tx_gso_runs), (0, 0));
+            assert_eq!((sa.rx_icrc_id_solved, sb.rx_icrc_id_solved), (0, 0));
+        }
+        assert_eq!(
+            b.ctx.counter("rx_icrc_id_solved").unwrap(),
+            Some(sb.rx_icrc_id_solved)
+        );
+    }
 }
 
 #[test]
@@ -982,4 +1065,165 @@ fn a_device_opens_by_its_address() {
         Err(e) => panic!("expected NoDevice, got {e}"),
         Ok(_) => panic!("expected NoDevice, got a device"),
     }
+}
+
+/// A datagram path that marks every ECT packet CE while `on` is set: a
+/// congested ECN switch the test turns on and off.
+struct CeSwitch<T> {
+    inner: T,
+    on: Arc<std::sync::atomic::AtomicBool>,
+    out: verbs_emu::backend::sys::TxBatch,
+}
+
+impl<T: verbs_emu::backend::io::DatagramIo> verbs_emu::backend::io::DatagramIo for CeSwitch<T> {
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.inner.local_addr()
+    }
+    fn gso(&self) -> bool {
+        self.inner.gso()
+    }
+    fn send(&mut self, batch: &verbs_emu::backend::sys::TxBatch) -> std::io::Result<()> {
+        if !self.on.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.inner.send(batch);
+        }
+        self.out.clear();
+        for (dst, tos, seg, bytes) in batch.iter() {
+            let tos = if tos & 3 != 0 { tos | 3 } else { tos };
+            self.out
+                .push(dst, tos, seg, bytes.len(), |b| b.copy_from_slice(bytes));
+        }
+        self.inner.send(&self.out)
+    }
+    fn recv(&mut self, batch: &mut verbs_emu::backend::sys::RxBatch) -> std::io::Result<usize> {
+        self.inner.recv(batch)
+    }
+}
+
+/// DCQCN on loopback, end to end: while the path marks CE the receiver's
+/// notification point sends CNPs and the sender's rate falls below the
+/// line rate; once the marks stop, the rate-increase timer brings it back
+/// to the line rate exactly, readable all along through `cc_rate`.
+#[test]
+fn dcqcn_rate_falls_under_ce_marks_and_recovers_without_them() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use verbs_emu::cc::CcSpec;
+    use verbs_emu::time::Rate;
+    let line = Rate::from_gbps(10);
+    let mut spec = CcSpec::parse("dcqcn:paper").unwrap();
+    spec.set_param("line_rate=10Gbps").unwrap();
+    // A slow increase timer, so that the cut is still there when read on
+    // a busy host.
+    spec.set_param("rate_increase_timer=20ms").unwrap();
+    let mut cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, 55, 0, 1), 4791));
+    cfg.set_cc(&spec);
+    let on = Arc::new(AtomicBool::new(false));
+    let flag = on.clone();
+    let ba = Arc::new(
+        UdpBackend::open_with(cfg, move |s| {
+            Ok(Box::new(CeSwitch {
+                inner: s,
+                on: flag,
+                out: verbs_emu::backend::sys::TxBatch::with_capacity(1 << 17),
+            }))
+        })
+        .unwrap(),
+    );
+    let ca = Context::from_backend(ba.clone());
+    let pd = ca.alloc_pd().unwrap();
+    let cq = ca.create_cq(64).unwrap();
+    let mr = pd.alloc_mr(1 << 16, ALL).unwrap();
+    let qp = pd.qp_builder(QpType::Rc).cq(&cq).build().unwrap();
+    let b = peer(Ipv4Addr::new(127, 55, 0, 2), QpType::Rc, 1 << 16);
+    let ea = qp.endpoint(0, 0, Some(&mr)).unwrap();
+    qp.connect(0, &endpoint(&b, 0), Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(0, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let rm = b.mr.remote();
+    let write = |i: u64| {
+        let sge = [mr.sge(0, 8192).unwrap()];
+        let wr = SendWr {
+            wr_id: i,
+            sg_list: &sge,
+            op: SendOp::Write {
+                remote_addr: rm.addr,
+                rkey: Rkey::new(rm.rkey),
+            },
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        // SAFETY: our registered region, unchanged until the completion.
+        unsafe { qp.post_send(&[wr]) }.unwrap();
+        assert_eq!(cq.poll_n(1, T).unwrap()[0].status, WcStatus::Success);
+    };
+    assert_eq!(
+        qp.cc_rate().unwrap(),
+        Some(line),
+        "DCQCN starts at line rate"
+    );
+    write(0);
+    assert_eq!(qp.cc_rate().unwrap(), Some(line), "no marks, no cut");
+    on.store(true, Ordering::Relaxed);
+    write(1);
+    on.store(false, Ordering::Relaxed);
+    let cut = qp.cc_rate().unwrap().unwrap();
+    let rx = b.backend.qp_stats(b.qp.handle()).unwrap();
+    assert!(
+        cut.bps() < line.bps() * 9 / 10,
+        "the rate fell under the marks: {cut}; receiver {rx:?}"
+    );
+    assert!(rx.rx_ce > 0 && rx.tx_cnps > 0, "{rx:?}");
+    assert!(ba.qp_stats(qp.handle()).unwrap().rx_cnps > 0);
+    // Without marks the timer stages bring it back (paper model: 5 fast
+    // recovery stages, then additive ones that halve the gap).
+    let start = std::time::Instant::now();
+    let mut last = cut;
+    while qp.cc_rate().unwrap() != Some(line) {
+        let r = qp.cc_rate().unwrap().unwrap();
+        assert!(
+            r >= last,
+            "the rate only rises without marks: {r} after {last}"
+        );
+        last = r;
+        assert!(start.elapsed() < T, "no recovery: {r}");
+        write(2);
+    }
+    assert!(
+        start.elapsed() >= Duration::from_millis(100),
+        "recovery takes timer stages of 20 ms: {:?}",
+        start.elapsed()
+    );
+}
+
+/// A QP created with its own congestion control runs it, whatever the
+/// device's; the rate reads as `None` without one and as the line rate
+/// with DCQCN before any CNP.
+#[test]
+fn a_qp_can_override_the_devices_congestion_control() {
+    use verbs_emu::cc::{CcConfig, CcSpec, DcqcnParams};
+    use verbs_emu::time::Rate;
+    let mut cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, 55, 1, 1), 4791));
+    cfg.set_cc(&CcSpec::parse("dcqcn").unwrap());
+    assert_eq!(
+        cfg.link_rate,
+        Rate::from_gbps(100),
+        "loopback reports no speed"
+    );
+    let ctx = Context::from_backend(Arc::new(UdpBackend::open(cfg).unwrap()));
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let device = pd.qp_builder(QpType::Rc).cq(&cq).build().unwrap();
+    assert_eq!(device.cc_rate().unwrap(), Some(Rate::from_gbps(100)));
+    let none = pd
+        .qp_builder(QpType::Rc)
+        .cq(&cq)
+        .cc(CcConfig::None)
+        .build()
+        .unwrap();
+    assert_eq!(none.cc_rate().unwrap(), None);
+    let paper = pd
+        .qp_builder(QpType::Rc)
+        .cq(&cq)
+        .cc(CcConfig::Dcqcn(DcqcnParams::paper(Rate::from_gbps(25))))
+        .build()
+        .unwrap();
+    assert_eq!(paper.cc_rate().unwrap(), Some(Rate::from_gbps(25)));
 }

@@ -504,6 +504,18 @@ impl Backend for IbverbsBackend {
         qp_state_from_raw(entry.qp.query_state()?)
     }
 
+    /// The port's hardware counters as the kernel exposes them
+    /// (`/sys/class/infiniband/DEV/ports/1/hw_counters`, what `rdma
+    /// statistic show` prints): the names the emulation and the simulator
+    /// use are mlx5's own, so they pass through unchanged, in the shared
+    /// table's order first. `Unavailable` when the driver exposes none.
+    fn counters(&self) -> Result<Vec<(String, u64)>> {
+        let dir = std::path::Path::new("/sys/class/infiniband")
+            .join(&self.context.device().name)
+            .join("ports/1/hw_counters");
+        crate::backend::counters::read_sysfs_hw_counters(&dir)
+    }
+
     fn query_qp(&self, qp: QpHandle) -> Result<QpAttr> {
         const VERB: &str = "ibv_query_qp";
         let tables = self.read();
@@ -898,6 +910,7 @@ mod tests {
             faults: crate::backend::fault::FaultConfig::default(),
             pcap: None,
             busy_poll: false,
+            cc: crate::cc::CcSpec::default(),
         }
     }
 

@@ -22,46 +22,49 @@ use super::ffi::*;
 
 /// The exported libibverbs functions the backend calls, resolved once.
 ///
-/// The function pointers are valid for as long as `_library` is loaded,
-/// which is as long as this value lives.
-pub(crate) struct Verbs {
-    pub(crate) library_name: String,
-    pub(crate) get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,
-    pub(crate) free_device_list: unsafe extern "C" fn(*mut *mut ibv_device),
-    pub(crate) get_device_name: unsafe extern "C" fn(*mut ibv_device) -> *const c_char,
-    pub(crate) get_device_guid: unsafe extern "C" fn(*mut ibv_device) -> u64,
-    pub(crate) open_device: unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context,
-    pub(crate) close_device: unsafe extern "C" fn(*mut ibv_context) -> c_int,
-    pub(crate) query_device: unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int,
-    pub(crate) query_port_compat:
+/// Each field is the libibverbs function of the same name (`ibv_` dropped),
+/// with `verbs.h`'s prototype. The function pointers are valid for as long
+/// as `_library` is loaded, which is as long as this value lives. The
+/// drop-in librdmacm reaches the drop-in libibverbs through this table too.
+#[allow(missing_docs)]
+pub struct Verbs {
+    pub library_name: String,
+    pub get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,
+    pub free_device_list: unsafe extern "C" fn(*mut *mut ibv_device),
+    pub get_device_name: unsafe extern "C" fn(*mut ibv_device) -> *const c_char,
+    pub get_device_guid: unsafe extern "C" fn(*mut ibv_device) -> u64,
+    pub open_device: unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context,
+    pub close_device: unsafe extern "C" fn(*mut ibv_context) -> c_int,
+    pub query_device: unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int,
+    pub query_port_compat:
         unsafe extern "C" fn(*mut ibv_context, u8, *mut _compat_ibv_port_attr) -> c_int,
-    pub(crate) query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int,
-    pub(crate) alloc_pd: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd,
-    pub(crate) dealloc_pd: unsafe extern "C" fn(*mut ibv_pd) -> c_int,
-    pub(crate) reg_mr: unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr,
-    pub(crate) reg_mr_iova2:
+    pub query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int,
+    pub alloc_pd: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd,
+    pub dealloc_pd: unsafe extern "C" fn(*mut ibv_pd) -> c_int,
+    pub reg_mr: unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr,
+    pub reg_mr_iova2:
         Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_uint) -> *mut ibv_mr>,
-    pub(crate) dereg_mr: unsafe extern "C" fn(*mut ibv_mr) -> c_int,
-    pub(crate) create_cq: unsafe extern "C" fn(
+    pub dereg_mr: unsafe extern "C" fn(*mut ibv_mr) -> c_int,
+    pub create_cq: unsafe extern "C" fn(
         *mut ibv_context,
         c_int,
         *mut c_void,
         *mut ibv_comp_channel,
         c_int,
     ) -> *mut ibv_cq,
-    pub(crate) destroy_cq: unsafe extern "C" fn(*mut ibv_cq) -> c_int,
-    pub(crate) create_comp_channel: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel,
-    pub(crate) destroy_comp_channel: unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int,
-    pub(crate) get_cq_event:
+    pub destroy_cq: unsafe extern "C" fn(*mut ibv_cq) -> c_int,
+    pub create_comp_channel: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel,
+    pub destroy_comp_channel: unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int,
+    pub get_cq_event:
         unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int,
-    pub(crate) ack_cq_events: unsafe extern "C" fn(*mut ibv_cq, c_uint),
-    pub(crate) create_qp: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp,
-    pub(crate) modify_qp: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int,
-    pub(crate) query_qp:
+    pub ack_cq_events: unsafe extern "C" fn(*mut ibv_cq, c_uint),
+    pub create_qp: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp,
+    pub modify_qp: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int,
+    pub query_qp:
         unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int, *mut ibv_qp_init_attr) -> c_int,
-    pub(crate) destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
-    pub(crate) create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
-    pub(crate) destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
+    pub destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
+    pub create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
+    pub destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
     /// Keeps the code behind every pointer above mapped. Declared last so it
     /// is dropped last.
     _library: Library,
@@ -79,7 +82,7 @@ impl std::fmt::Debug for Verbs {
 impl Verbs {
     /// Opens `library` (a file name searched the dynamic loader's way, or a
     /// path) and resolves every symbol. Never panics.
-    pub(crate) fn load(library: &str) -> Result<Self> {
+    pub fn load(library: &str) -> Result<Self> {
         // SAFETY: loading a shared library runs its initialisers. libibverbs'
         // constructors only set up internal state (no threads, no signal
         // handlers); this is the same load a program linked with -libverbs

@@ -60,7 +60,7 @@
 mod backend;
 pub mod error;
 pub mod ffi;
-mod library;
+pub mod library;
 mod objects;
 pub mod work;
 

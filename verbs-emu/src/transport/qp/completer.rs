@@ -84,8 +84,11 @@ impl Qp {
                     }
                     AethSyndrome::Nak(code) => {
                         self.stats.rx_naks += 1;
-                        if code == NakCode::PsnSequenceError {
-                            self.stats.rx_nak_seq += 1;
+                        match code {
+                            NakCode::PsnSequenceError => self.stats.rx_nak_seq += 1,
+                            NakCode::InvalidRequest => self.stats.rx_nak_invalid_request += 1,
+                            NakCode::RemoteAccessError => self.stats.rx_nak_remote_access += 1,
+                            _ => {}
                         }
                         let go_back0 = self.cfg.retransmit == RetransmitMode::GoBack0;
                         let lower = if go_back0 { head_first } else { self.comp_psn };

@@ -28,7 +28,7 @@ pub use timers::{local_ack_timeout, rnr_timer};
 
 use std::collections::VecDeque;
 
-use crate::cc::{AnyCc, CongestionControl};
+use crate::cc::{AnyCc, CongestionControl, Pacer};
 use crate::time::{Duration, Instant};
 use crate::wire::{
     AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Msn, NakCode,
@@ -180,8 +180,12 @@ pub struct Qp {
     rnr_deadline: Option<Instant>,
     rd_atomic_inflight: u32,
     pkts_since_ackreq: u32,
-    next_send_time: Instant,
+    pacer: Pacer,
     pacing_blocked: bool,
+    /// Data packets have been waiting on the pacer since the QP last had
+    /// nothing to send (unlike `pacing_blocked`, not cleared by the pacing
+    /// timer nor by a send): the pacer's catch-up applies.
+    pacer_held: bool,
     /// A retry started by an implied NAK or a READ response gap; cleared by
     /// progress.
     gap_retried: bool,
@@ -241,8 +245,9 @@ impl Qp {
             rnr_deadline: None,
             rd_atomic_inflight: 0,
             pkts_since_ackreq: 0,
-            next_send_time: Instant::ZERO,
+            pacer: Pacer::with_catch_up(cfg.pacing_burst, cfg.pacing_catch_up),
             pacing_blocked: false,
+            pacer_held: false,
             gap_retried: false,
             rq: VecDeque::with_capacity(cfg.max_recv_wr.min(4096) as usize),
             epsn: Psn::new(0),
@@ -395,16 +400,28 @@ impl Qp {
             }
         }
         if !self.state_runs_requester() || self.sq.len() <= self.send_idx {
+            if self.resp_q.is_empty() {
+                // Nothing waits: the sender is idle, not behind.
+                self.pacer_held = false;
+            }
             return false;
         }
         if self.rnr_deadline.is_some() {
+            self.pacer_held = false;
             return false;
         }
-        if now < self.next_send_time && self.cc.rate().is_some() {
+        if !self.pacer.ready(now) && self.pacing_rate().is_some() {
             self.pacing_blocked = true;
+            self.pacer_held = true;
             return false;
         }
-        self.poll_request(now, mem, out)
+        if self.poll_request(now, mem, out) {
+            return true;
+        }
+        // Held by something else (the window, a fence): the time until it
+        // clears is not the pacer's to make up for.
+        self.pacer_held = false;
+        false
     }
 
     fn cnp(&self) -> Transmit {
@@ -446,6 +463,15 @@ impl Qp {
         }
     }
 
+    /// The rate the pacer holds data packets to, if any.
+    fn pacing_rate(&self) -> Option<crate::time::Rate> {
+        if self.cfg.pace_at_line_rate {
+            self.cc.rate()
+        } else {
+            self.cc.rate_below_line()
+        }
+    }
+
     fn paced(&mut self, now: Instant, h: &RoceHeaders, plen: u32) {
         if let AnyCc::None(_) = self.cc {
             return;
@@ -453,8 +479,8 @@ impl Qp {
         let bytes = (h.header_len() as u32 + plen + h.bth.pad_count as u32 + WIRE_OVERHEAD) as u64;
         self.cc.on_transmit(now, bytes);
         if let Some(rate) = self.cc.rate() {
-            let start = self.next_send_time.max(now);
-            self.next_send_time = start + wire_time(rate, bytes);
+            self.pacer
+                .sent(now, wire_time(rate, bytes), self.pacer_held);
         }
         self.pacing_blocked = false;
     }
@@ -483,8 +509,15 @@ impl Qp {
         }
         if op == Opcode::Cnp {
             self.stats.rx_cnps += 1;
-            if matches!(self.state, QpState::Rts | QpState::Sqd) {
+            // A CNP is acted on by a QP that sends and has an algorithm to
+            // cut its rate; otherwise it is ignored (mlx5's rp_cnp_ignored:
+            // the reaction point is off for the QP).
+            if matches!(self.state, QpState::Rts | QpState::Sqd)
+                && !matches!(self.cc, AnyCc::None(_))
+            {
                 self.cc.on_cnp(now);
+            } else {
+                self.stats.rx_cnps_ignored += 1;
             }
             return;
         }

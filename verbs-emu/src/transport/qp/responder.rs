@@ -81,8 +81,9 @@ impl Qp {
                     self.resp_q.pop_front();
                     return None;
                 }
-                if now < self.next_send_time && self.cc.rate().is_some() {
+                if !self.pacer.ready(now) && self.pacing_rate().is_some() {
                     self.pacing_blocked = true;
+                    self.pacer_held = true;
                     return None;
                 }
                 let plen = remaining.min(self.pmtu);

@@ -150,6 +150,7 @@ impl Qp {
         self.rto_deadline = None;
         self.rnr_deadline = None;
         self.pacing_blocked = false;
+        self.pacer_held = false;
         self.rd_atomic_inflight = 0;
         if let Some(s) = cause {
             self.events.push_back(QpEvent::Error(s));

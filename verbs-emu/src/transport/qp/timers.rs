@@ -39,7 +39,7 @@ impl Qp {
             t = min_deadline(t, self.cc.poll_timeout());
         }
         if self.pacing_blocked {
-            t = min_deadline(t, Some(self.next_send_time));
+            t = min_deadline(t, Some(self.pacer.ready_at()));
         }
         t
     }
@@ -51,7 +51,7 @@ impl Qp {
         if self.cc.poll_timeout().is_some_and(|t| t <= now) {
             self.cc.handle_timeout(now);
         }
-        if self.pacing_blocked && self.next_send_time <= now {
+        if self.pacing_blocked && self.pacer.ready(now) {
             self.pacing_blocked = false;
         }
         if let Some(t) = self.rnr_deadline {
