@@ -18,7 +18,7 @@
 //! (iproute2's libbpf loader pins the map by name under
 //! `/sys/fs/bpf/tc/globals`), and its map is read with bpf(2). The tbf's
 //! counters and backlog come from `tc -s -j qdisc show`, sampled while
-//! traffic runs ([`Bed::sample_tbf`]).
+//! traffic runs with the marker's ([`Bed::sample`]).
 //!
 //! Needs root, `ip`, `tc` and `ethtool`, `nsenter`, clang and libbpf's
 //! headers, and a kernel with network namespaces, veth, tbf and clsact with
