@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use super::testbed::Netns;
 use super::wire::under_ci;
 
 /// The shim the tests load: the `libibverbs.so` cargo built for this test
@@ -408,66 +409,6 @@ fn perftest_send_lat_server_with_rocelab_client() {
 #[test]
 fn rocelab_send_lat_server_with_perftest_client() {
     assert_interop("send_lat", "18636", false);
-}
-
-/// A network namespace of its own (loopback up, UDP segmentation offload
-/// off, so that a capture sees each datagram as a NIC would send it),
-/// deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn create(name: &str) -> Result<Netns, String> {
-        let run = |args: &[&str]| -> Result<(), String> {
-            let o = Command::new(args[0])
-                .args(&args[1..])
-                .output()
-                .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-            if o.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ))
-            }
-        };
-        run(&["ip", "netns", "add", name])?;
-        let ns = Netns(name.to_string());
-        run(&["ip", "-n", name, "link", "set", "lo", "up"])?;
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            name,
-            "ethtool",
-            "-K",
-            "lo",
-            "tx-udp-segmentation",
-            "off",
-        ])?;
-        Ok(ns)
-    }
-
-    /// `cmd` run inside the namespace.
-    fn exec(&self, cmd: &Command) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0]).arg(cmd.get_program());
-        c.args(cmd.get_args());
-        for (k, v) in cmd.get_envs() {
-            match v {
-                Some(v) => c.env(k, v),
-                None => c.env_remove(k),
-            };
-        }
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
 }
 
 /// CRC-32 (IEEE 802.3, reflected, bit by bit): an implementation of the

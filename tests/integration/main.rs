@@ -11,4 +11,5 @@ mod lessons;
 mod perftest;
 mod rdmacm_shim;
 mod report_browser;
+mod testbed;
 mod wire;
