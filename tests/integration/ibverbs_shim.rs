@@ -309,6 +309,10 @@ pub(super) fn output_within(mut cmd: Command, limit: Duration) -> Output {
 /// picks the server. Returns (server, client) outputs.
 fn interop(test: &str, port: &str, debian_serves: bool) -> Option<(Output, Output)> {
     let prog = program(&format!("ib_{test}"))?;
+    // rocelab's side gets its own device address, derived from the TCP
+    // port, so that tests running at once never share 127.0.0.1:4791.
+    let p: u16 = port.parse().unwrap();
+    let bind = format!("127.92.{}.{}", p >> 8, (p & 0xff) % 250 + 1);
     let side = |serve: bool, debian: bool| {
         let mut args = vec!["-p", port];
         if !serve {
@@ -317,6 +321,7 @@ fn interop(test: &str, port: &str, debian_serves: bool) -> Option<(Output, Outpu
         if debian {
             exec(&prog, &args)
         } else {
+            args.extend(["--bind", bind.as_str()]);
             rocelab_perftest(test, &args)
         }
     };
