@@ -80,6 +80,17 @@ impl Drop for Server {
     }
 }
 
+/// The output of a server that should be exiting: killed after `limit`
+/// (a server whose client gave up would wait for it forever).
+pub(super) fn finish(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
 /// Run `name` as server (`args`) and client (`args` + `localhost`); return
 /// both outputs. The client retries while the server is not listening yet.
 pub(super) fn pair(name: &str, args: &[&str]) -> Option<(Output, Output)> {
@@ -94,7 +105,7 @@ pub(super) fn pair(name: &str, args: &[&str]) -> Option<(Output, Output)> {
     let client = loop {
         let mut client_args = args.to_vec();
         client_args.push("localhost");
-        let out = exec(&prog, &client_args).output().unwrap();
+        let out = output_within(exec(&prog, &client_args), Duration::from_secs(60));
         let refused = String::from_utf8_lossy(&out.stderr).contains("Couldn't connect")
             || String::from_utf8_lossy(&out.stdout).contains("Couldn't connect");
         if out.status.success() || !refused || start.elapsed() > Duration::from_secs(10) {
@@ -102,7 +113,7 @@ pub(super) fn pair(name: &str, args: &[&str]) -> Option<(Output, Output)> {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let s = server.0.take().unwrap().wait_with_output().unwrap();
+    let s = finish(server.0.take().unwrap(), Duration::from_secs(30));
     Some((s, client))
 }
 
@@ -343,13 +354,10 @@ fn interop(test: &str, port: &str, debian_serves: bool) -> Option<(Output, Outpu
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let mut s = server.0.take().unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    while s.try_wait().unwrap().is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = s.kill();
-    Some((s.wait_with_output().unwrap(), client))
+    Some((
+        finish(server.0.take().unwrap(), Duration::from_secs(30)),
+        client,
+    ))
 }
 
 /// Both sides exit 0 and print a sane result row: a bandwidth above zero
@@ -553,7 +561,7 @@ fn live_capture_of_ib_write_bw_is_roce_with_valid_icrcs() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let s = server.0.take().unwrap().wait_with_output().unwrap();
+    let s = finish(server.0.take().unwrap(), Duration::from_secs(30));
     assert!(client.status.success(), "client: {}", text(&client));
     assert!(s.status.success(), "server: {}", text(&s));
     // Stop the capture as a user would (SIGINT), so that it flushes.
@@ -636,7 +644,7 @@ fn rocelab_says_which_tests_follow_perftests_exchange() {
         exec(&prog, &["-p", "18637", "localhost"]),
         Duration::from_secs(60),
     );
-    let s = server.0.take().unwrap().wait_with_output().unwrap();
+    let s = finish(server.0.take().unwrap(), Duration::from_secs(30));
     assert!(!s.status.success(), "{}", text(&s));
     assert!(!c.status.success(), "{}", text(&c));
     let e = String::from_utf8_lossy(&s.stderr);

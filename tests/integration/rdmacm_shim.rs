@@ -13,7 +13,7 @@
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::ibverbs_shim::{exec, output_within, pair, program, result_row, text, Server};
+use super::ibverbs_shim::{exec, finish, output_within, pair, program, result_row, text, Server};
 
 /// The payload rping puts after `rdma-ping-N: ` in ping `n` of a
 /// `size`-byte buffer: letters from `A` + n, cycling through `A`..=`z`,
@@ -70,13 +70,10 @@ fn cm_pair(
         std::thread::sleep(Duration::from_millis(100));
     };
     // The server ends by itself after one client; give it 30 s.
-    let mut s = srv.0.take().unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    while s.try_wait().unwrap().is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = s.kill();
-    Some((s.wait_with_output().unwrap(), client_out))
+    Some((
+        finish(srv.0.take().unwrap(), Duration::from_secs(30)),
+        client_out,
+    ))
 }
 
 #[test]

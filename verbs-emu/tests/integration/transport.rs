@@ -580,6 +580,52 @@ fn rnr_exhaustion_gives_rnr_retry_exc_err_and_rnr_retry_7_waits_forever() {
     assert_eq!(s.pair.b.completions[0].byte_len, 100);
 }
 
+/// Sends in flight behind an RNR-NAKed one reach a responder that still
+/// expects the NAKed PSN: it answers the first of them with a sequence
+/// NAK for that PSN. The requester is already waiting to resend from there,
+/// so that NAK asks for nothing new and must not use up `retry_cnt`: with
+/// `rnr_retry` 7 a receiver short of receives for many RNR rounds never
+/// fails its peer's sends (an SRQ that runs dry under load).
+#[test]
+fn sequence_naks_during_an_rnr_wait_do_not_use_up_retry_cnt() {
+    let attrs = ConnectAttrs {
+        retry_cnt: 1,
+        rnr_retry: 7,
+        min_rnr_timer: 1,
+        ..ConnectAttrs::default()
+    };
+    let mut s = setup(attrs, link(), link(), |_| {});
+    one_send(&mut s, 1, 100);
+    one_send(&mut s, 2, 100);
+    let t = Instant::from_ps(Duration::from_ms(2).as_ps());
+    let run = s.pair.run_until(short_limits(), |p| {
+        p.now >= t || !p.a.completions.is_empty()
+    });
+    assert!(
+        s.pair.a.completions.is_empty(),
+        "{:?}",
+        s.pair.a.completions
+    );
+    assert!(run.is_ok(), "{run:?}");
+    let b = s.pair.b.qp.stats();
+    assert!(b.tx_rnr_naks >= 10, "{} RNR NAKs", b.tx_rnr_naks);
+    for wr_id in [8, 9] {
+        s.pair
+            .b
+            .qp
+            .post_recv(RecvWr {
+                wr_id,
+                sges: SgeList::one(BASE, 100, s.b.lkey),
+            })
+            .unwrap();
+    }
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    let st: Vec<WcStatus> = s.pair.a.completions.iter().map(|c| c.status).collect();
+    assert_eq!(st, [WcStatus::Success, WcStatus::Success]);
+}
+
 #[test]
 fn bad_rkey_gives_rem_access_err_and_leaves_memory_untouched() {
     for (name, op) in [

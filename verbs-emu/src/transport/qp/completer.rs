@@ -111,6 +111,16 @@ impl Qp {
                             return;
                         }
                         match code {
+                            // During an RNR wait the requester will resend
+                            // from comp_psn anyway: a sequence NAK for that
+                            // same PSN (the responder saw the packets that
+                            // followed the RNR-NAKed one) asks for nothing
+                            // new and uses up no retry.
+                            NakCode::PsnSequenceError
+                                if self.rnr_deadline.is_some() && p == self.comp_psn =>
+                            {
+                                self.stats.stale_responses += 1;
+                            }
                             NakCode::PsnSequenceError => self.retry_or_fail(now),
                             NakCode::InvalidRequest => self.fail_head(WcStatus::RemInvReqErr),
                             NakCode::RemoteAccessError => self.fail_head(WcStatus::RemAccessErr),
