@@ -32,10 +32,6 @@ struct Peer {
     backend: Arc<UdpBackend>,
 }
 
-fn open(ip: Ipv4Addr) -> (Context, Arc<UdpBackend>) {
-    open_with(UdpConfig::new(SocketAddrV4::new(ip, 4791)))
-}
-
 fn open_with(cfg: UdpConfig) -> (Context, Arc<UdpBackend>) {
     let b = Arc::new(UdpBackend::open(cfg).expect("bind"));
     (Context::from_backend(b.clone()), b)
