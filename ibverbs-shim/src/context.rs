@@ -8,7 +8,7 @@ use std::ptr;
 use std::sync::{Arc, OnceLock};
 
 use verbs_emu::backend::ibverbs::ffi::*;
-use verbs_emu::backend::udp::{node_guid_for, UdpBackend, UdpConfig};
+use verbs_emu::backend::udp::{node_guid_for, BackgroundMode, UdpBackend, UdpConfig};
 use verbs_emu::backend::Backend;
 use verbs_emu::verbs::VerbsError;
 
@@ -171,8 +171,9 @@ fn open_backend(spec: &DeviceSpec) -> Result<UdpBackend, VerbsError> {
         cfg.name = spec.name.clone();
         cfg.set_cc(&spec.cc);
         // C programs often wait for a peer's WRITE by watching memory,
-        // calling no verb: the background thread must not wait a
-        // millisecond of silence before it moves packets.
+        // calling no verb: the background thread must move every packet
+        // as it arrives, as a NIC does.
+        cfg.background = BackgroundMode::Interrupt;
         cfg.app_active_ns = 20_000;
         UdpBackend::open(cfg)
     };

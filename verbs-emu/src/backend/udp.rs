@@ -16,7 +16,13 @@
 //!   `wait_cq` (a server waiting on TCP, a program sleeping), so that
 //!   retransmissions and responses never stall. Between packets it spins
 //!   while traffic is sparse (requests answered without a wake-up) and
-//!   sleeps in poll(2) while a stream flows (see `background`).
+//!   sleeps in poll(2) while a stream flows (see `background`). That is
+//!   [`BackgroundMode::Adaptive`], for applications that call in while
+//!   they wait. With [`BackgroundMode::Interrupt`] (the drop-in
+//!   libibverbs, whose C programs may wait by watching memory) it instead
+//!   moves every packet as it arrives, like a NIC's receive interrupt: it
+//!   blocks in ppoll(2) on the socket and the engines' next deadline, and
+//!   never spins.
 //!
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
@@ -173,7 +179,31 @@ pub struct UdpConfig {
     /// application called in, in nanoseconds (default 1 ms). Programs that
     /// wait for a peer's WRITE by watching memory, without calling in (C
     /// programs over the ibverbs shim, `ib_write_lat`), need it short.
+    /// [`BackgroundMode::Interrupt`] uses it only as the pause of the
+    /// background thread while an application thread waits in `wait_cq`.
     pub app_active_ns: u64,
+    /// How the background thread waits for packets.
+    pub background: BackgroundMode,
+}
+
+/// How a device's background thread moves packets the application does
+/// not collect itself (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackgroundMode {
+    /// For applications that call in while they wait (`poll_cq`,
+    /// `wait_cq`), as rocelab's own tools do: the thread stays out of
+    /// their way for `app_active_ns` after each call, and between packets
+    /// it spins while traffic is sparse and sleeps in poll(2) while a
+    /// stream flows.
+    #[default]
+    Adaptive,
+    /// For applications that may wait without calling in (C programs
+    /// watching memory for a peer's RDMA WRITE): the thread behaves like a
+    /// NIC's receive interrupt. It blocks in the kernel on the socket (or
+    /// until the next engine timer) and is woken at the packet's arrival;
+    /// it never spins and never naps on a fixed timer, so it takes no
+    /// core from the application's spinning threads.
+    Interrupt,
 }
 
 impl UdpConfig {
@@ -193,6 +223,7 @@ impl UdpConfig {
             pacing_burst: PACING_BURST,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
             app_active_ns: APP_ACTIVE_NS,
+            background: BackgroundMode::Adaptive,
         }
     }
 
@@ -1272,6 +1303,9 @@ unsafe fn emit_pieces(
 }
 
 fn background(shared: &Shared) {
+    if shared.cfg.background == BackgroundMode::Interrupt {
+        return background_interrupt(shared);
+    }
     // Between packets the thread either spins (polls the socket again at
     // once) or sleeps in poll(2), by what the traffic is:
     //
@@ -1347,6 +1381,39 @@ fn background(shared: &Shared) {
         }
         let _ = shared.socket.wait_readable(Some(wait));
     }
+}
+
+/// The background thread of [`BackgroundMode::Interrupt`]: progress, then
+/// block in ppoll(2) until a datagram arrives or the next engine timer is
+/// due (at most 2 ms, to notice `stop`).
+fn background_interrupt(shared: &Shared) {
+    no_timer_slack();
+    while !shared.stop.load(Ordering::Relaxed) {
+        if shared.app_waiting.load(Ordering::Relaxed) > 0 {
+            // A thread in `wait_cq` makes progress itself and wakes at
+            // each datagram; two threads taking turns at the lock for
+            // every packet would only slow both.
+            std::thread::sleep(Duration::from_nanos(shared.cfg.app_active_ns));
+            continue;
+        }
+        let deadline = shared.progress(&mut lock(&shared.state));
+        let wait = shared.wait_for(deadline, Duration::from_millis(2));
+        if wait.is_zero() {
+            continue;
+        }
+        if shared.socket.wait_readable(Some(wait)).is_err() {
+            // Not expected of ppoll on a live socket; never spin on it.
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// No timer slack for the calling thread: ppoll's timeout is otherwise
+/// stretched by up to 50 µs, which an RNR timer of tens of microseconds
+/// would feel.
+fn no_timer_slack() {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer; no pointers.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
 }
 
 impl Drop for UdpBackend {
@@ -1677,7 +1744,11 @@ impl Backend for UdpBackend {
         if n > 0 || wc.is_empty() {
             return Ok(n);
         }
-        self.shared.progress_with(&mut st, false);
+        // Deferring the ACKs to the next call needs a background thread
+        // that flushes them when no next call comes; an interrupt-style
+        // one wakes only for datagrams and timers, so they leave now.
+        let interrupt = self.shared.cfg.background == BackgroundMode::Interrupt;
+        self.shared.progress_with(&mut st, interrupt);
         take(&mut st, wc)
     }
 

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
-use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
+use verbs_emu::backend::udp::{BackgroundMode, UdpBackend, UdpConfig};
 use verbs_emu::verbs::{
     AccessFlags, AhAttr, CompletionQueue, Context, Endpoint, MemoryRegion, Mtu, ProtectionDomain,
     QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, VerbsError,
@@ -886,6 +886,61 @@ fn receiver_closing_right_after_its_completion_still_acks() {
             a.backend.stats(),
             a.backend.qp_stats(a.qp.handle()),
         );
+    }
+}
+
+/// Devices in `BackgroundMode::Interrupt` move packets for applications
+/// that never call in while they wait: two peers play `ib_write_lat`'s
+/// ping-pong, each waiting for the other's RDMA WRITE by reading its own
+/// memory only (its last byte, a marker that changes every round), and
+/// polling its CQ only for its own WRITE's completion. Every WRITE lands
+/// with its bytes, and every completion is a success.
+#[test]
+fn interrupt_mode_moves_packets_for_an_application_watching_memory() {
+    let interrupt = |ip| {
+        let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
+        cfg.background = BackgroundMode::Interrupt;
+        peer_with(cfg, QpType::Rc, 4096)
+    };
+    let a = interrupt(Ipv4Addr::new(127, 57, 0, 1));
+    let b = interrupt(Ipv4Addr::new(127, 57, 0, 2));
+    let (ea, eb) = (endpoint(&a, 5), endpoint(&b, 9));
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    // `from` writes its bytes 0..8 (the marker last) to the peer's 64..72,
+    // and the peer watches byte 71.
+    let ping = |from: &Peer, to: &Peer, round: u64| {
+        let marker = (round % 255 + 1) as u8;
+        let body = [round as u8, 1, 2, 3, 4, 5, 6, marker];
+        from.mr.write(0, &body).unwrap();
+        let sge = [from.mr.sge(0, 8).unwrap()];
+        post_send(
+            from,
+            SendWr {
+                wr_id: round,
+                sg_list: &sge,
+                op: SendOp::Write {
+                    remote_addr: to.mr.remote().addr + 64,
+                    rkey: Rkey::new(to.mr.remote().rkey),
+                },
+                flags: SendFlags::SIGNALED,
+                ud: None,
+            },
+        );
+        let end = std::time::Instant::now() + T;
+        while to.mr.read_u8(71).unwrap() != marker {
+            assert!(std::time::Instant::now() < end, "round {round}: no WRITE");
+            std::hint::spin_loop();
+        }
+        assert_eq!(&bytes(&to.mr)[64..72], &body, "round {round}");
+    };
+    for round in 0..300 {
+        ping(&a, &b, round);
+        ping(&b, &a, round);
+        for p in [&a, &b] {
+            let wc = one(p);
+            assert_eq!((wc.status, wc.wr_id), (WcStatus::Success, round));
+        }
     }
 }
 
