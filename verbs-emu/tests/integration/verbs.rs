@@ -861,8 +861,8 @@ fn ce_marks_become_cnps_that_reach_the_sender() {
 #[test]
 fn receiver_closing_right_after_its_completion_still_acks() {
     for round in 0..20 {
-        let a = peer(Ipv4Addr::new(127, 0, 0, 1), QpType::Rc, 8192);
-        let b = peer(Ipv4Addr::new(127, 0, 0, 2), QpType::Rc, 8192);
+        let a = peer(Ipv4Addr::new(127, 59, 0, 1), QpType::Rc, 8192);
+        let b = peer(Ipv4Addr::new(127, 59, 0, 2), QpType::Rc, 8192);
         let (ea, eb) = (endpoint(&a, 1), endpoint(&b, 2));
         a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
         b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
