@@ -720,7 +720,8 @@ pub struct RxMeta {
     /// The datagram was larger than the slot and got cut.
     pub truncated: bool,
     /// When the kernel received it (`SO_TIMESTAMPNS`): `CLOCK_REALTIME`
-    /// since the Unix epoch. A GRO run carries its first segment's time.
+    /// since the Unix epoch; a GRO run, when the kernel delivered it (its
+    /// last segment in).
     /// `None` when the kernel gave none.
     pub arrived: Option<Duration>,
 }

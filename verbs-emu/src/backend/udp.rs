@@ -836,9 +836,9 @@ impl Shared {
     }
 
     /// Hand slot `k`'s packets to their engines, its segments at times
-    /// spread evenly from `first` (the first segment's arrival) towards
-    /// `next` (the next slot's).
-    fn receive_slot(&self, st: &mut State, k: usize, first: Instant, next: Instant) {
+    /// spread evenly after `after` (the previous slot's arrival) up to
+    /// `arrived` (its last segment's).
+    fn receive_slot(&self, st: &mut State, k: usize, after: Instant, arrived: Instant) {
         let State {
             rx,
             qps,
@@ -850,10 +850,10 @@ impl Shared {
         let (m, bytes) = rx.get(k);
         let seg = m.segment_size.max(1);
         let segments = bytes.len().div_ceil(seg).max(1) as u64;
-        let span = next.saturating_duration_since(first).as_ps();
+        let span = arrived.saturating_duration_since(after).as_ps();
         for (i, pkt) in bytes.chunks(seg).enumerate() {
-            let now =
-                first + PsDuration::from_ps((span as u128 * i as u128 / segments as u128) as u64);
+            let now = after
+                + PsDuration::from_ps((span as u128 * (i as u128 + 1) / segments as u128) as u64);
             // The ICRC first, over the bytes as they arrived, as a NIC
             // checks it: a corrupted packet is an ICRC error
             // (`rx_icrc_encapsulated`) whichever byte the corruption hit,
@@ -1300,16 +1300,19 @@ unsafe fn emit_pieces(
     Some(())
 }
 
-/// The device-clock times at which the slots of one receive batch began to
-/// arrive: `out[k]` for slot `k` and `out[n] = now` (`out` holds one more
-/// than there are slots), none before `floor` (the latest time the engines
-/// were given) nor after `now`, never decreasing.
+/// The device-clock times at which the slots of one receive batch arrived:
+/// `out[0] = floor` (the latest time the engines were given) and `out[k +
+/// 1]` for slot `k` (`out` holds one more than there are slots), none
+/// before `floor` nor after `now`, never decreasing. The kernel stamps a
+/// datagram as it delivers it, a GRO run when its last segment is in, so a
+/// slot's time is its last packet's; its others arrived since the slot
+/// before.
 ///
 /// A slot the kernel stamped (`arrived`: `CLOCK_REALTIME`, with `wall` that
 /// clock read beside `now`) is dated by its age, `now - (wall - arrived)`,
 /// so a clock step between rounds cannot move it out of order. An unstamped
-/// slot is placed as if the batch's packets had arrived evenly between
-/// `floor` and `now`. `slots` gives each slot's stamp and packet count.
+/// slot is placed as if the batch's packets had arrived evenly after
+/// `floor` up to `now`. `slots` gives each slot's stamp and packet count.
 fn arrival_times<I>(
     floor: Instant,
     now: Instant,
@@ -1325,6 +1328,7 @@ fn arrival_times<I>(
     let mut before = 0u64;
     let mut prev = floor;
     let mut k = 0;
+    out[0] = floor;
     for (arrived, packets) in slots {
         let at = match (arrived, wall) {
             (Some(a), Some(w)) => {
@@ -1338,17 +1342,16 @@ fn arrival_times<I>(
             _ => {
                 floor
                     + PsDuration::from_ps(
-                        (span as u128 * u128::from((before + 1).min(total)) / u128::from(total))
-                            as u64,
+                        (span as u128 * u128::from((before + packets as u64).min(total))
+                            / u128::from(total)) as u64,
                     )
             }
         };
         before += packets as u64;
         prev = at.clamp(prev, now);
-        out[k] = prev;
         k += 1;
+        out[k] = prev;
     }
-    out[k] = now;
 }
 
 fn background(shared: &Shared) {
@@ -2344,19 +2347,20 @@ mod tests {
             (ago(0).map(|d| d + Duration::from_micros(5)), 1),
         ];
         arrival_times(us(100), us(500), wall, slots.into_iter(), &mut out);
-        assert_eq!(out, [us(100), us(200), us(200), us(500), us(500)]);
+        assert_eq!(out, [us(100), us(100), us(200), us(200), us(500)]);
     }
 
     #[test]
     fn unstamped_packets_spread_evenly_from_the_floor_to_now() {
         let mut out = [Instant::ZERO; 4];
-        // Eight packets: slot 0 holds the first five (a GRO run).
+        // Eight packets, 100 us apart: slot 0 holds the first five (a GRO
+        // run), dated by its last.
         let slots = [(None, 5), (None, 1), (None, 2)];
         arrival_times(us(100), us(900), None, slots.into_iter(), &mut out);
-        assert_eq!(out, [us(200), us(700), us(800), us(900)]);
+        assert_eq!(out, [us(100), us(600), us(700), us(900)]);
         // Stamps without the wall clock to age them: the same spread.
         let stamped = [(Some(Duration::from_secs(1)), 5), (None, 1), (None, 2)];
         arrival_times(us(100), us(900), None, stamped.into_iter(), &mut out);
-        assert_eq!(out, [us(200), us(700), us(800), us(900)]);
+        assert_eq!(out, [us(100), us(600), us(700), us(900)]);
     }
 }
