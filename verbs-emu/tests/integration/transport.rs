@@ -1849,8 +1849,7 @@ fn ce_marks_handled_in_one_batch_owe_a_cnp_per_interval_of_their_arrival_times()
         let mut cb = QpConfig::new(Qpn::new(2));
         cb.min_time_between_cnps = Some(Duration::from_us(4));
         let wire = WireConfig::clean(rate, Duration::from_us(2));
-        let mut pair =
-            Pair::connect(ca, ma, cb, mb, ConnectAttrs::default(), wire.clone(), wire).unwrap();
+        let mut pair = Pair::connect(ca, ma, cb, mb, ConnectAttrs::default(), wire, wire).unwrap();
         let op = SendOp::Write {
             remote_addr: 0,
             rkey: rb.rkey,
