@@ -1053,10 +1053,19 @@ fn dcqcn_runs_count_ce_and_cnps_at_each_hop() {
     assert_counted_at_each_hop(&on);
 }
 
+/// With the shipped defaults (`--cc dcqcn`: the firmware preset, its
+/// 4 us CNP interval, DCQCN starting at the 10 Gbit/s the veth reports),
+/// DCQCN holds the bottleneck once it has caught up: the queue stays below
+/// the marker's Kmax with nothing dropped, and the goodput stays within
+/// 10 % of what the bottleneck carries.
+///
+/// The start cannot stay below Kmax, on this path or a NIC's: DCQCN starts
+/// at line rate, and the first mark reaches the receiver only behind the
+/// queue that made it, at least Kmin / bottleneck = 40 KB / 1 Gbit/s =
+/// 320 us, in which the 9 Gbit/s excess adds 360 KB, more than Kmax. So the
+/// queue is held from half a second on, the window the offered load is
+/// checked in too.
 #[test]
-#[ignore = "DCQCN does not yet hold the bed's queue at its rate: with --cc dcqcn every CNP \
-            is handled, yet the sender offers 1.2 Gbit/s into 1 Gbit/s, the tbf queue \
-            sits at its 1 MB limit and goodput is 0.43 Gbit/s"]
 fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate() {
     let Some(bed) = Bed::up(Shape::default()) else {
         return;
@@ -1072,22 +1081,48 @@ fn dcqcn_cuts_the_rate_on_ce_keeping_the_queue_below_kmax_at_the_bottleneck_rate
     let half_s = Duration::from_millis(500);
     let offered = offered_gbps(&on.samples, half_s);
     assert!(offered <= 1.1 * rate, "offered {offered} Gbit/s at {rate}");
-    let peak = peak_backlog(&on.samples);
-    assert!(peak < kmax, "peak backlog {peak} >= Kmax {kmax}");
-    assert_eq!(on.dropped, 0, "{:?}", on.tbf);
-    // ... while the goodput stays within 10 % of what the bottleneck
-    // carries.
+    let held = on
+        .samples
+        .iter()
+        .position(|s| s.at >= half_s)
+        .expect("samples past half a second");
+    let steady = &on.samples[held..];
+    assert!(
+        steady.len() >= 20,
+        "{} samples past {half_s:?}",
+        steady.len()
+    );
+    let peak = peak_backlog(steady);
+    assert!(
+        peak < kmax,
+        "peak backlog past {half_s:?} {peak} >= Kmax {kmax} (whole run {})",
+        peak_backlog(&on.samples)
+    );
+    let drops = steady.last().unwrap().tbf.drops - steady[0].tbf.drops;
+    assert_eq!(
+        drops, 0,
+        "tbf drops past {half_s:?}; whole run {:?}",
+        on.tbf
+    );
+    // ... while the goodput, over the whole run, stays within 10 % of what
+    // the bottleneck carries.
     let cap = payload_capacity_gbps(&bed.shape);
     assert!(
         on.gbps >= 0.9 * cap && on.gbps <= 1.02 * cap,
         "goodput {} Gbit/s against {cap}",
         on.gbps
     );
-    // Without DCQCN the same path fills its queue.
+    // Without DCQCN the same path fills its queue, and keeps it full.
     let off = write_bw_for_2s(&bed, 18955, None);
     assert_queue_fills(&bed, &off);
     let offered = offered_gbps(&off.samples, half_s);
     assert!(offered >= 1.2 * rate, "offered {offered} Gbit/s at {rate}");
+    let late = off.samples.iter().filter(|s| s.at >= half_s);
+    let peak = late.map(|s| s.tbf.backlog).max().unwrap_or(0);
+    assert!(
+        peak >= kmax,
+        "without DCQCN: peak backlog past {half_s:?} {peak}"
+    );
 }
 
 #[test]

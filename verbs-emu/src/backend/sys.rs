@@ -19,7 +19,11 @@
 //! with a `UDP_SEGMENT` (GSO) control message on multi-packet entries;
 //! [`RoceSocket::recv`] fills an [`RxBatch`] with one `recvmmsg` and, with
 //! `UDP_GRO`, gets runs of same-sized datagrams in one buffer with their
-//! segment size. Batches own their memory, so the steady state allocates
+//! segment size. `SO_TIMESTAMPNS` has the kernel stamp each datagram with
+//! the `CLOCK_REALTIME` instant it arrived ([`RxMeta::arrived`]), as a NIC
+//! stamps each packet: a batch read at once holds packets that arrived over
+//! hundreds of microseconds, and the transport's timing (the CNP interval)
+//! counts from each packet's arrival, not from the read. Batches own their memory, so the steady state allocates
 //! nothing. Receives never block; [`RoceSocket::wait_readable`] blocks with
 //! a timeout, and a busy-polling caller simply calls `recv` in a loop.
 
@@ -43,8 +47,8 @@ pub const MAX_GSO_SEGMENTS: usize = 64;
 pub const MAX_DATAGRAM: usize = 65507;
 const CMSG_SPACE: usize = 64;
 /// Control buffer of one received datagram: IP_TOS, IP_TTL and UDP_GRO,
-/// 24 bytes each on 64-bit Linux.
-const RX_CMSG_SPACE: usize = 96;
+/// 24 bytes each on 64-bit Linux, and SCM_TIMESTAMPNS, 32.
+const RX_CMSG_SPACE: usize = 128;
 
 /// How a [`RoceSocket`] is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +148,9 @@ impl RoceSocket {
         // The TTL as it arrived, for the IPv4 header in a UD receive's GRH.
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_TOS, 0x02)?;
+        // Each datagram's arrival time; without it (a kernel that refuses)
+        // the receiver estimates the times (RxMeta::arrived is None).
+        let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         let buf = opts.buffer_bytes.min(c_int::MAX as usize) as c_int;
         for (force, plain) in [
             (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
@@ -396,6 +403,7 @@ impl RoceSocket {
             let mut tos = 0u8;
             let mut ttl = 0u8;
             let mut segment = 0usize;
+            let mut arrived = None;
             // SAFETY: walking the control buffer the kernel filled, within
             // msg_controllen.
             unsafe {
@@ -405,6 +413,14 @@ impl RoceSocket {
                         (libc::IPPROTO_IP, libc::IP_TOS) => tos = *libc::CMSG_DATA(c),
                         (libc::IPPROTO_IP, libc::IP_TTL) => {
                             ttl = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>()) as u8
+                        }
+                        (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                            let t = std::ptr::read_unaligned(
+                                libc::CMSG_DATA(c).cast::<libc::timespec>(),
+                            );
+                            if t.tv_sec >= 0 && (0..1_000_000_000).contains(&t.tv_nsec) {
+                                arrived = Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32));
+                            }
                         }
                         (SOL_UDP, UDP_GRO) => {
                             segment = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<c_int>())
@@ -427,6 +443,7 @@ impl RoceSocket {
                     segment
                 },
                 truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                arrived,
             };
         }
         batch.count = r;
@@ -702,6 +719,11 @@ pub struct RxMeta {
     pub segment_size: usize,
     /// The datagram was larger than the slot and got cut.
     pub truncated: bool,
+    /// When the kernel received it (`SO_TIMESTAMPNS`): `CLOCK_REALTIME`
+    /// since the Unix epoch; a GRO run, when the kernel delivered it (its
+    /// last segment in).
+    /// `None` when the kernel gave none.
+    pub arrived: Option<Duration>,
 }
 
 /// Reusable receive buffers for one `recvmmsg`.
@@ -728,6 +750,7 @@ impl RxBatch {
                     ttl: 0,
                     segment_size: 0,
                     truncated: false,
+                    arrived: None,
                 };
                 slots
             ],

@@ -80,7 +80,7 @@ use std::time::Duration;
 
 use super::counters::{QpCounters, TransportTotals};
 use super::io::{DatagramIo, IoStats, SocketIo};
-use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch};
+use super::sys::{RoceSocket, RxBatch, SocketOptions, TxBatch, MAX_BATCH};
 use super::{
     AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
     Provider, QpCreated, QpHandle,
@@ -643,6 +643,9 @@ struct State {
     stats: UdpStats,
     /// Asynchronous events not yet taken (`ibv_get_async_event`).
     events: VecDeque<AsyncEvent>,
+    /// The latest time handed to any engine: received packets are never
+    /// dated earlier, so that every engine sees time go forward.
+    fed: Instant,
     /// The transport counters of QPs that were destroyed or reset, so
     /// that the device's stay monotonic.
     retired: TransportTotals,
@@ -728,6 +731,7 @@ impl UdpBackend {
                 icrc: Ipv4IcrcCheck::new(),
                 stats: UdpStats::default(),
                 events: VecDeque::new(),
+                fed: Instant::ZERO,
                 retired: TransportTotals::default(),
             }),
             socket,
@@ -812,14 +816,30 @@ impl Shared {
         if !transmit_after {
             self.transmit(st, now);
         }
+        let mut at = [Instant::ZERO; MAX_BATCH + 1];
         for _ in 0..8 {
             // A receive error (an ICMP report) is a lost packet, not a failure.
             let n = st.io.recv(&mut st.rx).unwrap_or_default();
             if n > 0 {
                 now = self.now();
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok();
+                let rx = &st.rx;
+                arrival_times(
+                    st.fed,
+                    now,
+                    wall,
+                    (0..n).map(|k| {
+                        let (m, _) = rx.get(k);
+                        (m.arrived, m.len.div_ceil(m.segment_size.max(1)))
+                    }),
+                    &mut at[..=n],
+                );
+                st.fed = now;
             }
             for k in 0..n {
-                self.receive_slot(st, k, now);
+                self.receive_slot(st, k, at[k], at[k + 1]);
             }
             if n < st.rx.capacity() {
                 // The socket is drained; another call would only say so.
@@ -846,7 +866,10 @@ impl Shared {
         self.transmit(st, now);
     }
 
-    fn receive_slot(&self, st: &mut State, k: usize, now: Instant) {
+    /// Hand slot `k`'s packets to their engines, its segments at times
+    /// spread evenly after `after` (the previous slot's arrival) up to
+    /// `arrived` (its last segment's).
+    fn receive_slot(&self, st: &mut State, k: usize, after: Instant, arrived: Instant) {
         let State {
             rx,
             qps,
@@ -857,7 +880,11 @@ impl Shared {
         } = st;
         let (m, bytes) = rx.get(k);
         let seg = m.segment_size.max(1);
+        let segments = bytes.len().div_ceil(seg).max(1) as u64;
+        let span = arrived.saturating_duration_since(after).as_ps();
         for (i, pkt) in bytes.chunks(seg).enumerate() {
+            let now = after
+                + PsDuration::from_ps((span as u128 * (i as u128 + 1) / segments as u128) as u64);
             // The ICRC first, over the bytes as they arrived, as a NIC
             // checks it: a corrupted packet is an ICRC error
             // (`rx_icrc_encapsulated`) whichever byte the corruption hit,
@@ -960,6 +987,7 @@ impl Shared {
     }
 
     fn run_timers(&self, st: &mut State, now: Instant) {
+        st.fed = st.fed.max(now);
         for e in st.qps.values_mut() {
             if e.engine.poll_timeout().is_some_and(|t| t <= now) {
                 e.engine.handle_timeout(now);
@@ -984,6 +1012,7 @@ impl Shared {
     /// saves a datagram but measured slower on loopback: the data then
     /// waits for the whole run.)
     fn transmit(&self, st: &mut State, now: Instant) {
+        st.fed = st.fed.max(now);
         let State {
             io,
             qps,
@@ -1300,6 +1329,60 @@ unsafe fn emit_pieces(
     tbuf[pad..].copy_from_slice(&crc.to_le_bytes());
     tx.push_buf_piece(toff, pad + 4);
     Some(())
+}
+
+/// The device-clock times at which the slots of one receive batch arrived:
+/// `out[0] = floor` (the latest time the engines were given) and `out[k +
+/// 1]` for slot `k` (`out` holds one more than there are slots), none
+/// before `floor` nor after `now`, never decreasing. The kernel stamps a
+/// datagram as it delivers it, a GRO run when its last segment is in, so a
+/// slot's time is its last packet's; its others arrived since the slot
+/// before.
+///
+/// A slot the kernel stamped (`arrived`: `CLOCK_REALTIME`, with `wall` that
+/// clock read beside `now`) is dated by its age, `now - (wall - arrived)`,
+/// so a clock step between rounds cannot move it out of order. An unstamped
+/// slot is placed as if the batch's packets had arrived evenly after
+/// `floor` up to `now`. `slots` gives each slot's stamp and packet count.
+fn arrival_times<I>(
+    floor: Instant,
+    now: Instant,
+    wall: Option<Duration>,
+    slots: I,
+    out: &mut [Instant],
+) where
+    I: Iterator<Item = (Option<Duration>, usize)> + Clone,
+{
+    let floor = floor.min(now);
+    let span = now.saturating_duration_since(floor).as_ps();
+    let total = slots.clone().map(|(_, p)| p as u64).sum::<u64>().max(1);
+    let mut before = 0u64;
+    let mut prev = floor;
+    let mut k = 0;
+    out[0] = floor;
+    for (arrived, packets) in slots {
+        let at = match (arrived, wall) {
+            (Some(a), Some(w)) => {
+                let age = w
+                    .saturating_sub(a)
+                    .as_nanos()
+                    .min(u128::from(u64::MAX / 1000)) as u64;
+                now.checked_sub(PsDuration::from_ps(age * 1000))
+                    .unwrap_or(Instant::ZERO)
+            }
+            _ => {
+                floor
+                    + PsDuration::from_ps(
+                        (span as u128 * u128::from((before + packets as u64).min(total))
+                            / u128::from(total)) as u64,
+                    )
+            }
+        };
+        before += packets as u64;
+        prev = at.clamp(prev, now);
+        k += 1;
+        out[k] = prev;
+    }
 }
 
 fn background(shared: &Shared) {
@@ -2309,5 +2392,46 @@ impl Backend for UdpBackend {
         // A flushed receive (QP in ERR) completes at once.
         self.shared.collect(&mut st);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Instant {
+        Instant::from_ps(n * 1_000_000)
+    }
+
+    #[test]
+    fn kernel_stamps_date_each_slot_by_its_age_clamped_and_in_order() {
+        // The realtime clock reads 1000 s beside device time 500 us.
+        let wall = Some(Duration::from_secs(1000));
+        let ago = |n: u64| Some(Duration::from_secs(1000) - Duration::from_micros(n));
+        let mut out = [Instant::ZERO; 5];
+        // Ages 300, 200 and 100 us; one stamped before the floor (100 us
+        // on the device clock) and one "after now" (a clock step).
+        let slots = [
+            (ago(450), 1),
+            (ago(300), 1),
+            (ago(350), 1),
+            (ago(0).map(|d| d + Duration::from_micros(5)), 1),
+        ];
+        arrival_times(us(100), us(500), wall, slots.into_iter(), &mut out);
+        assert_eq!(out, [us(100), us(100), us(200), us(200), us(500)]);
+    }
+
+    #[test]
+    fn unstamped_packets_spread_evenly_from_the_floor_to_now() {
+        let mut out = [Instant::ZERO; 4];
+        // Eight packets, 100 us apart: slot 0 holds the first five (a GRO
+        // run), dated by its last.
+        let slots = [(None, 5), (None, 1), (None, 2)];
+        arrival_times(us(100), us(900), None, slots.into_iter(), &mut out);
+        assert_eq!(out, [us(100), us(600), us(700), us(900)]);
+        // Stamps without the wall clock to age them: the same spread.
+        let stamped = [(Some(Duration::from_secs(1)), 5), (None, 1), (None, 2)];
+        arrival_times(us(100), us(900), None, stamped.into_iter(), &mut out);
+        assert_eq!(out, [us(100), us(600), us(700), us(900)]);
     }
 }

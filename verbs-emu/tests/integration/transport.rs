@@ -1877,3 +1877,64 @@ fn pacing_with_a_burst_sends_what_the_rate_allows_per_call() {
     let err = (total as f64 - want) / want;
     assert!(err.abs() <= 0.01, "{total} B in {span} ({err:+.4})");
 }
+
+/// A receiver that reads its packets in batches hands each its own
+/// arrival time, as a NIC stamps it: every CE mark past the CNP interval
+/// then owes a CNP, even when several are handled before the engine sends.
+/// Handed one time for the whole batch, they are worth one CNP.
+#[test]
+fn ce_marks_handled_in_one_batch_owe_a_cnp_per_interval_of_their_arrival_times() {
+    use verbs_emu::wire::Ecn;
+    let cnps_for = |spacing: Duration| {
+        let rate = Rate::from_gbps(1);
+        let mut ma = LengthMemory::new();
+        let mut mb = LengthMemory::new();
+        let ra = ma.register(0, 1 << 20, AccessFlags::ALL).unwrap();
+        let rb = mb.register(0, 1 << 20, AccessFlags::ALL).unwrap();
+        let ca = QpConfig::new(Qpn::new(1));
+        let mut cb = QpConfig::new(Qpn::new(2));
+        cb.min_time_between_cnps = Some(Duration::from_us(4));
+        let wire = WireConfig::clean(rate, Duration::from_us(2));
+        let mut pair = Pair::connect(ca, ma, cb, mb, ConnectAttrs::default(), wire, wire).unwrap();
+        let op = SendOp::Write {
+            remote_addr: 0,
+            rkey: rb.rkey,
+        };
+        let sge = Sge {
+            addr: 0,
+            length: 8 * 1024,
+            lkey: ra.lkey,
+        };
+        pair.a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
+        let mut sent = Vec::new();
+        while let Some(t) = pair.a.qp.poll_transmit(Instant::ZERO, &pair.a.mem) {
+            sent.push(t);
+        }
+        assert_eq!(sent.len(), 8, "one WRITE of 8 packets");
+        // The batch: packets 8.6 us apart on a 1 Gbit/s wire, all CE.
+        for (i, t) in sent.iter().enumerate() {
+            let rx = Received {
+                headers: t.headers,
+                ecn: Ecn::Ce,
+                payload: Payload::Len(t.payload.len()),
+                grh: None,
+                src: AddressHandle(1),
+            };
+            let at = Instant::from_ps(spacing.as_ps() * (i as u64 + 1));
+            pair.b.qp.handle_packet(at, &rx, &mut pair.b.mem);
+        }
+        let end = Instant::from_ps(spacing.as_ps() * 9);
+        let mut cnps = 0;
+        while let Some(t) = pair.b.qp.poll_transmit(end, &pair.b.mem) {
+            if t.headers.bth.opcode == verbs_emu::wire::Opcode::Cnp {
+                cnps += 1;
+            }
+        }
+        assert_eq!(pair.b.qp.stats().tx_cnps, cnps);
+        cnps
+    };
+    assert_eq!(cnps_for(Duration::from_ns(8600)), 8);
+    // Every other mark falls within the 4 us interval of the one before.
+    assert_eq!(cnps_for(Duration::from_ns(3000)), 4);
+    assert_eq!(cnps_for(Duration::ZERO), 1);
+}

@@ -200,7 +200,10 @@ pub struct Qp {
     resources: Vec<RdRes>,
     res_next: usize,
     resp_q: VecDeque<RespItem>,
-    cnp_pending: bool,
+    /// CNPs due and not yet sent: a batch of received packets can hold
+    /// several CE marks that are each past the CNP interval (packets are
+    /// stamped with their own arrival times), and each is owed its CNP.
+    cnp_pending: u32,
     last_cnp: Option<Instant>,
     /// RETH length of the WRITE in progress.
     write_len: u32,
@@ -258,7 +261,7 @@ impl Qp {
             resources: Vec::new(),
             res_next: 0,
             resp_q: VecDeque::with_capacity(16),
-            cnp_pending: false,
+            cnp_pending: 0,
             last_cnp: None,
             write_len: 0,
             peer_credits: None,
@@ -387,8 +390,8 @@ impl Qp {
         mem: &M,
         out: &mut Transmit,
     ) -> bool {
-        if self.cnp_pending {
-            self.cnp_pending = false;
+        if self.cnp_pending > 0 {
+            self.cnp_pending -= 1;
             self.stats.tx_cnps += 1;
             *out = self.cnp();
             return true;
@@ -549,7 +552,7 @@ impl Qp {
             if let Some(gap) = self.cfg.min_time_between_cnps {
                 if self.cfg.qp_type != QpType::Ud && self.last_cnp.map_or(true, |t| now >= t + gap)
                 {
-                    self.cnp_pending = true;
+                    self.cnp_pending = self.cnp_pending.saturating_add(1);
                     self.last_cnp = Some(now);
                 }
             }
