@@ -13,17 +13,12 @@ use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
 use verbs_emu::cc::{CcConfig, DcqcnParams};
 use verbs_emu::time::Rate;
 use verbs_emu::verbs::{
-    AccessFlags, CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpType, QueuePair,
-    SendFlags, SendOp, SendWr, WcStatus,
+    CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpType, QueuePair, SendFlags,
+    SendOp, SendWr, WcStatus,
 };
 use verbs_emu::wire::Rkey;
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+use super::ALL;
 const T: Duration = Duration::from_secs(20);
 
 struct Side {

@@ -27,12 +27,7 @@ use verbs_emu::verbs::{
 };
 use verbs_emu::wire::icrc::{Icrc, IpEncap, UdpEncap};
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+use super::ALL;
 /// The QPN the victim believes its peer has.
 const PEER_QPN: u32 = 0x99;
 /// The first PSN the victim expects.

@@ -15,12 +15,7 @@ use verbs_emu::verbs::{
 };
 use verbs_emu::wire::{Qpn, Rkey};
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+use super::ALL;
 const T: Duration = Duration::from_secs(10);
 
 struct Peer {
