@@ -37,17 +37,7 @@ impl EventRec {
                 event: kind,
                 status,
                 param: rdma_cm_event_param {
-                    conn: rdma_conn_param {
-                        private_data: std::ptr::null(),
-                        private_data_len: 0,
-                        responder_resources: 0,
-                        initiator_depth: 0,
-                        flow_control: 0,
-                        retry_count: 0,
-                        rnr_retry_count: 0,
-                        srq: 0,
-                        qp_num: 0,
-                    },
+                    conn: rdma_conn_param::EMPTY,
                 },
             },
             private: [0; 256],

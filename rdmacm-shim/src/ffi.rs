@@ -156,6 +156,22 @@ pub struct rdma_conn_param {
     pub qp_num: u32,
 }
 
+impl rdma_conn_param {
+    /// No private data, every number zero: the parameters of an event that
+    /// carries none.
+    pub const EMPTY: rdma_conn_param = rdma_conn_param {
+        private_data: std::ptr::null(),
+        private_data_len: 0,
+        responder_resources: 0,
+        initiator_depth: 0,
+        flow_control: 0,
+        retry_count: 0,
+        rnr_retry_count: 0,
+        srq: 0,
+        qp_num: 0,
+    };
+}
+
 /// `struct rdma_ud_param`.
 #[repr(C)]
 #[derive(Clone, Copy)]

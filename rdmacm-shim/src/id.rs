@@ -702,20 +702,7 @@ fn read_loop(sh: &Arc<IdShared>, mut r: TcpStream) {
             Ok(Some(Msg::Rej(p))) if st.phase == Phase::Connecting => {
                 st.phase = Phase::Failed;
                 let mut ev = EventRec::new(id, RDMA_CM_EVENT_REJECTED, REJ_CONSUMER_DEFINED);
-                ev.set_conn(
-                    rdma_conn_param {
-                        private_data: std::ptr::null(),
-                        private_data_len: 0,
-                        responder_resources: 0,
-                        initiator_depth: 0,
-                        flow_control: 0,
-                        retry_count: 0,
-                        rnr_retry_count: 0,
-                        srq: 0,
-                        qp_num: 0,
-                    },
-                    &p,
-                );
+                ev.set_conn(rdma_conn_param::EMPTY, &p);
                 st.post(ev);
                 st.hang_up();
                 return;
