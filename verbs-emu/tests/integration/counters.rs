@@ -13,12 +13,10 @@ use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
 use verbs_emu::cc::{CcConfig, DcqcnParams};
 use verbs_emu::time::Rate;
 use verbs_emu::verbs::{
-    CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpType, QueuePair, SendFlags,
-    SendOp, SendWr, WcStatus,
+    CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpType, QueuePair,
 };
-use verbs_emu::wire::Rkey;
 
-use super::ALL;
+use super::{write_and_wait, ALL};
 const T: Duration = Duration::from_secs(20);
 
 struct Side {
@@ -68,21 +66,7 @@ fn connect(a: &Side, b: &Side) {
 fn writes(a: &Side, b: &Side, n: u64, len: u32) {
     let rm = b.mr.remote();
     for i in 0..n {
-        let sge = [a.mr.sge(0, len).unwrap()];
-        let wr = SendWr {
-            wr_id: i,
-            sg_list: &sge,
-            op: SendOp::Write {
-                remote_addr: rm.addr,
-                rkey: Rkey::new(rm.rkey),
-            },
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        };
-        // SAFETY: our registered region, unchanged until the completion.
-        unsafe { a.qp.post_send(&[wr]) }.unwrap();
-        let wc = a.cq.poll_n(1, T).unwrap()[0];
-        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+        write_and_wait(&a.qp, &a.cq, &a.mr, &rm, len, i, T);
     }
 }
 

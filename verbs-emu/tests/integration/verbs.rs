@@ -15,7 +15,7 @@ use verbs_emu::verbs::{
 };
 use verbs_emu::wire::{Qpn, Rkey};
 
-use super::ALL;
+use super::{write_and_wait, ALL};
 const T: Duration = Duration::from_secs(10);
 
 struct Peer {
@@ -812,20 +812,7 @@ fn ce_marks_become_cnps_that_reach_the_sender() {
     edit(&mr).fill(0x33);
     let rm = b.mr.remote();
     for i in 0..20u64 {
-        let sge = [mr.sge(0, 8192).unwrap()];
-        let wr = SendWr {
-            wr_id: i,
-            sg_list: &sge,
-            op: SendOp::Write {
-                remote_addr: rm.addr,
-                rkey: Rkey::new(rm.rkey),
-            },
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        };
-        // SAFETY: our registered region, unchanged until the completion.
-        unsafe { qp.post_send(&[wr]) }.unwrap();
-        assert_eq!(cq.poll_n(1, T).unwrap()[0].status, WcStatus::Success);
+        write_and_wait(&qp, &cq, &mr, &rm, 8192, i, T);
         std::thread::sleep(Duration::from_micros(100));
     }
     assert!(bytes(&b.mr)[..8192].iter().all(|&x| x == 0x33));
@@ -1188,22 +1175,7 @@ fn dcqcn_rate_falls_under_ce_marks_and_recovers_without_them() {
     qp.connect(0, &endpoint(&b, 0), Mtu::Mtu1024, ALL).unwrap();
     b.qp.connect(0, &ea, Mtu::Mtu1024, ALL).unwrap();
     let rm = b.mr.remote();
-    let write = |i: u64| {
-        let sge = [mr.sge(0, 8192).unwrap()];
-        let wr = SendWr {
-            wr_id: i,
-            sg_list: &sge,
-            op: SendOp::Write {
-                remote_addr: rm.addr,
-                rkey: Rkey::new(rm.rkey),
-            },
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        };
-        // SAFETY: our registered region, unchanged until the completion.
-        unsafe { qp.post_send(&[wr]) }.unwrap();
-        assert_eq!(cq.poll_n(1, T).unwrap()[0].status, WcStatus::Success);
-    };
+    let write = |i: u64| write_and_wait(&qp, &cq, &mr, &rm, 8192, i, T);
     assert_eq!(
         qp.cc_rate().unwrap(),
         Some(line),
