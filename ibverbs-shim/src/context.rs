@@ -174,7 +174,6 @@ fn open_backend(spec: &DeviceSpec) -> Result<UdpBackend, VerbsError> {
         // calling no verb: the background thread must move every packet
         // as it arrives, as a NIC does.
         cfg.background = BackgroundMode::Interrupt;
-        cfg.app_active_ns = 20_000;
         UdpBackend::open(cfg)
     };
     if let Some(bind) = spec.bind {

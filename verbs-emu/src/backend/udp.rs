@@ -20,9 +20,11 @@
 //!   [`BackgroundMode::Adaptive`], for applications that call in while
 //!   they wait. With [`BackgroundMode::Interrupt`] (the drop-in
 //!   libibverbs, whose C programs may wait by watching memory) it instead
-//!   moves every packet as it arrives, like a NIC's receive interrupt: it
-//!   blocks in ppoll(2) on the socket and the engines' next deadline, and
-//!   never spins.
+//!   moves every packet as it arrives once the application stops calling
+//!   in, like a NIC's receive interrupt: it blocks in ppoll(2) on the
+//!   socket and the engines' next deadline, and never spins; ACKs with
+//!   nothing to go with wait up to [`ACK_HOLD`] for the application's next
+//!   request.
 //!
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
@@ -107,6 +109,14 @@ const MAX_RUN_BYTES: usize = super::sys::MAX_DATAGRAM;
 /// How long the background thread stays out of the way after the
 /// application called in.
 const APP_ACTIVE_NS: u64 = 1_000_000;
+/// How long the background thread of [`BackgroundMode::Interrupt`] holds
+/// an ACK it has nothing else to send with. A program that watches memory
+/// for its peer's RDMA WRITE answers it with its own within a few
+/// microseconds; the ACK then leaves in the same `sendmmsg`, and the peer,
+/// busy polling for that ACK, finds the WRITE beside it and answers without
+/// needing its own background thread (ib_write_lat). A NIC sends the ACK at
+/// once; this delays an unanswered one by at most this much.
+const ACK_HOLD: PsDuration = PsDuration::from_us(10);
 /// How long the background thread keeps polling without sleeping after
 /// the last packet it moved, when traffic is sparse.
 const BACKGROUND_SPIN_NS: u64 = 200_000;
@@ -176,11 +186,10 @@ pub struct UdpConfig {
     /// Default: 0xFFFF at index 0.
     pub pkey_table: [u16; tp::PKEY_TABLE_LEN],
     /// How long the background thread stays out of the way after the
-    /// application called in, in nanoseconds (default 1 ms). Programs that
-    /// wait for a peer's WRITE by watching memory, without calling in (C
-    /// programs over the ibverbs shim, `ib_write_lat`), need it short.
-    /// [`BackgroundMode::Interrupt`] uses it only as the pause of the
-    /// background thread while an application thread waits in `wait_cq`.
+    /// application called in, in nanoseconds (default 1 ms): the longest a
+    /// packet can wait when the application stops calling in just before
+    /// it arrives, and the period at which the thread checks while the
+    /// application keeps calling.
     pub app_active_ns: u64,
     /// How the background thread waits for packets.
     pub background: BackgroundMode,
@@ -198,11 +207,15 @@ pub enum BackgroundMode {
     #[default]
     Adaptive,
     /// For applications that may wait without calling in (C programs
-    /// watching memory for a peer's RDMA WRITE): the thread behaves like a
-    /// NIC's receive interrupt. It blocks in the kernel on the socket (or
-    /// until the next engine timer) and is woken at the packet's arrival;
-    /// it never spins and never naps on a fixed timer, so it takes no
-    /// core from the application's spinning threads.
+    /// watching memory for a peer's RDMA WRITE): once the application has
+    /// not called in for `app_active_ns`, the thread behaves like a NIC's
+    /// receive interrupt. It blocks in the kernel on the socket (or until
+    /// the next engine timer) and is woken at the packet's arrival; it
+    /// never spins, so it takes no core from the application's spinning
+    /// threads. ACKs it has nothing to send with wait up to [`ACK_HOLD`]
+    /// for the application's reply, and `poll_cq` holds them likewise, so
+    /// that a ping-pong settles into each side's polling thread moving
+    /// every packet, one datagram per hop.
     Interrupt,
 }
 
@@ -633,10 +646,12 @@ struct State {
     next_handle: u64,
     next_qpn: u32,
     tx: TxBatch,
-    /// ACKs of one transmit, held back to go after its requests.
     /// ACKs of one transmit round with their QP's DSCP, sent after the
-    /// requests.
+    /// requests; between rounds, the ACKs the background thread holds
+    /// (see [`ACK_HOLD`]).
     acks: Vec<(tp::Transmit, u8)>,
+    /// When the held ACKs in `acks` must leave, if any are held.
+    acks_held_until: Option<Instant>,
     rx: RxBatch,
     /// The receive ICRC check (remembers identifications per source).
     icrc: Ipv4IcrcCheck,
@@ -727,6 +742,7 @@ impl UdpBackend {
                 next_qpn: 0x11,
                 tx: TxBatch::with_capacity(1 << 17),
                 acks: Vec::new(),
+                acks_held_until: None,
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 icrc: Ipv4IcrcCheck::new(),
                 stats: UdpStats::default(),
@@ -812,6 +828,22 @@ impl Shared {
     /// the ACK leaves in the same `sendmmsg` as its next request: one
     /// system call per hop instead of two.
     fn progress_with(&self, st: &mut State, transmit_after: bool) -> Option<Instant> {
+        self.progress_round(st, transmit_after, false)
+    }
+
+    /// Progress as the background thread of [`BackgroundMode::Interrupt`]
+    /// makes it: what it receives is answered at once, but ACKs with
+    /// nothing else to send are held (see [`Shared::transmit_holding`]).
+    fn progress_holding(&self, st: &mut State) -> Option<Instant> {
+        self.progress_round(st, true, true)
+    }
+
+    fn progress_round(
+        &self,
+        st: &mut State,
+        transmit_after: bool,
+        hold_acks: bool,
+    ) -> Option<Instant> {
         let mut now = self.now();
         if !transmit_after {
             self.transmit(st, now);
@@ -848,13 +880,16 @@ impl Shared {
         }
         self.run_timers(st, now);
         if transmit_after {
-            self.transmit(st, now);
+            self.transmit_holding(st, now, hold_acks);
         }
         self.collect(st);
         let d = self.next_deadline(st);
         self.next_deadline_ns
             .store(d.map_or(u64::MAX, |d| d.as_ps() / 1000), Ordering::Relaxed);
-        d
+        // Held ACKs bound the wait of the thread that holds them, but not
+        // the nap of an interrupt-style background thread while the
+        // application calls in: its next call sends them.
+        d.into_iter().chain(st.acks_held_until).min()
     }
 
     /// Send what the engines hold ready: above all the ACKs that
@@ -1012,6 +1047,14 @@ impl Shared {
     /// saves a datagram but measured slower on loopback: the data then
     /// waits for the whole run.)
     fn transmit(&self, st: &mut State, now: Instant) {
+        self.transmit_holding(st, now, false)
+    }
+
+    /// [`transmit`](Self::transmit); with `hold`, a round that has nothing
+    /// but ACKs to send keeps them for up to [`ACK_HOLD`], so that they
+    /// leave with the application's next request (see
+    /// [`background_interrupt`]). Any other round sends the held ones too.
+    fn transmit_holding(&self, st: &mut State, now: Instant, hold: bool) {
         st.fed = st.fed.max(now);
         let State {
             io,
@@ -1019,6 +1062,7 @@ impl Shared {
             mem,
             tx,
             acks,
+            acks_held_until,
             stats,
             ..
         } = st;
@@ -1031,7 +1075,9 @@ impl Shared {
             pieces: io.pieces(),
             local: self.local,
         };
-        acks.clear();
+        if acks_held_until.is_none() {
+            acks.clear();
+        }
         // One slot the engines write each packet into (a packet description
         // is ~300 bytes; returning it by value copied it twice more).
         let mut t = tp::Transmit::EMPTY;
@@ -1043,12 +1089,19 @@ impl Shared {
                 if t.headers.bth.opcode == Opcode::RcAcknowledge {
                     acks.push((t, e.tclass_dscp));
                 } else {
-                    runs.add(tx, mem, stats, &t, e.tclass_dscp);
+                    runs.add(tx, mem, stats, &t, e.tclass_dscp, false);
                 }
             }
         }
+        if hold && tx.is_empty() && runs.run.is_none() && !acks.is_empty() {
+            let until = *acks_held_until.get_or_insert(now + ACK_HOLD);
+            if now < until {
+                return;
+            }
+        }
+        *acks_held_until = None;
         for (t, dscp) in acks.iter() {
-            runs.add(tx, mem, stats, t, *dscp);
+            runs.add(tx, mem, stats, t, *dscp, true);
         }
         runs.close(tx, stats);
         if !tx.is_empty() {
@@ -1179,7 +1232,10 @@ impl RunBuilder {
     /// segments before it ends the run (a LAST after MIDDLE packets), but
     /// one smaller than a lone first packet starts a new run: its
     /// equal-sized successors (MIDDLE packets after a FIRST) could not
-    /// follow it in this one.
+    /// follow it in this one. An ACK (`ack`: they come after every
+    /// request of the round) may end a lone packet's run: the reply a
+    /// latency test's peer waits for then arrives in one datagram with the
+    /// ACK it waits for, instead of in two a receive may split.
     fn add(
         &mut self,
         tx: &mut TxBatch,
@@ -1187,6 +1243,7 @@ impl RunBuilder {
         stats: &mut UdpStats,
         t: &tp::Transmit,
         dscp: u8,
+        ack: bool,
     ) {
         let dst = decode_addr(t.dest);
         let tos = dscp | t.ecn.bits();
@@ -1201,7 +1258,7 @@ impl RunBuilder {
                     && !r.short
                     && r.count < super::sys::MAX_GSO_SEGMENTS
                     && r.bytes + len <= MAX_RUN_BYTES
-                    && (len == r.seg || (len < r.seg && r.count > 1))
+                    && (len == r.seg || (len < r.seg && (r.count > 1 || ack)))
                     && (!self.pieces
                         || tx.pieces_len() - r.first + 2 + t.payload.pieces().len()
                             <= super::sys::MAX_IOV)
@@ -1466,9 +1523,19 @@ fn background(shared: &Shared) {
     }
 }
 
-/// The background thread of [`BackgroundMode::Interrupt`]: progress, then
-/// block in ppoll(2) until a datagram arrives or the next engine timer is
-/// due (at most 2 ms, to notice `stop`).
+/// The background thread of [`BackgroundMode::Interrupt`].
+///
+/// While the application calls in (a `poll_cq` or post within the last
+/// `app_active_ns`), it moves its packets itself and sends its ACKs with
+/// its next request; the thread then stays off the socket and naps until
+/// the window or the next engine timer ends, so that a datagram wakes one
+/// thread, not two that would contend for the two cores of a small host
+/// (an ACK it held, [`ACK_HOLD`], leaves with the application's next call).
+/// Once the application has stopped calling in (it watches memory, waits
+/// on TCP, computes), the thread runs progress and blocks in ppoll(2)
+/// until a datagram arrives or the next engine timer is due (at most
+/// 2 ms, to notice `stop`), like a NIC's receive interrupt. It never
+/// spins.
 fn background_interrupt(shared: &Shared) {
     no_timer_slack();
     while !shared.stop.load(Ordering::Relaxed) {
@@ -1479,7 +1546,23 @@ fn background_interrupt(shared: &Shared) {
             std::thread::sleep(Duration::from_nanos(shared.cfg.app_active_ns));
             continue;
         }
-        let deadline = shared.progress(&mut lock(&shared.state));
+        let touched = shared.app_touch_ns.load(Ordering::Relaxed);
+        let now = shared.now_ns();
+        let active = shared.cfg.app_active_ns;
+        if touched != 0 && now.saturating_sub(touched) < active {
+            // Not past an engine timer (an RNR wait, a retransmission):
+            // the application may not call in before it is due.
+            let due = shared
+                .next_deadline_ns
+                .load(Ordering::Relaxed)
+                .saturating_sub(now);
+            let nap = (active - (now - touched)).min(due);
+            if nap > 0 {
+                std::thread::sleep(Duration::from_nanos(nap));
+                continue;
+            }
+        }
+        let deadline = shared.progress_holding(&mut lock(&shared.state));
         let wait = shared.wait_for(deadline, Duration::from_millis(2));
         if wait.is_zero() {
             continue;
@@ -1827,11 +1910,14 @@ impl Backend for UdpBackend {
         if n > 0 || wc.is_empty() {
             return Ok(n);
         }
-        // Deferring the ACKs to the next call needs a background thread
-        // that flushes them when no next call comes; an interrupt-style
-        // one wakes only for datagrams and timers, so they leave now.
-        let interrupt = self.shared.cfg.background == BackgroundMode::Interrupt;
-        self.shared.progress_with(&mut st, interrupt);
+        // The ACKs wait for the next call (a post sends them with its
+        // request) or, if none comes within `app_active_ns`, for the
+        // background thread.
+        if self.shared.cfg.background == BackgroundMode::Interrupt {
+            self.shared.progress_holding(&mut st);
+        } else {
+            self.shared.progress_with(&mut st, false);
+        }
         take(&mut st, wc)
     }
 
