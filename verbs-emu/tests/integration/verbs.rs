@@ -926,6 +926,99 @@ fn interrupt_mode_moves_packets_for_an_application_watching_memory() {
     }
 }
 
+/// `ib_write_lat`'s loop on two threads at once, over interrupt-mode
+/// devices: each side watches its own memory for the peer's RDMA WRITE,
+/// answers with its own, and busy-polls its CQ for that WRITE's completion
+/// only. The ACK of the peer's WRITE waits for the answer and leaves in the
+/// same datagram (a GSO run of the WRITE and the ACK), so the peer, polling
+/// for that ACK, finds the WRITE already in memory: without that, the reply
+/// arrived after the completion and waited for a background thread. Under
+/// a loaded host an answer can miss the ACK's hold, so the test asks for
+/// most hops, not all; every WRITE lands with its bytes either way.
+#[test]
+fn interrupt_mode_ping_pong_sends_each_ack_with_the_reply() {
+    const ROUNDS: u64 = 2000;
+    let interrupt = |ip| {
+        let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
+        cfg.background = BackgroundMode::Interrupt;
+        peer_with(cfg, QpType::Rc, 4096)
+    };
+    let a = interrupt(Ipv4Addr::new(127, 58, 0, 1));
+    let b = interrupt(Ipv4Addr::new(127, 58, 0, 2));
+    let (ea, eb) = (endpoint(&a, 5), endpoint(&b, 9));
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let (ra, rb) = (a.mr.remote(), b.mr.remote());
+    // The client (`first`) sends round r and waits for the server's round
+    // r; the server waits for round r and answers it. Each writes its
+    // bytes 0..8 (the marker last) to the peer's 64..72.
+    let play = |me: Peer, to: verbs_emu::verbs::RemoteMr, first: bool| {
+        let body = |round: u64, from_client: bool| {
+            let marker = (round % 255 + 1) as u8;
+            [round as u8, from_client as u8, 2, 3, 4, 5, 6, marker]
+        };
+        let wait = |round: u64| {
+            let want = body(round, !first);
+            let end = std::time::Instant::now() + T;
+            while me.mr.read_u8(71).unwrap() != want[7] {
+                assert!(std::time::Instant::now() < end, "round {round}: no WRITE");
+                std::hint::spin_loop();
+            }
+            assert_eq!(&bytes(&me.mr)[64..72], &want, "round {round}");
+        };
+        let mut wcs = [WorkCompletion::empty(); 4];
+        for round in 0..ROUNDS {
+            if !first {
+                wait(round);
+            }
+            me.mr.write(0, &body(round, first)).unwrap();
+            let sge = [me.mr.sge(0, 8).unwrap()];
+            post_send(
+                &me,
+                SendWr {
+                    wr_id: round,
+                    sg_list: &sge,
+                    op: SendOp::Write {
+                        remote_addr: to.addr + 64,
+                        rkey: Rkey::new(to.rkey),
+                    },
+                    flags: SendFlags::SIGNALED,
+                    ud: None,
+                },
+            );
+            let end = std::time::Instant::now() + T;
+            loop {
+                let got = me.cq.poll(&mut wcs).unwrap();
+                if let Some(wc) = got.first() {
+                    assert_eq!((wc.status, wc.wr_id), (WcStatus::Success, round));
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < end,
+                    "round {round}: no completion"
+                );
+            }
+            if first {
+                wait(round);
+            }
+        }
+        me
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let server = s.spawn(|| play(b, ra, false));
+        let a = play(a, rb, true);
+        (a, server.join().unwrap())
+    });
+    for p in [&a, &b] {
+        let st = p.backend.stats();
+        assert!(
+            st.tx_gso_runs >= ROUNDS / 2,
+            "{} of {ROUNDS} hops sent the ACK with the reply: {st:?}",
+            st.tx_gso_runs
+        );
+    }
+}
+
 /// A UDP device whose `dereg_mr` refuses (as a provider does with EBUSY
 /// while memory windows are bound), recording the regions it was asked
 /// to let go of.
