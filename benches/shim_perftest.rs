@@ -9,7 +9,7 @@
 //! * `ib_write_lat` and `rocelab perftest write_lat` at 8 bytes: typical
 //!   latency and their ratio, target <= 1.1;
 //!
-//! then the median ratio of the rounds (`--rounds N`, default 3; `--quick`
+//! then the median ratio of the rounds (`--rounds N`, default 5; `--quick`
 //! one short round) against the targets. Each round runs the two programs
 //! of a pair back to back, alternating which goes first, so that a host
 //! whose speed drifts moves both sides of a ratio. Without perftest's
@@ -112,7 +112,7 @@ fn main() {
         .position(|a| a == "--rounds")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if quick { 1 } else { 3 });
+        .unwrap_or(if quick { 1 } else { 5 });
     let (Some(bw), Some(lat)) = (which("ib_write_bw"), which("ib_write_lat")) else {
         println!("shim_perftest: perftest is not installed (apt-get install perftest); nothing to measure");
         return;
@@ -122,7 +122,10 @@ fn main() {
         return;
     }
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-    let bw_iters = if quick { "500" } else { "3000" };
+    // Long enough (about half a second a run) that one scheduling hiccup
+    // on a small host does not decide a round.
+    let bw_iters = if quick { "500" } else { "20000" };
+    let bw_iters_1m = if quick { "100" } else { "1500" };
     let lat_iters = if quick { "2000" } else { "10000" };
     let parts = [
         Part {
@@ -136,8 +139,8 @@ fn main() {
         Part {
             name: "write_bw 1 MiB   MiB/s",
             program: &bw,
-            flags: s(&["-s", "1048576", "-n", "300"]),
-            ours: s(&["write_bw", "-s", "1048576", "-n", "300"]),
+            flags: s(&["-s", "1048576", "-n", bw_iters_1m]),
+            ours: s(&["write_bw", "-s", "1048576", "-n", bw_iters_1m]),
             column: 3,
             bigger_is_better: true,
         },
