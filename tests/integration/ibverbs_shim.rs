@@ -223,8 +223,14 @@ pub(super) fn result_row(t: &str) -> Vec<f64> {
 }
 
 fn assert_perftest(name: &str, port: &str) {
-    let Some((s, c)) = pair(name, &["-p", port]) else {
-        return;
+    assert_perftest_with(name, &["-p", port]);
+}
+
+/// [`assert_perftest`] with perftest flags; returns the client's result
+/// row (empty where the programs are not installed).
+fn assert_perftest_with(name: &str, args: &[&str]) -> Vec<f64> {
+    let Some((s, c)) = pair(name, args) else {
+        return Vec::new();
     };
     let (ts, tc) = (text(&s), text(&c));
     assert!(s.status.success(), "{name} server: {ts}");
@@ -247,6 +253,7 @@ fn assert_perftest(name: &str, port: &str) {
             "{name}: {row:?}: {tc}"
         );
     }
+    row
 }
 
 #[test]
@@ -277,6 +284,18 @@ fn ib_send_bw_runs() {
 #[test]
 fn ib_send_lat_runs() {
     assert_perftest("ib_send_lat", "18726");
+}
+
+/// UD: perftest sizes `ib_send_bw`'s messages to the port's active MTU
+/// (4096 on loopback), which a UD QP must carry in one packet although it
+/// has no path MTU attribute of its own.
+#[test]
+fn ib_send_bw_and_lat_run_over_ud() {
+    let row = assert_perftest_with("ib_send_bw", &["-p", "18752", "-c", "UD"]);
+    if let Some(bytes) = row.first() {
+        assert_eq!(*bytes, 4096.0, "{row:?}");
+    }
+    assert_perftest_with("ib_send_lat", &["-p", "18753", "-c", "UD"]);
 }
 
 #[test]

@@ -2027,6 +2027,7 @@ impl Backend for UdpBackend {
         cfg.pacing_catch_up = PACING_CATCH_UP;
         cfg.pace_at_line_rate = self.shared.cfg.pace_at_line_rate;
         cfg.pkey_table = self.shared.cfg.pkey_table;
+        cfg.port_mtu = self.shared.active_mtu;
         // A host socket absorbs more than a NIC's on-chip window: keep 4 MiB
         // (at 4 KiB MTU, half the default socket buffer) in flight, so that
         // large messages stream without waiting for ACK round trips. Every

@@ -757,6 +757,9 @@ pub struct QpConfig {
     /// default: rxe and most RoCE NICs send code 31, "no credit
     /// information", and rely on RNR NAKs.
     pub advertise_credits: bool,
+    /// The port's active MTU: the largest message of a UD QP, which has no
+    /// path MTU of its own (a ConnectX port's `active_mtu`; default 1024).
+    pub port_mtu: Mtu,
     /// The port's P_Key table: [`QpAttr::pkey_index`] picks this QP's
     /// P_Key, which it sends in every BTH and matches against every
     /// received one (ROCEV2.md §1.5). Unused entries are 0 (invalid).
@@ -785,6 +788,7 @@ impl QpConfig {
             pacing_catch_up: Duration::ZERO,
             pace_at_line_rate: true,
             advertise_credits: false,
+            port_mtu: Mtu::Mtu1024,
             pkey_table: DEFAULT_PKEY_TABLE,
         }
     }

@@ -490,6 +490,47 @@ fn ud_send_carries_source_qp_and_grh() {
     // The GRH area holds the IPv4 header in its last 20 bytes.
     assert_eq!(bytes(&b.mr)[20], 0x45);
     assert_eq!(&bytes(&b.mr)[20 + 12..20 + 16], &[127, 43, 0, 1]);
+
+    // A UD QP has no path MTU: its messages may fill the port's active
+    // MTU (4096 on loopback), as perftest's UD tests size them, and no more.
+    let active = a.ctx.query_port(1).unwrap().active_mtu.bytes() as usize;
+    assert_eq!(active, 4096);
+    post_recv(&b, 6, 0, 40 + active as u32);
+    fill(&a.mr, 0, active + 1, 3);
+    let ud = Some(UdDest {
+        ah: ah.handle(),
+        remote_qpn: b.qp.qpn(),
+        remote_qkey: 0x1111_1111,
+    });
+    let big = [a.mr.sge(0, active as u32 + 1).unwrap()];
+    let wr = SendWr {
+        wr_id: 2,
+        sg_list: &big,
+        op: SendOp::Send,
+        flags: SendFlags::SIGNALED,
+        ud,
+    };
+    // SAFETY: the SGE names a's own registered region.
+    let e = unsafe { a.qp.post_send(&[wr]) }.unwrap_err();
+    assert!(e.to_string().contains("MTU"), "{e}");
+    let full = [a.mr.sge(0, active as u32).unwrap()];
+    post_send(
+        &a,
+        SendWr {
+            wr_id: 3,
+            sg_list: &full,
+            op: SendOp::Send,
+            flags: SendFlags::SIGNALED,
+            ud,
+        },
+    );
+    assert_eq!(one(&a).status, WcStatus::Success);
+    let r = one(&b);
+    assert_eq!(
+        (r.status, r.byte_len),
+        (WcStatus::Success, 40 + active as u32)
+    );
+    assert_eq!(&bytes(&b.mr)[40..40 + active], &bytes(&a.mr)[..active]);
 }
 
 #[test]

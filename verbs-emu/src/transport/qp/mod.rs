@@ -224,6 +224,16 @@ enum AckOutcome {
     },
 }
 
+/// The largest payload of one packet: the path MTU of an RC or UC QP, or
+/// the port's active MTU for UD (whose messages are one packet each).
+pub(super) fn packet_mtu(cfg: &QpConfig, attr: &QpAttr) -> u32 {
+    if cfg.qp_type == QpType::Ud {
+        cfg.port_mtu.bytes()
+    } else {
+        attr.path_mtu.bytes()
+    }
+}
+
 impl Qp {
     /// A new QP in RESET.
     pub fn new(cfg: QpConfig) -> Qp {
@@ -231,7 +241,7 @@ impl Qp {
             cfg,
             state: QpState::Reset,
             attr: QpAttr::default(),
-            pmtu: QpAttr::default().path_mtu.bytes(),
+            pmtu: packet_mtu(&cfg, &QpAttr::default()),
             stats: QpStats::default(),
             cc: AnyCc::new(cfg.cc),
             completions: VecDeque::with_capacity(64),

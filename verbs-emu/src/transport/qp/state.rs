@@ -70,7 +70,7 @@ impl Qp {
         }
         a.qp_state = to;
         a.cur_qp_state = to;
-        self.pmtu = self.attr.path_mtu.bytes();
+        self.pmtu = super::packet_mtu(&self.cfg, &self.attr);
 
         match to {
             QpState::Reset => self.reset(),
@@ -116,7 +116,7 @@ impl Qp {
             cur_qp_state: QpState::Reset,
             ..attr
         };
-        self.pmtu = attr.path_mtu.bytes();
+        self.pmtu = super::packet_mtu(&cfg, &attr);
     }
 
     pub(super) fn enter_error(&mut self, cause: Option<WcStatus>) {
