@@ -22,9 +22,10 @@
 //!   libibverbs, whose C programs may wait by watching memory) it instead
 //!   moves every packet as it arrives once the application stops calling
 //!   in, like a NIC's receive interrupt: it blocks in ppoll(2) on the
-//!   socket and the engines' next deadline, and never spins; ACKs with
-//!   nothing to go with wait up to [`ACK_HOLD`] for the application's next
-//!   request.
+//!   socket and the engines' next deadline, and spins between sparse
+//!   packets only while the application's threads are off the CPU; ACKs
+//!   with nothing to go with wait up to [`ACK_HOLD`] for the application's
+//!   next request.
 //!
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
@@ -210,9 +211,12 @@ pub enum BackgroundMode {
     /// watching memory for a peer's RDMA WRITE): once the application has
     /// not called in for `app_active_ns`, the thread behaves like a NIC's
     /// receive interrupt. It blocks in the kernel on the socket (or until
-    /// the next engine timer) and is woken at the packet's arrival; it
-    /// never spins, so it takes no core from the application's spinning
-    /// threads. ACKs it has nothing to send with wait up to [`ACK_HOLD`]
+    /// the next engine timer) and is woken at the packet's arrival. It
+    /// spins between sparse packets (as `Adaptive` does) only while the
+    /// application's threads use less than half a core, so it takes no
+    /// core from a program spinning on memory but answers a server that
+    /// blocks (`ib_read_lat`'s) without a wake-up. ACKs it has nothing to
+    /// send with wait up to [`ACK_HOLD`]
     /// for the application's reply, and `poll_cq` holds them likewise, so
     /// that a ping-pong settles into each side's polling thread moving
     /// every packet, one datagram per hop.
@@ -1534,10 +1538,16 @@ fn background(shared: &Shared) {
 /// Once the application has stopped calling in (it watches memory, waits
 /// on TCP, computes), the thread runs progress and blocks in ppoll(2)
 /// until a datagram arrives or the next engine timer is due (at most
-/// 2 ms, to notice `stop`), like a NIC's receive interrupt. It never
-/// spins.
+/// 2 ms, to notice `stop`), like a NIC's receive interrupt. Between
+/// sparse packets (not a stream) it spins for up to `BACKGROUND_SPIN_NS`
+/// instead, but only while the application's threads are off the CPU
+/// ([`OtherThreads`]): a wake-up costs tens of microseconds on a small
+/// virtual machine, a core the application leaves idle costs nothing.
 fn background_interrupt(shared: &Shared) {
     no_timer_slack();
+    let mut last_moved = 0u64;
+    let mut streaming = false;
+    let mut others = OtherThreads::default();
     while !shared.stop.load(Ordering::Relaxed) {
         if shared.app_waiting.load(Ordering::Relaxed) > 0 {
             // A thread in `wait_cq` makes progress itself and wakes at
@@ -1562,7 +1572,31 @@ fn background_interrupt(shared: &Shared) {
                 continue;
             }
         }
-        let deadline = shared.progress_holding(&mut lock(&shared.state));
+        let (deadline, received, sent) = {
+            let mut st = lock(&shared.state);
+            let before = (st.stats.rx_packets, st.stats.tx_packets);
+            let d = shared.progress_holding(&mut st);
+            (
+                d,
+                st.stats.rx_packets - before.0,
+                st.stats.tx_packets - before.1,
+            )
+        };
+        if received + sent > 0 {
+            last_moved = shared.now_ns();
+            streaming |= received >= BULK_PACKETS;
+            continue;
+        }
+        if shared.now_ns().saturating_sub(last_moved) >= BACKGROUND_SPIN_NS {
+            streaming = false;
+        } else if !streaming && !others.busy(shared.now_ns()) {
+            // Sparse requests (a READ, an atomic) while the application's
+            // threads are off the CPU (a server waiting on TCP): the next
+            // one is answered without a wake-up, which costs tens of
+            // microseconds on a small virtual machine.
+            std::hint::spin_loop();
+            continue;
+        }
         let wait = shared.wait_for(deadline, Duration::from_millis(2));
         if wait.is_zero() {
             continue;
@@ -1572,6 +1606,58 @@ fn background_interrupt(shared: &Shared) {
             std::thread::sleep(wait);
         }
     }
+}
+
+/// Whether the process's other threads (the application's) are using the
+/// CPU, from the process's CPU time less the calling thread's, sampled
+/// every [`OtherThreads::PERIOD_NS`]: busy when they ran more than half
+/// of the last period. An application that spins (on memory, on a CQ)
+/// holds a core the background thread must not compete for; one that
+/// blocks leaves it free.
+#[derive(Debug, Default)]
+struct OtherThreads {
+    at_ns: u64,
+    cpu_ns: u64,
+    busy: bool,
+}
+
+impl OtherThreads {
+    const PERIOD_NS: u64 = 50_000;
+
+    /// Whether the other threads were busy, as of the last sample at most
+    /// a period before `now_ns` (the device clock).
+    fn busy(&mut self, now_ns: u64) -> bool {
+        let elapsed = now_ns.saturating_sub(self.at_ns);
+        if self.at_ns != 0 && elapsed < Self::PERIOD_NS {
+            return self.busy;
+        }
+        let cpu = cpu_time_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+            .saturating_sub(cpu_time_ns(libc::CLOCK_THREAD_CPUTIME_ID));
+        if self.at_ns != 0 {
+            self.busy = cpu.saturating_sub(self.cpu_ns) * 2 > elapsed;
+        } else {
+            // No history yet: assume the worst until a period has passed.
+            self.busy = true;
+        }
+        self.at_ns = now_ns;
+        self.cpu_ns = cpu;
+        self.busy
+    }
+}
+
+/// CPU time of `clock` (a process or thread CPU-time clock), in
+/// nanoseconds; 0 if the clock cannot be read.
+fn cpu_time_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a pointer to a
+    // live local.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// No timer slack for the calling thread: ppoll's timeout is otherwise
@@ -2488,6 +2574,51 @@ mod tests {
 
     fn us(n: u64) -> Instant {
         Instant::from_ps(n * 1_000_000)
+    }
+
+    /// The background thread spins only while the application's threads
+    /// are off the CPU: a sleeping thread leaves the process "not busy",
+    /// a spinning one makes it busy; the caller's own time never counts.
+    /// Other tests run in this process meanwhile, so each verdict is asked
+    /// for in any of several periods.
+    #[test]
+    fn other_threads_are_busy_only_while_they_run() {
+        let clock = std::time::Instant::now();
+        let now = || clock.elapsed().as_nanos() as u64 + 1;
+        let spin = |ms| {
+            let end = std::time::Instant::now() + Duration::from_millis(ms);
+            while std::time::Instant::now() < end {
+                std::hint::spin_loop();
+            }
+        };
+        let mut others = OtherThreads::default();
+        assert!(others.busy(now()), "no history yet");
+        let (wake, asleep) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || asleep.recv());
+        // This thread spins meanwhile: its own time is not the others'.
+        let idle_seen = (0..50).any(|_| {
+            spin(60);
+            !others.busy(now())
+        });
+        wake.send(()).unwrap();
+        sleeper.join().unwrap().unwrap();
+        assert!(idle_seen, "a sleeping thread is not busy");
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let busy_seen = (0..50).any(|_| {
+            std::thread::sleep(Duration::from_millis(60));
+            others.busy(now())
+        });
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert!(busy_seen, "a spinning thread is busy");
     }
 
     #[test]
