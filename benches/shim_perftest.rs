@@ -9,8 +9,12 @@
 //! * `ib_write_lat` and `rocelab perftest write_lat` at 8 bytes: typical
 //!   latency and their ratio, target <= 1.1;
 //!
-//! then the median ratio of the rounds (`--rounds N`, default 5; `--quick`
-//! one short round) against the targets. Each round runs the two programs
+//! then, against the targets, the median ratio of the rounds and the ratio
+//! of each side's best round (`--rounds N`, default 9; `--quick` one short
+//! round). On a shared or virtual host a run's bandwidth moves by tens of
+//! percent from one second to the next, and interference only ever slows
+//! a run down: the best of several rounds is what each side can do, and
+//! their ratio is the steadier comparison; the median shows the spread. Each round runs the two programs
 //! of a pair back to back, alternating which goes first, so that a host
 //! whose speed drifts moves both sides of a ratio. Without perftest's
 //! programs the bench says so and ends.
@@ -112,7 +116,7 @@ fn main() {
         .position(|a| a == "--rounds")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if quick { 1 } else { 5 });
+        .unwrap_or(if quick { 1 } else { 9 });
     let (Some(bw), Some(lat)) = (which("ib_write_bw"), which("ib_write_lat")) else {
         println!("shim_perftest: perftest is not installed (apt-get install perftest); nothing to measure");
         return;
@@ -157,6 +161,16 @@ fn main() {
     let mut port = 18900u16;
     for p in &parts {
         let mut ratios = Vec::new();
+        let (mut shim_best, mut ours_best) = (None::<f64>, None::<f64>);
+        let better = |a: Option<f64>, v: f64| {
+            Some(a.map_or(v, |a| {
+                if p.bigger_is_better {
+                    a.max(v)
+                } else {
+                    a.min(v)
+                }
+            }))
+        };
         for r in 0..rounds {
             let run_shim = |port| pair(Some(p.program), &p.flags, port)[p.column];
             let run_ours = |port| pair(None, &p.ours, port)[p.column];
@@ -169,6 +183,8 @@ fn main() {
                 (run_shim(port), b)
             };
             let ratio = shim_v / ours_v;
+            shim_best = better(shim_best, shim_v);
+            ours_best = better(ours_best, ours_v);
             println!(
                 "  round {r}: {:<26} shim {shim_v:>10.2}  rocelab {ours_v:>10.2}  ratio {ratio:.3}",
                 p.name
@@ -176,15 +192,18 @@ fn main() {
             ratios.push(ratio);
         }
         let m = median(ratios);
-        let (target, ok) = if p.bigger_is_better {
-            (">= 0.9", m >= 0.9)
+        let best = shim_best.unwrap_or(0.0) / ours_best.unwrap_or(1.0);
+        let (target, meets): (&str, fn(f64) -> bool) = if p.bigger_is_better {
+            (">= 0.9", |r| r >= 0.9)
         } else {
-            ("<= 1.1", m <= 1.1)
+            ("<= 1.1", |r| r <= 1.1)
         };
+        let verdict = |r: f64| if meets(r) { "met" } else { "NOT met" };
         println!(
-            "{:<26} median ratio {m:.3} (target {target}): {}",
+            "{:<26} best vs best {best:.3}: {}; median ratio {m:.3}: {} (target {target})",
             p.name,
-            if ok { "met" } else { "NOT met" }
+            verdict(best),
+            verdict(m)
         );
     }
 }
