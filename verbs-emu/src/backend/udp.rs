@@ -152,7 +152,10 @@ pub struct UdpConfig {
     pub busy_poll: bool,
     /// Accept packets whose ICRC does not match (still counted).
     pub accept_bad_icrc: bool,
-    /// Link MTU used to derive the port's active MTU.
+    /// Link MTU used to derive the port's active MTU (the largest IB MTU
+    /// whose packets fit, as a RoCE NIC derives it from its netdev's MTU).
+    /// Default: the bound interface's MTU (`/sys/class/net/IF/mtu`), 65536
+    /// on loopback, 1500 where the interface is unknown.
     pub link_mtu: u32,
     /// The link's speed: the line rate DCQCN starts at and never exceeds
     /// ([`UdpConfig::set_cc`]). Default: the bound interface's speed
@@ -232,7 +235,11 @@ impl UdpConfig {
             socket: SocketOptions::default(),
             busy_poll: false,
             accept_bad_icrc: false,
-            link_mtu: if bind.ip().is_loopback() { 65536 } else { 1500 },
+            link_mtu: if bind.ip().is_loopback() {
+                65536
+            } else {
+                link_mtu_of(*bind.ip()).unwrap_or(1500)
+            },
             link_rate: link_rate_of(*bind.ip()).unwrap_or(DEFAULT_LINK_RATE),
             cc: crate::cc::CcConfig::None,
             min_time_between_cnps: crate::cc::CONNECTX_CNP_INTERVAL,
@@ -272,6 +279,14 @@ pub fn link_rate_of(ip: Ipv4Addr) -> Option<Rate> {
     let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
     let mbps: i64 = text.trim().parse().ok()?;
     (mbps > 0).then(|| Rate::from_bps(mbps as u64 * 1_000_000))
+}
+
+/// The MTU of the interface that holds `ip` (`/sys/class/net/IF/mtu`),
+/// if it is known.
+pub fn link_mtu_of(ip: Ipv4Addr) -> Option<u32> {
+    let (name, _) = interfaces().into_iter().find(|&(_, a)| a == ip)?;
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?;
+    text.trim().parse().ok().filter(|&m: &u32| m >= 68)
 }
 
 /// The device name for an address: `udp_<interface>` when known, else
@@ -2574,6 +2589,27 @@ mod tests {
 
     fn us(n: u64) -> Instant {
         Instant::from_ps(n * 1_000_000)
+    }
+
+    /// A device bound to an interface's address takes its link MTU from
+    /// the interface (a 9000-byte link carries 4096-byte RoCE packets); an
+    /// address no interface holds falls back to Ethernet's 1500.
+    #[test]
+    fn link_mtu_follows_the_bound_interface() {
+        for (name, ip) in interfaces().into_iter().filter(|(_, ip)| !ip.is_loopback()) {
+            let sys: u32 = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert_eq!(link_mtu_of(ip), Some(sys), "{name}");
+            assert_eq!(UdpConfig::new(SocketAddrV4::new(ip, 0)).link_mtu, sys);
+        }
+        let nowhere = Ipv4Addr::new(198, 51, 100, 77);
+        assert_eq!(link_mtu_of(nowhere), None);
+        assert_eq!(UdpConfig::new(SocketAddrV4::new(nowhere, 0)).link_mtu, 1500);
+        let lo = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        assert_eq!(lo.link_mtu, 65536);
     }
 
     /// The background thread spins only while the application's threads
