@@ -117,7 +117,7 @@ const APP_ACTIVE_NS: u64 = 1_000_000;
 /// busy polling for that ACK, finds the WRITE beside it and answers without
 /// needing its own background thread (ib_write_lat). A NIC sends the ACK at
 /// once; this delays an unanswered one by at most this much.
-const ACK_HOLD: PsDuration = PsDuration::from_us(10);
+pub const ACK_HOLD: PsDuration = PsDuration::from_us(10);
 /// How long the background thread keeps polling without sleeping after
 /// the last packet it moved, when traffic is sparse.
 const BACKGROUND_SPIN_NS: u64 = 200_000;
@@ -1072,7 +1072,7 @@ impl Shared {
     /// [`transmit`](Self::transmit); with `hold`, a round that has nothing
     /// but ACKs to send keeps them for up to [`ACK_HOLD`], so that they
     /// leave with the application's next request (see
-    /// [`background_interrupt`]). Any other round sends the held ones too.
+    /// [`background`]). Any other round sends the held ones too.
     fn transmit_holding(&self, st: &mut State, now: Instant, hold: bool) {
         st.fed = st.fed.max(now);
         let State {
@@ -1461,105 +1461,42 @@ fn arrival_times<I>(
     }
 }
 
-fn background(shared: &Shared) {
-    if shared.cfg.background == BackgroundMode::Interrupt {
-        return background_interrupt(shared);
-    }
-    // Between packets the thread either spins (polls the socket again at
-    // once) or sleeps in poll(2), by what the traffic is:
-    //
-    // * sparse requests (a READ or atomic now and then, answered by this
-    //   device while its application waits elsewhere): it spins for
-    //   BACKGROUND_SPIN_NS after the last packet it moved, so that the next
-    //   one is answered without a wake-up (adaptive polling, as NAPI busy
-    //   polling does);
-    // * a stream (a round received BULK_PACKETS or more, until
-    //   BACKGROUND_SPIN_NS of silence): it sleeps as soon as the socket is
-    //   empty. Spinning there costs more than the wake-ups it saves: the
-    //   spinning core competes with the sender's (on a virtual machine its
-    //   hyperthread sibling, perhaps); write_bw 64 KiB was faster with the
-    //   receiver sleeping in 12 of 16 alternating bench runs (medians
-    //   +10-15 %).
-    let mut last_moved = 0u64;
-    let mut streaming = false;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if shared.app_waiting.load(Ordering::Relaxed) > 0 {
-            std::thread::sleep(Duration::from_nanos(shared.cfg.app_active_ns));
-            continue;
-        }
-        let touched = shared.app_touch_ns.load(Ordering::Relaxed);
-        let now = shared.now_ns();
-        let active = shared.cfg.app_active_ns;
-        if touched != 0 && now.saturating_sub(touched) < active {
-            // Out of the application's way, but not past an engine timer
-            // (an RNR wait of tens of microseconds, a retransmission): the
-            // application may not call in before it is due.
-            let due = shared
-                .next_deadline_ns
-                .load(Ordering::Relaxed)
-                .saturating_sub(now);
-            let nap = (active - (now - touched)).min(due);
-            if nap >= SPIN_BELOW.as_nanos() as u64 {
-                std::thread::sleep(Duration::from_nanos(nap));
-                continue;
-            }
-            if nap > 0 {
-                std::hint::spin_loop();
-                continue;
-            }
-        }
-        let (deadline, received, sent) = {
-            let mut st = lock(&shared.state);
-            let before = (st.stats.rx_packets, st.stats.tx_packets);
-            let d = shared.progress(&mut st);
-            (
-                d,
-                st.stats.rx_packets - before.0,
-                st.stats.tx_packets - before.1,
-            )
-        };
-        if received + sent > 0 {
-            last_moved = shared.now_ns();
-            // A stream stays one until BACKGROUND_SPIN_NS of silence.
-            streaming |= received >= BULK_PACKETS;
-            continue;
-        }
-        if shared.now_ns().saturating_sub(last_moved) < BACKGROUND_SPIN_NS {
-            if !streaming {
-                std::hint::spin_loop();
-                continue;
-            }
-        } else {
-            streaming = false;
-        }
-        let wait = shared.wait_for(deadline, Duration::from_millis(2));
-        if wait < SPIN_BELOW && deadline.is_some() {
-            // A timer is due within the kernel's timer slack: spin to it.
-            std::hint::spin_loop();
-            continue;
-        }
-        let _ = shared.socket.wait_readable(Some(wait));
-    }
-}
-
-/// The background thread of [`BackgroundMode::Interrupt`].
+/// A device's background thread: progress for the application whenever it
+/// is not calling in itself (see the module docs and [`BackgroundMode`]).
 ///
 /// While the application calls in (a `poll_cq` or post within the last
-/// `app_active_ns`), it moves its packets itself and sends its ACKs with
-/// its next request; the thread then stays off the socket and naps until
-/// the window or the next engine timer ends, so that a datagram wakes one
-/// thread, not two that would contend for the two cores of a small host
-/// (an ACK it held, [`ACK_HOLD`], leaves with the application's next call).
-/// Once the application has stopped calling in (it watches memory, waits
-/// on TCP, computes), the thread runs progress and blocks in ppoll(2)
-/// until a datagram arrives or the next engine timer is due (at most
-/// 2 ms, to notice `stop`), like a NIC's receive interrupt. Between
-/// sparse packets (not a stream) it spins for up to `BACKGROUND_SPIN_NS`
-/// instead, but only while the application's threads are off the CPU
-/// ([`OtherThreads`]): a wake-up costs tens of microseconds on a small
-/// virtual machine, a core the application leaves idle costs nothing.
-fn background_interrupt(shared: &Shared) {
-    no_timer_slack();
+/// `app_active_ns`) or waits in `wait_cq`, it moves its packets itself; the
+/// thread stays off the socket and naps until the window or the next
+/// engine timer ends. In [`BackgroundMode::Interrupt`] it never spins to
+/// such a timer, and ACKs it or `poll_cq` holds ([`ACK_HOLD`]) leave with
+/// the application's next call, so that a datagram wakes one thread, not
+/// two that would contend for the two cores of a small host.
+///
+/// Otherwise it runs progress and, between packets, either spins (polls
+/// the socket again at once) or blocks in ppoll(2) until a datagram
+/// arrives or the next engine timer is due (at most 2 ms, to notice
+/// `stop`), like a NIC's receive interrupt, by what the traffic is:
+///
+/// * sparse requests (a READ or atomic now and then, answered by this
+///   device while its application waits elsewhere): it spins for
+///   `BACKGROUND_SPIN_NS` after the last packet it moved, so that the next
+///   one is answered without a wake-up (adaptive polling, as NAPI busy
+///   polling does), which costs tens of microseconds on a small virtual
+///   machine. In [`BackgroundMode::Interrupt`] only while the
+///   application's threads are off the CPU ([`OtherThreads`]): a program
+///   spinning on memory keeps its core;
+/// * a stream (a round received `BULK_PACKETS` or more, until
+///   `BACKGROUND_SPIN_NS` of silence): it blocks as soon as the socket is
+///   empty. Spinning there costs more than the wake-ups it saves: the
+///   spinning core competes with the sender's (on a virtual machine its
+///   hyperthread sibling, perhaps); write_bw 64 KiB was faster with the
+///   receiver sleeping in 12 of 16 alternating bench runs (medians
+///   +10-15 %).
+fn background(shared: &Shared) {
+    let interrupt = shared.cfg.background == BackgroundMode::Interrupt;
+    if interrupt {
+        no_timer_slack();
+    }
     let mut last_moved = 0u64;
     let mut streaming = false;
     let mut others = OtherThreads::default();
@@ -1575,22 +1512,31 @@ fn background_interrupt(shared: &Shared) {
         let now = shared.now_ns();
         let active = shared.cfg.app_active_ns;
         if touched != 0 && now.saturating_sub(touched) < active {
-            // Not past an engine timer (an RNR wait, a retransmission):
-            // the application may not call in before it is due.
+            // Out of the application's way, but not past an engine timer
+            // (an RNR wait of tens of microseconds, a retransmission): the
+            // application may not call in before it is due.
             let due = shared
                 .next_deadline_ns
                 .load(Ordering::Relaxed)
                 .saturating_sub(now);
             let nap = (active - (now - touched)).min(due);
-            if nap > 0 {
+            if nap >= SPIN_BELOW.as_nanos() as u64 || (interrupt && nap > 0) {
                 std::thread::sleep(Duration::from_nanos(nap));
+                continue;
+            }
+            if nap > 0 {
+                std::hint::spin_loop();
                 continue;
             }
         }
         let (deadline, received, sent) = {
             let mut st = lock(&shared.state);
             let before = (st.stats.rx_packets, st.stats.tx_packets);
-            let d = shared.progress_holding(&mut st);
+            let d = if interrupt {
+                shared.progress_holding(&mut st)
+            } else {
+                shared.progress(&mut st)
+            };
             (
                 d,
                 st.stats.rx_packets - before.0,
@@ -1599,20 +1545,23 @@ fn background_interrupt(shared: &Shared) {
         };
         if received + sent > 0 {
             last_moved = shared.now_ns();
+            // A stream stays one until BACKGROUND_SPIN_NS of silence.
             streaming |= received >= BULK_PACKETS;
             continue;
         }
         if shared.now_ns().saturating_sub(last_moved) >= BACKGROUND_SPIN_NS {
             streaming = false;
-        } else if !streaming && !others.busy(shared.now_ns()) {
-            // Sparse requests (a READ, an atomic) while the application's
-            // threads are off the CPU (a server waiting on TCP): the next
-            // one is answered without a wake-up, which costs tens of
-            // microseconds on a small virtual machine.
+        } else if !streaming && (!interrupt || !others.busy(shared.now_ns())) {
             std::hint::spin_loop();
             continue;
         }
         let wait = shared.wait_for(deadline, Duration::from_millis(2));
+        if !interrupt && wait < SPIN_BELOW && deadline.is_some() {
+            // A timer is due within the kernel's timer slack (which the
+            // interrupt-style thread turned off): spin to it.
+            std::hint::spin_loop();
+            continue;
+        }
         if wait.is_zero() {
             continue;
         }
