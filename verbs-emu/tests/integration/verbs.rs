@@ -912,6 +912,22 @@ fn receiver_closing_right_after_its_completion_still_acks() {
     }
 }
 
+/// Two connected RC peers on interrupt-mode devices (the drop-in
+/// libibverbs's) on 127.<net>.0.1 and 127.<net>.0.2.
+fn interrupt_pair(net: u8) -> (Peer, Peer) {
+    let interrupt = |ip| {
+        let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
+        cfg.background = BackgroundMode::Interrupt;
+        peer_with(cfg, QpType::Rc, 4096)
+    };
+    let a = interrupt(Ipv4Addr::new(127, net, 0, 1));
+    let b = interrupt(Ipv4Addr::new(127, net, 0, 2));
+    let (ea, eb) = (endpoint(&a, 5), endpoint(&b, 9));
+    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    (a, b)
+}
+
 /// Devices in `BackgroundMode::Interrupt` move packets for applications
 /// that never call in while they wait: two peers play `ib_write_lat`'s
 /// ping-pong, each waiting for the other's RDMA WRITE by reading its own
@@ -920,16 +936,7 @@ fn receiver_closing_right_after_its_completion_still_acks() {
 /// with its bytes, and every completion is a success.
 #[test]
 fn interrupt_mode_moves_packets_for_an_application_watching_memory() {
-    let interrupt = |ip| {
-        let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
-        cfg.background = BackgroundMode::Interrupt;
-        peer_with(cfg, QpType::Rc, 4096)
-    };
-    let a = interrupt(Ipv4Addr::new(127, 57, 0, 1));
-    let b = interrupt(Ipv4Addr::new(127, 57, 0, 2));
-    let (ea, eb) = (endpoint(&a, 5), endpoint(&b, 9));
-    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
-    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let (a, b) = interrupt_pair(57);
     // `from` writes its bytes 0..8 (the marker last) to the peer's 64..72,
     // and the peer watches byte 71.
     let ping = |from: &Peer, to: &Peer, round: u64| {
@@ -979,16 +986,7 @@ fn interrupt_mode_moves_packets_for_an_application_watching_memory() {
 #[test]
 fn interrupt_mode_ping_pong_sends_each_ack_with_the_reply() {
     const ROUNDS: u64 = 2000;
-    let interrupt = |ip| {
-        let mut cfg = UdpConfig::new(SocketAddrV4::new(ip, 4791));
-        cfg.background = BackgroundMode::Interrupt;
-        peer_with(cfg, QpType::Rc, 4096)
-    };
-    let a = interrupt(Ipv4Addr::new(127, 58, 0, 1));
-    let b = interrupt(Ipv4Addr::new(127, 58, 0, 2));
-    let (ea, eb) = (endpoint(&a, 5), endpoint(&b, 9));
-    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
-    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let (a, b) = interrupt_pair(58);
     let (ra, rb) = (a.mr.remote(), b.mr.remote());
     // The client (`first`) sends round r and waits for the server's round
     // r; the server waits for round r and answers it. Each writes its
