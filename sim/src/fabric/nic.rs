@@ -267,19 +267,34 @@ impl QpTable {
         self.qps[id as usize].sport
     }
 
-    /// The transport counters of NIC `nic`, summed over its QPs.
+    /// The transport counters of NIC `nic`, summed over its QPs: the
+    /// engine's mlx5 `hw_counters` ([`QpStats::hw_counters`], the one
+    /// mapping the emulator's devices use too), with what only the NIC
+    /// sees (requests received by kind, WQEs completed in error).
+    ///
+    /// [`QpStats::hw_counters`]: verbs_emu::transport::QpStats::hw_counters
     pub fn nic_record(&self, nic: &Nic, name: String) -> NicRecord {
         let mut r = nic.counters.clone();
         r.node = name;
         for q in self.qps.iter().filter(|q| q.host == nic.host) {
-            let s = q.engine.stats();
-            r.np_cnp_sent += s.tx_cnps;
-            r.np_ecn_marked_roce_packets += s.rx_ce;
-            r.rp_cnp_handled += s.rx_cnps;
-            r.local_ack_timeout_err += s.timeouts;
-            r.duplicate_request += s.rx_duplicates;
-            r.rnr_nak_retry_err += s.rx_rnr_naks;
-            r.retransmitted_packets += s.tx_retransmits;
+            for (counter, v) in q.engine.stats().hw_counters() {
+                let field = match counter {
+                    "out_of_sequence" => &mut r.out_of_sequence,
+                    "duplicate_request" => &mut r.duplicate_request,
+                    "rnr_nak_retry_err" => &mut r.rnr_nak_retry_err,
+                    "packet_seq_err" => &mut r.packet_seq_err,
+                    "implied_nak_seq_err" => &mut r.implied_nak_seq_err,
+                    "local_ack_timeout_err" => &mut r.local_ack_timeout_err,
+                    "roce_adp_retrans" => &mut r.retransmitted_packets,
+                    "np_ecn_marked_roce_packets" => &mut r.np_ecn_marked_roce_packets,
+                    "np_cnp_sent" => &mut r.np_cnp_sent,
+                    "rp_cnp_handled" => &mut r.rp_cnp_handled,
+                    // Not in the simulator's record (yet): responder-side
+                    // NAKs, CNPs ignored.
+                    _ => continue,
+                };
+                *field += v;
+            }
         }
         r
     }
@@ -745,25 +760,12 @@ impl World<'_> {
             self.drops += 1;
             return;
         };
-        let op = pkt.headers.bth.opcode;
-        if op.is_request() {
-            let e: Psn = q.engine.expected_psn();
-            if pkt.headers.bth.psn.is_after(e) {
-                nic.counters.out_of_sequence += 1;
+        match pkt.headers.bth.opcode {
+            Opcode::RcWriteFirst | Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm => {
+                nic.counters.rx_write_requests += 1
             }
-            match op {
-                Opcode::RcWriteFirst | Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm => {
-                    nic.counters.rx_write_requests += 1
-                }
-                Opcode::RcReadRequest => nic.counters.rx_read_requests += 1,
-                _ => {}
-            }
-        } else if let Some(a) = pkt.headers.aeth {
-            if a.syndrome
-                == verbs_emu::wire::AethSyndrome::Nak(verbs_emu::wire::NakCode::PsnSequenceError)
-            {
-                nic.counters.packet_seq_err += 1;
-            }
+            Opcode::RcReadRequest => nic.counters.rx_read_requests += 1,
+            _ => {}
         }
         let rx = Received {
             headers: pkt.headers,

@@ -126,3 +126,34 @@ fn an8_go_back_n_survives_the_same_drops() {
         "goodput/C {got:.4}, expected {expected:.4} (W={w:.1})"
     );
 }
+
+/// The NIC counters come from the engine's mlx5 counter table, the one the
+/// emulator's devices report: dropped WRITE packets are `out_of_sequence`
+/// at the responder and `packet_seq_err` (its NAKs) at the requester;
+/// dropped READ responses are `implied_nak_seq_err` at the requester, as
+/// on a ConnectX port (the simulator used to leave that one at zero).
+#[test]
+fn losses_show_in_the_counters_real_nics_use() {
+    let nic =
+        |res: &RunResult, name: &str| res.nics.iter().find(|n| n.node == name).cloned().unwrap();
+    let cfg = lossy(None, Some(256));
+    // A WRITE from h1 to h0 across the lossy h1 -> sw link.
+    let w = run(&cfg, flow(4 << 20, 1 << 20), None, 1);
+    assert_eq!(w.summary.flows_completed, 1);
+    let (req, resp) = (nic(&w, "h1"), nic(&w, "h0"));
+    assert!(resp.out_of_sequence > 0, "{resp:?}");
+    assert!(req.packet_seq_err > 0, "{req:?}");
+    assert!(
+        req.packet_seq_err <= resp.out_of_sequence,
+        "{req:?} {resp:?}"
+    );
+    assert_eq!(req.implied_nak_seq_err, 0, "{req:?}");
+    // A READ by h0 from h1: its responses cross the lossy link.
+    let mut read = flow(4 << 20, 1 << 20);
+    read.op = sim::workload::FlowOp::Read;
+    (read.src, read.dst) = (read.dst, read.src);
+    let r = run(&cfg, read, None, 1);
+    assert_eq!(r.summary.flows_completed, 1);
+    let req = nic(&r, "h0");
+    assert!(req.implied_nak_seq_err > 0, "{req:?}");
+}
