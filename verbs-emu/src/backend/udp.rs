@@ -110,13 +110,14 @@ const MAX_RUN_BYTES: usize = super::sys::MAX_DATAGRAM;
 /// How long the background thread stays out of the way after the
 /// application called in.
 const APP_ACTIVE_NS: u64 = 1_000_000;
-/// How long the background thread of [`BackgroundMode::Interrupt`] holds
-/// an ACK it has nothing else to send with. A program that watches memory
-/// for its peer's RDMA WRITE answers it with its own within a few
-/// microseconds; the ACK then leaves in the same `sendmmsg`, and the peer,
-/// busy polling for that ACK, finds the WRITE beside it and answers without
-/// needing its own background thread (ib_write_lat). A NIC sends the ACK at
-/// once; this delays an unanswered one by at most this much.
+/// How long a [`BackgroundMode::Interrupt`] device (its `poll_cq` and its
+/// background thread) holds an ACK it has nothing else to send with. A
+/// program that watches memory for its peer's RDMA WRITE answers it with
+/// its own within a few microseconds; the ACK then leaves in the same
+/// datagram, and the peer, busy polling for that ACK, finds the WRITE
+/// beside it and answers without needing its own background thread
+/// (ib_write_lat). A NIC sends the ACK at once; this delays an unanswered
+/// one by at most this much while the application keeps calling in.
 pub const ACK_HOLD: PsDuration = PsDuration::from_us(10);
 /// How long the background thread keeps polling without sleeping after
 /// the last packet it moved, when traffic is sparse.
@@ -219,10 +220,10 @@ pub enum BackgroundMode {
     /// application's threads use less than half a core, so it takes no
     /// core from a program spinning on memory but answers a server that
     /// blocks (`ib_read_lat`'s) without a wake-up. ACKs it has nothing to
-    /// send with wait up to [`ACK_HOLD`]
-    /// for the application's reply, and `poll_cq` holds them likewise, so
-    /// that a ping-pong settles into each side's polling thread moving
-    /// every packet, one datagram per hop.
+    /// send with wait up to [`ACK_HOLD`] for the application's reply, and
+    /// `poll_cq` holds them likewise, so that a ping-pong settles into
+    /// each side's polling thread moving every packet, one datagram per
+    /// hop.
     Interrupt,
 }
 
@@ -1960,9 +1961,11 @@ impl Backend for UdpBackend {
         if n > 0 || wc.is_empty() {
             return Ok(n);
         }
-        // The ACKs wait for the next call (a post sends them with its
-        // request) or, if none comes within `app_active_ns`, for the
-        // background thread.
+        // What the received packets make the engines send waits so that
+        // a post sends it with its request: in interrupt mode lone ACKs
+        // are held for up to ACK_HOLD (the next call after that, or the
+        // background thread once the application stops calling in, sends
+        // them); otherwise everything waits for the next call.
         if self.shared.cfg.background == BackgroundMode::Interrupt {
             self.shared.progress_holding(&mut st);
         } else {
