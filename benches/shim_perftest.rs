@@ -10,7 +10,7 @@
 //!   latency and their ratio, target <= 1.1;
 //!
 //! then, against the targets, the median ratio of the rounds and the ratio
-//! of each side's best round (`--rounds N`, default 9; `--quick` one short
+//! of each side's best round (`--rounds N`, default 15; `--quick` one short
 //! round). On a shared or virtual host a run's bandwidth moves by tens of
 //! percent from one second to the next, and interference only ever slows
 //! a run down: the best of several rounds is what each side can do, and
@@ -116,7 +116,7 @@ fn main() {
         .position(|a| a == "--rounds")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if quick { 1 } else { 9 });
+        .unwrap_or(if quick { 1 } else { 15 });
     let (Some(bw), Some(lat)) = (which("ib_write_bw"), which("ib_write_lat")) else {
         println!("shim_perftest: perftest is not installed (apt-get install perftest); nothing to measure");
         return;
