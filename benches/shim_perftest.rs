@@ -14,9 +14,10 @@
 //! round). On a shared or virtual host a run's bandwidth moves by tens of
 //! percent from one second to the next, and interference only ever slows
 //! a run down: the best of several rounds is what each side can do, and
-//! their ratio is the steadier comparison; the median shows the spread. Each round runs the two programs
-//! of a pair back to back, alternating which goes first, so that a host
-//! whose speed drifts moves both sides of a ratio. Without perftest's
+//! their ratio is the steadier comparison; the median shows the spread.
+//! Each round runs the two programs of a pair back to back, alternating
+//! which goes first, so that a host whose speed drifts moves both sides of
+//! a ratio. Without perftest's
 //! programs the bench says so and ends.
 
 use std::path::{Path, PathBuf};

@@ -276,18 +276,24 @@ pub fn link_rate_of(ip: Ipv4Addr) -> Option<Rate> {
     if ip.is_loopback() {
         return None;
     }
-    let (name, _) = interfaces().into_iter().find(|&(_, a)| a == ip)?;
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
-    let mbps: i64 = text.trim().parse().ok()?;
+    let mbps: i64 = interface_attr(ip, "speed")?.parse().ok()?;
     (mbps > 0).then(|| Rate::from_bps(mbps as u64 * 1_000_000))
 }
 
 /// The MTU of the interface that holds `ip` (`/sys/class/net/IF/mtu`),
 /// if it is known.
 pub fn link_mtu_of(ip: Ipv4Addr) -> Option<u32> {
+    interface_attr(ip, "mtu")?
+        .parse()
+        .ok()
+        .filter(|&m: &u32| m >= 68)
+}
+
+/// `/sys/class/net/IF/<attr>`, trimmed, of the interface that holds `ip`.
+fn interface_attr(ip: Ipv4Addr, attr: &str) -> Option<String> {
     let (name, _) = interfaces().into_iter().find(|&(_, a)| a == ip)?;
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?;
-    text.trim().parse().ok().filter(|&m: &u32| m >= 68)
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/{attr}")).ok()?;
+    Some(text.trim().to_string())
 }
 
 /// The device name for an address: `udp_<interface>` when known, else
