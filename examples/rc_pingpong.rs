@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use std::net::Ipv4Addr;
 
+use roce::wire::Qpn;
 use verbs_emu::backend::ibverbs::IbverbsProvider;
 use verbs_emu::backend::udp::UdpProvider;
 use verbs_emu::backend::{self, BackendKind, OpenRequest, Provider};
@@ -43,7 +44,6 @@ use verbs_emu::verbs::{
     device_list, AccessFlags, AhAttr, Context, Endpoint, Gid, Mtu, QpAttr, QpState, QpType, RecvWr,
     SendFlags, SendOp, SendWr, VerbsError, WorkCompletion,
 };
-use verbs_emu::wire::Qpn;
 
 /// The local port (ibv_rc_pingpong's `-i` default).
 const PORT: u8 = 1;

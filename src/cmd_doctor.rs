@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use reports::doctor::{self, Options, Severity};
-use verbs_emu::time::Duration;
+use roce::time::Duration;
 
 /// Arguments of `doctor`.
 #[derive(Debug, clap::Args)]

@@ -101,6 +101,21 @@ fn candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
     out
 }
 
+/// The command that builds the two libraries where this binary looks for
+/// them: the workspace's default members are rocelab and both shims, so a
+/// plain build of the profile this binary came from puts them beside it.
+fn build_command() -> &'static str {
+    let release = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.ends_with("release")))
+        .unwrap_or(false);
+    if release {
+        "cargo build --release"
+    } else {
+        "cargo build"
+    }
+}
+
 /// The shim library to load, or why there is none.
 fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
     let c = candidates(explicit);
@@ -110,10 +125,11 @@ fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
         .ok_or_else(|| {
             let tried: Vec<String> = c.iter().map(|p| p.display().to_string()).collect();
             format!(
-                "rocelab's libibverbs was not found (tried {}); build it with \
-                 `cargo build -p ibverbs-shim -p rdmacm-shim` (they land next to the rocelab binary), \
-                 or name it with --lib or ${LIB_ENV}",
-                tried.join(", ")
+                "rocelab's libibverbs was not found (tried {}); build it with `{}` in the \
+                 rocelab checkout (it builds rocelab and both libraries next to the rocelab \
+                 binary), or name it with --lib or ${LIB_ENV}",
+                tried.join(", "),
+                build_command(),
             )
         })
 }
@@ -181,8 +197,9 @@ fn settings(shim: &ShimArgs) -> Result<Vec<(&'static str, String)>, String> {
     if rdmacm.is_none() {
         eprintln!(
             "note: no {RDMACM_BUILT_NAME} beside {}: rdma_cm programs (rping, ib_write_bw -R) \
-             will not find the emulated devices; build it with `cargo build -p rdmacm-shim`",
-            lib.display()
+             will not find the emulated devices; build it with `{}` in the rocelab checkout",
+            lib.display(),
+            build_command(),
         );
     }
     let dir = loader_dir(&lib, rdmacm.as_deref())?;
@@ -275,7 +292,8 @@ mod tests {
     #[test]
     fn a_missing_library_says_how_to_build_it() {
         let e = find_library(Some(Path::new("/nonexistent/libibverbs.so"))).unwrap_err();
-        assert!(e.contains("cargo build -p ibverbs-shim"), "{e}");
+        assert!(e.contains(build_command()), "{e}");
+        assert!(e.contains("cargo build"), "{e}");
         assert!(e.contains("/nonexistent/libibverbs.so"), "{e}");
     }
 

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use roce::time::Duration;
 use sim::results::{GroupRecord, RunResult, RunStats};
 use sim::run::{simulate, RunOptions};
 use sim::scenario::{self, Overrides, ScenarioResults};
 use sim::topology::Routes;
-use verbs_emu::time::Duration;
 
 /// Arguments of `rocelab run`.
 #[derive(Debug, clap::Args)]

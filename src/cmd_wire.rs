@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use verbs_emu::wire::dissect::{decode_frame, Decoded};
-use verbs_emu::wire::pcap::LINKTYPE_ETHERNET;
-use verbs_emu::wire::{samples, PcapReader};
+use roce::wire::dissect::{decode_frame, Decoded};
+use roce::wire::pcap::LINKTYPE_ETHERNET;
+use roce::wire::{samples, PcapReader};
 
 /// Arguments of `rocelab wire`.
 #[derive(Debug, Args)]

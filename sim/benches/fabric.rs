@@ -49,6 +49,7 @@ use std::time::Instant as WallInstant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use roce::time::Size;
 use sim::config::{
     CcAlgorithm, ElementOverride, FaultConfig, OverrideSetting, PfcThreshold, SimConfig,
 };
@@ -58,7 +59,6 @@ use sim::topology::generate::fat_tree;
 use sim::topology::{LinkProps, NodeId, NodeKind, Routes, Topology};
 use sim::workload::generate::{self, FlowBuilder, FlowTemplate};
 use sim::workload::FlowSpec;
-use verbs_emu::time::Size;
 
 /// The hosts of a topology, in node order.
 fn hosts(t: &Topology) -> Vec<NodeId> {
@@ -125,7 +125,7 @@ fn inert_layer(cfg: &SimConfig, k: usize) -> SimConfig {
             node: n.name.clone(),
             port: None,
             window: Window {
-                start: verbs_emu::time::Duration::ZERO,
+                start: roce::time::Duration::ZERO,
                 end: None,
             },
             setting: OverrideSetting::Fabric(Box::new(cfg.fabric.clone())),

@@ -14,14 +14,14 @@
 //! [`SimConfig::validate`] checks the cross-field rules (priorities in
 //! range, `xon <= xoff`, `kmin <= kmax`, ...) and names the key at fault.
 
+use roce::time::{Duration, Rate, Size};
 use serde::{Deserialize, Serialize};
-use verbs_emu::time::{Duration, Rate, Size};
 
 pub use crate::faults::{FaultConfig, FaultType};
 pub use crate::overrides::{ElementOverride, OverrideSetting};
 /// DCQCN parameters over a preset (`[nic.cc.dcqcn]`): the emulation's
 /// table, shared so that both read the same keys.
-pub use verbs_emu::cc::DcqcnOverrides;
+pub use roce::cc::DcqcnOverrides;
 
 /// Everything a run needs besides the topology and the flows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

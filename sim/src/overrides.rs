@@ -43,9 +43,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use roce::time::Duration;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
-use verbs_emu::time::Duration;
 
 use crate::config::{FabricConfig, NicConfig, SimConfig};
 use crate::faults::Window;

@@ -9,7 +9,7 @@
 //! ([`FlowSpec::after`]), at the later of `start` and the completion of
 //! the last flow they wait for (see [`crate::workload`]).
 
-use verbs_emu::time::Duration;
+use roce::time::Duration;
 
 use crate::config::{ConfigError, SimConfig};
 use crate::results::{RunResult, RunStats};

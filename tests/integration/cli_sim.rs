@@ -309,10 +309,7 @@ size = "400KB"
         step > 48_000_000 && step.abs_diff(expected) < expected / 50,
         "step {step}, expected {expected}"
     );
-    let line = format!(
-        "step time grads: {}",
-        verbs_emu::time::Duration::from_ps(step)
-    );
+    let line = format!("step time grads: {}", roce::time::Duration::from_ps(step));
     assert!(stdout.contains(&line), "{line:?} in {stdout}");
     // Steps run one after the other: a later step is posted after time 0.
     let flows = v["flows"].as_array().unwrap();
@@ -330,7 +327,7 @@ size = "400KB"
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     // The parser keeps nanoseconds.
-    let interval = verbs_emu::time::Duration::from_ps(end / 1000 * 1000);
+    let interval = roce::time::Duration::from_ps(end / 1000 * 1000);
     assert!(
         text.contains(&format!(
             "counters (ethtool counts over {interval} of simulated time from zero): default/h0, default/h1,"
@@ -402,7 +399,7 @@ fabric.pfc.enabled = false
     assert!(flows.iter().all(|f| f["size"] == 20_000), "{flows:?}");
     // The capture of sw0 -> h0: a pcap holding at least the data frames.
     let pcap = std::fs::read(out.join("pcap/lossless/sw0-h0.pcap")).unwrap();
-    let frames = verbs_emu::wire::PcapReader::new(&pcap).unwrap().count();
+    let frames = roce::wire::PcapReader::new(&pcap).unwrap().count();
     assert!(frames >= 2 * 20_000 / 4096, "{frames} frames");
 
     // `--set` over a variant's own key wins; validate checks what run runs.

@@ -485,7 +485,7 @@ fn icrc_reference_matches_a_known_packet() {
     // The CRC-32 check value of the standard ("123456789").
     assert_eq!(crc32_bitwise(b"123456789"), 0xCBF4_3926);
     // A frame the emitter wrote, checked by the reference.
-    use verbs_emu::wire::samples::{samples, SampleContent};
+    use roce::wire::samples::{samples, SampleContent};
     let all = samples();
     let v4: Vec<_> = all
         .iter()
@@ -609,8 +609,8 @@ fn live_capture_of_ib_write_bw_is_roce_with_valid_icrcs() {
     );
     // The ICRC of every frame against the reference computation.
     let data = std::fs::read(&pcap).unwrap();
-    let reader = verbs_emu::wire::pcap::PcapReader::new(&data).unwrap();
-    assert_eq!(reader.link_type(), verbs_emu::wire::pcap::LINKTYPE_ETHERNET);
+    let reader = roce::wire::pcap::PcapReader::new(&data).unwrap();
+    assert_eq!(reader.link_type(), roce::wire::pcap::LINKTYPE_ETHERNET);
     let mut frames = 0usize;
     let mut writes = 0usize;
     for (i, rec) in reader.enumerate() {

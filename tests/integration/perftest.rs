@@ -420,8 +420,8 @@ fn post_list_batches_and_moderates_completions() {
 /// The IP TOS bytes of every RoCEv2 packet this side sent in `pcap`.
 fn sent_tos(pcap: &std::path::Path, src: [u8; 4]) -> Vec<u8> {
     let data = std::fs::read(pcap).unwrap();
-    let r = verbs_emu::wire::pcap::PcapReader::new(&data).unwrap();
-    assert_eq!(r.link_type(), verbs_emu::wire::pcap::LINKTYPE_ETHERNET);
+    let r = roce::wire::pcap::PcapReader::new(&data).unwrap();
+    assert_eq!(r.link_type(), roce::wire::pcap::LINKTYPE_ETHERNET);
     r.map(|rec| rec.unwrap().data.to_vec())
         .filter(|f| f.len() > 34 && f[26..30] == src)
         .map(|f| f[15])

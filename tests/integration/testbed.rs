@@ -544,7 +544,7 @@ impl Bed {
 /// header the kernel writes for a single datagram, then one payload bit
 /// flipped.
 fn corrupted_write(from: std::net::SocketAddrV4, to: std::net::SocketAddrV4, psn: u32) -> Vec<u8> {
-    use verbs_emu::wire::icrc::{Icrc, IpEncap, UdpEncap};
+    use roce::wire::icrc::{Icrc, IpEncap, UdpEncap};
     let mut p = vec![0x0A, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x11];
     p.extend_from_slice(&(psn & 0xFF_FFFF).to_be_bytes());
     p.extend_from_slice(&0u64.to_be_bytes()); // RETH: virtual address
@@ -719,7 +719,7 @@ fn read_pinned_array_entry(path: &Path, size: usize) -> std::io::Result<Vec<u8>>
 /// packets it received with CE, and CNPs (opcode 0x81) it sent.
 fn ce_received_and_cnps_sent(pcap: &Path) -> (u64, u64) {
     let data = std::fs::read(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
-    let reader = verbs_emu::wire::pcap::PcapReader::new(&data).unwrap();
+    let reader = roce::wire::pcap::PcapReader::new(&data).unwrap();
     let receiver: std::net::Ipv4Addr = RECEIVER_IP.parse().unwrap();
     let (mut ce, mut cnps) = (0, 0);
     for rec in reader {

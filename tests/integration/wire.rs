@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use verbs_emu::wire::samples::{samples, Sample, SampleContent};
-use verbs_emu::wire::{IpRepr, Opcode, PfcRepr, RoceRepr, UdpChecksum};
+use roce::wire::samples::{samples, Sample, SampleContent};
+use roce::wire::{IpRepr, Opcode, PfcRepr, RoceRepr, UdpChecksum};
 
 fn rocelab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rocelab"))

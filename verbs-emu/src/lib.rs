@@ -1,30 +1,19 @@
-//! RoCEv2 in userspace: the wire format, a sans-IO RC transport engine,
-//! congestion control, and a verbs API over UDP or real RDMA hardware.
+//! RDMA verbs in userspace: a verbs API modelled on rdma-core over the
+//! sans-IO RoCEv2 core ([`roce`]), with two backends (RoCEv2 over UDP,
+//! real RDMA hardware through libibverbs) and perftest-compatible tools.
 //!
-//! Layers, bottom up (see the architecture map):
+//! * [`verbs`]: the user API (Context, PD, MR, CQ, QP, builders, states).
+//! * [`backend`]: the `Backend` trait, the UDP backend (which drives the
+//!   core's engine over a socket in real time) and the hardware backend.
+//! * [`perftest`]: `ib_*_bw` / `ib_*_lat` compatible tools over any backend.
 //!
-//! * [`time`]: integer picosecond time, rates and sizes used everywhere.
-//! * [`wire`]: zero-copy packet views and `Repr`s for every RoCEv2 header,
-//!   ICRC, PFC frames and pcap files.
-//! * [`transport`]: the sans-IO RC/UC/UD engine (requester, responder,
-//!   completer, timers, QP state machine).
-//! * [`cc`]: congestion control (DCQCN reaction and notification points).
-//! * [`verbs`], [`backend`], [`perftest`]: the user API, its backends and
-//!   perftest-compatible tools.
-//!
-//! Nothing under `wire`, `transport` or `cc` reads a clock, opens a socket,
-//! spawns a thread or takes OS entropy.
-
-#[macro_use]
-mod value_enum;
-#[macro_use]
-mod flags;
+//! The core's modules ([`time`], [`wire`], [`transport`], [`cc`]) are
+//! re-exported so that a program written against the verbs API needs one
+//! crate; they are the core's own types, not copies.
 
 pub mod backend;
 pub mod bench;
-pub mod cc;
 pub mod perftest;
-pub mod time;
-pub mod transport;
 pub mod verbs;
-pub mod wire;
+
+pub use roce::{cc, time, transport, wire};

@@ -492,8 +492,8 @@ fn impact_of_hold(top: Option<&(String, String, u64, String)>, sim: &[SimVariant
                 if *id > 0 {
                     s.push_str(&format!(
                         "; {g}: step {} vs ideal {} ({}.{:02}x)",
-                        verbs_emu::time::Duration::from_ps(*st),
-                        verbs_emu::time::Duration::from_ps(*id),
+                        roce::time::Duration::from_ps(*st),
+                        roce::time::Duration::from_ps(*id),
                         st / id,
                         (st % id) * 100 / id
                     ));
@@ -725,7 +725,7 @@ fn sim_facts(v: &SimVariant) -> Vec<String> {
             v.name,
             v.unfinished.len(),
             v.flows_total,
-            verbs_emu::time::Duration::from_ps(v.sim_time_ps),
+            roce::time::Duration::from_ps(v.sim_time_ps),
             if v.stop_reason.is_empty() { "?" } else { &v.stop_reason },
             sample.join("; "),
             if v.unfinished.len() > 4 { "; ..." } else { "" }
@@ -767,7 +767,7 @@ fn loss_impact(ctx: &Context) -> Option<String> {
         v.goodput_bps / 1e9,
         v.unfinished.len(),
         v.flows_total,
-        verbs_emu::time::Duration::from_ps(v.sim_time_ps)
+        roce::time::Duration::from_ps(v.sim_time_ps)
     ))
 }
 

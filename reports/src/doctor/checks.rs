@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use verbs_emu::time::Duration;
+use roce::time::Duration;
 
 use super::{Finding, Severity, Symptom};
 use crate::realnic::devinfo::HcaInfo;
@@ -1126,8 +1126,8 @@ fn mtu_counters(v: &CounterView, out: &mut Vec<Finding>) {
 /// Ethernet header, FCS, preamble and inter-frame gap on the wire (the
 /// framing the wire module emits).
 fn payload_share_ppm(mtu: u32) -> u64 {
-    use verbs_emu::wire::icrc::BTH_LEN;
-    use verbs_emu::wire::roce::{packet_len, Framing, IpVersion};
+    use roce::wire::icrc::BTH_LEN;
+    use roce::wire::roce::{packet_len, Framing, IpVersion};
     let m = mtu.clamp(1, 1 << 20) as usize;
     let wire = packet_len(IpVersion::V4, Framing::Wire, BTH_LEN, m) as u64;
     (m as u64) * 1_000_000 / wire.max(1)

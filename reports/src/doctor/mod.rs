@@ -48,8 +48,8 @@ pub mod sim;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use roce::time::Duration;
 use serde::Serialize;
-use verbs_emu::time::Duration;
 
 use crate::realnic::{self, Kind, Parsed};
 

@@ -3,7 +3,7 @@
 
 use reports::doctor::{diagnose, Diagnosis, Input, Options, Severity, Symptom};
 use reports::realnic;
-use verbs_emu::time::Duration;
+use roce::time::Duration;
 
 use crate::{fixture, fixture_path};
 

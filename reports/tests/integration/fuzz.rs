@@ -211,7 +211,7 @@ proptest! {
             .filter_map(|t| realnic::parse(None, t).ok())
             .map(|parsed| Input { name: "x".into(), parsed })
             .collect();
-        let d = diagnose(&inputs, &Options { interval: Some(verbs_emu::time::Duration::from_ps(1)) });
+        let d = diagnose(&inputs, &Options { interval: Some(roce::time::Duration::from_ps(1)) });
         let _ = d.render_text();
     }
 }

@@ -24,7 +24,7 @@
 
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use verbs_emu::time::Instant;
+use roce::time::Instant;
 
 /// Number of buckets: 0 for "equal to the clock", then one per bit of a
 /// u64 time.

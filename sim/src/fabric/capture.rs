@@ -2,7 +2,7 @@
 //!
 //! The fabric moves lengths and headers, never payload bytes. A tap turns
 //! each frame a tapped port starts to transmit into the bytes a real NIC or
-//! switch would put on the wire, with verbs-emu's wire module: Ethernet,
+//! switch would put on the wire, with the core's (`roce`) wire module: Ethernet,
 //! IPv4 (DSCP = priority × 8, the frame's ECN codepoint), UDP to 4791
 //! (checksum 0, as RoCE NICs send it), the BTH and extension headers the
 //! transport engine produced, a zero-filled payload of the real length,
@@ -21,8 +21,8 @@
 //! the tap itself is a lookup in a per-port table and one write into a
 //! reusable buffer.
 
-use verbs_emu::time::Instant;
-use verbs_emu::wire::{
+use roce::time::Instant;
+use roce::wire::{
     EthernetRepr, IpRepr, MacAddr, PayloadSource, PcapWriter, PfcRepr, RoceRepr, UdpChecksum,
 };
 

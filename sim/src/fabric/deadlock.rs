@@ -26,7 +26,7 @@
 
 use petgraph::algo::{is_cyclic_directed, tarjan_scc};
 use petgraph::graph::{DiGraph, NodeIndex};
-use verbs_emu::time::{Duration, Instant};
+use roce::time::{Duration, Instant};
 
 use super::{Ev, World, NONE};
 use crate::config::{DeadlockConfig, OnDeadlock};

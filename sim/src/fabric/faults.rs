@@ -20,7 +20,7 @@
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use verbs_emu::time::{Duration, Instant, Rate};
+use roce::time::{Duration, Instant, Rate};
 
 use super::packet::{Packet, ETH_OVERHEAD};
 use super::{Ev, World, NONE};

@@ -39,8 +39,8 @@ use std::collections::VecDeque;
 use std::io::IsTerminal;
 
 use rand_chacha::ChaCha8Rng;
-use verbs_emu::time::{Duration, Instant, Rate};
-use verbs_emu::wire::Ecn;
+use roce::time::{Duration, Instant, Rate};
+use roce::wire::Ecn;
 
 use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};

@@ -1,5 +1,5 @@
 //! Host NICs: queue pairs driven by the shared transport engine
-//! (`verbs_emu::transport::Qp`) with length-only memory.
+//! (`roce::transport::Qp`) with length-only memory.
 //!
 //! * Each flow maps to a connected RC QP pair (requester at the source,
 //!   responder at the destination), one pair per (source, destination,
@@ -21,14 +21,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use verbs_emu::cc::{CcConfig as EngineCc, DcqcnParams};
-use verbs_emu::time::{Duration, Instant, Rate};
-use verbs_emu::transport::{
+use roce::cc::{CcConfig as EngineCc, DcqcnParams};
+use roce::time::{Duration, Instant, Rate};
+use roce::transport::{
     AccessFlags, AddressHandle, LengthMemory, Mtu, Payload, Qp, QpAttr, QpAttrMask, QpConfig,
     QpState, Received, RecvWr, Registration, RetransmitMode as EngineRetransmit, SendOp, SendWr,
     Sge, SgeList, WcStatus,
 };
-use verbs_emu::wire::{Opcode, Psn, Qpn};
+use roce::wire::{Opcode, Psn, Qpn};
 
 use super::packet::{frame_len, Packet};
 use super::{Ev, RxQueue, World};
@@ -97,8 +97,8 @@ impl Nic {
         let reg = mem
             .register(0, REGION, AccessFlags::ALL)
             .unwrap_or(Registration {
-                lkey: verbs_emu::wire::Lkey::new(0),
-                rkey: verbs_emu::wire::Rkey::new(0),
+                lkey: roce::wire::Lkey::new(0),
+                rkey: roce::wire::Rkey::new(0),
                 addr: 0,
                 len: 0,
             });
@@ -272,7 +272,7 @@ impl QpTable {
     /// mapping the emulator's devices use too), with what only the NIC
     /// sees (requests received by kind, WQEs completed in error).
     ///
-    /// [`QpStats::hw_counters`]: verbs_emu::transport::QpStats::hw_counters
+    /// [`QpStats::hw_counters`]: roce::transport::QpStats::hw_counters
     pub fn nic_record(&self, nic: &Nic, name: String) -> NicRecord {
         let mut r = nic.counters.clone();
         r.node = name;
@@ -327,8 +327,8 @@ fn new_qp(
         let p = dcqcn_params(cfg, line_rate);
         qc.cc = EngineCc::Dcqcn(p);
         qc.min_time_between_cnps = Some(n.cc.dcqcn.cnp_interval(match n.cc.preset {
-            DcqcnPreset::Paper => verbs_emu::cc::PAPER_CNP_INTERVAL,
-            DcqcnPreset::Firmware | DcqcnPreset::Hpcc => verbs_emu::cc::CONNECTX_CNP_INTERVAL,
+            DcqcnPreset::Paper => roce::cc::PAPER_CNP_INTERVAL,
+            DcqcnPreset::Firmware | DcqcnPreset::Hpcc => roce::cc::CONNECTX_CNP_INTERVAL,
         }));
     }
     let mut qp = Qp::new(qc);
@@ -340,7 +340,7 @@ fn new_qp(
         qp_access_flags: AccessFlags::ALL,
         ..QpAttr::default()
     };
-    let err = |e: verbs_emu::transport::ModifyError| format!("QP setup: {e}");
+    let err = |e: roce::transport::ModifyError| format!("QP setup: {e}");
     qp.modify(
         &attr,
         QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,

@@ -1,7 +1,7 @@
 //! Frames as the fabric moves them: small `Copy` values with transport
 //! headers and lengths, never payload bytes.
 
-use verbs_emu::wire::{Ecn, RoceHeaders};
+use roce::wire::{Ecn, RoceHeaders};
 
 /// Ethernet header (14) and FCS (4).
 pub const ETH_OVERHEAD: u32 = 18;

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use verbs_emu::time::{Duration, Instant, Rate};
+use roce::time::{Duration, Instant, Rate};
 
 use super::faults::WireFaults;
 use super::packet::Packet;

@@ -295,7 +295,7 @@ pub fn should_mark(e: &EcnConfig, q: u64, rng: &mut ChaCha8Rng) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use verbs_emu::time::Size;
+    use roce::time::Size;
 
     fn static_mmu() -> Mmu {
         Mmu::new(

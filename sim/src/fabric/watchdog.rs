@@ -44,7 +44,7 @@
 //! has drained to XON. One event per NIC XOFF episode checks each
 //! watermark.
 
-use verbs_emu::time::{Duration, Instant};
+use roce::time::{Duration, Instant};
 
 use super::switch::PfcChange;
 use super::{Ev, World, NONE};

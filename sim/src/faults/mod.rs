@@ -21,8 +21,8 @@
 //! rates bits per second, MTUs bytes of IP packet (Ethernet header and FCS
 //! not counted, as `ip link` shows them).
 
+use roce::time::{Duration, Rate, Size};
 use serde::{Deserialize, Serialize};
-use verbs_emu::time::{Duration, Rate, Size};
 
 use crate::config::ConfigError;
 

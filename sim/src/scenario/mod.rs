@@ -57,8 +57,8 @@ mod workload;
 
 use std::path::{Path, PathBuf};
 
+use roce::time::Duration;
 use serde::{Deserialize, Serialize};
-use verbs_emu::time::Duration;
 
 use crate::config::{FabricConfig, FaultConfig, NicConfig, RecordConfig, SimConfig};
 use crate::faults::FaultPlan;

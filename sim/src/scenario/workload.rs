@@ -40,9 +40,9 @@ use std::path::Path;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use roce::time::{Duration, Instant, Size};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
-use verbs_emu::time::{Duration, Instant, Size};
 
 use super::ScenarioDoc;
 use crate::config::SimConfig;

@@ -36,8 +36,8 @@
 
 use std::path::Path;
 
+use roce::time::{Duration, Rate};
 use serde::Deserialize;
-use verbs_emu::time::{Duration, Rate};
 
 use super::generate::{self, LeafSpine};
 use super::{LinkProps, NodeKind, Topology, TopologyError};

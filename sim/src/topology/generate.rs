@@ -4,7 +4,7 @@
 //! named `h{i}`), then the switches, and adds links bottom-up, so a host's
 //! only port is 0 and switch ports count from the hosts upwards.
 
-use verbs_emu::time::Rate;
+use roce::time::Rate;
 
 use super::{LinkProps, NodeId, NodeKind, Topology, TopologyError};
 

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use verbs_emu::time::{Duration, Rate};
+use roce::time::{Duration, Rate};
 
 use super::{LinkId, LinkProps, NodeId, NodeKind, Topology};
 use crate::input::FileError;

@@ -23,7 +23,7 @@ mod routes;
 use std::net::Ipv4Addr;
 
 use petgraph::graph::{NodeIndex, UnGraph};
-use verbs_emu::time::{Duration, Rate};
+use roce::time::{Duration, Rate};
 
 pub use ecmp::{ecmp_hash, ecmp_select, roce_udp_source_port, FiveTuple, ROCE_UDP_PORT};
 pub use routes::Routes;

@@ -8,7 +8,7 @@
 
 use rand::seq::SliceRandom;
 use rand::Rng;
-use verbs_emu::time::{Duration, Instant, Rate};
+use roce::time::{Duration, Instant, Rate};
 
 use super::{finish, DependencyError, FlowOp, FlowSizeCdf, FlowSpec, GroupSpec, RingShape};
 use crate::topology::NodeId;

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use verbs_emu::time::{Duration, Instant};
+use roce::time::{Duration, Instant};
 
 use super::{FlowOp, FlowSpec};
 use crate::input::FileError;

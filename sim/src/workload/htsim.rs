@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use verbs_emu::time::{Duration, Instant};
+use roce::time::{Duration, Instant};
 
 use super::{FlowOp, FlowSpec};
 use crate::input::FileError;

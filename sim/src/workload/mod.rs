@@ -29,7 +29,7 @@ pub mod generate;
 pub mod hpcc;
 pub mod htsim;
 
-use verbs_emu::time::Instant;
+use roce::time::Instant;
 
 use crate::topology::NodeId;
 
@@ -109,7 +109,7 @@ impl RingShape {
     /// The bandwidth-only bound of the all-reduce in picoseconds (rounded
     /// down): every host sends `2(N-1)/N x bytes`, at `rate`, the slowest
     /// host link of the ring. `None` for a zero rate or fewer than 2 hosts.
-    pub fn ideal_ps(&self, rate: verbs_emu::time::Rate) -> Option<u64> {
+    pub fn ideal_ps(&self, rate: roce::time::Rate) -> Option<u64> {
         let n = u128::from(self.hosts);
         if n < 2 || rate.bps() == 0 {
             return None;

@@ -1,6 +1,6 @@
 //! Packet capture of simulated links (`record.pcap`): every frame is a
 //! real RoCEv2 or PFC frame of the length the fabric moved, every ICRC
-//! checks (verbs-emu's and an independent computation agree), and tshark
+//! checks (the core's and an independent computation agree), and tshark
 //! decodes every frame with no malformed or expert error.
 //!
 //! The tshark part skips with a message when tshark is missing, except
@@ -9,11 +9,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use roce::time::{Duration, Rate, Size};
+use roce::wire::{PcapReader, PfcRepr, RocePacket, RoceRepr};
 use sim::config::{CaptureSelector, CcAlgorithm, PfcThreshold, SimConfig};
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
-use verbs_emu::time::{Duration, Rate, Size};
-use verbs_emu::wire::{PcapReader, PfcRepr, RocePacket, RoceRepr};
 
 use crate::support::{star, write};
 
@@ -59,7 +59,7 @@ fn captured_incast() -> RunResult {
 }
 
 /// The ICRC of an IPv4 RoCEv2 packet computed from the spec (IBA A17.8,
-/// ROCEV2.md §3), without verbs-emu: CRC-32 over 8 bytes of ones, the IP
+/// ROCEV2.md §3), without the core: CRC-32 over 8 bytes of ones, the IP
 /// header with TOS, TTL and checksum set to ones, the UDP header with its
 /// checksum set to ones, the BTH with its reserved byte 4 set to ones,
 /// and the rest up to the ICRC.
@@ -114,7 +114,7 @@ fn captured_frames_are_real_roce_and_pfc_with_the_simulated_lengths() {
             match u16::from_be_bytes([f[12], f[13]]) {
                 0x0800 => {
                     let pkt = RocePacket::new_checked(&f[14..]).unwrap();
-                    pkt.verify_icrc().expect("verbs-emu checks the ICRC");
+                    pkt.verify_icrc().expect("the core checks the ICRC");
                     assert_eq!(pkt.icrc(), pkt.compute_icrc());
                     let carried = u32::from_le_bytes(
                         pkt.ip_packet()[pkt.ip_packet().len() - 4..]
@@ -132,10 +132,10 @@ fn captured_frames_are_real_roce_and_pfc_with_the_simulated_lengths() {
                         repr.payload_len == 0 || pkt.payload().iter().all(|&b| b == 0),
                         "payload bytes are zeros"
                     );
-                    if repr.ip.ecn() == verbs_emu::wire::Ecn::Ce {
+                    if repr.ip.ecn() == roce::wire::Ecn::Ce {
                         ce += 1;
                     }
-                    if repr.headers.bth.opcode == verbs_emu::wire::Opcode::Cnp {
+                    if repr.headers.bth.opcode == roce::wire::Opcode::Cnp {
                         cnps += 1;
                     }
                     roce += 1;

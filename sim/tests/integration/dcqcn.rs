@@ -2,9 +2,9 @@
 //! are accepted, switches mark, receivers send CNPs, senders react, and
 //! the fabric pauses less than with PFC alone.
 
+use roce::time::{Duration, Rate, Size};
 use sim::config::{CcAlgorithm, DcqcnPreset, EcnConfig, PfcThreshold, SimConfig};
 use sim::run::{simulate, RunOptions};
-use verbs_emu::time::{Duration, Rate, Size};
 
 use crate::support::{star, write};
 

@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
+use roce::time::Duration;
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
 use sim::scenario::{self, Scenario};
 use sim::topology::Routes;
-use verbs_emu::time::Duration;
 
 fn ring() -> Scenario {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/faults/deadlock-ring.toml");
@@ -183,11 +183,11 @@ fn bounce_routes_after_link_failures_deadlock_a_leaf_spine() {
 fn random_fabric_runs(first: u64, runs: u64) -> u64 {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+    use roce::time::{Instant, Rate, Size};
     use sim::config::{PfcThreshold, SimConfig};
     use sim::topology::generate::{fat_tree, leaf_spine, LeafSpine};
     use sim::topology::{LinkProps, NodeId, NodeKind};
     use sim::workload::generate::{self, FlowBuilder, FlowTemplate};
-    use verbs_emu::time::{Instant, Rate, Size};
 
     let lp = LinkProps::default();
     let ft = fat_tree(4, lp, lp).unwrap();

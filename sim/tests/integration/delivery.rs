@@ -2,11 +2,11 @@
 //! receiver acknowledged (not only completed messages), per-flow rate
 //! series on request, and congestion control per workload.
 
+use roce::time::{Duration, Rate, Size};
 use sim::config::{CcAlgorithm, CcConfig, EcnConfig, SimConfig};
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
 use sim::workload::FlowSpec;
-use verbs_emu::time::{Duration, Rate, Size};
 
 use crate::support::{star, write};
 

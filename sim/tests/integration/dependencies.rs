@@ -1,13 +1,13 @@
 //! Flows that wait for other flows (`FlowSpec::after`) and the step time of
 //! a ring all-reduce.
 
+use roce::time::{Duration, Instant, Rate};
 use sim::config::SimConfig;
 use sim::results::{FlowRecord, RunResult};
 use sim::run::{simulate, RunOptions};
 use sim::topology::NodeId;
 use sim::workload::generate::{ring_allreduce, FlowBuilder, FlowTemplate};
 use sim::workload::FlowSpec;
-use verbs_emu::time::{Duration, Instant, Rate};
 
 use crate::support::{star, write};
 

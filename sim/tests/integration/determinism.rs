@@ -1,9 +1,9 @@
 //! Same inputs and seed, same bytes.
 
+use roce::time::{Duration, Rate, Size};
 use sim::config::{FaultConfig, PfcThreshold, SimConfig};
 use sim::run::{simulate, RunOptions};
 use sim::topology::NodeKind;
-use verbs_emu::time::{Duration, Rate, Size};
 
 use crate::support::{add_link, shortest_routes, write};
 

@@ -1,8 +1,8 @@
 //! Basic fabric behaviour: one flow, one switch.
 
+use roce::time::{Duration, Rate};
 use sim::config::SimConfig;
 use sim::run::{simulate, RunOptions};
-use verbs_emu::time::{Duration, Rate};
 
 use crate::support::{star, write};
 
@@ -67,8 +67,8 @@ fn bad_inputs_are_errors_not_panics() {
 
 #[test]
 fn dwrr_shares_the_egress_by_weight_and_strict_serves_the_highest_first() {
+    use roce::time::Size;
     use sim::config::SchedulerConfig;
-    use verbs_emu::time::Size;
     let (t, r) = star(3, Rate::from_gbps(100), Duration::from_us(1));
     let mut low = write(1, 3, 1, 2_000_000);
     low.priority = 1;

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use roce::time::Rate;
 use sim::results::{PortRecord, RunResult};
 use sim::run::{simulate, RunOptions};
 use sim::scenario::{self, Scenario};
 use sim::stats::ethtool_dump;
 use sim::topology::Routes;
-use verbs_emu::time::Rate;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
+use roce::time::{Duration, Rate};
 use sim::scenario;
 use sim::topology::generate::fat_tree;
 use sim::topology::{hpcc, LinkProps, NodeId, NodeKind};
 use sim::workload;
-use verbs_emu::time::{Duration, Rate};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

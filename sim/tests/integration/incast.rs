@@ -1,9 +1,9 @@
 //! N:1 incast under PFC (VALIDATION.md AN-1) and lossless versus lossy.
 
+use roce::time::{Duration, Rate, Size};
 use sim::config::{PfcThreshold, SimConfig};
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
-use verbs_emu::time::{Duration, Rate, Size};
 
 use crate::support::{star, write};
 

@@ -2,11 +2,11 @@
 //! go-back-0 livelock (AN-8), at fabric level: the losses happen on a
 //! link, the transport is the shared engine.
 
+use roce::time::{Duration, Rate};
 use sim::config::{FaultConfig, RetransmitMode, SimConfig};
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
 use sim::workload::FlowSpec;
-use verbs_emu::time::{Duration, Rate};
 
 use crate::support::{star, write};
 

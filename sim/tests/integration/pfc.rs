@@ -1,10 +1,10 @@
 //! PAUSE semantics (VALIDATION.md AN-5) and headroom sufficiency (AN-4).
 
+use roce::time::{Duration, Rate, Size};
 use sim::config::{HeadroomConfig, PfcThreshold, SimConfig};
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
 use sim::workload::FlowSpec;
-use verbs_emu::time::{Duration, Rate, Size};
 
 use crate::support::{star, write};
 

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use roce::time::Size;
 use sim::config::PfcThreshold;
 use sim::scenario::{self, check_file, CheckedFile};
 use sim::topology::NodeId;
-use verbs_emu::time::Size;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

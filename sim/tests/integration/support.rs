@@ -1,8 +1,8 @@
 //! Small topologies built in code, with their routes, for the tests.
 
+use roce::time::{Duration, Instant, Rate};
 use sim::topology::{Endpoint, Link, LinkId, Node, NodeId, NodeKind, Routes, Topology};
 use sim::workload::{FlowOp, FlowSpec};
-use verbs_emu::time::{Duration, Instant, Rate};
 
 /// A star: switch `sw` (node 0) and hosts `h0..h{n-1}` (nodes 1..=n), host
 /// i on switch port i. Every link `rate` and `delay`.

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
+use roce::time::Rate;
 use sim::topology::file::from_str;
 use sim::topology::generate::{chain, dumbbell, fat_tree, leaf_spine, LeafSpine};
 use sim::topology::{host_index_of_ip, host_ip, LinkProps, NodeId, NodeKind, Routes, Topology};
-use verbs_emu::time::Rate;
 
 fn props() -> LinkProps {
     LinkProps::default()

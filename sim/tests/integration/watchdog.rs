@@ -1,11 +1,11 @@
 //! PFC watchdogs: the switch storm watchdog (SONiC `pfcwd` semantics) and
 //! the NIC's PAUSE storm prevention (ConnectX stall watermarks).
 
+use roce::time::{Duration, Rate};
 use sim::config::{PfcWatchdogAction, SimConfig};
 use sim::results::RunResult;
 use sim::run::{simulate, RunOptions};
 use sim::stats::ethtool_dump;
-use verbs_emu::time::{Duration, Rate};
 
 use crate::support::{star, write};
 

@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use roce::time::{Duration, Instant, Rate};
 use sim::topology::NodeId;
 use sim::workload::generate::{
     all_to_all, derangement, incast, permutation, poisson, ring_allreduce, FlowBuilder,
     FlowTemplate,
 };
 use sim::workload::{finish, DependencyError, FlowSizeCdf};
-use verbs_emu::time::{Duration, Instant, Rate};
 
 fn hosts(n: u32) -> Vec<NodeId> {
     (0..n).map(NodeId).collect()

@@ -23,9 +23,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::time::Rate;
-use crate::transport::{QpStats, HW_COUNTERS};
 use crate::verbs::{Result, VerbsError};
+use roce::time::Rate;
+use roce::transport::{QpStats, HW_COUNTERS};
 
 /// Counters by name, in the order the device keeps them.
 pub type CounterList = Vec<(String, u64)>;

@@ -31,7 +31,7 @@ use crate::verbs::{
     AccessFlags, AhAttr, DeviceAttr, Gid, PortAttr, PostError, QpAttr, QpInitAttr, QpState, RecvWr,
     Result, SendWr, VerbsError, WorkCompletion,
 };
-use crate::wire::{Lkey, Qpn, Rkey};
+use roce::wire::{Lkey, Qpn, Rkey};
 
 pub mod capture;
 pub mod counters;
@@ -373,7 +373,7 @@ pub struct OpenRequest {
     /// Congestion control of the device's QPs (UDP; a NIC's is set in
     /// its firmware): DCQCN at the link's speed or none, and the CNP
     /// interval.
-    pub cc: crate::cc::CcSpec,
+    pub cc: roce::cc::CcSpec,
 }
 
 /// Open the device `req` names, composing the UDP datagram path as
@@ -415,7 +415,7 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                      a hardware NIC's wire cannot be reached (use --backend udp)",
                 ));
             }
-            if req.cc != crate::cc::CcSpec::default() {
+            if req.cc != roce::cc::CcSpec::default() {
                 return Err(VerbsError::invalid(
                     "ibv_open_device",
                     format!(

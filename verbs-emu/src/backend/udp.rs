@@ -1,5 +1,5 @@
 //! The UDP backend: RoCEv2 over a UDP socket, driven by the sans-IO
-//! transport engine ([`crate::transport::Qp`]).
+//! transport engine ([`roce::transport::Qp`]).
 //!
 //! Each opened device owns one socket bound to its own address (any of
 //! 127.0.0.0/8, or an interface address) on UDP 4791 or another port, one
@@ -30,7 +30,7 @@
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
 //!
-//! The wire: every packet is emitted by [`crate::wire::roce`] with the ICRC
+//! The wire: every packet is emitted by [`roce::wire::roce`] with the ICRC
 //! computed over the IPv4 and UDP headers the kernel writes for this socket
 //! (DF, identification 0, or 0, 1, 2, ... within a GSO run; see
 //! [`super::sys`]). Multi-packet messages go out as GSO runs: a FIRST packet
@@ -67,7 +67,7 @@
 //! [`QpInitAttr::cc`]): every QP answers CE with at most one CNP per
 //! [`UdpConfig::min_time_between_cnps`]; with DCQCN, a QP whose rate was
 //! cut below the line rate has its data held to that rate by the engine's
-//! token bucket ([`crate::cc::Pacer`], [`UdpConfig::pacing_burst`] deep,
+//! token bucket ([`roce::cc::Pacer`], [`UdpConfig::pacing_burst`] deep,
 //! making up for late rounds by up to [`PACING_CATCH_UP`]). A progress
 //! round sends what the tokens allow, several packets and GSO runs, and a
 //! wait for the next tokens is a real sub-millisecond wait (ppoll with a
@@ -88,18 +88,18 @@ use super::{
     AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, MrKeys, PdHandle,
     Provider, QpCreated, QpHandle,
 };
-use crate::time::{Duration as PsDuration, Instant, Rate};
-use crate::transport::{
-    self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
-};
 use crate::verbs::{
     qp_state, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask, QpCap,
     QpInitAttr, QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError, WcFlags,
     WorkCompletion,
 };
-use crate::wire::icrc::{IcrcMatch, IpEncap, Ipv4IcrcCheck, UdpEncap};
-use crate::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
-use crate::wire::{Ecn, Lkey, Opcode, Qpn, Rkey};
+use roce::time::{Duration as PsDuration, Instant, Rate};
+use roce::transport::{
+    self as tp, AccessFlags, AtomicOp, MemError, MemKey, Memory, Payload, Qp, QpConfig,
+};
+use roce::wire::icrc::{IcrcMatch, IpEncap, Ipv4IcrcCheck, UdpEncap};
+use roce::wire::roce::{emit_udp_payload, parse_udp_payload_unverified, PayloadSource};
+use roce::wire::{Ecn, Lkey, Opcode, Qpn, Rkey};
 
 /// The IANA RoCEv2 port.
 pub const ROCE_PORT: u16 = 4791;
@@ -131,7 +131,7 @@ const SPIN_BELOW: Duration = Duration::from_micros(100);
 /// 1 % plus a packet while the host gives the emulation its rounds.
 pub const PACING_BURST: PsDuration = PsDuration::from_us(10);
 /// How much of a late progress round is made up for while a QP waits on
-/// its pacer ([`crate::cc::Pacer::with_catch_up`]): a busy host preempts
+/// its pacer ([`roce::cc::Pacer::with_catch_up`]): a busy host preempts
 /// the sending thread for up to a scheduler time slice, and a NIC's pacer
 /// would have gone on sending meanwhile.
 pub const PACING_CATCH_UP: PsDuration = PsDuration::from_ms(1);
@@ -167,11 +167,11 @@ pub struct UdpConfig {
     /// none) unless the QP is created with its own
     /// ([`QpInitAttr::cc`]). The notification point (CNPs on CE) is always
     /// on.
-    pub cc: crate::cc::CcConfig,
+    pub cc: roce::cc::CcConfig,
     /// The notification point's CNP interval for every QP unless created
     /// with its own ([`QpInitAttr::min_time_between_cnps`]): at most one
     /// CNP per QP per this time (default ConnectX's,
-    /// [`crate::cc::CONNECTX_CNP_INTERVAL`]).
+    /// [`roce::cc::CONNECTX_CNP_INTERVAL`]).
     pub min_time_between_cnps: PsDuration,
     /// Hold QPs to the line rate too, emulating a link of that speed.
     /// Off (the default), a QP at full speed has no rate limiter, as a
@@ -180,7 +180,7 @@ pub struct UdpConfig {
     /// [`UdpConfig::set_cc`] turns it on when the spec names its own
     /// `line_rate`.
     pub pace_at_line_rate: bool,
-    /// Depth of each QP's rate limiter ([`crate::cc::Pacer`]) while its
+    /// Depth of each QP's rate limiter ([`roce::cc::Pacer`]) while its
     /// congestion control limits the rate: a progress round sends what the
     /// rate allowed since the last one, up to this much time's worth
     /// (default [`PACING_BURST`]).
@@ -242,8 +242,8 @@ impl UdpConfig {
                 link_mtu_of(*bind.ip()).unwrap_or(1500)
             },
             link_rate: link_rate_of(*bind.ip()).unwrap_or(DEFAULT_LINK_RATE),
-            cc: crate::cc::CcConfig::None,
-            min_time_between_cnps: crate::cc::CONNECTX_CNP_INTERVAL,
+            cc: roce::cc::CcConfig::None,
+            min_time_between_cnps: roce::cc::CONNECTX_CNP_INTERVAL,
             pace_at_line_rate: false,
             pacing_burst: PACING_BURST,
             pkey_table: tp::DEFAULT_PKEY_TABLE,
@@ -257,7 +257,7 @@ impl UdpConfig {
     /// unless the spec sets its own line rate, which the QPs are then held
     /// to as a link of that speed would: [`UdpConfig::pace_at_line_rate`])
     /// and the CNP interval.
-    pub fn set_cc(&mut self, spec: &crate::cc::CcSpec) {
+    pub fn set_cc(&mut self, spec: &roce::cc::CcSpec) {
         let (cc, cnp) = spec.resolve(self.link_rate);
         self.cc = cc;
         self.min_time_between_cnps = cnp;
@@ -441,7 +441,7 @@ struct HostBuffer {
 }
 
 /// Registered memory of one device: the engine's region table
-/// ([`crate::transport::memory`]: keys, bounds, rights, protection
+/// ([`roce::transport::memory`]: keys, bounds, rights, protection
 /// domains, ZERO_BASED) over pointers into the application's buffers.
 #[derive(Debug, Default)]
 pub struct HostMemory {
@@ -644,7 +644,7 @@ pub struct UdpStats {
     /// position in the datagram (the path re-segmented, or the sender
     /// numbers its IPv4 identification otherwise) but matched a solved,
     /// plausible identification and DF, and were accepted
-    /// ([`crate::wire::icrc::Ipv4IcrcCheck`]). Not ICRC errors.
+    /// ([`roce::wire::icrc::Ipv4IcrcCheck`]). Not ICRC errors.
     pub rx_icrc_id_solved: u64,
     /// Packets with a good ICRC (or too short to carry one) that did not
     /// parse.
@@ -951,7 +951,7 @@ impl Shared {
             // (`rx_icrc_encapsulated`) whichever byte the corruption hit,
             // even one that leaves the headers unparsable. Only a datagram
             // too short to carry a BTH and an ICRC is malformed outright.
-            if pkt.len() < crate::wire::bth::HEADER_LEN + crate::wire::icrc::ICRC_LEN {
+            if pkt.len() < roce::wire::bth::HEADER_LEN + roce::wire::icrc::ICRC_LEN {
                 stats.rx_malformed += 1;
                 continue;
             }
@@ -1370,7 +1370,7 @@ impl RunBuilder {
 unsafe fn emit_pieces(
     tx: &mut TxBatch,
     mem: &HostMemory,
-    headers: &crate::wire::RoceHeaders,
+    headers: &roce::wire::RoceHeaders,
     payload: &tp::PayloadDesc,
     enc: &UdpEncap,
 ) -> Option<()> {
@@ -1400,7 +1400,7 @@ unsafe fn emit_pieces(
     const ZEROS: [u8; 3] = [0; 3];
     let n = payload.pieces().len();
     parts[n] = &ZEROS[..pad.min(3)];
-    let crc = crate::wire::icrc::Icrc::for_udp_payload_parts(
+    let crc = roce::wire::icrc::Icrc::for_udp_payload_parts(
         enc,
         hlen + plen + pad,
         tx.appended(hoff, hlen),
@@ -2341,7 +2341,7 @@ impl Backend for UdpBackend {
                 verb: "rdma statistic qp",
                 object: "QP",
             })?;
-        let rate = crate::cc::CongestionControl::rate(e.engine.cc());
+        let rate = roce::cc::CongestionControl::rate(e.engine.cc());
         Ok(QpCounters::from_stats(e.engine.stats(), rate))
     }
 

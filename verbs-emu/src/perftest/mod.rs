@@ -238,7 +238,7 @@ pub struct Config {
     /// Congestion control of this side's QPs (`--cc`, `--cc-param`,
     /// `--cnp-interval`; UDP backend). Local to each side: nothing of it
     /// is exchanged, and the notification point is always on.
-    pub cc: crate::cc::CcSpec,
+    pub cc: roce::cc::CcSpec,
 }
 
 /// perftest's default `--out_json_file`.
@@ -306,7 +306,7 @@ impl Config {
             traffic_class: 0,
             run_infinitely: false,
             out_json: None,
-            cc: crate::cc::CcSpec::default(),
+            cc: roce::cc::CcSpec::default(),
         }
     }
 

@@ -16,7 +16,7 @@ use crate::verbs::{
     ProtectionDomain, QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge,
     UdDest, VerbsError, WcOpcode, WorkCompletion,
 };
-use crate::wire::{Qpn, Rkey};
+use roce::wire::{Qpn, Rkey};
 
 /// Why a perftest run failed.
 #[derive(Debug, thiserror::Error)]

@@ -40,7 +40,7 @@ use std::time::Duration;
 use crate::backend::{
     AhHandle, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, PdHandle, Provider, QpHandle,
 };
-use crate::wire::{Lkey, Qpn, Rkey};
+use roce::wire::{Lkey, Qpn, Rkey};
 
 mod error;
 pub mod qp_state;
@@ -648,15 +648,15 @@ pub struct QueuePairBuilder {
     sq_sig_all: bool,
     send_cq: Option<CompletionQueue>,
     recv_cq: Option<CompletionQueue>,
-    cc: Option<crate::cc::CcConfig>,
-    min_time_between_cnps: Option<crate::time::Duration>,
+    cc: Option<roce::cc::CcConfig>,
+    min_time_between_cnps: Option<roce::time::Duration>,
 }
 
 impl QueuePairBuilder {
     /// This QP's congestion control instead of the device's (emulated
     /// devices; a NIC's is set in its firmware and ignores this).
     #[must_use]
-    pub fn cc(mut self, cc: crate::cc::CcConfig) -> Self {
+    pub fn cc(mut self, cc: roce::cc::CcConfig) -> Self {
         self.cc = Some(cc);
         self
     }
@@ -664,7 +664,7 @@ impl QueuePairBuilder {
     /// This QP's CNP interval (notification point) instead of the
     /// device's (emulated devices).
     #[must_use]
-    pub fn cnp_interval(mut self, d: crate::time::Duration) -> Self {
+    pub fn cnp_interval(mut self, d: roce::time::Duration) -> Self {
         self.min_time_between_cnps = Some(d);
         self
     }
@@ -787,7 +787,7 @@ impl QueuePair {
     /// (DCQCN's current rate), in bits per second on the wire; `None`
     /// when nothing limits it. [`VerbsError::Unavailable`] on a NIC,
     /// which keeps it in firmware.
-    pub fn cc_rate(&self) -> Result<Option<crate::time::Rate>> {
+    pub fn cc_rate(&self) -> Result<Option<roce::time::Rate>> {
         Ok(self.pd.backend.qp_counters(self.handle)?.rate)
     }
 

@@ -2,8 +2,8 @@
 //! the kernel's `ib_modify_qp_is_ok` table), in the verbs API's types.
 //!
 //! There is one validator: the transport engine's
-//! ([`crate::transport::check_modify`]), with its table
-//! ([`crate::transport::transition_masks`]). [`check_modify`] here converts
+//! ([`roce::transport::check_modify`]), with its table
+//! ([`roce::transport::transition_masks`]). [`check_modify`] here converts
 //! a verbs [`QpAttr`] with [`engine_attr`] and maps the engine's
 //! [`ModifyError`] into a [`VerbsError`] ([`modify_error`]), for backends
 //! that have no engine (real hardware: the kernel would refuse too, but
@@ -12,7 +12,7 @@
 
 use super::error::VerbsError;
 use super::types::{QpAttr, QpAttrMask as M, QpState, QpType};
-use crate::transport::{self as tp, ModifyError};
+use roce::transport::{self as tp, ModifyError};
 
 /// Required and optional attributes of one transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub struct TransitionRule {
 
 /// The rule for `from -> to` on a QP of type `qp_type`, or `None` when the
 /// transition does not exist: the transport engine's table
-/// ([`crate::transport::transition_masks`]).
+/// ([`roce::transport::transition_masks`]).
 pub fn transition_rule(qp_type: QpType, from: QpState, to: QpState) -> Option<TransitionRule> {
     let (required, optional) = tp::transition_masks(qp_type, from, to)?;
     Some(TransitionRule { required, optional })
@@ -135,7 +135,7 @@ pub fn check_modify(
 mod tests {
     use super::*;
     use crate::verbs::types::{AccessFlags, AhAttr, Gid, Mtu};
-    use crate::wire::Qpn;
+    use roce::wire::Qpn;
 
     fn to_init() -> QpAttr {
         QpAttr::new()

@@ -9,12 +9,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::transport::{
+pub use roce::transport::{
     AccessFlags, Mtu, QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus,
 };
-use crate::wire::{Lkey, Qpn, Rkey};
+use roce::wire::{Lkey, Qpn, Rkey};
 
-flags! {
+roce::flags! {
     /// `ibv_wc_flags`.
     WcFlags: u32 {
         /// A GRH is present in the receive buffer (UD).
@@ -476,10 +476,10 @@ pub struct QpInitAttr {
     pub sq_sig_all: bool,
     /// The QP's congestion control (reaction point); `None`: the device's
     /// setting. Emulated devices only: a NIC's is set in its firmware.
-    pub cc: Option<crate::cc::CcConfig>,
+    pub cc: Option<roce::cc::CcConfig>,
     /// The QP's CNP interval (notification point); `None`: the device's.
     /// Emulated devices only.
-    pub min_time_between_cnps: Option<crate::time::Duration>,
+    pub min_time_between_cnps: Option<roce::time::Duration>,
 }
 
 /// Port attributes (`ibv_port_attr`, the fields used here).

@@ -6,9 +6,7 @@ mod hostile;
 mod ibverbs_abi;
 mod ibverbs_fake;
 mod mr_bytes;
-mod transport;
 mod verbs;
-mod wire;
 
 use std::time::Duration;
 

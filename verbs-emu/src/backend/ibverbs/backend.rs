@@ -38,7 +38,7 @@ use crate::verbs::{
     AccessFlags, AhAttr, DeviceAttr, Gid, PortAttr, PostError, QpAttr, QpInitAttr, QpState, QpType,
     RecvWr, Result, SendWr, VerbsError, WorkCompletion,
 };
-use crate::wire::{Lkey, Qpn, Rkey};
+use roce::wire::{Lkey, Qpn, Rkey};
 
 /// Work requests handed to the library per `ibv_post_send`/`ibv_post_recv`
 /// call; longer lists are posted in chunks of this many.
@@ -564,7 +564,7 @@ impl Backend for IbverbsBackend {
             max_rd_atomic: raw.max_rd_atomic,
             max_dest_rd_atomic: raw.max_dest_rd_atomic,
             min_rnr_timer: raw.min_rnr_timer,
-            dest_qp_num: crate::wire::Qpn::new(raw.dest_qp_num),
+            dest_qp_num: roce::wire::Qpn::new(raw.dest_qp_num),
         })
     }
 
@@ -910,7 +910,7 @@ mod tests {
             faults: crate::backend::fault::FaultConfig::default(),
             pcap: None,
             busy_poll: false,
-            cc: crate::cc::CcSpec::default(),
+            cc: roce::cc::CcSpec::default(),
         }
     }
 

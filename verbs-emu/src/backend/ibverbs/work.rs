@@ -16,7 +16,7 @@ use crate::verbs::{
     AhAttr, DeviceAttr, Mtu, PortAttr, QpAttr, QpAttrMask, QpCap, SendFlags, SendOp, SendWr, Sge,
     VerbsError, WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
-use crate::wire::{Qpn, Rkey};
+use roce::wire::{Qpn, Rkey};
 
 /// The largest PSN (24 bits).
 const PSN_MAX: u32 = 0x00ff_ffff;
@@ -432,7 +432,7 @@ mod tests {
     use super::*;
     use crate::backend::AhHandle;
     use crate::verbs::{AccessFlags, Gid, QpState, UdDest};
-    use crate::wire::Lkey;
+    use roce::wire::Lkey;
 
     const REMOTE: u64 = 0x1122_3344_5566_7788;
 

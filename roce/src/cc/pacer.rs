@@ -18,7 +18,7 @@
 //!
 //! With `burst = 0` every packet starts one serialization time after the
 //! previous one (the simulator's strict spacing). The UDP emulation gives
-//! a few packets' worth ([`crate::backend::udp::UdpConfig::pacing_burst`]),
+//! a few packets' worth (the verbs emulation's `UdpConfig::pacing_burst`),
 //! so that one progress round sends what the rate allows since the last
 //! round, not one packet.
 //!

@@ -14,10 +14,10 @@
 //! out, or when the pair goes idle before the goal is met.
 //!
 //! ```
-//! use verbs_emu::time::{Duration, Rate};
-//! use verbs_emu::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
-//! use verbs_emu::transport::{AccessFlags, ByteMemory, QpConfig, SendOp, SendWr, Sge};
-//! use verbs_emu::wire::Qpn;
+//! use roce::time::{Duration, Rate};
+//! use roce::transport::pair::{ConnectAttrs, Limits, Loss, Pair, WireConfig};
+//! use roce::transport::{AccessFlags, ByteMemory, QpConfig, SendOp, SendWr, Sge};
+//! use roce::wire::Qpn;
 //!
 //! let (mut ma, mut mb) = (ByteMemory::new(), ByteMemory::new());
 //! let ra = ma.register(0x1000, 1 << 16, AccessFlags::ALL).unwrap();

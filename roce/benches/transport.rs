@@ -14,10 +14,10 @@ use std::collections::VecDeque;
 use std::hint::black_box;
 use std::time::Instant as WallClock;
 
-use verbs_emu::time::{Duration, Instant, Rate};
-use verbs_emu::transport::pair::{ConnectAttrs, Limits, Pair, WireConfig};
-use verbs_emu::transport::*;
-use verbs_emu::wire::Qpn;
+use roce::time::{Duration, Instant, Rate};
+use roce::transport::pair::{ConnectAttrs, Limits, Pair, WireConfig};
+use roce::transport::*;
+use roce::wire::Qpn;
 
 const MSG: u32 = 64 * 1024;
 

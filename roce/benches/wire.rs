@@ -16,11 +16,9 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use verbs_emu::wire::icrc::{self, IcrcMatch, Ipv4IcrcCheck};
-use verbs_emu::wire::roce::{emit_udp_payload, parse_udp_payload, PayloadSource};
-use verbs_emu::wire::{
-    BthRepr, Icrc, IpEncap, Opcode, Psn, Qpn, RethRepr, Rkey, RoceHeaders, UdpEncap,
-};
+use roce::wire::icrc::{self, IcrcMatch, Ipv4IcrcCheck};
+use roce::wire::roce::{emit_udp_payload, parse_udp_payload, PayloadSource};
+use roce::wire::{BthRepr, Icrc, IpEncap, Opcode, Psn, Qpn, RethRepr, Rkey, RoceHeaders, UdpEncap};
 
 /// Nanoseconds per call: the best of five rounds (the machine is shared,
 /// so the minimum is the least disturbed estimate).

@@ -2,11 +2,11 @@
 //! RoCEv2 ICRC vectors) reproduces: the ICRC, the bytes after a parse/emit
 //! round trip, the masking rules and the rejection of a corrupted ICRC.
 
-use pnet_packet::ethernet::{EtherTypes, EthernetPacket};
-use serde_json::Value;
-use verbs_emu::wire::{
+use ::roce::wire::{
     icrc, roce, Error, Icrc, Opcode, PayloadSource, RocePacket, RoceRepr, UdpChecksum,
 };
+use pnet_packet::ethernet::{EtherTypes, EthernetPacket};
+use serde_json::Value;
 
 use super::hex;
 
@@ -257,7 +257,7 @@ fn ipv4_identification_and_df_are_recovered_from_every_ipv4_vector() {
     for v in vectors().into_iter().filter(|v| v.ip[0] >> 4 == 4) {
         let p = RocePacket::new_checked(&v.ip[..]).unwrap();
         let r = RoceRepr::parse(&p).unwrap();
-        let verbs_emu::wire::IpRepr::V4 {
+        let ::roce::wire::IpRepr::V4 {
             identification,
             dont_fragment,
             ..

@@ -308,20 +308,20 @@ pub trait Memory {
 /// domain every implementation checks the same way, and `store`, what
 /// backs it (real bytes, atomic words only, or a host pointer).
 #[derive(Debug, Clone)]
-pub(crate) struct Region<S> {
+pub struct Region<S> {
     /// First address (the application's virtual address).
-    pub(crate) base: u64,
+    pub base: u64,
     /// Length in bytes.
-    pub(crate) len: u64,
+    pub len: u64,
     /// Rights, with [`AccessFlags::ZERO_BASED`] when remote keys take offsets.
-    pub(crate) access: AccessFlags,
+    pub access: AccessFlags,
     generation: u8,
     /// False once deregistered: the slot waits for reuse.
-    pub(crate) valid: bool,
+    pub valid: bool,
     /// The protection domain (0 for memories that have one).
-    pub(crate) pd: u64,
+    pub pd: u64,
     /// What backs the region.
-    pub(crate) store: S,
+    pub store: S,
 }
 
 /// A registered region handed back by `register`.
@@ -344,7 +344,7 @@ pub struct Registration {
 /// deregistered key does not match again (until its slot has been reused
 /// 256 times, as on rxe), and key 0 is never valid.
 #[derive(Debug, Clone)]
-pub(crate) struct Regions<S> {
+pub struct Regions<S> {
     regions: Vec<Region<S>>,
 }
 
@@ -359,7 +359,7 @@ impl<S> Default for Regions<S> {
 impl<S> Regions<S> {
     /// Register `[base, base + len)` with `access` in protection domain
     /// `pd`, backed by `store`. Refuses what verbs refuses.
-    pub(crate) fn register(
+    pub fn register(
         &mut self,
         base: u64,
         len: u64,
@@ -419,7 +419,7 @@ impl<S> Regions<S> {
     }
 
     /// The index of the live region `key` names.
-    pub(crate) fn index(&self, key: u32) -> Result<usize, MemError> {
+    pub fn index(&self, key: u32) -> Result<usize, MemError> {
         let idx = ((key >> 8) as usize)
             .checked_sub(1)
             .ok_or(MemError::BadKey(key))?;
@@ -431,17 +431,17 @@ impl<S> Regions<S> {
 
     /// The region at `idx` (from [`index`](Self::index) or
     /// [`locate`](Self::locate)).
-    pub(crate) fn region(&self, idx: usize) -> &Region<S> {
+    pub fn region(&self, idx: usize) -> &Region<S> {
         &self.regions[idx]
     }
 
     /// The region at `idx`, mutably.
-    pub(crate) fn region_mut(&mut self, idx: usize) -> &mut Region<S> {
+    pub fn region_mut(&mut self, idx: usize) -> &mut Region<S> {
         &mut self.regions[idx]
     }
 
     /// Every slot, live or not.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Region<S>> {
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Region<S>> {
         self.regions.iter_mut()
     }
 
@@ -451,7 +451,7 @@ impl<S> Regions<S> {
     /// into the region) when `[addr, addr + len)` lies inside it. A
     /// ZERO_BASED region takes offsets for remote keys only (local SGEs
     /// always carry addresses).
-    pub(crate) fn locate(
+    pub fn locate(
         &self,
         key: MemKey,
         addr: u64,
@@ -488,7 +488,7 @@ impl<S> Regions<S> {
     /// fast-registration MRs may be invalidated remotely (IBA 10.6.7,
     /// ROCEV2.md §5.4), and these tables hold plain MRs only, so a valid
     /// key (of `pd`, when given) is refused and stays registered.
-    pub(crate) fn invalidate(&self, key: u32, pd: Option<u64>) -> Result<(), MemError> {
+    pub fn invalidate(&self, key: u32, pd: Option<u64>) -> Result<(), MemError> {
         let idx = self.index(key)?;
         if pd.is_some_and(|pd| pd != self.regions[idx].pd) {
             return Err(MemError::BadKey(key));
@@ -498,7 +498,7 @@ impl<S> Regions<S> {
 
     /// Deregister: the key never matches again; the slot is returned for
     /// the caller to release what backs it.
-    pub(crate) fn deregister(&mut self, key: u32) -> Result<&mut Region<S>, MemError> {
+    pub fn deregister(&mut self, key: u32) -> Result<&mut Region<S>, MemError> {
         let idx = self.index(key)?;
         let r = &mut self.regions[idx];
         r.valid = false;

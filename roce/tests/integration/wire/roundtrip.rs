@@ -3,14 +3,14 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use proptest::prelude::*;
-use verbs_emu::time::Instant;
-use verbs_emu::wire::{cnp, pfc, CnpRepr, MacAddr, PcapReader, PcapWriter, PfcRepr};
-use verbs_emu::wire::{
+use ::roce::time::Instant;
+use ::roce::wire::{cnp, pfc, CnpRepr, MacAddr, PcapReader, PcapWriter, PfcRepr};
+use ::roce::wire::{
     roce, AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Error,
     IpRepr, Msn, NakCode, Opcode, PayloadSource, Psn, Qpn, RethRepr, Rkey, RoceHeaders, RocePacket,
     RoceRepr, UdpChecksum,
 };
+use proptest::prelude::*;
 
 fn opcode() -> impl Strategy<Value = Opcode> {
     proptest::sample::select(Opcode::ALL.to_vec())

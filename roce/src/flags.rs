@@ -1,7 +1,11 @@
 //! `flags!`: a bit-set newtype with rdma-core's values (the `ibv_*_flags`
 //! and masks), with the set operations and names for messages. One macro
-//! for every flag type of the crate, so they all behave alike.
+//! for every flag type of the core and of the verbs API (which invokes it
+//! as `roce::flags!`), so they all behave alike.
 
+/// Defines a bit-set newtype over an integer with named flag constants,
+/// set operations and the names of set bits (see the module docs).
+#[macro_export]
 macro_rules! flags {
     ($(#[$m:meta])* $name:ident: $repr:ty { $( $(#[$fm:meta])* $flag:ident = $val:expr, )* }) => {
         $(#[$m])*

@@ -2,11 +2,11 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use verbs_emu::cc::CcConfig;
-use verbs_emu::time::{Duration, Instant, Rate};
-use verbs_emu::transport::pair::{ConnectAttrs, DriveError, Limits, Loss, Pair, WireConfig};
-use verbs_emu::transport::*;
-use verbs_emu::wire::{Lkey, Qpn, Rkey};
+use roce::cc::CcConfig;
+use roce::time::{Duration, Instant, Rate};
+use roce::transport::pair::{ConnectAttrs, DriveError, Limits, Loss, Pair, WireConfig};
+use roce::transport::*;
+use roce::wire::{Lkey, Qpn, Rkey};
 
 const BASE: u64 = 0x10_0000;
 const REGION: u64 = 4 << 20;
@@ -1092,7 +1092,7 @@ fn long_flow(
     let latency = Duration::from_ns(5_085);
     let ab = WireConfig {
         loss,
-        loss_scope: verbs_emu::transport::pair::LossScope::Data,
+        loss_scope: roce::transport::pair::LossScope::Data,
         seed: 77,
         ..WireConfig::clean(rate, latency)
     };
@@ -1217,7 +1217,7 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
     let ra = ma.register(0, 1 << 20, AccessFlags::ALL).unwrap();
     let rb = mb.register(0, 1 << 20, AccessFlags::ALL).unwrap();
     let mut ca = QpConfig::new(Qpn::new(1));
-    ca.cc = CcConfig::Dcqcn(verbs_emu::cc::DcqcnParams::paper(rate));
+    ca.cc = CcConfig::Dcqcn(roce::cc::DcqcnParams::paper(rate));
     ca.max_send_wr = 4096;
     let mut cb = QpConfig::new(Qpn::new(2));
     cb.min_time_between_cnps = Some(Duration::from_us(50));
@@ -1256,7 +1256,7 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
         "DCQCN held the sender well below line rate: {util:.2}"
     );
     match pair.a.qp.cc() {
-        verbs_emu::cc::AnyCc::Dcqcn(d) => assert!(d.current_rate() < rate),
+        roce::cc::AnyCc::Dcqcn(d) => assert!(d.current_rate() < rate),
         other => panic!("{other:?}"),
     }
 }
@@ -1264,7 +1264,7 @@ fn ce_marks_make_at_most_one_cnp_per_interval_and_dcqcn_slows_the_sender() {
 #[test]
 fn pacing_holds_packets_and_reports_the_deadline() {
     let rate = Rate::from_gbps(10);
-    let mut params = verbs_emu::cc::DcqcnParams::paper(rate);
+    let mut params = roce::cc::DcqcnParams::paper(rate);
     params.line_rate = rate;
     let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
         c.cc = CcConfig::Dcqcn(params);
@@ -1281,10 +1281,7 @@ fn pacing_holds_packets_and_reports_the_deadline() {
     let qp = &mut s.pair.a.qp;
     let now = Instant::ZERO;
     let first = qp.poll_transmit(now, &s.pair.a.mem).unwrap();
-    assert_eq!(
-        first.headers.bth.opcode,
-        verbs_emu::wire::Opcode::RcSendFirst
-    );
+    assert_eq!(first.headers.bth.opcode, roce::wire::Opcode::RcSendFirst);
     assert!(
         qp.poll_transmit(now, &s.pair.a.mem).is_none(),
         "the rate limiter holds"
@@ -1402,7 +1399,7 @@ fn acks_can_advertise_credits() {
 
 #[test]
 fn random_packets_never_panic_the_engine() {
-    use verbs_emu::wire::{
+    use roce::wire::{
         AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, Msn,
         NakCode, Opcode, Psn, RethRepr, RoceHeaders,
     };
@@ -1802,7 +1799,7 @@ fn rxe_compatible_retry_cnt_7_never_gives_up() {
 #[test]
 fn pacing_with_a_burst_sends_what_the_rate_allows_per_call() {
     let rate = Rate::from_gbps(10);
-    let params = verbs_emu::cc::DcqcnParams::connectx(rate);
+    let params = roce::cc::DcqcnParams::connectx(rate);
     let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
         c.cc = CcConfig::Dcqcn(params);
         c.pacing_burst = Duration::from_us(10);
@@ -1833,7 +1830,7 @@ fn pacing_with_a_burst_sends_what_the_rate_allows_per_call() {
             let wire = t.headers.header_len() as u64
                 + u64::from(t.payload.len())
                 + u64::from(t.headers.bth.pad_count)
-                + u64::from(verbs_emu::transport::WIRE_OVERHEAD);
+                + u64::from(roce::transport::WIRE_OVERHEAD);
             sends.push((now, wire));
             n += 1;
         }
@@ -1884,7 +1881,7 @@ fn pacing_with_a_burst_sends_what_the_rate_allows_per_call() {
 /// Handed one time for the whole batch, they are worth one CNP.
 #[test]
 fn ce_marks_handled_in_one_batch_owe_a_cnp_per_interval_of_their_arrival_times() {
-    use verbs_emu::wire::Ecn;
+    use roce::wire::Ecn;
     let cnps_for = |spacing: Duration| {
         let rate = Rate::from_gbps(1);
         let mut ma = LengthMemory::new();
@@ -1926,7 +1923,7 @@ fn ce_marks_handled_in_one_batch_owe_a_cnp_per_interval_of_their_arrival_times()
         let end = Instant::from_ps(spacing.as_ps() * 9);
         let mut cnps = 0;
         while let Some(t) = pair.b.qp.poll_transmit(end, &pair.b.mem) {
-            if t.headers.bth.opcode == verbs_emu::wire::Opcode::Cnp {
+            if t.headers.bth.opcode == roce::wire::Opcode::Cnp {
                 cnps += 1;
             }
         }

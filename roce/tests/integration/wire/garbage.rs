@@ -1,11 +1,11 @@
 //! Truncated or garbage input of any length never panics any parser.
 
-use proptest::prelude::*;
-use verbs_emu::wire::dissect::decode_frame;
-use verbs_emu::wire::{
+use ::roce::wire::dissect::decode_frame;
+use ::roce::wire::{
     cnp, icrc, pfc, roce, samples, CnpRepr, Icrc, PcapReader, PfcRepr, RoceHeaders, RocePacket,
     RoceRepr, UdpEncap,
 };
+use proptest::prelude::*;
 
 fn parse_everything(bytes: &[u8]) {
     let _ = RoceHeaders::parse(bytes);
