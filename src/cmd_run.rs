@@ -184,12 +184,13 @@ pub(crate) fn run_variant(
     v: &scenario::Variant,
     progress: bool,
 ) -> Result<(RunResult, RunStats), sim::run::SimError> {
+    let bar = crate::progress::RunBar::new(progress);
     let opts = RunOptions {
         variant: v.name.clone(),
         seed: v.seed,
         duration: v.duration,
         max_events: v.max_events,
-        progress,
+        progress: bar.as_ref().map(crate::progress::RunBar::observer),
         groups: v.groups.clone(),
         workloads: v.workloads.clone(),
     };

@@ -19,6 +19,7 @@ mod cmd_run;
 mod cmd_sweep;
 mod cmd_validate;
 mod cmd_wire;
+mod progress;
 
 /// A software RDMA lab: RoCEv2 fabric simulator, userspace verbs emulation,
 /// and tools to read and compare real NICs' output.

@@ -155,7 +155,7 @@ fn bench(name: &str, k: usize, pattern: &str, cfg: &SimConfig) -> Outcome {
     let opts = RunOptions {
         variant: name.to_string(),
         seed: 1,
-        progress: true,
+        progress: None,
         ..RunOptions::default()
     };
     let t1 = WallInstant::now();

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod fabric;
 pub mod faults;
 pub mod input;
+pub mod options;
 pub mod overrides;
 pub mod results;
 pub mod run;

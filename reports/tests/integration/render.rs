@@ -26,7 +26,7 @@ pub(crate) fn tiny() -> &'static ScenarioResults {
                     seed: v.seed,
                     duration: v.duration,
                     max_events: v.max_events,
-                    progress: false,
+                    progress: None,
                     groups: v.groups.clone(),
                     workloads: v.workloads.clone(),
                 };

@@ -36,7 +36,6 @@ pub mod switch;
 pub mod watchdog;
 
 use std::collections::VecDeque;
-use std::io::IsTerminal;
 
 use rand_chacha::ChaCha8Rng;
 use roce::time::{Duration, Instant, Rate};
@@ -44,11 +43,11 @@ use roce::wire::Ecn;
 
 use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};
+use crate::options::{Progress, RunOptions, SimError};
 use crate::results::{
     percentile, EcnSetting, FlowRateSeries, FlowRecord, GroupRecord, NicRecord, PauseSeries,
     PortRecord, QueueSeries, RunResult, RunStats, Summary,
 };
-use crate::run::{RunOptions, SimError};
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
 use crate::workload::FlowSpec;
@@ -621,8 +620,6 @@ impl<'a> World<'a> {
     pub fn run(mut self) -> Result<(RunResult, RunStats), SimError> {
         let wall = std::time::Instant::now();
         let end = self.opts.duration.map(|d| Instant::ZERO + d);
-        let mut bar: Option<indicatif::ProgressBar> = None;
-        let want_bar = self.opts.progress && std::io::stderr().is_terminal();
         let mut last_check = 0u64;
         loop {
             let Some(t) = self.q.peek_time() else {
@@ -653,15 +650,20 @@ impl<'a> World<'a> {
                 self.stop_reason = "deadlock";
                 break;
             }
-            if want_bar && self.q.processed() - last_check >= 1 << 18 {
-                last_check = self.q.processed();
-                let total = self.flows.len();
-                let done = total - self.flows_open;
-                progress(&mut bar, wall, now, end, (&self.opts.variant, done, total));
+            if let Some(observe) = &self.opts.progress {
+                if self.q.processed() - last_check >= 1 << 18 {
+                    last_check = self.q.processed();
+                    let total = self.flows.len();
+                    observe(&Progress {
+                        variant: &self.opts.variant,
+                        wall: wall.elapsed(),
+                        now,
+                        end,
+                        flows_done: total - self.flows_open,
+                        flows_total: total,
+                    });
+                }
             }
-        }
-        if let Some(b) = bar {
-            b.finish_and_clear();
         }
         // An idle network ends at its last real activity, not at a stale
         // timer that found nothing to do.
@@ -1388,44 +1390,6 @@ impl<'a> World<'a> {
         let packets = f.size.div_ceil(mtu).max(1);
         let wire = f.size + packets * 62 + 16;
         (rtt + bottleneck.serialization_time(wire)).as_ps()
-    }
-}
-
-/// Draw the progress bar once the run has taken two wall seconds. It
-/// counts what the run will actually do: flows finished of all flows when
-/// there are flows (a duration is only a cap), else simulated time up to
-/// the duration; it names the variant and shows an ETA.
-fn progress(
-    bar: &mut Option<indicatif::ProgressBar>,
-    wall: std::time::Instant,
-    now: Instant,
-    end: Option<Instant>,
-    (variant, done, total): (&str, usize, usize),
-) {
-    if bar.is_none() && wall.elapsed().as_secs_f64() > 2.0 {
-        let (b, unit) = match (total, end) {
-            (1.., _) => (indicatif::ProgressBar::new(total as u64), "flows finished"),
-            (0, Some(e)) => (
-                indicatif::ProgressBar::new(e.as_ps() / 1_000_000),
-                "simulated us",
-            ),
-            (0, None) => (indicatif::ProgressBar::new_spinner(), "simulated us"),
-        };
-        let style = indicatif::ProgressStyle::with_template(&format!(
-            "{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, ETA {{eta}}"
-        ));
-        if let Ok(style) = style {
-            b.set_style(style);
-        }
-        b.set_message(format!("variant {variant}"));
-        *bar = Some(b);
-    }
-    if let Some(b) = bar {
-        b.set_position(if total > 0 {
-            done as u64
-        } else {
-            now.as_ps() / 1_000_000
-        });
     }
 }
 

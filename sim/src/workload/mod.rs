@@ -77,7 +77,7 @@ pub struct FlowSpec {
     pub after: Vec<u32>,
     /// Index of the workload that made it (a scenario's `[[workload]]`
     /// tables in order; 0 for flows built in code), named in results by
-    /// [`crate::run::RunOptions::workloads`].
+    /// [`crate::options::RunOptions::workloads`].
     pub workload: u32,
 }
 

@@ -31,7 +31,7 @@ fn run_all(s: &Scenario) -> Vec<RunResult> {
                 seed: v.seed,
                 duration: v.duration,
                 max_events: v.max_events,
-                progress: false,
+                progress: None,
                 groups: v.groups.clone(),
                 workloads: v.workloads.clone(),
             };

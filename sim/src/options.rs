@@ -1,0 +1,113 @@
+//! What a run is asked to do and how it can fail: the options every
+//! layer of a run reads ([`RunOptions`]), the progress it reports while it
+//! runs ([`Progress`]) and why it may not start ([`SimError`]). These sit
+//! below both the entry point ([`crate::run`]) and the model it builds
+//! ([`crate::fabric`]), so neither imports the other for them.
+
+use core::fmt;
+use std::sync::Arc;
+
+use roce::time::{Duration, Instant};
+
+use crate::config::ConfigError;
+use crate::workload::GroupSpec;
+
+/// How far a run has got: what a progress observer is handed.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// The variant being run.
+    pub variant: &'a str,
+    /// Wall-clock time since the event loop started.
+    pub wall: std::time::Duration,
+    /// Simulated time now.
+    pub now: Instant,
+    /// The simulated time the run stops at, if it has a duration.
+    pub end: Option<Instant>,
+    /// Flows finished (completed, failed or never to be posted).
+    pub flows_done: usize,
+    /// Flows in the run (0 for runs driven by time alone).
+    pub flows_total: usize,
+}
+
+/// A progress observer: called from the event loop, so it must be cheap.
+pub type ProgressFn = Arc<dyn Fn(&Progress<'_>) + Send + Sync>;
+
+/// How long to run and what to call the run.
+#[derive(Clone)]
+pub struct RunOptions {
+    /// Variant name written into the summary.
+    pub variant: String,
+    /// Root seed; every component derives its own stream from it.
+    pub seed: u64,
+    /// Stop at this simulated time (`None`: run until every flow has
+    /// completed or failed, or nothing is left to do).
+    pub duration: Option<Duration>,
+    /// Stop after this many events (a guard against runaway runs).
+    pub max_events: u64,
+    /// Told how far the run has got, about every 2^18 events (`None`:
+    /// nobody asks). The simulator draws nothing itself: the CLI turns
+    /// these calls into a progress bar.
+    pub progress: Option<ProgressFn>,
+    /// Groups of flows to report step times for (`results.groups`), by
+    /// group id: a flow with `group == Some(g)` belongs to `groups[g]`.
+    /// Flows of a group id not listed here are not reported as a group.
+    pub groups: Vec<GroupSpec>,
+    /// Workload names by [`FlowSpec::workload`] index, for the flow
+    /// records; an index without a name is called `workload-<index>`.
+    pub workloads: Vec<String>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            variant: "default".to_string(),
+            seed: 1,
+            duration: None,
+            max_events: 2_000_000_000,
+            progress: None,
+            groups: Vec::new(),
+            workloads: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("variant", &self.variant)
+            .field("seed", &self.seed)
+            .field("duration", &self.duration)
+            .field("max_events", &self.max_events)
+            .field("progress", &self.progress.is_some())
+            .field("groups", &self.groups)
+            .field("workloads", &self.workloads)
+            .finish()
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The configuration breaks a rule.
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// The topology is unusable (dangling link, host without a port ...).
+    #[error("topology: {0}")]
+    Topology(String),
+    /// A flow names something that does not exist or is not allowed.
+    #[error("flow {id}: {message}")]
+    Flow {
+        /// Flow id.
+        id: u32,
+        /// What is wrong.
+        message: String,
+    },
+    /// A fault or record selector names a node or link that is not there.
+    #[error("{key}: {message}")]
+    Selector {
+        /// Dotted key in the configuration.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}

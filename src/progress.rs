@@ -1,0 +1,73 @@
+//! The progress bar of `rocelab run`: the simulator reports how far a run
+//! has got ([`sim::run::Progress`]); this draws it on stderr once the run
+//! has taken two wall seconds, and only when stderr is a terminal.
+
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sim::run::{Progress, ProgressFn};
+
+/// The bar of one run; cleared when dropped.
+pub(crate) struct RunBar {
+    bar: Arc<Mutex<Option<ProgressBar>>>,
+}
+
+impl RunBar {
+    /// A bar for a run, or `None` when stderr is not a terminal (or the
+    /// caller wants quiet).
+    pub(crate) fn new(wanted: bool) -> Option<RunBar> {
+        (wanted && std::io::stderr().is_terminal()).then(|| RunBar {
+            bar: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// The observer to hand the simulator.
+    pub(crate) fn observer(&self) -> ProgressFn {
+        let bar = Arc::clone(&self.bar);
+        Arc::new(move |p: &Progress<'_>| {
+            if let Ok(mut bar) = bar.lock() {
+                draw(&mut bar, p);
+            }
+        })
+    }
+}
+
+impl Drop for RunBar {
+    fn drop(&mut self) {
+        if let Ok(mut bar) = self.bar.lock() {
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+        }
+    }
+}
+
+/// Start the bar once the run has taken two wall seconds, then move it.
+/// It counts what the run will actually do: flows finished of all flows
+/// when there are flows (a duration is only a cap), else simulated time up
+/// to the duration; it names the variant and shows an ETA.
+fn draw(bar: &mut Option<ProgressBar>, p: &Progress<'_>) {
+    if bar.is_none() && p.wall.as_secs_f64() > 2.0 {
+        let (b, unit) = match (p.flows_total, p.end) {
+            (1.., _) => (ProgressBar::new(p.flows_total as u64), "flows finished"),
+            (0, Some(e)) => (ProgressBar::new(e.as_ps() / 1_000_000), "simulated us"),
+            (0, None) => (ProgressBar::new_spinner(), "simulated us"),
+        };
+        let style = ProgressStyle::with_template(&format!(
+            "{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, ETA {{eta}}"
+        ));
+        if let Ok(style) = style {
+            b.set_style(style);
+        }
+        b.set_message(format!("variant {}", p.variant));
+        *bar = Some(b);
+    }
+    if let Some(b) = bar {
+        b.set_position(if p.flows_total > 0 {
+            p.flows_done as u64
+        } else {
+            p.now.as_ps() / 1_000_000
+        });
+    }
+}
