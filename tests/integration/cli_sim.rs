@@ -21,14 +21,9 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// `rocelab run SCENARIO --out OUT`, which must succeed; its stdout.
-fn run_ok(scenario: &Path, out: &Path) -> String {
-    let o = rocelab(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+/// The stdout of a run that must have succeeded (its stderr in the
+/// failure).
+pub(crate) fn ok(o: &Output) -> String {
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
@@ -36,6 +31,16 @@ fn run_ok(scenario: &Path, out: &Path) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     stdout
+}
+
+/// `rocelab run SCENARIO --out OUT`, which must succeed; its stdout.
+fn run_ok(scenario: &Path, out: &Path) -> String {
+    ok(&rocelab(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]))
 }
 
 /// The dump `name` of a counter bundle (`counters/<variant>/nics.txt`).

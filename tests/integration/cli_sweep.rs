@@ -6,9 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::cli_sim::{ok, repo};
 
 fn rocelab(args: &[&str]) -> Output {
     rocelab_env(args, &[])
@@ -29,16 +27,6 @@ fn rocelab_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     }
     c.envs(env.iter().copied());
     c.output().expect("run rocelab")
-}
-
-fn ok(o: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    stdout
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -100,19 +88,47 @@ fn six(dir: &Path) -> PathBuf {
     f
 }
 
-#[test]
-fn each_point_is_its_single_run_and_the_table_has_a_row_per_point_and_variant() {
-    let dir = scratch("points");
+/// A fresh scratch directory `name` holding the [`SIX`] scenario: (the
+/// directory, the scenario file).
+fn scratch_six(name: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
     let f = six(&dir);
-    let out = dir.join("local");
-    let stdout = ok(&rocelab(&[
+    (dir, f)
+}
+
+/// `rocelab sweep SCENARIO --out OUT EXTRA...`, which must succeed; its
+/// stdout.
+fn sweep(scenario: &Path, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
         "sweep",
-        f.to_str().unwrap(),
+        scenario.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]));
+    ];
+    args.extend(extra);
+    ok(&rocelab(&args))
+}
+
+/// The whole sweep of `scenario` run here, quietly, into `dir/local`: the
+/// table the sharded runs must reproduce.
+fn local_table(scenario: &Path, dir: &Path) -> PathBuf {
+    let local = dir.join("local");
+    sweep(scenario, &local, &["-q"]);
+    local
+}
+
+/// The files `names` of the tables in `a` and `b` are equal byte for byte.
+fn assert_same_tables(a: &Path, b: &Path, names: &[&str]) {
+    for t in names {
+        assert_eq!(read(&a.join(t)), read(&b.join(t)), "{t}");
+    }
+}
+
+#[test]
+fn each_point_is_its_single_run_and_the_table_has_a_row_per_point_and_variant() {
+    let (dir, f) = scratch_six("points");
+    let out = dir.join("local");
+    let stdout = sweep(&f, &out, &["--jobs", "2"]);
     assert!(stdout.contains("6 points"), "{stdout}");
     let csv = String::from_utf8(read(&out.join("sweep.csv"))).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -189,17 +205,9 @@ fn each_point_is_its_single_run_and_the_table_has_a_row_per_point_and_variant() 
 
 #[test]
 fn shards_merge_into_the_local_table_and_missing_points_are_named() {
-    let dir = scratch("shards");
-    let f = six(&dir);
+    let (dir, f) = scratch_six("shards");
     let fs = f.to_str().unwrap();
-    let local = dir.join("local");
-    ok(&rocelab(&[
-        "sweep",
-        fs,
-        "--out",
-        local.to_str().unwrap(),
-        "-q",
-    ]));
+    let local = local_table(&f, &dir);
     let sh = dir.join("sharded");
     let shs = sh.to_str().unwrap();
     // Shard 1 from Slurm's variables with ids from 0, shard 2 with ids
@@ -229,9 +237,7 @@ fn shards_merge_into_the_local_table_and_missing_points_are_named() {
     assert!(!sh.join("sweep.csv").exists(), "a shard writes no table");
     let merged = dir.join("merged");
     ok(&rocelab(&["merge", shs, "--out", merged.to_str().unwrap()]));
-    for t in ["sweep.csv", "sweep.jsonl", "sweep.html"] {
-        assert_eq!(read(&merged.join(t)), read(&local.join(t)), "{t}");
-    }
+    assert_same_tables(&merged, &local, &["sweep.csv", "sweep.jsonl", "sweep.html"]);
     // A shard that died: merge names its points and the shard to re-run.
     std::fs::remove_dir_all(sh.join("shard-2-of-3")).unwrap();
     let o = rocelab(&["merge", shs, "--out", merged.to_str().unwrap()]);
@@ -244,16 +250,20 @@ fn shards_merge_into_the_local_table_and_missing_points_are_named() {
     );
     assert!(err.contains("point 4 ("), "{err}");
     // It re-runs alone, and the merge is whole again.
-    ok(&rocelab(&[
-        "sweep", fs, "--out", shs, "--shard", "2/3", "-q",
-    ]));
+    sweep(&f, &sh, &["--shard", "2/3", "-q"]);
     std::fs::remove_dir_all(&merged).unwrap();
     ok(&rocelab(&["merge", shs, "--out", merged.to_str().unwrap()]));
-    assert_eq!(
-        read(&merged.join("sweep.csv")),
-        read(&local.join("sweep.csv"))
-    );
+    assert_same_tables(&merged, &local, &["sweep.csv"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rocelab validate` on `f`, written with `scenario` first, which must
+/// fail; its stderr.
+fn validate_refuses(f: &Path, scenario: &str) -> String {
+    std::fs::write(f, scenario).unwrap();
+    let o = rocelab(&["validate", f.to_str().unwrap()]);
+    assert!(!o.status.success());
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
@@ -261,14 +271,10 @@ fn validate_checks_every_point_at_its_grid_value() {
     let dir = scratch("validate");
     let f = dir.join("bad.toml");
     // The third buffer size is too small for the headroom PFC needs.
-    std::fs::write(
+    let err = validate_refuses(
         &f,
-        SIX.replace("[\"600KB\", \"2MB\"]", "[\"600KB\", \"2MB\", \"10KB\"]"),
-    )
-    .unwrap();
-    let o = rocelab(&["validate", f.to_str().unwrap()]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+        &SIX.replace("[\"600KB\", \"2MB\"]", "[\"600KB\", \"2MB\", \"10KB\"]"),
+    );
     let line = SIX
         .lines()
         .position(|l| l.starts_with("\"fabric.buffer.size\""))
@@ -284,14 +290,10 @@ fn validate_checks_every_point_at_its_grid_value() {
         "{err}"
     );
     // A mistake in the table itself, at its key.
-    std::fs::write(
+    let err = validate_refuses(
         &f,
-        SIX.replace("\"workload[0].senders\"", "\"workload[0]..senders\""),
-    )
-    .unwrap();
-    let o = rocelab(&["validate", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
+        &SIX.replace("\"workload[0].senders\"", "\"workload[0]..senders\""),
+    );
     assert!(err.contains(&format!("bad.toml:{}:1:", line + 1)), "{err}");
     // And a good one says how many points it checked.
     let stdout = ok(&rocelab(&["validate", six(&dir).to_str().unwrap()]));
@@ -301,34 +303,15 @@ fn validate_checks_every_point_at_its_grid_value() {
 
 #[test]
 fn emit_writes_an_sbatch_array_and_an_indexed_job() {
-    let dir = scratch("emit");
-    let f = six(&dir);
+    let (dir, f) = scratch_six("emit");
     let out = dir.join("out");
-    ok(&rocelab(&[
-        "sweep",
-        f.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--emit",
-        "slurm",
-        "--set",
-        "nic.mtu=1024",
-    ]));
+    sweep(&f, &out, &["--emit", "slurm", "--set", "nic.mtu=1024"]);
     let s = String::from_utf8(read(&out.join("sweep.sbatch"))).unwrap();
     assert!(s.starts_with("#!/bin/bash\n"), "{s}");
     assert!(s.contains("\n#SBATCH --array=1-6\n"), "{s}");
     assert!(s.contains("--shard \"${SLURM_ARRAY_TASK_ID}/6\""), "{s}");
     assert!(s.contains("'--set' 'nic.mtu=1024'"), "{s}");
-    ok(&rocelab(&[
-        "sweep",
-        f.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--emit",
-        "k8s",
-        "--shards",
-        "3",
-    ]));
+    sweep(&f, &out, &["--emit", "k8s", "--shards", "3"]);
     let k = String::from_utf8(read(&out.join("sweep-job.yaml"))).unwrap();
     for want in [
         "kind: Job\n",
@@ -387,9 +370,7 @@ fn a_real_slurm_array_job_gives_the_local_table() {
     if !slurm_available() {
         return;
     }
-    let dir = scratch("slurm");
-    let f = six(&dir);
-    let fs = f.to_str().unwrap();
+    let (dir, f) = scratch_six("slurm");
     let cluster = dir.join("cluster");
     let start = Command::new(repo().join("tests/slurm/start.sh"))
         .arg(&cluster)
@@ -415,17 +396,10 @@ fn a_real_slurm_array_job_gives_the_local_table() {
             String::from_utf8_lossy(&o.stderr)
         );
     };
-    let local = dir.join("local");
-    ok(&rocelab(&[
-        "sweep",
-        fs,
-        "--out",
-        local.to_str().unwrap(),
-        "-q",
-    ]));
+    let local = local_table(&f, &dir);
     let out = dir.join("slurm-out");
     let outs = out.to_str().unwrap();
-    ok(&rocelab(&["sweep", fs, "--out", outs, "--emit", "slurm"]));
+    sweep(&f, &out, &["--emit", "slurm"]);
     let script = out.join("sweep.sbatch");
     // Six points, six array tasks; --wait returns when all are done.
     sbatch(&["--wait", script.to_str().unwrap()]);
@@ -439,15 +413,13 @@ fn a_real_slurm_array_job_gives_the_local_table() {
         );
     }
     ok(&rocelab(&["merge", outs]));
-    for t in ["sweep.csv", "sweep.jsonl"] {
-        assert_eq!(read(&out.join(t)), read(&local.join(t)), "{t}");
-    }
+    assert_same_tables(&out, &local, &["sweep.csv", "sweep.jsonl"]);
     // A task that died re-runs alone as array task 4.
     std::fs::remove_dir_all(out.join("shard-4-of-6")).unwrap();
     assert!(!rocelab(&["merge", outs]).status.success());
     sbatch(&["--wait", "--array=4", script.to_str().unwrap()]);
     ok(&rocelab(&["merge", outs]));
-    assert_eq!(read(&out.join("sweep.csv")), read(&local.join("sweep.csv")));
+    assert_same_tables(&out, &local, &["sweep.csv"]);
     drop(_guard);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::testbed::Netns;
+use super::testbed::{text, Netns};
 use super::wire::under_ci;
 
 /// The shim the tests load: the `libibverbs.so` cargo built for this test
@@ -59,17 +59,29 @@ pub(super) fn exec(program: &PathBuf, args: &[&str]) -> Command {
     c
 }
 
-pub(super) fn text(o: &Output) -> String {
-    format!(
-        "exit: {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// Kills the server when a test fails before it exits.
-pub(super) struct Server(pub(super) Option<Child>);
+struct Server(Option<Child>);
+
+impl Server {
+    /// Start `cmd` with its stdout and stderr piped.
+    fn spawn(mut cmd: Command) -> Server {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Server(Some(child))
+    }
+
+    /// The output of a server that should be exiting: killed after `limit`
+    /// (a server whose client gave up would wait for it forever).
+    fn finish(mut self, limit: Duration) -> Output {
+        let mut child = self.0.take().unwrap();
+        exited_by(&mut child, Instant::now() + limit);
+        let _ = child.kill();
+        child.wait_with_output().unwrap()
+    }
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -80,41 +92,78 @@ impl Drop for Server {
     }
 }
 
-/// The output of a server that should be exiting: killed after `limit`
-/// (a server whose client gave up would wait for it forever).
-pub(super) fn finish(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() && Instant::now() < end {
+/// Wait until `child` exits or `end` comes; whether it exited.
+fn exited_by(child: &mut Child, end: Instant) -> bool {
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
+    true
+}
+
+/// Run `cmd` to its end, killing it after `limit`.
+pub(super) fn output_within(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if !exited_by(&mut child, Instant::now() + limit) {
+        let _ = child.kill();
+        let o = child.wait_with_output().unwrap();
+        panic!("timed out after {limit:?}\n{}", text(&o));
+    }
     child.wait_with_output().unwrap()
 }
+
+/// Start `server`, then run `client()` to its end (60 s at most), again
+/// while it fails saying `early` (it came before the server listened)
+/// and `patience` has not passed since the server started; then wait for
+/// the server, which ends by itself after one client (killed 30 s on).
+/// Returns (server, client) outputs.
+pub(super) fn server_and_client(
+    server: Command,
+    mut client: impl FnMut() -> Command,
+    early: &str,
+    patience: Duration,
+) -> (Output, Output) {
+    let server = Server::spawn(server);
+    let start = Instant::now();
+    let client = loop {
+        let out = output_within(client(), Duration::from_secs(60));
+        if out.status.success() || !text(&out).contains(early) || start.elapsed() > patience {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (server.finish(Duration::from_secs(30)), client)
+}
+
+/// What perftest's clients say before their server listens.
+const NOT_YET: &str = "Couldn't connect";
 
 /// Run `name` as server (`args`) and client (`args` + `localhost`); return
 /// both outputs. The client retries while the server is not listening yet.
 pub(super) fn pair(name: &str, args: &[&str]) -> Option<(Output, Output)> {
     let prog = program(name)?;
-    let server = exec(&prog, args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(Some(server));
-    let start = Instant::now();
-    let client = loop {
-        let mut client_args = args.to_vec();
-        client_args.push("localhost");
-        let out = output_within(exec(&prog, &client_args), Duration::from_secs(60));
-        let refused = String::from_utf8_lossy(&out.stderr).contains("Couldn't connect")
-            || String::from_utf8_lossy(&out.stdout).contains("Couldn't connect");
-        if out.status.success() || !refused || start.elapsed() > Duration::from_secs(10) {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let s = finish(server.0.take().unwrap(), Duration::from_secs(30));
-    Some((s, client))
+    let mut client_args = args.to_vec();
+    client_args.push("localhost");
+    Some(server_and_client(
+        exec(&prog, args),
+        || exec(&prog, &client_args),
+        NOT_YET,
+        Duration::from_secs(10),
+    ))
+}
+
+/// `program args...` over the shim, which must exit 0; its [`text`].
+fn exec_ok(program: &PathBuf, args: &[&str]) -> String {
+    let out = exec(program, args).output().unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    t
 }
 
 #[test]
@@ -122,9 +171,7 @@ fn ibv_devices_lists_the_emulated_device() {
     let Some(p) = program("ibv_devices") else {
         return;
     };
-    let out = exec(&p, &[]).output().unwrap();
-    let t = text(&out);
-    assert!(out.status.success(), "{t}");
+    let t = exec_ok(&p, &[]);
     assert!(t.contains("rocelab0"), "{t}");
     assert!(t.contains("02007f00000012b7"), "node GUID column: {t}");
 }
@@ -134,9 +181,7 @@ fn ibv_devinfo_reports_an_active_roce_port() {
     let Some(p) = program("ibv_devinfo") else {
         return;
     };
-    let out = exec(&p, &[]).output().unwrap();
-    let t = text(&out);
-    assert!(out.status.success(), "{t}");
+    let t = exec_ok(&p, &[]);
     for want in [
         "hca_id:\trocelab0",
         "PORT_ACTIVE (4)",
@@ -144,9 +189,7 @@ fn ibv_devinfo_reports_an_active_roce_port() {
     ] {
         assert!(t.contains(want), "missing {want:?}: {t}");
     }
-    let out = exec(&p, &["-v"]).output().unwrap();
-    let t = text(&out);
-    assert!(out.status.success(), "{t}");
+    let t = exec_ok(&p, &["-v"]);
     for want in [
         "atomic_cap:\t\t\tATOMIC_HCA (1)",
         "max_qp_rd_atom:\t\t\t16",
@@ -209,7 +252,7 @@ fn ibv_srq_pingpong_runs() {
 
 /// The numbers of perftest's result row (the line after the `#bytes`
 /// header).
-pub(super) fn result_row(t: &str) -> Vec<f64> {
+fn result_row(t: &str) -> Vec<f64> {
     let mut lines = t
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("#bytes"));
@@ -220,6 +263,32 @@ pub(super) fn result_row(t: &str) -> Vec<f64> {
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect()
+}
+
+/// The result row in `t` of a bandwidth test run with perftest's default
+/// size and count: 65536-byte messages, at least 1000 of them, and a
+/// bandwidth and message rate above zero (`what` names the run).
+pub(super) fn assert_default_bw_row(t: &str, what: &str) {
+    // #bytes #iterations BW-peak BW-average MsgRate
+    let row = result_row(t);
+    assert!(row.len() >= 5, "{what}: no result row: {t}");
+    assert_eq!(row[0], 65536.0, "{what}: {t}");
+    assert!(
+        row[1] >= 1000.0 && row[3] > 0.0 && row[4] > 0.0,
+        "{what}: {row:?}: {t}"
+    );
+}
+
+/// A latency test's result `row` (from the output `t`): a minimum above
+/// zero, at most the typical latency, itself at most the maximum.
+fn assert_latency_row(row: &[f64], what: &str, t: &str) {
+    // #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
+    assert!(row.len() >= 9, "{what}: no latency row: {t}");
+    let (min, max, typical) = (row[2], row[3], row[4]);
+    assert!(
+        min > 0.0 && min <= typical && typical <= max,
+        "{what}: {row:?}: {t}"
+    );
 }
 
 fn assert_perftest(name: &str, port: &str) {
@@ -245,13 +314,7 @@ fn assert_perftest_with(name: &str, args: &[&str]) -> Vec<f64> {
         );
         assert!(row[4] > 0.0, "{name}: message rate {row:?}: {tc}");
     } else {
-        // #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
-        assert!(row.len() >= 9, "{name}: no latency row: {tc}");
-        let (min, max, typical) = (row[2], row[3], row[4]);
-        assert!(
-            min > 0.0 && min <= typical && typical <= max,
-            "{name}: {row:?}: {tc}"
-        );
+        assert_latency_row(&row, name, &tc);
     }
     row
 }
@@ -315,25 +378,6 @@ fn rocelab_perftest(test: &str, args: &[&str]) -> Command {
     c
 }
 
-/// Run `cmd` to its end, killing it after `limit`.
-pub(super) fn output_within(mut cmd: Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("timed out after {limit:?}\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
 /// Debian's `ib_TEST` (over the shim) and `rocelab perftest TEST` against
 /// each other, perftest's default flags on TCP `port`; `debian_serves`
 /// picks the server. Returns (server, client) outputs.
@@ -355,27 +399,11 @@ fn interop(test: &str, port: &str, debian_serves: bool) -> Option<(Output, Outpu
             rocelab_perftest(test, &args)
         }
     };
-    let server = side(true, debian_serves)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(Some(server));
-    let start = Instant::now();
-    let client = loop {
-        let out = output_within(side(false, !debian_serves), Duration::from_secs(60));
-        let t = text(&out);
-        if out.status.success()
-            || !t.contains("Couldn't connect")
-            || start.elapsed() > Duration::from_secs(10)
-        {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    Some((
-        finish(server.0.take().unwrap(), Duration::from_secs(30)),
-        client,
+    Some(server_and_client(
+        side(true, debian_serves),
+        || side(false, !debian_serves),
+        NOT_YET,
+        Duration::from_secs(10),
     ))
 }
 
@@ -393,22 +421,13 @@ fn assert_interop(test: &str, port: &str, debian_serves: bool) {
     for (side, o) in [("server", &s), ("client", &c)] {
         let t = text(o);
         assert!(o.status.success(), "{test} {who}: {side}: {t}");
-        let row = result_row(&t);
+        let what = format!("{test} {who}: {side}");
         if test.ends_with("_bw") {
-            assert!(row.len() >= 5, "{test} {who}: {side}: no result row: {t}");
-            assert_eq!(row[0], 65536.0, "{test} {who}: {side}: {t}");
-            assert!(
-                row[1] >= 1000.0 && row[3] > 0.0 && row[4] > 0.0,
-                "{test} {who}: {side}: {row:?}: {t}"
-            );
+            assert_default_bw_row(&t, &what);
         } else {
-            assert!(row.len() >= 9, "{test} {who}: {side}: no latency row: {t}");
-            let (min, max, typical) = (row[2], row[3], row[4]);
-            assert_eq!((row[0], row[1]), (2.0, 1000.0), "{test} {who}: {side}: {t}");
-            assert!(
-                min > 0.0 && min <= typical && typical <= max,
-                "{test} {who}: {side}: {row:?}: {t}"
-            );
+            let row = result_row(&t);
+            assert_latency_row(&row, &what, &t);
+            assert_eq!((row[0], row[1]), (2.0, 1000.0), "{what}: {t}");
         }
     }
 }
@@ -561,26 +580,14 @@ fn live_capture_of_ib_write_bw_is_roce_with_valid_icrcs() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let args = ["-p", "18740", "-n", "100", "-s", "16384"];
-    let server = ns
-        .exec(&exec(&prog, &args))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(Some(server));
-    let client = loop {
-        let mut a = args.to_vec();
-        a.push("localhost");
-        let out = output_within(ns.exec(&exec(&prog, &a)), Duration::from_secs(60));
-        if out.status.success()
-            || !text(&out).contains("Couldn't connect")
-            || start.elapsed() > Duration::from_secs(20)
-        {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let s = finish(server.0.take().unwrap(), Duration::from_secs(30));
+    let mut client_args = args.to_vec();
+    client_args.push("localhost");
+    let (s, client) = server_and_client(
+        ns.exec(&exec(&prog, &args)),
+        || ns.exec(&exec(&prog, &client_args)),
+        NOT_YET,
+        Duration::from_secs(20),
+    );
     assert!(client.status.success(), "client: {}", text(&client));
     assert!(s.status.success(), "server: {}", text(&s));
     // Stop the capture as a user would (SIGINT), so that it flushes.
@@ -652,18 +659,13 @@ fn rocelab_says_which_tests_follow_perftests_exchange() {
     let Some(prog) = program("ib_write_lat") else {
         return;
     };
-    let server = rocelab_perftest("write_lat", &["-p", "18637"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(Some(server));
+    let server = Server::spawn(rocelab_perftest("write_lat", &["-p", "18637"]));
     std::thread::sleep(Duration::from_millis(300));
     let c = output_within(
         exec(&prog, &["-p", "18637", "localhost"]),
         Duration::from_secs(60),
     );
-    let s = finish(server.0.take().unwrap(), Duration::from_secs(30));
+    let s = server.finish(Duration::from_secs(30));
     assert!(!s.status.success(), "{}", text(&s));
     assert!(!c.status.success(), "{}", text(&c));
     let e = String::from_utf8_lossy(&s.stderr);

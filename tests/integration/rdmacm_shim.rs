@@ -10,10 +10,13 @@
 //! them the tests skip with a message, except under CI, where a missing
 //! program fails (see `ibverbs_shim`).
 
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
-use super::ibverbs_shim::{exec, finish, output_within, pair, program, result_row, text, Server};
+use super::ibverbs_shim::{
+    assert_default_bw_row, exec, output_within, pair, program, server_and_client,
+};
+use super::testbed::text;
 
 /// The payload rping puts after `rdma-ping-N: ` in ping `n` of a
 /// `size`-byte buffer: letters from `A` + n, cycling through `A`..=`z`,
@@ -54,25 +57,11 @@ fn cm_pair(
     early: &str,
 ) -> Option<(Output, Output)> {
     let (server_prog, client_prog) = (program(server)?, program(client)?);
-    let child = exec(&server_prog, server_args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut srv = Server(Some(child));
-    let start = Instant::now();
-    let client_out = loop {
-        let out = output_within(exec(&client_prog, client_args), Duration::from_secs(60));
-        let too_early = text(&out).contains(early);
-        if out.status.success() || !too_early || start.elapsed() > Duration::from_secs(10) {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    // The server ends by itself after one client; give it 30 s.
-    Some((
-        finish(srv.0.take().unwrap(), Duration::from_secs(30)),
-        client_out,
+    Some(server_and_client(
+        exec(&server_prog, server_args),
+        || exec(&client_prog, client_args),
+        early,
+        Duration::from_secs(10),
     ))
 }
 
@@ -140,14 +129,7 @@ fn ib_write_bw_over_rdma_cm_runs() {
             t.contains("rdma_cm QPs\t : ON"),
             "ib_write_bw -R {side}: {t}"
         );
-        // #bytes #iterations BW-peak BW-average MsgRate
-        let row = result_row(&t);
-        assert!(row.len() >= 5, "ib_write_bw -R {side}: no result row: {t}");
-        assert_eq!(row[0], 65536.0, "ib_write_bw -R {side}: {t}");
-        assert!(
-            row[1] >= 1000.0 && row[3] > 0.0 && row[4] > 0.0,
-            "ib_write_bw -R {side}: {row:?}: {t}"
-        );
+        assert_default_bw_row(&t, &format!("ib_write_bw -R {side}"));
     }
 }
 

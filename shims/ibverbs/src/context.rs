@@ -1,5 +1,9 @@
 //! Devices and contexts: `ibv_get_device_list`, `ibv_open_device`, the
 //! query verbs and asynchronous events.
+//!
+//! `ibv_open_device` fills the context's function tables with the verbs of
+//! `post` and `objects` that `verbs.h` calls inline; those files use the
+//! context's record (in `records`), never this file.
 
 use std::mem::offset_of;
 use std::net::SocketAddrV4;
@@ -9,10 +13,10 @@ use std::sync::{Arc, OnceLock};
 
 use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::udp::{node_guid_for, BackgroundMode, UdpBackend, UdpConfig};
-use verbs_emu::backend::Backend;
 use verbs_emu::verbs::VerbsError;
 
 use crate::config::{lid_of, loopback_candidates, DeviceSpec};
+use crate::records::ShimContext;
 use crate::{fail, set_errno};
 
 /// A device of the list: the C struct first, so `*mut ibv_device` is a
@@ -23,35 +27,6 @@ pub(crate) struct ShimDevice {
     pub index: c_int,
     pub guid: u64,
     pub spec: DeviceSpec,
-}
-
-/// An open device: `verbs_context` (which ends with the `ibv_context` the
-/// program sees) first.
-#[repr(C)]
-pub(crate) struct ShimContext {
-    pub vctx: verbs_context,
-    pub backend: Arc<dyn Backend>,
-    pub local: SocketAddrV4,
-    pub guid: u64,
-    /// The write end of the asynchronous event pipe (`async_fd` reads it).
-    pub async_wfd: c_int,
-}
-
-impl ShimContext {
-    /// The record behind a context pointer this library handed out.
-    ///
-    /// # Safety
-    ///
-    /// `ctx` is null or was returned by `ibv_open_device` and not closed.
-    pub unsafe fn from_ptr<'a>(ctx: *mut ibv_context) -> Option<&'a ShimContext> {
-        if ctx.is_null() {
-            return None;
-        }
-        let off = offset_of!(verbs_context, context);
-        // SAFETY: ctx is the `context` field of a ShimContext's vctx, which
-        // is the record's first field (repr(C)).
-        Some(unsafe { &*(ctx.cast::<u8>().sub(off).cast::<ShimContext>()) })
-    }
 }
 
 /// The devices, built once per process.

@@ -63,6 +63,8 @@ mod context;
 mod misc;
 mod objects;
 mod post;
+mod records;
+mod srq_pool;
 #[cfg(test)]
 mod tests;
 
@@ -71,6 +73,7 @@ pub use config::{DeviceSpec, DEVICES_ENV};
 include!(concat!(env!("OUT_DIR"), "/symver.rs"));
 
 use std::os::raw::c_int;
+use std::sync::{Mutex, MutexGuard};
 
 use verbs_emu::verbs::VerbsError;
 
@@ -100,4 +103,11 @@ pub(crate) fn fail(e: &VerbsError) -> c_int {
         eprintln!("rocelab-ibverbs: {e}");
     }
     errno_of(e)
+}
+
+/// Lock `m`, also after a panic elsewhere poisoned it: the shared state
+/// stays consistent between statements, and a C caller has no use for the
+/// panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -1,8 +1,9 @@
-//! The verbs objects: PD, MR, completion channel, CQ, QP, AH, SRQ.
+//! The verbs that make and free the objects: PD, MR, completion channel,
+//! CQ, QP, AH (SRQs are with the data path, in `post`).
 //!
-//! Each record puts the `verbs.h` struct first, so the pointer handed to
-//! the program is also a pointer to the record, and keeps the backend
-//! handle and a reference to the opened device.
+//! The records they share with the other verb files are in `records`; the
+//! MR and channel records, which only these verbs touch, are here, with
+//! the `verbs.h` struct first likewise.
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -15,30 +16,15 @@ use std::time::Duration;
 
 use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::ibverbs::work::{qp_cap_from_raw, qp_cap_to_raw};
-use verbs_emu::backend::{AhHandle, Backend, CqHandle, MrHandle, PdHandle, QpHandle};
+use verbs_emu::backend::{Backend, CqHandle, MrHandle};
 use verbs_emu::verbs::{
     AccessFlags, AhAttr, Gid, Mtu, QpAttr, QpAttrMask, QpInitAttr, QpState, QpType,
 };
 use verbs_emu::wire::Qpn;
 
 use crate::config::ip_of_lid;
-use crate::context::ShimContext;
-use crate::{fail, set_errno};
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Borrow the record behind a C object pointer.
-///
-/// # Safety
-///
-/// `p` is null or points at a live `T` this library created, whose first
-/// field is the C struct `p` was typed as.
-pub(crate) unsafe fn rec<'a, T, C>(p: *mut C) -> Option<&'a T> {
-    // SAFETY: the caller's contract.
-    (!p.is_null()).then(|| unsafe { &*p.cast::<T>() })
-}
+use crate::records::{rec, srq_pool, ShimAh, ShimContext, ShimCq, ShimPd, ShimQp};
+use crate::{fail, lock, set_errno};
 
 /// The context record of a C object's `context` field.
 fn ctx_of<'a>(ctx: *mut ibv_context) -> Option<&'a ShimContext> {
@@ -47,14 +33,6 @@ fn ctx_of<'a>(ctx: *mut ibv_context) -> Option<&'a ShimContext> {
 }
 
 // ---------------------------------------------------------------- PD
-
-#[repr(C)]
-pub(crate) struct ShimPd {
-    pub pd: ibv_pd,
-    pub handle: PdHandle,
-    pub backend: Arc<dyn Backend>,
-    pub local: Ipv4Addr,
-}
 
 #[no_mangle]
 unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
@@ -405,16 +383,6 @@ unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
 
 // ---------------------------------------------------------------- CQ
 
-#[repr(C)]
-pub(crate) struct ShimCq {
-    pub cq: ibv_cq,
-    pub handle: CqHandle,
-    pub backend: Arc<dyn Backend>,
-    /// The SRQs of QPs receiving into this CQ (their receive completions
-    /// return lent WRs).
-    pub srqs: Mutex<Vec<Arc<crate::post::SrqPool>>>,
-}
-
 #[no_mangle]
 unsafe extern "C" fn ibv_create_cq(
     ctx: *mut ibv_context,
@@ -518,20 +486,6 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: 
 
 // ---------------------------------------------------------------- QP
 
-#[repr(C)]
-pub(crate) struct ShimQp {
-    pub qp: ibv_qp,
-    pub handle: QpHandle,
-    pub backend: Arc<dyn Backend>,
-    pub local: Ipv4Addr,
-    pub init_cap: ibv_qp_cap,
-    pub sq_sig_all: c_int,
-    /// Every attribute applied so far (`ibv_query_qp`).
-    pub attr: Mutex<ibv_qp_attr>,
-    /// The SRQ the QP receives from, if any.
-    pub srq: Option<Arc<crate::post::SrqPool>>,
-}
-
 #[no_mangle]
 unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
     // SAFETY: the export contract.
@@ -558,7 +512,7 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
         }
     };
     // SAFETY: an SRQ of ours, or null.
-    let srq = unsafe { crate::post::srq_pool(ia.srq) };
+    let srq = unsafe { srq_pool(ia.srq) };
     if !ia.srq.is_null() && srq.is_none() {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
@@ -828,13 +782,6 @@ unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 }
 
 // ---------------------------------------------------------------- AH
-
-#[repr(C)]
-pub(crate) struct ShimAh {
-    pub ah: ibv_ah,
-    pub handle: AhHandle,
-    pub backend: Arc<dyn Backend>,
-}
 
 #[no_mangle]
 unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {

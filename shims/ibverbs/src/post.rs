@@ -1,34 +1,22 @@
 //! The data path: `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq` (the
-//! context's ops table points here) and shared receive queues.
-//!
-//! # Shared receive queues
-//!
-//! The transport engine has per-QP receive queues only, so an SRQ is a pool
-//! that lends its receive WRs to the QPs attached to it: each WR posted to
-//! the SRQ goes to the attached QP (in a state that accepts receives) that
-//! holds the fewest lent WRs, and a receive completion returns the lent WR
-//! of its QP. A message for a QP that holds none meets an RNR NAK and is
-//! retried, as with an SRQ that ran dry; programs keep an SRQ deep enough
-//! for that never to matter (`ibv_srq_pingpong` posts 500 for 16 QPs).
+//! context's ops table points here) and the shared receive queue verbs
+//! (`ibv_create_srq` to `ibv_destroy_srq`, and `ibv_post_srq_recv`, which
+//! the ops table also points at). An SRQ's WRs wait in its pool, which
+//! lends them to its QPs (the `srq_pool` module says how).
 
-use std::collections::VecDeque;
 use std::os::raw::c_int;
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
 use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::ibverbs::work::{decode_send_op, wc_to_raw};
-use verbs_emu::backend::{Backend, QpHandle};
 use verbs_emu::transport::MAX_SGE;
 use verbs_emu::verbs::{RecvWr, SendFlags, SendWr, Sge, UdDest, WorkCompletion};
 use verbs_emu::wire::{Lkey, Qpn};
 
-use crate::objects::{rec, ShimAh, ShimCq, ShimPd, ShimQp};
-use crate::{errno_of, fail, set_errno};
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::records::{rec, ShimAh, ShimCq, ShimPd, ShimQp, ShimSrq};
+use crate::srq_pool::SrqPool;
+use crate::{errno_of, fail, lock, set_errno};
 
 /// The SGEs of a C work request, copied into `out`; `None` when there are
 /// more than the engine takes or the count is negative.
@@ -208,102 +196,6 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
 
 // ---------------------------------------------------------------- SRQ
 
-/// A WR waiting in an SRQ.
-struct Pending {
-    wr_id: u64,
-    sges: Vec<Sge>,
-}
-
-/// A QP attached to an SRQ and how many of its WRs it holds.
-struct Lent {
-    qp: usize,
-    qpn: u32,
-    handle: QpHandle,
-    backend: Arc<dyn Backend>,
-    lent: u32,
-}
-
-/// The receive WRs of one SRQ (see the module docs).
-pub(crate) struct SrqPool {
-    pub max_wr: u32,
-    pub max_sge: u32,
-    state: Mutex<(VecDeque<Pending>, Vec<Lent>)>,
-}
-
-impl SrqPool {
-    /// A QP starts receiving from this SRQ.
-    pub fn attach(&self, qp: usize, qpn: u32, handle: QpHandle, backend: Arc<dyn Backend>) {
-        lock(&self.state).1.push(Lent {
-            qp,
-            qpn,
-            handle,
-            backend,
-            lent: 0,
-        });
-        self.refill();
-    }
-
-    /// A QP is destroyed; what it held is flushed with it.
-    pub fn detach(&self, qp: usize) {
-        lock(&self.state).1.retain(|l| l.qp != qp);
-    }
-
-    /// A receive completed on QP `qpn`.
-    pub fn completed(&self, qpn: u32) {
-        let mut g = lock(&self.state);
-        if let Some(l) = g.1.iter_mut().find(|l| l.qpn == qpn) {
-            l.lent = l.lent.saturating_sub(1);
-        }
-    }
-
-    /// Lend waiting WRs to the QPs that hold the fewest.
-    pub fn refill(&self) {
-        let mut g = lock(&self.state);
-        let (pending, qps) = &mut *g;
-        let mut refused = vec![false; qps.len()];
-        while let Some(p) = pending.front() {
-            let Some(i) = (0..qps.len())
-                .filter(|&i| !refused[i])
-                .min_by_key(|&i| qps[i].lent)
-            else {
-                return;
-            };
-            let l = &mut qps[i];
-            let wr = RecvWr {
-                wr_id: p.wr_id,
-                sg_list: &p.sges,
-            };
-            // SAFETY: the program posted these buffers to the SRQ under the
-            // same contract as a QP's receives.
-            match unsafe { l.backend.post_recv(l.handle, &[wr]) } {
-                Ok(()) => {
-                    l.lent += 1;
-                    pending.pop_front();
-                }
-                // A QP in RESET (or full) takes nothing now; another may.
-                Err(_) => refused[i] = true,
-            }
-        }
-    }
-}
-
-#[repr(C)]
-struct ShimSrq {
-    srq: ibv_srq,
-    pool: Arc<SrqPool>,
-    limit: Mutex<u32>,
-}
-
-/// The pool of an SRQ pointer of ours (`None` for null).
-///
-/// # Safety
-///
-/// `srq` is null or an SRQ this library created and not destroyed.
-pub(crate) unsafe fn srq_pool(srq: *mut ibv_srq) -> Option<Arc<SrqPool>> {
-    // SAFETY: the caller's contract.
-    unsafe { rec::<ShimSrq, _>(srq) }.map(|s| s.pool.clone())
-}
-
 /// The C type of `ibv_context_ops.post_srq_recv`.
 pub(crate) type PostSrqRecvFn =
     unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
@@ -326,28 +218,18 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
         return libc::EINVAL;
     };
     let mut cur = wr;
-    {
-        let mut g = lock(&s.pool.state);
-        while !cur.is_null() {
-            // SAFETY: a WR of the program's list.
-            let w = unsafe { &*cur };
-            let mut buf = [EMPTY_SGE; MAX_SGE];
-            // SAFETY: the WR's SGE array.
-            let sg = unsafe { sges(w.sg_list, w.num_sge, &mut buf) };
-            let full = g.0.len() + g.1.iter().map(|l| l.lent as usize).sum::<usize>()
-                >= s.pool.max_wr as usize;
-            let Some(sg) = sg.filter(|sg| sg.len() <= s.pool.max_sge as usize && !full) else {
-                drop(g);
-                set_bad(cur);
-                s.pool.refill();
-                return if full { libc::ENOMEM } else { libc::EINVAL };
-            };
-            g.0.push_back(Pending {
-                wr_id: w.wr_id,
-                sges: sg.to_vec(),
-            });
-            cur = w.next;
+    while !cur.is_null() {
+        // SAFETY: a WR of the program's list.
+        let w = unsafe { &*cur };
+        let mut buf = [EMPTY_SGE; MAX_SGE];
+        // SAFETY: the WR's SGE array.
+        let sg = unsafe { sges(w.sg_list, w.num_sge, &mut buf) };
+        if let Err(e) = s.pool.queue(w.wr_id, sg) {
+            set_bad(cur);
+            s.pool.refill();
+            return e;
         }
+        cur = w.next;
     }
     s.pool.refill();
     0
@@ -377,11 +259,7 @@ unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_att
     raw.cond = libc::PTHREAD_COND_INITIALIZER;
     Box::into_raw(Box::new(ShimSrq {
         srq: raw,
-        pool: Arc::new(SrqPool {
-            max_wr: ia.attr.max_wr,
-            max_sge: ia.attr.max_sge,
-            state: Mutex::new((VecDeque::new(), Vec::new())),
-        }),
+        pool: Arc::new(SrqPool::new(ia.attr.max_wr, ia.attr.max_sge)),
         limit: Mutex::new(ia.attr.srq_limit),
     }))
     .cast()
@@ -432,7 +310,7 @@ unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     let Some(s) = (unsafe { rec::<ShimSrq, _>(srq) }) else {
         return libc::EINVAL;
     };
-    if !lock(&s.pool.state).1.is_empty() {
+    if s.pool.in_use() {
         return libc::EBUSY;
     }
     // SAFETY: allocated by ibv_create_srq; no QP uses it.
