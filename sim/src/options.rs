@@ -52,7 +52,7 @@ pub struct RunOptions {
     /// group id: a flow with `group == Some(g)` belongs to `groups[g]`.
     /// Flows of a group id not listed here are not reported as a group.
     pub groups: Vec<GroupSpec>,
-    /// Workload names by [`FlowSpec::workload`] index, for the flow
+    /// Workload names by [`FlowSpec::workload`](crate::workload::FlowSpec::workload) index, for the flow
     /// records; an index without a name is called `workload-<index>`.
     pub workloads: Vec<String>,
 }

@@ -47,32 +47,11 @@ use roce::time::Duration;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 
+pub use crate::config::{ElementOverride, OverrideSetting};
 use crate::config::{FabricConfig, NicConfig, SimConfig};
 use crate::faults::Window;
 use crate::input::{decode_value, FileError};
 use crate::topology::{NodeKind, Topology};
-
-/// The full settings of one element while an override is in force.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ElementOverride {
-    /// Node name (a switch for fabric settings, a host for NIC settings).
-    pub node: String,
-    /// A port of that switch, or `None` for the whole node.
-    pub port: Option<u16>,
-    /// When it is in force ([`Window::always`]: the whole run).
-    pub window: Window,
-    /// The element's settings in that window.
-    pub setting: OverrideSetting,
-}
-
-/// Settings of one element.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OverrideSetting {
-    /// A switch's (or switch port's) fabric settings.
-    Fabric(Box<FabricConfig>),
-    /// A host's NIC settings.
-    Nic(Box<NicConfig>),
-}
 
 /// One `[[override]]` entry as the file writes it (its `fabric`/`nic`
 /// tables are decoded here for their keys and units; [`resolve`] merges

@@ -12,13 +12,18 @@
 //! second, probabilities are in `[0, 1]`, priorities are 802.1p values 0-7.
 //!
 //! [`SimConfig::validate`] checks the cross-field rules (priorities in
-//! range, `xon <= xoff`, `kmin <= kmax`, ...) and names the key at fault.
+//! range, `xon <= xoff`, `kmin <= kmax`, ...) and names the key at fault
+//! ([`ConfigError`]). [`ElementOverride`]s are the per-element settings
+//! the scenario loader resolves from `[[override]]` entries.
+
+mod error;
 
 use roce::time::{Duration, Rate, Size};
 use serde::{Deserialize, Serialize};
 
+use crate::faults::Window;
 pub use crate::faults::{FaultConfig, FaultType};
-pub use crate::overrides::{ElementOverride, OverrideSetting};
+pub use error::ConfigError;
 /// DCQCN parameters over a preset (`[nic.cc.dcqcn]`): the emulation's
 /// table, shared so that both read the same keys.
 pub use roce::cc::DcqcnOverrides;
@@ -47,6 +52,29 @@ pub struct SimConfig {
     /// a key of its own in files.
     #[serde(skip)]
     pub workload_cc: Vec<Option<CcConfig>>,
+}
+
+/// The full settings of one element while an override is in force (what
+/// [`crate::overrides::resolve`] makes of `[[override]]` entries).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElementOverride {
+    /// Node name (a switch for fabric settings, a host for NIC settings).
+    pub node: String,
+    /// A port of that switch, or `None` for the whole node.
+    pub port: Option<u16>,
+    /// When it is in force ([`Window::always`]: the whole run).
+    pub window: Window,
+    /// The element's settings in that window.
+    pub setting: OverrideSetting,
+}
+
+/// Settings of one element.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OverrideSetting {
+    /// A switch's (or switch port's) fabric settings.
+    Fabric(Box<FabricConfig>),
+    /// A host's NIC settings.
+    Nic(Box<NicConfig>),
 }
 
 /// Switch buffer, PFC, ECN and scheduling settings, shared by every switch.
@@ -680,208 +708,23 @@ pub struct QueueSelector {
     pub priority: Option<u8>,
 }
 
-/// A configuration mistake, naming the key at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct ConfigError {
-    /// Dotted key, e.g. `fabric.pfc.priorities`.
-    pub key: String,
-    /// What was expected.
-    pub message: String,
-}
-
-impl ConfigError {
-    /// A mistake under `key`.
-    pub fn new(key: &str, message: impl Into<String>) -> ConfigError {
-        ConfigError {
-            key: key.to_string(),
-            message: message.into(),
-        }
-    }
-}
-
 impl SimConfig {
     /// Check the rules serde cannot: ranges and orderings between fields.
+    /// The first rule broken is the error: the fabric's, the NICs', the
+    /// congestion controls', the record's, the classification map's, then
+    /// the faults'.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let prio = |key: &str, p: u8| {
-            if p > 7 {
-                Err(ConfigError::new(key, format!("priority {p}: expected 0-7")))
-            } else {
-                Ok(())
-            }
-        };
-        let prob = |key: &str, p: f64| {
-            if (0.0..=1.0).contains(&p) {
-                Ok(())
-            } else {
-                Err(ConfigError::new(
-                    key,
-                    format!("{p}: expected a probability in [0, 1]"),
-                ))
-            }
-        };
-        let f = &self.fabric;
-        for &p in &f.pfc.priorities {
-            prio("fabric.pfc.priorities", p)?;
-        }
-        match f.pfc.threshold {
-            PfcThreshold::Static { xoff, xon } => {
-                if xon > xoff {
-                    return Err(ConfigError::new(
-                        "fabric.pfc.threshold.xon",
-                        format!("{xon} is above xoff {xoff}: expected xon <= xoff"),
-                    ));
-                }
-            }
-            PfcThreshold::Dynamic { alpha, .. } => {
-                if !(alpha > 0.0 && alpha.is_finite()) {
-                    return Err(ConfigError::new(
-                        "fabric.pfc.threshold.alpha",
-                        format!("{alpha}: expected a positive number"),
-                    ));
-                }
-            }
-        }
-        if !(f.buffer.lossy_alpha > 0.0 && f.buffer.lossy_alpha.is_finite()) {
-            return Err(ConfigError::new(
-                "fabric.buffer.lossy_alpha",
-                format!("{}: expected a positive number", f.buffer.lossy_alpha),
-            ));
-        }
-        if f.buffer.size.bytes() == 0 {
-            return Err(ConfigError::new(
-                "fabric.buffer.size",
-                "0: expected a buffer size above zero",
-            ));
-        }
-        for e in &f.ecn {
-            prio("fabric.ecn.priority", e.priority)?;
-            prob("fabric.ecn.pmax", e.pmax)?;
-            if e.kmin > e.kmax {
-                return Err(ConfigError::new(
-                    "fabric.ecn.kmin",
-                    format!("{} is above kmax {}: expected kmin <= kmax", e.kmin, e.kmax),
-                ));
-            }
-        }
-        let wd = &f.pfc.watchdog;
-        for (key, d) in [
-            ("fabric.pfc.watchdog.detection_time", wd.detection_time),
-            ("fabric.pfc.watchdog.restoration_time", wd.restoration_time),
-            ("fabric.pfc.watchdog.poll_interval", wd.poll_interval),
-            (
-                "fabric.pfc.deadlock.check_interval",
-                f.pfc.deadlock.check_interval,
-            ),
-        ] {
-            if d == Duration::ZERO {
-                return Err(ConfigError::new(key, "0: expected a positive duration"));
-            }
-        }
-        if wd.poll_interval > wd.detection_time.min(wd.restoration_time) {
-            return Err(ConfigError::new(
-                "fabric.pfc.watchdog.poll_interval",
-                format!(
-                    "{} is longer than the detection or restoration time: expected at most {}",
-                    wd.poll_interval,
-                    wd.detection_time.min(wd.restoration_time)
-                ),
-            ));
-        }
-        if let SchedulerConfig::Dwrr { quantum, .. } = f.scheduler {
-            if quantum.bytes() == 0 {
-                return Err(ConfigError::new(
-                    "fabric.scheduler.quantum",
-                    "0: expected a positive byte count",
-                ));
-            }
-        }
-        let n = &self.nic;
-        if !matches!(n.mtu.bytes(), 256 | 512 | 1024 | 2048 | 4096) {
-            return Err(ConfigError::new(
-                "nic.mtu",
-                format!("{}: expected 256, 512, 1024, 2048 or 4096", n.mtu.bytes()),
-            ));
-        }
-        if n.ack_timeout > 31 {
-            return Err(ConfigError::new(
-                "nic.ack_timeout",
-                format!("{}: expected an exponent 0-31", n.ack_timeout),
-            ));
-        }
-        if n.retry_cnt > 7 || n.rnr_retry > 7 {
-            return Err(ConfigError::new(
-                "nic.retry_cnt",
-                "expected retry_cnt and rnr_retry in 0-7",
-            ));
-        }
-        prio("nic.priority", n.priority)?;
-        prio("nic.cnp_priority", n.cnp_priority)?;
-        if n.qps_per_pair == 0 {
-            return Err(ConfigError::new(
-                "nic.qps_per_pair",
-                "0: expected at least 1",
-            ));
-        }
-        if n.rx_xon > n.rx_xoff || n.rx_xoff > n.rx_buffer {
-            return Err(ConfigError::new(
-                "nic.rx_xoff",
-                "expected rx_xon <= rx_xoff <= rx_buffer",
-            ));
-        }
-        if let Some(r) = n.rx_drain_rate {
-            if r.bps() == 0 {
-                return Err(ConfigError::new(
-                    "nic.rx_drain_rate",
-                    "0: expected a positive rate",
-                ));
-            }
-        }
-        if n.pause_storm.critical == Duration::ZERO {
-            return Err(ConfigError::new(
-                "nic.pause_storm.critical",
-                "0: expected a positive duration",
-            ));
-        }
-        if let Some(m) = n.pause_storm.minor {
-            if m == Duration::ZERO || m > n.pause_storm.critical {
-                return Err(ConfigError::new(
-                    "nic.pause_storm.minor",
-                    format!(
-                        "{m}: expected a positive duration at most the critical watermark {}",
-                        n.pause_storm.critical
-                    ),
-                ));
-            }
-        }
-        if let Some(0) = n.window {
-            return Err(ConfigError::new("nic.window", "0: expected at least 1"));
-        }
-        n.cc.validate("nic.cc")?;
+        check_fabric(&self.fabric)?;
+        check_nic(&self.nic)?;
+        self.nic.cc.validate("nic.cc")?;
         for (i, cc) in self.workload_cc.iter().enumerate() {
             if let Some(cc) = cc {
                 cc.validate(&format!("workload[{i}].cc"))?;
             }
         }
-        if self.record.interval == Duration::ZERO {
-            return Err(ConfigError::new(
-                "record.interval",
-                "0: expected a positive duration",
-            ));
-        }
-        if self.record.flow_rate_interval == Some(Duration::ZERO) {
-            return Err(ConfigError::new(
-                "record.flow_rate_interval",
-                "0: expected a positive duration",
-            ));
-        }
-        for q in &self.record.queues {
-            if let Some(p) = q.priority {
-                prio("record.queues.priority", p)?;
-            }
-        }
-        for &p in &f.qos.priority_map {
-            prio("fabric.qos.priority_map", p)?;
+        check_record(&self.record)?;
+        for &p in &self.fabric.qos.priority_map {
+            check_priority("fabric.qos.priority_map", p)?;
         }
         for (i, fault) in self.faults.iter().enumerate() {
             fault.plan(&format!("faults[{i}]"))?;
@@ -893,6 +736,198 @@ impl SimConfig {
     pub fn is_lossless(&self, p: u8) -> bool {
         self.fabric.pfc.enabled && self.fabric.pfc.priorities.contains(&p)
     }
+}
+
+/// A priority under `key`: 0-7.
+fn check_priority(key: &str, p: u8) -> Result<(), ConfigError> {
+    if p > 7 {
+        Err(ConfigError::new(key, format!("priority {p}: expected 0-7")))
+    } else {
+        Ok(())
+    }
+}
+
+/// A probability under `key`: in [0, 1].
+fn check_probability(key: &str, p: f64) -> Result<(), ConfigError> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            key,
+            format!("{p}: expected a probability in [0, 1]"),
+        ))
+    }
+}
+
+/// The rules of `[fabric]` but its classification map (checked last,
+/// after the record's): PFC priorities and thresholds, the buffer, ECN,
+/// the watchdog's and the deadlock detector's times, the scheduler.
+fn check_fabric(f: &FabricConfig) -> Result<(), ConfigError> {
+    for &p in &f.pfc.priorities {
+        check_priority("fabric.pfc.priorities", p)?;
+    }
+    match f.pfc.threshold {
+        PfcThreshold::Static { xoff, xon } => {
+            if xon > xoff {
+                return Err(ConfigError::new(
+                    "fabric.pfc.threshold.xon",
+                    format!("{xon} is above xoff {xoff}: expected xon <= xoff"),
+                ));
+            }
+        }
+        PfcThreshold::Dynamic { alpha, .. } => {
+            if !(alpha > 0.0 && alpha.is_finite()) {
+                return Err(ConfigError::new(
+                    "fabric.pfc.threshold.alpha",
+                    format!("{alpha}: expected a positive number"),
+                ));
+            }
+        }
+    }
+    if !(f.buffer.lossy_alpha > 0.0 && f.buffer.lossy_alpha.is_finite()) {
+        return Err(ConfigError::new(
+            "fabric.buffer.lossy_alpha",
+            format!("{}: expected a positive number", f.buffer.lossy_alpha),
+        ));
+    }
+    if f.buffer.size.bytes() == 0 {
+        return Err(ConfigError::new(
+            "fabric.buffer.size",
+            "0: expected a buffer size above zero",
+        ));
+    }
+    for e in &f.ecn {
+        check_priority("fabric.ecn.priority", e.priority)?;
+        check_probability("fabric.ecn.pmax", e.pmax)?;
+        if e.kmin > e.kmax {
+            return Err(ConfigError::new(
+                "fabric.ecn.kmin",
+                format!("{} is above kmax {}: expected kmin <= kmax", e.kmin, e.kmax),
+            ));
+        }
+    }
+    let wd = &f.pfc.watchdog;
+    for (key, d) in [
+        ("fabric.pfc.watchdog.detection_time", wd.detection_time),
+        ("fabric.pfc.watchdog.restoration_time", wd.restoration_time),
+        ("fabric.pfc.watchdog.poll_interval", wd.poll_interval),
+        (
+            "fabric.pfc.deadlock.check_interval",
+            f.pfc.deadlock.check_interval,
+        ),
+    ] {
+        if d == Duration::ZERO {
+            return Err(ConfigError::new(key, "0: expected a positive duration"));
+        }
+    }
+    if wd.poll_interval > wd.detection_time.min(wd.restoration_time) {
+        return Err(ConfigError::new(
+            "fabric.pfc.watchdog.poll_interval",
+            format!(
+                "{} is longer than the detection or restoration time: expected at most {}",
+                wd.poll_interval,
+                wd.detection_time.min(wd.restoration_time)
+            ),
+        ));
+    }
+    if let SchedulerConfig::Dwrr { quantum, .. } = f.scheduler {
+        if quantum.bytes() == 0 {
+            return Err(ConfigError::new(
+                "fabric.scheduler.quantum",
+                "0: expected a positive byte count",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The rules of `[nic]` besides its congestion control: MTU, retries,
+/// priorities, receive buffer and drain, storm prevention, window.
+fn check_nic(n: &NicConfig) -> Result<(), ConfigError> {
+    if !matches!(n.mtu.bytes(), 256 | 512 | 1024 | 2048 | 4096) {
+        return Err(ConfigError::new(
+            "nic.mtu",
+            format!("{}: expected 256, 512, 1024, 2048 or 4096", n.mtu.bytes()),
+        ));
+    }
+    if n.ack_timeout > 31 {
+        return Err(ConfigError::new(
+            "nic.ack_timeout",
+            format!("{}: expected an exponent 0-31", n.ack_timeout),
+        ));
+    }
+    if n.retry_cnt > 7 || n.rnr_retry > 7 {
+        return Err(ConfigError::new(
+            "nic.retry_cnt",
+            "expected retry_cnt and rnr_retry in 0-7",
+        ));
+    }
+    check_priority("nic.priority", n.priority)?;
+    check_priority("nic.cnp_priority", n.cnp_priority)?;
+    if n.qps_per_pair == 0 {
+        return Err(ConfigError::new(
+            "nic.qps_per_pair",
+            "0: expected at least 1",
+        ));
+    }
+    if n.rx_xon > n.rx_xoff || n.rx_xoff > n.rx_buffer {
+        return Err(ConfigError::new(
+            "nic.rx_xoff",
+            "expected rx_xon <= rx_xoff <= rx_buffer",
+        ));
+    }
+    if let Some(r) = n.rx_drain_rate {
+        if r.bps() == 0 {
+            return Err(ConfigError::new(
+                "nic.rx_drain_rate",
+                "0: expected a positive rate",
+            ));
+        }
+    }
+    if n.pause_storm.critical == Duration::ZERO {
+        return Err(ConfigError::new(
+            "nic.pause_storm.critical",
+            "0: expected a positive duration",
+        ));
+    }
+    if let Some(m) = n.pause_storm.minor {
+        if m == Duration::ZERO || m > n.pause_storm.critical {
+            return Err(ConfigError::new(
+                "nic.pause_storm.minor",
+                format!(
+                    "{m}: expected a positive duration at most the critical watermark {}",
+                    n.pause_storm.critical
+                ),
+            ));
+        }
+    }
+    if let Some(0) = n.window {
+        return Err(ConfigError::new("nic.window", "0: expected at least 1"));
+    }
+    Ok(())
+}
+
+/// The rules of `[record]`: positive sampling periods, priorities of the
+/// recorded queues.
+fn check_record(r: &RecordConfig) -> Result<(), ConfigError> {
+    if r.interval == Duration::ZERO {
+        return Err(ConfigError::new(
+            "record.interval",
+            "0: expected a positive duration",
+        ));
+    }
+    if r.flow_rate_interval == Some(Duration::ZERO) {
+        return Err(ConfigError::new(
+            "record.flow_rate_interval",
+            "0: expected a positive duration",
+        ));
+    }
+    for q in &r.queues {
+        if let Some(p) = q.priority {
+            check_priority("record.queues.priority", p)?;
+        }
+    }
+    Ok(())
 }
 
 /// The mlx5 `calculate_xoff` headroom (VALIDATION.md AN-4) in bytes:

@@ -26,12 +26,12 @@ use roce::wire::{
     EthernetRepr, IpRepr, MacAddr, PayloadSource, PcapWriter, PfcRepr, RoceRepr, UdpChecksum,
 };
 
+use super::event::NONE;
 use super::packet::Packet;
 use super::port::Port;
-use super::NONE;
 use crate::config::SimConfig;
+use crate::options::SimError;
 use crate::results::CaptureFile;
-use crate::run::SimError;
 use crate::topology::{host_ip, Topology};
 
 /// The UDP destination port of RoCEv2.

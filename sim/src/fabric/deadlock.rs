@@ -26,37 +26,11 @@
 
 use petgraph::algo::{is_cyclic_directed, tarjan_scc};
 use petgraph::graph::{DiGraph, NodeIndex};
-use roce::time::{Duration, Instant};
+use roce::time::Instant;
 
-use super::{Ev, World, NONE};
-use crate::config::{DeadlockConfig, OnDeadlock};
+use super::event::{Ev, NONE};
+use super::world::World;
 use crate::results::{DeadlockRecord, QueueRef};
-
-/// Detector state.
-#[derive(Debug)]
-pub(crate) struct Detector {
-    interval: Duration,
-    stop: bool,
-    pending: bool,
-    /// Deadlocks reported and still present: (priority, sorted member
-    /// ports).
-    live: Vec<(u8, Vec<u32>)>,
-    /// Every deadlock found, in order.
-    pub records: Vec<DeadlockRecord>,
-}
-
-impl Detector {
-    /// A detector with `cfg`'s interval and action.
-    pub fn new(cfg: &DeadlockConfig) -> Detector {
-        Detector {
-            interval: cfg.check_interval,
-            stop: cfg.on_deadlock == OnDeadlock::Stop,
-            pending: false,
-            live: Vec::new(),
-            records: Vec::new(),
-        }
-    }
-}
 
 /// One held queue.
 #[derive(Debug, Clone, Copy)]

@@ -25,561 +25,60 @@
 //! * **Watchdogs** ([`watchdog`]): the switches' PFC storm watchdog and
 //!   the NICs' PAUSE storm prevention; **deadlocks** ([`deadlock`]) are
 //!   found live from the buffer dependencies of paused queues.
+//! * **Faults** in force are [`impairments`]: wrappers on link directions
+//!   and timed actions.
+//!
+//! Files, bottom up (each uses only files listed before it):
+//!
+//! 1. Plain values: `event` (the event type, the `NONE` marker),
+//!    [`packet`], [`switch`] (the MMU), [`impairments`] (fault wrappers
+//!    and actions in force), `settings` (each element's settings).
+//! 2. The state of elements: [`port`], [`nic`] (NICs, queue pairs,
+//!    flows), `monitors` (watchdog and deadlock detector), `capture`.
+//! 3. `world`: the [`World`] struct, which holds them.
+//! 4. Handlers, `impl World` blocks, one job each: `build` (checks and
+//!    construction), `host` (NICs at work), `actions` (faults and timed
+//!    overrides), [`watchdog`], [`deadlock`].
+//! 5. This file: the event loop, forwarding, PFC signalling and the
+//!    results.
 
+mod actions;
+mod build;
 mod capture;
 pub mod deadlock;
-pub mod faults;
+mod event;
+mod host;
+pub mod impairments;
+mod monitors;
 pub mod nic;
 pub mod packet;
 pub mod port;
+mod settings;
 pub mod switch;
 pub mod watchdog;
+mod world;
 
-use std::collections::VecDeque;
-
-use rand_chacha::ChaCha8Rng;
 use roce::time::{Duration, Instant, Rate};
 use roce::wire::Ecn;
 
-use crate::config::{mlx5_headroom, EcnConfig, HeadroomConfig, SchedulerConfig, SimConfig};
-use crate::engine::{derive_rng, EventQueue, StreamKind};
-use crate::options::{Progress, RunOptions, SimError};
+use crate::config::SchedulerConfig;
+use crate::options::{Progress, SimError};
 use crate::results::{
-    percentile, EcnSetting, FlowRateSeries, FlowRecord, GroupRecord, NicRecord, PauseSeries,
-    PortRecord, QueueSeries, RunResult, RunStats, Summary,
+    percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, RunResult,
+    RunStats, Summary,
 };
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
-use crate::topology::{host_ip, NodeId, NodeKind, Routes, Topology};
+use crate::topology::{host_ip, NodeId};
 use crate::workload::FlowSpec;
 
-use capture::Taps;
-use faults::{Action, Verdict};
-use nic::{FlowState, Nic, QpTable};
+use event::{Ev, NONE};
+use impairments::Verdict;
 use packet::{Packet, PFC_FRAME};
-use port::Port;
-use switch::{Admit, Mmu, PfcChange};
+pub(crate) use settings::switch_mmu;
+use switch::{Admit, PfcChange};
+pub use world::World;
 
-/// Marker for "no such index".
-const NONE: u32 = u32::MAX;
-
-/// What happens at an instant.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Ev {
-    /// A port finished serialising its frame.
-    TxDone(u32),
-    /// The oldest frame on the wire leaving this port reaches the peer.
-    Arrive(u32),
-    /// A PFC frame takes effect at this (transmitting) port.
-    Pfc { port: u32, prio: u8, quanta: u16 },
-    /// A pause may have expired: try to transmit.
-    Wake(u32),
-    /// Repeat an XOFF still in force (generation-checked).
-    Refresh { port: u32, prio: u8, gen: u32 },
-    /// A flow posts its first work requests (at its start, or when the
-    /// last flow it waits for completed).
-    FlowStart(u32),
-    /// A queue pair's deadline.
-    QpTimer(u32),
-    /// A NIC finished draining one received frame into the host.
-    Drain(u32),
-    /// Sample the recorded queues.
-    Sample,
-    /// Sample every flow's delivery rate (`record.flow_rates`).
-    FlowRates,
-    /// A PFC watchdog poll (all switches).
-    WdPoll,
-    /// Look for PFC deadlocks.
-    DeadlockCheck,
-    /// A NIC stall watermark of an XOFF episode (generation-checked).
-    NicStall {
-        port: u32,
-        prio: u8,
-        gen: u32,
-        critical: bool,
-    },
-    /// A fault or timed override changes the state of an element (index
-    /// into the world's actions).
-    Fault(u32),
-}
-
-/// One switch.
-#[derive(Debug)]
-struct Switch {
-    /// Node index (the ECMP salt).
-    node: u32,
-    /// Global id of port 0.
-    port_base: u32,
-    /// Buffer accounting.
-    mmu: Mmu,
-    /// ECN marking stream.
-    rng: ChaCha8Rng,
-    /// Per destination host: (offset into `hops`, count).
-    route: Vec<(u32, u16)>,
-    /// Egress port numbers.
-    hops: Vec<u16>,
-    /// ECN marking per priority.
-    ecn: [Option<EcnConfig>; 8],
-    /// Per ingress port: the priority a frame marked `p` is classified in
-    /// (empty: every port keeps each priority, no lookup; see
-    /// [`faults::classify_table`]).
-    classify: Vec<[u8; 8]>,
-    /// Override entry in force for the whole switch (`NONE`: its
-    /// settings without windows).
-    fab: u32,
-    /// Override entry in force per port (`NONE`: without windows).
-    port_fab: Vec<u32>,
-}
-
-/// The whole simulated network and its event loop.
-pub struct World<'a> {
-    topo: &'a Topology,
-    cfg: &'a SimConfig,
-    flows: &'a [FlowSpec],
-    opts: &'a RunOptions,
-    q: EventQueue<Ev>,
-    ports: Vec<Port>,
-    switch_of_node: Vec<u32>,
-    switches: Vec<Switch>,
-    host_of_node: Vec<u32>,
-    pub(crate) nics: Vec<Nic>,
-    pub(crate) qps: QpTable,
-    pub(crate) flow_state: Vec<FlowState>,
-    /// Flows waiting for each flow, as offsets into `dependents` (flow
-    /// `i`'s waiters are `dependents[dependent_start[i]..dependent_start[i + 1]]`).
-    dependent_start: Vec<u32>,
-    dependents: Vec<u32>,
-    /// Global id of port 0 of each node (one more entry than nodes).
-    node_port_base: Vec<u32>,
-    /// Fault and override state changes, by `Ev::Fault` index.
-    actions: Vec<Action>,
-    /// Links currently down, by link id.
-    link_down: Vec<bool>,
-    /// The action that recomputes routes.
-    reroute_action: u32,
-    /// Times routes were recomputed.
-    reroutes: u64,
-    /// The routes the run started with.
-    routes: &'a Routes,
-    /// The routes computed at the last reroute (`None`: none yet).
-    routes_now: Option<Box<Routes>>,
-    /// `static-route` faults: (switch index, host index, local egress
-    /// port, in force).
-    static_routes: Vec<(u32, u32, u16, bool)>,
-    pfc_refresh: Option<Duration>,
-    pfc_response: Duration,
-    pfc_quanta: u16,
-    sched: SchedulerConfig,
-    samples: Vec<QueueSeries>,
-    sample_ports: Vec<u32>,
-    /// Flow rate series (`record.flow_rates`; empty: not recorded).
-    flow_rates: Vec<FlowRateSeries>,
-    /// Each flow's delivered bytes at the last flow rate sample.
-    flow_rate_last: Vec<u64>,
-    /// Sampling events pending (`Sample`, `FlowRates`): a sampler stops
-    /// when nothing but samplers is left to run.
-    samplers_pending: usize,
-    /// Packet capture of the `record.pcap` link directions (`None`: none).
-    taps: Option<Box<Taps>>,
-    drops: u64,
-    pub(crate) flows_open: usize,
-    last_active: Instant,
-    setup_secs: f64,
-    stop_reason: &'static str,
-    /// The switches' PFC watchdog, when enabled.
-    wd: Option<Box<watchdog::Watchdog>>,
-    /// The deadlock detector, when enabled.
-    deadlock: Option<Box<deadlock::Detector>>,
-    /// End the run after this event (`on_deadlock = "stop"`).
-    halt: bool,
-}
-
-impl<'a> World<'a> {
-    /// Build the model. Checks the configuration, the topology and the
-    /// flows; nothing runs yet.
-    pub fn build(
-        topo: &'a Topology,
-        routes: &'a Routes,
-        cfg: &'a SimConfig,
-        flows: &'a [FlowSpec],
-        opts: &'a RunOptions,
-    ) -> Result<World<'a>, SimError> {
-        let t0 = std::time::Instant::now();
-        cfg.validate()?;
-        let n = topo.nodes.len();
-        if routes.node_count() != n {
-            return Err(SimError::Topology(format!(
-                "routes cover {} nodes, the topology has {n}",
-                routes.node_count()
-            )));
-        }
-        // Ports: one per (node, port number), numbered node by node.
-        let mut node_port_base = Vec::with_capacity(n + 1);
-        let mut total = 0u32;
-        for node in &topo.nodes {
-            node_port_base.push(total);
-            total += node.ports.len() as u32;
-        }
-        node_port_base.push(total);
-        let mut ports = Vec::with_capacity(total as usize);
-        for (ni, node) in topo.nodes.iter().enumerate() {
-            for (pi, lid) in node.ports.iter().enumerate() {
-                let link = topo.links.get(lid.0 as usize).ok_or_else(|| {
-                    SimError::Topology(format!("node {} port {pi}: no link {}", node.name, lid.0))
-                })?;
-                let me = (ni as u32, pi as u16);
-                let other = if (link.a.node.0, link.a.port) == me {
-                    link.b
-                } else if (link.b.node.0, link.b.port) == me {
-                    link.a
-                } else {
-                    return Err(SimError::Topology(format!(
-                        "node {} port {pi}: link {} does not attach here",
-                        node.name, lid.0
-                    )));
-                };
-                let on = other.node.0 as usize;
-                if on >= n || usize::from(other.port) >= topo.nodes[on].ports.len() {
-                    return Err(SimError::Topology(format!(
-                        "link {}: dangling end {}:{}",
-                        lid.0, other.node.0, other.port
-                    )));
-                }
-                if link.rate.bps() == 0 {
-                    return Err(SimError::Topology(format!("link {}: zero rate", lid.0)));
-                }
-                let peer = node_port_base[on] + u32::from(other.port);
-                let mut port = Port::new(me.0, me.1, peer, link.rate, link.delay);
-                port.pause_log_cap = cfg.record.pause_intervals as usize;
-                port.pfc_mask = match node.kind {
-                    NodeKind::Switch => {
-                        faults::pfc_mask(faults::static_fabric(cfg, &node.name, Some(pi as u16)).0)
-                    }
-                    NodeKind::Host => faults::pfc_mask(&cfg.fabric),
-                };
-                ports.push(port);
-            }
-        }
-        // Hosts and NICs.
-        let mut host_of_node = vec![NONE; n];
-        let mut nics = Vec::new();
-        for (ni, node) in topo.nodes.iter().enumerate() {
-            if node.kind == NodeKind::Host {
-                let hi = routes.host_index(NodeId(ni as u32)).ok_or_else(|| {
-                    SimError::Topology(format!("host {} has no host index", node.name))
-                })?;
-                if node.ports.is_empty() {
-                    return Err(SimError::Topology(format!(
-                        "host {} has no port",
-                        node.name
-                    )));
-                }
-                if hi as usize != nics.len() {
-                    return Err(SimError::Topology(format!(
-                        "host {}: host index {hi}, expected {} (hosts in node order)",
-                        node.name,
-                        nics.len()
-                    )));
-                }
-                host_of_node[ni] = hi;
-                let nic_cfg = faults::static_nic(cfg, &node.name).0;
-                nics.push(Nic::new(ni as u32, hi, node_port_base[ni], nic_cfg));
-            }
-        }
-        let n_hosts = nics.len();
-        // Switches, each with its own settings (overrides without windows
-        // over the global ones).
-        let mut switch_of_node = vec![NONE; n];
-        let mut switches = Vec::new();
-        for (ni, node) in topo.nodes.iter().enumerate() {
-            if node.kind != NodeKind::Switch {
-                continue;
-            }
-            let base = node_port_base[ni];
-            let fab = faults::static_fabric(cfg, &node.name, None).0;
-            let mut mmu = switch_mmu(topo, cfg, ni).map_err(SimError::Config)?;
-            for pi in 0..node.ports.len() {
-                mmu.set_lossless(pi as u16, ports[base as usize + pi].pfc_mask);
-            }
-            let (route, hops) = faults::switch_table(routes, ni as u32, n_hosts);
-            if let Some(&p) = hops.iter().find(|&&p| usize::from(p) >= node.ports.len()) {
-                return Err(SimError::Topology(format!(
-                    "routes: switch {} via port {p}, it has {} ports",
-                    node.name,
-                    node.ports.len()
-                )));
-            }
-            let classify = faults::classify_table(
-                (0..node.ports.len())
-                    .map(|pi| {
-                        faults::static_fabric(cfg, &node.name, Some(pi as u16))
-                            .0
-                            .qos
-                            .priority_map
-                    })
-                    .collect(),
-            );
-            let si = switches.len() as u64;
-            switch_of_node[ni] = switches.len() as u32;
-            switches.push(Switch {
-                node: ni as u32,
-                port_base: base,
-                mmu,
-                rng: derive_rng(opts.seed, StreamKind::Switch, si),
-                route,
-                hops,
-                ecn: faults::ecn_table(fab),
-                classify,
-                fab: NONE,
-                port_fab: vec![NONE; node.ports.len()],
-            });
-        }
-        // Recorded queues.
-        let mut samples = Vec::new();
-        let mut sample_ports = Vec::new();
-        for (qi, sel) in cfg.record.queues.iter().enumerate() {
-            let Some(ni) = topo.nodes.iter().position(|x| x.name == sel.node) else {
-                return Err(SimError::Selector {
-                    key: format!("record.queues[{qi}].node"),
-                    message: format!("no node named {:?}", sel.node),
-                });
-            };
-            if usize::from(sel.port) >= topo.nodes[ni].ports.len() {
-                return Err(SimError::Selector {
-                    key: format!("record.queues[{qi}].port"),
-                    message: format!("{} has {} ports", sel.node, topo.nodes[ni].ports.len()),
-                });
-            }
-            sample_ports.push(node_port_base[ni] + u32::from(sel.port));
-            samples.push(QueueSeries {
-                node: sel.node.clone(),
-                port: sel.port,
-                priority: sel.priority,
-                interval_ps: cfg.record.interval.as_ps(),
-                samples: Vec::new(),
-            });
-        }
-        let n_links = topo.links.len();
-        let taps = Taps::build(topo, cfg, &node_port_base, &ports)?;
-        let mut world = World {
-            topo,
-            cfg,
-            flows,
-            opts,
-            q: EventQueue::new(),
-            ports,
-            switch_of_node,
-            switches,
-            host_of_node,
-            nics,
-            qps: QpTable::default(),
-            flow_state: Vec::with_capacity(flows.len()),
-            dependent_start: Vec::new(),
-            dependents: Vec::new(),
-            node_port_base,
-            actions: vec![Action::Reroute],
-            link_down: vec![false; n_links],
-            reroute_action: 0,
-            reroutes: 0,
-            routes,
-            routes_now: None,
-            static_routes: Vec::new(),
-            pfc_refresh: cfg.fabric.pfc.refresh,
-            pfc_response: cfg.fabric.pfc.response_time,
-            pfc_quanta: cfg.fabric.pfc.quanta,
-            sched: cfg.fabric.scheduler.clone(),
-            samples,
-            sample_ports,
-            flow_rates: Vec::new(),
-            flow_rate_last: Vec::new(),
-            samplers_pending: 0,
-            taps,
-            drops: 0,
-            flows_open: flows.len(),
-            last_active: Instant::ZERO,
-            setup_secs: 0.0,
-            stop_reason: "idle",
-            wd: None,
-            deadlock: None,
-            halt: false,
-        };
-        if cfg.fabric.pfc.watchdog.enabled {
-            world.wd = Some(Box::new(watchdog::Watchdog::new(
-                &cfg.fabric.pfc.watchdog,
-                world.ports.len(),
-            )));
-        }
-        if cfg.fabric.pfc.deadlock.detect {
-            world.deadlock = Some(Box::new(deadlock::Detector::new(&cfg.fabric.pfc.deadlock)));
-        }
-        world.install_faults()?;
-        world.build_flows()?;
-        if !world.samples.is_empty() {
-            world.q.schedule(Instant::ZERO, Ev::Sample);
-            world.samplers_pending += 1;
-        }
-        if cfg.record.flow_rates && !flows.is_empty() {
-            let every = world.flow_rate_interval();
-            world.flow_rate_last = vec![0; flows.len()];
-            world.flow_rates = flows
-                .iter()
-                .map(|f| FlowRateSeries {
-                    id: f.id,
-                    workload: world.workload_name(f),
-                    interval_ps: every.as_ps(),
-                    samples: Vec::new(),
-                })
-                .collect();
-            world.q.schedule(Instant::ZERO + every, Ev::FlowRates);
-            world.samplers_pending += 1;
-        }
-        world.setup_secs = t0.elapsed().as_secs_f64();
-        Ok(world)
-    }
-
-    /// Check the flows, create their queue pairs and schedule their starts.
-    fn build_flows(&mut self) -> Result<(), SimError> {
-        let flows = self.flows;
-        // Hosts with NIC settings of their own run their QPs with them.
-        let own_cfg: Vec<Option<SimConfig>> = self
-            .nics
-            .iter()
-            .map(|n| {
-                let name = &self.topo.nodes[n.node as usize].name;
-                match faults::static_nic(self.cfg, name) {
-                    (_, NONE) => None,
-                    (nic, _) => Some(SimConfig {
-                        nic: nic.clone(),
-                        ..self.cfg.clone()
-                    }),
-                }
-            })
-            .collect();
-        for (i, f) in flows.iter().enumerate() {
-            if f.id as usize != i {
-                return Err(SimError::Flow {
-                    id: f.id,
-                    message: format!("ids must be dense and in order: found at position {i}"),
-                });
-            }
-            let host = |n: crate::topology::NodeId, what: &str| {
-                self.host_of_node
-                    .get(n.0 as usize)
-                    .copied()
-                    .filter(|&h| h != NONE)
-                    .ok_or_else(|| SimError::Flow {
-                        id: f.id,
-                        message: format!("{what} node {} is not a host", n.0),
-                    })
-            };
-            let src = host(f.src, "source")?;
-            let dst = host(f.dst, "destination")?;
-            if src == dst {
-                return Err(SimError::Flow {
-                    id: f.id,
-                    message: "source and destination are the same host".into(),
-                });
-            }
-            if f.priority > 7 {
-                return Err(SimError::Flow {
-                    id: f.id,
-                    message: format!("priority {}: expected 0-7", f.priority),
-                });
-            }
-            if f.size == 0 || f.message_size == 0 {
-                return Err(SimError::Flow {
-                    id: f.id,
-                    message: "size and message_size must be positive".into(),
-                });
-            }
-            if f.message_size > u64::from(u32::MAX) {
-                return Err(SimError::Flow {
-                    id: f.id,
-                    message: format!("message_size {} exceeds 4 GiB - 1", f.message_size),
-                });
-            }
-            let rate = |h: u32| self.ports[self.nics[h as usize].port as usize].rate;
-            let (rs, rd) = (rate(src), rate(dst));
-            let host_cfg = |h: u32| own_cfg[h as usize].as_ref().unwrap_or(self.cfg);
-            // A workload with congestion control of its own runs its flows
-            // on queue pairs of their own, both ends under its settings.
-            let flow_cc = self
-                .cfg
-                .workload_cc
-                .get(f.workload as usize)
-                .and_then(Option::as_ref);
-            let with_cc = |h: u32, cc: &crate::config::CcConfig| {
-                let mut c = host_cfg(h).clone();
-                c.nic.cc = cc.clone();
-                c
-            };
-            let (class, cfgs) = match flow_cc {
-                None => (0, None),
-                Some(cc) => (f.workload + 1, Some((with_cc(src, cc), with_cc(dst, cc)))),
-            };
-            let ends = match &cfgs {
-                Some((a, b)) => (a, b),
-                None => (host_cfg(src), host_cfg(dst)),
-            };
-            let qp = self
-                .qps
-                .connect(
-                    src,
-                    dst,
-                    (f.qp_index, class),
-                    f.priority,
-                    ends,
-                    self.opts.seed,
-                    rs,
-                    rd,
-                )
-                .map_err(|m| SimError::Flow {
-                    id: f.id,
-                    message: m,
-                })?;
-            let mut after = f.after.clone();
-            after.sort_unstable();
-            after.dedup();
-            if let Some(&a) = after.iter().find(|&&a| a >= f.id) {
-                return Err(SimError::Flow {
-                    id: f.id,
-                    message: format!(
-                        "waits for flow {a}: expected flows with smaller ids (dependencies sort first)"
-                    ),
-                });
-            }
-            let mut st = FlowState::new(f, qp);
-            st.waiting = after.len() as u32;
-            self.flow_state.push(st);
-            if after.is_empty() {
-                self.q.schedule(f.start, Ev::FlowStart(f.id));
-            }
-        }
-        // Who waits for whom, flow by flow (counting sort by dependency).
-        let mut start = vec![0u32; flows.len() + 1];
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for f in flows {
-            let mut after = f.after.clone();
-            after.sort_unstable();
-            after.dedup();
-            for a in after {
-                start[a as usize + 1] += 1;
-                pairs.push((a, f.id));
-            }
-        }
-        for i in 0..flows.len() {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut dependents = vec![0u32; pairs.len()];
-        for (a, d) in pairs {
-            dependents[fill[a as usize] as usize] = d;
-            fill[a as usize] += 1;
-        }
-        self.dependent_start = start;
-        self.dependents = dependents;
-        Ok(())
-    }
-
+impl World<'_> {
     /// Where flow `id`'s dependents lie in `dependents`.
     fn dependents_of(&self, id: u32) -> std::ops::Range<usize> {
         self.dependent_start[id as usize] as usize..self.dependent_start[id as usize + 1] as usize
@@ -734,7 +233,7 @@ impl<'a> World<'a> {
             Ev::FlowStart(f) => self.flow_start(f, now),
             Ev::QpTimer(qp) => return self.qp_timer(qp, now),
             Ev::Drain(nic) => self.drain(nic, now),
-            Ev::Fault(a) => self.fault_event(a, now),
+            Ev::Action(a) => self.run_action(a, now),
             Ev::Sample => {
                 self.sample_queues(now);
                 return false;
@@ -773,7 +272,7 @@ impl<'a> World<'a> {
         let pi = p as usize;
         if let Some((prio, quanta)) = self.ports[pi].ctrl.pop_front() {
             let port = &mut self.ports[pi];
-            if port.fault.as_ref().is_some_and(|f| f.down) {
+            if port.impairments.as_ref().is_some_and(|f| f.down) {
                 // Nothing crosses a down link, PFC frames included.
                 return self.start_next(p, now);
             }
@@ -912,10 +411,10 @@ impl<'a> World<'a> {
         c.tx_packets += 1;
         c.tx_bytes += u64::from(pkt.wire);
         self.q.schedule(now + ser, Ev::TxDone(p));
-        if let Some(f) = &mut port.fault {
+        if let Some(f) = &mut port.impairments {
             let v = f.judge(&pkt);
             if v != Verdict::Pass {
-                self.wire_fault(p, v);
+                self.wire_stopped(p, v);
                 return;
             }
         }
@@ -1305,7 +804,7 @@ impl<'a> World<'a> {
         }
     }
 
-    /// The step time of every group in [`RunOptions::groups`].
+    /// The step time of every group in [`crate::options::RunOptions::groups`].
     fn group_records(&self) -> Vec<GroupRecord> {
         let mut out = Vec::with_capacity(self.opts.groups.len());
         for (g, spec) in self.opts.groups.iter().enumerate() {
@@ -1399,64 +898,4 @@ pub fn peak_rss() -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
-}
-
-/// A received-frame FIFO of a NIC with a drain rate.
-#[derive(Debug, Default)]
-pub(crate) struct RxQueue {
-    /// Frames waiting to drain.
-    pub frames: VecDeque<Packet>,
-    /// Bytes waiting.
-    pub bytes: u64,
-    /// A drain is in progress.
-    pub draining: bool,
-}
-
-/// The memory management unit of switch node `ni` under `cfg` (its own
-/// settings, overrides without windows over the global ones). The one
-/// place the buffer's carving is decided: [`World::new`] builds with it
-/// and the scenario checker calls it, so both reject the same files.
-/// Errors (under `fabric.buffer.size`) when reserves and headroom do not
-/// fit the buffer.
-pub(crate) fn switch_mmu(
-    topo: &Topology,
-    cfg: &SimConfig,
-    ni: usize,
-) -> Result<Mmu, crate::config::ConfigError> {
-    let node = &topo.nodes[ni];
-    let fab = faults::static_fabric(cfg, &node.name, None).0;
-    let headroom: Vec<u64> = (0..node.ports.len())
-        .map(|pi| {
-            let own = faults::static_fabric(cfg, &node.name, Some(pi as u16)).0;
-            match own.pfc.headroom {
-                HeadroomConfig::Fixed { size } => size.bytes(),
-                HeadroomConfig::Computed => {
-                    let link = &topo.links[node.ports[pi].0 as usize];
-                    let cable = link
-                        .cable_m
-                        .map(u64::from)
-                        .unwrap_or(link.delay.as_ps() / 5_000);
-                    mlx5_headroom(link.rate, cable, u64::from(link.mtu) + 18)
-                }
-            }
-        })
-        .collect();
-    // Headroom is carved for every priority a port is ever lossless on
-    // (timed overrides included).
-    let carve: Vec<u8> = (0..node.ports.len())
-        .map(|pi| faults::pfc_mask_union(cfg, &node.name, pi as u16))
-        .collect();
-    Mmu::with_port_priorities(
-        fab.buffer.size.bytes(),
-        fab.buffer.reserve_per_port.bytes(),
-        headroom,
-        carve,
-        fab.pfc.threshold.clone(),
-        fab.buffer.lossy_alpha,
-        fab.buffer.lossy_queue_limit.map(|s| s.bytes()),
-    )
-    .map_err(|m| crate::config::ConfigError {
-        key: "fabric.buffer.size".into(),
-        message: format!("switch {}: {m}", node.name),
-    })
 }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use roce::time::{Duration, Instant, Rate};
 
-use super::faults::WireFaults;
+use super::impairments::Impairments;
 use super::packet::Packet;
 use crate::results::{PortErrors, PrioCounters};
 
@@ -51,9 +51,9 @@ pub struct Port {
     pub deficit: [u64; 8],
     /// DWRR position.
     pub rr: u8,
-    /// Fault wrappers on the link direction leaving this port (`None`:
-    /// healthy, the common case).
-    pub fault: Option<Box<WireFaults>>,
+    /// Impairments (fault wrappers) on the link direction leaving this
+    /// port (`None`: healthy, the common case).
+    pub impairments: Option<Box<Impairments>>,
     /// Priorities this port runs PFC on (sends PAUSE for, honours PAUSE
     /// for), as a bit set.
     pub pfc_mask: u8,
@@ -110,7 +110,7 @@ impl Port {
             xoff_gen: [0; 8],
             deficit: [0; 8],
             rr: 0,
-            fault: None,
+            impairments: None,
             pfc_mask: 0,
             errors: PortErrors::default(),
             stale_until: Instant::ZERO,

@@ -46,80 +46,12 @@
 
 use roce::time::{Duration, Instant};
 
+use super::event::{Ev, NONE};
+use super::monitors::{Watchdog, WdQueue};
 use super::switch::PfcChange;
-use super::{Ev, World, NONE};
-use crate::config::{PfcWatchdogAction, PfcWatchdogConfig};
+use super::world::World;
+use crate::config::PfcWatchdogAction;
 use crate::results::{PfcwdEvent, PfcwdStats};
-
-/// One watched queue.
-#[derive(Debug, Clone, Default)]
-struct WdQueue {
-    /// Global port id.
-    port: u32,
-    /// Priority.
-    prio: u8,
-    /// In a storm (action applied).
-    stormed: bool,
-    /// Detection countdown, ps.
-    detect_left: u64,
-    /// Restoration countdown, ps.
-    restore_left: u64,
-    /// Held off at the previous poll.
-    last_paused: bool,
-    /// PFC frames received up to the previous poll.
-    last_rx_pause: u64,
-    /// PAUSE episodes ended up to the previous poll.
-    last_transitions: u64,
-    /// In the polled set.
-    active: bool,
-    /// Counters (totals, then the current or latest storm).
-    detected: u64,
-    restored: u64,
-    tx_ok: u64,
-    tx_drop: u64,
-    rx_ok: u64,
-    rx_drop: u64,
-    last: [u64; 4],
-    /// Port counters when the current storm began: tx and rx packets.
-    storm_tx0: u64,
-    storm_rx0: u64,
-    /// Drops of the current storm.
-    cur_tx_drop: u64,
-    cur_rx_drop: u64,
-}
-
-/// The switch watchdog state of a whole fabric.
-#[derive(Debug)]
-pub(crate) struct Watchdog {
-    detection: u64,
-    restoration: u64,
-    poll: u64,
-    action: PfcWatchdogAction,
-    /// Per `port * 8 + prio`: index into `queues`, or `NONE`.
-    slot: Vec<u32>,
-    queues: Vec<WdQueue>,
-    /// Indices of the polled queues.
-    active: Vec<u32>,
-    poll_pending: bool,
-    events: Vec<PfcwdEvent>,
-}
-
-impl Watchdog {
-    /// A watchdog for `ports` ports.
-    pub fn new(cfg: &PfcWatchdogConfig, ports: usize) -> Watchdog {
-        Watchdog {
-            detection: cfg.detection_time.as_ps(),
-            restoration: cfg.restoration_time.as_ps(),
-            poll: cfg.poll_interval.as_ps().max(1),
-            action: cfg.action,
-            slot: vec![NONE; ports * 8],
-            queues: Vec::new(),
-            active: Vec::new(),
-            poll_pending: false,
-            events: Vec::new(),
-        }
-    }
-}
 
 fn action_name(a: PfcWatchdogAction) -> &'static str {
     match a {

@@ -117,6 +117,21 @@ pub enum FaultType {
 }
 
 impl FaultType {
+    /// The optional keys a fault of this kind uses (besides `start`,
+    /// `end`).
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            FaultType::Loss => &["from", "to", "loss", "drop_every"],
+            FaultType::Corruption => &["from", "to", "probability", "every"],
+            FaultType::Mtu => &["node", "port", "mtu"],
+            FaultType::LinkDown => &["from", "to", "convergence"],
+            FaultType::LinkFlap => &["from", "to", "convergence", "period", "down_for"],
+            FaultType::SlowReceiver => &["node", "rate"],
+            FaultType::PauseStorm => &["node"],
+            FaultType::StaticRoute => &["node", "dest", "via"],
+        }
+    }
+
     /// The name files use.
     pub fn name(self) -> &'static str {
         match self {
@@ -220,28 +235,35 @@ impl FaultConfig {
     }
 
     /// Check the keys against the kind and build the plan; errors name the
-    /// key under `faults[i]`, as `key` gives it.
+    /// key under `faults[i]`, as `key` gives it. The first mistake is the
+    /// error: a key the kind does not use, the window, then the kind's own
+    /// keys.
     pub fn plan(&self, key: &str) -> Result<(FaultPlan, Window), ConfigError> {
         let kind = self.kind();
-        let err = |k: &str, m: String| ConfigError {
-            key: if k.is_empty() {
-                key.to_string()
-            } else {
-                format!("{key}.{k}")
+        self.check_keys(kind, key)?;
+        let window = self.window(key)?;
+        let required = |v: &Option<String>, k: &str| need(v, kind, key, k);
+        let plan = match kind {
+            FaultType::Loss | FaultType::Corruption => self.wire_plan(kind, key)?,
+            FaultType::Mtu => self.mtu_plan(key)?,
+            FaultType::LinkDown | FaultType::LinkFlap => self.link_plan(kind, window.start, key)?,
+            FaultType::SlowReceiver => self.slow_receiver_plan(key)?,
+            FaultType::PauseStorm => FaultPlan::Receiver {
+                node: required(&self.node, "node")?,
+                rate: None,
             },
-            message: m,
+            FaultType::StaticRoute => FaultPlan::StaticRoute {
+                node: required(&self.node, "node")?,
+                dest: required(&self.dest, "dest")?,
+                via: required(&self.via, "via")?,
+            },
         };
-        // Which optional keys each kind uses.
-        let used: &[&str] = match kind {
-            FaultType::Loss => &["from", "to", "loss", "drop_every"],
-            FaultType::Corruption => &["from", "to", "probability", "every"],
-            FaultType::Mtu => &["node", "port", "mtu"],
-            FaultType::LinkDown => &["from", "to", "convergence"],
-            FaultType::LinkFlap => &["from", "to", "convergence", "period", "down_for"],
-            FaultType::SlowReceiver => &["node", "rate"],
-            FaultType::PauseStorm => &["node"],
-            FaultType::StaticRoute => &["node", "dest", "via"],
-        };
+        Ok((plan, window))
+    }
+
+    /// Refuse the first key given that a `kind` fault does not use.
+    fn check_keys(&self, kind: FaultType, key: &str) -> Result<(), ConfigError> {
+        let used = kind.keys();
         let given: [(&str, bool); 15] = [
             ("from", self.from.is_some()),
             ("to", self.to.is_some()),
@@ -261,7 +283,8 @@ impl FaultConfig {
         ];
         for (k, is) in given {
             if is && !used.contains(&k) {
-                return Err(err(
+                return Err(key_error(
+                    key,
                     k,
                     format!(
                         "not a key of a `{}` fault: expected only {}, start, end",
@@ -271,23 +294,32 @@ impl FaultConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// When the fault is in force: `start` (default zero) before `end`.
+    fn window(&self, key: &str) -> Result<Window, ConfigError> {
         let start = self.start.unwrap_or(Duration::ZERO);
         if let Some(end) = self.end {
             if end <= start {
-                return Err(err(
+                return Err(key_error(
+                    key,
                     "end",
                     format!("{end} is not after start {start}: expected end > start"),
                 ));
             }
         }
-        let window = Window {
+        Ok(Window {
             start,
             end: self.end,
-        };
-        let need = |v: &Option<String>, k: &str| {
-            v.clone()
-                .ok_or_else(|| err(k, format!("missing: a `{}` fault needs `{k}`", kind.name())))
-        };
+        })
+    }
+
+    /// The wrapper of a `loss` or `corruption` fault (`kind`): exactly one
+    /// of a probability and a period.
+    fn wire_plan(&self, kind: FaultType, key: &str) -> Result<FaultPlan, ConfigError> {
+        let err = |k: &str, m: String| key_error(key, k, m);
+        let required = |v: &Option<String>, k: &str| need(v, kind, key, k);
         let prob = |k: &str, p: f64| {
             if (0.0..=1.0).contains(&p) {
                 Ok(p)
@@ -302,130 +334,164 @@ impl FaultConfig {
                 Ok(n)
             }
         };
-        let plan = match kind {
-            FaultType::Loss | FaultType::Corruption => {
-                let (from, to) = (need(&self.from, "from")?, need(&self.to, "to")?);
-                let (pk, nk, p, n) = if kind == FaultType::Loss {
-                    ("loss", "drop_every", self.loss, self.drop_every)
-                } else {
-                    ("probability", "every", self.probability, self.every)
-                };
-                let wrapper = match (p, n) {
-                    (Some(p), None) => {
-                        let p = prob(pk, p)?;
-                        if kind == FaultType::Loss {
-                            WireFault::Loss(p)
-                        } else {
-                            WireFault::Corrupt(p)
-                        }
-                    }
-                    (None, Some(n)) => {
-                        let n = count(nk, n)?;
-                        if kind == FaultType::Loss {
-                            WireFault::DropEvery(n)
-                        } else {
-                            WireFault::CorruptEvery(n)
-                        }
-                    }
-                    _ => {
-                        return Err(err(
-                            "",
-                            format!(
-                                "fault {from} -> {to}: expected exactly one of `{pk}` and `{nk}`"
-                            ),
-                        ))
-                    }
-                };
-                FaultPlan::Wire { from, to, wrapper }
-            }
-            FaultType::Mtu => {
-                let node = need(&self.node, "node")?;
-                let mtu = self
-                    .mtu
-                    .ok_or_else(|| err("mtu", "missing: an `mtu` fault needs `mtu`".into()))?
-                    .bytes();
-                if !(68..=65_535).contains(&mtu) {
-                    return Err(err(
-                        "mtu",
-                        format!("{mtu}: expected an IP MTU in 68-65535 bytes"),
-                    ));
-                }
-                FaultPlan::Mtu {
-                    node,
-                    port: self.port.unwrap_or(0),
-                    mtu,
-                }
-            }
-            FaultType::LinkDown | FaultType::LinkFlap => {
-                let (a, b) = (need(&self.from, "from")?, need(&self.to, "to")?);
-                let convergence = self.convergence.unwrap_or(DEFAULT_CONVERGENCE);
-                let windows = if kind == FaultType::LinkDown {
-                    vec![(start, self.end)]
-                } else {
-                    let end = self
-                        .end
-                        .ok_or_else(|| err("end", "missing: a `link-flap` needs `end`".into()))?;
-                    let period = self.period.ok_or_else(|| {
-                        err("period", "missing: a `link-flap` needs `period`".into())
-                    })?;
-                    let down = self.down_for.ok_or_else(|| {
-                        err("down_for", "missing: a `link-flap` needs `down_for`".into())
-                    })?;
-                    if down == Duration::ZERO || down >= period {
-                        return Err(err(
-                            "down_for",
-                            format!("{down}: expected more than 0 and less than period {period}"),
-                        ));
-                    }
-                    let cycles = (end - start).as_ps().div_ceil(period.as_ps());
-                    if cycles > MAX_FLAPS {
-                        return Err(err(
-                            "period",
-                            format!("{cycles} flaps: expected at most {MAX_FLAPS}"),
-                        ));
-                    }
-                    (0..cycles)
-                        .map(|i| {
-                            let t = start + Duration::from_ps(i * period.as_ps());
-                            (t, Some((t + down).min(end)))
-                        })
-                        .collect()
-                };
-                FaultPlan::LinkDown {
-                    a,
-                    b,
-                    windows,
-                    convergence,
-                }
-            }
-            FaultType::SlowReceiver => {
-                let node = need(&self.node, "node")?;
-                let rate = self
-                    .rate
-                    .ok_or_else(|| err("rate", "missing: a `slow-receiver` needs `rate`".into()))?;
-                if rate.bps() == 0 {
-                    return Err(err(
-                        "rate",
-                        "0: expected a positive rate (a stalled host is a `pause-storm`)".into(),
-                    ));
-                }
-                FaultPlan::Receiver {
-                    node,
-                    rate: Some(rate),
-                }
-            }
-            FaultType::PauseStorm => FaultPlan::Receiver {
-                node: need(&self.node, "node")?,
-                rate: None,
-            },
-            FaultType::StaticRoute => FaultPlan::StaticRoute {
-                node: need(&self.node, "node")?,
-                dest: need(&self.dest, "dest")?,
-                via: need(&self.via, "via")?,
-            },
+        let (from, to) = (required(&self.from, "from")?, required(&self.to, "to")?);
+        let (pk, nk, p, n) = if kind == FaultType::Loss {
+            ("loss", "drop_every", self.loss, self.drop_every)
+        } else {
+            ("probability", "every", self.probability, self.every)
         };
-        Ok((plan, window))
+        let wrapper = match (p, n) {
+            (Some(p), None) => {
+                let p = prob(pk, p)?;
+                if kind == FaultType::Loss {
+                    WireFault::Loss(p)
+                } else {
+                    WireFault::Corrupt(p)
+                }
+            }
+            (None, Some(n)) => {
+                let n = count(nk, n)?;
+                if kind == FaultType::Loss {
+                    WireFault::DropEvery(n)
+                } else {
+                    WireFault::CorruptEvery(n)
+                }
+            }
+            _ => {
+                return Err(err(
+                    "",
+                    format!("fault {from} -> {to}: expected exactly one of `{pk}` and `{nk}`"),
+                ))
+            }
+        };
+        Ok(FaultPlan::Wire { from, to, wrapper })
     }
+
+    /// The plan of an `mtu` fault: an IP MTU in 68-65535 bytes.
+    fn mtu_plan(&self, key: &str) -> Result<FaultPlan, ConfigError> {
+        let err = |k: &str, m: String| key_error(key, k, m);
+        let node = need(&self.node, FaultType::Mtu, key, "node")?;
+        let mtu = self
+            .mtu
+            .ok_or_else(|| err("mtu", "missing: an `mtu` fault needs `mtu`".into()))?
+            .bytes();
+        if !(68..=65_535).contains(&mtu) {
+            return Err(err(
+                "mtu",
+                format!("{mtu}: expected an IP MTU in 68-65535 bytes"),
+            ));
+        }
+        Ok(FaultPlan::Mtu {
+            node,
+            port: self.port.unwrap_or(0),
+            mtu,
+        })
+    }
+
+    /// The down windows of a `link-down` or `link-flap` fault (`kind`)
+    /// whose window starts at `start`.
+    fn link_plan(
+        &self,
+        kind: FaultType,
+        start: Duration,
+        key: &str,
+    ) -> Result<FaultPlan, ConfigError> {
+        let required = |v: &Option<String>, k: &str| need(v, kind, key, k);
+        let (a, b) = (required(&self.from, "from")?, required(&self.to, "to")?);
+        let convergence = self.convergence.unwrap_or(DEFAULT_CONVERGENCE);
+        let windows = if kind == FaultType::LinkDown {
+            vec![(start, self.end)]
+        } else {
+            self.flap_windows(start, key)?
+        };
+        Ok(FaultPlan::LinkDown {
+            a,
+            b,
+            windows,
+            convergence,
+        })
+    }
+
+    /// A `link-flap`'s down windows from `start`: one every `period`, for
+    /// `down_for`, until `end`.
+    fn flap_windows(
+        &self,
+        start: Duration,
+        key: &str,
+    ) -> Result<Vec<(Duration, Option<Duration>)>, ConfigError> {
+        let err = |k: &str, m: String| key_error(key, k, m);
+        let end = self
+            .end
+            .ok_or_else(|| err("end", "missing: a `link-flap` needs `end`".into()))?;
+        let period = self
+            .period
+            .ok_or_else(|| err("period", "missing: a `link-flap` needs `period`".into()))?;
+        let down = self
+            .down_for
+            .ok_or_else(|| err("down_for", "missing: a `link-flap` needs `down_for`".into()))?;
+        if down == Duration::ZERO || down >= period {
+            return Err(err(
+                "down_for",
+                format!("{down}: expected more than 0 and less than period {period}"),
+            ));
+        }
+        let cycles = (end - start).as_ps().div_ceil(period.as_ps());
+        if cycles > MAX_FLAPS {
+            return Err(err(
+                "period",
+                format!("{cycles} flaps: expected at most {MAX_FLAPS}"),
+            ));
+        }
+        Ok((0..cycles)
+            .map(|i| {
+                let t = start + Duration::from_ps(i * period.as_ps());
+                (t, Some((t + down).min(end)))
+            })
+            .collect())
+    }
+
+    /// The plan of a `slow-receiver` fault: a positive drain rate.
+    fn slow_receiver_plan(&self, key: &str) -> Result<FaultPlan, ConfigError> {
+        let err = |k: &str, m: String| key_error(key, k, m);
+        let node = need(&self.node, FaultType::SlowReceiver, key, "node")?;
+        let rate = self
+            .rate
+            .ok_or_else(|| err("rate", "missing: a `slow-receiver` needs `rate`".into()))?;
+        if rate.bps() == 0 {
+            return Err(err(
+                "rate",
+                "0: expected a positive rate (a stalled host is a `pause-storm`)".into(),
+            ));
+        }
+        Ok(FaultPlan::Receiver {
+            node,
+            rate: Some(rate),
+        })
+    }
+}
+
+/// A mistake in the fault under `key` (`faults[i]`), at its key `k`
+/// (empty: the fault as a whole).
+fn key_error(key: &str, k: &str, message: String) -> ConfigError {
+    ConfigError {
+        key: if k.is_empty() {
+            key.to_string()
+        } else {
+            format!("{key}.{k}")
+        },
+        message,
+    }
+}
+
+/// The value of the required key `k` of a `kind` fault under `key`.
+fn need(v: &Option<String>, kind: FaultType, key: &str, k: &str) -> Result<String, ConfigError> {
+    v.clone().ok_or_else(|| {
+        key_error(
+            key,
+            k,
+            format!("missing: a `{}` fault needs `{k}`", kind.name()),
+        )
+    })
 }
 
 /// When a fault or override is in force: from `start` until `end`

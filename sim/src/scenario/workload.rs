@@ -44,7 +44,6 @@ use roce::time::{Duration, Instant, Size};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::ScenarioDoc;
 use crate::config::SimConfig;
 use crate::input::{read_file, FileError};
 use crate::topology::{NodeId, NodeKind, Topology};
@@ -345,26 +344,27 @@ impl WorkloadDoc {
 /// workloads, and the workload names (flows' `workload` index them).
 pub(super) type Built = (Vec<FlowSpec>, Vec<GroupSpec>, Vec<String>);
 
-/// Build the flows of every workload of `doc` on `topo`, with the groups
-/// of the dependent workloads (ring all-reduce, htsim imports with
-/// triggers).
+/// Build the flows of every workload of a document (its `workloads`, its
+/// root `seed`) on `topo`, with the groups of the dependent workloads
+/// (ring all-reduce, htsim imports with triggers).
 pub(super) fn build(
     file: &Path,
     topo: &Topology,
-    doc: &ScenarioDoc,
+    workloads: &[WorkloadDoc],
+    seed: u64,
     config: &SimConfig,
 ) -> Result<Built, FileError> {
     let hosts = topo.hosts();
     let mut b = FlowBuilder::new();
-    let mut names: Vec<String> = Vec::with_capacity(doc.workloads.len());
-    if doc.workloads.is_empty() {
+    let mut names: Vec<String> = Vec::with_capacity(workloads.len());
+    if workloads.is_empty() {
         return Err(FileError::new(
             file,
             "workload",
             "no workloads: expected at least one [[workload]] table",
         ));
     }
-    for (i, w) in doc.workloads.iter().enumerate() {
+    for (i, w) in workloads.iter().enumerate() {
         let key = format!("workload[{i}]");
         let first_flow = b.len();
         let err = |k: &str, msg: String| FileError::new(file, &format!("{key}.{k}"), msg);
@@ -491,7 +491,7 @@ pub(super) fn build(
             start: Instant::ZERO + w.start.unwrap_or(Duration::ZERO),
             priority,
         };
-        let mut rng = ChaCha8Rng::seed_from_u64(w.seed.unwrap_or(doc.seed));
+        let mut rng = ChaCha8Rng::seed_from_u64(w.seed.unwrap_or(seed));
         rng.set_stream(i as u64 + 1);
         let dir = file.parent().unwrap_or(Path::new(""));
         let two = |k: &str, v: &[NodeId]| {

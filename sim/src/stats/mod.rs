@@ -22,7 +22,7 @@
 //!   (`<host>.ethtool.txt`, `<host>.rdma.txt`), `switches.txt` the ethtool
 //!   form of every switch port (`<switch>-p<port>.ethtool.txt`) and, for
 //!   every switch whose watchdog saw a storm, `<switch>.pfcwd.txt`. Each is
-//!   a [bundle](bundle): the dumps one after another, each under a
+//!   a [bundle]: the dumps one after another, each under a
 //!   `==> NAME <==` line as `tail -n +1 FILE...` prints them, NAME the
 //!   file name the dump had when each dump was a file of its own (folders
 //!   written before hold those files; readers take both). Each dump starts

@@ -6,19 +6,25 @@
 use std::path::Path;
 
 use roce::time::Duration;
-use sim::results::RunResult;
+use sim::results::{DeadlockRecord, PfcwdEvent, RunResult};
 use sim::run::{simulate, RunOptions};
 use sim::scenario::{self, Scenario};
 use sim::topology::Routes;
 
-fn ring() -> Scenario {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/faults/deadlock-ring.toml");
+/// The scenario `scenarios/faults/NAME`.
+fn faults_scenario(name: &str) -> Scenario {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/faults")
+        .join(name);
     scenario::load(&f).unwrap()
 }
 
+fn ring() -> Scenario {
+    faults_scenario("deadlock-ring.toml")
+}
+
 fn bounce() -> Scenario {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/faults/deadlock-bounce.toml");
-    scenario::load(&f).unwrap()
+    faults_scenario("deadlock-bounce.toml")
 }
 
 fn run(s: &Scenario, variant: &str, until: Duration) -> RunResult {
@@ -34,18 +40,49 @@ fn run(s: &Scenario, variant: &str, until: Duration) -> RunResult {
     simulate(t, &r, &v.config, &v.flows, &opts).unwrap().0
 }
 
-#[test]
-fn ring_deadlocks_and_the_cycle_is_reported_within_a_millisecond() {
-    let s = ring();
-    let a = run(&s, "deadlock", Duration::from_ms(3));
-    assert_eq!(a.deadlocks.len(), 1, "{:?}", a.deadlocks);
-    let d = &a.deadlocks[0];
+/// The one deadlock `r` reports: on priority 3, detected within a
+/// millisecond of forming. Returns it with its members as (node, peer).
+fn one_deadlock(r: &RunResult) -> (&DeadlockRecord, Vec<(&str, &str)>) {
+    assert_eq!(r.deadlocks.len(), 1, "{:?}", r.deadlocks);
+    let d = &r.deadlocks[0];
     assert_eq!(d.priority, 3);
-    let members: Vec<(&str, &str)> = d
+    assert!(d.detected_ps >= d.formed_ps);
+    assert!(
+        d.detected_ps - d.formed_ps <= 1_000_000_000,
+        "formed {} detected {}",
+        d.formed_ps,
+        d.detected_ps
+    );
+    let members = d
         .members
         .iter()
         .map(|m| (m.node.as_str(), m.peer.as_str()))
         .collect();
+    (d, members)
+}
+
+/// `later`, a longer run of the variant that deadlocked in `first`, is
+/// stuck: the same deadlock reported once, nothing more delivered, no
+/// flow completed.
+fn assert_stuck(first: &RunResult, later: &RunResult) {
+    assert_eq!(later.deadlocks, first.deadlocks, "reported once");
+    assert_eq!(later.summary.bytes_delivered, first.summary.bytes_delivered);
+    assert_eq!(later.summary.flows_completed, 0);
+}
+
+/// The watchdog's storm detections in `r`.
+fn storms(r: &RunResult) -> Vec<&PfcwdEvent> {
+    r.pfcwd_events
+        .iter()
+        .filter(|e| e.event == "storm_detected")
+        .collect()
+}
+
+#[test]
+fn ring_deadlocks_and_the_cycle_is_reported_within_a_millisecond() {
+    let s = ring();
+    let a = run(&s, "deadlock", Duration::from_ms(3));
+    let (d, members) = one_deadlock(&a);
     assert_eq!(
         members,
         [
@@ -56,18 +93,9 @@ fn ring_deadlocks_and_the_cycle_is_reported_within_a_millisecond() {
             ("s4", "s0")
         ]
     );
-    assert!(d.detected_ps >= d.formed_ps);
-    assert!(
-        d.detected_ps - d.formed_ps <= 1_000_000_000,
-        "formed {} detected {}",
-        d.formed_ps,
-        d.detected_ps
-    );
     // Throughput to zero: nothing more is delivered after the report.
     let b = run(&s, "deadlock", Duration::from_ms(6));
-    assert_eq!(b.deadlocks, a.deadlocks, "reported once");
-    assert_eq!(b.summary.bytes_delivered, a.summary.bytes_delivered);
-    assert_eq!(b.summary.flows_completed, 0);
+    assert_stuck(&a, &b);
     assert_eq!(b.summary.drops, 0);
     // Stop at the report.
     let c = run(&s, "deadlock-stop", Duration::from_ms(6));
@@ -86,11 +114,7 @@ fn the_watchdog_breaks_the_deadlock_and_traffic_resumes() {
         "it deadlocks before the watchdog acts"
     );
     let first = wd.deadlocks[0].detected_ps;
-    let storms: Vec<_> = wd
-        .pfcwd_events
-        .iter()
-        .filter(|e| e.event == "storm_detected")
-        .collect();
+    let storms = storms(&wd);
     assert!(!storms.is_empty());
     assert!(storms
         .iter()
@@ -124,14 +148,7 @@ fn bounce_routes_after_link_failures_deadlock_a_leaf_spine() {
         before.summary.bytes_delivered
     );
     let a = run(&s, "deadlock", Duration::from_ms(1));
-    assert_eq!(a.deadlocks.len(), 1, "{:?}", a.deadlocks);
-    let d = &a.deadlocks[0];
-    assert_eq!(d.priority, 3);
-    let members: Vec<(&str, &str)> = d
-        .members
-        .iter()
-        .map(|m| (m.node.as_str(), m.peer.as_str()))
-        .collect();
+    let (d, members) = one_deadlock(&a);
     // The cycle: two leaf uplinks and the two spine downlinks to the
     // bounce leaves (l0 and l1).
     assert_eq!(
@@ -140,14 +157,10 @@ fn bounce_routes_after_link_failures_deadlock_a_leaf_spine() {
     );
     // It forms after convergence (250 us) and is found within 1 ms.
     assert!(d.formed_ps > 250_000_000, "formed {}", d.formed_ps);
-    assert!(d.detected_ps >= d.formed_ps);
-    assert!(d.detected_ps - d.formed_ps <= 1_000_000_000);
     // Throughput zero after the onset, through ACK timeouts (about 1 ms)
     // that would otherwise recover the frames lost at the failure.
     let b = run(&s, "deadlock", Duration::from_ms(4));
-    assert_eq!(b.deadlocks, a.deadlocks, "reported once");
-    assert_eq!(b.summary.bytes_delivered, a.summary.bytes_delivered);
-    assert_eq!(b.summary.flows_completed, 0);
+    assert_stuck(&a, &b);
     // Frames were lost only when the links failed.
     assert_eq!(b.summary.drops, a.summary.drops);
 
@@ -158,10 +171,8 @@ fn bounce_routes_after_link_failures_deadlock_a_leaf_spine() {
         wd.deadlocks, a.deadlocks,
         "it deadlocks before the watchdog acts"
     );
-    let stormed: Vec<(&str, &str)> = wd
-        .pfcwd_events
+    let stormed: Vec<(&str, &str)> = storms(&wd)
         .iter()
-        .filter(|e| e.event == "storm_detected")
         .map(|e| (e.node.as_str(), e.peer.as_str()))
         .collect();
     for m in &members {
