@@ -23,9 +23,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::checks::{node_of, pct, prio_names, tags, Context, SENDS_NO_PAUSE};
-use super::sim::SimVariant;
-use super::{Finding, Severity, Symptom};
+use super::context::Context;
+use super::counters::{prio_names, tags};
+use super::finding::{Finding, Severity, Symptom};
+use super::names::node_of;
+use super::sim::{SimPort, SimVariant};
+use super::wording::{pct, SENDS_NO_PAUSE};
 
 /// Most evidence lines kept in one merged finding.
 const MAX_EVIDENCE: usize = 12;
@@ -168,7 +171,7 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
                 if frames == 0 {
                     continue;
                 }
-                let ppm = v.share_ppm(v.get(d));
+                let ppm = v.ppm_of_interval(v.get(d));
                 let weight = ppm.unwrap_or(frames);
                 if is_rx {
                     np.rx = np.rx.max(weight);
@@ -369,7 +372,7 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
 /// stayed below the ECN Kmin of the priorities it paused on: `(queue,
 /// Kmin)` in bytes. None without the facts (real captures, older files).
 fn below_kmin(origin: &str, ctx: &Context) -> Option<(u64, u64)> {
-    let ports: Vec<&super::sim::SimPort> = ctx
+    let ports: Vec<&SimPort> = ctx
         .sim
         .iter()
         .flat_map(|v| v.ports.iter())

@@ -1,251 +1,18 @@
 //! The individual checks of the doctor, one function per playbook symptom.
+//! [`run`] runs them all, with those of [`super::platform`],
+//! [`super::fabric`] and [`super::hosts`], over one scope's [`Context`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use roce::time::Duration;
-
-use super::{Finding, Severity, Symptom};
-use crate::realnic::devinfo::HcaInfo;
-use crate::realnic::nccl::NcclLog;
-use crate::realnic::perftest::PerftestReport;
-use crate::realnic::qos::{GidEntry, QosConfig};
-use crate::realnic::topo::TopoMatrix;
-
-/// One snapshot of a source's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snap {
-    /// Time in nanoseconds, when known.
-    pub time_ns: Option<u64>,
-    /// The time is simulated time (counters started at zero at time zero).
-    pub simulated: bool,
-    /// The counters.
-    pub counters: BTreeMap<String, u64>,
-    /// The counters are already a measured delta over `time_ns` (the
-    /// end-of-run block of `rocelab perftest`), not totals.
-    pub run_delta: bool,
-}
-
-/// Counters of one source, as a delta or as since-boot totals.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CounterView {
-    /// Source name (`""` = unnamed).
-    pub source: String,
-    /// One snapshot only: totals since boot.
-    pub since_boot: bool,
-    /// Delta interval in ps when known.
-    pub interval_ps: Option<u64>,
-    /// Delta (or totals) per counter.
-    pub values: BTreeMap<String, u64>,
-    /// Names present in the last snapshot (presence matters: PFC rows).
-    pub present: BTreeSet<String>,
-    /// Counters that went backwards (reset between snapshots).
-    pub reset: Vec<String>,
-    /// The snapshots were given newest first and were swapped.
-    pub reversed: bool,
-    /// One snapshot of simulated counters: a delta from time zero.
-    pub from_zero: bool,
-    /// The run variant the counters belong to, when known.
-    pub scope: Option<String>,
-    /// One snapshot that is a measured delta over one run (perftest's
-    /// end-of-run block): `interval_ps` is the run's length.
-    pub run_delta: bool,
-}
-
-impl CounterView {
-    /// Build from a series of snapshots. `sim_time_ps`: the simulated run
-    /// time, when the counters are known to come from one simulated run.
-    pub fn from_series(
-        source: String,
-        snaps: &[Snap],
-        interval: Option<Duration>,
-        sim_time_ps: Option<u64>,
-    ) -> CounterView {
-        let mut v = CounterView {
-            source,
-            ..CounterView::default()
-        };
-        let mut order: Vec<&Snap> = snaps.iter().collect();
-        if order.iter().all(|s| s.time_ns.is_some()) {
-            order.sort_by_key(|s| s.time_ns);
-        }
-        let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
-            return v;
-        };
-        if order.len() == 1 {
-            v.present = last.counters.keys().cloned().collect();
-            v.values = last.counters.clone();
-            let from_zero = match (last.simulated || last.run_delta, last.time_ns) {
-                (true, Some(ns)) => ns.checked_mul(1000),
-                _ => sim_time_ps,
-            };
-            v.run_delta = last.run_delta && from_zero.is_some();
-            match from_zero {
-                Some(ps) => {
-                    v.interval_ps = Some(ps);
-                    v.from_zero = true;
-                }
-                None => v.since_boot = true,
-            }
-            return v;
-        }
-        let (mut first, mut last) = (first, last);
-        if first.time_ns.is_none() || last.time_ns.is_none() {
-            let fell = last
-                .counters
-                .iter()
-                .filter(|(k, b)| first.counters.get(*k).is_some_and(|a| *b < a))
-                .count();
-            let rose = last
-                .counters
-                .iter()
-                .filter(|(k, b)| first.counters.get(*k).is_some_and(|a| *b > a))
-                .count();
-            if fell > rose {
-                std::mem::swap(&mut first, &mut last);
-                v.reversed = true;
-            }
-        }
-        v.present = last.counters.keys().cloned().collect();
-        let gaps = (snaps.len() - 1) as u64;
-        v.interval_ps = match interval {
-            Some(d) => d.as_ps().checked_mul(gaps),
-            None => match (first.time_ns, last.time_ns) {
-                (Some(a), Some(b)) if b > a => (b - a).checked_mul(1000),
-                _ => None,
-            },
-        };
-        for (k, b) in &last.counters {
-            let a = first.counters.get(k).copied().unwrap_or(0);
-            if *b < a {
-                v.reset.push(k.clone());
-            }
-            v.values.insert(k.clone(), b.saturating_sub(a));
-        }
-        v
-    }
-
-    /// A counter's delta (0 when absent).
-    pub fn get(&self, name: &str) -> u64 {
-        self.values.get(name).copied().unwrap_or(0)
-    }
-
-    /// Whether the counter exists.
-    pub fn has(&self, name: &str) -> bool {
-        self.present.contains(name)
-    }
-
-    /// Microseconds as a fraction of the interval, in parts per million.
-    fn ppm_of_interval(&self, us: u64) -> Option<u64> {
-        let ps = self.interval_ps.filter(|p| *p > 0)?;
-        let v = u128::from(us) * 1_000_000 * 1_000_000 / u128::from(ps);
-        Some(u64::try_from(v).unwrap_or(u64::MAX))
-    }
-
-    pub(super) fn label(&self) -> String {
-        if self.source.is_empty() {
-            "capture".to_string()
-        } else {
-            self.source.clone()
-        }
-    }
-
-    /// The source with its scope: `variant/source`.
-    pub fn label_full(&self) -> String {
-        match &self.scope {
-            Some(s) => format!("{s}/{}", self.source),
-            None => self.source.clone(),
-        }
-    }
-
-    /// The node (host or switch) of this source: the name without a
-    /// trailing `-pN` port marker.
-    pub fn node(&self) -> String {
-        node_of(&self.label())
-    }
-
-    /// Microseconds as parts per million of the interval (public to the
-    /// doctor's cause analysis).
-    pub(super) fn share_ppm(&self, us: u64) -> Option<u64> {
-        self.ppm_of_interval(us)
-    }
-
-    fn how(&self) -> String {
-        if self.since_boot {
-            "since boot".to_string()
-        } else if self.run_delta {
-            format!(
-                "in the {} of one run",
-                Duration::from_ps(self.interval_ps.unwrap_or(0))
-            )
-        } else if self.from_zero {
-            format!(
-                "in {} of simulated time",
-                Duration::from_ps(self.interval_ps.unwrap_or(0))
-            )
-        } else {
-            match self.interval_ps {
-                Some(ps) => format!("in {}", Duration::from_ps(ps)),
-                None => "between snapshots".to_string(),
-            }
-        }
-    }
-
-    /// Cap a severity for since-boot totals.
-    fn cap(&self, s: Severity) -> Severity {
-        if self.since_boot {
-            s.min(Severity::Warning)
-        } else {
-            s
-        }
-    }
-
-    /// Priorities with PFC rows (`rx_prioN_pause` or `tx_prioN_pause`).
-    fn pfc_prios(&self) -> Vec<u8> {
-        (0u8..8)
-            .filter(|p| {
-                self.has(&format!("rx_prio{p}_pause")) || self.has(&format!("tx_prio{p}_pause"))
-            })
-            .collect()
-    }
-}
-
-/// Everything the checks look at.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Context {
-    pub eth: Vec<CounterView>,
-    pub rdma: Vec<CounterView>,
-    pub perftest: Vec<(String, PerftestReport)>,
-    pub topo: Vec<(String, TopoMatrix)>,
-    pub devinfo: Vec<(String, Vec<HcaInfo>)>,
-    pub qos: Vec<(String, QosConfig)>,
-    pub gids: Vec<(String, Vec<GidEntry>)>,
-    pub nccl: Vec<(String, NcclLog)>,
-    pub sim: Vec<super::sim::SimVariant>,
-    pub nccl_tests: Vec<(String, crate::realnic::tools::NcclTests)>,
-    pub switch: Vec<(String, crate::realnic::tools::SwitchReport)>,
-    pub lspci: Vec<(String, Vec<crate::realnic::tools::PciLink>)>,
-    pub links: Vec<(String, Vec<crate::realnic::tools::EthLink>)>,
-    pub events: Vec<(String, Vec<crate::realnic::tools::Event>)>,
-}
-
-/// The node of a source name: without a trailing `-pN` (switch port).
-pub(super) fn node_of(source: &str) -> String {
-    if let Some((node, port)) = source.rsplit_once("-p") {
-        if !node.is_empty() && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
-            return node.to_string();
-        }
-    }
-    source.to_string()
-}
+use super::context::Context;
+use super::counters::{prio_names, tags, CounterView};
+use super::finding::{Finding, Severity, Symptom};
+use super::names::host_from_path;
+use super::wording::{mtu_cost, pct, SENDS_NO_PAUSE};
 
 /// Sum without overflow (counters can be anything in a hostile file).
 fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
     it.fold(0u64, u64::saturating_add)
-}
-
-/// Parts per million as a percentage with three decimals.
-pub(super) fn pct(ppm: u64) -> String {
-    format!("{}.{:03}%", ppm / 10_000, (ppm % 10_000) / 10)
 }
 
 /// Run every check.
@@ -274,7 +41,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     gid_choice(ctx, &mut out);
     slow_perftest(ctx, &mut out);
     perftest_latency(ctx, &mut out);
-    super::more::run(ctx, &mut out);
+    super::platform::run(ctx, &mut out);
     super::fabric::run(ctx, &mut out);
     super::hosts::run(ctx, &mut out);
     since_boot(ctx, &mut out);
@@ -282,21 +49,6 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
         healthy(ctx, &mut out);
     }
     out
-}
-
-pub(super) fn prio_names(tag: &str) -> (String, String, String, String) {
-    (
-        format!("rx_{tag}_pause"),
-        format!("rx_{tag}_pause_duration"),
-        format!("tx_{tag}_pause"),
-        format!("tx_{tag}_pause_duration"),
-    )
-}
-
-pub(super) fn tags() -> impl Iterator<Item = String> {
-    (0..8)
-        .map(|p| format!("prio{p}"))
-        .chain(std::iter::once("global".to_string()))
 }
 
 /// #3: storm counters, or pause nearly all the time with no traffic.
@@ -591,10 +343,6 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         out.push(f);
     }
 }
-
-/// Marker of the evidence line [`silent_port`] writes; the cause pass
-/// names the port in the title when it sees it.
-pub(super) const SENDS_NO_PAUSE: &str = " sends no PAUSE on ";
 
 /// A port that drops priority `p` without sending PAUSE for it while
 /// other ports (of its own node when it has several, else of the capture)
@@ -1121,31 +869,6 @@ fn mtu_counters(v: &CounterView, out: &mut Vec<Finding>) {
     out.push(f);
 }
 
-/// Share (ppm) of link time that is payload for RoCEv2 packets carrying
-/// `mtu` payload bytes: IPv4, UDP, BTH and ICRC around the payload, and
-/// Ethernet header, FCS, preamble and inter-frame gap on the wire (the
-/// framing the wire module emits).
-fn payload_share_ppm(mtu: u32) -> u64 {
-    use roce::wire::icrc::BTH_LEN;
-    use roce::wire::roce::{packet_len, Framing, IpVersion};
-    let m = mtu.clamp(1, 1 << 20) as usize;
-    let wire = packet_len(IpVersion::V4, Framing::Wire, BTH_LEN, m) as u64;
-    (m as u64) * 1_000_000 / wire.max(1)
-}
-
-/// What a RoCE MTU of `mtu` bytes costs against 4096, in numbers.
-pub(super) fn mtu_cost(mtu: u32) -> String {
-    let (have, best) = (payload_share_ppm(mtu), payload_share_ppm(4096));
-    format!(
-        "at a {mtu}-byte RoCE MTU {} of the link time is payload against {} at 4096 (RoCEv2 over IPv4: 20 B IP, 8 B UDP, 12 B BTH, 4 B ICRC, 18 B Ethernet and FCS, 20 B preamble and gap per packet): {} of the bandwidth, and {}.{:02}x the packets for the NIC and the switches to process",
-        pct(have),
-        pct(best),
-        pct(have * 1_000_000 / best.max(1)),
-        4096 / mtu.max(1),
-        (4096 % mtu.max(1)) * 100 / mtu.max(1)
-    )
-}
-
 fn fill_mtu_text(f: &mut Finding) {
     f.impact = "a smaller RoCE MTU means up to 4x more packets and headers and a lower message rate; a hop with an MTU below the QP's path MTU drops large packets silently, which looks like retransmit timeouts".into();
     f.check_first = "netdev MTU on both hosts (RoCE MTU is the largest IB MTU that fits: 1500 -> 1024, 4200 or more -> 4096), switch port MTU on every hop, and the Mtu line of perftest (it negotiates the smaller side)".into();
@@ -1181,7 +904,7 @@ fn mtu_inventory(ctx: &Context, out: &mut Vec<Finding>) {
     let hosts: BTreeSet<String> = ctx
         .devinfo
         .iter()
-        .map(|(file, _)| super::hosts::host_from_path(file))
+        .map(|(file, _)| host_from_path(file))
         .collect();
     if active.len() > 1 && hosts.len() < 2 {
         let mut f = Finding::new(Severity::Warning, Symptom::MtuMismatch, "devices");
@@ -1407,13 +1130,6 @@ fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
     }
 }
 
-/// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
-/// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
-pub(super) fn prio_of_tclass(tc: u8, q: &QosConfig) -> u8 {
-    let dscp = tc >> 2;
-    q.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
-}
-
 /// #10 from configuration: the job's traffic class against mlnx_qos.
 fn qos_mapping(ctx: &Context, out: &mut Vec<Finding>) {
     for (qfile, q) in &ctx.qos {
@@ -1438,7 +1154,7 @@ fn qos_mapping(ctx: &Context, out: &mut Vec<Finding>) {
             if !trust_dscp {
                 continue;
             }
-            let prio = prio_of_tclass(tc, q);
+            let prio = q.prio_of_tclass(tc);
             if enabled[usize::from(prio)] {
                 continue;
             }

@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use super::checks::Context;
+use super::context::Context;
+use super::finding::{Finding, Severity, Symptom};
 use super::sim::{SimEcn, SimPort, SimVariant};
-use super::{Finding, Severity, Symptom};
 
 /// Run these checks.
 pub(super) fn run(ctx: &Context, out: &mut Vec<Finding>) {

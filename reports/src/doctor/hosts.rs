@@ -15,63 +15,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::checks::Context;
-use super::{source_from_file_name, Finding, Severity, Symptom};
-use crate::realnic::devinfo::HcaInfo;
+use super::context::Context;
+use super::finding::{Finding, Severity, Symptom};
+use super::names::host_from_path;
+use super::wording::mtu_cost;
+use crate::realnic::hca::HcaInfo;
 use crate::realnic::qos::GidEntry;
-
-/// Tool names that make up a file name without naming a host.
-const TOOL_NAMES: &[&str] = &[
-    "show_gids",
-    "show-gids",
-    "gids",
-    "ibv_devinfo",
-    "ibv_devinfo_v",
-    "ibv-devinfo",
-    "devinfo",
-    "ibstat",
-    "ibstatus",
-    "mlnx_qos",
-    "mlnx-qos",
-    "qos",
-];
-
-/// The host a per-host tool output stands for (see the module docs).
-pub(super) fn host_from_path(name: &str) -> String {
-    let stem = source_from_file_name(name);
-    let lower = stem.to_ascii_lowercase();
-    let mut host = stem.clone();
-    for t in TOOL_NAMES {
-        if lower == *t {
-            host.clear();
-            break;
-        }
-        let mut done = false;
-        for sep in ['.', '_', '-'] {
-            if lower.ends_with(&format!("{sep}{t}")) {
-                host.truncate(stem.len() - t.len() - 1);
-                done = true;
-                break;
-            }
-            if lower.starts_with(&format!("{t}{sep}")) {
-                host = stem[t.len() + 1..].to_string();
-                done = true;
-                break;
-            }
-        }
-        if done {
-            break;
-        }
-    }
-    if host.is_empty() {
-        let parts: Vec<&str> = name.split(['/', '\\']).filter(|p| !p.is_empty()).collect();
-        host = match parts.len() {
-            0 | 1 => stem,
-            n => parts[n - 2].to_string(),
-        };
-    }
-    host
-}
 
 /// Run these checks.
 pub(super) fn run(ctx: &Context, out: &mut Vec<Finding>) {
@@ -348,7 +297,7 @@ fn mtu(ctx: &Context, out: &mut Vec<Finding>) {
     f.impact = format!(
         "a QP between two of these hosts runs at the smaller MTU or, where one side uses the larger path MTU, its large packets are dropped on the way (retransmit timeouts){}",
         smallest
-            .map(|m| format!("; {}", super::checks::mtu_cost(m)))
+            .map(|m| format!("; {}", mtu_cost(m)))
             .unwrap_or_default()
     );
     f.check_first = "the netdev MTU of the RoCE interface on the odd hosts (RoCE MTU is the largest IB MTU that fits: 1500 -> 1024, 4200 or more -> 4096) and the switch ports on their path".into();
@@ -370,10 +319,7 @@ fn qos(ctx: &Context, out: &mut Vec<Finding>) {
     for (file, q) in &ctx.qos {
         let host = host_from_path(file);
         if let (Some(tc), Some("dscp")) = (tc, q.trust.as_deref()) {
-            roce_prio.insert(
-                host.clone(),
-                format!("prio{}", super::checks::prio_of_tclass(tc, q)),
-            );
+            roce_prio.insert(host.clone(), format!("prio{}", q.prio_of_tclass(tc)));
         }
         if let Some(t) = &q.trust {
             trust.insert(host.clone(), format!("trust {t}"));
@@ -433,18 +379,6 @@ fn qos(ctx: &Context, out: &mut Vec<Finding>) {
 
 #[cfg(test)]
 mod tests {
-    use super::host_from_path;
-
-    #[test]
-    fn the_host_comes_from_the_file_name_or_its_folder() {
-        assert_eq!(host_from_path("dumps/node1.show_gids.txt"), "node1");
-        assert_eq!(host_from_path("node-07-ibv_devinfo.txt"), "node-07");
-        assert_eq!(host_from_path("mlnx_qos_gpu3.txt"), "gpu3");
-        assert_eq!(host_from_path("case/node2/show_gids.txt"), "node2");
-        assert_eq!(host_from_path("h4.txt"), "h4");
-        assert_eq!(host_from_path("ibstat"), "ibstat");
-    }
-
     #[test]
     fn ipv4_mapped_gids_give_their_address() {
         use super::ipv4_of_gid;

@@ -15,8 +15,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::Input;
-use crate::realnic;
+use crate::realnic::{self, Parsed};
+
+/// One input file, already parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    /// Display name (the file path).
+    pub name: String,
+    /// Its contents.
+    pub parsed: Parsed,
+}
 
 /// A path the doctor did not use, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

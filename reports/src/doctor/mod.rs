@@ -36,258 +36,51 @@
 //! playbook's triage order (drops on a lossless priority, storm,
 //! retransmissions, pause time, ECN/CNP balance, link and MTU sanity,
 //! GPUDirect), then by source. A healthy capture yields only `info`.
+//!
+//! # Layout
+//!
+//! Dependencies point one way, down: this file (`diagnose`, the report)
+//! -> `cause.rs` (one finding per root cause) and `checks.rs` (the
+//! playbook checks; they also run those of `platform.rs`, `fabric.rs` and
+//! `hosts.rs`) -> `context.rs` (what the checks of one scope see) ->
+//! `counters.rs` (snapshots and counter views), `sim.rs` (a
+//! `results.json`'s facts), `finding.rs` (findings, severities,
+//! symptoms), `names.rs` (source, scope, host and node names) and
+//! `wording.rs` (how evidence states numbers). `inputs.rs` turns paths
+//! into inputs.
 
 mod cause;
 mod checks;
+mod context;
+mod counters;
 mod fabric;
+mod finding;
 mod hosts;
 pub mod inputs;
-mod more;
+mod names;
+mod platform;
 pub mod sim;
+mod wording;
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use roce::time::Duration;
 use serde::Serialize;
 
 use crate::realnic::{self, Kind, Parsed};
+use context::Context;
+use counters::Snap;
 
-pub use checks::CounterView;
-pub use inputs::{load, Loaded, Skipped};
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// Context: nothing to fix.
-    Info,
-    /// Worth a look; costs performance.
-    Warning,
-    /// A real problem that costs the job time or correctness.
-    Error,
-    /// The job is (or is about to be) stalled or losing data.
-    Critical,
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-            Severity::Critical => "critical",
-        })
-    }
-}
-
-/// The playbook's symptoms (numbers 1-12) and the doctor's extra findings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Symptom {
-    /// 1: PFC pause received (the peer holds our transmitter).
-    RxPause,
-    /// 2: PFC pause sent (we cannot drain what arrives).
-    TxPause,
-    /// PFC deadlock: a cycle of paused (port, priority) queues.
-    PfcDeadlock,
-    /// 3: PFC storm.
-    PfcStorm,
-    /// 4: ECN not marking while PFC does all the work.
-    EcnNotMarking,
-    /// 5: CNPs sent but not acted on.
-    CnpNotHandled,
-    /// 6: packet loss and go-back-N retransmissions.
-    PacketLoss,
-    /// 7: ACK timeouts / retry exceeded (completion status 12).
-    AckTimeout,
-    /// 8: link speed or width below the others, or flapping.
-    LinkDegraded,
-    /// 9: MTU mismatch or small RoCE MTU.
-    MtuMismatch,
-    /// 10: RoCE traffic on a priority without PFC.
-    LossyPriority,
-    /// 11: GPUDirect RDMA not used or GPU far from its NIC.
-    GdrNotUsed,
-    /// 12: corrupted packets (CRC / ICRC / symbol errors).
-    Corruption,
-    /// The receive queue had no buffer posted (host side).
-    HostOutOfBuffer,
-    /// Work completions failed with a status other than 12.
-    CompletionError,
-    /// NCCL fell back to TCP sockets.
-    SocketFallback,
-    /// perftest bandwidth well below the port rate.
-    SlowPerftest,
-    /// One receiver takes most ECN marks / CNPs (incast or slow receiver).
-    SlowReceiver,
-    /// PCIe link below capability or PCIe errors.
-    PcieDegraded,
-    /// A collective's bus bandwidth (nccl-tests) below what the NICs allow.
-    SlowCollective,
-    /// Counters are since-boot totals.
-    SinceBoot,
-    /// Something about the snapshots themselves (order, resets).
-    CounterNote,
-    /// ECN/CNP balance summary.
-    EcnBalance,
-    /// Summary of a healthy capture.
-    Healthy,
-}
-
-impl Symptom {
-    /// Playbook number (1-12) for the playbook's symptoms.
-    pub fn number(self) -> Option<u8> {
-        Some(match self {
-            Symptom::RxPause => 1,
-            Symptom::TxPause => 2,
-            Symptom::PfcStorm => 3,
-            Symptom::EcnNotMarking => 4,
-            Symptom::CnpNotHandled => 5,
-            Symptom::PacketLoss => 6,
-            Symptom::AckTimeout => 7,
-            Symptom::LinkDegraded => 8,
-            Symptom::MtuMismatch => 9,
-            Symptom::LossyPriority => 10,
-            Symptom::GdrNotUsed => 11,
-            Symptom::Corruption => 12,
-            _ => return None,
-        })
-    }
-
-    /// Stable identifier (as in `--json`).
-    pub fn id(self) -> &'static str {
-        match self {
-            Symptom::RxPause => "rx-pause",
-            Symptom::TxPause => "tx-pause",
-            Symptom::PfcDeadlock => "pfc-deadlock",
-            Symptom::PfcStorm => "pfc-storm",
-            Symptom::EcnNotMarking => "ecn-not-marking",
-            Symptom::CnpNotHandled => "cnp-not-handled",
-            Symptom::PacketLoss => "packet-loss",
-            Symptom::AckTimeout => "ack-timeout",
-            Symptom::LinkDegraded => "link-degraded",
-            Symptom::MtuMismatch => "mtu-mismatch",
-            Symptom::LossyPriority => "lossy-priority",
-            Symptom::GdrNotUsed => "gdr-not-used",
-            Symptom::Corruption => "corruption",
-            Symptom::HostOutOfBuffer => "host-out-of-buffer",
-            Symptom::CompletionError => "completion-error",
-            Symptom::SocketFallback => "socket-fallback",
-            Symptom::SlowPerftest => "slow-perftest",
-            Symptom::SlowReceiver => "slow-receiver",
-            Symptom::PcieDegraded => "pcie-degraded",
-            Symptom::SlowCollective => "slow-collective",
-            Symptom::SinceBoot => "since-boot",
-            Symptom::CounterNote => "counter-note",
-            Symptom::EcnBalance => "ecn-balance",
-            Symptom::Healthy => "healthy",
-        }
-    }
-
-    /// Triage order within one severity (the playbook's quick order).
-    fn triage(self) -> u8 {
-        match self {
-            // A deadlock never clears by itself: it comes before all.
-            Symptom::PfcDeadlock => 0,
-            Symptom::LossyPriority => 1,
-            Symptom::PfcStorm => 2,
-            Symptom::PacketLoss
-            | Symptom::AckTimeout
-            | Symptom::Corruption
-            | Symptom::CompletionError => 3,
-            Symptom::RxPause | Symptom::TxPause => 4,
-            Symptom::EcnNotMarking | Symptom::CnpNotHandled => 5,
-            Symptom::LinkDegraded
-            | Symptom::MtuMismatch
-            | Symptom::SlowPerftest
-            | Symptom::PcieDegraded
-            | Symptom::SlowCollective => 6,
-            Symptom::GdrNotUsed | Symptom::SocketFallback => 7,
-            Symptom::HostOutOfBuffer | Symptom::SlowReceiver => 8,
-            Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 9,
-        }
-    }
-}
-
-/// One diagnosis.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// How bad.
-    pub severity: Severity,
-    /// Which symptom.
-    pub symptom: Symptom,
-    /// Stable id, e.g. `rx-pause`.
-    pub id: &'static str,
-    /// Playbook number 1-12 (absent for the doctor's extra findings).
-    pub playbook: Option<u8>,
-    /// Where: a source and priority, a device, a file; for a cause seen
-    /// on several ports, its origin.
-    pub subject: String,
-    /// The run variant (`counters/<variant>/`, a `results.json` variant)
-    /// the finding belongs to; absent for real captures.
-    pub scope: Option<String>,
-    /// The node (host or switch) where the cause sits, when known.
-    pub origin: Option<String>,
-    /// Every port, host or file this cause shows on (the subject first).
-    pub affects: Vec<String>,
-    /// One-line summary.
-    pub title: String,
-    /// What the counters show, with numbers.
-    pub evidence: Vec<String>,
-    /// What the training job feels.
-    pub impact: String,
-    /// What to check first.
-    pub check_first: String,
-    /// Why (how the counters lead to the conclusion).
-    pub why: String,
-}
-
-impl Finding {
-    /// Triage order within one severity: the symptom's
-    /// ([`Symptom::triage`]), except that a misconfigured element named as
-    /// the origin (ECN off at one switch) ranks with the other
-    /// misconfigurations, before the pause and loss it causes.
-    fn triage(&self) -> u8 {
-        match self.symptom {
-            Symptom::EcnNotMarking if self.origin.is_some() => Symptom::LossyPriority.triage(),
-            s => s.triage(),
-        }
-    }
-
-    fn new(severity: Severity, symptom: Symptom, subject: impl Into<String>) -> Finding {
-        Finding {
-            severity,
-            symptom,
-            id: symptom.id(),
-            playbook: symptom.number(),
-            subject: subject.into(),
-            scope: None,
-            origin: None,
-            affects: Vec::new(),
-            title: String::new(),
-            evidence: Vec::new(),
-            impact: String::new(),
-            check_first: String::new(),
-            why: String::new(),
-        }
-    }
-}
+pub use counters::CounterView;
+pub use finding::{Finding, Severity, Symptom};
+pub use inputs::{load, Input, Loaded, Skipped};
+pub use names::{scope_from_path, source_from_file_name};
 
 /// Doctor options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     /// Time between consecutive snapshots (overrides file metadata).
     pub interval: Option<Duration>,
-}
-
-/// One input file, already parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Input {
-    /// Display name (the file path).
-    pub name: String,
-    /// Its contents.
-    pub parsed: Parsed,
 }
 
 /// How the counters of one source were read.
@@ -455,63 +248,7 @@ fn list(items: &[String], max: usize) -> String {
 /// A counter series of one source.
 #[derive(Debug, Clone, Default)]
 struct Series {
-    snaps: Vec<checks::Snap>,
-}
-
-/// The source a file stands for when it names none: its file name without
-/// directories, extensions (`.txt`, `.log`, `.out`, `.ethtool`, `.rdma`,
-/// `.stats`, `.counters`) and a trailing snapshot marker (`before`,
-/// `after`, `start`, `end`, `begin`, `pre`, `post`, `old`, `new`, `t0`..`t9`
-/// after `_`, `-` or `.`). So `h3.ethtool.txt` is `h3`, and
-/// `ethtool_before.txt` / `ethtool_after.txt` are one source.
-pub fn source_from_file_name(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let mut s = base.to_string();
-    loop {
-        let lower = s.to_ascii_lowercase();
-        let ext = [
-            ".txt",
-            ".log",
-            ".out",
-            ".ethtool",
-            ".rdma",
-            ".stats",
-            ".counters",
-        ]
-        .iter()
-        .find(|e| lower.ends_with(**e));
-        match ext {
-            Some(e) => s.truncate(s.len() - e.len()),
-            None => break,
-        }
-    }
-    let lower = s.to_ascii_lowercase();
-    const MARKS: &[&str] = &[
-        "before", "after", "start", "end", "begin", "pre", "post", "old", "new", "t0", "t1", "t2",
-        "t3", "t4", "t5", "t6", "t7", "t8", "t9",
-    ];
-    for m in MARKS {
-        if lower == *m {
-            return String::new();
-        }
-        for sep in ['_', '-', '.'] {
-            let suffix = format!("{sep}{m}");
-            if lower.ends_with(&suffix) {
-                s.truncate(s.len() - suffix.len());
-                return s;
-            }
-        }
-    }
-    s
-}
-
-/// The run variant a file belongs to: `X` for a path `.../counters/X/FILE`
-/// (rocelab's run folders), else none.
-pub fn scope_from_path(name: &str) -> Option<String> {
-    let parts: Vec<&str> = name.split(['/', '\\']).collect();
-    let n = parts.len();
-    (n >= 3 && parts[n - 3] == "counters" && !parts[n - 2].is_empty())
-        .then(|| parts[n - 2].to_string())
+    snaps: Vec<Snap>,
 }
 
 /// Run the doctor over parsed inputs.
@@ -524,7 +261,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
     type Key = (Option<String>, String);
     let mut eth: BTreeMap<Key, Series> = BTreeMap::new();
     let mut rdma: BTreeMap<Key, Series> = BTreeMap::new();
-    let mut ctxs: BTreeMap<Option<String>, checks::Context> = BTreeMap::new();
+    let mut ctxs: BTreeMap<Option<String>, Context> = BTreeMap::new();
     let mut sim_times: Vec<u64> = Vec::new();
     let mut variants: Vec<sim::SimVariant> = Vec::new();
     for input in inputs {
@@ -548,7 +285,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                         rdma.entry((scope.clone(), key.clone()))
                             .or_default()
                             .snaps
-                            .push(checks::Snap {
+                            .push(Snap {
                                 time_ns: s.time_ns,
                                 simulated: s.simulated,
                                 counters: hw,
@@ -561,7 +298,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     eth.entry((scope.clone(), key))
                         .or_default()
                         .snaps
-                        .push(checks::Snap {
+                        .push(Snap {
                             time_ns: s.time_ns,
                             simulated: s.simulated,
                             counters: port,
@@ -575,7 +312,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     rdma.entry((scope.clone(), key))
                         .or_default()
                         .snaps
-                        .push(checks::Snap {
+                        .push(Snap {
                             time_ns: s.time_ns,
                             simulated: s.simulated,
                             counters: s.totals(),
@@ -607,7 +344,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     rdma.entry((scope.clone(), key))
                         .or_default()
                         .snaps
-                        .push(checks::Snap {
+                        .push(Snap {
                             time_ns: b.duration_ns,
                             simulated: false,
                             counters: b.counters.clone(),
@@ -641,7 +378,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                     eth.entry((scope.clone(), p.port.clone()))
                         .or_default()
                         .snaps
-                        .push(checks::Snap {
+                        .push(Snap {
                             time_ns: None,
                             simulated: false,
                             counters: c,
@@ -671,7 +408,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
         let scope = if single && !scoped { None } else { named };
         let has_eth = eth.keys().any(|(s, _)| *s == scope);
         let has_rdma = rdma.keys().any(|(s, _)| *s == scope);
-        let snap = |counters: &BTreeMap<String, u64>| checks::Snap {
+        let snap = |counters: &BTreeMap<String, u64>| Snap {
             time_ns: Some(v.sim_time_ps / 1000),
             simulated: true,
             counters: counters.clone(),

@@ -1,10 +1,14 @@
-//! Checks on the tools beyond NIC counters: the switch's PFC watchdog,
-//! PCIe links, link settings, kernel/UCX events and nccl-tests results.
+//! Checks on the platform around the NICs, from the tools beyond NIC
+//! counters: a PFC deadlock a simulated run's detector found, the
+//! switches' PFC watchdog and queue drops, PCIe links, link settings,
+//! kernel/UCX events, nccl-tests results, and the kinds of GID the two ends
+//! of a perftest run used.
 //!
 //! Thresholds and where they come from are listed in docs/NIC-DOCTOR.md.
 
-use super::checks::{pct, Context};
-use super::{Finding, Severity, Symptom};
+use super::context::Context;
+use super::finding::{Finding, Severity, Symptom};
+use super::wording::pct;
 use crate::realnic::tools::{EventKind, PciLink};
 
 /// Run these checks.

@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 
-use super::devinfo::{first_word, lanes, ConfigParam, HcaInfo, PortInfo};
+use super::hca::{first_word, lanes, ConfigParam, HcaInfo, PortInfo};
 use super::text::{chunks, lines, scaled_decimal};
 
 /// Index in `out` of the device `name` printed by `tool`, created at `line`

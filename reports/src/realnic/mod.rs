@@ -11,6 +11,7 @@
 
 pub mod devinfo;
 pub mod ethtool;
+pub mod hca;
 pub mod ibdiag;
 pub mod nccl;
 pub mod perftest;
@@ -152,7 +153,7 @@ pub enum Parsed {
     /// topo matrix.
     Topo(topo::TopoMatrix),
     /// devices.
-    Devinfo(Vec<devinfo::HcaInfo>),
+    Devinfo(Vec<hca::HcaInfo>),
     /// QoS config.
     MlnxQos(qos::QosConfig),
     /// GID table.

@@ -52,6 +52,13 @@ impl QosConfig {
             .map(|e| (0u8..8).filter(|&p| e[p as usize]).collect())
             .unwrap_or_default()
     }
+
+    /// The priority a GRH traffic class byte lands on: DSCP = tc >> 2, then
+    /// the dscp2prio map when trusting DSCP (default `dscp >> 3`).
+    pub fn prio_of_tclass(&self, tc: u8) -> u8 {
+        let dscp = tc >> 2;
+        self.dscp2prio.get(&dscp).copied().unwrap_or(dscp >> 3)
+    }
 }
 
 fn row8(toks: &[&str]) -> Option<[u8; 8]> {

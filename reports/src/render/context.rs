@@ -13,7 +13,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sim::results::{FlowRecord, RunResult};
 
-use super::fmt_time;
+use super::format::fmt_time;
+use super::load::LoadError;
 
 /// A named queue threshold of one variant, drawn on its queue plots.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,19 +46,19 @@ pub const CONTEXT_FILE: &str = "report-context.json";
 /// The context saved in `dir` ([`CONTEXT_FILE`]), or none when the file
 /// is absent (results from elsewhere); a file that is there but unreadable
 /// is an error naming it.
-pub fn load_context(dir: &Path) -> Result<Context, super::LoadError> {
+pub fn load_context(dir: &Path) -> Result<Context, LoadError> {
     let path = dir.join(CONTEXT_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Context::default()),
         Err(e) => {
-            return Err(super::LoadError {
+            return Err(LoadError {
                 path,
                 message: format!("cannot read: {e}"),
             })
         }
     };
-    serde_json::from_str(&text).map_err(|e| super::LoadError {
+    serde_json::from_str(&text).map_err(|e| LoadError {
         path,
         message: format!(
             "not a rocelab report context (expected {{\"narrative\": [lines], \

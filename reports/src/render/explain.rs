@@ -8,7 +8,7 @@
 
 use sim::results::RunResult;
 
-use super::{fmt_rate, fmt_time};
+use super::format::{fmt_rate, fmt_time};
 
 /// A port held off for at least this share of the run has long pauses.
 const LONG_SHARE: f64 = 0.5;

@@ -33,94 +33,23 @@
 
 pub mod context;
 pub mod explain;
+mod format;
+mod load;
 pub mod svg;
 pub mod sweep;
 pub mod topology;
 pub mod zoom;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use sim::results::RunResult;
 use sim::scenario::ScenarioResults;
 
 pub use context::{load_context, narrative_of, Context, Threshold, CONTEXT_FILE};
+use format::bytes_tick;
+pub use format::{fmt_rate, fmt_time};
+pub use load::{load, LoadError};
 use svg::{decimate, escape, num, Axis, Plot, PALETTE};
-
-/// Why a results file could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {message}", path.display())]
-pub struct LoadError {
-    /// The file.
-    pub path: PathBuf,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-/// Read a `results.json` written by `rocelab run`.
-pub fn load(path: &Path) -> Result<ScenarioResults, LoadError> {
-    let err = |message: String| LoadError {
-        path: path.to_path_buf(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-    let doc: ScenarioResults = serde_json::from_str(&text).map_err(|e| {
-        err(format!(
-            "not a rocelab results.json (expected {{\"scenario\", \"seed\", \"variants\": \
-             [{{\"summary\", \"flows\", \"ports\", \"nics\", \"queues\"}}]}}): {e}"
-        ))
-    })?;
-    if doc.variants.is_empty() {
-        return Err(err("`variants` is empty: expected at least one run".into()));
-    }
-    Ok(doc)
-}
-
-/// Format picoseconds with a unit and about four significant digits.
-pub fn fmt_time(ps: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1_000_000_000_000, "s"),
-        (1_000_000_000, "ms"),
-        (1_000_000, "us"),
-        (1_000, "ns"),
-    ];
-    for (scale, unit) in UNITS {
-        if ps >= scale {
-            return format!("{} {unit}", sig(ps as f64 / scale as f64));
-        }
-    }
-    format!("{ps} ps")
-}
-
-/// Format bits per second as Gbit/s (or Mbit/s below 1 Gbit/s).
-pub fn fmt_rate(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else {
-        format!("{:.2} Mbit/s", bps / 1e6)
-    }
-}
-
-/// A byte tick label in the unit of the axis' top value (`2 MB`).
-fn bytes_tick(v: f64, top: f64) -> String {
-    if top >= 1e6 {
-        format!("{} MB", num(v / 1e6))
-    } else if top >= 1e3 {
-        format!("{} KB", num(v / 1e3))
-    } else {
-        format!("{} B", num(v))
-    }
-}
-
-fn sig(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.1}")
-    } else if x >= 10.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.3}")
-    }
-}
 
 /// One row of the summary table: label, exact value, shown value.
 type Row = (&'static str, fn(&RunResult) -> (String, String));
@@ -1168,17 +1097,6 @@ fn flow_throughput(rs: &[RunResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_and_sizes_read_naturally() {
-        assert_eq!(fmt_time(0), "0 ps");
-        assert_eq!(fmt_time(1_307_000_000), "1.307 ms");
-        assert_eq!(fmt_time(68_363_000_000), "68.36 ms");
-        assert_eq!(fmt_time(999), "999 ps");
-        assert_eq!(fmt_rate(97.86e9), "97.86 Gbit/s");
-        assert_eq!(bytes_tick(1_500_000.0, 1e7), "1.5 MB");
-        assert_eq!(bytes_tick(0.0, 500.0), "0 B");
-    }
 
     #[test]
     fn group_step_times_get_a_row_and_a_sentence() {

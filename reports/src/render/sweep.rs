@@ -16,9 +16,10 @@ use std::fmt::Write as _;
 
 use sim::sweep::{Row, Table};
 
+use super::format::{fmt_rate, fmt_time};
 use super::svg::PALETTE;
 use super::svg::{escape, num, Axis, Plot};
-use super::{fmt_rate, fmt_time, CSS};
+use super::CSS;
 
 /// A metric of the summary plotted over the sweep: field, title, axis
 /// label and the scale from the field's unit to the axis's.

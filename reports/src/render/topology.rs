@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use sim::results::RunResult;
 
-use super::fmt_time;
+use super::format::fmt_time;
 use super::svg::escape;
 
 /// Pixels per character of an 11 px label (estimate).

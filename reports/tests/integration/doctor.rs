@@ -31,6 +31,19 @@ fn run(dir: &str, interval: Option<Duration>) -> Diagnosis {
     diagnose(&inputs(dir), &Options { interval })
 }
 
+/// `text` parsed as whatever it is, as the input named `name`.
+fn input(name: &str, text: &str) -> Input {
+    Input {
+        name: name.into(),
+        parsed: realnic::parse(None, text).unwrap_or_else(|e| panic!("{name}: {e}")),
+    }
+}
+
+/// The doctor with default options.
+fn doctor(inputs: &[Input]) -> Diagnosis {
+    diagnose(inputs, &Options::default())
+}
+
 fn assert_first(
     dir: &str,
     interval: Option<Duration>,
@@ -286,14 +299,7 @@ fn every_playbook_symptom_has_a_capture_set() {
 #[test]
 fn single_snapshot_is_since_boot_and_capped() {
     let text = fixture("doctor/s06_packet_loss/ethtool_after.txt");
-    let parsed = realnic::parse(None, &text).unwrap();
-    let d = diagnose(
-        &[Input {
-            name: "one".into(),
-            parsed,
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[input("one", &text)]);
     assert!(d.sources[0].since_boot);
     assert!(d.findings.iter().any(|f| f.symptom == Symptom::SinceBoot));
     assert!(d.worst() <= Severity::Warning, "{}", d.render_text());
@@ -303,7 +309,6 @@ fn single_snapshot_is_since_boot_and_capped() {
 #[test]
 fn simulator_dump_reads_like_a_real_one() {
     let text = fixture("ethtool/sim_dump.txt");
-    let a = realnic::parse(None, &text).unwrap();
     let later = text
         .replace("time_ps: 2000000000", "time_ps: 4000000000")
         .replace(
@@ -311,20 +316,7 @@ fn simulator_dump_reads_like_a_real_one() {
             "rx_prio3_pause_duration: 1248",
         )
         .replace("rx_prio3_pause: 17", "rx_prio3_pause: 117");
-    let b = realnic::parse(None, &later).unwrap();
-    let d = diagnose(
-        &[
-            Input {
-                name: "t0".into(),
-                parsed: a,
-            },
-            Input {
-                name: "t1".into(),
-                parsed: b,
-            },
-        ],
-        &Options::default(),
-    );
+    let d = doctor(&[input("t0", &text), input("t1", &later)]);
     assert_eq!(d.sources[0].source, "leaf0-h3");
     assert_eq!(d.sources[0].interval_ps, Some(2_000_000_000));
     let f = &d.findings[0];
@@ -379,14 +371,7 @@ fn slow_perftest_latency_is_flagged_and_healthy_is_not() {
         ("perftest/write_lat_slow.txt", true),
         ("perftest/write_lat.txt", false),
     ] {
-        let parsed = realnic::parse(None, &fixture(file)).unwrap();
-        let d = diagnose(
-            &[Input {
-                name: file.into(),
-                parsed,
-            }],
-            &Options::default(),
-        );
+        let d = doctor(&[input(file, &fixture(file))]);
         let flagged = d
             .findings
             .iter()
@@ -402,18 +387,8 @@ fn saturated_counters_do_not_overflow() {
         "NIC statistics:\n     rx_prio3_bytes: {max}\n     tx_prio3_bytes: {max}\n     rx_prio3_pause: {max}\n     rx_prio3_pause_duration: {max}\n     rx_vport_rdma_unicast_bytes: {max}\n     tx_vport_rdma_unicast_bytes: {max}\n     rx_symbol_err_phy: {max}\n     rx_crc_errors_phy: {max}\n"
     );
     let rdma = format!("link mlx5_0/1 np_cnp_sent {max} out_of_sequence {max}\nlink mlx5_1/1 np_cnp_sent {max} packet_seq_err {max}\n");
-    let inputs = vec![
-        Input {
-            name: "e".into(),
-            parsed: realnic::parse(None, &text).unwrap(),
-        },
-        Input {
-            name: "r".into(),
-            parsed: realnic::parse(None, &rdma).unwrap(),
-        },
-    ];
     let d = diagnose(
-        &inputs,
+        &[input("e", &text), input("r", &rdma)],
         &Options {
             interval: Some(Duration::from_ps(1)),
         },
@@ -426,14 +401,7 @@ fn other_completion_statuses_are_explained() {
     let log = fixture("nccl/nccl_retry_exceeded.txt")
         .replace("status=12", "status=4")
         .replace("error 12", "error 13");
-    let parsed = realnic::parse(None, &log).unwrap();
-    let d = diagnose(
-        &[Input {
-            name: "nccl".into(),
-            parsed,
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[input("nccl", &log)]);
     let ids: Vec<(Symptom, &str)> = d
         .findings
         .iter()
@@ -549,13 +517,9 @@ fn simulator_counter_dumps_feed_the_doctor() {
         ("counters/h0.rdma.txt", rdma_statistic("mlx5_0", &nic("h0"))),
         ("counters/h1.rdma.txt", rdma_statistic("mlx5_0", &nic("h1"))),
     ] {
-        let parsed = realnic::parse(None, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        inputs.push(Input {
-            name: name.into(),
-            parsed,
-        });
+        inputs.push(input(name, &text));
     }
-    let d = diagnose(&inputs, &Options::default());
+    let d = doctor(&inputs);
     let names: Vec<&str> = d.sources.iter().map(|s| s.source.as_str()).collect();
     assert_eq!(names, ["h0", "h1", "sw0-p1", "h0", "h1"]);
     assert!(d
@@ -606,14 +570,7 @@ fn simulator_counter_dumps_feed_the_doctor() {
 
 #[test]
 fn simulated_time_metadata_makes_one_snapshot_a_delta() {
-    let text = fixture("ethtool/sim_dump.txt");
-    let d = diagnose(
-        &[Input {
-            name: "x".into(),
-            parsed: realnic::parse(None, &text).unwrap(),
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[input("x", &fixture("ethtool/sim_dump.txt"))]);
     // 248 us of pause in 2 ms of simulated time.
     assert_eq!(d.sources[0].interval_ps, Some(2_000_000_000));
     let f = d
@@ -625,15 +582,15 @@ fn simulated_time_metadata_makes_one_snapshot_a_delta() {
     assert!(f.evidence[0].contains("12.400%"), "{:?}", f.evidence);
 }
 
-/// A rocelab run folder (results.json, counters/<variant>/, report.html)
-/// of the tiny incast, written as `rocelab run` writes it.
-fn tiny_run_folder(tag: &str) -> std::path::PathBuf {
+/// A rocelab run folder of the tiny incast (results.json and
+/// counters/<variant>/), its counters written as `rocelab run` writes them,
+/// in a fresh temporary folder named after `tag`.
+pub fn tiny_run_folder(tag: &str) -> std::path::PathBuf {
     let doc = crate::render::tiny();
     let dir = std::env::temp_dir().join(format!("rocelab-doctor-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("results.json"), doc.to_json()).unwrap();
-    std::fs::write(dir.join("report.html"), reports::render::html(doc)).unwrap();
     for r in &doc.variants {
         let prios: &[u8] = if r.summary.variant == "lossless" {
             &[3]
@@ -649,10 +606,12 @@ fn tiny_run_folder(tag: &str) -> std::path::PathBuf {
 #[test]
 fn a_run_folder_is_diagnosed_per_variant_with_the_drop_first() {
     let dir = tiny_run_folder("folder");
+    let html = reports::render::html(crate::render::tiny());
+    std::fs::write(dir.join("report.html"), html).unwrap();
     let loaded = reports::doctor::load(std::slice::from_ref(&dir), &mut std::io::empty());
     assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
     assert!(loaded.skipped[0].path.ends_with("report.html"));
-    let d = diagnose(&loaded.inputs, &Options::default());
+    let d = doctor(&loaded.inputs);
     let text = d.render_text();
     let first = &d.findings[0];
     assert_eq!(first.symptom, Symptom::PacketLoss, "{text}");
@@ -689,14 +648,7 @@ fn a_run_folder_is_diagnosed_per_variant_with_the_drop_first() {
 #[test]
 fn results_json_alone_reports_drops_and_unfinished_flows() {
     let doc = crate::render::tiny();
-    let parsed = realnic::parse(None, &doc.to_json()).unwrap();
-    let d = diagnose(
-        &[Input {
-            name: "results.json".into(),
-            parsed,
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[input("results.json", &doc.to_json())]);
     let lossy = &doc
         .variants
         .iter()
@@ -739,13 +691,7 @@ fn a_gid_kind_mismatch_between_the_two_ends_is_an_addressing_error() {
         " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02",
         " GID: 254:128:00:00:00:00:00:00:02:66:74:255:254:203:190:206",
     );
-    let d = diagnose(
-        &[Input {
-            name: "perftest.txt".into(),
-            parsed: realnic::parse(None, &text).unwrap(),
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[input("perftest.txt", &text)]);
     let f = d
         .findings
         .iter()
@@ -754,45 +700,73 @@ fn a_gid_kind_mismatch_between_the_two_ends_is_an_addressing_error() {
     assert_eq!(f.severity, Severity::Error);
     assert!(f.evidence[0].contains("IPv4-mapped") && f.evidence[0].contains("link-local"));
     // The unmodified run (both ends IPv4-mapped) has no such finding.
-    let d = diagnose(
-        &[Input {
-            name: "perftest.txt".into(),
-            parsed: realnic::parse(None, &fixture("perftest/write_bw_client.txt")).unwrap(),
-        }],
-        &Options::default(),
-    );
+    let client = fixture("perftest/write_bw_client.txt");
+    let d = doctor(&[input("perftest.txt", &client)]);
     assert!(!d.findings.iter().any(|f| f.title.contains("mismatch")));
 }
 
-/// A results.json of one variant, 1 ms long, with the given ports:
-/// `(node, port, peer, is_nic, prio3 counters, ecn_marked,
-/// max_queue_bytes, ecn)` where `ecn` is `None` (NIC) or the switch's
-/// `(kmin, kmax)` list on prio3 (empty: marking off).
-#[allow(clippy::type_complexity)]
-fn results_json(
-    ports: &[(
-        &str,
-        u16,
-        &str,
-        bool,
-        serde_json::Value,
-        u64,
-        u64,
-        Option<&[(u64, u64)]>,
-    )],
-) -> Input {
+/// One port of a synthetic results.json: where it is, its prio3
+/// counters ([`c3`]), the frames it marked ECN and its deepest queue.
+struct Port<'a> {
+    node: &'a str,
+    port: u16,
+    peer: &'a str,
+    is_nic: bool,
+    c3: serde_json::Value,
+    marked: u64,
+    queue: u64,
+}
+
+/// A switch port.
+fn sw<'a>(
+    node: &'a str,
+    port: u16,
+    peer: &'a str,
+    c3: serde_json::Value,
+    marked: u64,
+    queue: u64,
+) -> Port<'a> {
+    Port {
+        node,
+        port,
+        peer,
+        is_nic: false,
+        c3,
+        marked,
+        queue,
+    }
+}
+
+/// A NIC's port 0: no ECN marks, no queue.
+fn nic<'a>(node: &'a str, peer: &'a str, c3: serde_json::Value) -> Port<'a> {
+    Port {
+        node,
+        port: 0,
+        peer,
+        is_nic: true,
+        c3,
+        marked: 0,
+        queue: 0,
+    }
+}
+
+/// A results.json of one variant, 1 ms long, with the given ports. `ecn`
+/// lists the switches whose ECN settings the file records, each with its
+/// `(kmin, kmax)` list on prio3 (empty: marking off); the ports of other
+/// nodes carry none (NICs, or switches of an older file).
+fn results_json(ecn: &[(&str, &[(u64, u64)])], ports: &[Port<'_>]) -> Input {
     let ports: Vec<serde_json::Value> = ports
         .iter()
-        .map(|(node, port, peer, is_nic, c3, marked, q, ecn)| {
+        .map(|port| {
             let mut prio = vec![serde_json::json!({}); 8];
-            prio[3] = c3.clone();
+            prio[3] = port.c3.clone();
             let mut p = serde_json::json!({
-                "node": node, "port": port, "peer": peer, "is_nic": is_nic,
+                "node": port.node, "port": port.port, "peer": port.peer, "is_nic": port.is_nic,
                 "prio": prio, "rx_discards": 0, "fault_drops": 0,
-                "ecn_marked": marked, "max_queue_bytes": q, "max_headroom_bytes": 0,
+                "ecn_marked": port.marked, "max_queue_bytes": port.queue, "max_headroom_bytes": 0,
                 "pfc_priorities": [3],
             });
-            if let Some(e) = ecn {
+            if let Some((_, e)) = ecn.iter().find(|(node, _)| *node == port.node) {
                 p["ecn"] = e
                     .iter()
                     .map(|(kmin, kmax)| {
@@ -831,34 +805,16 @@ fn c3(tx_us: u64, rx_us: u64, bytes: u64) -> serde_json::Value {
 fn a_switch_without_ecn_that_queues_past_kmax_is_the_cause_of_its_pause() {
     let on: &[(u64, u64)] = &[(20_000, 200_000)];
     let off: &[(u64, u64)] = &[];
-    let d = diagnose(
-        &[results_json(&[
-            (
-                "leaf0",
-                0,
-                "h0",
-                false,
-                c3(0, 0, 4_000_000),
-                0,
-                460_000,
-                Some(off),
-            ),
-            ("leaf0", 1, "leaf1", false, c3(300, 0, 0), 0, 0, Some(off)),
-            (
-                "leaf1",
-                0,
-                "leaf0",
-                false,
-                c3(0, 300, 4_000_000),
-                50,
-                150_000,
-                Some(on),
-            ),
-            ("leaf1", 1, "h1", false, c3(0, 0, 0), 0, 0, Some(on)),
-            ("h0", 0, "leaf0", true, c3(0, 0, 0), 0, 0, None),
-        ])],
-        &Options::default(),
-    );
+    let d = doctor(&[results_json(
+        &[("leaf0", off), ("leaf1", on)],
+        &[
+            sw("leaf0", 0, "h0", c3(0, 0, 4_000_000), 0, 460_000),
+            sw("leaf0", 1, "leaf1", c3(300, 0, 0), 0, 0),
+            sw("leaf1", 0, "leaf0", c3(0, 300, 4_000_000), 50, 150_000),
+            sw("leaf1", 1, "h1", c3(0, 0, 0), 0, 0),
+            nic("h0", "leaf0", c3(0, 0, 0)),
+        ],
+    )]);
     let text = d.render_text();
     let f = &d.findings[0];
     assert_eq!(f.symptom, Symptom::EcnNotMarking, "{text}");
@@ -887,31 +843,13 @@ fn a_switch_without_ecn_that_queues_past_kmax_is_the_cause_of_its_pause() {
         f.affects
     );
     // With marking on at leaf0 too, no such finding.
-    let d = diagnose(
-        &[results_json(&[
-            (
-                "leaf0",
-                0,
-                "h0",
-                false,
-                c3(0, 0, 4_000_000),
-                30,
-                460_000,
-                Some(on),
-            ),
-            (
-                "leaf1",
-                0,
-                "leaf0",
-                false,
-                c3(0, 0, 4_000_000),
-                50,
-                150_000,
-                Some(on),
-            ),
-        ])],
-        &Options::default(),
-    );
+    let d = doctor(&[results_json(
+        &[("leaf0", on), ("leaf1", on)],
+        &[
+            sw("leaf0", 0, "h0", c3(0, 0, 4_000_000), 30, 460_000),
+            sw("leaf1", 0, "leaf0", c3(0, 0, 4_000_000), 50, 150_000),
+        ],
+    )]);
     assert!(
         d.findings
             .iter()
@@ -925,21 +863,12 @@ fn a_switch_without_ecn_that_queues_past_kmax_is_the_cause_of_its_pause() {
 /// 1 ms run; sw0's deepest queue `q` against its Kmin `kmin`.
 fn incast(held_us: u64, q: u64, kmin: u64) -> Diagnosis {
     let e: &[(u64, u64)] = &[(kmin, kmin * 4)];
-    let mut ports = vec![("sw0", 0, "h0", false, c3(0, 0, 3_000_000), 10, q, Some(e))];
+    let mut ports = vec![sw("sw0", 0, "h0", c3(0, 0, 3_000_000), 10, q)];
     for (i, h) in ["h1", "h2", "h3"].iter().enumerate() {
-        ports.push((
-            "sw0",
-            i as u16 + 1,
-            h,
-            false,
-            c3(held_us, 0, 0),
-            0,
-            0,
-            Some(e),
-        ));
-        ports.push((h, 0, "sw0", true, c3(0, held_us, 1_000_000), 0, 0, None));
+        ports.push(sw("sw0", i as u16 + 1, h, c3(held_us, 0, 0), 0, 0));
+        ports.push(nic(h, "sw0", c3(0, held_us, 1_000_000)));
     }
-    diagnose(&[results_json(&ports)], &Options::default())
+    doctor(&[results_json(&[("sw0", e)], &ports)])
 }
 
 #[test]
@@ -996,18 +925,11 @@ fn a_port_that_drops_without_pausing_while_its_peers_pause_is_named() {
     );
     let p2 = dump("     rx_prio3_packets: 1000\n     tx_prio3_pause: 28\n     tx_prio3_pause_duration: 50\n     rx_prio3_pause: 0\n     rx_prio3_pause_duration: 0\n");
     let p3 = p2.replace("tx_prio3_pause: 28", "tx_prio3_pause: 54");
-    let inputs: Vec<Input> = [
-        ("sw0-p1.ethtool.txt", p1),
-        ("sw0-p2.ethtool.txt", p2),
-        ("sw0-p3.ethtool.txt", p3),
-    ]
-    .into_iter()
-    .map(|(n, t)| Input {
-        name: n.into(),
-        parsed: realnic::parse(None, &t).unwrap(),
-    })
-    .collect();
-    let d = diagnose(&inputs, &Options::default());
+    let d = doctor(&[
+        input("sw0-p1.ethtool.txt", &p1),
+        input("sw0-p2.ethtool.txt", &p2),
+        input("sw0-p3.ethtool.txt", &p3),
+    ]);
     let f = &d.findings[0];
     assert_eq!(f.symptom, Symptom::PacketLoss, "{}", d.render_text());
     assert_eq!(
@@ -1027,31 +949,13 @@ fn a_port_that_drops_without_pausing_while_its_peers_pause_is_named() {
 #[test]
 fn without_recorded_settings_a_switch_that_never_marks_under_the_same_load_is_named() {
     // Older results files: no `ecn` on the ports; compared by marks.
-    let d = diagnose(
-        &[results_json(&[
-            (
-                "leaf0",
-                0,
-                "h0",
-                false,
-                c3(0, 0, 4_000_000),
-                0,
-                300_000,
-                None,
-            ),
-            (
-                "leaf1",
-                0,
-                "h1",
-                false,
-                c3(0, 0, 4_000_000),
-                40,
-                150_000,
-                None,
-            ),
-        ])],
-        &Options::default(),
-    );
+    let d = doctor(&[results_json(
+        &[],
+        &[
+            sw("leaf0", 0, "h0", c3(0, 0, 4_000_000), 0, 300_000),
+            sw("leaf1", 0, "h1", c3(0, 0, 4_000_000), 40, 150_000),
+        ],
+    )]);
     let f = d
         .findings
         .iter()
@@ -1063,31 +967,13 @@ fn without_recorded_settings_a_switch_that_never_marks_under_the_same_load_is_na
         "switch leaf0 never marks ECN while leaf1 under the same load does: ECN looks off there"
     );
     // A switch that marks nothing because its queue stayed shallow is fine.
-    let d = diagnose(
-        &[results_json(&[
-            (
-                "leaf0",
-                0,
-                "h0",
-                false,
-                c3(0, 0, 4_000_000),
-                0,
-                10_000,
-                None,
-            ),
-            (
-                "leaf1",
-                0,
-                "h1",
-                false,
-                c3(0, 0, 4_000_000),
-                40,
-                150_000,
-                None,
-            ),
-        ])],
-        &Options::default(),
-    );
+    let d = doctor(&[results_json(
+        &[],
+        &[
+            sw("leaf0", 0, "h0", c3(0, 0, 4_000_000), 0, 10_000),
+            sw("leaf1", 0, "h1", c3(0, 0, 4_000_000), 40, 150_000),
+        ],
+    )]);
     assert!(
         d.findings
             .iter()
@@ -1119,9 +1005,9 @@ fn perftests_counter_block_is_parsed_and_read_as_a_delta_over_the_run() {
         ("rx_icrc_encapsulated", 3),
         ("tx_packets", 17000),
     ]);
-    let parsed = realnic::parse(None, &text).unwrap();
-    let realnic::Parsed::Perftest(p) = &parsed else {
-        panic!("not perftest: {parsed:?}");
+    let client = input("client.txt", &text);
+    let realnic::Parsed::Perftest(p) = &client.parsed else {
+        panic!("not perftest: {:?}", client.parsed);
     };
     assert_eq!(p.runs.len(), 1);
     assert_eq!(p.runs[0].bw.len(), 1);
@@ -1130,13 +1016,7 @@ fn perftests_counter_block_is_parsed_and_read_as_a_delta_over_the_run() {
     assert_eq!(block.duration_ns, Some(500_000_000));
     assert_eq!(block.counters.len(), 5);
     assert_eq!(block.counters["roce_adp_retrans"], 480);
-    let d = diagnose(
-        &[Input {
-            name: "client.txt".into(),
-            parsed,
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[client]);
     let src = d
         .sources
         .iter()
@@ -1172,15 +1052,10 @@ fn rdma_counters_in_an_ethtool_dump_are_read_as_rdma_counters() {
             "# host: udp_lo\n# time: {t}\nNIC statistics:\n     out_of_sequence: {oos}\n     np_ecn_marked_roce_packets: {marked}\n     np_cnp_sent: 0\n     rx_packets: 100\n"
         )
     };
-    let inputs: Vec<Input> = [dump(100, 5, 0), dump(110, 905, 70)]
-        .iter()
-        .enumerate()
-        .map(|(i, t)| Input {
-            name: format!("dev_t{i}.txt"),
-            parsed: realnic::parse(None, t).unwrap(),
-        })
-        .collect();
-    let d = diagnose(&inputs, &Options::default());
+    let d = doctor(&[
+        input("dev_t0.txt", &dump(100, 5, 0)),
+        input("dev_t1.txt", &dump(110, 905, 70)),
+    ]);
     let kinds: Vec<realnic::Kind> = d.sources.iter().map(|s| s.kind).collect();
     assert_eq!(kinds, vec![realnic::Kind::Ethtool, realnic::Kind::Rdma]);
     let loss = d
@@ -1203,17 +1078,11 @@ fn a_counter_block_that_says_unavailable_is_no_source() {
         ", 0.500000 s\nNIC statistics:\n",
         ": counters unavailable: hardware counters: /sys/x: gone, really (none here)\n",
     );
-    let parsed = realnic::parse(None, &text).unwrap();
-    let realnic::Parsed::Perftest(p) = &parsed else {
-        panic!("not perftest: {parsed:?}");
+    let client = input("client.txt", &text);
+    let realnic::Parsed::Perftest(p) = &client.parsed else {
+        panic!("not perftest: {:?}", client.parsed);
     };
     assert_eq!(p.runs[0].counters, None, "{text}");
-    let d = diagnose(
-        &[Input {
-            name: "client.txt".into(),
-            parsed,
-        }],
-        &Options::default(),
-    );
+    let d = doctor(&[client]);
     assert!(d.sources.is_empty(), "{:?}", d.sources);
 }

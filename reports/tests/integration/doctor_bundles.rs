@@ -10,20 +10,10 @@ use reports::doctor::{diagnose, load, Options};
 /// A run folder of the tiny incast with its counters as `rocelab run`
 /// writes them (bundles) or, with `split`, one file per dump as before.
 fn folder(tag: &str, split: bool) -> PathBuf {
-    let doc = crate::render::tiny();
-    let dir = std::env::temp_dir().join(format!("rocelab-bundles-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("results.json"), doc.to_json()).unwrap();
-    for r in &doc.variants {
-        let prios: &[u8] = if r.summary.variant == "lossless" {
-            &[3]
-        } else {
-            &[]
-        };
-        let vdir = dir.join("counters").join(&r.summary.variant);
-        sim::stats::write_counter_dumps(&vdir, r, prios).unwrap();
-        if split {
+    let dir = crate::doctor::tiny_run_folder(tag);
+    if split {
+        for r in &crate::render::tiny().variants {
+            let vdir = dir.join("counters").join(&r.summary.variant);
             for b in [sim::stats::NICS_FILE, sim::stats::SWITCHES_FILE] {
                 let text = std::fs::read_to_string(vdir.join(b)).unwrap();
                 for (name, dump) in sim::stats::bundle_sections(&text).unwrap() {
