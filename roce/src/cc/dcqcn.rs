@@ -25,7 +25,7 @@
 
 use crate::time::{Duration, Instant, Rate};
 
-use super::CongestionControl;
+use super::control::CongestionControl;
 
 /// α = 1.0 in fixed point.
 pub const ALPHA_ONE: u64 = 1 << 20;

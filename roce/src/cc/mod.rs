@@ -11,29 +11,17 @@
 //! The notification point (CNP generation on CE) lives in the engine,
 //! since it is a receive-side duty of every QP (ROCEV2.md §6.2).
 
+mod control;
 pub mod dcqcn;
 pub mod pacer;
 
 use crate::time::{Duration, Instant, Rate};
 
+pub use control::CongestionControl;
 pub use dcqcn::{
     Dcqcn, DcqcnModel, DcqcnOverrides, DcqcnParams, CONNECTX_CNP_INTERVAL, PAPER_CNP_INTERVAL,
 };
 pub use pacer::Pacer;
-
-/// A congestion control algorithm at the reaction point of one QP.
-pub trait CongestionControl {
-    /// The current sending rate; `None` means unlimited.
-    fn rate(&self) -> Option<Rate>;
-    /// A CNP arrived for this QP.
-    fn on_cnp(&mut self, now: Instant);
-    /// A data packet of `bytes` (wire bytes) was sent.
-    fn on_transmit(&mut self, now: Instant, bytes: u64);
-    /// The next time [`handle_timeout`](Self::handle_timeout) must run.
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// Run the timers due at `now`.
-    fn handle_timeout(&mut self, now: Instant);
-}
 
 /// Which algorithm a QP uses, with its parameters. In files:
 /// `{ algorithm = "none" }` or `{ algorithm = "dcqcn", model = ..., ... }`.

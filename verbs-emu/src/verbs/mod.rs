@@ -37,12 +37,12 @@ use std::alloc::Layout;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{
-    AhHandle, Backend, BackendKind, CqHandle, DeviceEntry, MrHandle, PdHandle, Provider, QpHandle,
-};
+use self::handle::{AhHandle, CqHandle, MrHandle, PdHandle, QpHandle};
+use crate::backend::{Backend, BackendKind, DeviceEntry, Provider};
 use roce::wire::{Lkey, Qpn, Rkey};
 
 mod error;
+pub(crate) mod handle;
 pub mod qp_state;
 mod types;
 

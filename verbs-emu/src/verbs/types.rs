@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
+use super::handle::{AhHandle, CqHandle};
 pub use roce::transport::{
     AccessFlags, Mtu, QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus,
 };
@@ -90,7 +91,7 @@ pub struct Sge {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdDest {
     /// The address handle, from [`crate::verbs::AddressHandle::handle`].
-    pub ah: crate::backend::AhHandle,
+    pub ah: AhHandle,
     /// The destination QP number.
     pub remote_qpn: Qpn,
     /// The destination Q_Key.
@@ -467,9 +468,9 @@ pub struct QpInitAttr {
     /// Transport.
     pub qp_type: QpType,
     /// CQ for send completions.
-    pub send_cq: crate::backend::CqHandle,
+    pub send_cq: CqHandle,
     /// CQ for receive completions.
-    pub recv_cq: crate::backend::CqHandle,
+    pub recv_cq: CqHandle,
     /// Queue sizes.
     pub cap: QpCap,
     /// Every send WR generates a completion.

@@ -21,9 +21,9 @@ use verbs_emu::backend::udp::{UdpBackend, UdpConfig};
 use verbs_emu::backend::AsyncEvent;
 use verbs_emu::transport::QpStats;
 use verbs_emu::verbs::{
-    AccessFlags, AhAttr, CompletionQueue, Context, Gid, MemoryRegion, Mtu, ProtectionDomain,
-    QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsError,
-    WcStatus,
+    AccessFlags, AhAttr, CompletionQueue, Context, Endpoint, Gid, MemoryRegion, Mtu, PostError,
+    ProtectionDomain, QpAttr, QpState, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge,
+    VerbsError, WcStatus,
 };
 use verbs_emu::wire::icrc::{Icrc, IpEncap, UdpEncap};
 
@@ -123,13 +123,7 @@ fn victim_cfg(ip: Ipv4Addr, tweak: impl FnOnce(&mut UdpConfig)) -> (Victim, Peer
         std::net::SocketAddr::V4(a) => a,
         _ => unreachable!(),
     };
-    let qp = pd
-        .qp_builder(QpType::Rc)
-        .cq(&cq)
-        .max_send_wr(16)
-        .max_recv_wr(16)
-        .build()
-        .unwrap();
+    let qp = qp_of(&pd, &cq, QpType::Rc);
     let v = Victim {
         backend,
         _ctx: ctx,
@@ -155,16 +149,41 @@ fn victim_cfg(ip: Ipv4Addr, tweak: impl FnOnce(&mut UdpConfig)) -> (Victim, Peer
 fn victim(ip: Ipv4Addr, qp_type: QpType) -> (Victim, Peer) {
     let (mut v, p) = victim_cfg(ip, |_| {});
     if qp_type != QpType::Rc {
-        v.qp = v
-            ._pd
-            .qp_builder(qp_type)
-            .cq(&v.cq)
-            .max_send_wr(16)
-            .max_recv_wr(16)
-            .build()
-            .unwrap();
+        v.qp = qp_of(&v._pd, &v.cq, qp_type);
     }
     (v, p)
+}
+
+/// A QP of `qp_type` in `pd` on `cq`, 16 WRs deep each way.
+fn qp_of(pd: &ProtectionDomain, cq: &CompletionQueue, qp_type: QpType) -> QueuePair {
+    pd.qp_builder(qp_type)
+        .cq(cq)
+        .max_send_wr(16)
+        .max_recv_wr(16)
+        .build()
+        .unwrap()
+}
+
+/// Two victims on 127.<net>.0.1 and 127.<net>.0.2, not connected yet.
+fn two_victims(net: u8) -> (Victim, Victim) {
+    let (a, _) = victim_cfg(Ipv4Addr::new(127, net, 0, 1), |_| {});
+    let (b, _) = victim_cfg(Ipv4Addr::new(127, net, 0, 2), |_| {});
+    (a, b)
+}
+
+/// Connect QP `a` (PSN 10, region `am`) and QP `b` (PSN 20, region `bm`)
+/// to each other with verbs `connect`; their endpoints.
+fn connect_qps(
+    a: &QueuePair,
+    b: &QueuePair,
+    am: &MemoryRegion,
+    bm: &MemoryRegion,
+) -> (Endpoint, Endpoint) {
+    let ea = a.endpoint(10, 0, Some(am)).unwrap();
+    let eb = b.endpoint(20, 0, Some(bm)).unwrap();
+    a.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
+    b.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    (ea, eb)
 }
 
 /// RESET -> INIT -> RTR -> RTS towards `peer`, with 2 responder resources.
@@ -234,7 +253,15 @@ fn packet(
     b.extend_from_slice(ext);
     b.extend_from_slice(payload);
     b.extend(std::iter::repeat(0).take(pad));
-    let encap = UdpEncap {
+    let crc = Icrc::for_udp_payload(&encap(from, to), &b).unwrap();
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// The IPv4/UDP header the victim's receive path assumes for a datagram
+/// from `from` to `to` (identification 0, DF), as the ICRC covers it.
+fn encap(from: SocketAddrV4, to: SocketAddrV4) -> UdpEncap {
+    UdpEncap {
         ip: IpEncap::V4 {
             src: *from.ip(),
             dst: *to.ip(),
@@ -243,10 +270,56 @@ fn packet(
         },
         src_port: from.port(),
         dst_port: to.port(),
-    };
-    let crc = Icrc::for_udp_payload(&encap, &b).unwrap();
-    b.extend_from_slice(&crc.to_le_bytes());
-    b
+    }
+}
+
+/// A request from the peer to the victim's QP under the default P_Key.
+fn request(
+    v: &Victim,
+    p: &Peer,
+    opcode: u8,
+    psn: u32,
+    ack_req: bool,
+    ext: &[u8],
+    payload: &[u8],
+) -> Vec<u8> {
+    packet(
+        p.addr,
+        v.addr,
+        opcode,
+        0xFFFF,
+        v.qp.qpn().value(),
+        psn,
+        ack_req,
+        ext,
+        payload,
+    )
+}
+
+/// An RDMA WRITE ONLY of `data` from `from` into the victim's region at
+/// `off`, under P_Key `pkey`: RC asking for an ACK, or (`uc`) UC.
+fn write_only(
+    v: &Victim,
+    from: SocketAddrV4,
+    uc: bool,
+    pkey: u16,
+    psn: u32,
+    off: u64,
+    data: &[u8],
+) -> Vec<u8> {
+    let (opcode, ack_req) = if uc { (0x2A, false) } else { (0x0A, true) };
+    let ext = reth(v.mr.addr() + off, v.mr.rkey().value(), data.len() as u32);
+    packet(
+        from,
+        v.addr,
+        opcode,
+        pkey,
+        v.qp.qpn().value(),
+        psn,
+        ack_req,
+        &ext,
+        data,
+    )
 }
 
 fn reth(va: u64, rkey: u32, len: u32) -> Vec<u8> {
@@ -307,18 +380,7 @@ fn send(sock: &UdpSocket, to: SocketAddrV4, pkt: &[u8]) {
 
 /// A legitimate WRITE from the peer at `psn`: ACKed, and the bytes land.
 fn write_works(v: &Victim, p: &Peer, psn: u32, fill: u8) {
-    let rkey = v.mr.rkey().value();
-    let pkt = packet(
-        p.addr,
-        v.addr,
-        0x0A,
-        0xFFFF,
-        v.qp.qpn().value(),
-        psn,
-        true,
-        &reth(v.mr.addr() + 100, rkey, 32),
-        &[fill; 32],
-    );
+    let pkt = write_only(v, p.addr, false, 0xFFFF, psn, 100, &[fill; 32]);
     send(&p.sock, v.addr, &pkt);
     let r = recv(&p.sock).expect("an ACK");
     assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, psn, Some(0x1F)));
@@ -331,38 +393,72 @@ fn pattern() -> Vec<u8> {
 
 /// Wait until the victim's engine has counted `n` received packets.
 fn until_received(v: &Victim, n: u64) {
+    wait_until(
+        || stats(v).rx_packets >= n,
+        || "victim got no packets".into(),
+    );
+}
+
+/// Wait up to 5 s for `done`; fail with `what()` if it never holds.
+fn wait_until(mut done: impl FnMut() -> bool, what: impl Fn() -> String) {
     let end = std::time::Instant::now() + Duration::from_secs(5);
-    while stats(v).rx_packets < n {
-        assert!(std::time::Instant::now() < end, "victim got no packets");
+    while !done() {
+        assert!(std::time::Instant::now() < end, "{}", what());
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Post one work request of `op` over `sge` on `qp` (no UD destination).
+///
+/// # Safety
+///
+/// As for [`QueuePair::post_send`]: the memory the SGEs name (unless sent
+/// inline) stays registered and untouched until the WR completes.
+unsafe fn post_one(
+    qp: &QueuePair,
+    wr_id: u64,
+    sge: &[Sge],
+    op: SendOp,
+    flags: SendFlags,
+) -> Result<(), PostError> {
+    let wr = SendWr {
+        wr_id,
+        sg_list: sge,
+        op,
+        flags,
+        ud: None,
+    };
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { qp.post_send(&[wr]) }
+}
+
+/// Post one receive of `sge` on `qp`.
+///
+/// # Safety
+///
+/// As for [`QueuePair::post_recv`]: the memory stays registered and
+/// untouched until the receive completes.
+unsafe fn post_recv_one(qp: &QueuePair, wr_id: u64, sge: &[Sge]) -> Result<(), PostError> {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe {
+        qp.post_recv(&[RecvWr {
+            wr_id,
+            sg_list: sge,
+        }])
     }
 }
 
 fn spoofed_source_is_dropped(net: u8, qp_type: QpType) {
     let (v, p) = victim(Ipv4Addr::new(127, net, 0, 2), qp_type);
     connect(&v, p.addr);
-    let third = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, net, 0, 3), 4791)).unwrap();
     let third_addr = SocketAddrV4::new(Ipv4Addr::new(127, net, 0, 3), 4791);
+    let third = UdpSocket::bind(third_addr).unwrap();
     third
         .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     // The right QPN, PSN, P_Key and R_Key, from a third address.
-    let (op, ack) = if qp_type == QpType::Rc {
-        (0x0A, true)
-    } else {
-        (0x2A, false)
-    };
-    let pkt = packet(
-        third_addr,
-        v.addr,
-        op,
-        0xFFFF,
-        v.qp.qpn().value(),
-        RQ_PSN,
-        ack,
-        &reth(v.mr.addr(), v.mr.rkey().value(), 64),
-        &[0xEE; 64],
-    );
+    let uc = qp_type != QpType::Rc;
+    let pkt = write_only(&v, third_addr, uc, 0xFFFF, RQ_PSN, 0, &[0xEE; 64]);
     send(&third, v.addr, &pkt);
     until_received(&v, 1);
     let s = stats(&v);
@@ -374,17 +470,7 @@ fn spoofed_source_is_dropped(net: u8, qp_type: QpType) {
         // same PSN is executed, not taken as a duplicate.
         write_works(&v, &p, RQ_PSN, 0x42);
     } else {
-        let pkt = packet(
-            p.addr,
-            v.addr,
-            0x2A,
-            0xFFFF,
-            v.qp.qpn().value(),
-            RQ_PSN,
-            false,
-            &reth(v.mr.addr() + 8, v.mr.rkey().value(), 16),
-            &[0x42; 16],
-        );
+        let pkt = write_only(&v, p.addr, true, 0xFFFF, RQ_PSN, 8, &[0x42; 16]);
         send(&p.sock, v.addr, &pkt);
         until_received(&v, 2);
         assert_eq!(&bytes(&v.mr)[8..24], &[0x42; 16]);
@@ -408,34 +494,14 @@ fn p_keys_follow_the_membership_rules() {
     connect(&v, p.addr);
     // Another partition (full member), and the two invalid P_Keys.
     for (i, pkey) in [0x9234u16, 0x1234, 0x0000, 0x8000].into_iter().enumerate() {
-        let pkt = packet(
-            p.addr,
-            v.addr,
-            0x0A,
-            pkey,
-            v.qp.qpn().value(),
-            RQ_PSN,
-            true,
-            &reth(v.mr.addr(), v.mr.rkey().value(), 64),
-            &[0xEE; 64],
-        );
+        let pkt = write_only(&v, p.addr, false, pkey, RQ_PSN, 0, &[0xEE; 64]);
         send(&p.sock, v.addr, &pkt);
         until_received(&v, i as u64 + 1);
     }
     assert_eq!(stats(&v).rx_bad_pkey, 4);
     assert_eq!(bytes(&v.mr), &pattern()[..]);
     // A limited member of our partition talks to a full member.
-    let pkt = packet(
-        p.addr,
-        v.addr,
-        0x0A,
-        0x7FFF,
-        v.qp.qpn().value(),
-        RQ_PSN,
-        true,
-        &reth(v.mr.addr(), v.mr.rkey().value(), 64),
-        &[0xEE; 64],
-    );
+    let pkt = write_only(&v, p.addr, false, 0x7FFF, RQ_PSN, 0, &[0xEE; 64]);
     send(&p.sock, v.addr, &pkt);
     let r = recv(&p.sock).expect("the first answer is the limited member's ACK");
     assert_eq!((r.opcode, r.psn, r.syndrome), (0x11, RQ_PSN, Some(0x1F)));
@@ -448,19 +514,7 @@ fn p_keys_follow_the_membership_rules() {
         c.pkey_table = [0x7FFF, 0, 0, 0];
     });
     connect(&lv, lp.addr);
-    let pkt = |pkey| {
-        packet(
-            lp.addr,
-            lv.addr,
-            0x0A,
-            pkey,
-            lv.qp.qpn().value(),
-            RQ_PSN,
-            true,
-            &reth(lv.mr.addr(), lv.mr.rkey().value(), 64),
-            &[0xEE; 64],
-        )
-    };
+    let pkt = |pkey| write_only(&lv, lp.addr, false, pkey, RQ_PSN, 0, &[0xEE; 64]);
     send(&lp.sock, lv.addr, &pkt(0x7FFF));
     until_received(&lv, 1);
     assert_eq!(stats(&lv).rx_bad_pkey, 1);
@@ -484,31 +538,13 @@ fn ud_drops_a_wrong_q_key_and_delivers_the_right_one() {
     let sge = [v.mr.sge(0, 1024).unwrap()];
     // SAFETY: the region stays registered and untouched until the
     // completion is polled.
-    unsafe {
-        v.qp.post_recv(&[RecvWr {
-            wr_id: 9,
-            sg_list: &sge,
-        }])
-    }
-    .unwrap();
+    unsafe { post_recv_one(&v.qp, 9, &sge) }.unwrap();
     let deth = |qkey: u32| {
         let mut e = qkey.to_be_bytes().to_vec();
         e.extend_from_slice(&[0, 0, 0, 0x33]);
         e
     };
-    let pkt = |qkey| {
-        packet(
-            p.addr,
-            v.addr,
-            0x64,
-            0xFFFF,
-            v.qp.qpn().value(),
-            7,
-            false,
-            &deth(qkey),
-            &[0xAB; 100],
-        )
-    };
+    let pkt = |qkey| request(&v, &p, 0x64, 7, false, &deth(qkey), &[0xAB; 100]);
     send(&p.sock, v.addr, &pkt(0x2222_2222));
     until_received(&v, 1);
     let s = stats(&v);
@@ -554,17 +590,7 @@ fn an_rkey_of_another_pd_is_a_remote_access_error_for_write_read_and_atomic() {
     ];
     for (round, (op, ext, payload)) in cases.into_iter().enumerate() {
         connect(&v, p.addr);
-        let pkt = packet(
-            p.addr,
-            v.addr,
-            op,
-            0xFFFF,
-            v.qp.qpn().value(),
-            RQ_PSN,
-            true,
-            &ext,
-            &payload,
-        );
+        let pkt = request(&v, &p, op, RQ_PSN, true, &ext, &payload);
         send(&p.sock, v.addr, &pkt);
         let r = recv(&p.sock).expect("a NAK");
         assert_eq!(
@@ -588,25 +614,9 @@ fn send_with_invalidate_of_a_registered_mr_is_class_j() {
     connect(&v, p.addr);
     let sge = [v.mr.sge(2048, 1024).unwrap()];
     // SAFETY: as above.
-    unsafe {
-        v.qp.post_recv(&[RecvWr {
-            wr_id: 5,
-            sg_list: &sge,
-        }])
-    }
-    .unwrap();
+    unsafe { post_recv_one(&v.qp, 5, &sge) }.unwrap();
     let rkey = v.mr.rkey().value();
-    let pkt = packet(
-        p.addr,
-        v.addr,
-        0x17,
-        0xFFFF,
-        v.qp.qpn().value(),
-        RQ_PSN,
-        true,
-        &rkey.to_be_bytes(),
-        &[0x11; 16],
-    );
+    let pkt = request(&v, &p, 0x17, RQ_PSN, true, &rkey.to_be_bytes(), &[0x11; 16]);
     send(&p.sock, v.addr, &pkt);
     let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
     assert_eq!((wc.wr_id, wc.status), (5, WcStatus::RemInvReqErr));
@@ -636,17 +646,8 @@ fn a_read_flood_beyond_max_dest_rd_atomic_is_an_invalid_request() {
     let rkey = v.mr.rkey().value();
     burst(&v, || {
         for i in 0..4u32 {
-            let pkt = packet(
-                p.addr,
-                v.addr,
-                0x0C,
-                0xFFFF,
-                v.qp.qpn().value(),
-                RQ_PSN + i,
-                true,
-                &reth(v.mr.addr() + 64 * u64::from(i), rkey, 64),
-                &[],
-            );
+            let ext = reth(v.mr.addr() + 64 * u64::from(i), rkey, 64);
+            let pkt = request(&v, &p, 0x0C, RQ_PSN + i, true, &ext, &[]);
             send(&p.sock, v.addr, &pkt);
         }
     });
@@ -680,40 +681,33 @@ fn responses_owed_before_a_fatal_request_in_the_same_burst_are_sent() {
     connect(&v, p.addr);
     let (rkey, base) = (v.mr.rkey().value(), v.mr.addr());
     let before = u64::from_ne_bytes(bytes(&v.mr)[8..16].try_into().unwrap());
-    let qpn = v.qp.qpn().value();
     burst(&v, || {
-        let read = packet(
-            p.addr,
-            v.addr,
+        let read = request(
+            &v,
+            &p,
             0x0C,
-            0xFFFF,
-            qpn,
             RQ_PSN,
             true,
             &reth(base + 256, rkey, 100),
             &[],
         );
-        let add = packet(
-            p.addr,
-            v.addr,
+        let add = request(
+            &v,
+            &p,
             0x14,
-            0xFFFF,
-            qpn,
             RQ_PSN + 1,
             true,
             &atomic_eth(base + 8, rkey, 5),
             &[],
         );
         // Out of the region: fatal.
-        let bad = packet(
+        let bad = write_only(
+            &v,
             p.addr,
-            v.addr,
-            0x0A,
+            false,
             0xFFFF,
-            qpn,
             RQ_PSN + 2,
-            true,
-            &reth(base + LEN as u64, rkey, 64),
+            LEN as u64,
             &[0xEE; 64],
         );
         for pkt in [read, add, bad] {
@@ -750,8 +744,7 @@ fn responses_owed_before_a_fatal_request_in_the_same_burst_are_sent() {
 
 /// Two victims connected to each other (verbs `connect`), a on .1, b on .2.
 fn verbs_pair(net: u8, max_send_wr: u32, cqe: u32) -> (Victim, Victim) {
-    let (mut a, _) = victim_cfg(Ipv4Addr::new(127, net, 0, 1), |_| {});
-    let (b, _) = victim_cfg(Ipv4Addr::new(127, net, 0, 2), |_| {});
+    let (mut a, b) = two_victims(net);
     a.cq = a._ctx.create_cq(cqe).unwrap();
     a.qp = a
         ._pd
@@ -762,10 +755,7 @@ fn verbs_pair(net: u8, max_send_wr: u32, cqe: u32) -> (Victim, Victim) {
         .max_inline_data(64)
         .build()
         .unwrap();
-    let ea = a.qp.endpoint(10, 0, Some(&a.mr)).unwrap();
-    let eb = b.qp.endpoint(20, 0, Some(&b.mr)).unwrap();
-    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
-    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    connect_qps(&a.qp, &b.qp, &a.mr, &b.mr);
     (a, b)
 }
 
@@ -775,20 +765,13 @@ fn inline_write(a: &Victim, b: &Victim, id: u64, off: u64, data: &[u8]) -> Resul
         length: data.len() as u32,
         lkey: verbs_emu::wire::Lkey::new(0),
     }];
+    let op = SendOp::Write {
+        remote_addr: b.mr.addr() + off,
+        rkey: b.mr.rkey(),
+    };
+    let flags = SendFlags::SIGNALED | SendFlags::INLINE;
     // SAFETY: inline data is copied at post time; no lkey applies.
-    unsafe {
-        a.qp.post_send(&[SendWr {
-            wr_id: id,
-            sg_list: &sge,
-            op: SendOp::Write {
-                remote_addr: b.mr.addr() + off,
-                rkey: b.mr.rkey(),
-            },
-            flags: SendFlags::SIGNALED | SendFlags::INLINE,
-            ud: None,
-        }])
-    }
-    .map_err(|e| e.to_string())
+    unsafe { post_one(&a.qp, id, &sge, op, flags) }.map_err(|e| e.to_string())
 }
 
 #[test]
@@ -818,11 +801,7 @@ fn a_cq_overrun_is_a_cq_error_and_an_async_event() {
         inline_write(&a, &b, i, 64 * i, &[i as u8 + 1; 16]).unwrap();
     }
     // Wait for the four ACKs (the data lands at b), then poll.
-    let end = std::time::Instant::now() + Duration::from_secs(5);
-    while bytes(&b.mr)[192..208] != [4u8; 16] {
-        assert!(std::time::Instant::now() < end);
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(|| bytes(&b.mr)[192..208] == [4u8; 16], String::new);
     let mut events = Vec::new();
     let end = std::time::Instant::now() + Duration::from_secs(5);
     let mut wc = [verbs_emu::verbs::WorkCompletion::default(); 8];
@@ -863,19 +842,11 @@ fn zero_based_regions_take_offsets_remotely_and_addresses_locally() {
     let sge = [src.sge(0, 256).unwrap()];
     // SAFETY: both regions stay registered and untouched until the
     // completion is polled.
-    unsafe {
-        a.qp.post_send(&[SendWr {
-            wr_id: 1,
-            sg_list: &sge,
-            op: SendOp::Write {
-                remote_addr: remote.addr + 512,
-                rkey: dst.rkey(),
-            },
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        }])
-    }
-    .unwrap();
+    let op = SendOp::Write {
+        remote_addr: remote.addr + 512,
+        rkey: dst.rkey(),
+    };
+    unsafe { post_one(&a.qp, 1, &sge, op, SendFlags::SIGNALED) }.unwrap();
     let wc = a.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
     assert_eq!(wc.status, WcStatus::Success);
     assert_eq!(&bytes(&dst)[512..768], &pattern()[..256]);
@@ -950,26 +921,14 @@ mod sequences {
         for q in [a, b] {
             let _ = q.modify(&QpAttr::new().with_state(QpState::Reset));
         }
-        let ea = a.endpoint(10, 0, Some(am)).unwrap();
-        let eb = b.endpoint(20, 0, Some(bm)).unwrap();
-        a.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
-        b.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+        connect_qps(a, b, am, bm);
     }
 
     fn world() -> World {
-        let (a, _) = victim_cfg(Ipv4Addr::new(127, 141, 0, 1), |_| {});
-        let (b, _) = victim_cfg(Ipv4Addr::new(127, 141, 0, 2), |_| {});
+        let (a, b) = two_victims(141);
         connect_pair(&a.qp, &b.qp, &a.mr, &b.mr);
-        let qp = |v: &Victim, pd: &ProtectionDomain| {
-            pd.qp_builder(QpType::Rc)
-                .cq(&v.cq)
-                .max_send_wr(16)
-                .max_recv_wr(16)
-                .build()
-                .unwrap()
-        };
-        let a2 = qp(&a, &a._pd2);
-        let b2 = qp(&b, &b._pd2);
+        let a2 = qp_of(&a._pd2, &a.cq, QpType::Rc);
+        let b2 = qp_of(&b._pd2, &b.cq, QpType::Rc);
         connect_pair(&a2, &b2, &a.other, &b.other);
         let spare = b._pd.alloc_mr(LEN, ALL).unwrap();
         let (spare_rkey, spare_addr) = (spare.rkey(), spare.addr());
@@ -1020,39 +979,18 @@ mod sequences {
                 };
                 // SAFETY: a's region lives as long as the world; the
                 // device checks every key and range.
-                let _ = unsafe {
-                    a.qp.post_send(&[SendWr {
-                        wr_id: 1,
-                        sg_list: &sge,
-                        op,
-                        flags: SendFlags::SIGNALED,
-                        ud: None,
-                    }])
-                };
+                let _ = unsafe { post_one(&a.qp, 1, &sge, op, SendFlags::SIGNALED) };
             }
             Op::Send { len } => {
                 let sge = lsge(0, len);
                 // SAFETY: as above.
-                let _ = unsafe {
-                    a.qp.post_send(&[SendWr {
-                        wr_id: 2,
-                        sg_list: &sge,
-                        op: SendOp::Send,
-                        flags: SendFlags::SIGNALED,
-                        ud: None,
-                    }])
-                };
+                let _ = unsafe { post_one(&a.qp, 2, &sge, SendOp::Send, SendFlags::SIGNALED) };
             }
             Op::Recv { len } => {
                 let len = u32::from(len).min(LEN as u32);
                 let sge = [w.b.mr.sge(0, len).unwrap()];
                 // SAFETY: b's region lives as long as the world.
-                let _ = unsafe {
-                    w.b.qp.post_recv(&[RecvWr {
-                        wr_id: 3,
-                        sg_list: &sge,
-                    }])
-                };
+                let _ = unsafe { post_recv_one(&w.b.qp, 3, &sge) };
             }
             Op::Poll => {
                 let mut wc = [verbs_emu::verbs::WorkCompletion::default(); 16];
@@ -1068,15 +1006,7 @@ mod sequences {
             Op::Reconnect => connect_pair(&w.a.qp, &w.b.qp, &w.a.mr, &w.b.mr),
             Op::DeregSpare => w.spare = None,
             Op::RecreateA => {
-                let qp =
-                    w.a._pd
-                        .qp_builder(QpType::Rc)
-                        .cq(&w.a.cq)
-                        .max_send_wr(16)
-                        .max_recv_wr(16)
-                        .build()
-                        .unwrap();
-                w.a.qp = qp;
+                w.a.qp = qp_of(&w.a._pd, &w.a.cq, QpType::Rc);
                 connect_pair(&w.a.qp, &w.b.qp, &w.a.mr, &w.b.mr);
             }
         }
@@ -1151,16 +1081,7 @@ fn rnr_resend_delays(v: &Victim, p: &Peer, code: u8, rounds: u64) -> Vec<Duratio
     for i in 0..rounds {
         let sge = [v.mr.sge(0, 8).unwrap()];
         // SAFETY: the region outlives the send, which completes below.
-        unsafe {
-            v.qp.post_send(&[SendWr {
-                wr_id: i,
-                sg_list: &sge,
-                op: SendOp::Send,
-                flags: SendFlags::SIGNALED,
-                ud: None,
-            }])
-        }
-        .unwrap();
+        unsafe { post_one(&v.qp, i, &sge, SendOp::Send, SendFlags::SIGNALED) }.unwrap();
         let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
         assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
     }
@@ -1197,34 +1118,16 @@ fn a_read_response_that_cannot_be_placed_ends_the_read_at_once() {
     connect(&v, p.addr);
     let before = bytes(&v.mr);
     let sge = [v.mr.sge(512, 8).unwrap()];
+    let op = SendOp::Read {
+        remote_addr: 0x1000,
+        rkey: verbs_emu::wire::Rkey::new(0x77),
+    };
     // SAFETY: the region outlives the READ, which completes below.
-    unsafe {
-        v.qp.post_send(&[SendWr {
-            wr_id: 9,
-            sg_list: &sge,
-            op: SendOp::Read {
-                remote_addr: 0x1000,
-                rkey: verbs_emu::wire::Rkey::new(0x77),
-            },
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        }])
-    }
-    .unwrap();
+    unsafe { post_one(&v.qp, 9, &sge, op, SendFlags::SIGNALED) }.unwrap();
     let req = recv(&p.sock).expect("the READ request");
     assert_eq!(req.opcode, 0x0C);
     // READ RESPONSE ONLY with 16 bytes for an 8-byte READ.
-    let resp = packet(
-        p.addr,
-        v.addr,
-        0x10,
-        0xFFFF,
-        v.qp.qpn().value(),
-        req.psn,
-        false,
-        &[0x1F, 0, 0, 1],
-        &[0xEE; 16],
-    );
+    let resp = request(&v, &p, 0x10, req.psn, false, &[0x1F, 0, 0, 1], &[0xEE; 16]);
     let t0 = std::time::Instant::now();
     send(&p.sock, v.addr, &resp);
     let wc = v.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0];
@@ -1244,31 +1147,17 @@ fn a_read_response_that_cannot_be_placed_ends_the_read_at_once() {
 
 /// Wait until the victim device's counters satisfy `done`.
 fn until_device(v: &Victim, done: impl Fn(&verbs_emu::backend::udp::UdpStats) -> bool) {
-    let end = std::time::Instant::now() + Duration::from_secs(5);
-    while !done(&v.backend.stats()) {
-        assert!(std::time::Instant::now() < end, "{:?}", v.backend.stats());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(
+        || done(&v.backend.stats()),
+        || format!("{:?}", v.backend.stats()),
+    );
 }
 
 #[test]
 fn a_bad_icrc_is_an_icrc_error_whatever_it_hit_and_garbage_is_malformed() {
     let (v, p) = victim(Ipv4Addr::new(127, 152, 0, 2), QpType::Rc);
     connect(&v, p.addr);
-    let rkey = v.mr.rkey().value();
-    let write = |psn: u32| {
-        packet(
-            p.addr,
-            v.addr,
-            0x0A,
-            0xFFFF,
-            v.qp.qpn().value(),
-            psn,
-            true,
-            &reth(v.mr.addr() + 100, rkey, 32),
-            &[0x42; 32],
-        )
-    };
+    let write = |psn: u32| write_only(&v, p.addr, false, 0xFFFF, psn, 100, &[0x42; 32]);
     // Corruption in the payload, and in the opcode (which leaves a header
     // that does not even parse): both are ICRC errors, as on a NIC.
     let mut in_payload = write(RQ_PSN);
@@ -1282,17 +1171,7 @@ fn a_bad_icrc_is_an_icrc_error_whatever_it_hit_and_garbage_is_malformed() {
     let mut garbage = write(RQ_PSN);
     garbage.truncate(garbage.len() - 4);
     garbage[0] = 0x15;
-    let encap = UdpEncap {
-        ip: IpEncap::V4 {
-            src: *p.addr.ip(),
-            dst: *v.addr.ip(),
-            identification: 0,
-            dont_fragment: true,
-        },
-        src_port: p.addr.port(),
-        dst_port: v.addr.port(),
-    };
-    let crc = Icrc::for_udp_payload(&encap, &garbage).unwrap();
+    let crc = Icrc::for_udp_payload(&encap(p.addr, v.addr), &garbage).unwrap();
     garbage.extend_from_slice(&crc.to_le_bytes());
     send(&p.sock, v.addr, &garbage);
     until_device(&v, |s| s.rx_malformed == 1);
@@ -1321,31 +1200,19 @@ fn recv_quiet(sock: &UdpSocket) -> Option<Resp> {
 fn write_to(a: &Victim, b: &Victim, off: usize, data: &[u8]) -> WcStatus {
     a.mr.write(0, data).unwrap();
     let sge = [a.mr.sge(0, data.len() as u32).unwrap()];
+    let op = SendOp::Write {
+        remote_addr: b.mr.addr() + off as u64,
+        rkey: b.mr.rkey(),
+    };
     // SAFETY: the region outlives the WRITE, which completes below.
-    unsafe {
-        a.qp.post_send(&[SendWr {
-            wr_id: 1,
-            sg_list: &sge,
-            op: SendOp::Write {
-                remote_addr: b.mr.addr() + off as u64,
-                rkey: b.mr.rkey(),
-            },
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        }])
-    }
-    .unwrap();
+    unsafe { post_one(&a.qp, 1, &sge, op, SendFlags::SIGNALED) }.unwrap();
     a.cq.poll_n(1, Duration::from_secs(5)).unwrap()[0].status
 }
 
 #[test]
 fn query_qp_reports_everything_and_a_qp_in_err_reconnects_with_new_attributes() {
-    let (a, _) = victim_cfg(Ipv4Addr::new(127, 153, 0, 1), |_| {});
-    let (b, _) = victim_cfg(Ipv4Addr::new(127, 153, 0, 2), |_| {});
-    let ea = a.qp.endpoint(10, 0, Some(&a.mr)).unwrap();
-    let eb = b.qp.endpoint(20, 0, Some(&b.mr)).unwrap();
-    a.qp.connect(ea.psn, &eb, Mtu::Mtu1024, ALL).unwrap();
-    b.qp.connect(eb.psn, &ea, Mtu::Mtu1024, ALL).unwrap();
+    let (a, b) = two_victims(153);
+    let (_, eb) = connect_qps(&a.qp, &b.qp, &a.mr, &b.mr);
     let q = a.qp.query().unwrap();
     assert_eq!(q.qp_state, QpState::Rts);
     assert_eq!(q.path_mtu, Mtu::Mtu1024);

@@ -310,7 +310,7 @@ fn rc_write_send_read_and_atomics_move_real_bytes() {
 fn resegmented_gso_runs_pass_the_icrc_check() {
     const MSG: usize = 64 << 10;
     const WRITES: usize = 8;
-    for (net, gso, gro) in [(57u8, true, false), (58, false, true)] {
+    for (net, gso, gro) in [(53u8, true, false), (54, false, true)] {
         let cfg = |host| {
             let mut c = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, net, 0, host), 4791));
             c.socket.gso = gso;

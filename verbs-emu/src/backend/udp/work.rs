@@ -1,0 +1,84 @@
+//! Translations between the verbs vocabulary ([`crate::verbs`]) and the
+//! transport engine's ([`roce::transport`]): work completions, send
+//! operations and post errors.
+//!
+//! Contract: exact, field for field; no state.
+
+use crate::verbs::{SendOp, VerbsError, WcFlags, WorkCompletion};
+use roce::transport as tp;
+use roce::wire::Qpn;
+
+pub(super) fn convert_wc(c: &tp::Completion) -> WorkCompletion {
+    let mut flags = WcFlags::EMPTY;
+    if c.imm_data.is_some() {
+        flags |= WcFlags::WITH_IMM;
+    }
+    if c.invalidated_rkey.is_some() {
+        flags |= WcFlags::WITH_INV;
+    }
+    if c.grh {
+        flags |= WcFlags::GRH;
+    }
+    WorkCompletion {
+        wr_id: c.wr_id,
+        status: c.status,
+        opcode: c.opcode,
+        vendor_err: 0,
+        byte_len: c.byte_len,
+        imm_data: c.imm_data.unwrap_or(0),
+        invalidated_rkey: c.invalidated_rkey.map_or(0, |k| k.value()),
+        qp_num: c.qp_num,
+        src_qp: c.src_qp.unwrap_or(Qpn::new(0)),
+        wc_flags: flags,
+    }
+}
+
+pub(super) fn engine_op(op: SendOp) -> tp::SendOp {
+    match op {
+        SendOp::Send => tp::SendOp::Send,
+        SendOp::SendWithImm(i) => tp::SendOp::SendWithImm(i),
+        SendOp::SendWithInv(k) => tp::SendOp::SendWithInv(k),
+        SendOp::Write { remote_addr, rkey } => tp::SendOp::Write { remote_addr, rkey },
+        SendOp::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => tp::SendOp::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        },
+        SendOp::Read { remote_addr, rkey } => tp::SendOp::Read { remote_addr, rkey },
+        SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => tp::SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        },
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => tp::SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        },
+    }
+}
+
+pub(super) fn post_error(verb: &'static str, e: tp::PostError) -> VerbsError {
+    match e {
+        tp::PostError::BadState(s) => VerbsError::BadQpState { verb, state: s },
+        tp::PostError::QueueFull(n) => VerbsError::QueueFull { verb, depth: n },
+        tp::PostError::Unsupported(t) => {
+            VerbsError::invalid(verb, format!("operation not supported on {t:?} QPs"))
+        }
+        tp::PostError::Invalid(why) => VerbsError::invalid(verb, why),
+    }
+}
