@@ -54,6 +54,7 @@
 //! model code runs, so [`load`] is also the validation of a file.
 
 mod changes;
+pub mod diagnosis;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +71,7 @@ use crate::topology::{self, NodeId, NodeKind, Topology};
 use crate::workload::{FlowSpec, GroupSpec};
 
 pub use changes::Overrides;
+pub use diagnosis::{Diagnosis, Role};
 pub(crate) use changes::{merge, parse_key};
 pub use workload::{HostRef, HostSet, OpDoc, WorkloadDoc, WorkloadKind};
 
@@ -123,6 +125,9 @@ pub struct ScenarioDoc {
     /// by `rocelab sweep`; a single run ignores it.
     #[serde(default)]
     pub sweep: Option<toml::Value>,
+    /// The ground truth ([`diagnosis`]): what the scenario injects.
+    #[serde(default)]
+    pub diagnosis: Option<Diagnosis>,
 }
 
 fn default_seed() -> u64 {
@@ -169,6 +174,8 @@ pub struct Variant {
     pub duration: Option<Duration>,
     /// Event budget.
     pub max_events: u64,
+    /// The variant's ground truth, when the scenario states one.
+    pub diagnosis: Option<Diagnosis>,
 }
 
 /// What `results.json` holds: the scenario, its seed and one entry per
@@ -443,6 +450,11 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
         }
         check_config(path, text, &fspans, topo, &config)
             .map_err(|e| e.with_variant_if(&prefix, &vname))?;
+        if let Some(d) = &doc.diagnosis {
+            d.check().map_err(|m| {
+                FileError::new(path, "diagnosis.cause", m).with_variant_if(&prefix, &vname)
+            })?;
+        }
         config.overrides =
             crate::overrides::resolve(path, text, &ospans, &doc_raw, &doc.overrides, topo, &config)
                 .map_err(|e| e.with_variant_if(&prefix, &vname))?;
@@ -460,6 +472,7 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
             seed: doc.seed,
             duration: doc.duration,
             max_events: doc.max_events.unwrap_or(DEFAULT_MAX_EVENTS),
+            diagnosis: doc.diagnosis.clone(),
         });
     }
     Ok(scenario)
