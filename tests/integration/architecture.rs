@@ -78,6 +78,7 @@
 //! * `sim` depends on neither `verbs-emu`, `libc` nor `libloading`, and its
 //!   sources do not name `verbs_emu::`.
 //! * `reports` depends on neither `libc` nor `libloading`.
+//! * `verbs-emu` depends on neither `sim` nor `reports`.
 //!
 //! Dependencies are the names in `[dependencies]` and `[build-dependencies]`
 //! (target-specific ones too, and the `package` of a renamed one). Sources
@@ -140,6 +141,15 @@ const CRATE_RULES: &[CrateRule] = &[
         forbidden_paths: &[],
         forbid_unsafe: false,
     },
+    // The emulation is one world: it never reaches up into the simulator
+    // or the report tools.
+    CrateRule {
+        package: "verbs-emu",
+        forbidden_deps: &["sim", "reports"],
+        no_workspace_deps: false,
+        forbidden_paths: &[],
+        forbid_unsafe: false,
+    },
 ];
 
 // ---------------------------------------------------------------------------
@@ -172,8 +182,15 @@ fn crate_dependencies_follow_the_layers() {
     );
 }
 
+/// A test of the test, on synthetic workspaces in a scratch directory.
 #[test]
 fn analyzer_finds_a_cycle_introduced_on_purpose() {
+    only_the_real_cycle_is_found();
+    a_used_re_export_and_paths_in_code_make_cycles();
+    the_core_crate_rule_reads_code_not_comments();
+}
+
+fn only_the_real_cycle_is_found() {
     // a <-> b is a cycle. c/mod.rs only re-exports d's `Out` while d uses
     // c's `Shared`: no cycle. e mentions f only in comments and strings
     // while f uses e: no cycle. b's test module imports a: not counted.
@@ -227,7 +244,10 @@ fn analyzer_finds_a_cycle_introduced_on_purpose() {
     );
     ws.write("app/src/g/more.rs", "use crate::b::Other;\n");
     // Not declared by any `mod`: not a node, its imports make no edges.
-    ws.write("app/src/stray.rs", "use crate::a::Thing;\nuse crate::b::Other;\n");
+    ws.write(
+        "app/src/stray.rs",
+        "use crate::a::Thing;\nuse crate::b::Other;\n",
+    );
 
     let analysis = analyze(&ws.root);
     let report = analysis.report();
@@ -258,11 +278,16 @@ fn analyzer_finds_a_cycle_introduced_on_purpose() {
         .collect();
     assert_eq!(
         lines,
-        ["app/src/a.rs:1 -> app/src/b.rs", "app/src/b.rs:1 -> app/src/a.rs"],
+        [
+            "app/src/a.rs:1 -> app/src/b.rs",
+            "app/src/b.rs:1 -> app/src/a.rs"
+        ],
         "{report}"
     );
     assert!(report.contains("app/src/a.rs:1 -> app/src/b.rs (use crate::b::Other)"));
+}
 
+fn a_used_re_export_and_paths_in_code_make_cycles() {
     // The re-exporting mod.rs uses the re-exported name in code while the
     // child uses the parent: a cycle. So are x and y, through paths in code
     // (one through a module that a `use` binds, one in an inline module).
@@ -306,7 +331,9 @@ fn analyzer_finds_a_cycle_introduced_on_purpose() {
         report.contains("app/src/y.rs:5 -> app/src/x.rs (super::super::x::x)"),
         "{report}"
     );
+}
 
+fn the_core_crate_rule_reads_code_not_comments() {
     // The crate rule: `unsafe` in code breaks it, in a comment or a string
     // it does not; so do a forbidden import and a forbidden dependency.
     let ws = TempTree::new("rules");
@@ -518,10 +545,21 @@ fn analyze(root: &Path) -> Analysis {
                     .collect();
                 evidence.sort();
                 evidence.dedup();
+                // One line per (file, line, target): `(use a::X, use a::Y)`.
+                let mut merged: Vec<Evidence> = Vec::new();
+                for e in evidence {
+                    match merged.last_mut() {
+                        Some(m) if (&m.from, m.line, &m.to) == (&e.from, e.line, &e.to) => {
+                            m.via.push_str(", ");
+                            m.via.push_str(&e.via);
+                        }
+                        _ => merged.push(e),
+                    }
+                }
                 analysis.cycles.push(Cycle {
                     label: label.clone(),
                     files,
-                    edges: evidence,
+                    edges: merged,
                 });
             }
             let mut files: Vec<String> = graph.files.iter().map(|f| f.rel.clone()).collect();
@@ -627,10 +665,9 @@ fn check_crate_rules(root: &Path) -> RulesReport {
         let manifest = format!("{}/Cargo.toml", member.rel);
         for dep in &member.deps {
             if rule.forbidden_deps.contains(&dep.as_str()) {
-                report.violations.push(format!(
-                    "{}: depends on `{dep}` ({manifest})",
-                    rule.package
-                ));
+                report
+                    .violations
+                    .push(format!("{}: depends on `{dep}` ({manifest})", rule.package));
             } else if rule.no_workspace_deps
                 && *dep != member.package
                 && packages.contains(dep.as_str())
@@ -709,9 +746,8 @@ fn written_paths(tokens: &[Token]) -> Vec<(usize, Vec<String>)> {
             aliases.insert(name, &u.path);
         }
     }
-    let strip = |p: &[String]| -> Vec<String> {
-        p.iter().skip_while(|s| *s == "::").cloned().collect()
-    };
+    let strip =
+        |p: &[String]| -> Vec<String> { p.iter().skip_while(|s| *s == "::").cloned().collect() };
     let mut out = Vec::new();
     for u in &parsed.uses {
         let mut path = strip(&u.path);
@@ -1177,7 +1213,9 @@ impl Lexer {
                 return Tok::Literal;
             }
         }
-        if self.at(0) == Some('r') && self.at(1) == Some('#') && self.at(2).is_some_and(is_ident_start)
+        if self.at(0) == Some('r')
+            && self.at(1) == Some('#')
+            && self.at(2).is_some_and(is_ident_start)
         {
             self.i += 2;
         }
@@ -1287,10 +1325,10 @@ enum Scope {
 }
 
 const KEYWORDS: &[&str] = &[
-    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
-    "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move",
-    "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true",
-    "type", "unsafe", "use", "where", "while", "_",
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub",
+    "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "_",
 ];
 
 /// Parse a file's tokens; `keep_test` keeps `#[cfg(test)]` items.
@@ -1510,8 +1548,7 @@ impl<'t> Parser<'t> {
                 parent: Some(parent),
                 ..LocalModule::default()
             });
-            self.scopes
-                .push(Scope::Module(self.out.modules.len() - 1));
+            self.scopes.push(Scope::Module(self.out.modules.len() - 1));
             self.i += 3;
         } else {
             self.i += 1;
@@ -1865,7 +1902,8 @@ impl CrateGraph {
         let Some(first) = path.first() else {
             return Res::Module(ctx);
         };
-        let external = |name: Option<&String>| Res::External(name.and_then(|n| idents.get(n)).cloned());
+        let external =
+            |name: Option<&String>| Res::External(name.and_then(|n| idents.get(n)).cloned());
         let (mut cur, rest) = match first.as_str() {
             "::" => return external(path.get(1)),
             "crate" | "$crate" => (0, &path[1..]),
@@ -1924,10 +1962,12 @@ impl CrateGraph {
             module
                 .globs
                 .iter()
-                .find_map(|&g| match self.resolve(m, &self.use_decl(g).path, idents, seen) {
-                    Res::Module(target) => self.lookup(target, name, idents, seen),
-                    _ => None,
-                })
+                .find_map(
+                    |&g| match self.resolve(m, &self.use_decl(g).path, idents, seen) {
+                        Res::Module(target) => self.lookup(target, name, idents, seen),
+                        _ => None,
+                    },
+                )
                 .or_else(|| {
                     module
                         .macro_idents
@@ -1955,7 +1995,12 @@ impl CrateGraph {
         let mut edges = Vec::new();
         let mut others = BTreeSet::new();
         let mut add = |from: usize, res: Res, line: usize, via: String| match res {
-            Res::File(to) if to != from => edges.push(FileEdge { from, to, line, via }),
+            Res::File(to) if to != from => edges.push(FileEdge {
+                from,
+                to,
+                line,
+                via,
+            }),
             Res::Module(m) if self.modules[m].file != from => edges.push(FileEdge {
                 from,
                 to: self.modules[m].file,

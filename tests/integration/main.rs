@@ -1,6 +1,7 @@
 //! rocelab integration tests: one binary, one module per area. They run the
 //! built `rocelab` binary.
 
+mod architecture;
 mod cli_reports;
 mod cli_sim;
 mod cli_sweep;
