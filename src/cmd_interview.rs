@@ -1,45 +1,56 @@
-//! `rocelab interview [--seed N] [--out DIR] [--answer A,B] [--json]`: the
-//! counter interview. A hidden fault scenario of `scenarios/faults/` is run
-//! and the user gets nothing but its counter dumps; two multiple-choice
-//! questions follow (what the training job feels, what to touch first),
-//! then the answer with the doctor's reasoning and the run's report.
+//! `rocelab interview [--seed N] [--fault NAME] [--out DIR] [--answer A,B]
+//! [--json]`: the counter interview. A hidden fault scenario of
+//! `scenarios/faults/` is run and the user gets nothing but its counter
+//! dumps; two multiple-choice questions follow (what the training job
+//! feels, what to touch first), then the answer: the fault as it was
+//! injected, and what the doctor made of the same dumps.
 //!
 //! # Contract
 //!
 //! * The fault files and the topology files they name are built into the
 //!   binary, as the lessons are: no checkout is needed.
-//! * The seed picks the fault, is the simulation's root seed and orders the
-//!   options, so the same seed gives byte-identical questions, options and
-//!   dumps. Without `--seed` the seed comes from the clock and is printed.
+//! * The seed picks the fault (unless `--fault NAME` names one: a file
+//!   name of `scenarios/faults/` without `.toml`), is the simulation's
+//!   root seed and orders the options, so the same seed (and fault) gives
+//!   byte-identical questions, options and dumps. Without `--seed` the
+//!   seed comes from the clock and is printed.
 //! * The fault runs its first variant only (the broken one; the others are
-//!   its fixes). Its dumps go to `DIR/dumps/`, one file per host and
-//!   switch port, named by node only: `H.ethtool.txt` (`ethtool -S`),
-//!   `H.rdma.txt` (`rdma statistic`), `H.mlnx_qos.txt` (`mlnx_qos -i`),
-//!   `SW-pN.ethtool.txt`, `SW.pfcwd.txt` where the watchdog ran. Each
-//!   counter dump opens with `# time_ps:`, so one snapshot is a count over
-//!   the simulated time.
-//! * The correct options are the doctor's first finding on exactly the
-//!   files of `DIR/dumps/` (its `impact` for question 1, its `check_first`
-//!   for question 2). The distractors are the first findings of other
-//!   faults (run the same way with the same seed, in an order the seed
-//!   draws) whose symptom differs from the correct one and from each
-//!   other's; no answer text is written by hand here.
+//!   its fixes). Its capture goes to `DIR/dumps/` as
+//!   [`sim::stats::write_capture`] writes it: the counter dumps of every
+//!   host and switch port and each host's `mlnx_qos -i`, named by node only
+//!   (nothing names the scenario or the fault). Each counter dump opens
+//!   with `# time_ps:`, so one snapshot is a count over the simulated time.
+//! * The answers are written with the faults, never derived from rocelab's
+//!   output: each fault file's `[diagnosis]` (`sim::scenario::Diagnosis`,
+//!   as its first variant sees it) states its `cause`, what the job
+//!   `feels` and what to touch `first`. Question 1's correct option is the
+//!   fault's `feels`, question 2's its `first`. The distractors are the
+//!   same texts of other faults (in an order the seed draws) whose causes
+//!   differ from the fault's and from each other's, and are not of the
+//!   same physical-link family ([`LINK_FAMILY`]: their first move is the
+//!   same, so one would be the right answer in other words).
+//! * After the answers the doctor is scored, not trusted: the interview
+//!   shows the doctor's first finding on exactly the files of `DIR/dumps/`
+//!   and whether it names the written cause (and at which rank, if not
+//!   first). A doctor that finds nothing is reported as such.
 //! * Only after the answers does `DIR/answer/` get the run's
 //!   `results.json`, `report.html` and `counters/` (as `rocelab run`
 //!   writes them), which name the fault.
 //! * Answers come from `--answer A,B` or, without it, from two lines of
 //!   standard input. `--json` prints one JSON document (seed, dumps,
-//!   questions with options, correct index, answer and verdict, the
-//!   fault, the doctor's first finding, the report) and nothing else.
+//!   questions with options, the cause of each option, correct index,
+//!   answer and verdict; the fault with its written cause; the doctor's
+//!   first finding, `doctor_rank`: the 1-based rank of its first finding
+//!   with the written cause's id or null, `doctor_named_cause`: whether
+//!   that rank is 1; the report) and nothing else.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use reports::doctor::{self, Diagnosis, Finding, Options};
-use sim::config::SimConfig;
+use reports::doctor::{self, Diagnosis, Options};
 use sim::engine::splitmix;
-use sim::scenario::{Scenario, ScenarioResults};
+use sim::scenario::{Overrides, Scenario, ScenarioResults};
 
 /// One fault scenario of `scenarios/faults/`, built in.
 struct Fault {
@@ -88,17 +99,20 @@ const TOPOLOGIES: [(&str, &str); 3] = [
     ("ring-5.toml", include_str!("../topologies/ring-5.toml")),
 ];
 
+/// Causes of one family: a fault of the physical link (damaged,
+/// lossy, flapping or failed). Their first move is the same (that link's
+/// error counters, cable and optics), so none stands as a distractor where
+/// another is the answer, nor beside another.
+const LINK_FAMILY: [&str; 4] = ["corruption", "packet-loss", "link-degraded", "link-down"];
+
 /// Options per question: the correct one and this many less one
 /// distractors.
 const OPTIONS: usize = 4;
 
-/// The field of a finding that answers a question.
-type Answer = fn(&Finding) -> &str;
-
-/// The two questions, in order, with the finding field that answers each.
-const QUESTIONS: [(&str, Answer); 2] = [
-    ("What does the training job feel?", |f| &f.impact),
-    ("What do you touch first?", |f| &f.check_first),
+/// The two questions, in order.
+const QUESTIONS: [&str; 2] = [
+    "What does the training job feel?",
+    "What do you touch first?",
 ];
 
 /// Arguments of `rocelab interview`.
@@ -108,6 +122,10 @@ pub struct Args {
     /// same seed asks the same question (default: from the clock, printed).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub seed: Option<u64>,
+    /// Play this fault (a file name of scenarios/faults/ without .toml,
+    /// e.g. pause-storm) instead of the one the seed picks.
+    #[arg(long, value_name = "NAME")]
+    pub fault: Option<String>,
     /// Output directory (default: out/interview-<seed>). Its `dumps/` and
     /// `answer/` are replaced.
     #[arg(long)]
@@ -116,11 +134,46 @@ pub struct Args {
     /// reading two lines from standard input.
     #[arg(long, value_name = "A,B")]
     pub answer: Option<String>,
-    /// Print one JSON document (questions, options, correct index,
-    /// answers, verdict, the doctor's first finding, the report) and
-    /// nothing else.
+    /// Print one JSON document (questions, options and their causes,
+    /// correct index, answers, verdict, the fault's written cause, the
+    /// doctor's first finding and whether it names that cause, the report)
+    /// and nothing else.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A fault's written answer: its first variant's `[diagnosis]`.
+struct Written {
+    /// The finding id of the cause.
+    cause: String,
+    /// Where the cause is, when the file says.
+    at: Option<String>,
+    /// The cause in one sentence, when the file says.
+    summary: Option<String>,
+    /// What the job feels: question 1's answer.
+    feels: String,
+    /// What to touch first: question 2's answer.
+    first: String,
+}
+
+impl Written {
+    /// The answer to question `q` (0: feels, 1: first).
+    fn answer(&self, q: usize) -> &str {
+        if q == 0 {
+            &self.feels
+        } else {
+            &self.first
+        }
+    }
+
+    /// The family the cause belongs to: [`LINK_FAMILY`] or its own.
+    fn family(&self) -> &str {
+        if LINK_FAMILY.contains(&self.cause.as_str()) {
+            LINK_FAMILY[0]
+        } else {
+            &self.cause
+        }
+    }
 }
 
 /// A fault's run: the scenario, its results and the doctor's reading of
@@ -137,6 +190,8 @@ struct Run {
 struct Question {
     text: &'static str,
     options: Vec<String>,
+    /// The cause of each option, in option order.
+    causes: Vec<String>,
     correct: usize,
 }
 
@@ -149,6 +204,11 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The stem of a fault's file name (`pause-storm`).
+fn stem(fault: &Fault) -> &'static str {
+    fault.file.strip_suffix(".toml").unwrap_or(fault.file)
 }
 
 fn interview(args: &Args) -> Result<(), String> {
@@ -164,6 +224,14 @@ fn interview(args: &Args) -> Result<(), String> {
         Some(a) => Some(parse_answers(a)?),
         None => None,
     };
+    let pick = match &args.fault {
+        Some(name) => FAULTS.iter().position(|f| stem(f) == name).ok_or_else(|| {
+            let names: Vec<&str> = FAULTS.iter().map(stem).collect();
+            format!("--fault {name:?}: expected one of {}", names.join(", "))
+        })?,
+        None => (splitmix(seed) % FAULTS.len() as u64) as usize,
+    };
+    let written: Vec<Written> = FAULTS.iter().map(written).collect::<Result<_, _>>()?;
     let out = args
         .out
         .clone()
@@ -175,25 +243,24 @@ fn interview(args: &Args) -> Result<(), String> {
             std::fs::remove_dir_all(d).map_err(|e| format!("removing {}: {e}", d.display()))?;
         }
     }
-    let pick = (splitmix(seed) % FAULTS.len() as u64) as usize;
     let main = run_fault(&FAULTS[pick], seed, &dumps)?;
-    let Some(first) = main.diagnosis.findings.first() else {
-        return Err(format!(
-            "the doctor found nothing in {} (seed {seed}): no question to ask",
-            dumps.display()
-        ));
-    };
-    let distractors = draw_distractors(seed, pick, first)?;
+    let truth = &written[pick];
+    let distractors = draw_distractors(seed, pick, &written)?;
     let questions: Vec<Question> = QUESTIONS
         .iter()
         .enumerate()
-        .map(|(q, (text, field))| {
-            let mut options: Vec<String> = vec![field(first).to_string()];
-            options.extend(distractors.iter().map(|f| field(f).to_string()));
-            let order = shuffle(options.len(), splitmix(seed ^ splitmix(q as u64 + 1)));
+        .map(|(q, text)| {
+            let all: Vec<&Written> = std::iter::once(truth)
+                .chain(distractors.iter().map(|&i| &written[i]))
+                .collect();
+            let order = shuffle(all.len(), splitmix(seed ^ splitmix(q as u64 + 1)));
             Question {
                 text,
-                options: order.iter().map(|&i| options[i].clone()).collect(),
+                options: order
+                    .iter()
+                    .map(|&i| all[i].answer(q).to_string())
+                    .collect(),
+                causes: order.iter().map(|&i| all[i].cause.clone()).collect(),
                 correct: order.iter().position(|&i| i == 0).unwrap_or(0),
             }
         })
@@ -206,7 +273,11 @@ fn interview(args: &Args) -> Result<(), String> {
     names.sort();
     if !args.json {
         println!(
-            "rocelab interview, seed {seed} (`rocelab interview --seed {seed}` asks it again)"
+            "rocelab interview, seed {seed} (`rocelab interview --seed {seed}{}` asks it again)",
+            args.fault
+                .as_deref()
+                .map(|f| format!(" --fault {f}"))
+                .unwrap_or_default()
         );
         println!();
         println!(
@@ -264,6 +335,18 @@ fn interview(args: &Args) -> Result<(), String> {
     .map_err(|e| format!("writing {}: {e}", answer_dir.display()))?;
     let report = answer_dir.join("report.html");
     let all_right = questions.iter().zip(&answers).all(|(q, a)| q.correct == *a);
+    let findings = &main.diagnosis.findings;
+    let doctor_first = findings.first();
+    // The doctor's rank of the written cause: 1-based, among its findings.
+    let rank = findings
+        .iter()
+        .position(|f| f.id == truth.cause)
+        .map(|i| i + 1);
+    let variant = main
+        .results
+        .variants
+        .first()
+        .map(|v| v.summary.variant.clone());
     if args.json {
         let qs: Vec<serde_json::Value> = questions
             .iter()
@@ -272,6 +355,7 @@ fn interview(args: &Args) -> Result<(), String> {
                 serde_json::json!({
                     "question": q.text,
                     "options": q.options,
+                    "causes": q.causes,
                     "correct": q.correct,
                     "answer": a,
                     "verdict": verdict(q.correct == *a),
@@ -284,11 +368,17 @@ fn interview(args: &Args) -> Result<(), String> {
             "questions": qs,
             "verdict": verdict(all_right),
             "fault": {
+                "name": stem(&FAULTS[pick]),
                 "scenario": scenario.name,
                 "description": scenario.description,
-                "variant": main.results.variants.first().map(|v| v.summary.variant.clone()),
+                "variant": variant,
+                "cause": truth.cause,
+                "at": truth.at,
+                "summary": truth.summary,
             },
-            "doctor": first,
+            "doctor": doctor_first,
+            "doctor_rank": rank,
+            "doctor_named_cause": rank == Some(1),
             "report": report.display().to_string(),
         });
         let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
@@ -319,12 +409,42 @@ fn interview(args: &Args) -> Result<(), String> {
             .map(|d| format!(" ({d})"))
             .unwrap_or_default()
     );
+    if let Some(s) = &truth.summary {
+        println!("What was injected: {s}");
+    }
     println!(
-        "The doctor's reasoning (`rocelab doctor {}`; the answers are its first finding):",
-        dumps.display()
+        "The cause: {}{}",
+        truth.cause,
+        truth
+            .at
+            .as_deref()
+            .map(|a| format!(" at {a}"))
+            .unwrap_or_default()
     );
     println!();
-    print!("{}", main.diagnosis.render_text());
+    let verdict_line = match (doctor_first, rank) {
+        (None, _) => "the doctor found nothing on these dumps".to_string(),
+        (Some(f), Some(1)) => format!(
+            "the doctor's first finding is {} ({}): it names the cause",
+            f.id, f.title
+        ),
+        (Some(f), Some(r)) => format!(
+            "the doctor's first finding is {} ({}): not the cause, which it ranks {r}",
+            f.id, f.title
+        ),
+        (Some(f), None) => format!(
+            "the doctor's first finding is {} ({}): it does not name the cause",
+            f.id, f.title
+        ),
+    };
+    println!(
+        "Scoring the doctor (`rocelab doctor {}`): {verdict_line}.",
+        dumps.display()
+    );
+    if !findings.is_empty() {
+        println!();
+        print!("{}", main.diagnosis.render_text());
+    }
     println!();
     println!("report: {}", report.display());
     Ok(())
@@ -390,55 +510,45 @@ fn shuffle(n: usize, seed: u64) -> Vec<usize> {
     v
 }
 
-/// The first findings of other faults, in an order drawn from `seed`, whose
-/// symptoms differ from `correct`'s and from each other's: `OPTIONS - 1`
-/// of them.
-fn draw_distractors(seed: u64, pick: usize, correct: &Finding) -> Result<Vec<Finding>, String> {
-    let mut others: Vec<usize> = (0..FAULTS.len()).filter(|&i| i != pick).collect();
+/// `OPTIONS - 1` other faults, in an order drawn from `seed`, whose causes
+/// (and families) differ from the picked fault's and from each other's,
+/// and whose texts differ from every other option's: indices into
+/// `written`.
+fn draw_distractors(seed: u64, pick: usize, written: &[Written]) -> Result<Vec<usize>, String> {
+    let mut others: Vec<usize> = (0..written.len()).filter(|&i| i != pick).collect();
     others.sort_by_key(|&i| (splitmix(seed ^ splitmix(0x1000 + i as u64)), i));
-    let tmp = std::env::temp_dir().join(format!("rocelab-interview-{}", std::process::id()));
-    let mut found: Vec<Finding> = Vec::new();
-    let mut result = Ok(());
+    let mut chosen: Vec<usize> = Vec::new();
     for i in others {
-        if found.len() == OPTIONS - 1 {
+        if chosen.len() == OPTIONS - 1 {
             break;
         }
-        let dir = tmp.join(i.to_string());
-        match run_fault(&FAULTS[i], seed, &dir) {
-            Ok(r) => {
-                if let Some(f) = r.diagnosis.findings.into_iter().next() {
-                    // A distractor of the same symptom would be a second
-                    // right answer; one with the same text, no choice.
-                    let seen = std::iter::once(correct).chain(&found).any(|g| {
-                        g.symptom == f.symptom
-                            || QUESTIONS.iter().any(|(_, field)| field(g) == field(&f))
-                    });
-                    if !seen {
-                        found.push(f);
-                    }
-                }
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
+        let w = &written[i];
+        let clash = std::iter::once(pick)
+            .chain(chosen.iter().copied())
+            .any(|j| {
+                let g = &written[j];
+                g.cause == w.cause
+                    || g.family() == w.family()
+                    || (0..QUESTIONS.len()).any(|q| g.answer(q) == w.answer(q))
+            });
+        if !clash {
+            chosen.push(i);
         }
     }
-    let _ = std::fs::remove_dir_all(&tmp);
-    result?;
-    if found.len() < OPTIONS - 1 {
+    if chosen.len() < OPTIONS - 1 {
         return Err(format!(
-            "only {} other symptom(s) among the faults: expected {} distractors",
-            found.len(),
+            "only {} other cause(s) among the faults: expected {} distractors",
+            chosen.len(),
             OPTIONS - 1
         ));
     }
-    Ok(found)
+    Ok(chosen)
 }
 
-/// Run the first variant of `fault` with root seed `seed`, write its dumps
-/// into `dir` and diagnose exactly those files.
-fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
+/// The overrides that load `fault` as the interview runs it: its built-in
+/// topology (files name one under `topologies/`) and its first variant
+/// only.
+fn overrides(fault: &Fault) -> Result<Overrides, String> {
     let file = Path::new("scenarios/faults").join(fault.file);
     let doc: toml::Table = fault
         .text
@@ -458,20 +568,61 @@ fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
             .map_err(|e| format!("topologies/{name}: {e}"))?;
         set.push(("topology".to_string(), toml::Value::Table(table)));
     }
-    let first_variant = doc
+    let variant = doc
         .get("variant")
         .and_then(|v| v.as_array())
         .and_then(|a| a.first())
         .and_then(|v| v.get("name"))
         .and_then(|n| n.as_str())
         .map(str::to_string);
+    Ok(Overrides { set, variant })
+}
+
+/// The written answer of `fault`: its first variant's `[diagnosis]`, which
+/// must state a cause, `feels` and `first`.
+fn written(fault: &Fault) -> Result<Written, String> {
+    let file = Path::new("scenarios/faults").join(fault.file);
+    let ov = overrides(fault)?;
+    let scenario =
+        sim::scenario::from_str_with(&file, fault.text, &ov).map_err(|e| e.to_string())?;
+    let d = scenario
+        .variants
+        .first()
+        .and_then(|v| v.diagnosis.clone())
+        .ok_or_else(|| {
+            format!(
+                "{}: no [diagnosis]: the interview needs the fault's written cause",
+                file.display()
+            )
+        })?;
+    let need = |v: Option<String>, key: &str| {
+        v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+            format!(
+                "{}: [diagnosis] has no `{key}`: the interview needs the fault's written answer",
+                file.display()
+            )
+        })
+    };
+    Ok(Written {
+        feels: need(d.feels, "feels")?,
+        first: need(d.first, "first")?,
+        cause: d.cause,
+        at: d.at,
+        summary: d.summary,
+    })
+}
+
+/// Run the first variant of `fault` with root seed `seed`, write its
+/// capture into `dir` and diagnose exactly those files.
+fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
+    let ov = overrides(fault)?;
     let args = crate::cmd_run::Args {
-        file,
+        file: Path::new("scenarios/faults").join(fault.file),
         out: None,
         changes: crate::cmd_run::Changes {
             seed: Some(seed),
-            set,
-            variant: first_variant,
+            set: ov.set,
+            variant: ov.variant,
         },
         quiet: true,
     };
@@ -480,17 +631,8 @@ fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
     let (Some(v), Some(r)) = (scenario.variants.first(), results.variants.first()) else {
         return Err(format!("{}: no variant ran", fault.file));
     };
-    let pfc = &v.config.fabric.pfc;
-    let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
-    let write = || -> std::io::Result<()> {
-        sim::stats::write_counter_dumps(dir, r, prios)?;
-        let qos = mlnx_qos(&v.config);
-        for n in &r.nics {
-            std::fs::write(dir.join(format!("{}.mlnx_qos.txt", n.node)), &qos)?;
-        }
-        Ok(())
-    };
-    write().map_err(|e| format!("writing {}: {e}", dir.display()))?;
+    sim::stats::write_capture(dir, r, &v.config)
+        .map_err(|e| format!("writing {}: {e}", dir.display()))?;
     let loaded = doctor::load(&[dir.to_path_buf()], &mut std::io::empty());
     let diagnosis = doctor::diagnose(&loaded.inputs, &Options::default());
     Ok(Run {
@@ -499,40 +641,4 @@ fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
         results,
         diagnosis,
     })
-}
-
-/// What `mlnx_qos -i` prints for a host NIC of a run with `config`: trust
-/// DSCP with the default DSCP-to-priority map (the NICs mark DSCP), PFC
-/// on the fabric's lossless priorities, one receive buffer of
-/// `nic.rx_buffer` for every priority, one traffic class per priority.
-fn mlnx_qos(config: &SimConfig) -> String {
-    use std::fmt::Write as _;
-    let pfc = &config.fabric.pfc;
-    let lossless = |p: u8| pfc.enabled && pfc.priorities.contains(&p);
-    let mut s = String::from("DCBX mode: OS controlled\nPriority trust state: dscp\n");
-    s.push_str("dscp2prio mapping:\n");
-    for p in 0u8..8 {
-        let dscps: Vec<String> = (0u8..8)
-            .rev()
-            .map(|d| format!("{:02},", p * 8 + d))
-            .collect();
-        let _ = writeln!(s, "\tprio:{p} dscp:{}", dscps.concat());
-    }
-    let _ = writeln!(
-        s,
-        "Receive buffer size (bytes): {},0,0,0,0,0,0,0,",
-        config.nic.rx_buffer.bytes()
-    );
-    s.push_str("PFC configuration:\n\tpriority    0   1   2   3   4   5   6   7\n\tenabled  ");
-    for p in 0u8..8 {
-        let _ = write!(s, "   {}", u8::from(lossless(p)));
-    }
-    s.push_str("\n\tbuffer      0   0   0   0   0   0   0   0\n");
-    for p in 0u8..8 {
-        let _ = writeln!(
-            s,
-            "tc: {p} ratelimit: unlimited, tsa: vendor\n\t priority:  {p}"
-        );
-    }
-    s
 }

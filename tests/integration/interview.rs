@@ -1,11 +1,13 @@
-//! `rocelab interview`: deterministic per seed, the option it marks
-//! correct is `rocelab doctor`'s first finding on the dumps it wrote, a
-//! wrong answer is marked wrong, and seeds reach different faults. Every
-//! run is from a scratch directory outside the checkout (the faults are
-//! built into the binary) with the relative `--out out`, so that two runs
-//! print the same paths.
+//! `rocelab interview`: deterministic per seed; every fault is graded
+//! against the cause written in its file (question 1's right option is
+//! its `feels`, question 2's its `first`, no distractor has its cause);
+//! the doctor is scored on the dumps, not trusted; a wrong answer is
+//! marked wrong, and seeds reach different faults. Every run is from a
+//! scratch directory outside the checkout (the faults are built into the
+//! binary) with the relative `--out out`, so that two runs print the same
+//! paths.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -97,8 +99,138 @@ fn same_seed_gives_identical_questions_options_and_dumps() {
     assert!(json(&oc)["questions"] != json(&ob)["questions"] || dumps(&c) != dumps(&b));
 }
 
+/// A fault's written answer: its first variant's `[diagnosis]`.
+struct Truth {
+    cause: String,
+    feels: String,
+    first: String,
+}
+
+/// Every fault of `scenarios/faults/` by file stem, read from the files
+/// (not from the interview) with the scenario loader.
+fn truths() -> BTreeMap<String, Truth> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/faults");
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p.extension().is_some_and(|x| x == "toml") {
+            continue;
+        }
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        let s = sim::scenario::load(&p).unwrap_or_else(|e| panic!("{stem}: {e}"));
+        let d = s.variants[0]
+            .diagnosis
+            .clone()
+            .unwrap_or_else(|| panic!("{stem}: no [diagnosis]"));
+        out.insert(
+            stem.clone(),
+            Truth {
+                cause: d.cause,
+                feels: d.feels.unwrap_or_else(|| panic!("{stem}: no feels")),
+                first: d.first.unwrap_or_else(|| panic!("{stem}: no first")),
+            },
+        );
+    }
+    out
+}
+
+/// Only counter dumps, named by node, none naming the fault.
+fn assert_dumps_name_nodes_only(dir: &Path, scenario: &str, fault: &str) {
+    for (name, bytes) in dumps(dir) {
+        // The counter bundles (`==> h0.ethtool.txt <==` sections) and one
+        // mlnx_qos file per host.
+        let ok = name.ends_with(".mlnx_qos.txt") || name == "nics.txt" || name == "switches.txt";
+        assert!(ok, "{fault}: {name} is not a counter dump");
+        let text = String::from_utf8_lossy(&bytes);
+        for word in [scenario, fault, "rocelab"] {
+            assert!(!text.contains(word), "{fault}: {name} names {word:?}");
+        }
+        assert!(!name.contains("fault"), "{fault}: {name}");
+    }
+}
+
 #[test]
-fn the_correct_option_is_the_doctors_first_finding_on_the_dumps() {
+fn every_fault_is_graded_against_its_written_cause() {
+    let truths = truths();
+    assert_eq!(truths.len(), 14, "faults: {:?}", truths.keys());
+    // Whose text is an option: question 1 reads `feels`, question 2 `first`.
+    let owners = |q: usize, text: &str| -> Vec<&str> {
+        truths
+            .iter()
+            .filter(|(_, t)| {
+                if q == 0 {
+                    t.feels == text
+                } else {
+                    t.first == text
+                }
+            })
+            .map(|(_, t)| t.cause.as_str())
+            .collect()
+    };
+    for (i, (name, truth)) in truths.iter().enumerate() {
+        let dir = scratch(&format!("interview-every-{name}"));
+        let seed = 11 + i as u64;
+        let j = json(&interview(
+            &dir,
+            seed,
+            &["--fault", name, "--answer", "A,A", "--json"],
+            "",
+        ));
+        assert_eq!(j["fault"]["name"], name.as_str());
+        assert_eq!(j["fault"]["cause"], truth.cause.as_str(), "{name}");
+        for q in 0..2 {
+            let opts: Vec<&str> = j["questions"][q]["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o.as_str().unwrap())
+                .collect();
+            assert_eq!(opts.len(), 4, "{name}: four options");
+            let distinct: BTreeSet<&str> = opts.iter().copied().collect();
+            assert_eq!(distinct.len(), 4, "{name}: options repeat: {opts:?}");
+            let right = correct(&j, q) as usize;
+            let want = if q == 0 { &truth.feels } else { &truth.first };
+            assert_eq!(
+                opts[right],
+                want.as_str(),
+                "{name} question {}: the right option is not the written answer",
+                q + 1
+            );
+            // Every distractor is another fault's written text, and no
+            // fault whose text it is has this fault's cause.
+            let mut causes = BTreeSet::new();
+            for (k, o) in opts.iter().enumerate().filter(|(k, _)| *k != right) {
+                let whose = owners(q, o);
+                assert!(
+                    !whose.is_empty(),
+                    "{name}: option {k} is no fault's text: {o}"
+                );
+                assert!(
+                    whose.iter().all(|c| *c != truth.cause),
+                    "{name} question {}: distractor {o:?} states the cause {}",
+                    q + 1,
+                    truth.cause
+                );
+                causes.insert(whose[0]);
+            }
+            assert_eq!(causes.len(), 3, "{name}: distractors share a cause");
+            // The causes the interview reports per option agree.
+            assert_eq!(j["questions"][q]["causes"][right], truth.cause.as_str());
+        }
+        // The doctor is scored: its rank of the written cause, if any.
+        let first_id = j["doctor"]["id"].as_str();
+        assert_eq!(
+            j["doctor_named_cause"].as_bool(),
+            Some(first_id == Some(truth.cause.as_str())),
+            "{name}: {}",
+            j["doctor"]
+        );
+        assert_dumps_name_nodes_only(&dir, j["fault"]["scenario"].as_str().unwrap(), name);
+    }
+}
+
+#[test]
+fn the_doctor_is_scored_on_exactly_the_dumps() {
     for seed in [1, 2, 4, 5] {
         let dir = scratch(&format!("interview-doctor-{seed}"));
         let j = json(&interview(&dir, seed, &["--answer", "A,A", "--json"], ""));
@@ -109,39 +241,21 @@ fn the_correct_option_is_the_doctors_first_finding_on_the_dumps() {
             .unwrap();
         assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
         let doc: Value = serde_json::from_slice(&d.stdout).unwrap();
-        let first = &doc["findings"][0];
-        assert!(first["impact"].as_str().is_some_and(|s| !s.is_empty()));
-        for (q, field) in [(0, "impact"), (1, "check_first")] {
-            let opts = j["questions"][q]["options"].as_array().unwrap();
-            assert_eq!(opts.len(), 4, "seed {seed}: four options");
-            let distinct: BTreeSet<&str> = opts.iter().map(|o| o.as_str().unwrap()).collect();
-            assert_eq!(distinct.len(), 4, "seed {seed}: options repeat: {opts:?}");
-            assert_eq!(
-                opts[correct(&j, q) as usize],
-                first[field],
-                "seed {seed} question {}: the correct option is not the doctor's {field}",
-                q + 1
-            );
-        }
-        assert_eq!(j["doctor"]["id"], first["id"], "seed {seed}");
-        // Only counter dumps, named by node, none naming the fault.
-        let scenario = j["fault"]["scenario"].as_str().unwrap();
-        for (name, bytes) in dumps(&dir) {
-            // Per-node dumps, or the bundles of them (`==> h0.ethtool.txt <==`
-            // sections) that runs write.
-            let ok = [".ethtool.txt", ".rdma.txt", ".mlnx_qos.txt", ".pfcwd.txt"]
-                .iter()
-                .any(|e| name.ends_with(e))
-                || name == "nics.txt"
-                || name == "switches.txt";
-            assert!(ok, "seed {seed}: {name} is not a counter dump");
-            let text = String::from_utf8_lossy(&bytes);
-            assert!(
-                !text.contains(scenario),
-                "seed {seed}: {name} names the fault"
-            );
-            assert!(!name.contains("fault"), "seed {seed}: {name}");
-        }
+        let findings = doc["findings"].as_array().unwrap();
+        assert_eq!(
+            j["doctor"]["id"],
+            findings.first().map_or(Value::Null, |f| f["id"].clone())
+        );
+        let cause = j["fault"]["cause"].as_str().unwrap();
+        let rank = findings
+            .iter()
+            .position(|f| f["id"] == cause)
+            .map(|i| i + 1);
+        assert_eq!(
+            j["doctor_rank"].as_u64(),
+            rank.map(|r| r as u64),
+            "seed {seed}"
+        );
         let report = PathBuf::from(j["report"].as_str().unwrap());
         assert!(dir.join(&report).is_file(), "seed {seed}: no {report:?}");
     }
@@ -199,14 +313,14 @@ fn a_wrong_answer_is_marked_wrong_and_a_right_one_right() {
 fn seeds_reach_several_faults() {
     let dir = scratch("interview-faults");
     let mut faults = BTreeSet::new();
-    let mut symptoms = BTreeSet::new();
+    let mut causes = BTreeSet::new();
     for seed in 1..=8 {
         let j = json(&interview(&dir, seed, &["--answer", "A,A", "--json"], ""));
         faults.insert(j["fault"]["scenario"].as_str().unwrap().to_string());
-        symptoms.insert(j["doctor"]["id"].as_str().unwrap().to_string());
+        causes.insert(j["fault"]["cause"].as_str().unwrap().to_string());
     }
     assert!(faults.len() >= 4, "faults: {faults:?}");
-    assert!(symptoms.len() >= 3, "first findings: {symptoms:?}");
+    assert!(causes.len() >= 3, "causes: {causes:?}");
 }
 
 #[test]
@@ -216,6 +330,11 @@ fn bad_answers_are_refused_with_what_was_expected() {
         (&["--answer", "A"][..], "", "expected 2 letters"),
         (&["--answer", "A,E"][..], "", "expected one letter A-D"),
         (&[][..], "a\n", "no answer to question 2"),
+        (
+            &["--fault", "no-such-fault", "--answer", "A,B"][..],
+            "",
+            "expected one of",
+        ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_rocelab"))
             .current_dir(&dir)

@@ -29,6 +29,13 @@
 //!   with a `# time_ps: <end of run in ps>` comment line, the metadata the
 //!   reports parsers read as simulated time. Two files instead of one per
 //!   port keep the output small and fast at thousands of hosts.
+//! * [`write_capture`] (`capture.rs`): the counter dumps plus each host's
+//!   `mlnx_qos -i`, a capture named by node only (the counter interview
+//!   and the doctor's evaluation read runs this way).
+
+mod capture;
+
+pub use capture::{mlnx_qos, mlnx_qos_file, write_capture};
 
 use std::fmt::Write as _;
 use std::path::Path;
