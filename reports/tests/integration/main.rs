@@ -6,6 +6,7 @@ mod compare;
 mod corpus;
 mod doctor;
 mod doctor_bundles;
+mod evaluation;
 mod fuzz;
 mod hosts;
 mod ibdiag;
