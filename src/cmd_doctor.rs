@@ -9,6 +9,7 @@ use roce::time::Duration;
 
 /// Arguments of `doctor`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = PAIRING_HELP)]
 pub struct Args {
     /// Captures: ethtool -S and rdma statistic dumps (two snapshots of one
     /// source make a delta), topo -m, ibv_devinfo/ibstat, mlnx_qos,
@@ -18,8 +19,11 @@ pub struct Args {
     /// input.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Time between consecutive snapshots, e.g. `10s`.
-    #[arg(long)]
+    /// Time between consecutive snapshots of one port: `60` (seconds),
+    /// `60s`, `1m`, `500ms`, `1.5s`. Applied where a port has two or more
+    /// snapshots; where it cannot be (one snapshot, simulated counters)
+    /// the report says so. See "How snapshots pair" in --help.
+    #[arg(long, value_parser = parse_interval)]
     pub interval: Option<Duration>,
     /// Print JSON.
     #[arg(long)]
@@ -28,6 +32,47 @@ pub struct Args {
     /// (info, warning, error, critical).
     #[arg(long)]
     pub fail_on: Option<String>,
+}
+
+/// How snapshots pair, for `--help`.
+const PAIRING_HELP: &str = "\
+How snapshots pair:
+  Counters are cumulative, so rates need a before and an after snapshot
+  of the same port. Snapshots pair when they name the same host or port
+  (`# host: NAME`, an `ethtool -S IFACE` command line, a switch table's
+  port), or when their file names differ only by a snapshot word
+  (`ethtool_before.txt`/`ethtool_after.txt`, `snap1.txt`/`snap2.txt`,
+  `node7-t0.log`/`node7-t1.log`). Files of different folders never pair:
+  per-host folders (`node1/ethtool_before.txt`, `node2/...`) stay per
+  host, named by their folder. Two lone snapshots of one folder that name
+  no common host pair by content when unambiguous: the same counters, and
+  every counter of one at least that of the other. Several dumps in one
+  file are snapshots in order. A lone snapshot is totals since boot: it
+  gives no rate, and its totals are never ranked as a live fault.
+  Switch dumps (SONiC `show pfc counters`, Cumulus/NVUE, switch SDK dumps,
+  the simulator's `SWITCH-pN` dumps) are switch ports.";
+
+/// `--interval`: a duration with a unit (`60s`, `500ms`), a bare number of
+/// seconds (`60`), or minutes (`1m`, `2.5min`).
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let err = || format!("{s:?}: expected a time between snapshots such as 60, 60s, 1m or 500ms");
+    if let Ok(d) = t.parse::<Duration>() {
+        return Ok(d);
+    }
+    let (num, scale) = if let Some(n) = t.strip_suffix("min").or_else(|| t.strip_suffix('m')) {
+        (n.trim(), 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n.trim(), 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let secs: f64 = num.parse().map_err(|_| err())?;
+    if !secs.is_finite() || secs <= 0.0 || secs * scale > 1e7 {
+        return Err(err());
+    }
+    let ps = (secs * scale * 1e12).round();
+    Ok(Duration::from_ps(ps as u64))
 }
 
 /// Run the subcommand.
@@ -76,5 +121,33 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
         _ => ExitCode::SUCCESS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_interval;
+    use roce::time::Duration;
+
+    #[test]
+    fn intervals_take_seconds_minutes_and_units() {
+        for (text, secs) in [
+            ("60", 60),
+            ("60s", 60),
+            ("1m", 60),
+            ("2min", 120),
+            ("1h", 3600),
+        ] {
+            assert_eq!(
+                parse_interval(text),
+                Ok(Duration::from_secs(secs)),
+                "{text}"
+            );
+        }
+        assert_eq!(parse_interval("500ms"), Ok(Duration::from_ms(500)));
+        assert_eq!(parse_interval("1.5"), Ok(Duration::from_ms(1500)));
+        for bad in ["", "x", "-5", "0", "1e30", "nan"] {
+            assert!(parse_interval(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -212,6 +212,7 @@ pub fn write_outputs(
     narrative: Vec<String>,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
+    clear_stale(out)?;
     for (v, r) in scenario.variants.iter().zip(&doc.variants) {
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
@@ -236,6 +237,13 @@ pub fn write_outputs(
             .iter()
             .map(|v| thresholds(&v.config))
             .collect(),
+        // Each variant's ground truth, so that the report names the
+        // baseline, the fix and the victim as the scenario does.
+        diagnoses: scenario
+            .variants
+            .iter()
+            .map(|v| v.diagnosis.clone())
+            .collect(),
     };
     std::fs::write(
         out.join("report.html"),
@@ -244,6 +252,41 @@ pub fn write_outputs(
     let ctx_json = serde_json::to_string_pretty(&ctx).map_err(std::io::Error::other)?;
     std::fs::write(out.join(reports::render::CONTEXT_FILE), ctx_json + "\n")?;
     std::fs::write(out.join("results.json"), doc.to_json())
+}
+
+/// Prepare the output folder: remove the counters and captures an earlier
+/// run into `out` left (`counters/<v>/`, `pcap/<v>/`: of other variants,
+/// as after `--variant X`, and of this run's, rewritten below), so that
+/// the folder holds this run only and the doctor never reads an earlier
+/// run's counters as this one's. Only folders holding nothing but what
+/// rocelab writes there are removed (counter dumps and bundles as `.txt`,
+/// `.pcap` files); a folder holding anything else is left alone.
+fn clear_stale(out: &Path) -> std::io::Result<()> {
+    let ours = |dir: &Path, pcap: bool| -> bool {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).all(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                e.path().is_file()
+                    && if pcap {
+                        n.ends_with(".pcap")
+                    } else {
+                        n.ends_with(".txt")
+                    }
+            })
+        })
+    };
+    for (sub, pcap) in [("counters", false), ("pcap", true)] {
+        let Ok(entries) = std::fs::read_dir(out.join(sub)) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let path = e.path();
+            if path.is_dir() && ours(&path, pcap) {
+                std::fs::remove_dir_all(&path)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn ps(v: u64) -> String {
@@ -424,4 +467,29 @@ fn thresholds(c: &sim::config::SimConfig) -> Vec<reports::render::Threshold> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clear_stale;
+
+    #[test]
+    fn an_earlier_runs_counters_and_captures_are_cleared_and_other_files_kept() {
+        let out = std::env::temp_dir().join(format!("rocelab-clear-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let old = out.join("counters/other-variant");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("nics.txt"), "==> h0.ethtool.txt <==\n").unwrap();
+        let pcap = out.join("pcap/other-variant");
+        std::fs::create_dir_all(&pcap).unwrap();
+        std::fs::write(pcap.join("h0.pcap"), [0u8; 4]).unwrap();
+        // A folder holding something rocelab does not write stays.
+        let mine = out.join("counters/notes");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(mine.join("notes.md"), "mine").unwrap();
+        clear_stale(&out).unwrap();
+        assert!(!old.exists() && !pcap.exists());
+        assert!(mine.join("notes.md").exists());
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }

@@ -29,7 +29,194 @@ fn lesson(n: usize) -> (Value, PathBuf) {
     );
     crate::report_browser::check(&out.join("report.html"));
     let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
-    (serde_json::from_str(&text).expect("JSON"), out)
+    let j: Value = serde_json::from_str(&text).expect("JSON");
+    report_agrees(&lesson_file(n), &j, &out);
+    (j, out)
+}
+
+/// The path of lesson `n`'s file in the checkout.
+fn lesson_file(n: usize) -> PathBuf {
+    let dir = repo().join("scenarios/lessons");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with(&format!("{n:02}-")))
+        })
+        .unwrap_or_else(|| panic!("no lesson {n} in {}", dir.display()))
+}
+
+/// The "What happened" sentences of the `report.html` in `out`, with the
+/// HTML escapes undone.
+fn what_happened(out: &Path) -> Vec<String> {
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    let s = html
+        .find("<ul id=\"explanation\">")
+        .expect("the explanation list");
+    let e = s + html[s..].find("</ul>").unwrap();
+    html[s..e]
+        .split("<li>")
+        .skip(1)
+        .map(|x| {
+            x.trim_end()
+                .trim_end_matches("</li>")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&")
+        })
+        .collect()
+}
+
+/// The sentences about variant `v` (those opening with `v: `).
+fn about<'a>(lines: &'a [String], v: &str) -> Vec<&'a str> {
+    let p = format!("{v}: ");
+    lines
+        .iter()
+        .filter(|l| l.starts_with(&p))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Frames the PFC watchdog dropped in variant `v`.
+fn watchdog_drops(v: &Value) -> u64 {
+    v["pfcwd_stats"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|q| q["tx_drop"].as_u64().unwrap_or(0) + q["rx_drop"].as_u64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Frames dropped on a lossless priority for lack of headroom in `v`
+/// (`rx_buf_discard`; zero when ports are not recorded).
+fn headroom_drops(v: &Value) -> u64 {
+    v["ports"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .flat_map(|p| p["prio"].as_array().cloned().unwrap_or_default())
+                .map(|c| c["rx_buf_discard"].as_u64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The slowest FCT (ps) of workload `w`'s flows in `v`, when all completed.
+fn workload_fct(v: &Value, w: &str) -> Option<u64> {
+    let fs: Vec<&Value> = v["flows"]
+        .as_array()?
+        .iter()
+        .filter(|f| f["workload"] == w)
+        .collect();
+    let fcts: Vec<u64> = fs.iter().filter_map(|f| f["fct_ps"].as_u64()).collect();
+    (!fs.is_empty() && fcts.len() == fs.len()).then(|| fcts.into_iter().max())?
+}
+
+/// The report of a run agrees with the scenario and with the numbers: it
+/// blames headroom only where `rx_buf_discard` counted drops (never for a
+/// watchdog's), never calls a slow receiver a pause storm, names the cause
+/// each variant's ground truth states, compares with the healthy variant
+/// (else the first), and never says a fix failed to save the victim when
+/// the victim's FCT improved.
+fn report_agrees(file: &Path, j: &Value, out: &Path) {
+    let lines = what_happened(out);
+    let sc = sim::scenario::load(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let results = j["variants"].as_array().unwrap();
+    let truth = |name: &str| {
+        sc.variants
+            .iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.diagnosis.clone())
+    };
+    let names: Vec<&str> = results
+        .iter()
+        .map(|v| v["summary"]["variant"].as_str().unwrap())
+        .collect();
+    for (v, name) in results.iter().zip(&names) {
+        let mine = about(&lines, name);
+        if headroom_drops(v) == 0 {
+            assert!(
+                !mine.iter().any(|l| l.contains("headroom")),
+                "{name}: headroom blamed without a buf_discard drop (watchdog drops {}): {mine:#?}",
+                watchdog_drops(v)
+            );
+        }
+        if watchdog_drops(v) > 0 {
+            assert!(
+                mine.iter()
+                    .any(|l| l.contains("by the PFC watchdog, on purpose")),
+                "{name}: the watchdog's drops are not named as its: {mine:#?}"
+            );
+        }
+        let Some(d) = truth(name) else { continue };
+        if d.cause == "slow-receiver" {
+            assert!(
+                !mine.iter().any(|l| l.contains(": a pause storm")),
+                "{name}: a slow receiver called a pause storm: {mine:#?}"
+            );
+        }
+        if !d.is_healthy() {
+            let says = format!("the scenario injects {}", d.cause);
+            assert!(
+                mine.iter().any(|l| l.contains(&says)),
+                "{name}: the stated cause {} is not named: {mine:#?}",
+                d.cause
+            );
+        }
+    }
+    // The baseline: the healthy variant, else the first.
+    let healthy = names
+        .iter()
+        .find(|n| truth(n).is_some_and(|d| d.is_healthy()));
+    let (base, label) = match healthy {
+        Some(h) => (*h, "the healthy baseline"),
+        None => (names[0], "the first variant"),
+    };
+    let other = if healthy.is_some() {
+        "(the first variant"
+    } else {
+        "(the healthy baseline"
+    };
+    for l in lines.iter().filter(|l| l.contains(&format!("({label}"))) {
+        assert!(
+            l.contains(&format!("{base} ({label}")),
+            "baseline {base}: {l}"
+        );
+    }
+    assert!(
+        !lines.iter().any(|l| l.contains(other)),
+        "baseline {base} ({label}): {lines:#?}"
+    );
+    // A fix that saved its victim is not said to have failed it.
+    for (v, name) in results.iter().zip(&names) {
+        let Some(d) = truth(name).filter(|d| d.role() == sim::scenario::Role::Fix) else {
+            continue;
+        };
+        let Some(w) = d.victim.as_deref() else {
+            continue;
+        };
+        let fault = results.iter().zip(&names).find(|(_, n)| {
+            truth(n).is_some_and(|e| e.role() == sim::scenario::Role::Fault && e.cause == d.cause)
+        });
+        let Some((u, un)) = fault else { continue };
+        if let (Some(x), Some(y)) = (workload_fct(v, w), workload_fct(u, w)) {
+            if x < y {
+                let s = lines
+                    .iter()
+                    .find(|l| l.starts_with(&format!("{name} is {un} (")))
+                    .unwrap_or_else(|| panic!("no fix sentence for {name}: {lines:#?}"));
+                assert!(
+                    s.contains("sooner") && !s.contains("did not save") && !s.contains(" worse"),
+                    "{s}"
+                );
+            }
+        }
+    }
 }
 
 /// The variant named `name`.
@@ -355,7 +542,7 @@ fn lesson_06_pfc_headroom() {
 
 #[test]
 fn lesson_07_slow_receiver_and_pause_storm() {
-    let (j, _) = lesson(7);
+    let (j, out) = lesson(7);
     let victim = |n| fct_us(variant(&j, n), "h1", "h3");
     let healthy = victim("healthy");
     near("healthy victim (us)", healthy, 230.0, 0.05);
@@ -379,6 +566,164 @@ fn lesson_07_slow_receiver_and_pause_storm() {
     assert!(sum(wd, "drops") > 0);
     assert_eq!(sum(wd, "flows_completed"), 2);
     assert_eq!(sum(slow, "drops"), 0);
+    lesson_07_report_says_what_the_narrative_says(&j, &out);
+}
+
+/// Lesson 7's "What happened" against its narrative: the watchdog's drops
+/// are the watchdog's (not headroom's), the storm is a storm, the slow
+/// receiver's pauses come and go and are no storm, the comparisons are
+/// against the healthy variant, and the watchdog variant, which saved the
+/// victim, is never called worse than the storm it cures.
+fn lesson_07_report_says_what_the_narrative_says(j: &Value, out: &Path) {
+    let lines = what_happened(out);
+    let wd = variant(j, "storm-watchdog");
+    let mine = about(&lines, "storm-watchdog");
+    let all = format!(
+        "storm-watchdog: all {} of them were dropped by the PFC watchdog, on purpose (at sw0 port 0)",
+        sum(wd, "drops")
+    );
+    assert!(mine.iter().any(|l| l.starts_with(&all)), "{mine:#?}");
+    assert!(!mine.iter().any(|l| l.contains("headroom")), "{mine:#?}");
+    assert!(
+        mine.iter().any(|l| l.starts_with(
+            "storm-watchdog: the PFC watchdog declared a storm on sw0 port 0 priority 3 \
+             (PAUSE from h0) at 1.500 ms; action drop"
+        )),
+        "{mine:#?}"
+    );
+    let storm = about(&lines, "storm");
+    assert!(
+        storm.iter().any(|l| l.starts_with(
+            "storm: a pause storm: sw0 port 0 (PAUSE from h0) was held off without a break"
+        )),
+        "{storm:#?}"
+    );
+    let slow = about(&lines, "slow-receiver");
+    assert!(
+        !slow.iter().any(|l| l.contains(": a pause storm")),
+        "{slow:#?}"
+    );
+    assert!(
+        slow.iter().any(|l| l.contains("XON follow")),
+        "the slow receiver's pauses come and go: {slow:#?}"
+    );
+    // Compared with the healthy variant; never "storm-watchdog is worse
+    // than storm" (it saved the victim: 1.7 ms against 5.2 ms).
+    for v in ["slow-receiver", "storm"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{v} against healthy ("))),
+            "{v}: {lines:#?}"
+        );
+    }
+    for l in &lines {
+        assert!(!l.contains("p99 FCT of storm-watchdog is"), "{l}");
+        assert!(!l.starts_with("storm-watchdog against storm "), "{l}");
+        assert!(!l.starts_with("storm avoided loss"), "{l}");
+        if l.starts_with("storm-watchdog is storm (") {
+            assert!(l.contains("sooner") && !l.contains("did not save"), "{l}");
+        }
+    }
+}
+
+/// Lesson 7's file with its ground truth: its own `[diagnosis]` tables,
+/// or, where the file has none yet, the cause its narrative states (a
+/// pause storm at h0, the victim workload `victim`, the slow receiver, the
+/// watchdog as the fix, the healthy variant).
+fn lesson_07_with_ground_truth() -> String {
+    let mut text = std::fs::read_to_string(lesson_file(7)).unwrap();
+    if text.contains("diagnosis") {
+        return text;
+    }
+    for (name, d) in [
+        ("healthy", "{ cause = \"healthy\" }"),
+        (
+            "slow-receiver",
+            "{ cause = \"slow-receiver\", summary = \"h0 drains received frames at a quarter of its link rate\" }",
+        ),
+        ("storm-watchdog", "{ role = \"fix\" }"),
+    ] {
+        let line = format!("name = \"{name}\"\n");
+        assert!(text.contains(&line), "{line}");
+        text = text.replacen(&line, &format!("{line}diagnosis = {d}\n"), 1);
+    }
+    text.push_str(
+        "\n[diagnosis]\ncause = \"pfc-storm\"\nat = \"h0\"\n\
+         summary = \"h0's NIC stalls and keeps PAUSE asserted\"\nvictim = \"victim\"\n",
+    );
+    text
+}
+
+/// With the scenario's ground truth the report names each variant's
+/// cause, calls the slow receiver one (and no storm), compares with the
+/// healthy baseline, and sets the watchdog against the storm it cures:
+/// what it saves (the victim, about three times sooner) and what it costs
+/// (the watchdog's drops, h0's flow).
+#[test]
+fn lesson_07_report_uses_the_scenarios_ground_truth() {
+    let dir = scratch("lesson-7-truth");
+    let file = dir.join("07-slow-receiver-and-pause-storm.toml");
+    std::fs::write(&file, lesson_07_with_ground_truth()).unwrap();
+    let out = dir.join("out");
+    let o = rocelab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    report_agrees(&file, &j, &out);
+    lesson_07_report_says_what_the_narrative_says(&j, &out);
+    let lines = what_happened(&out);
+    let slow = about(&lines, "slow-receiver");
+    assert!(
+        slow.iter()
+            .any(|l| l.starts_with("slow-receiver: the scenario injects slow-receiver at h0")),
+        "{slow:#?}"
+    );
+    assert!(
+        slow.iter().any(|l| l.contains(
+            "that is the scenario's slow receiver at h0 draining slower than frames arrive, \
+             not a pause storm"
+        )),
+        "{slow:#?}"
+    );
+    let t = |v: &str| {
+        reports::render::fmt_time(
+            workload_fct(variant(&j, v), "victim").expect("the victim completed"),
+        )
+    };
+    let fix = lines
+        .iter()
+        .find(|l| l.starts_with("storm-watchdog is storm (pfc-storm) with the remedy on: "))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(
+        fix.contains(&format!(
+            "the victim (victim) finished in {} instead of {}",
+            t("storm-watchdog"),
+            t("storm")
+        )),
+        "{fix}"
+    );
+    let wd = sum(variant(&j, "storm-watchdog"), "drops");
+    assert!(
+        fix.contains(&format!(
+            "the price: {wd} frames dropped ({wd} of them by the PFC watchdog, on purpose)"
+        )) && fix.contains("to-h0 took"),
+        "{fix}"
+    );
+    for v in ["slow-receiver", "storm"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{v} against healthy (the healthy baseline): "))),
+            "{v}: {lines:#?}"
+        );
+    }
 }
 
 #[test]

@@ -28,6 +28,7 @@ use super::counters::{prio_names, tags};
 use super::finding::{Finding, Severity, Symptom};
 use super::names::node_of;
 use super::sim::{SimPort, SimVariant};
+use super::sources::UNNAMED_SWITCH;
 use super::wording::{pct, SENDS_NO_PAUSE};
 
 /// Most evidence lines kept in one merged finding.
@@ -56,7 +57,131 @@ pub(super) fn consolidate(raw: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
     fold_pause_into_origin(&mut out);
     fold_no_marks_into_kmin(&mut out);
     fold_tc_into_host_mismatch(&mut out);
+    fold_into_deadlock(&mut out);
+    fold_gid_choice_into_gid_table(&mut out);
+    fold_no_marks_into_host(&mut out);
+    cap_no_marks_under_fan_in(&mut out);
     out
+}
+
+/// Move finding `j` into finding `i` as evidence (`consequence: TITLE`
+/// and its lines); returns the index `i` now has.
+fn fold(out: &mut Vec<Finding>, i: usize, j: usize, raise: bool) -> usize {
+    let e = out.remove(j);
+    let i = if j < i { i - 1 } else { i };
+    let f = &mut out[i];
+    if raise {
+        f.severity = f.severity.max(e.severity);
+    }
+    f.evidence.push(format!("consequence: {}", e.title));
+    f.evidence.extend(e.evidence);
+    cap_evidence(&mut f.evidence);
+    for a in e.affects {
+        if !f.affects.contains(&a) {
+            f.affects.push(a);
+        }
+    }
+    i
+}
+
+/// A deadlock found from the counters: the storm findings of the same
+/// scope (ports pausing with nothing moving, a switch watchdog's stormed
+/// queues) are its symptoms, folded in; a deadlock the run's own detector
+/// reported (results.json) takes the counters' one in.
+fn fold_into_deadlock(out: &mut Vec<Finding>) {
+    let Some(mut i) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::PfcDeadlock && f.title.contains("no origin outside"))
+    else {
+        return;
+    };
+    while let Some(j) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::PfcStorm && !f.title.starts_with("host "))
+    {
+        i = fold(out, i, j, true);
+    }
+    // Nothing moves, so no queue is marked: no ECN marks are expected.
+    if let Some(j) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::EcnNotMarking && f.origin.is_none())
+    {
+        i = fold(out, i, j, false);
+    }
+    if let Some(j) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::PfcDeadlock && !f.title.contains("no origin outside"))
+    {
+        // The detector names the cycle's members exactly: they stay the
+        // affected ports.
+        let members = out[j].affects.clone();
+        let j = fold(out, j, i, true);
+        out[j].affects = members;
+    }
+}
+
+/// "The GID index in use is not the routable RoCEv2 IPv4 entry" (the
+/// job's index against one `show_gids`) is the GID table finding's cause
+/// seen from the job: one finding, the table's.
+fn fold_gid_choice_into_gid_table(out: &mut Vec<Finding>) {
+    let Some(mut i) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::GidMisconfigured)
+    else {
+        return;
+    };
+    while let Some(j) = out.iter().position(|f| {
+        f.symptom == Symptom::AckTimeout && f.title.starts_with("the GID index in use is not")
+    }) {
+        i = fold(out, i, j, true);
+    }
+}
+
+/// No ECN marks anywhere while a host's NIC pauses: expected, since a
+/// NIC's PAUSE is no switch queue ECN could mark; evidence of the host
+/// cause, not a second cause.
+fn fold_no_marks_into_host(out: &mut Vec<Finding>) {
+    let Some(i) = out.iter().position(|f| {
+        matches!(f.symptom, Symptom::SlowReceiver | Symptom::PfcStorm)
+            && f.title.starts_with("host ")
+    }) else {
+        return;
+    };
+    if let Some(j) = out
+        .iter()
+        .position(|f| f.symptom == Symptom::EcnNotMarking && f.origin.is_none())
+    {
+        fold(out, i, j, false);
+    }
+}
+
+/// No ECN marks while the only PAUSE is a fan-in held to its own share:
+/// the incast costs what its bytes cost at the receiver's rate whatever
+/// ECN does, so the missing marks are worth a warning, no more.
+fn cap_no_marks_under_fan_in(out: &mut [Finding]) {
+    let pauses: Vec<&Finding> = out
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.symptom,
+                Symptom::TxPause | Symptom::SwitchCongestion | Symptom::RxPause
+            )
+        })
+        .collect();
+    let fan_in_only =
+        !pauses.is_empty() && pauses.iter().all(|f| f.title.contains("fan-in at switch"));
+    if !fan_in_only {
+        return;
+    }
+    for f in out
+        .iter_mut()
+        .filter(|f| f.symptom == Symptom::EcnNotMarking && f.origin.is_none())
+    {
+        if f.severity > Severity::Warning {
+            f.severity = Severity::Warning;
+            f.evidence.push("the only PAUSE is a fan-in held to its senders' share of the egress: the incast runs at the receiver's line rate either way, so the missing marks cost the victims on the held ports, not the incast".into());
+        }
+    }
 }
 
 /// "The job's traffic class lands on a priority without PFC" (per
@@ -87,7 +212,8 @@ fn fold_tc_into_host_mismatch(out: &mut Vec<Finding>) {
 /// before its queue reaches Kmin: one cause, reported once.
 fn fold_no_marks_into_kmin(out: &mut Vec<Finding>) {
     let Some(i) = out.iter().position(|f| {
-        f.symptom == Symptom::TxPause && f.title.contains("before its queue reaches ECN's Kmin")
+        f.symptom == Symptom::BufferTooSmall
+            && f.title.contains("before its queue reaches ECN's Kmin")
     }) else {
         return;
     };
@@ -116,9 +242,14 @@ fn fold_pause_into_origin(out: &mut Vec<Finding>) {
     while i < out.len() {
         let origin = out[i].origin.clone();
         let is_cause = out[i].symptom == Symptom::EcnNotMarking && origin.is_some();
-        let pause = out
-            .iter()
-            .position(|p| is_cause && p.symptom == Symptom::TxPause && p.origin == origin);
+        let pause = out.iter().position(|p| {
+            is_cause
+                && matches!(
+                    p.symptom,
+                    Symptom::TxPause | Symptom::SwitchCongestion | Symptom::BufferTooSmall
+                )
+                && p.origin == origin
+        });
         if let Some(j) = pause {
             let p = out.remove(j);
             if j < i {
@@ -160,7 +291,7 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
     let mut held: Vec<(String, String, u64, String)> = Vec::new();
     for v in &ctx.eth {
         let node = v.node();
-        if node != v.label() {
+        if node != v.label() || v.is_switch_port() {
             switch_nodes.insert(node.clone());
         }
         for tag in tags() {
@@ -171,7 +302,13 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
                 if frames == 0 {
                     continue;
                 }
-                let ppm = v.ppm_of_interval(v.get(d));
+                let share = v.pause_share(n, d);
+                let ppm = share.as_ref().map(|s| s.ppm);
+                let about = if share.as_ref().is_some_and(|s| s.estimated.is_some()) {
+                    "about "
+                } else {
+                    ""
+                };
                 let weight = ppm.unwrap_or(frames);
                 if is_rx {
                     np.rx = np.rx.max(weight);
@@ -181,10 +318,14 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
                         node.clone(),
                         weight,
                         format!(
-                            "{} {n} +{frames}, {d} +{} us{}",
+                            "{} {n} +{frames}{}{}",
                             v.label(),
-                            v.get(d),
-                            ppm.map(|p| format!(" (held {})", pct(p)))
+                            if v.has(d) {
+                                format!(", {d} +{} us", v.get(d))
+                            } else {
+                                String::new()
+                            },
+                            ppm.map(|p| format!(" (held {about}{})", pct(p)))
                                 .unwrap_or_default()
                         ),
                     ));
@@ -245,14 +386,19 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
         }
         return merged;
     }
+    // The node of a finding's subject (`SOURCE TAG`), as its view says.
+    let view_node: BTreeMap<String, String> =
+        ctx.eth.iter().map(|v| (v.label(), v.node())).collect();
+    let node_of_subject = |subject: &str| -> String {
+        let src = subject_source(subject);
+        view_node.get(src).cloned().unwrap_or_else(|| node_of(src))
+    };
     for origin in &origins {
         let np = nodes.get(origin).copied().unwrap_or_default();
         let is_switch = switch_nodes.contains(origin);
         let mut f = found
             .iter()
-            .find(|f| {
-                f.symptom == Symptom::TxPause && node_of(subject_source(&f.subject)) == *origin
-            })
+            .find(|f| f.symptom == Symptom::TxPause && node_of_subject(&f.subject) == *origin)
             .cloned()
             .unwrap_or_else(|| found[0].clone());
         f.symptom = Symptom::TxPause;
@@ -264,9 +410,7 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
         // Evidence: the origin's own PAUSE, then the most-held ports.
         let mut ev: Vec<String> = found
             .iter()
-            .filter(|g| {
-                g.symptom == Symptom::TxPause && node_of(subject_source(&g.subject)) == *origin
-            })
+            .filter(|g| g.symptom == Symptom::TxPause && node_of_subject(&g.subject) == *origin)
             .flat_map(|g| {
                 g.evidence
                     .iter()
@@ -317,11 +461,17 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
             .map(|p| format!(" {} of the time", pct(p)))
             .unwrap_or_default();
         if looped {
-            f.title = format!("PAUSE circulates: every node that sends it is also held; {origin} sends the most{share} (possible PFC deadlock loop)");
+            f.title = format!("PAUSE circulates: every node that sends it is also held; {origin} sends the most{share}");
         } else if is_switch {
             f.title = format!(
-                "PAUSE starts at switch {origin} (its buffer crosses XOFF{share}) and spreads to {} port(s)",
-                victims
+                "PAUSE starts at {} (its buffer crosses XOFF{share}){}",
+                switch_name(origin),
+                if victims == 0 {
+                    " on the ports it pauses; the devices it holds are outside the capture"
+                        .to_string()
+                } else {
+                    format!(" and spreads to {victims} port(s)")
+                }
             );
             let hot = ctx
                 .sim
@@ -335,7 +485,7 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
                     "what converges on {origin}'s egress towards {} (its queue reached {} bytes): an incast or an oversubscribed link; then ECN/DCQCN marking below the XOFF threshold so senders slow down before PFC acts",
                     p.peer, p.max_queue_bytes
                 ),
-                None => format!("the congested egress of {origin} (which traffic converges there: incast, oversubscription); ECN marking thresholds below XOFF so DCQCN acts before PFC; the victims' paths share the paused priority"),
+                None => format!("the congested egress of {} (which traffic converges there: incast, oversubscription), and whether that egress is itself held by PAUSE from downstream; ECN marking thresholds below XOFF so DCQCN acts before PFC; the victims' paths share the paused priority", switch_name(origin)),
             };
             f.why = "a switch sends PAUSE on an ingress when the buffer it holds for that ingress and priority crosses XOFF; the upstream ports then stop the whole priority, so flows that never touch the congested egress wait too (head-of-line blocking) and, when the upstream switch fills in turn, the pause climbs tier by tier".into();
             if let Some((q, kmin)) = below_kmin(origin, ctx) {
@@ -363,10 +513,154 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
         if is_switch && !looped && below_kmin(origin, ctx).is_none() {
             fan_in(&mut f, origin, &held, ctx);
         }
+        // The cause the origin's PAUSE names.
+        let cause = if looped {
+            deadlock_suspect(&nodes, &switch_nodes)
+                .map(|(sev, loop_nodes)| describe_deadlock(&mut f, sev, &loop_nodes))
+                .unwrap_or(Symptom::TxPause)
+        } else if is_switch && below_kmin(origin, ctx).is_some() {
+            Symptom::BufferTooSmall
+        } else if is_switch {
+            Symptom::SwitchCongestion
+        } else {
+            host_cause(&mut f, origin, ctx)
+        };
+        f.symptom = cause;
+        f.id = cause.id();
+        // A host whose NIC sends PAUSE is the playbook's #2 whatever it
+        // is named.
+        f.playbook = cause.number().or(Some(2).filter(|_| !is_switch && !looped));
         out.push(f);
     }
     out
 }
+
+/// A cycle of paused queues, from counters alone: every node that sends
+/// PAUSE is also held (no origin outside them), at least two of them are
+/// switches, and each of those both sends and is held half the time or
+/// more (measured durations). `(severity, the switches)`: critical when
+/// one is held 90 % of the time or more (nothing moves), else error (a
+/// watchdog or a route change broke it now and then).
+fn deadlock_suspect(
+    nodes: &BTreeMap<String, NodePause>,
+    switch_nodes: &BTreeSet<String>,
+) -> Option<(Severity, Vec<String>)> {
+    let looping: Vec<(&String, &NodePause)> = nodes
+        .iter()
+        .filter(|(n, p)| {
+            switch_nodes.contains(*n)
+                && p.tx_ppm.is_some_and(|t| t >= 500_000)
+                && p.rx_ppm.is_some_and(|r| r >= 500_000)
+        })
+        .collect();
+    if looping.len() < 2 {
+        return None;
+    }
+    let top = looping
+        .iter()
+        .filter_map(|(_, p)| p.tx_ppm.min(p.rx_ppm))
+        .max()
+        .unwrap_or(0);
+    let sev = if top >= 900_000 {
+        Severity::Critical
+    } else {
+        Severity::Error
+    };
+    Some((sev, looping.iter().map(|(n, _)| (*n).clone()).collect()))
+}
+
+/// Turn a circulating-PAUSE finding into the deadlock it is.
+fn describe_deadlock(f: &mut Finding, sev: Severity, loop_nodes: &[String]) -> Symptom {
+    f.severity = f.severity.max(sev);
+    f.title = format!(
+        "PFC deadlock: switches {} each send PAUSE and are held by it most of the time, with no origin outside them: a cycle of paused queues that does not drain by itself",
+        loop_nodes.join(", ")
+    );
+    f.impact = "traffic on the priority stops and stays stopped: throughput drops to zero with no drops and no errors while the PAUSE counters keep climbing; the job hangs until timeouts or a restart (a PFC watchdog breaks the cycle by dropping)".into();
+    f.check_first = "the routes through these switches: which paused queues wait on each other in a loop (traffic going down to a leaf and up again, a ring, routes not in up-down order, stale routes after a link failure); make routing deadlock-free. A PFC watchdog breaks a deadlock that has formed, not its cause".into();
+    f.why = "PFC holds a queue until the next hop drains it; when every paused queue waits on another paused queue, none can drain (a cyclic buffer dependency: Hu et al., HotNets 2016); a PAUSE with an origin outside the loop (a host, a congested egress) would show a sender that is not held".into();
+    Symptom::PfcDeadlock
+}
+
+/// The cause behind a host whose NIC sends PAUSE: a NIC that keeps PAUSE
+/// asserted with few, long pauses (each frame refreshing the last, about
+/// half a pause quantum apart, never released) is a pause storm from a
+/// stuck receive path; a NIC that pauses and releases again and again
+/// (short pauses) drains slower than its link delivers: a slow receiver.
+/// Without duration counters the two cannot be told apart: a slow
+/// receiver, said as such.
+fn host_cause(f: &mut Finding, origin: &str, ctx: &Context) -> Symptom {
+    // (share ppm, microseconds per PAUSE frame) of the most-pausing tag.
+    let mut best: Option<(u64, u64, String)> = None;
+    for v in ctx
+        .eth
+        .iter()
+        .filter(|v| v.node() == origin && !v.is_switch_port())
+    {
+        for tag in tags() {
+            let (_, _, tx, txd) = prio_names(&tag);
+            let frames = v.get(&tx);
+            if frames == 0 || !v.has(&txd) {
+                continue;
+            }
+            let Some(ppm) = v.ppm_of_interval(v.get(&txd)) else {
+                continue;
+            };
+            let per = v.get(&txd) / frames;
+            if best.as_ref().map_or(true, |b| ppm > b.0) {
+                best = Some((ppm.min(1_000_000), per, tag));
+            }
+        }
+    }
+    match best {
+        Some((ppm, per, tag)) if ppm >= STORM_SHARE_PPM && per >= STORM_US_PER_FRAME => {
+            f.title = format!(
+                "host {origin}'s NIC keeps PAUSE asserted on {tag} {} of the time, about {per} us per PAUSE frame (refreshed, not released): a pause storm from a stuck receive path, and the cause of its ToR's pause",
+                pct(ppm)
+            );
+            f.evidence.push(format!(
+                "{per} us of pause per PAUSE frame: a NIC that drains releases PAUSE within microseconds (XON), one that is stuck refreshes it before it expires"
+            ));
+            f.impact = "everything sent to the stuck host stops, and so do healthy senders that share a switch buffer with it: their other flows stall for as long as the storm lasts".into();
+            f.check_first = "the PFC watchdog on the switch ports facing hosts (it stops honouring a port that pauses without end), then the host whose NIC sends the PAUSE: its driver, firmware and health (kernel log); reset the stuck NIC".into();
+            f.why = "a NIC sends PAUSE when its receive buffer for the priority crosses XOFF and releases it once it drains; PAUSE held nearly all the time in long, refreshed frames means nothing drains: a stuck NIC, driver or receiver, not congestion".into();
+            Symptom::PfcStorm
+        }
+        other => {
+            let how = other
+                .map(|(ppm, per, _)| {
+                    format!(
+                        " {} of the time and releases it again after about {per} us each time",
+                        pct(ppm)
+                    )
+                })
+                .unwrap_or_default();
+            f.title = format!(
+                "host {origin} is a slow receiver: its NIC sends PAUSE{how}: it cannot drain what arrives as fast as its link delivers it, and is the cause of its ToR's pause"
+            );
+            f.check_first = format!("{origin}'s host side: PCIe width and speed (lspci LnkSta against LnkCap, outbound_pci_stalled_*), NUMA placement of the NIC and the buffers, memory bandwidth and CPU load, receive buffers posted (rx_out_of_buffer); `mlnx_qos` buffer sizes and cable_len");
+            Symptom::SlowReceiver
+        }
+    }
+}
+
+/// `switch NAME`, or `the switch` when the capture does not name it.
+fn switch_name(node: &str) -> String {
+    if node == UNNAMED_SWITCH {
+        "the switch".to_string()
+    } else {
+        format!("switch {node}")
+    }
+}
+
+/// Share of time (ppm) from which a host's PAUSE may be a storm.
+const STORM_SHARE_PPM: u64 = 500_000;
+
+/// Microseconds of pause per PAUSE frame from which a host's PAUSE is
+/// held rather than cycled: a quarter of the longest pause (65535 quanta
+/// of 512 bit times, 335 us at 100 Gbit/s), well above the few
+/// microseconds of an XOFF/XON cycle of a draining receiver.
+const STORM_US_PER_FRAME: u64 = 50;
 
 /// A switch of a simulated run that paused while its deepest egress queue
 /// stayed below the ECN Kmin of the priorities it paused on: `(queue,
@@ -443,7 +737,8 @@ fn fan_in(f: &mut Finding, origin: &str, held: &[(String, String, u64, String)],
     }
     f.severity = f.severity.min(Severity::Warning);
     f.title = format!(
-        "{k}:1 fan-in at switch {origin} (an incast): PFC holds the senders to their share of the congested egress (most-held port {} of the time, 1 - 1/{k} = {})",
+        "{k}:1 fan-in at {} (an incast): PFC holds the senders to their share of the congested egress (most-held port {} of the time, 1 - 1/{k} = {})",
+        switch_name(origin),
         pct(*w),
         pct(fair)
     );
@@ -518,6 +813,8 @@ fn is_loss_cause(f: &Finding) -> bool {
                 | Symptom::Corruption
                 | Symptom::MtuMismatch
                 | Symptom::LinkDegraded
+                | Symptom::LinkDown
+                | Symptom::HeadroomShort
         )
 }
 
@@ -544,10 +841,18 @@ fn loss_causes(found: Vec<Finding>, ctx: &Context) -> (Vec<Finding>, Vec<Finding
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         .map(|(n, _)| n.clone());
     causes.sort_by_key(|f| (f.origin != worst_node, std::cmp::Reverse(drops_in(f))));
+    // Both ends of a link that went down are one cause.
+    let link_node = causes
+        .iter()
+        .filter(|f| f.symptom == Symptom::LinkDown)
+        .max_by_key(|f| drops_in(f))
+        .and_then(|f| f.origin.clone());
     let mut by_node: BTreeMap<(Symptom, String), Finding> = BTreeMap::new();
     for f in causes.drain(..) {
         let node = if f.symptom == Symptom::PacketLoss {
             worst_node.clone().unwrap_or_default()
+        } else if f.symptom == Symptom::LinkDown {
+            link_node.clone().unwrap_or_default()
         } else {
             f.origin.clone().unwrap_or_default()
         };
@@ -597,6 +902,7 @@ fn loss_causes(found: Vec<Finding>, ctx: &Context) -> (Vec<Finding>, Vec<Finding
                 .filter_map(|w| w.strip_prefix("rx_").and_then(|w| w.split('_').next()))
                 .map(str::to_string)
                 .collect();
+            let has_prio = !prios.is_empty();
             let on = if prios.is_empty() {
                 String::new()
             } else {
@@ -611,6 +917,16 @@ fn loss_causes(found: Vec<Finding>, ctx: &Context) -> (Vec<Finding>, Vec<Finding
                 let port = port.rsplit(": ").next().unwrap_or(port);
                 Some((port.to_string(), prio.to_string(), who.to_string()))
             });
+            // Drops on a priority without PFC where PFC runs on other
+            // priorities or ports: RoCE on a lossy priority (#10), a
+            // misconfiguration, not congestion loss.
+            let pfc_elsewhere = ctx.eth.iter().any(|v| !v.pfc_prios().is_empty());
+            if pfc_off && (silent.is_some() || pfc_elsewhere || has_prio) {
+                f.symptom = Symptom::LossyPriority;
+                f.id = Symptom::LossyPriority.id();
+                f.playbook = Symptom::LossyPriority.number();
+                f.check_first = "PFC and the priority mapping on the dropping port against the others: PFC enabled on the lossless priority on every switch port and NIC, the trust mode (dscp/pcp) and DSCP-to-priority map, so that RoCE lands on a priority that pauses; the per-priority discard counters show the port that drops what the others pause".into();
+            }
             f.title = match (silent, pfc_off) {
                 (Some((port, prio, who)), true) => format!(
                     "{port} drops {prio} frames and sends no PAUSE while {who} pause on {prio}: PFC off on that port, RoCE runs lossy there{also}"

@@ -95,8 +95,15 @@ fn storm(v: &CounterView, out: &mut Vec<Finding>) {
     out.push(f);
 }
 
-/// #1 and #2: pause received / sent, as a fraction of the interval.
+/// #1 and #2: pause received / sent, as a fraction of the interval
+/// (measured from the duration counters, or estimated from frame counts
+/// when the tool prints none). Since-boot totals are not pause findings:
+/// [`since_boot`] lists them as totals.
 fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
+    if v.since_boot {
+        return;
+    }
+    let switch = v.is_switch_port();
     for tag in tags() {
         let (rx, rxd, tx, txd) = prio_names(&tag);
         for (dir_rx, frames_n, dur_n) in [(true, &rx, &rxd), (false, &tx, &txd)] {
@@ -105,17 +112,14 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
             if frames == 0 && dur == 0 {
                 continue;
             }
-            let pm = v.ppm_of_interval(dur);
-            let sev = if v.since_boot {
-                Severity::Info
-            } else {
-                match pm {
-                    Some(pm) if pm >= 100_000 => Severity::Error,
-                    Some(pm) if pm >= 10_000 => Severity::Warning,
-                    Some(_) => Severity::Info,
-                    None if frames >= 100 => Severity::Warning,
-                    None => Severity::Info,
-                }
+            let share = v.pause_share(frames_n, dur_n);
+            let pm = share.as_ref().map(|s| s.ppm);
+            let sev = match pm {
+                Some(pm) if pm >= 100_000 => Severity::Error,
+                Some(pm) if pm >= 10_000 => Severity::Warning,
+                Some(_) => Severity::Info,
+                None if frames >= 100 => Severity::Warning,
+                None => Severity::Info,
             };
             let symptom = if dir_rx {
                 Symptom::RxPause
@@ -123,12 +127,22 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
                 Symptom::TxPause
             };
             let mut f = Finding::new(sev, symptom, format!("{} {tag}", v.label()));
-            let share = pm.map_or_else(
-                || "interval unknown: pass --interval or add time metadata to judge it".to_string(),
-                |pm| format!("paused {} of the interval", pct(pm)),
-            );
+            let share_text = match &share {
+                None => {
+                    "interval unknown: pass --interval or add time metadata to judge it".to_string()
+                }
+                Some(s) => match &s.estimated {
+                    None => format!("paused {} of the interval", pct(s.ppm)),
+                    Some(how) => format!("paused about {} of the interval ({how})", pct(s.ppm)),
+                },
+            };
+            let dur_text = if v.has(dur_n) {
+                format!(", {dur_n} +{dur} us")
+            } else {
+                String::new()
+            };
             f.evidence.push(format!(
-                "{frames_n} +{frames}, {dur_n} +{dur} us {}: {share}",
+                "{frames_n} +{frames}{dur_text} {}: {share_text}",
                 v.how()
             ));
             // Is it on one port only?
@@ -141,30 +155,55 @@ fn pause(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
                     others.len()
                 ));
             }
-            if dir_rx {
-                f.title = format!("the peer is pausing our {tag} transmitter (held by the peer)");
-                f.impact = "this rank's sends stall in bursts; ring/tree collectives run at the pace of the slowest link: step time inflates and jitters, with no error anywhere".into();
-                f.check_first = "the switch port facing this NIC and what is downstream of it: incast towards this node's peers, an oversubscribed uplink, or a slow receiver behind the switch (look at ITS tx pause)".into();
-                f.why = "rx pause counts PFC frames received: the next hop's buffer for this priority hit XOFF, so the congestion is downstream, not here".into();
-            } else {
-                f.title = format!(
-                    "we are pausing the peer on {tag}: this host cannot drain what arrives"
-                );
-                let stalls: Vec<String> = [
-                    "outbound_pci_stalled_rd",
-                    "outbound_pci_stalled_wr",
-                    "rx_buffer_passed_thres_phy",
-                ]
-                .iter()
-                .filter(|n| v.get(n) > 0)
-                .map(|n| format!("{n} +{}", v.get(n)))
-                .collect();
-                if !stalls.is_empty() {
-                    f.evidence.push(stalls.join(", "));
+            let node = v.node();
+            match (dir_rx, switch) {
+                (true, false) => {
+                    f.title =
+                        format!("the peer is pausing our {tag} transmitter (held by the peer)");
+                    f.impact = "this rank's sends stall in bursts; ring/tree collectives run at the pace of the slowest link: step time inflates and jitters, with no error anywhere".into();
+                    f.check_first = "the switch port facing this NIC and what is downstream of it: incast towards this node's peers, an oversubscribed uplink, or a slow receiver behind the switch (look at ITS tx pause)".into();
+                    f.why = "rx pause counts PFC frames received: the next hop's buffer for this priority hit XOFF, so the congestion is downstream, not here".into();
                 }
-                f.impact = "everything sending to this host is slowed; its peers see rx pause; with many senders the pause spreads upstream and unrelated flows slow down".into();
-                f.check_first = "host PCIe: outbound_pci_stalled_*, GPU-NIC locality in `nvidia-smi topo -m` (PIX/PXB, not SYS), PCIe width/speed in lspci, IOMMU/ATS; receive buffer sizes and cable_len in `mlnx_qos`; is the receiver posting buffers".into();
-                f.why = "tx pause counts PFC frames we sent: our own receive buffer for this priority crossed XOFF, so the bottleneck is inside this host, after the wire".into();
+                (true, true) => {
+                    f.title = format!(
+                        "switch port {} is held by PAUSE from its peer on {tag}",
+                        v.label()
+                    );
+                    f.impact = "the switch cannot send on this port and priority: its queue towards the peer backs up, and when its own ingress buffers fill it pauses upstream in turn (congestion spreading)".into();
+                    f.check_first = "the device at the other end of this port: a host NIC that cannot drain (its tx pause, PCIe), or the next switch's congested egress".into();
+                    f.why = "a port counts PFC frames received when its peer's buffer for the priority crossed XOFF: the congestion is on the peer's side".into();
+                }
+                (false, false) => {
+                    f.title = format!(
+                        "we are pausing the peer on {tag}: this host cannot drain what arrives"
+                    );
+                    let stalls: Vec<String> = [
+                        "outbound_pci_stalled_rd",
+                        "outbound_pci_stalled_wr",
+                        "rx_buffer_passed_thres_phy",
+                    ]
+                    .iter()
+                    .filter(|n| v.get(n) > 0)
+                    .map(|n| format!("{n} +{}", v.get(n)))
+                    .collect();
+                    if !stalls.is_empty() {
+                        f.evidence.push(stalls.join(", "));
+                    }
+                    f.impact = "everything sending to this host is slowed; its peers see rx pause; with many senders the pause spreads upstream and unrelated flows slow down".into();
+                    f.check_first = "host PCIe: outbound_pci_stalled_*, GPU-NIC locality in `nvidia-smi topo -m` (PIX/PXB, not SYS), PCIe width/speed in lspci, IOMMU/ATS; receive buffer sizes and cable_len in `mlnx_qos`; is the receiver posting buffers".into();
+                    f.why = "tx pause counts PFC frames we sent: our own receive buffer for this priority crossed XOFF, so the bottleneck is inside this host, after the wire".into();
+                }
+                (false, true) => {
+                    f.title = format!(
+                        "switch port {} sends PAUSE on {tag}: a switch queue is congested (its ingress buffer crosses XOFF)",
+                        v.label()
+                    );
+                    f.impact = "the device on this port is held off in bursts: its flows on the priority stall, including flows that never cross the congested egress (head-of-line blocking)".into();
+                    f.check_first = format!(
+                        "which egress of {node} the traffic arriving on this port converges on (fan-in, incast, an oversubscribed uplink), and whether that egress is itself held by PAUSE from downstream (rx pause on {node}'s other ports); ECN marking below XOFF so senders slow down first"
+                    );
+                    f.why = "a switch sends PAUSE on an ingress when the buffer it holds for that ingress and priority crosses XOFF: a queue inside the switch is congested, by fan-in or because its egress is paused from downstream; it says nothing about the hosts' PCIe".into();
+                }
             }
             if sev == Severity::Info && pm.is_some() {
                 f.impact = "negligible at this share of time: a little pause is how a lossless priority absorbs bursts".into();
@@ -260,9 +299,10 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         let mut ev: Vec<String> = Vec::new();
         let mut quiet: Vec<String> = Vec::new();
         let mut lossless = false;
+        let mut headroom: Vec<String> = Vec::new();
         for p in 0u8..8 {
             let n = format!("rx_prio{p}_discards");
-            let d = v.get(&n);
+            let d = v.get(&n).max(v.get(&format!("rx_prio{p}_buf_discard")));
             if d > 0 {
                 let on_pfc = pfc.contains(&p);
                 lossless |= on_pfc;
@@ -274,13 +314,30 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
                         ""
                     }
                 ));
+                // Paused in time, dropped all the same: what arrived
+                // after XOFF did not fit the headroom.
+                let paused = v.get(&format!("tx_prio{p}_pause"));
+                if on_pfc && paused > 0 && !v.since_boot {
+                    headroom.push(format!(
+                        "{} sent PAUSE on prio{p} (tx_prio{p}_pause +{paused}) and still dropped +{d} prio{p} frames {}",
+                        v.label(),
+                        v.how()
+                    ));
+                }
                 quiet.extend(silent_port(v, p, ctx));
             }
         }
+        // Discards of a port whose link went down are the link's loss,
+        // reported with the link.
+        let link_down = v.get("link_down_events_phy") > 0 && !v.since_boot;
         for n in ["rx_discards_phy", "tx_discards_phy"] {
-            if v.get(n) > 0 {
+            if v.get(n) > 0 && !(link_down && n == "tx_discards_phy") {
                 ev.push(format!("{n} +{}", v.get(n)));
             }
+        }
+        if !headroom.is_empty() {
+            out.push(headroom_short(v, headroom));
+            continue;
         }
         if ev.is_empty() {
             continue;
@@ -342,6 +399,36 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         fill_loss_text(&mut f);
         out.push(f);
     }
+}
+
+/// Drops on a lossless priority at a port that paused on it: the PFC
+/// headroom (the buffer above XOFF for what is still in flight when PAUSE
+/// takes effect) is too small for the cable, the speed and the MTU.
+fn headroom_short(v: &CounterView, lines: Vec<String>) -> Finding {
+    let mut f = Finding::new(v.cap(Severity::Critical), Symptom::HeadroomShort, v.label());
+    f.origin = Some(v.node());
+    f.title = format!(
+        "{} drops frames on a lossless priority although it sends PAUSE: its PFC headroom is too small for what is in flight after XOFF",
+        v.label()
+    );
+    f.evidence = lines;
+    let mtu = 4096u64 + 82;
+    let example = headroom_bytes(100, 100_000_000_000, mtu);
+    f.evidence.push(format!(
+        "headroom needed per port and lossless priority = 2 x cable length x 5 ns/m x rate / 8 (data in flight both ways while PAUSE travels) + 2 x the largest frame (one being sent at each end) + the peer's response time; e.g. 100 m at 100 Gbit/s with {mtu}-byte frames: 2 x 500 ns x 12.5 B/ns + 2 x {mtu} = {example} bytes. Missing from the capture: the cable length, the port speed and the configured headroom (`mlnx_qos -i` buffer sizes and cable_len, the switch's buffer profile) to compare with"
+    ));
+    f.impact = "a \"lossless\" priority loses frames under congestion: each drop costs a go-back-N window or an ACK timeout, so incasts finish late with retransmissions although PFC is on and pausing".into();
+    f.check_first = "the PFC headroom of this port's lossless priority against the cable length, the speed and the MTU (let the switch or `mlnx_qos --cable_len` compute it); the per-priority buffer-discard counter must stay at zero".into();
+    f.why = "a port that sends PAUSE in time still receives what is on the wire and what the peer sends before the PAUSE takes effect; the headroom above XOFF must hold it, and drops on a priority that pauses mean it did not".into();
+    f
+}
+
+/// Bytes of PFC headroom a port needs: twice the data in flight on a
+/// cable of `meters` at `bps` (5 ns/m of propagation), plus two frames of
+/// `frame` bytes.
+fn headroom_bytes(meters: u64, bps: u64, frame: u64) -> u64 {
+    let flight = u128::from(meters) * 5 * u128::from(bps) / 8 / 1_000_000_000;
+    u64::try_from(2 * flight).unwrap_or(u64::MAX) + 2 * frame
 }
 
 /// A port that drops priority `p` without sending PAUSE for it while
@@ -672,10 +759,12 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
     out.push(f);
 }
 
-/// #8 from counters: flaps.
+/// #8 from counters: a link that went down (once: `link-down`) or flaps
+/// (more than once: `link-degraded`). Since-boot totals are not a live
+/// fault: [`since_boot`] lists them.
 fn link_counters(v: &CounterView, out: &mut Vec<Finding>) {
     let flaps = v.get("link_down_events_phy");
-    if flaps == 0 {
+    if flaps == 0 || v.since_boot {
         return;
     }
     // Frames queued for a link that goes down are discarded at its
@@ -687,18 +776,30 @@ fn link_counters(v: &CounterView, out: &mut Vec<Finding>) {
     } else {
         Severity::Error
     };
-    let mut f = Finding::new(v.cap(sev), Symptom::LinkDegraded, v.label());
-    f.origin = Some(v.node());
-    f.title = if lost > 0 {
-        format!("the link went down and came back: {lost} frames queued for it were lost")
+    let once = flaps == 1;
+    let symptom = if once {
+        Symptom::LinkDown
     } else {
-        "the link went down and came back".into()
+        Symptom::LinkDegraded
+    };
+    let mut f = Finding::new(sev, symptom, v.label());
+    f.origin = Some(v.node());
+    let what = if once {
+        "the link went down".to_string()
+    } else {
+        format!("the link went down and came back {flaps} times (flapping)")
+    };
+    f.title = if lost > 0 {
+        format!("{what}: {lost} frames queued for it were lost")
+    } else {
+        what
     };
     f.evidence
         .push(format!("link_down_events_phy +{flaps} {}", v.how()));
     if lost > 0 {
-        f.evidence
-            .push(format!("tx_discards_phy +{lost} on the same port"));
+        f.evidence.push(format!(
+            "tx_discards_phy +{lost} on the same port: frames queued for the link when it failed, or sent its way before the routes moved (link-down discards, not buffer drops)"
+        ));
     }
     let bits = v.get("rx_bits_phy");
     let corrected = v.get("rx_corrected_bits_phy");
@@ -708,6 +809,11 @@ fn link_counters(v: &CounterView, out: &mut Vec<Finding>) {
         ));
     }
     fill_link_text(&mut f);
+    if once {
+        f.impact = "flows that crossed the link lose what was queued or in flight and stall until the routes move: recovery by go-back-N, or by an ACK timeout when a message's tail was lost; afterwards the fabric runs with one link fewer".into();
+        f.check_first = "the link that went down: link-down events at both ends, the cable and optics, the switch log; then how fast routing moved the traffic off it (convergence time)".into();
+        f.why = "link_down_events_phy counts the times the port lost its link; the tx discards of the same port are the frames that had nowhere to go".into();
+    }
     out.push(f);
 }
 
@@ -1074,16 +1180,39 @@ fn host_buffer(v: &CounterView, out: &mut Vec<Finding>) {
     out.push(f);
 }
 
-/// Tell the reader which sources are since-boot totals.
+/// Tell the reader which sources are since-boot totals, with the totals
+/// that would be faults if they were rates (PAUSE frames, link-down
+/// events): a total since boot says nothing about now.
 fn since_boot(ctx: &Context, out: &mut Vec<Finding>) {
     for v in ctx.eth.iter().chain(ctx.rdma.iter()) {
         if v.since_boot {
             let mut f = Finding::new(Severity::Info, Symptom::SinceBoot, v.label());
-            f.title = "one snapshot: counters are totals since boot".into();
+            f.title = "one snapshot: counters are totals since boot, not rates".into();
             f.evidence.push(format!(
                 "{} counters, no earlier snapshot to subtract",
                 v.values.len()
             ));
+            let mut totals: Vec<String> = Vec::new();
+            for tag in tags() {
+                let (rx, rxd, tx, txd) = prio_names(&tag);
+                for (n, d) in [(&rx, &rxd), (&tx, &txd)] {
+                    if v.get(n) > 0 {
+                        totals.push(format!("{n} {} ({d} {} us)", v.get(n), v.get(d)));
+                    }
+                }
+            }
+            if v.get("link_down_events_phy") > 0 {
+                totals.push(format!(
+                    "link_down_events_phy {}",
+                    v.get("link_down_events_phy")
+                ));
+            }
+            if !totals.is_empty() {
+                f.evidence.push(format!(
+                    "lifetime totals, not live faults: {}",
+                    totals.join(", ")
+                ));
+            }
             f.why = "counters are cumulative; only a delta over a known interval says what is happening now. Take two snapshots a few seconds apart".into();
             out.push(f);
         }
@@ -1099,12 +1228,20 @@ fn since_boot(ctx: &Context, out: &mut Vec<Finding>) {
             f.evidence.push(v.reset.join(", "));
             out.push(f);
         }
+        if let Some(p) = v.paired_by.as_deref().filter(|p| p.starts_with("content")) {
+            let mut f = Finding::new(Severity::Info, Symptom::CounterNote, v.label());
+            f.title = "two files paired as one port's before and after by their content".into();
+            f.evidence.push(format!("paired by {p}"));
+            f.why = "the files name no common host or port; their counters are the same set and every one grew, as one port's counters do between two snapshots".into();
+            out.push(f);
+        }
     }
 }
 
-/// Summary for captures with nothing above info.
+/// Summary for captures with nothing above info: per source with a rate
+/// (since-boot totals say nothing about now, so they get no verdict).
 fn healthy(ctx: &Context, out: &mut Vec<Finding>) {
-    for v in &ctx.eth {
+    for v in ctx.eth.iter().filter(|v| !v.since_boot) {
         let mut f = Finding::new(Severity::Info, Symptom::Healthy, v.label());
         f.title = "no drops, storms, errors or significant pause".into();
         let pfc: Vec<String> = v.pfc_prios().iter().map(|p| format!("prio{p}")).collect();

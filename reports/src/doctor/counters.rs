@@ -2,10 +2,26 @@
 //! checks read ([`CounterView`]): the delta between the first and last
 //! snapshot, or the totals of a single one, with the interval they cover;
 //! and the names of the pause counters per priority.
+//!
+//! A view is an observation that knows three things besides its numbers:
+//! its **entity** ([`Entity`]: a host's NIC port or a switch port, and the
+//! node it belongs to), its **time base** ([`TimeBase`]: totals since boot,
+//! a delta over a known or unknown interval, counts from zero over a
+//! simulated run or one measured run) and its **provenance** (the files
+//! its snapshots came from and how they were paired, [`CounterView::files`]
+//! and [`CounterView::paired_by`]). A value derived from counters that the
+//! tool does not print directly, such as a paused share computed from
+//! PAUSE frame counts, is an **estimate** ([`PauseShare::estimated`]) and
+//! says what it assumed.
+//!
+//! Units: times in picoseconds (`interval_ps`) or nanoseconds (snapshot
+//! times), pause durations in microseconds (mlx5's `*_pause_duration`),
+//! shares in parts per million, link speeds in bit/s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use roce::time::Duration;
+use serde::Serialize;
 
 use super::finding::Severity;
 use super::names::node_of;
@@ -24,11 +40,95 @@ pub struct Snap {
     pub run_delta: bool,
 }
 
+/// What a counter source is a port of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Entity {
+    /// A host's NIC port (`ethtool -S` of a NIC, `rdma statistic`,
+    /// perftest's counter block): the default.
+    #[default]
+    HostPort,
+    /// A switch port (SONiC `show pfc counters`, Cumulus/NVUE, a switch
+    /// SDK dump, the simulator's `<switch>-p<N>` dumps). PAUSE it sends
+    /// means a congested switch queue (or one held from downstream), never
+    /// a host that cannot drain.
+    SwitchPort,
+    /// One queue of a switch port (`show queue counters`).
+    SwitchQueue,
+    /// A GPU (`nvidia-smi topo -m`).
+    Gpu,
+    /// A link between two ports (devinfo, lspci, `ethtool IFACE`).
+    Link,
+}
+
+impl Entity {
+    /// How the entity is named in findings: `host`, `switch port`, ...
+    pub fn describe(self) -> &'static str {
+        match self {
+            Entity::HostPort => "host NIC port",
+            Entity::SwitchPort => "switch port",
+            Entity::SwitchQueue => "switch queue",
+            Entity::Gpu => "GPU",
+            Entity::Link => "link",
+        }
+    }
+}
+
+/// What the values of a view count over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBase {
+    /// One snapshot of real counters: totals since the port came up. No
+    /// rate, nothing about now.
+    SinceBoot,
+    /// The difference of two snapshots, over a known interval (ps) or an
+    /// unknown one.
+    Delta(Option<u64>),
+    /// One snapshot of simulated counters, which start at zero: counts
+    /// over the simulated time (ps).
+    FromZero(u64),
+    /// A measured delta over one run (perftest's end-of-run block), of
+    /// the run's length (ps).
+    RunDelta(u64),
+}
+
+/// PAUSE quanta assumed per frame when a tool prints no duration: the
+/// largest, 65535, which is what switches and NICs send for XOFF.
+pub const ASSUMED_QUANTA: u64 = 65_535;
+
+/// Link speed (bit/s) assumed for a pause estimate when the capture does
+/// not say it.
+pub const ASSUMED_LINK_BPS: u64 = 100_000_000_000;
+
+/// The share of an interval a port was paused (or paused its peer), in
+/// parts per million, measured from a duration counter or estimated from
+/// frame counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseShare {
+    /// Share of the interval, ppm (at most 1,000,000).
+    pub ppm: u64,
+    /// Estimated from frames x quanta x 512 bit times / link speed, not
+    /// measured: `Some(what was assumed)`.
+    pub estimated: Option<String>,
+}
+
 /// Counters of one source, as a delta or as since-boot totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterView {
     /// Source name (`""` = unnamed).
     pub source: String,
+    /// What the source is a port of.
+    pub entity: Entity,
+    /// The node (host or switch) the port belongs to, when the inputs say
+    /// (`""`: derived from the source name, see [`CounterView::node`]).
+    pub node_name: String,
+    /// The input files its snapshots came from, in reading order.
+    pub files: Vec<String>,
+    /// How its snapshots were put together when there are several: `file
+    /// name`, `host line`, `folder`, `content` (same counters, every
+    /// counter grew), `one file`.
+    pub paired_by: Option<String>,
+    /// The port's link speed (bit/s) when the inputs say it.
+    pub link_bps: Option<u64>,
     /// One snapshot only: totals since boot.
     pub since_boot: bool,
     /// Delta interval in ps when known.
@@ -157,10 +257,60 @@ impl CounterView {
         }
     }
 
-    /// The node (host or switch) of this source: the name without a
-    /// trailing `-pN` port marker.
+    /// The node (host or switch) of this source: the node the inputs
+    /// name, else the name without a trailing `-pN` port marker.
     pub fn node(&self) -> String {
-        node_of(&self.label())
+        if self.node_name.is_empty() {
+            node_of(&self.label())
+        } else {
+            self.node_name.clone()
+        }
+    }
+
+    /// A switch port (by what the inputs say or by a `<switch>-pN` name).
+    pub fn is_switch_port(&self) -> bool {
+        self.entity == Entity::SwitchPort
+    }
+
+    /// What the values count over.
+    pub fn time_base(&self) -> TimeBase {
+        match (self.since_boot, self.run_delta, self.from_zero) {
+            (true, _, _) => TimeBase::SinceBoot,
+            (_, true, _) => TimeBase::RunDelta(self.interval_ps.unwrap_or(0)),
+            (_, _, true) => TimeBase::FromZero(self.interval_ps.unwrap_or(0)),
+            _ => TimeBase::Delta(self.interval_ps),
+        }
+    }
+
+    /// The share of the interval a pause direction covers: from the
+    /// duration counter `dur_n` (microseconds) when the source has one,
+    /// else estimated from the frame counter `frames_n` as frames x
+    /// [`ASSUMED_QUANTA`] x 512 bit times at the link speed (the source's,
+    /// else [`ASSUMED_LINK_BPS`]), capped at 100 %. None without an
+    /// interval (or since boot, where there is no interval).
+    pub(super) fn pause_share(&self, frames_n: &str, dur_n: &str) -> Option<PauseShare> {
+        let ps = self.interval_ps.filter(|p| *p > 0)?;
+        if self.has(dur_n) || self.get(dur_n) > 0 {
+            return Some(PauseShare {
+                ppm: self.ppm_of_interval(self.get(dur_n))?.min(1_000_000),
+                estimated: None,
+            });
+        }
+        let frames = self.get(frames_n);
+        let bps = self.link_bps.filter(|b| *b > 0).unwrap_or(ASSUMED_LINK_BPS);
+        // Paused time per frame: quanta x 512 bit times.
+        // Saturating: a hostile count only reaches the 100 % cap.
+        let bits = u128::from(frames) * u128::from(ASSUMED_QUANTA) * 512;
+        let paused_ps = bits.saturating_mul(1_000_000_000_000) / u128::from(bps);
+        let ppm = (paused_ps.saturating_mul(1_000_000) / u128::from(ps)).min(1_000_000) as u64;
+        Some(PauseShare {
+            ppm,
+            estimated: Some(format!(
+                "an estimate: the tool prints no pause duration, so {frames} frames x {ASSUMED_QUANTA} quanta x 512 bit times at {} ({}), capped at 100 %; an upper bound, since a port refreshes PAUSE before it expires and XON frames may be counted too",
+                format_bps(bps),
+                if self.link_bps.is_some() { "the link speed the capture gives" } else { "an assumed link speed: the capture does not say" }
+            )),
+        })
     }
 
     /// How the values were counted: `since boot`, `in 10s`, ...
@@ -201,6 +351,15 @@ impl CounterView {
                 self.has(&format!("rx_prio{p}_pause")) || self.has(&format!("tx_prio{p}_pause"))
             })
             .collect()
+    }
+}
+
+/// A speed in bit/s as `100 Gbit/s`.
+pub(super) fn format_bps(bps: u64) -> String {
+    if bps % 1_000_000_000 == 0 {
+        format!("{} Gbit/s", bps / 1_000_000_000)
+    } else {
+        format!("{} Mbit/s", bps / 1_000_000)
     }
 }
 

@@ -84,6 +84,25 @@ pub enum Symptom {
     EcnBalance,
     /// Summary of a healthy capture.
     Healthy,
+    /// GID index or type problems: the index in use is RoCE v1,
+    /// link-local or empty, no IPv4-mapped RoCE v2 GID, the same address
+    /// at several v2 indices, or a container's table that does not start
+    /// at index 0.
+    GidMisconfigured,
+    /// The NIC driver or its firmware failed: probe or load failure,
+    /// firmware health failure, firmware too old (kernel log).
+    DriverFailure,
+    /// Drops on a lossless priority at a port that paused: PFC headroom
+    /// too small for the cable, the speed and the MTU.
+    HeadroomShort,
+    /// A switch's buffer too small for its thresholds: it reaches XOFF
+    /// before ECN's Kmin (early PAUSE), or drops.
+    BufferTooSmall,
+    /// A link that went down: traffic on it lost until routes moved.
+    LinkDown,
+    /// A switch queue congested by fan-in: the switch sends PAUSE
+    /// upstream; not a host problem.
+    SwitchCongestion,
 }
 
 impl Symptom {
@@ -102,6 +121,12 @@ impl Symptom {
             Symptom::LossyPriority => 10,
             Symptom::GdrNotUsed => 11,
             Symptom::Corruption => 12,
+            // The doctor's causes behind a playbook symptom: a switch
+            // queue sending PAUSE (#2), drops on a lossless priority
+            // (#6), a link that went down (#8).
+            Symptom::SwitchCongestion => 2,
+            Symptom::HeadroomShort => 6,
+            Symptom::LinkDown => 8,
             _ => return None,
         })
     }
@@ -133,6 +158,12 @@ impl Symptom {
             Symptom::CounterNote => "counter-note",
             Symptom::EcnBalance => "ecn-balance",
             Symptom::Healthy => "healthy",
+            Symptom::GidMisconfigured => "gid-misconfigured",
+            Symptom::DriverFailure => "driver-failure",
+            Symptom::HeadroomShort => "headroom-short",
+            Symptom::BufferTooSmall => "buffer-too-small",
+            Symptom::LinkDown => "link-down",
+            Symptom::SwitchCongestion => "switch-congestion",
         }
     }
 
@@ -157,6 +188,17 @@ impl Symptom {
             Symptom::GdrNotUsed | Symptom::SocketFallback => 7,
             Symptom::HostOutOfBuffer | Symptom::SlowReceiver => 8,
             Symptom::EcnBalance | Symptom::SinceBoot | Symptom::CounterNote | Symptom::Healthy => 9,
+            // A wrong GID explains the timeouts it causes: rank it with
+            // the other misconfigurations.
+            Symptom::GidMisconfigured => 1,
+            // A failed device explains everything above it.
+            Symptom::DriverFailure => 3,
+            // A buffer too small for its thresholds explains the pause
+            // and the missing marks: a misconfiguration.
+            Symptom::BufferTooSmall => 1,
+            // Loss causes.
+            Symptom::HeadroomShort | Symptom::LinkDown => 3,
+            Symptom::SwitchCongestion => 4,
         }
     }
 }
@@ -202,6 +244,9 @@ impl Finding {
     pub(super) fn triage(&self) -> u8 {
         match self.symptom {
             Symptom::EcnNotMarking if self.origin.is_some() => Symptom::LossyPriority.triage(),
+            // A host named as the origin of the PAUSE it sends is a
+            // cause, ranked with the pause it explains.
+            Symptom::SlowReceiver if self.origin.is_some() => Symptom::TxPause.triage(),
             s => s.triage(),
         }
     }

@@ -25,6 +25,7 @@ use crate::realnic::qos::GidEntry;
 /// Run these checks.
 pub(super) fn run(ctx: &Context, out: &mut Vec<Finding>) {
     gid_layout(ctx, out);
+    gid_tables(ctx, out);
     mtu(ctx, out);
     qos(ctx, out);
 }
@@ -166,7 +167,7 @@ fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
         let Some(groups) = differing(&class) else {
             continue;
         };
-        let mut f = finding(Severity::Error, Symptom::AckTimeout, &groups, &files);
+        let mut f = finding(Severity::Error, Symptom::GidMisconfigured, &groups, &files);
         f.evidence = kind
             .iter()
             .map(|(h, v)| {
@@ -186,7 +187,12 @@ fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
         out.push(f);
     }
     if let Some(groups) = differing(&v2_index) {
-        let mut f = finding(Severity::Warning, Symptom::AckTimeout, &groups, &files);
+        let mut f = finding(
+            Severity::Warning,
+            Symptom::GidMisconfigured,
+            &groups,
+            &files,
+        );
         f.title = format!(
             "the RoCE v2 IPv4 GID sits at different indices on different hosts: {}",
             describe(&groups)
@@ -198,13 +204,254 @@ fn gid_layout(ctx: &Context, out: &mut Vec<Finding>) {
     }
 }
 
+/// Every GID table given, per host: `show_gids` rows and `ibv_devinfo
+/// -v` GIDs, with the file each host's first table came from.
+fn gid_tables_by_host(
+    ctx: &Context,
+) -> (BTreeMap<String, Vec<GidEntry>>, BTreeMap<String, String>) {
+    let mut files: BTreeMap<String, String> = BTreeMap::new();
+    let mut tables: BTreeMap<String, Vec<GidEntry>> = BTreeMap::new();
+    let from_devinfo: Vec<(String, Vec<GidEntry>)> = ctx
+        .devinfo
+        .iter()
+        .map(|(file, devs)| (file.clone(), devinfo_gids(devs)))
+        .filter(|(_, g)| !g.is_empty())
+        .collect();
+    for (file, gids) in ctx.gids.iter().chain(from_devinfo.iter()) {
+        let from_file = host_from_path(file);
+        for g in gids {
+            let host = g.host.clone().unwrap_or_else(|| from_file.clone());
+            files.entry(host.clone()).or_insert_with(|| file.clone());
+            tables.entry(host).or_default().push(g.clone());
+        }
+    }
+    (tables, files)
+}
+
+/// Whether a GID routes beyond the L2 segment: IPv4-mapped, or a global
+/// IPv6 address (not link-local `fe80::`, not all zeros).
+fn routable(g: &GidEntry) -> bool {
+    let gid = g.gid.to_ascii_lowercase();
+    let zero = gid.chars().all(|c| matches!(c, '0' | ':'));
+    g.ipv4.is_some() || !(zero || gid.starts_with("fe80"))
+}
+
+/// One host's GID tables, each port on its own: no routable RoCE v2 GID,
+/// a table that does not start at index 0 (a container's view), one
+/// address at several RoCE v2 indices on different netdevs, and the index
+/// the job uses (NCCL, perftest, UCX) not a routable RoCE v2 entry.
+/// Contract: one finding per problem and host, naming the device, the
+/// indices and the entry to use instead.
+fn gid_tables(ctx: &Context, out: &mut Vec<Finding>) {
+    let (tables, files) = gid_tables_by_host(ctx);
+    let in_use: Vec<(String, u32)> = ctx
+        .nccl
+        .iter()
+        .filter_map(|(f, n)| Some((format!("{f}: NCCL GID index"), n.gid_index?)))
+        .chain(ctx.perftest.iter().flat_map(|(f, p)| {
+            p.runs
+                .iter()
+                .filter(|r| r.link_type.as_deref() == Some("Ethernet"))
+                .filter_map(move |r| Some((format!("{f}: perftest GID index"), r.gid_index?)))
+        }))
+        .chain(ctx.events.iter().flat_map(|(f, es)| {
+            es.iter()
+                .filter_map(move |e| Some((format!("{f} line {}: UCX sgix", e.line), e.gid_index?)))
+        }))
+        .collect();
+    // Indices whose kind differs between hosts.
+    let split_hosts: BTreeSet<u32> = in_use
+        .iter()
+        .map(|(_, i)| *i)
+        .filter(|i| {
+            let kinds: BTreeSet<(String, bool)> = tables
+                .values()
+                .filter_map(|t| t.iter().find(|g| g.index == *i))
+                .map(|g| {
+                    (
+                        g.version.to_ascii_lowercase(),
+                        routable(g) && g.ipv4.is_some(),
+                    )
+                })
+                .collect();
+            kinds.len() > 1
+        })
+        .collect();
+    for (host, t) in &tables {
+        let file = files.get(host).map(String::as_str).unwrap_or("?");
+        let mut ports: BTreeMap<(String, u32), Vec<&GidEntry>> = BTreeMap::new();
+        for g in t {
+            ports.entry((g.device.clone(), g.port)).or_default().push(g);
+        }
+        for ((dev, port), rows) in &ports {
+            let place = if *port == 0 {
+                format!("{host} {dev}")
+            } else {
+                format!("{host} {dev} port {port}")
+            };
+            let place = place.trim().to_string();
+            let v2: Vec<&&GidEntry> = rows
+                .iter()
+                .filter(|g| g.version.eq_ignore_ascii_case("v2") && routable(g))
+                .collect();
+            let good: Vec<String> = v2
+                .iter()
+                .map(|g| {
+                    format!(
+                        "{}{}",
+                        g.index,
+                        g.ipv4
+                            .as_deref()
+                            .map(|a| format!(" ({a})"))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            if v2.is_empty() {
+                let mut f =
+                    Finding::new(Severity::Warning, Symptom::GidMisconfigured, place.clone());
+                f.origin = Some(host.clone());
+                f.title =
+                    format!("{place}: no routable RoCE v2 GID: only link-local or RoCE v1 entries");
+                f.evidence = rows.iter().map(|g| gid_row(file, g)).collect();
+                f.impact = "RoCE from this port can only use RoCE v1 or link-local GIDs: traffic does not cross a router, and a job needing RoCE v2 cannot connect (retry exceeded, status 12)".into();
+                f.check_first = "an IPv4 address on the RoCE netdev (or on the VLAN/macvlan interface the job uses): the driver adds the IPv4-mapped GIDs when the address is added".into();
+                f.why = "the GID table lists one entry per address of the port's netdevs and RoCE version; without an IPv4 or global IPv6 address there is no routable v2 entry".into();
+                out.push(f);
+            }
+            let lowest = rows.iter().map(|g| g.index).min().unwrap_or(0);
+            if lowest > 0 && *port != 0 {
+                let mut f =
+                    Finding::new(Severity::Warning, Symptom::GidMisconfigured, place.clone());
+                f.origin = Some(host.clone());
+                f.title = format!(
+                    "{place}: the GID table starts at index {lowest}: indices 0-{} belong to netdevs this namespace does not see",
+                    lowest - 1
+                );
+                f.evidence = rows.iter().take(6).map(|g| gid_row(file, g)).collect();
+                if !good.is_empty() {
+                    f.evidence.push(format!(
+                        "routable RoCE v2 entries here: index {}",
+                        good.join(", ")
+                    ));
+                }
+                f.impact = "a fixed GID index from another host (or the default 0) names an entry that is empty here: reading its type fails or the QP gets an empty address, and connections fail".into();
+                f.check_first = "set the GID index per pod/host to its own RoCE v2 IPv4 entry, or let the library pick it by address family (NCCL_IB_ADDR_FAMILY, UCX_IB_GID_INDEX unset)".into();
+                f.why = "in a container with a macvlan or VF interface, the port's GID table holds the host's entries too; those of other namespaces read as empty".into();
+                out.push(f);
+            }
+            // One address at several v2 indices on different netdevs.
+            let mut by_addr: BTreeMap<&str, Vec<&&GidEntry>> = BTreeMap::new();
+            for g in &v2 {
+                if let Some(a) = g.ipv4.as_deref() {
+                    by_addr.entry(a).or_default().push(g);
+                }
+            }
+            for (addr, gs) in by_addr {
+                let netdevs: BTreeSet<&str> =
+                    gs.iter().filter_map(|g| g.netdev.as_deref()).collect();
+                if gs.len() < 2 || netdevs.len() < 2 {
+                    continue;
+                }
+                let mut f =
+                    Finding::new(Severity::Warning, Symptom::GidMisconfigured, place.clone());
+                f.origin = Some(host.clone());
+                let list: Vec<String> = gs
+                    .iter()
+                    .map(|g| format!("{} on {}", g.index, g.netdev.as_deref().unwrap_or("?")))
+                    .collect();
+                f.title = format!(
+                    "{place}: address {addr} is RoCE v2 at several indices on different netdevs ({}): an automatic choice can take the wrong one",
+                    list.join(", ")
+                );
+                f.evidence = gs.iter().map(|g| gid_row(file, g)).collect();
+                f.impact = "a library that picks the GID by address may take the entry of the other netdev (a VXLAN or VLAN device instead of the bond): traffic leaves with that device's encapsulation or priority, or not at all".into();
+                f.check_first = "pass the index of the entry on the netdev the fabric expects (NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX, perftest -x) per host, or remove the address from the other netdev".into();
+                f.why = "each netdev carrying the address contributes its own GID entries; the table does not say which one RoCE should use".into();
+                out.push(f);
+            }
+            // The index the job uses (when hosts disagree on it,
+            // `gid_layout` names them all in one finding).
+            for (what, idx) in &in_use {
+                if split_hosts.contains(idx) {
+                    continue;
+                }
+                let entry = rows.iter().find(|g| g.index == *idx);
+                let bad = match entry {
+                    Some(g) => !(g.version.eq_ignore_ascii_case("v2") && routable(g)),
+                    None => rows.iter().any(|g| g.index > *idx) || lowest > *idx,
+                };
+                if !bad {
+                    continue;
+                }
+                let mut f = Finding::new(Severity::Error, Symptom::GidMisconfigured, place.clone());
+                f.origin = Some(host.clone());
+                f.title = match entry {
+                    Some(g) => format!(
+                        "{place}: GID index {idx}, the one in use, is RoCE {} {}: not a routable RoCE v2 address",
+                        g.version,
+                        if g.gid.to_ascii_lowercase().starts_with("fe80") {
+                            "link-local"
+                        } else if g.ipv4.is_some() {
+                            "IPv4"
+                        } else {
+                            "without an address"
+                        }
+                    ),
+                    None => format!("{place}: GID index {idx}, the one in use, does not exist in this table"),
+                };
+                f.evidence.push(format!("{what} {idx}"));
+                if let Some(g) = entry {
+                    f.evidence.push(gid_row(file, g));
+                }
+                f.evidence.push(if good.is_empty() {
+                    "no routable RoCE v2 entry on this port".into()
+                } else {
+                    format!("routable RoCE v2 entries: index {}", good.join(", "))
+                });
+                f.impact = "QPs address the peer with a RoCE v1 or link-local GID (or none): packets do not cross routers or are dropped, connections time out (ibv_modify_qp to RTR fails, or retry exceeded, status 12) at the first transfer".into();
+                f.check_first = format!(
+                    "set the GID index to {} on this host (NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX, perftest -x), or leave it unset so the library picks the RoCE v2 IPv4 entry",
+                    if good.is_empty() { "a RoCE v2 IPv4 entry".to_string() } else { good.join(" or ") }
+                );
+                f.why = "the GID index picks the source address and RoCE version of every packet; only a RoCE v2 entry with an IPv4 or global IPv6 address routes across the fabric".into();
+                out.push(f);
+            }
+        }
+    }
+}
+
+/// `file: DEV port P index I GID ADDR VER NETDEV`.
+fn gid_row(file: &str, g: &GidEntry) -> String {
+    format!(
+        "{file}{}: {} index {} {} {} RoCE {}{}",
+        if g.line > 0 {
+            format!(" line {}", g.line)
+        } else {
+            String::new()
+        },
+        g.device,
+        g.index,
+        g.gid,
+        g.ipv4.as_deref().unwrap_or("-"),
+        g.version,
+        g.netdev
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default()
+    )
+}
+
 /// The GID table `ibv_devinfo -v` prints per port (`GID[  3]:
 /// ::ffff:10.0.0.1, RoCE v2`), as `show_gids` rows.
 fn devinfo_gids(devs: &[HcaInfo]) -> Vec<GidEntry> {
     let mut out = Vec::new();
     for d in devs {
-        for p in &d.ports {
-            for (k, v) in &p.attributes {
+        // A grepped excerpt keeps the GIDs on the device (port unknown: 0).
+        let loose = (0u32, &d.attributes);
+        let ports = d.ports.iter().map(|p| (p.port, &p.attributes));
+        for (port, attributes) in std::iter::once(loose).chain(ports) {
+            for (k, v) in attributes {
                 let Some(idx) = k
                     .trim()
                     .strip_prefix("GID[")
@@ -223,7 +470,7 @@ fn devinfo_gids(devs: &[HcaInfo]) -> Vec<GidEntry> {
                 };
                 out.push(GidEntry {
                     device: d.name.clone(),
-                    port: p.port,
+                    port,
                     index: idx,
                     gid: gid.trim().to_string(),
                     ipv4: ipv4_of_gid(gid.trim()),

@@ -9,6 +9,19 @@
 //! run` writes `counters/<variant>/nics.txt` and `switches.txt`) stands
 //! for one file per section, named NAME beside the bundle. Folders are walked in sorted
 //! path order so the same folder always gives the same inputs.
+//!
+//! rocelab's own output folders (a `results.json` beside a `counters/`
+//! folder, `report.html` or `report-context.json`: a run, a lesson, an
+//! interview's answer) are read through `results.json` and the counter
+//! dumps only (`counters/`, `dumps/`): the rest there is rocelab's own
+//! prose (the copied scenario, `report.md`, `report.html`, the report's
+//! context) or captures (`pcap/`), listed as skipped with that reason,
+//! never read as a log.
+//!
+//! Bounds: a file larger than [`MAX_FILE_BYTES`] is skipped unread (its
+//! size comes from the file system); standard input is read up to that
+//! many bytes, and more is an error, so neither time nor memory grows
+//! with the input beyond that cap.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -44,9 +57,10 @@ pub struct Loaded {
     pub skipped: Vec<Skipped>,
 }
 
-/// Largest file read (bytes): counter dumps and logs are far smaller; a
-/// bigger file is skipped rather than held in memory.
-pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// Largest file read (bytes): counter dumps and logs are far smaller
+/// (a day of kernel log of a busy host is a few MB); a bigger file is
+/// skipped rather than held in memory and parsed.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Deepest folder nesting walked.
 pub const MAX_DEPTH: usize = 32;
@@ -58,7 +72,13 @@ pub fn load(paths: &[PathBuf], stdin: &mut dyn Read) -> Loaded {
     for p in paths {
         if p.as_os_str() == "-" {
             let mut buf = Vec::new();
-            match stdin.read_to_end(&mut buf) {
+            match stdin.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf) {
+                Ok(n) if n as u64 > MAX_FILE_BYTES => out.skipped.push(Skipped {
+                    path: "-".into(),
+                    reason: format!(
+                        "standard input is larger than the {MAX_FILE_BYTES}-byte limit: not read further"
+                    ),
+                }),
                 Ok(_) => add_text(&mut out, "-".into(), &buf),
                 Err(e) => out.skipped.push(Skipped {
                     path: "-".into(),
@@ -170,7 +190,15 @@ fn expand(path: &Path, depth: usize, out: &mut Vec<PathBuf>, skipped: &mut Vec<S
                 let mut inner: Vec<PathBuf> =
                     dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
                 inner.sort();
+                let own = is_rocelab_output(&inner);
                 for p in inner {
+                    if own && !is_run_data(&p) {
+                        skipped.push(Skipped {
+                            path: p.display().to_string(),
+                            reason: "rocelab's own output (prose, report or captures), not tool output: a run folder is read through results.json and its counter dumps".into(),
+                        });
+                        continue;
+                    }
                     expand(&p, depth + 1, out, skipped);
                 }
             }
@@ -181,4 +209,22 @@ fn expand(path: &Path, depth: usize, out: &mut Vec<PathBuf>, skipped: &mut Vec<S
         },
         Ok(_) => out.push(path.to_path_buf()),
     }
+}
+
+/// A folder rocelab wrote (a run, a lesson, an interview): a
+/// `results.json` beside its counters, report or report context.
+fn is_rocelab_output(entries: &[PathBuf]) -> bool {
+    let has = |name: &str| {
+        entries
+            .iter()
+            .any(|p| p.file_name().is_some_and(|n| n == name))
+    };
+    has("results.json") && (has("counters") || has("report.html") || has("report-context.json"))
+}
+
+/// What the doctor reads of a folder rocelab wrote: `results.json` and
+/// the counter dumps (`counters/`, an interview's `dumps/`).
+fn is_run_data(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    (name == "results.json" && p.is_file()) || (matches!(name, "counters" | "dumps") && p.is_dir())
 }

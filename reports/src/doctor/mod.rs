@@ -4,15 +4,19 @@
 //!
 //! # Inputs and snapshots
 //!
-//! Counter captures are grouped by **source**: the `# host: NAME` line of a
-//! file, else the interface of an `ethtool -S IFACE` command line, else the
-//! file name without extensions and snapshot markers
-//! ([`source_from_file_name`]). All snapshots of one source, across files in the order
-//! given and within a file in order, form its series; the first and last
-//! make the delta. With one snapshot the counters are totals since boot
-//! (or since the simulation started) and the report says so; severities are
-//! then capped at `warning`, and pause is only `info`, because a total
-//! cannot say whether the problem is still happening. Simulated counters
+//! Counter captures are grouped by **source** (`sources.rs`): one host NIC
+//! port or switch port, named by what the text says (`# host: NAME`, an
+//! `ethtool -S IFACE` command line, a switch table's port), else by the
+//! file name without snapshot words, else by its folder; snapshots of
+//! different folders never pair, lone snapshots of one folder pair by
+//! content when unambiguous. Each source's view ([`CounterView`]) knows
+//! its entity ([`Entity`]), its time base and its provenance (files, how
+//! they paired). All snapshots of one source form its series; the first
+//! and last make the delta. With one snapshot the counters are totals
+//! since boot (or since the simulation started) and the report says so;
+//! severities are then capped at `warning`, and no total is ranked as a
+//! live fault, because a total cannot say whether the problem is still
+//! happening. Simulated counters
 //! are the exception: they start at zero at time zero, so a single
 //! snapshot with `# time_ps:` metadata, or any single snapshot when the
 //! inputs include a `results.json` of one run (its `sim_time_ps`), is a
@@ -26,7 +30,9 @@
 //! The interval is, in order: `interval` per gap between consecutive
 //! snapshots from [`Options`], else the difference of the first and last
 //! snapshot's `time`/`time_ps` metadata, else unknown (pause time cannot
-//! then be judged as a fraction of wall time).
+//! then be judged as a fraction of wall time). Where `interval` cannot be
+//! applied (one snapshot, simulated counters, a run's delta) a
+//! `counter-note` finding says which sources and why.
 //!
 //! # Findings
 //!
@@ -40,10 +46,12 @@
 //! # Layout
 //!
 //! Dependencies point one way, down: this file (`diagnose`, the report)
-//! -> `cause.rs` (one finding per root cause) and `checks.rs` (the
+//! -> `sources.rs` (which snapshots are one source), `cause.rs` (one
+//! finding per root cause) and `checks.rs` (the
 //! playbook checks; they also run those of `platform.rs`, `fabric.rs` and
 //! `hosts.rs`) -> `context.rs` (what the checks of one scope see) ->
-//! `counters.rs` (snapshots and counter views), `sim.rs` (a
+//! `counters.rs` (snapshots and counter views: entity, time base,
+//! measured or estimated pause share), `sim.rs` (a
 //! `results.json`'s facts), `finding.rs` (findings, severities,
 //! symptoms), `names.rs` (source, scope, host and node names) and
 //! `wording.rs` (how evidence states numbers). `inputs.rs` turns paths
@@ -60,6 +68,7 @@ pub mod inputs;
 mod names;
 mod platform;
 pub mod sim;
+mod sources;
 mod wording;
 
 use std::collections::BTreeMap;
@@ -69,9 +78,9 @@ use serde::Serialize;
 
 use crate::realnic::{self, Kind, Parsed};
 use context::Context;
-use counters::Snap;
+use counters::{Snap, TimeBase};
 
-pub use counters::CounterView;
+pub use counters::{CounterView, Entity};
 pub use finding::{Finding, Severity, Symptom};
 pub use inputs::{load, Input, Loaded, Skipped};
 pub use names::{scope_from_path, source_from_file_name};
@@ -100,6 +109,14 @@ pub struct SourceSummary {
     /// (perftest's end-of-run counter block).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub run_delta: bool,
+    /// What the source is a port of (`host-port`, `switch-port`).
+    pub entity: Entity,
+    /// The input files its snapshots came from.
+    pub files: Vec<String>,
+    /// How several snapshots were paired (`file name`, `folder`, `one
+    /// file`, `content: ...`), when there are several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_by: Option<String>,
 }
 
 /// The doctor's report.
@@ -183,9 +200,22 @@ impl Diagnosis {
                     ),
                 }
             };
-            how.entry(format!("{} {h}", src.kind))
+            let what = match src.entity {
+                Entity::HostPort => String::new(),
+                e => format!(" {}s", e.describe()),
+            };
+            how.entry(format!("{}{what} {h}", src.kind))
                 .or_default()
                 .push(name);
+        }
+        for src in &self.sources {
+            if let Some(p) = src
+                .paired_by
+                .as_deref()
+                .filter(|p| p.starts_with("content"))
+            {
+                let _ = writeln!(s, "  paired {}: {p}", src.source);
+            }
         }
         for (h, names) in &how {
             let _ = writeln!(s, "  counters ({h}): {}", list(names, 8));
@@ -236,6 +266,22 @@ impl Diagnosis {
     }
 }
 
+/// The finding that says where `--interval` could not be applied, and why.
+fn interval_note(d: Duration, unapplied: &[String]) -> Finding {
+    let mut f = Finding::new(Severity::Info, Symptom::CounterNote, "--interval");
+    f.title = format!(
+        "--interval {d} was not applied to {} source(s): it is the time between two snapshots of one port",
+        unapplied.len()
+    );
+    f.evidence = unapplied.iter().take(11).cloned().collect();
+    if unapplied.len() > 11 {
+        f.evidence
+            .push(format!("... and {} more sources", unapplied.len() - 11));
+    }
+    f.why = "a rate needs two snapshots of the same port: files pair by the host or port they name, by their folder, by a file name that differs only by a snapshot word (before/after, snap1/snap2), or by content (the same counters, all grown); see `rocelab doctor --help`".into();
+    f
+}
+
 /// `a, b, c and N more`.
 fn list(items: &[String], max: usize) -> String {
     if items.len() <= max {
@@ -245,22 +291,16 @@ fn list(items: &[String], max: usize) -> String {
     }
 }
 
-/// A counter series of one source.
-#[derive(Debug, Clone, Default)]
-struct Series {
-    snaps: Vec<Snap>,
-}
-
 /// Run the doctor over parsed inputs.
 ///
 /// Inputs are partitioned by scope ([`scope_from_path`]; a `results.json`
 /// variant is the scope of its name, or no scope when it is the only
 /// variant and no counters are scoped); each scope is diagnosed on its
-/// own, then the findings of all scopes are ranked together.
+/// own, then the findings of all scopes are ranked together. Counter
+/// snapshots are grouped into sources by `sources.rs` (name, folder,
+/// content).
 pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
-    type Key = (Option<String>, String);
-    let mut eth: BTreeMap<Key, Series> = BTreeMap::new();
-    let mut rdma: BTreeMap<Key, Series> = BTreeMap::new();
+    let mut raws: Vec<sources::Raw> = Vec::new();
     let mut ctxs: BTreeMap<Option<String>, Context> = BTreeMap::new();
     let mut sim_times: Vec<u64> = Vec::new();
     let mut variants: Vec<sim::SimVariant> = Vec::new();
@@ -268,10 +308,23 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
         let scope = scope_from_path(&input.name);
         let file_key = || source_from_file_name(&input.name);
         let ctx = ctxs.entry(scope.clone()).or_default();
+        let raw = |rdma: bool, named: Option<String>, entity: Entity, snap: Snap| sources::Raw {
+            scope: scope.clone(),
+            file: input.name.clone(),
+            rdma,
+            named,
+            entity,
+            snap,
+        };
         match &input.parsed {
             Parsed::Ethtool(snaps) => {
                 for s in snaps {
-                    let key = s.host.clone().unwrap_or_else(file_key);
+                    let entity = match s.vendor {
+                        realnic::ethtool::Vendor::Cumulus | realnic::ethtool::Vendor::SwitchSdk => {
+                            Entity::SwitchPort
+                        }
+                        _ => Entity::HostPort,
+                    };
                     // RDMA hardware counters in an ethtool-style dump
                     // (`rocelab devices --counters`, a hw_counters listing
                     // under `NIC statistics:`) are read as the RDMA
@@ -281,43 +334,34 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                         .iter()
                         .map(|(n, v)| (n.clone(), *v))
                         .partition(|(n, _)| realnic::is_rdma_counter(n));
+                    let snap = |counters| Snap {
+                        time_ns: s.time_ns,
+                        simulated: s.simulated,
+                        counters,
+                        run_delta: false,
+                    };
                     if !hw.is_empty() {
-                        rdma.entry((scope.clone(), key.clone()))
-                            .or_default()
-                            .snaps
-                            .push(Snap {
-                                time_ns: s.time_ns,
-                                simulated: s.simulated,
-                                counters: hw,
-                                run_delta: false,
-                            });
+                        raws.push(raw(true, s.host.clone(), Entity::HostPort, snap(hw)));
                     }
                     if port.is_empty() && !s.counters.is_empty() {
                         continue;
                     }
-                    eth.entry((scope.clone(), key))
-                        .or_default()
-                        .snaps
-                        .push(Snap {
-                            time_ns: s.time_ns,
-                            simulated: s.simulated,
-                            counters: port,
-                            run_delta: false,
-                        });
+                    raws.push(raw(false, s.host.clone(), entity, snap(port)));
                 }
             }
             Parsed::Rdma(snaps) => {
                 for s in snaps {
-                    let key = s.host.clone().unwrap_or_else(file_key);
-                    rdma.entry((scope.clone(), key))
-                        .or_default()
-                        .snaps
-                        .push(Snap {
+                    raws.push(raw(
+                        true,
+                        s.host.clone(),
+                        Entity::HostPort,
+                        Snap {
                             time_ns: s.time_ns,
                             simulated: s.simulated,
                             counters: s.totals(),
                             run_delta: false,
-                        });
+                        },
+                    ));
                 }
             }
             Parsed::Perftest(p) => {
@@ -341,15 +385,17 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                         (false, false) => format!("{device} ({file})"),
                         (false, true) => format!("{device} ({file}, {side})"),
                     };
-                    rdma.entry((scope.clone(), key))
-                        .or_default()
-                        .snaps
-                        .push(Snap {
+                    raws.push(raw(
+                        true,
+                        Some(key),
+                        Entity::HostPort,
+                        Snap {
                             time_ns: b.duration_ns,
                             simulated: false,
                             counters: b.counters.clone(),
                             run_delta: true,
-                        });
+                        },
+                    ));
                 }
                 ctx.perftest.push((input.name.clone(), p.clone()));
             }
@@ -365,7 +411,7 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             Parsed::Switch(r) => {
                 ctx.switch.push((input.name.clone(), r.clone()));
                 // PFC frame counts per switch port join the counter views,
-                // under the names the NIC dumps use.
+                // under the names the NIC dumps use, as switch ports.
                 for p in &r.pfc {
                     let mut c = BTreeMap::new();
                     for (dir, vals) in [("rx", &p.rx), ("tx", &p.tx)] {
@@ -375,15 +421,17 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                             }
                         }
                     }
-                    eth.entry((scope.clone(), p.port.clone()))
-                        .or_default()
-                        .snaps
-                        .push(Snap {
+                    raws.push(raw(
+                        false,
+                        Some(p.port.clone()),
+                        Entity::SwitchPort,
+                        Snap {
                             time_ns: None,
                             simulated: false,
                             counters: c,
                             run_delta: false,
-                        });
+                        },
+                    ));
                 }
             }
             Parsed::SimResults(j) => {
@@ -391,6 +439,27 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
                 variants.extend(sim::variants(j));
             }
         }
+    }
+    // Sources, with the entity a `<switch>-pN` name implies.
+    let mut groups = sources::group(raws);
+    for g in &mut groups {
+        if g.entity == Entity::HostPort && !g.rdma && names::node_of(&g.name) != g.name {
+            g.entity = Entity::SwitchPort;
+        }
+    }
+    type Key = (Option<String>, String);
+    let mut eth: BTreeMap<Key, sources::Group> = BTreeMap::new();
+    let mut rdma: BTreeMap<Key, sources::Group> = BTreeMap::new();
+    for g in groups {
+        let map = if g.rdma { &mut rdma } else { &mut eth };
+        let mut key = (g.scope.clone(), g.name.clone());
+        // Two sources that came out with one name stay apart.
+        let mut n = 2;
+        while map.contains_key(&key) {
+            key.1 = format!("{} ({n})", g.name);
+            n += 1;
+        }
+        map.insert(key, g);
     }
     sim_times.sort_unstable();
     sim_times.dedup();
@@ -408,45 +477,82 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
         let scope = if single && !scoped { None } else { named };
         let has_eth = eth.keys().any(|(s, _)| *s == scope);
         let has_rdma = rdma.keys().any(|(s, _)| *s == scope);
-        let snap = |counters: &BTreeMap<String, u64>| Snap {
-            time_ns: Some(v.sim_time_ps / 1000),
-            simulated: true,
-            counters: counters.clone(),
-            run_delta: false,
-        };
+        let group =
+            |name: &str, is_nic: bool, rdma: bool, c: &BTreeMap<String, u64>| sources::Group {
+                scope: scope.clone(),
+                rdma,
+                name: name.to_string(),
+                node: String::new(),
+                entity: if is_nic {
+                    Entity::HostPort
+                } else {
+                    Entity::SwitchPort
+                },
+                files: vec!["results.json".to_string()],
+                snaps: vec![Snap {
+                    time_ns: Some(v.sim_time_ps / 1000),
+                    simulated: true,
+                    counters: c.clone(),
+                    run_delta: false,
+                }],
+                paired_by: None,
+            };
         if !has_eth {
             for p in &v.ports {
                 eth.entry((scope.clone(), p.source.clone()))
-                    .or_default()
-                    .snaps
-                    .push(snap(&p.counters));
+                    .or_insert_with(|| group(&p.source, p.is_nic, false, &p.counters));
             }
         }
         if !has_rdma {
             for (host, c) in &v.nics {
                 rdma.entry((scope.clone(), host.clone()))
-                    .or_default()
-                    .snaps
-                    .push(snap(c));
+                    .or_insert_with(|| group(host, true, true, c));
             }
         }
         ctxs.entry(scope).or_default().sim.push(v);
     }
     let mut sources = Vec::new();
+    let mut unapplied: Vec<String> = Vec::new();
     let mut view = |kind: Kind,
-                    map: BTreeMap<Key, Series>|
+                    map: BTreeMap<Key, sources::Group>|
      -> BTreeMap<Option<String>, Vec<CounterView>> {
         let mut out: BTreeMap<Option<String>, Vec<CounterView>> = BTreeMap::new();
-        for ((scope, name), series) in map {
-            let mut v = CounterView::from_series(name, &series.snaps, opts.interval, sim_time_ps);
+        for ((scope, name), g) in map {
+            let mut v = CounterView::from_series(name, &g.snaps, opts.interval, sim_time_ps);
             v.scope = scope.clone();
+            v.entity = g.entity;
+            v.node_name = g.node;
+            v.files = g.files;
+            v.paired_by = g.paired_by;
+            if opts.interval.is_some() {
+                let why = match v.time_base() {
+                    TimeBase::SinceBoot => Some(
+                        "one snapshot: totals since boot, no gap to apply it to (give a before and an after snapshot of the same port)",
+                    ),
+                    TimeBase::FromZero(_) => Some(
+                        "simulated counters from zero: the interval is the simulated time",
+                    ),
+                    TimeBase::RunDelta(_) => Some("a measured delta over one run: the interval is the run's length"),
+                    TimeBase::Delta(_) => None,
+                };
+                if let Some(why) = why {
+                    unapplied.push(format!(
+                        "{} ({}): {why}",
+                        v.label_full(),
+                        v.files.join(", ")
+                    ));
+                }
+            }
             sources.push(SourceSummary {
                 source: v.label_full(),
                 kind,
-                snapshots: series.snaps.len(),
+                snapshots: g.snaps.len(),
                 interval_ps: v.interval_ps,
                 since_boot: v.since_boot,
                 run_delta: v.run_delta,
+                entity: v.entity,
+                files: v.files.clone(),
+                paired_by: v.paired_by.clone(),
             });
             out.entry(scope).or_default().push(v);
         }
@@ -469,6 +575,9 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             }
         }
         findings.extend(merged);
+    }
+    if let (Some(d), false) = (opts.interval, unapplied.is_empty()) {
+        findings.push(interval_note(d, &unapplied));
     }
     findings.sort_by(|a, b| {
         b.severity

@@ -72,10 +72,33 @@ pub fn parse(input: &str) -> Result<Vec<HcaInfo>, ParseError> {
 fn parse_devinfo_ibstat(input: &str) -> Vec<HcaInfo> {
     let all = lines(input);
     let mut out: Vec<HcaInfo> = Vec::new();
+    // `ibv_devinfo -d DEV [-v]` (also in markdown italics): the device an
+    // excerpt without its `hca_id:` line is about.
+    let mut cmd_dev: Option<String> = None;
     for l in &all {
         let t = l.text.trim();
         if t.is_empty() {
             continue;
+        }
+        if t.contains("ibv_devinfo") {
+            let w: Vec<&str> = t.split_whitespace().collect();
+            cmd_dev = w
+                .iter()
+                .position(|x| *x == "-d" || *x == "--ib-dev")
+                .and_then(|i| w.get(i + 1).copied())
+                .or_else(|| w.iter().find_map(|x| x.strip_prefix("--ib-dev=")))
+                .map(|d| d.trim_matches(['_', '*', '`']).to_string());
+            continue;
+        }
+        // A grepped excerpt of `ibv_devinfo -v`: port attributes and GIDs
+        // without the device header.
+        if out.is_empty() && t.starts_with("GID[") && t.contains("RoCE v") {
+            out.push(HcaInfo {
+                line: l.number,
+                tool: "ibv_devinfo".into(),
+                name: cmd_dev.clone().unwrap_or_default(),
+                ..HcaInfo::default()
+            });
         }
         if let Some(name) = t.strip_prefix("hca_id:") {
             out.push(HcaInfo {

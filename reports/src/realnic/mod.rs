@@ -7,13 +7,18 @@
 //! warnings, excerpts) and exact in what they extract (integer arithmetic
 //! on the printed decimals). No input makes any of them panic.
 //!
-//! [`detect`] guesses the [`Kind`] of a text; [`parse`] dispatches.
+//! [`detect`] guesses the [`Kind`] of a text; [`parse`] dispatches. Both
+//! first make the text plain ([`paste::normalise`]: prompts' escapes,
+//! parallel-shell prefixes, `==> file <==` headers, MPI tags, fences), so
+//! a paste reads like the tool's own output.
 
 pub mod devinfo;
 pub mod ethtool;
+pub mod events;
 pub mod hca;
 pub mod ibdiag;
 pub mod nccl;
+pub mod paste;
 pub mod perftest;
 pub mod qos;
 pub mod rdma;
@@ -196,8 +201,13 @@ impl Parsed {
     }
 }
 
-/// Guess the format of `input`. `None` when nothing matches.
+/// Guess the format of `input` (made plain first, see [`paste`]). `None`
+/// when nothing matches.
 pub fn detect(input: &str) -> Option<Kind> {
+    detect_plain(&paste::normalise(input))
+}
+
+fn detect_plain(input: &str) -> Option<Kind> {
     let trimmed = input.trim_start();
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
         && serde_json::from_str::<serde_json::Value>(input).is_ok()
@@ -214,6 +224,9 @@ pub fn detect(input: &str) -> Option<Kind> {
         u.starts_with("PORT RX")
             || u.starts_with("PORT TX")
             || (u.starts_with("QUEUE") && u.contains("STATUS") && u.contains("STORM"))
+            || (u.starts_with("PORT") && u.contains("TXQ") && u.contains("DROP"))
+            || (u.starts_with("PORT") && u.contains("OUTDROPPKTS"))
+            || (u.starts_with("PORT") && u.contains("PG0") && u.contains("PG7"))
     }) {
         return Some(Kind::Switch);
     }
@@ -258,6 +271,7 @@ pub fn detect(input: &str) -> Option<Kind> {
             || (t.contains("==(") && t.contains(")==>"))
             || ibdiag::is_rdma_link_line(t)
             || t.contains(": node_type ")
+            || (t.starts_with("GID[") && t.contains("RoCE v"))
     }) || has(&|t| {
         t.starts_with("Configurations:")
             && ["Next Boot", "Current", "Default", "New"]
@@ -375,10 +389,17 @@ pub enum Error {
 }
 
 /// Parse `input` as `kind`, or detect the kind when `None`.
+///
+/// The text is made plain first ([`paste::normalise`]); line numbers in
+/// errors and records are those of the plain text, which are the pasted
+/// ones unless parallel-shell prefixes were regrouped or a flattened
+/// counter list was split.
 pub fn parse(kind: Option<Kind>, input: &str) -> Result<Parsed, Error> {
+    let plain = paste::normalise(input);
+    let input = plain.as_str();
     let kind = match kind {
         Some(k) => k,
-        None => detect(input).ok_or(Error::Undetected)?,
+        None => detect_plain(input).ok_or(Error::Undetected)?,
     };
     let wrap = |source| Error::Parse { kind, source };
     Ok(match kind {

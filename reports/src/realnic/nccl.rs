@@ -80,6 +80,31 @@ pub struct NcclLog {
     pub env: BTreeMap<String, String>,
     /// Number of `NCCL WARN` lines.
     pub warn_lines: usize,
+    /// HCAs of `NET/IB : GPU Direct RDMA Disabled for HCA N 'dev'`.
+    pub gdr_disabled: Vec<String>,
+    /// HCAs of `NET/IB : GPU Direct RDMA Enabled for HCA N 'dev'`.
+    pub gdr_enabled: Vec<String>,
+    /// The GID index the log says the job uses (`NCCL_IB_GID_INDEX set
+    /// by environment to N`, `local GID index N`, `GID index N`).
+    pub gid_index: Option<u32>,
+    /// Failed verbs calls while connecting (`Call to ibv_modify_qp failed
+    /// with 110 Connection timed out ... next state RTR`).
+    pub setup_errors: Vec<NcclSetupError>,
+}
+
+/// A verbs call that failed while NCCL set up a connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NcclSetupError {
+    /// Line number.
+    pub line: usize,
+    /// The call (`ibv_modify_qp`).
+    pub call: String,
+    /// errno (110 = timed out).
+    pub errno: Option<u32>,
+    /// The QP state it was moving to (`RTR`, `RTS`), when printed.
+    pub next_state: Option<String>,
+    /// The line text.
+    pub text: String,
 }
 
 impl NcclLog {
@@ -196,6 +221,32 @@ pub fn parse(input: &str) -> Result<NcclLog, ParseError> {
                 });
             }
         }
+        for (key, list) in [
+            ("GPU Direct RDMA Disabled for HCA", &mut log.gdr_disabled),
+            ("GPU Direct RDMA Enabled for HCA", &mut log.gdr_enabled),
+        ] {
+            if let Some(rest) = after(t, key) {
+                let dev = rest.split('\'').nth(1).unwrap_or("").to_string();
+                if !dev.is_empty() && !list.contains(&dev) {
+                    list.push(dev);
+                }
+            }
+        }
+        if let Some(i) = num_after(t, "GID index ").or_else(|| num_after(t, "GID index: ")) {
+            log.gid_index.get_or_insert(i);
+        }
+        if let Some(rest) = after(t, "Call to ibv_") {
+            let call = format!("ibv_{}", rest.split_whitespace().next().unwrap_or(""));
+            log.setup_errors.push(NcclSetupError {
+                line: l.number,
+                call,
+                errno: num_after(t, "failed with "),
+                next_state: after(t, "next state ")
+                    .and_then(|r| r.split([',', ' ']).next())
+                    .map(str::to_string),
+                text: t.to_string(),
+            });
+        }
         if t.contains("Got completion") {
             let status = num_after(t, "status=").or_else(|| num_after(t, "with error "));
             let vendor_err = num_after(t, "vendor err ");
@@ -211,6 +262,9 @@ pub fn parse(input: &str) -> Result<NcclLog, ParseError> {
             let val = t[pos + " set by environment to ".len()..].trim_end_matches('.');
             if key.starts_with("NCCL_") {
                 log.env.insert(key.to_string(), val.trim().to_string());
+            }
+            if key == "NCCL_IB_GID_INDEX" {
+                log.gid_index = val.trim().parse().ok().or(log.gid_index);
             }
         }
     }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use super::events::{parse_events, Event, EventKind, PcieBandwidth};
 use super::text::{self, lines, scaled_decimal, uint, ParseError};
 
 /// One row of an nccl-tests table (`all_reduce_perf` and friends).
@@ -73,8 +74,14 @@ pub struct NcclTests {
     pub rows: Vec<NcclTestRow>,
     /// `# Out of bounds values : N`.
     pub out_of_bounds: Option<u64>,
-    /// `# Avg bus bandwidth : X` in MB/s.
+    /// `# Avg bus bandwidth : X` in MB/s (the first, when several).
     pub avg_busbw_mbps: Option<u64>,
+    /// Every `# Avg bus bandwidth` line's value (MB/s): more than one in
+    /// one output means several independent runs were pasted or printed.
+    pub avg_busbw_all: Vec<u64>,
+    /// `# nThread N nGpus G ...` header lines: each process of a test
+    /// that was not launched as one MPI job prints its own.
+    pub starts: usize,
 }
 
 impl NcclTests {
@@ -114,15 +121,88 @@ fn us_to_ns(s: &str) -> Option<u64> {
     scaled_decimal(s, 1000, 1)
 }
 
-/// Parse nccl-tests output.
+/// Which columns of a table row hold what, from its header line
+/// (`size count type redop root time algbw busbw #wrong time ...`) and
+/// the `out-of-place in-place` line above it.
+#[derive(Debug, Clone, Default)]
+struct Columns {
+    dtype: Option<usize>,
+    redop: Option<usize>,
+    /// (time, algbw, busbw, wrong) of the out-of-place and in-place groups.
+    oop: [Option<usize>; 4],
+    ip: [Option<usize>; 4],
+}
+
+fn columns(header: &str, in_place_first: bool) -> Option<Columns> {
+    let toks: Vec<&str> = header.split_whitespace().collect();
+    if !toks.contains(&"size") || !toks.contains(&"busbw") {
+        return None;
+    }
+    let mut c = Columns::default();
+    let mut group = 0usize;
+    let mut seen = [false; 4];
+    for (i, t) in toks.iter().enumerate() {
+        let slot = match *t {
+            "type" => {
+                c.dtype = Some(i);
+                continue;
+            }
+            "redop" => {
+                c.redop = Some(i);
+                continue;
+            }
+            "time" => 0,
+            "algbw" => 1,
+            "busbw" => 2,
+            "#wrong" | "error" | "wrong" => 3,
+            _ => continue,
+        };
+        if seen[slot] {
+            group += 1;
+            seen = [false; 4];
+        }
+        seen[slot] = true;
+        // Two groups per table; a second table printed beside the first
+        // (`|`) is not read.
+        let g = match (group, in_place_first) {
+            (0, false) | (1, true) => &mut c.oop,
+            (0, true) | (1, false) => &mut c.ip,
+            _ => break,
+        };
+        g[slot] = Some(i);
+    }
+    Some(c)
+}
+
+/// Parse nccl-tests output: the table (columns read from its header, so
+/// extra or reordered columns are found by name), ranks, summaries.
+/// Output without a table row is accepted when it has the test's own
+/// header or rank lines.
 pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
     let mut r = NcclTests::default();
+    let mut cols: Option<Columns> = None;
+    let mut in_place_first = false;
+    let mut landmark = false;
     for l in lines(input) {
         let t = l.text.trim();
         if let Some(rest) = t.strip_prefix('#') {
             let rest = rest.trim();
             let w: Vec<&str> = rest.split_whitespace().collect();
+            if rest.contains("out-of-place") && rest.contains("in-place") {
+                in_place_first = rest.find("in-place") < rest.find("out-of-place");
+                continue;
+            }
+            if let Some(c) = columns(rest, in_place_first) {
+                cols = Some(c);
+                landmark = true;
+                continue;
+            }
+            if w.first() == Some(&"nThread") {
+                r.starts += 1;
+                landmark = true;
+            }
             if w.first() == Some(&"Rank") {
+                landmark = true;
                 let mut k = NcclTestRank {
                     rank: w.get(1).and_then(|x| uint(x)).unwrap_or(0),
                     ..NcclTestRank::default()
@@ -149,12 +229,18 @@ pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
                 }
                 r.ranks.push(k);
             } else if let Some(v) = rest.strip_prefix("Avg bus bandwidth") {
-                r.avg_busbw_mbps = v
+                landmark = true;
+                let v = v
                     .trim_start_matches([' ', ':'])
                     .split_whitespace()
                     .next()
                     .and_then(gbps_to_mbps);
+                if let Some(v) = v {
+                    r.avg_busbw_all.push(v);
+                    r.avg_busbw_mbps.get_or_insert(v);
+                }
             } else if let Some(v) = rest.strip_prefix("Out of bounds values") {
+                landmark = true;
                 r.out_of_bounds = v
                     .trim_start_matches([' ', ':'])
                     .split_whitespace()
@@ -174,52 +260,21 @@ pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
             }
         }
         let w: Vec<&str> = t.split_whitespace().collect();
-        if w.len() < 8 {
+        if w.len() < 5 {
             continue;
         }
         let (Some(bytes), Some(count)) = (uint(w[0]), uint(w[1])) else {
             continue;
         };
-        if w[2].parse::<f64>().is_ok() {
-            continue;
-        }
-        // size count type [redop root] then 4 (or 3: no #wrong) per place.
-        let mut row = NcclTestRow {
-            line: l.number,
-            bytes,
-            count,
-            dtype: w[2].to_string(),
-            ..NcclTestRow::default()
+        let row = match &cols {
+            Some(c) => by_columns(c, &w, l.number, bytes, count),
+            None => by_position(&w, l.number, bytes, count),
         };
-        let mut i = 3;
-        if w.get(3).is_some_and(|x| x.parse::<f64>().is_err()) {
-            row.redop = w[3].to_string();
-            i = 4;
+        if let Some(row) = row {
+            r.rows.push(row);
         }
-        if w.get(i).is_some_and(|x| x.parse::<i64>().is_ok()) && w.len() - i >= 9 {
-            i += 1; // root
-        }
-        let rest = &w[i..];
-        let per = if rest.len() >= 8 { 4 } else { 3 };
-        let num = |k: usize| rest.get(k).copied().unwrap_or("");
-        row.oop_time_ns = us_to_ns(num(0));
-        row.oop_algbw_mbps = gbps_to_mbps(num(1));
-        row.oop_busbw_mbps = gbps_to_mbps(num(2));
-        if per == 4 {
-            row.oop_wrong = uint(num(3));
-        }
-        row.ip_time_ns = us_to_ns(num(per));
-        row.ip_algbw_mbps = gbps_to_mbps(num(per + 1));
-        row.ip_busbw_mbps = gbps_to_mbps(num(per + 2));
-        if per == 4 {
-            row.ip_wrong = uint(num(per + 3));
-        }
-        if row.oop_busbw_mbps.is_none() && row.ip_busbw_mbps.is_none() {
-            continue;
-        }
-        r.rows.push(row);
     }
-    if r.rows.is_empty() && r.avg_busbw_mbps.is_none() {
+    if r.rows.is_empty() && r.avg_busbw_mbps.is_none() && !landmark {
         return Err(ParseError::new(
             0,
             "an nccl-tests table row (size count type ... time algbw busbw #wrong)",
@@ -227,6 +282,73 @@ pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
         ));
     }
     Ok(r)
+}
+
+/// A row read by the header's columns. The header may name columns a row
+/// leaves out at its end (only one of the two groups printed).
+fn by_columns(c: &Columns, w: &[&str], line: usize, bytes: u64, count: u64) -> Option<NcclTestRow> {
+    // Rows print `N/A` for an unused root; a row longer than the header
+    // carries extra tagged columns at its end, which are ignored.
+    let get = |i: Option<usize>| i.and_then(|i| w.get(i).copied()).unwrap_or("");
+    let mut row = NcclTestRow {
+        line,
+        bytes,
+        count,
+        dtype: get(c.dtype).to_string(),
+        redop: get(c.redop).to_string(),
+        ..NcclTestRow::default()
+    };
+    if !row.dtype.is_empty() && row.dtype.parse::<f64>().is_ok() {
+        return None;
+    }
+    row.oop_time_ns = us_to_ns(get(c.oop[0]));
+    row.oop_algbw_mbps = gbps_to_mbps(get(c.oop[1]));
+    row.oop_busbw_mbps = gbps_to_mbps(get(c.oop[2]));
+    row.oop_wrong = uint(get(c.oop[3]));
+    row.ip_time_ns = us_to_ns(get(c.ip[0]));
+    row.ip_algbw_mbps = gbps_to_mbps(get(c.ip[1]));
+    row.ip_busbw_mbps = gbps_to_mbps(get(c.ip[2]));
+    row.ip_wrong = uint(get(c.ip[3]));
+    (row.oop_busbw_mbps.is_some() || row.ip_busbw_mbps.is_some()).then_some(row)
+}
+
+/// A row of a table whose header was not seen: `size count type [redop
+/// root]` then 4 (or 3: no #wrong) values per place, out-of-place first.
+fn by_position(w: &[&str], line: usize, bytes: u64, count: u64) -> Option<NcclTestRow> {
+    if w.len() < 8 || w[2].parse::<f64>().is_ok() {
+        return None;
+    }
+    let mut row = NcclTestRow {
+        line,
+        bytes,
+        count,
+        dtype: w[2].to_string(),
+        ..NcclTestRow::default()
+    };
+    let mut i = 3;
+    if w.get(3).is_some_and(|x| x.parse::<f64>().is_err()) {
+        row.redop = w[3].to_string();
+        i = 4;
+    }
+    if w.get(i).is_some_and(|x| x.parse::<i64>().is_ok()) && w.len() - i >= 9 {
+        i += 1; // root
+    }
+    let rest = &w[i..];
+    let per = if rest.len() >= 8 { 4 } else { 3 };
+    let num = |k: usize| rest.get(k).copied().unwrap_or("");
+    row.oop_time_ns = us_to_ns(num(0));
+    row.oop_algbw_mbps = gbps_to_mbps(num(1));
+    row.oop_busbw_mbps = gbps_to_mbps(num(2));
+    if per == 4 {
+        row.oop_wrong = uint(num(3));
+    }
+    row.ip_time_ns = us_to_ns(num(per));
+    row.ip_algbw_mbps = gbps_to_mbps(num(per + 1));
+    row.ip_busbw_mbps = gbps_to_mbps(num(per + 2));
+    if per == 4 {
+        row.ip_wrong = uint(num(per + 3));
+    }
+    (row.oop_busbw_mbps.is_some() || row.ip_busbw_mbps.is_some()).then_some(row)
 }
 
 /// Per-port PFC frame counts of a switch (`show pfc counters`, `pfcstat`).
@@ -291,8 +413,23 @@ pub struct SwitchReport {
     pub pfc: Vec<SwitchPfc>,
     /// PFC watchdog statistics.
     pub watchdog: Vec<WatchdogRow>,
-    /// Queue counters.
+    /// Queue counters (SONiC `show queue counters`, EOS `show interfaces
+    /// counters queue`).
     pub queues: Vec<QueueRow>,
+    /// Ingress priority-group drops (SONiC `show priority-group drop
+    /// counters` / `pg-drop -c show`).
+    pub pg_drops: Vec<PgDrops>,
+}
+
+/// Ingress drops per priority group of one switch port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PgDrops {
+    /// Line number.
+    pub line: usize,
+    /// Port.
+    pub port: String,
+    /// Dropped packets per priority group 0-7 (`None` when `N/A`).
+    pub drops: Vec<Option<u64>>,
 }
 
 /// A number as SONiC prints it: `12,345`, `N/A` (none).
@@ -318,6 +455,8 @@ pub fn parse_switch(input: &str) -> Result<SwitchReport, ParseError> {
         PfcTx,
         Wd,
         Queue,
+        Eos,
+        Pg,
     }
     let mut r = SwitchReport::default();
     let mut table = Table::None;
@@ -326,6 +465,11 @@ pub fn parse_switch(input: &str) -> Result<SwitchReport, ParseError> {
     for l in lines(input) {
         let t = l.text.trim();
         if t.is_empty() || t.starts_with("---") || t.starts_with("Last cached") {
+            continue;
+        }
+        // A prompt line ends the table above it.
+        if super::paste::prompt(t).is_some() {
+            table = Table::None;
             continue;
         }
         let w: Vec<&str> = t.split_whitespace().collect();
@@ -344,6 +488,14 @@ pub fn parse_switch(input: &str) -> Result<SwitchReport, ParseError> {
         }
         if upper.starts_with("PORT") && upper.contains("TXQ") {
             table = Table::Queue;
+            continue;
+        }
+        if upper.starts_with("PORT") && upper.contains("OUTDROPPKTS") {
+            table = Table::Eos;
+            continue;
+        }
+        if upper.starts_with("PORT") && upper.contains("PG0") {
+            table = Table::Pg;
             continue;
         }
         let Some(first) = w.first() else { continue };
@@ -408,6 +560,43 @@ pub fn parse_switch(input: &str) -> Result<SwitchReport, ParseError> {
                     drop_bytes: w.get(5).and_then(|x| sonic_num(x)),
                 });
             }
+            // `Et3/1/1  TC7  DP0-3  UC  enq-pkts enq-octets drop-pkts
+            // drop-octets`: the queue is named by class and destination
+            // type (`TC7 UC`).
+            Table::Eos => {
+                let nums: Vec<u64> = w.iter().filter_map(|x| sonic_num(x)).collect();
+                if w.len() < 6 || nums.len() < 4 || !w[1].starts_with("TC") {
+                    continue;
+                }
+                let dest = w
+                    .iter()
+                    .skip(2)
+                    .find(|x| matches!(**x, "UC" | "MC"))
+                    .copied();
+                let n = &nums[nums.len() - 4..];
+                r.queues.push(QueueRow {
+                    line: l.number,
+                    port: first.to_string(),
+                    queue: match dest {
+                        Some(d) => format!("{} {d}", w[1]),
+                        None => w[1].to_string(),
+                    },
+                    packets: Some(n[0]),
+                    bytes: Some(n[1]),
+                    drop_packets: Some(n[2]),
+                    drop_bytes: Some(n[3]),
+                });
+            }
+            Table::Pg => {
+                if w.len() < 2 {
+                    continue;
+                }
+                r.pg_drops.push(PgDrops {
+                    line: l.number,
+                    port: first.to_string(),
+                    drops: w[1..].iter().map(|x| sonic_num(x)).collect(),
+                });
+            }
             Table::None => {}
         }
     }
@@ -416,10 +605,10 @@ pub fn parse_switch(input: &str) -> Result<SwitchReport, ParseError> {
             r.pfc.push(x);
         }
     }
-    if r.pfc.is_empty() && r.watchdog.is_empty() && r.queues.is_empty() {
+    if r.pfc.is_empty() && r.watchdog.is_empty() && r.queues.is_empty() && r.pg_drops.is_empty() {
         return Err(ParseError::new(
             0,
-            "a SONiC table (Port Rx/Port Tx PFC counters, pfcwd QUEUE STATUS, or Port TxQ queue counters)",
+            "a switch table (SONiC Port Rx/Port Tx PFC counters, pfcwd QUEUE STATUS, Port TxQ queue counters, PG drop counters; EOS queue counters)",
             "",
         ));
     }
@@ -445,6 +634,9 @@ pub struct PciLink {
     pub sta_width: Option<u64>,
     /// LnkSta says `(downgraded)`.
     pub downgraded: bool,
+    /// The host, from a `# host: NAME` line above the device (several
+    /// hosts' output in one paste).
+    pub host: Option<String>,
 }
 
 impl PciLink {
@@ -478,19 +670,47 @@ pub fn parse_lspci(input: &str) -> Result<Vec<PciLink>, ParseError> {
     let mut out: Vec<PciLink> = Vec::new();
     let mut cur: Option<PciLink> = None;
     let mut pending_addr: Option<String> = None;
+    let mut host: Option<String> = None;
     for l in lines(input) {
         let raw = l.text;
         let t = raw.trim();
-        let is_header = !raw.starts_with([' ', '\t'])
-            && t.split(' ').next().is_some_and(|a| {
-                a.len() >= 7
-                    && a.contains(':')
-                    && a.contains('.')
-                    && a.chars()
-                        .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
-            });
+        let pci_addr = |a: &str| {
+            a.len() >= 7
+                && a.contains(':')
+                && a.contains('.')
+                && a.chars()
+                    .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
+        };
+        // A device header, also behind a script's label (`Card: 01:00.0
+        // VGA compatible controller: ...`).
+        let t = match t.split_once(' ') {
+            Some((label, rest))
+                if label.ends_with(':')
+                    && label.len() > 1
+                    && label[..label.len() - 1]
+                        .chars()
+                        .all(|c| c.is_ascii_alphabetic())
+                    && rest.split(' ').next().is_some_and(pci_addr) =>
+            {
+                rest
+            }
+            _ => t,
+        };
+        let is_header = !raw.starts_with([' ', '\t']) && t.split(' ').next().is_some_and(pci_addr);
+        // Another host's output: the device above is complete.
+        if let Some(h) = t
+            .strip_prefix('#')
+            .map(str::trim)
+            .and_then(|m| m.strip_prefix("host:"))
+        {
+            if let Some(c) = cur.take() {
+                out.push(c);
+            }
+            host = Some(h.trim().to_string()).filter(|h| !h.is_empty());
+            continue;
+        }
         // `lspci -vvvs 3b:00.0 ...`: the device the excerpt is about.
-        if t.starts_with("lspci") || t.contains("# lspci") || t.contains("$ lspci") {
+        if t.starts_with("lspci") || t.contains("lspci -") {
             let w: Vec<&str> = t.split_whitespace().collect();
             if let Some(i) = w
                 .iter()
@@ -511,6 +731,7 @@ pub fn parse_lspci(input: &str) -> Result<Vec<PciLink>, ParseError> {
                 line: l.number,
                 address: addr.to_string(),
                 description: desc.to_string(),
+                host: host.clone(),
                 ..PciLink::default()
             });
             continue;
@@ -525,6 +746,7 @@ pub fn parse_lspci(input: &str) -> Result<Vec<PciLink>, ParseError> {
         let c = cur.get_or_insert_with(|| PciLink {
             line: l.number,
             address: pending_addr.take().unwrap_or_default(),
+            host: host.clone(),
             ..PciLink::default()
         });
         let w: Vec<&str> = rest.split_whitespace().collect();
@@ -667,156 +889,13 @@ fn max_mode(cur: &mut EthLink, m: &str) {
     }
 }
 
-/// What an event line says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EventKind {
-    /// Link down.
-    LinkDown,
-    /// Link up.
-    LinkUp,
-    /// PFC / pause storm detected by the NIC.
-    PauseStorm,
-    /// PCIe bus errors (AER) or a degraded PCIe link.
-    PcieError,
-    /// Transport retry count exceeded (UCX, verbs).
-    RetryExceeded,
-    /// TX timeout / CQE error of a netdev queue.
-    TxTimeout,
-}
-
-/// One event line of a log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Event {
-    /// Line number.
-    pub line: usize,
-    /// What.
-    pub kind: EventKind,
-    /// Driver (`mlx5_core`, `ice`, `UCX`).
-    pub driver: Option<String>,
-    /// PCI address (`0000:3b:00.0`).
-    pub pci: Option<String>,
-    /// Netdev or RDMA device (`enp59s0f0`, `mlx5_0:1`).
-    pub device: Option<String>,
-    /// The host, for `host:` prefixed lines (pdsh/journal style).
-    pub host: Option<String>,
-    /// The line as printed.
-    pub text: String,
-}
-
-/// Classify one line.
-fn event_kind(t: &str) -> Option<EventKind> {
-    let l = t.to_ascii_lowercase();
-    if l.contains("retry count exceeded") || l.contains("retry exceeded") {
-        Some(EventKind::RetryExceeded)
-    } else if l.contains("pause storm") || l.contains("pfc storm") {
-        Some(EventKind::PauseStorm)
-    } else if l.contains("link down") || l.contains("nic link is down") {
-        Some(EventKind::LinkDown)
-    } else if l.contains("link up") || l.contains("nic link is up") {
-        Some(EventKind::LinkUp)
-    } else if l.contains("pcie bus error")
-        || l.contains("aer:")
-        || (l.contains("pcie") && (l.contains("limited by") || l.contains("downgraded")))
-    {
-        Some(EventKind::PcieError)
-    } else if l.contains("tx timeout") || l.contains("cqe error") {
-        Some(EventKind::TxTimeout)
-    } else {
-        None
-    }
-}
-
-fn is_pci(s: &str) -> bool {
-    let s = s.trim_end_matches(':');
-    s.len() >= 7
-        && s.contains(':')
-        && s.contains('.')
-        && s.chars()
-            .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
-}
-
-/// Parse event lines from kernel logs (`dmesg`, journal) and UCX/verbs
-/// errors. Lines that are not events are ignored; no event is an error.
-pub fn parse_events(input: &str) -> Result<Vec<Event>, ParseError> {
-    let mut out = Vec::new();
-    for l in lines(input) {
-        let t = l.text.trim();
-        let Some(kind) = event_kind(t) else { continue };
-        let w: Vec<&str> = t.split_whitespace().collect();
-        let mut e = Event {
-            line: l.number,
-            kind,
-            driver: None,
-            pci: None,
-            device: None,
-            host: None,
-            text: t.to_string(),
-        };
-        for (i, x) in w.iter().enumerate() {
-            let bare = x.trim_end_matches([':', ',']);
-            if matches!(
-                bare,
-                "mlx5_core" | "ice" | "bnxt_en" | "i40e" | "mlx4_core" | "UCX"
-            ) {
-                e.driver.get_or_insert(bare.to_string());
-            }
-            if is_pci(x) && e.pci.is_none() {
-                e.pci = Some(bare.to_string());
-                if let Some(n) = w.get(i + 1).filter(|n| n.ends_with(':') && n.len() > 1) {
-                    e.device = Some(n.trim_end_matches(':').to_string());
-                }
-            }
-            if e.device.is_none() && bare.starts_with("mlx5_") {
-                e.device = Some(bare.to_string());
-            }
-        }
-        if e.device.is_none() {
-            if let Some(pos) = t.find(" on ") {
-                let dev = t[pos + 4..].split([' ', '/', '(']).next().unwrap_or("");
-                if !dev.is_empty() {
-                    e.device = Some(dev.to_string());
-                }
-            }
-        }
-        // UCX: `[host:pid:thread:tid] file.c:line  message`.
-        if let Some(h) = w
-            .first()
-            .and_then(|x| x.strip_prefix('['))
-            .and_then(|x| x.split(':').next())
-            .filter(|h| {
-                !h.is_empty()
-                    && h.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-            })
-        {
-            e.host = Some(h.to_string());
-        } else if let Some(h) = w.first().and_then(|x| x.strip_suffix(':')) {
-            if !h.is_empty()
-                && !is_pci(h)
-                && h.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-                && !h.starts_with('[')
-            {
-                e.host = Some(h.to_string());
-            }
-        }
-        out.push(e);
-    }
-    if out.is_empty() {
-        return Err(ParseError::new(
-            0,
-            "a kernel or UCX log line about link down/up, pause storm, PCIe errors or retry exceeded",
-            "",
-        ));
-    }
-    Ok(out)
-}
-
 /// Whether `input` looks like nccl-tests output.
 pub fn looks_nccl_tests(ls: &[text::Line<'_>]) -> bool {
     ls.iter().any(|l| {
         let t = l.text.trim();
-        t.starts_with('#') && t.contains("algbw") && t.contains("busbw")
+        t.starts_with('#')
+            && ((t.contains("algbw") && t.contains("busbw"))
+                || t.contains("Avg bus bandwidth")
+                || (t.contains("nThread") && t.contains("nGpus")))
     })
 }

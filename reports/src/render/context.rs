@@ -6,12 +6,18 @@
 //! scenario file (the lesson files of `scenarios/lessons/` open with
 //! `# Lesson N: <title>` and `# Question: <question>`); the key numbers
 //! are computed, never copied from the text, so the report shows what
-//! this run did.
+//! this run did. Each variant's ground truth ([`Diagnosis`]: the cause the
+//! scenario injects, whether the variant is the healthy baseline, a fault
+//! or its fix, and which workload is the victim) comes from the scenario's
+//! `[diagnosis]` tables; the explanation uses it to pick the baseline, to
+//! judge a fix by what it saves, and to name the victim, and states only
+//! causes the numbers or the scenario itself give.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sim::results::{FlowRecord, RunResult};
+use sim::scenario::Diagnosis;
 
 use super::format::fmt_time;
 use super::load::LoadError;
@@ -38,6 +44,11 @@ pub struct Context {
     pub narrative: Vec<String>,
     /// Per variant, in the order of the results: its thresholds.
     pub thresholds: Vec<Vec<Threshold>>,
+    /// Per variant, in the order of the results: its ground truth, when
+    /// the scenario states one. Absent in contexts written before it
+    /// existed (read back as empty: no variant has one).
+    #[serde(default)]
+    pub diagnoses: Vec<Option<Diagnosis>>,
 }
 
 /// The context's file name in a run's output folder.
@@ -62,7 +73,8 @@ pub fn load_context(dir: &Path) -> Result<Context, LoadError> {
         path,
         message: format!(
             "not a rocelab report context (expected {{\"narrative\": [lines], \
-             \"thresholds\": [[{{\"name\", \"bytes\", \"priority\"}}]]}}): {e}"
+             \"thresholds\": [[{{\"name\", \"bytes\", \"priority\"}}]], \
+             \"diagnoses\": [{{\"cause\", ...}} or null]}}): {e}"
         ),
     })
 }
@@ -150,25 +162,43 @@ fn slowest<'a>(flows: impl Iterator<Item = &'a FlowRecord>) -> Option<&'a FlowRe
         })
 }
 
+/// `, the victim` after workload `w`'s name when it is the victim and its
+/// name does not say so already.
+fn victim_note(w: &str, victim: Option<&str>) -> &'static str {
+    if Some(w) == victim && !w.contains("victim") {
+        ", the victim"
+    } else {
+        ""
+    }
+}
+
 /// The key numbers, one sentence per variant: the slowest flow against
-/// its ideal (which flow, how long, how much too long), flows that never
+/// its ideal (which flow, how long, how much too long), the slowest flow
+/// of each other workload (the victim's named as such when `truth`, one
+/// entry per variant, names a victim workload), flows that never
 /// finished, and what held or dropped its frames.
-pub fn key_numbers(rs: &[RunResult]) -> Vec<String> {
+pub fn key_numbers(rs: &[RunResult], truth: &[Option<Diagnosis>]) -> Vec<String> {
     let mut out = Vec::new();
-    for r in rs {
+    for (i, r) in rs.iter().enumerate() {
         let s = &r.summary;
         let v = &s.variant;
-        let mut line = match slowest_flow(r) {
+        let victim = truth
+            .get(i)
+            .and_then(Option::as_ref)
+            .and_then(|d| d.victim.as_deref());
+        let top = slowest_flow(r);
+        let mut line = match top {
             Some(f) => {
                 let fct = f.fct_ps.unwrap_or(0);
                 let sd = f.slowdown.unwrap_or(1.0);
                 let ideal = (fct as f64 / sd).round() as u64;
                 format!(
-                    "{v}: the slowest flow is flow {} {} -> {} ({}, {} bytes): {} against {} alone, {:.1} times its ideal",
+                    "{v}: the slowest flow is flow {} {} -> {} ({}{}, {} bytes): {} against {} alone, {:.1} times its ideal",
                     f.id,
                     f.src,
                     f.dst,
                     f.workload,
+                    victim_note(&f.workload, victim),
                     f.size,
                     fmt_time(fct),
                     fmt_time(ideal),
@@ -189,11 +219,16 @@ pub fn key_numbers(rs: &[RunResult]) -> Vec<String> {
                 workloads.push(&f.workload);
             }
         }
-        let top = slowest_flow(r).map(|f| f.workload.as_str());
+        let top = top.map(|f| f.workload.as_str());
         for w in workloads.iter().filter(|w| Some(**w) != top) {
             if let Some(f) = slowest(r.flows.iter().filter(|f| f.workload == *w)) {
+                let what = if Some(*w) == victim {
+                    format!("the victim ({w})")
+                } else {
+                    format!("slowest of {w}")
+                };
                 line.push_str(&format!(
-                    "; slowest of {w}: flow {} {} -> {}, {} ({:.1} times its ideal)",
+                    "; {what}: flow {} {} -> {}, {} ({:.1} times its ideal)",
                     f.id,
                     f.src,
                     f.dst,
@@ -247,6 +282,7 @@ mod tests {
         let c = Context {
             narrative: narrative_of(text),
             thresholds: Vec::new(),
+            diagnoses: Vec::new(),
         };
         assert_eq!(c.title(), Some("Lesson 2: Victims"));
         assert_eq!(c.header("Question"), Some("why slow?"));

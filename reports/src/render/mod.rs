@@ -3,7 +3,9 @@
 //! only when the page is opened as `report.html#check`) or a Markdown
 //! summary, rendered from a run's `results.json` ([`ScenarioResults`]: one
 //! [`RunResult`] per variant) and, from `rocelab run`, a [`Context`]: the
-//! scenario file's narrative and each variant's thresholds.
+//! scenario file's narrative, each variant's thresholds and its ground
+//! truth (the scenario's `[diagnosis]`: the cause it injects, the healthy
+//! baseline, the fix, the victim workload), which the explanation uses.
 //!
 //! Reading order: the lesson's point first (title, question, the key
 //! numbers of this run from [`context::key_numbers`], then the narrative),
@@ -32,6 +34,7 @@
 //! (integers as written in `results.json`; times in ps, rates in bit/s).
 
 pub mod context;
+pub mod evidence;
 pub mod explain;
 mod format;
 mod load;
@@ -134,10 +137,23 @@ fn group_rows(doc: &ScenarioResults) -> Vec<(String, Vec<(String, String)>)> {
         .collect()
 }
 
-/// All explanation sentences: per variant, then the comparison.
+/// All explanation sentences, without ground truth ([`explanation_with`]
+/// with [`Context::default`]).
 pub fn explanation(doc: &ScenarioResults) -> Vec<String> {
-    let mut out: Vec<String> = doc.variants.iter().flat_map(explain::variant).collect();
-    out.extend(explain::comparison(&doc.variants));
+    explanation_with(doc, &Context::default())
+}
+
+/// All explanation sentences: per variant, then the comparison, using
+/// each variant's ground truth from `ctx` where the scenario states one.
+pub fn explanation_with(doc: &ScenarioResults, ctx: &Context) -> Vec<String> {
+    let truth = |i: usize| ctx.diagnoses.get(i).and_then(Option::as_ref);
+    let mut out: Vec<String> = doc
+        .variants
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| explain::variant_with(r, truth(i)))
+        .collect();
+    out.extend(explain::comparison_with(&doc.variants, &ctx.diagnoses));
     out
 }
 
@@ -233,7 +249,7 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     h.push_str("</tbody>\n</table>\n");
     // Explanation.
     h.push_str("<h2>What happened</h2>\n<ul id=\"explanation\">\n");
-    for s in explanation(doc) {
+    for s in explanation_with(doc, ctx) {
         let _ = writeln!(h, "<li>{}</li>", escape(&s));
     }
     h.push_str("</ul>\n");
@@ -323,7 +339,7 @@ pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
     }
     if !ctx.narrative.is_empty() {
         m.push_str("### Key numbers of this run\n\n");
-        for k in context::key_numbers(&doc.variants) {
+        for k in context::key_numbers(&doc.variants, &ctx.diagnoses) {
             let _ = writeln!(m, "- {}", md_escape(&k));
         }
         m.push('\n');
@@ -369,7 +385,7 @@ pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
         m.push_str(" |\n");
     }
     m.push_str("\n## What happened\n\n");
-    for s in explanation(doc) {
+    for s in explanation_with(doc, ctx) {
         let _ = writeln!(m, "- {}", md_escape(&s));
     }
     for t in fabric_event_tables(&doc.variants) {
@@ -604,7 +620,7 @@ fn lesson_html(doc: &ScenarioResults, ctx: &Context) -> String {
         let _ = writeln!(h, "<p class=\"q\"><b>Question:</b> {}</p>", escape(q));
     }
     h.push_str("<h2>Key numbers of this run</h2>\n<ul id=\"key-numbers\">\n");
-    for k in context::key_numbers(&doc.variants) {
+    for k in context::key_numbers(&doc.variants, &ctx.diagnoses) {
         let _ = writeln!(h, "<li>{}</li>", escape(&k));
     }
     h.push_str("</ul>\n<h2>The lesson</h2>\n<div id=\"narrative\">\n");
@@ -1324,6 +1340,7 @@ mod tests {
                 }],
                 Vec::new(),
             ],
+            diagnoses: Vec::new(),
         };
         let h = html_with(&doc, &ctx);
         // Both queue panels end at the longer run's 100 ms: the last tick
@@ -1367,7 +1384,7 @@ mod tests {
         r.summary.flows_completed = 3;
         r.summary.pause_frames_sent = 2995;
         r.summary.pause_time_ps = 30_560_000_000;
-        let k = context::key_numbers(std::slice::from_ref(&r));
+        let k = context::key_numbers(std::slice::from_ref(&r), &[]);
         assert_eq!(
             k,
             vec![

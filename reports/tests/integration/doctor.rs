@@ -1,7 +1,7 @@
 //! The doctor on one capture set per playbook symptom: the first finding
 //! must be that symptom; a healthy set has nothing above info.
 
-use reports::doctor::{diagnose, Diagnosis, Input, Options, Severity, Symptom};
+use reports::doctor::{diagnose, Diagnosis, Entity, Finding, Input, Options, Severity, Symptom};
 use reports::realnic;
 use roce::time::Duration;
 
@@ -100,10 +100,18 @@ fn s01_rx_pause_is_held_by_the_peer() {
 
 #[test]
 fn s02_tx_pause_means_we_cannot_drain() {
-    // One file holding two dumps separated by `date +%s` lines.
-    let d = assert_first("s02_tx_pause", None, Symptom::TxPause, Severity::Error);
+    // One file holding two dumps separated by `date +%s` lines. A host
+    // whose NIC sends PAUSE, releasing it each time, is a slow receiver
+    // (playbook #2), named as such.
+    let d = run("s02_tx_pause", None);
     let f = &d.findings[0];
-    assert!(f.title.contains("cannot drain"));
+    assert_eq!(
+        (f.symptom, f.severity, f.playbook),
+        (Symptom::SlowReceiver, Severity::Error, Some(2)),
+        "{}",
+        d.render_text()
+    );
+    assert!(f.title.contains("cannot drain") && f.title.contains("slow receiver"));
     assert!(f.evidence[0].contains("31.000%"));
     assert!(f
         .evidence
@@ -351,13 +359,22 @@ fn traffic_class_mapped_to_a_priority_without_pfc() {
 
 #[test]
 fn wrong_gid_index_is_named_with_the_right_one() {
-    let d = assert_first(
-        "extra_wrong_gid",
-        None,
-        Symptom::AckTimeout,
-        Severity::Error,
+    // One cause, reported once: the GID table's finding, with the job's
+    // choice of index folded in.
+    let d = run("extra_wrong_gid", None);
+    let f = &d.findings[0];
+    assert_eq!(
+        (f.symptom, f.severity),
+        (Symptom::GidMisconfigured, Severity::Error),
+        "{}",
+        d.render_text()
     );
-    let ev = &d.findings[0].evidence[0];
+    assert!(
+        d.findings.iter().all(|g| g.symptom != Symptom::AckTimeout),
+        "{}",
+        d.render_text()
+    );
+    let ev = f.evidence.join("\n");
     assert!(
         ev.contains("index 1 on mlx5_0 is v2 (link-local, no IPv4)"),
         "{ev}"
@@ -531,7 +548,7 @@ fn simulator_counter_dumps_feed_the_doctor() {
     let first = &d.findings[0];
     assert_eq!(
         (first.symptom, first.severity, first.subject.as_str()),
-        (Symptom::TxPause, Severity::Error, "sw0"),
+        (Symptom::SwitchCongestion, Severity::Error, "sw0"),
         "{}",
         d.render_text()
     );
@@ -556,7 +573,10 @@ fn simulator_counter_dumps_feed_the_doctor() {
     assert_eq!(
         d.findings
             .iter()
-            .filter(|f| matches!(f.symptom, Symptom::TxPause | Symptom::RxPause))
+            .filter(|f| matches!(
+                f.symptom,
+                Symptom::TxPause | Symptom::RxPause | Symptom::SwitchCongestion
+            ))
             .count(),
         1,
         "one pause cause"
@@ -614,7 +634,8 @@ fn a_run_folder_is_diagnosed_per_variant_with_the_drop_first() {
     let d = doctor(&loaded.inputs);
     let text = d.render_text();
     let first = &d.findings[0];
-    assert_eq!(first.symptom, Symptom::PacketLoss, "{text}");
+    // Drops of RoCE on a priority without PFC: a lossy priority (#10).
+    assert_eq!(first.symptom, Symptom::LossyPriority, "{text}");
     assert_eq!(first.scope.as_deref(), Some("lossy"), "{text}");
     assert_eq!(first.subject, "leaf0", "{text}");
     assert!(first.title.contains("PFC off"), "{text}");
@@ -639,7 +660,13 @@ fn a_run_folder_is_diagnosed_per_variant_with_the_drop_first() {
     let pause = d
         .findings
         .iter()
-        .find(|f| f.scope.as_deref() == Some("lossless") && f.symptom == Symptom::TxPause)
+        .find(|f| {
+            f.scope.as_deref() == Some("lossless")
+                && matches!(
+                    f.symptom,
+                    Symptom::SwitchCongestion | Symptom::BufferTooSmall
+                )
+        })
         .unwrap_or_else(|| panic!("{text}"));
     assert_eq!(pause.origin.as_deref(), Some("leaf0"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -657,7 +684,9 @@ fn results_json_alone_reports_drops_and_unfinished_flows() {
         .summary;
     assert!(lossy.drops > 0);
     let first = &d.findings[0];
-    assert_eq!(first.symptom, Symptom::PacketLoss, "{}", d.render_text());
+    // The lossy variant drops RoCE on a priority without PFC (#10), with
+    // the run's drops and unfinished flows as its evidence.
+    assert_eq!(first.symptom, Symptom::LossyPriority, "{}", d.render_text());
     assert!(first.severity >= Severity::Error);
     assert!(
         first
@@ -876,7 +905,7 @@ fn an_incast_held_to_its_fan_in_share_is_a_warning_and_beyond_it_an_error() {
     // 1 - 1/3 = 66.7 %: held 65 % is the incast's own share.
     let d = incast(650, 300_000, 20_000);
     let f = &d.findings[0];
-    assert_eq!(f.symptom, Symptom::TxPause, "{}", d.render_text());
+    assert_eq!(f.symptom, Symptom::SwitchCongestion, "{}", d.render_text());
     assert_eq!(f.severity, Severity::Warning, "{}", d.render_text());
     assert!(
         f.title.starts_with("3:1 fan-in at switch sw0"),
@@ -904,7 +933,12 @@ fn an_incast_held_to_its_fan_in_share_is_a_warning_and_beyond_it_an_error() {
     // the thresholds, an error whatever the fan-in.
     let d = incast(650, 90_000, 400_000);
     let f = &d.findings[0];
-    assert_eq!(f.severity, Severity::Error, "{}", d.render_text());
+    assert_eq!(
+        (f.symptom, f.severity),
+        (Symptom::BufferTooSmall, Severity::Error),
+        "{}",
+        d.render_text()
+    );
     assert!(
         f.title.contains("before its queue reaches ECN's Kmin")
             && f.title.contains("90000 bytes, below Kmin 400000 bytes"),
@@ -931,7 +965,9 @@ fn a_port_that_drops_without_pausing_while_its_peers_pause_is_named() {
         input("sw0-p3.ethtool.txt", &p3),
     ]);
     let f = &d.findings[0];
-    assert_eq!(f.symptom, Symptom::PacketLoss, "{}", d.render_text());
+    // PFC off on one port of a lossless fabric: RoCE on a lossy priority
+    // there (#10), a misconfiguration rather than congestion loss.
+    assert_eq!(f.symptom, Symptom::LossyPriority, "{}", d.render_text());
     assert_eq!(
         f.title,
         "sw0-p1 drops prio3 frames and sends no PAUSE while sw0-p2 (+28), sw0-p3 (+54) pause on prio3: PFC off on that port, RoCE runs lossy there"
@@ -1085,4 +1121,339 @@ fn a_counter_block_that_says_unavailable_is_no_source() {
     assert_eq!(p.runs[0].counters, None, "{text}");
     let d = doctor(&[client]);
     assert!(d.sources.is_empty(), "{:?}", d.sources);
+}
+
+// ---- Round 3: who is who, snapshots, own outputs, the simulator's faults.
+
+/// SONiC `show pfc counters`: every port `Ethernet{4i}` with `tx` PFC3
+/// frames, `rx` none.
+fn sonic_pfc(tx3: u64) -> String {
+    let head = "    Port Rx    PFC0    PFC1    PFC2    PFC3    PFC4    PFC5    PFC6    PFC7\n-----------  ------  ------  ------  ------  ------  ------  ------  ------\n";
+    let row = |i: usize, v: u64| {
+        format!(
+            "Ethernet{:<3}       0       0       0 {:>11}       0       0       0       0\n",
+            i * 4,
+            if v == 0 {
+                "0".to_string()
+            } else {
+                // SONiC groups thousands with commas.
+                let s = v.to_string();
+                let mut out = String::new();
+                for (n, c) in s.chars().enumerate() {
+                    if n > 0 && (s.len() - n) % 3 == 0 {
+                        out.push(',');
+                    }
+                    out.push(c);
+                }
+                out
+            }
+        )
+    };
+    let mut s = String::from("admin@sonic:~$ show pfc counters\n");
+    s.push_str(head);
+    for i in 0..4 {
+        s.push_str(&row(i, 0));
+    }
+    s.push('\n');
+    s.push_str(&head.replace("Port Rx", "Port Tx"));
+    for i in 0..4 {
+        s.push_str(&row(i, tx3 + i as u64 * 1000));
+    }
+    s
+}
+
+fn all_text(d: &Diagnosis) -> String {
+    d.findings
+        .iter()
+        .map(|f| {
+            format!(
+                "{} | {} | {} | {} | {}",
+                f.title,
+                f.evidence.join(" / "),
+                f.impact,
+                f.check_first,
+                f.why
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn sonic_switch_ports_that_send_pause_are_a_congested_switch_never_a_host() {
+    // Two snapshots 30 s apart, about 900,000 PFC frames per port between.
+    let before = input("pfc_before.txt", &sonic_pfc(1_200_000));
+    let after = input("pfc_after.txt", &sonic_pfc(2_100_000));
+    for interval in [None, Some(Duration::from_secs(30))] {
+        let d = diagnose(&[before.clone(), after.clone()], &Options { interval });
+        let text = all_text(&d);
+        let first = &d.findings[0];
+        assert!(
+            matches!(first.symptom, Symptom::SwitchCongestion | Symptom::TxPause),
+            "{}",
+            d.render_text()
+        );
+        assert!(first.title.contains("switch"), "{}", first.title);
+        assert!(
+            !text.contains("host ") && !text.contains("PCIe") && !text.contains("cannot drain"),
+            "a switch port's PAUSE read as a host's:\n{}",
+            d.render_text()
+        );
+        assert!(d.sources.iter().all(|s| s.entity == Entity::SwitchPort));
+        assert!(d.findings.iter().all(|f| f.symptom != Symptom::Healthy));
+        if interval.is_some() {
+            // SONiC prints no duration: the share is estimated, and says so.
+            assert!(first.severity >= Severity::Error, "{}", d.render_text());
+            assert!(
+                text.contains("an estimate") && text.contains("65535 quanta"),
+                "{text}"
+            );
+            assert!(!text.contains(" 0.000%"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn snapshots_named_snap1_and_snap2_pair_and_take_the_interval() {
+    let a = fixture("doctor/s01_rx_pause/ethtool_before.txt");
+    let b = fixture("doctor/s01_rx_pause/ethtool_after.txt");
+    let d = diagnose(
+        &[input("snap1.txt", &a), input("snap2.txt", &b)],
+        &Options {
+            interval: Some(Duration::from_secs(10)),
+        },
+    );
+    assert_eq!(d.sources.len(), 1, "{:?}", d.sources);
+    assert_eq!(d.sources[0].snapshots, 2);
+    assert_eq!(d.sources[0].interval_ps, Some(10_000_000_000_000));
+    assert!(!d.sources[0].since_boot);
+    assert_eq!(d.findings[0].symptom, Symptom::RxPause);
+}
+
+#[test]
+fn per_host_folders_stay_per_host_and_never_subtract_across_hosts() {
+    let a = fixture("doctor/s01_rx_pause/ethtool_before.txt");
+    let b = fixture("doctor/s01_rx_pause/ethtool_after.txt");
+    // node2 has seen more link-down events in its life than node1.
+    let flaps = |t: &str, n: u32| {
+        t.replace(
+            "link_down_events_phy: 1",
+            &format!("link_down_events_phy: {n}"),
+        )
+    };
+    let node2 = flaps(&b, 7);
+    let node1_before = flaps(&a, 2);
+    let node1_after = flaps(&b, 2);
+    let inputs = [
+        input("case/node1/ethtool_after.txt", &node1_after),
+        input("case/node1/ethtool_before.txt", &node1_before),
+        input("case/node2/ethtool_after.txt", &node2),
+    ];
+    let d = diagnose(&inputs, &Options::default());
+    let by: Vec<(&str, usize)> = d
+        .sources
+        .iter()
+        .map(|s| (s.source.as_str(), s.snapshots))
+        .collect();
+    assert!(
+        by.iter().any(|(s, n)| s.starts_with("node1") && *n == 2),
+        "{by:?}"
+    );
+    assert!(
+        by.iter().any(|(s, n)| s.starts_with("node2") && *n == 1),
+        "{by:?}"
+    );
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| !matches!(f.symptom, Symptom::LinkDegraded | Symptom::LinkDown)),
+        "a false link flap:\n{}",
+        d.render_text()
+    );
+}
+
+#[test]
+fn a_lone_snapshot_ranks_no_lifetime_total_as_a_live_fault() {
+    let text = "NIC statistics:\n     rx_packets_phy: 91234567\n     tx_packets_phy: 81234567\n     rx_discards_phy: 0\n     link_down_events_phy: 1\n     rx_prio3_pause: 12\n     rx_prio3_pause_duration: 40\n     tx_prio3_pause: 0\n     tx_prio3_pause_duration: 0\n";
+    let d = doctor(&[input("ethtool.txt", text)]);
+    let r = d.render_text();
+    assert_eq!(d.findings[0].symptom, Symptom::SinceBoot, "{r}");
+    assert!(d.worst() == Severity::Info, "{r}");
+    for f in &d.findings {
+        assert!(
+            !matches!(
+                f.symptom,
+                Symptom::LinkDegraded | Symptom::LinkDown | Symptom::RxPause | Symptom::TxPause
+            ),
+            "a since-boot total ranked as a fault: {r}"
+        );
+        assert!(!f.title.contains("deadlock"), "{r}");
+    }
+    // No contradiction: "pausing us" and "healthy" are never both said.
+    let pausing = d.findings.iter().any(|f| f.title.contains("pausing"));
+    let healthy = d.findings.iter().any(|f| f.symptom == Symptom::Healthy);
+    assert!(!(pausing && healthy), "{r}");
+    // The totals are still shown, as totals.
+    assert!(
+        r.contains("link_down_events_phy 1") && r.contains("rx_prio3_pause 12"),
+        "{r}"
+    );
+}
+
+#[test]
+fn an_interval_that_cannot_be_applied_is_said() {
+    let text = fixture("doctor/s06_packet_loss/ethtool_after.txt");
+    let d = diagnose(
+        &[input("h1.txt", &text)],
+        &Options {
+            interval: Some(Duration::from_secs(60)),
+        },
+    );
+    let note = d
+        .findings
+        .iter()
+        .find(|f| f.symptom == Symptom::CounterNote && f.title.contains("--interval"))
+        .unwrap_or_else(|| panic!("{}", d.render_text()));
+    assert!(
+        note.evidence[0].contains("one snapshot"),
+        "{:?}",
+        note.evidence
+    );
+}
+
+#[test]
+fn a_run_folder_is_read_through_results_and_counters_never_its_prose() {
+    let dir = tiny_run_folder("prose");
+    // rocelab's own prose: a report and the copied scenario, with words a
+    // kernel-log reader would take for driver lines.
+    std::fs::write(
+        dir.join("report.md"),
+        "# Report\n\nmlx5_core 0000:3b:00.0 enp59s0f0: PFC pause storm detected on prio 3\nmlx5_core 0000:3b:00.0 enp59s0f0: Link down\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("07-slow-receiver-and-pause-storm.toml"),
+        "# mlx5_core 0000:3b:00.0: tx pause storm detected\nname = \"x\"\n",
+    )
+    .unwrap();
+    let loaded = reports::doctor::load(std::slice::from_ref(&dir), &mut std::io::empty());
+    let skipped: Vec<&str> = loaded.skipped.iter().map(|s| s.path.as_str()).collect();
+    assert!(
+        skipped.iter().any(|p| p.ends_with("report.md")),
+        "{skipped:?}"
+    );
+    assert!(skipped.iter().any(|p| p.ends_with(".toml")), "{skipped:?}");
+    assert!(loaded
+        .inputs
+        .iter()
+        .all(|i| i.name.ends_with("results.json") || i.name.contains("/counters/")));
+    let d = diagnose(&loaded.inputs, &Options::default());
+    assert!(
+        d.findings.iter().all(|f| !f.title.contains("driver")),
+        "{}",
+        d.render_text()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each variant of a fault scenario, simulated, its counter dumps written
+/// as `rocelab run` writes them and read back by the doctor alone (no
+/// results.json).
+fn fault_dumps(name: &str) -> Vec<(String, Diagnosis)> {
+    use sim::run::{simulate, RunOptions};
+    use sim::topology::Routes;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/faults")
+        .join(format!("{name}.toml"));
+    let sc = sim::scenario::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let dir = std::env::temp_dir().join(format!("rocelab-fault-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut out = Vec::new();
+    for v in &sc.variants {
+        let topo = &sc.topologies[v.topology];
+        let opts = RunOptions {
+            variant: v.name.clone(),
+            seed: v.seed,
+            duration: v.duration,
+            max_events: v.max_events,
+            progress: None,
+            groups: v.groups.clone(),
+            workloads: v.workloads.clone(),
+        };
+        let r = simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
+            .unwrap()
+            .0;
+        let pfc = &v.config.fabric.pfc;
+        let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
+        let vdir = dir.join(&v.name);
+        sim::stats::write_counter_dumps(&vdir, &r, prios).unwrap();
+        let loaded = reports::doctor::load(std::slice::from_ref(&vdir), &mut std::io::empty());
+        out.push((
+            v.name.clone(),
+            diagnose(&loaded.inputs, &Options::default()),
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// The first finding of the scenario's first (faulty) variant.
+fn first_of_fault(name: &str) -> (Finding, String) {
+    let (_, d) = fault_dumps(name).swap_remove(0);
+    (d.findings[0].clone(), d.render_text())
+}
+
+#[test]
+fn a_slow_receivers_dumps_name_a_slow_receiver() {
+    let (f, r) = first_of_fault("slow-receiver");
+    assert_eq!(f.symptom, Symptom::SlowReceiver, "{r}");
+    assert!(
+        f.title.contains("h0") && f.title.contains("slow receiver"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_pause_storms_dumps_name_a_storm_from_the_stuck_host() {
+    let (f, r) = first_of_fault("pause-storm");
+    assert_eq!(f.symptom, Symptom::PfcStorm, "{r}");
+    assert!(f.title.contains("h0"), "{r}");
+}
+
+#[test]
+fn a_pfc_deadlocks_dumps_rank_the_deadlock_first() {
+    for name in ["deadlock-ring", "deadlock-bounce"] {
+        let (f, r) = first_of_fault(name);
+        assert_eq!(f.symptom, Symptom::PfcDeadlock, "{name}: {r}");
+        assert!(f.title.contains("cycle"), "{name}: {r}");
+    }
+}
+
+#[test]
+fn drops_on_a_lossless_priority_that_pauses_are_short_headroom() {
+    let (f, r) = first_of_fault("headroom-too-small");
+    assert_eq!(f.symptom, Symptom::HeadroomShort, "{r}");
+    assert!(f.title.contains("headroom"), "{r}");
+    // The arithmetic, and what the capture lacks to finish it.
+    let ev = f.evidence.join("\n");
+    assert!(
+        ev.contains("2 x cable length") && ev.contains("Missing"),
+        "{ev}"
+    );
+}
+
+#[test]
+fn link_down_discards_on_a_pfc_port_are_the_link_going_down() {
+    let (f, r) = first_of_fault("link-down");
+    assert_eq!(f.symptom, Symptom::LinkDown, "{r}");
+    assert!(
+        !r.contains("drops frames with PFC off"),
+        "link-down discards read as PFC-off drops: {r}"
+    );
+    // Both ends of the one link are one cause.
+    assert_eq!(
+        r.matches("] link-down").count(),
+        1,
+        "one finding per link: {r}"
+    );
 }

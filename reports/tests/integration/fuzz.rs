@@ -230,3 +230,104 @@ fn non_rdma_text_is_rejected_with_a_clear_message() {
         assert!(e.contains("ethtool -S") && e.contains("nccl-tests"), "{e}");
     }
 }
+
+/// A reader of `len` bytes of noise (no NUL, so it is not told apart as
+/// binary at once) that counts what was read from it.
+struct Noise {
+    left: u64,
+    state: u64,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl std::io::Read for Noise {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        for b in &mut buf[..n] {
+            self.state = self
+                .state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *b = (self.state >> 33) as u8 | 1;
+        }
+        self.left -= n as u64;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_gigabyte_of_noise_on_standard_input_is_refused_in_bounded_time_and_memory() {
+    let read = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut noise = Noise {
+        left: 1 << 30,
+        state: 7,
+        read: read.clone(),
+    };
+    let t = std::time::Instant::now();
+    let loaded = reports::doctor::load(&[std::path::PathBuf::from("-")], &mut noise);
+    assert!(loaded.inputs.is_empty());
+    assert_eq!(loaded.skipped.len(), 1);
+    assert!(
+        loaded.skipped[0].reason.contains("larger than"),
+        "{:?}",
+        loaded.skipped
+    );
+    // Read no further than the cap (and one byte to know it is over).
+    assert_eq!(read.get(), reports::doctor::inputs::MAX_FILE_BYTES + 1);
+    assert!(t.elapsed() < std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn a_huge_sparse_file_is_skipped_unread() {
+    let dir = std::env::temp_dir().join(format!("rocelab-fuzz-sparse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("huge.txt");
+    // 1 GB that takes no disk: a sparse file.
+    std::fs::File::create(&f).unwrap().set_len(1 << 30).unwrap();
+    let t = std::time::Instant::now();
+    let loaded = reports::doctor::load(std::slice::from_ref(&f), &mut std::io::empty());
+    assert!(loaded.inputs.is_empty());
+    assert!(
+        loaded.skipped[0].reason.contains("limit"),
+        "{:?}",
+        loaded.skipped
+    );
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn megabytes_of_noise_text_are_not_rdma_tool_output_and_parse_in_bounded_time() {
+    // Printable noise in lines: the parsers' worst case is text, not
+    // binary (which is refused on its first NUL).
+    let mut state = 11u64;
+    let mut text = String::with_capacity(4 << 20);
+    while text.len() < 4 << 20 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let c = (b' ' + ((state >> 33) % 95) as u8) as char;
+        text.push(if (state >> 20) % 61 == 0 { '\n' } else { c });
+    }
+    let t = std::time::Instant::now();
+    let loaded = reports::doctor::load(&[std::path::PathBuf::from("-")], &mut text.as_bytes());
+    let d = diagnose(&loaded.inputs, &Options::default());
+    let _ = d.render_text();
+    assert!(
+        loaded.inputs.is_empty(),
+        "noise parsed as {:?}",
+        loaded.inputs.first().map(|i| i.parsed.kind())
+    );
+    assert!(
+        loaded.skipped[0].reason.starts_with("not RDMA tool output"),
+        "{:?}",
+        loaded.skipped
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        t.elapsed()
+    );
+}

@@ -70,7 +70,7 @@ fn a_gid_index_that_is_rocev2_on_some_hosts_only_is_named_with_its_hosts() {
     // The index in use: v2 on node1 and node2, v1 on node3.
     let f = find(
         &d,
-        Symptom::AckTimeout,
+        Symptom::GidMisconfigured,
         &["GID index 3", "node1, node2", "node3"],
     );
     assert_eq!(f.severity, Severity::Error, "{}", d.render_text());
@@ -90,7 +90,7 @@ fn a_gid_index_that_is_rocev2_on_some_hosts_only_is_named_with_its_hosts() {
         f.evidence
     );
     // The layout: the RoCE v2 entry at index 3 on two hosts, 1 on one.
-    let g = find(&d, Symptom::AckTimeout, &["different indices"]);
+    let g = find(&d, Symptom::GidMisconfigured, &["different indices"]);
     assert_eq!(g.severity, Severity::Warning);
     assert!(
         g.title
@@ -107,7 +107,7 @@ fn a_gid_index_that_is_rocev2_on_some_hosts_only_is_named_with_its_hosts() {
     assert!(
         same.findings
             .iter()
-            .all(|f| f.symptom != Symptom::AckTimeout),
+            .all(|f| f.symptom != Symptom::GidMisconfigured),
         "{}",
         same.render_text()
     );
@@ -218,7 +218,7 @@ fn the_gid_tables_of_ibv_devinfo_are_compared_too() {
         input("n2/ibv_devinfo.txt", Kind::Devinfo, &table(1)),
         input("job.log", Kind::Nccl, nccl),
     ]);
-    let f = find(&d, Symptom::AckTimeout, &["GID index 3"]);
+    let f = find(&d, Symptom::GidMisconfigured, &["GID index 3"]);
     assert!(
         f.title.contains("RoCE v1 non-IPv4 on n2") && f.title.contains("RoCE v2 IPv4 on n1"),
         "{}",
@@ -270,5 +270,137 @@ fn the_jobs_traffic_class_landing_on_different_priorities_is_named() {
         1,
         "{}",
         d.render_text()
+    );
+}
+
+/// `ibv_devinfo` of one host with `n` active 100 Gb/s (4x EDR) ports.
+fn devinfo_nics(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "hca_id:\tmlx5_{i}\n\tfw_ver:\t\t\t\t20.31.1014\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tactive_mtu:\t\t4096 (5)\n\t\t\tactive_width:\t\t4X (2)\n\t\t\tactive_speed:\t\t25.0 Gbps (32)\n\t\t\tlink_layer:\t\tEthernet\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_nccl_tests_bound_is_one_hosts_nics_and_its_numbers_agree() {
+    // Two hosts with two 100 Gb/s NICs each: the bound is 2 x 100 / 8 =
+    // 25 GB/s (one host's NICs), never the 50 GB/s of all four.
+    let tests = "# Collective test starting: all_reduce_perf\n\
+#  Rank  0 Group  0 Pid 11 on     host1 device  0 [0x07] NVIDIA H100\n\
+#  Rank  1 Group  0 Pid 12 on     host2 device  0 [0x07] NVIDIA H100\n\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+  1073741824     268435456     float     sum      -1    70733   15.18   15.18      0    70720   15.18   15.18      0\n\
+# Avg bus bandwidth    : 15.181\n";
+    let d = run(&[
+        input("host1/ibv_devinfo.txt", Kind::Devinfo, &devinfo_nics(2)),
+        input("host2/ibv_devinfo.txt", Kind::Devinfo, &devinfo_nics(2)),
+        input("all_reduce.txt", Kind::NcclTests, tests),
+    ]);
+    let f = find(&d, Symptom::SlowCollective, &["busbw"]);
+    let text = d.render_text();
+    assert!(!text.contains("Some("), "{text}");
+    assert!(
+        f.title
+            .contains("all_reduce_perf peak busbw 15.18 GB/s is 60.720% of the 25.00 GB/s"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.evidence[0].starts_with(
+            "bound = NICs of one host x link rate / 8 = 2 x 100 Gbit/s / 8 = 25.00 GB/s"
+        ),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.evidence[1].contains("avg busbw 15181 MB/s"),
+        "{:?}",
+        f.evidence
+    );
+    // all_reduce of 2 ranks: factor 2(n-1)/n = 1, so 1 GB takes
+    // 1000 MB / 15.18 GB/s = 65 ms, and 40 ms at the 25 GB/s bound.
+    assert!(f.impact.contains("2(n-1)/n = 2x1/2"), "{}", f.impact);
+    assert!(
+        f.impact.contains("about 65 ms") && f.impact.contains("40 ms"),
+        "{}",
+        f.impact
+    );
+}
+
+#[test]
+fn a_job_gid_index_that_is_link_local_or_missing_is_named_with_the_one_to_use() {
+    // `ibv_devinfo -v` excerpt: index 1 is the link-local v2 entry, 3 the
+    // IPv4 one; the job runs NCCL_IB_GID_INDEX=1.
+    let table = "_ibv_devinfo -d mlx5_bond_0 -v_\n\n\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0ac0:ebff:feda:1cfb, RoCE v1\n\t\t\tGID[  1]:\t\tfe80::ac0:ebff:feda:1cfb, RoCE v2\n\t\t\tGID[  2]:\t\t0000:0000:0000:0000:0000:ffff:c800:d106, RoCE v1\n\t\t\tGID[  3]:\t\t::ffff:200.0.209.6, RoCE v2\n";
+    let nccl = "n1:1:1 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 1.\n";
+    let d = run(&[
+        input("n1/ibv_devinfo.txt", Kind::Devinfo, table),
+        input("n1/job.log", Kind::Nccl, nccl),
+    ]);
+    let f = &d.findings[0];
+    assert_eq!(
+        (f.symptom, f.severity),
+        (Symptom::GidMisconfigured, Severity::Error),
+        "{}",
+        d.render_text()
+    );
+    assert!(
+        f.title.contains("GID index 1") && f.title.contains("link-local"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.check_first
+            .contains("set the GID index to 3 (200.0.209.6)"),
+        "{}",
+        f.check_first
+    );
+    // The table alone, without the index in use, is no finding.
+    let alone = run(&[input("n1/ibv_devinfo.txt", Kind::Devinfo, table)]);
+    assert!(
+        alone
+            .findings
+            .iter()
+            .all(|f| f.symptom != Symptom::GidMisconfigured),
+        "{}",
+        alone.render_text()
+    );
+    // A pod's table that starts at index 4 and an address at two v2
+    // indices on different netdevs are named.
+    let pod = "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n\
+mlx5_0\t1\t4\tfe80:0000:0000:0000:a4ed:ccff:fe8b:1994\t\t\tv1\tnet1\n\
+mlx5_0\t1\t5\t0000:0000:0000:0000:0000:ffff:0a98:000c\t10.152.0.12  \tv2\tnet1\n\
+mlx5_0\t1\t6\t0000:0000:0000:0000:0000:ffff:0a98:000c\t10.152.0.12  \tv2\tvxlan9\n";
+    let d = run(&[input("pod/show_gids.txt", Kind::ShowGids, pod)]);
+    find(&d, Symptom::GidMisconfigured, &["starts at index 4"]);
+    find(
+        &d,
+        Symptom::GidMisconfigured,
+        &["10.152.0.12", "5 on net1", "6 on vxlan9"],
+    );
+}
+
+#[test]
+fn ucx_and_nccl_logs_say_which_transport_and_whether_gpudirect() {
+    let ucx = "[1679582609.300318] [node68:178019:0]      ucp_worker.c:1783 UCX  INFO    ep_cfg[0]: tag(tcp/eno1) stream(tcp/eno1)\n";
+    let d = run(&[input("ucx.log", Kind::Events, ucx)]);
+    let f = find(&d, Symptom::SocketFallback, &["TCP only"]);
+    assert_eq!(f.origin.as_deref(), Some("node68"));
+    let rdma = "[1.0] [jazz30:1:0]  wireup.c:825  UCX  INFO  ep_cfg[2]: tag(rc_mlx5/mlx5_0:1 rc_mlx5/mlx5_2:1);\n";
+    assert!(run(&[input("ucx.log", Kind::Events, rdma)])
+        .findings
+        .is_empty());
+    let nccl = "h1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n\
+h1:1:2 [0] NCCL INFO Using network IB\n\
+h1:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n";
+    let d = run(&[input("h1.log", Kind::Nccl, nccl)]);
+    let f = find(&d, Symptom::GdrNotUsed, &["mlx5_0"]);
+    assert!(
+        f.check_first.contains("nvidia-peermem"),
+        "{}",
+        f.check_first
     );
 }

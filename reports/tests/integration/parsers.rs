@@ -499,3 +499,246 @@ fn perftest_cycle_tables_are_not_read_as_time() {
     assert!(r.runs[0].latency_in_cycles);
     assert!(r.runs[0].lat.is_empty());
 }
+
+/// The doctor over one text, detected as a paste.
+fn doctor_on(name: &str, text: &str) -> reports::doctor::Diagnosis {
+    let parsed = realnic::parse(None, text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    reports::doctor::diagnose(
+        &[reports::doctor::Input {
+            name: name.into(),
+            parsed,
+        }],
+        &reports::doctor::Options::default(),
+    )
+}
+
+#[test]
+fn kernel_log_after_a_prompt_line_is_read_with_its_host() {
+    let text = "[root@gpu07 ~]# dmesg | grep mlx5\n\
+[    2.101] mlx5_core 0000:3b:00.0: firmware version: 22.36.1010\n\
+[    2.102] mlx5_core 0000:3b:00.0: 126.016 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x16 link at 0000:3a:00.0 (capable of 252.048 Gb/s with 16.0 GT/s PCIe x16 link)\n";
+    assert_eq!(detect(text), Some(Kind::Events));
+    let realnic::Parsed::Events(es) = realnic::parse(None, text).unwrap() else {
+        panic!("not events")
+    };
+    assert_eq!(es.len(), 1);
+    assert_eq!(es[0].host.as_deref(), Some("gpu07"));
+    let p = es[0].pcie.as_ref().unwrap();
+    assert_eq!(
+        (p.available_mbps, p.capable_mbps),
+        (Some(126_016), Some(252_048))
+    );
+    assert_eq!(
+        (p.speed_mts, p.capable_speed_mts),
+        (Some(8000), Some(16000))
+    );
+    let d = doctor_on("dmesg.txt", text);
+    assert_eq!(d.findings[0].id, "pcie-degraded", "{}", d.render_text());
+    assert!(
+        d.findings[0].title.contains("126.016 Gb/s"),
+        "{}",
+        d.findings[0].title
+    );
+    // A healthy notice (no `limited by`) is no finding, and no event line
+    // is no error either way.
+    let ok = "$ dmesg\n[ 2.1] mlx5_core 0000:3b:00.0: 252.048 Gb/s available PCIe bandwidth (16.0 GT/s PCIe x16 link)\n";
+    assert!(doctor_on("ok.txt", ok).findings.is_empty());
+}
+
+#[test]
+fn kernel_driver_failures_flaps_and_prose() {
+    let probe = "user@n1:~$ dmesg | grep mlx5\n[ 5.5] mlx5_core 0000:01:00.0: handle_hca_cap failed\n[ 5.6] mlx5_core: probe of 0000:01:00.0 failed with error -22\n";
+    let d = doctor_on("probe.txt", probe);
+    assert_eq!(d.findings[0].id, "driver-failure", "{}", d.render_text());
+    // A link that goes down and up once at boot is no finding; three
+    // times is a flapping link.
+    let once = "[ 5.1] mlx5_core 0000:01:00.0 ens1f0: Link down\n[ 9.2] mlx5_core 0000:01:00.0 ens1f0: Link up\n";
+    assert!(doctor_on("once.txt", once).findings.is_empty());
+    let flaps = once.repeat(3);
+    let d = doctor_on("flaps.txt", &flaps);
+    assert_eq!(d.findings[0].id, "link-degraded", "{}", d.render_text());
+    assert!(
+        d.findings[0].title.contains("3 times"),
+        "{}",
+        d.findings[0].title
+    );
+    // Prose about a storm is not a kernel line.
+    let prose = "The NIC driver logged a PFC pause storm and the link went down.\n";
+    assert!(realnic::parse(Some(Kind::Events), prose).is_err());
+}
+
+#[test]
+fn lspci_link_summaries_behind_pdsh_prefixes_are_read() {
+    // `pdsh -w node[1-2] 'lspci -vv -s 3b:00.0 | grep Lnk'`: interleaved,
+    // one host's link narrower than its capability without any
+    // `(downgraded)` marker (older lspci).
+    let text = "node1:\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM not supported\n\
+node2:\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM not supported\n\
+node1:\t\tLnkSta:\tSpeed 16GT/s, Width x16, TrErr- Train- SlotClk+\n\
+node2:\t\tLnkSta:\tSpeed 16GT/s, Width x8, TrErr- Train- SlotClk+\n";
+    assert_eq!(detect(text), Some(Kind::Lspci));
+    let realnic::Parsed::Lspci(links) = realnic::parse(None, text).unwrap() else {
+        panic!("not lspci")
+    };
+    assert_eq!(links.len(), 2, "{links:?}");
+    assert_eq!(links[1].sta_width, Some(8));
+    assert!(!links[0].degraded() && links[1].degraded());
+    let plain = realnic::paste::normalise(text);
+    assert!(plain.starts_with("# host: node1\n"), "{plain}");
+}
+
+#[test]
+fn switch_queue_counters_after_prompts_are_one_finding_on_the_switch_port() {
+    let text = "admin@leaf1:~$ show queue counters Ethernet8\n\
+     Port    TxQ    Counter/pkts    Counter/bytes    Drop/pkts    Drop/bytes\n\
+---------  -----  --------------  ---------------  -----------  ------------\n\
+Ethernet8    UC0             100             9000            0             0\n\
+Ethernet8    UC3          500000        500000000        12000      12000000\n\
+Ethernet8    MC8              10              900            0             0\n\
+admin@leaf1:~$ show pfc counters\n";
+    assert_eq!(detect(text), Some(Kind::Switch));
+    let realnic::Parsed::Switch(r) = realnic::parse(None, text).unwrap() else {
+        panic!("not switch")
+    };
+    assert_eq!(r.queues.len(), 3, "the prompt lines are no rows: {r:?}");
+    let d = doctor_on("leaf1.txt", text);
+    let f = &d.findings[0];
+    assert_eq!(
+        (f.id, f.severity),
+        ("switch-congestion", reports::doctor::Severity::Warning),
+        "{}",
+        d.render_text()
+    );
+    assert!(
+        f.affects.iter().any(|a| a == "Ethernet8 UC3"),
+        "{:?}",
+        f.affects
+    );
+    assert_eq!(f.origin.as_deref(), Some("Ethernet8"));
+    assert!(f.title.contains("switch port Ethernet8"), "{}", f.title);
+    let text = d.render_text();
+    assert!(
+        !text.contains("cannot drain") && !text.contains("PCIe") && !text.contains("PFC off"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nccl_tests_rows_are_read_by_their_header_with_tags_and_extra_columns() {
+    let text = "[1,0]<stdout>:#                                                              out-of-place                       in-place\n\
+[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+[1,0]<stdout>:#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n\
+[1,0]<stdout>:   134217728      33554432     float     sum      -1   1530.2   87.71  164.46      0   1524.9   88.02  165.03      0   graph=1\n\
+[1,0]<stdout>:# Avg bus bandwidth    : 164.7\n";
+    assert_eq!(detect(text), Some(Kind::NcclTests));
+    let realnic::Parsed::NcclTests(t) = realnic::parse(None, text).unwrap() else {
+        panic!("not nccl-tests")
+    };
+    let r = &t.rows[0];
+    assert_eq!(
+        (r.bytes, r.dtype.as_str(), r.redop.as_str()),
+        (134_217_728, "float", "sum")
+    );
+    assert_eq!(
+        (r.oop_busbw_mbps, r.ip_busbw_mbps),
+        (Some(164_460), Some(165_030))
+    );
+    assert_eq!((r.oop_wrong, r.ip_wrong), (Some(0), Some(0)));
+    assert_eq!(t.avg_busbw_mbps, Some(164_700));
+    // In-place printed first, only its columns filled.
+    let ip_first = "#   in-place   out-of-place\n#  size  count  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n  1048576  262144  28.1  37.25  65.19  0\n";
+    let realnic::Parsed::NcclTests(t) = realnic::parse(None, ip_first).unwrap() else {
+        panic!("not nccl-tests")
+    };
+    assert_eq!(
+        (t.rows[0].ip_busbw_mbps, t.rows[0].oop_busbw_mbps),
+        (Some(65_190), None)
+    );
+}
+
+#[test]
+fn topo_matrix_with_nv_rows_after_a_prompt_is_read() {
+    let text = "\u{1b}[32muser@dgx:~$\u{1b}[0m nvidia-smi topo -m\r\n\
+\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\r\n\
+GPU0\t X \tNV12\tSYS\t0-31\t0\r\n\
+GPU1\tNV12\t X \tSYS\t0-31\t0\r\n\
+NIC0\tSYS\tSYS\t X \r\n\
+\r\n\
+NIC Legend:\r\n\
+\r\n\
+  NIC0: mlx5_0\r\n";
+    assert_eq!(detect(text), Some(Kind::Topo));
+    let realnic::Parsed::Topo(t) = realnic::parse(None, text).unwrap() else {
+        panic!("not topo")
+    };
+    assert_eq!(
+        t.link("GPU0", "GPU1"),
+        Some(&topo::TopoLink::NvLink(12)),
+        "{t:?}"
+    );
+    // GPUs whose nearest NIC is across the CPU interconnect.
+    let d = doctor_on("topo.txt", text);
+    assert_eq!(d.findings[0].id, "gdr-not-used", "{}", d.render_text());
+}
+
+#[test]
+fn ice_pfc_counters_flattened_onto_one_line_map_onto_mlx5_names() {
+    let text = "# ethtool -S enp175s0f0 | grep prio tx_priority_3_xon.nic: 1 tx_priority_3_xoff.nic: 6434 rx_priority_3_xon.nic: 0 rx_priority_3_xoff.nic: 0";
+    assert_eq!(detect(text), Some(Kind::Ethtool));
+    let realnic::Parsed::Ethtool(s) = realnic::parse(None, text).unwrap() else {
+        panic!("not ethtool")
+    };
+    assert_eq!(s[0].host.as_deref(), Some("enp175s0f0"));
+    assert_eq!(s[0].vendor, ethtool::Vendor::Ice);
+    assert_eq!(s[0].counters.get("tx_prio3_pause"), Some(&6434));
+    // The printed name is kept beside the mapped one.
+    assert_eq!(s[0].raw.get("tx_priority_3_xoff.nic"), Some(&6434));
+}
+
+#[test]
+fn pasted_shapes_read_like_the_tool_output() {
+    let table = "DEV     PORT    INDEX   GID                                     IPv4            VER     DEV\n\
+---     ----    -----   ---                                     ------------    ---     ---\n\
+mlx5_0  1       3       0000:0000:0000:0000:0000:ffff:0a00:0001 10.0.0.1        v2      eth2\n";
+    let want = qos::parse_show_gids(table).unwrap();
+    // CRLF, colours, a fence and a prompt around the same table.
+    let pasted = format!(
+        "```\r\nroot@n1:~# show_gids\r\n{}```\r\n",
+        table
+            .lines()
+            .map(|l| format!("\u{1b}[0m{l}\r\n"))
+            .collect::<String>()
+    );
+    assert_eq!(detect(&pasted), Some(Kind::ShowGids));
+    let realnic::Parsed::ShowGids(got) = realnic::parse(None, &pasted).unwrap() else {
+        panic!("not show_gids")
+    };
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got[0].ipv4.as_deref(), Some("10.0.0.1"));
+    assert_eq!(got[0].host.as_deref(), Some("n1"));
+    // `==> file <==` headers name the host of each dump that follows.
+    let two = "==> node1/ethtool.txt <==\nNIC statistics:\n     rx_prio3_pause: 5\n==> node2/ethtool.txt <==\nNIC statistics:\n     rx_prio3_pause: 7\n";
+    let realnic::Parsed::Ethtool(s) = realnic::parse(None, two).unwrap() else {
+        panic!("not ethtool")
+    };
+    let hosts: Vec<_> = s
+        .iter()
+        .map(|x| x.host.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(hosts, ["node1", "node2"]);
+    // Interleaved pdsh output is regrouped per host.
+    let pdsh = "n1: NIC statistics:\nn2: NIC statistics:\nn1:      rx_prio3_pause: 5\nn2:      rx_prio3_pause: 9\n";
+    let realnic::Parsed::Ethtool(s) = realnic::parse(None, pdsh).unwrap() else {
+        panic!("not ethtool")
+    };
+    let got: Vec<_> = s
+        .iter()
+        .map(|x| {
+            (
+                x.host.clone().unwrap_or_default(),
+                x.counters["rx_prio3_pause"],
+            )
+        })
+        .collect();
+    assert_eq!(got, [("n1".to_string(), 5), ("n2".to_string(), 9)]);
+}

@@ -295,9 +295,9 @@ fn explanation_follows_the_numbers() {
     assert!(!of("lossless").iter().any(|l| l.contains("dropped")));
     // The comparison names both.
     assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("lossless avoided loss") && l.contains("lossy dropped")),
+        lines.iter().any(|l| l
+            .starts_with("lossy against lossless (the first variant): lossy dropped")
+            && l.contains("where lossless dropped none")),
         "{lines:#?}"
     );
 }
@@ -418,5 +418,379 @@ fn load_names_the_file_and_the_problem() {
     let missing = dir.join("nope.json");
     let e = render::load(&missing).unwrap_err().to_string();
     assert!(e.contains("nope.json") && e.contains("cannot read"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A pause storm at h0 that holds h1, whose other flow (the workload
+/// `victim`) goes to a healthy host; healthy, stormed, and stormed with
+/// the PFC watchdog (drop) as the fix. Its `[diagnosis]` tables state it.
+const STORM: &str = r#"
+name = "tiny-storm"
+seed = 1
+duration = "10ms"
+
+[topology]
+name = "star-3"
+hosts = ["h0", "h1", "h3"]
+switches = ["sw0"]
+defaults = { rate = "100Gbps", delay = "1us", mtu = 4096 }
+link = [{ a = "h0", b = "sw0" }, { a = "h1", b = "sw0" }, { a = "h3", b = "sw0" }]
+
+[fabric.pfc]
+threshold = { mode = "static", xoff = "200KB", xon = "100KB" }
+
+[nic]
+ack_timeout = 8
+
+[record]
+ports = true
+
+[[workload]]
+name = "to-h0"
+kind = "perftest"
+src = "h1"
+dst = "h0"
+size = "1MB"
+
+[[workload]]
+name = "victim"
+kind = "perftest"
+src = "h1"
+dst = "h3"
+start = "50us"
+size = "1MB"
+
+[diagnosis]
+cause = "pfc-storm"
+at = "h0"
+summary = "h0's NIC keeps PAUSE asserted"
+victim = "victim"
+
+[[variant]]
+name = "healthy"
+diagnosis = { cause = "healthy" }
+
+[[variant]]
+name = "storm"
+faults = [{ kind = "pause-storm", node = "h0", start = "20us", end = "3ms" }]
+
+[[variant]]
+name = "storm-watchdog"
+faults = [{ kind = "pause-storm", node = "h0", start = "20us", end = "3ms" }]
+fabric.pfc.watchdog = { enabled = true, detection_time = "1ms", restoration_time = "1ms", poll_interval = "500us", action = "drop" }
+diagnosis = { role = "fix" }
+"#;
+
+/// The storm scenario simulated once, with its context (the variants'
+/// ground truth).
+fn storm() -> &'static (ScenarioResults, render::Context) {
+    static DOC: OnceLock<(ScenarioResults, render::Context)> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let sc = scenario::from_str(std::path::Path::new("tiny-storm.toml"), STORM).unwrap();
+        let variants: Vec<RunResult> = sc
+            .variants
+            .iter()
+            .map(|v| {
+                let topo = &sc.topologies[v.topology];
+                let opts = RunOptions {
+                    variant: v.name.clone(),
+                    seed: v.seed,
+                    duration: v.duration,
+                    max_events: v.max_events,
+                    progress: None,
+                    groups: v.groups.clone(),
+                    workloads: v.workloads.clone(),
+                };
+                simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        let ctx = render::Context {
+            narrative: Vec::new(),
+            thresholds: Vec::new(),
+            diagnoses: sc.variants.iter().map(|v| v.diagnosis.clone()).collect(),
+        };
+        let doc = ScenarioResults {
+            scenario: sc.name.clone(),
+            seed: sc.seed,
+            variants,
+        };
+        (doc, ctx)
+    })
+}
+
+/// The sentences of `lines` about variant `v`.
+fn about<'a>(lines: &'a [String], v: &str) -> Vec<&'a String> {
+    lines
+        .iter()
+        .filter(|l| l.starts_with(&format!("{v}: ")))
+        .collect()
+}
+
+#[test]
+fn the_storm_premise_holds() {
+    let (doc, _) = storm();
+    let wd = variant(doc, "storm-watchdog");
+    assert!(wd.summary.drops > 0);
+    let by_wd: u64 = wd.pfcwd_stats.iter().map(|q| q.tx_drop + q.rx_drop).sum();
+    assert_eq!(by_wd, wd.summary.drops, "every drop is the watchdog's");
+    assert_eq!(variant(doc, "storm").summary.drops, 0);
+    let victim = |v: &str| {
+        variant(doc, v)
+            .flows
+            .iter()
+            .find(|f| f.workload == "victim")
+            .and_then(|f| f.fct_ps)
+            .unwrap()
+    };
+    assert!(victim("storm-watchdog") < victim("storm"));
+}
+
+/// The watchdog's drops are its own, never headroom's; with the
+/// scenario's ground truth the baseline is the healthy variant and the
+/// watchdog is judged against the storm it cures, on the victim: what it
+/// saves and what it costs.
+#[test]
+fn the_ground_truth_names_the_baseline_the_fix_and_the_victim() {
+    let (doc, ctx) = storm();
+    let lines = render::explanation_with(doc, ctx);
+    let wd = variant(doc, "storm-watchdog");
+    let mine = about(&lines, "storm-watchdog");
+    assert!(!mine.iter().any(|l| l.contains("headroom")), "{mine:#?}");
+    assert!(
+        mine.iter().any(|l| l.starts_with(&format!(
+            "storm-watchdog: all {} of them were dropped by the PFC watchdog, on purpose",
+            wd.summary.drops
+        ))),
+        "{mine:#?}"
+    );
+    assert!(
+        about(&lines, "storm")
+            .iter()
+            .any(|l| l.starts_with("storm: a pause storm: sw0 port 0 (PAUSE from h0)")),
+        "{lines:#?}"
+    );
+    assert!(
+        about(&lines, "storm")
+            .iter()
+            .any(|l| l.starts_with("storm: the scenario injects pfc-storm at h0: h0's NIC")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("storm against healthy (the healthy baseline): ")
+                && l.contains("the victim (victim) took")
+                && l.contains("worse")
+        ),
+        "{lines:#?}"
+    );
+    let fix = lines
+        .iter()
+        .find(|l| l.starts_with("storm-watchdog is storm (pfc-storm) with the remedy on: "))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(
+        fix.contains("the victim (victim) finished in") && fix.contains("sooner"),
+        "{fix}"
+    );
+    assert!(
+        fix.contains(&format!(
+            "the price: {n} frames dropped ({n} of them by the PFC watchdog, on purpose)",
+            n = wd.summary.drops
+        )),
+        "{fix}"
+    );
+    assert!(
+        !fix.contains("worse") && !fix.contains("did not save"),
+        "{fix}"
+    );
+    // The same run through the HTML and Markdown writers.
+    let html = render::html_with(doc, ctx);
+    assert!(html.contains("with the remedy on"));
+    let md = render::markdown_with(doc, ctx);
+    assert!(md.contains("(the healthy baseline)"), "{md}");
+}
+
+/// Without ground truth the first variant is the baseline, nothing is
+/// called a fix, and still no drop is blamed on headroom.
+#[test]
+fn without_ground_truth_the_first_variant_is_the_baseline() {
+    let (doc, _) = storm();
+    let lines = render::explanation(doc);
+    assert!(!lines.iter().any(|l| l.contains("healthy baseline")));
+    assert!(!lines.iter().any(|l| l.contains("remedy")));
+    assert!(!lines.iter().any(|l| l.contains("headroom")), "{lines:#?}");
+    for v in ["storm", "storm-watchdog"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{v} against healthy (the first variant): "))),
+            "{v}: {lines:#?}"
+        );
+    }
+    // Two workloads, no victim named: each one's slowest flow.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the slowest flow of victim took")
+                && l.contains("the slowest flow of to-h0 took")),
+        "{lines:#?}"
+    );
+}
+
+/// A PAUSE held without a break is a storm, unless the scenario says the
+/// cause is a slow receiver: then it is that, and never a storm.
+#[test]
+fn a_stated_slow_receiver_is_never_called_a_storm() {
+    let (doc, ctx) = storm();
+    let r = variant(doc, "storm");
+    let plain = render::explain::variant(r);
+    assert!(
+        plain
+            .iter()
+            .any(|l| l.starts_with("storm: a pause storm: ")),
+        "{plain:#?}"
+    );
+    let mut slow = ctx.diagnoses[1].clone().unwrap();
+    slow.cause = "slow-receiver".into();
+    let lines = render::explain::variant_with(r, Some(&slow));
+    assert!(
+        !lines.iter().any(|l| l.contains(": a pause storm")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "that is the scenario's slow receiver at h0 draining slower than frames arrive, \
+             not a pause storm"
+        )),
+        "{lines:#?}"
+    );
+    // Pauses that come and go are no storm either, by the numbers alone.
+    let mut short = r.clone();
+    for s in &mut short.pauses {
+        s.intervals = (0..40u64)
+            .map(|i| (i * 100_000_000, i * 100_000_000 + 60_000_000))
+            .collect();
+    }
+    short.ports.clear();
+    let lines = render::explain::variant(&short);
+    assert!(
+        !lines.iter().any(|l| l.contains("pause storm")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("XON followed XOFF")),
+        "{lines:#?}"
+    );
+}
+
+/// Headroom is named only where a lossless priority counted the drops
+/// (`rx_buf_discard`); a lossy priority's drops are tail drops; without
+/// per-port counters the report says it cannot tell.
+#[test]
+fn drops_are_given_only_the_cause_their_counters_show() {
+    let lossy = variant(tiny(), "lossy").clone();
+    let n = lossy.summary.drops;
+    let lines = render::explain::variant(&lossy);
+    assert!(!lines.iter().any(|l| l.contains("headroom")), "{lines:#?}");
+    let mut bare = lossy.clone();
+    bare.ports.clear();
+    let lines = render::explain::variant(&bare);
+    assert!(
+        lines.iter().any(|l| l.contains(&format!(
+            "results.json holds no per-port counters ([record] ports), so where and why the \
+             {n} frames were lost is not known here"
+        ))),
+        "{lines:#?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("headroom")), "{lines:#?}");
+    // The same drops counted on a lossless priority: headroom.
+    let mut lossless = bare.clone();
+    let mut p = variant(tiny(), "lossless").ports.first().cloned();
+    if p.is_none() {
+        // Ports are not recorded by the tiny scenario: make one.
+        let (doc, _) = storm();
+        p = variant(doc, "healthy").ports.first().cloned();
+    }
+    let mut p = p.expect("a port record");
+    p.prio[3].rx_discards = n;
+    p.prio[3].rx_buf_discard = n;
+    p.rx_discards = n;
+    p.pfc_priorities = Some(vec![3]);
+    lossless.ports = vec![p.clone()];
+    let lines = render::explain::variant(&lossless);
+    assert!(
+        lines.iter().any(|l| l.contains(&format!(
+            "all {n} were dropped at ingress on lossless priority 3"
+        )) && l.contains("headroom")),
+        "{lines:#?}"
+    );
+    // On a priority that port runs no PFC on: a lossy priority, no headroom.
+    p.pfc_priorities = Some(vec![4]);
+    p.is_nic = false;
+    lossless.ports = vec![p];
+    for c in &mut lossless.ports[0].prio {
+        c.rx_buf_discard = 0;
+    }
+    let lines = render::explain::variant(&lossless);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("all {n} were tail-dropped on priority 3"))),
+        "{lines:#?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("headroom")), "{lines:#?}");
+}
+
+/// Flows far apart are never "close together": by FCT for one size, by
+/// slowdown when sizes differ.
+#[test]
+fn flows_far_apart_are_not_called_close_together() {
+    let mut r = variant(tiny(), "lossless").clone();
+    assert!(r.flows.len() >= 4 && r.flows.iter().all(|f| f.fct_ps.is_some()));
+    let base = r.flows[0].fct_ps.unwrap();
+    for (i, f) in r.flows.iter_mut().enumerate() {
+        let fct = if i == 0 { base } else { 2 * base };
+        f.fct_ps = Some(fct);
+        f.slowdown = Some(fct as f64 / base as f64);
+    }
+    r.summary.fct_p50_ps = Some(2 * base);
+    r.summary.fct_p99_ps = Some(2 * base);
+    let lines = render::explain::variant(&r);
+    assert!(
+        !lines.iter().any(|l| l.contains("close together")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("flows were treated unevenly")
+                && l.contains("2.0 times the fastest")),
+        "{lines:#?}"
+    );
+}
+
+/// A context written before ground truth existed (no `diagnoses`) still
+/// loads and renders; a context with it round-trips.
+#[test]
+fn old_contexts_without_ground_truth_still_render() {
+    let dir = std::env::temp_dir().join(format!("rocelab-render-ctx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(render::CONTEXT_FILE),
+        "{\"narrative\": [\"Lesson 1: t\"], \"thresholds\": [[], []]}",
+    )
+    .unwrap();
+    let ctx = render::load_context(&dir).unwrap();
+    assert!(ctx.diagnoses.is_empty());
+    let doc = tiny();
+    assert_eq!(
+        render::explanation_with(doc, &ctx),
+        render::explanation(doc)
+    );
+    let (_, with) = storm();
+    let json = serde_json::to_string(with).unwrap();
+    std::fs::write(dir.join(render::CONTEXT_FILE), json).unwrap();
+    assert_eq!(&render::load_context(&dir).unwrap(), with);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -71,8 +71,8 @@ use crate::topology::{self, NodeId, NodeKind, Topology};
 use crate::workload::{FlowSpec, GroupSpec};
 
 pub use changes::Overrides;
-pub use diagnosis::{Diagnosis, Role};
 pub(crate) use changes::{merge, parse_key};
+pub use diagnosis::{Diagnosis, Role};
 pub use workload::{HostRef, HostSet, OpDoc, WorkloadDoc, WorkloadKind};
 
 /// Default runaway guard: events per variant.
