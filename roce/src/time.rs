@@ -13,6 +13,16 @@
 //! prefixes are decimal (G = 10^9), as link rates are. [`Size`] is bytes:
 //! `KiB`/`MiB`/`GiB` are binary (2^10...), `KB`/`MB`/`GB` (and `K`, `M`,
 //! `G`) are decimal (10^3...), `B` or a bare number is bytes.
+//!
+//! In files, durations, rates and sizes are strings with their unit
+//! (serde reads and writes [`Duration::exact`] and friends). A plain
+//! integer is read as the base unit (picoseconds, bits per second, bytes)
+//! by default, as machine-written files may hold one; in files people
+//! write, a time or a rate without its unit is a mistake (`duration = 20`
+//! would be 20 ps), so a loader of such files decodes inside
+//! [`with_units_required`]: there a nonzero bare number (or, for a rate,
+//! a string without a unit) for a [`Duration`] or [`Rate`] is an error
+//! that names the units the value takes. Sizes keep bare numbers as bytes.
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub, SubAssign};
@@ -535,12 +545,93 @@ impl Size {
     }
 }
 
+/// The units a duration takes, as errors name them.
+const DURATION_UNITS: &str = "ps, ns, us, ms or s";
+/// The units a rate takes, as errors name them.
+const RATE_UNITS: &str = "bps, Kbps, Mbps, Gbps or Tbps (or K, M, G, T)";
+
+thread_local! {
+    /// Whether serde reads on this thread refuse bare numbers for
+    /// durations and rates (see [`with_units_required`]).
+    static UNITS_REQUIRED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Run `f` (a decoding of a file people write: scenarios, topologies,
+/// command-line settings) with bare numbers refused for durations and
+/// rates: a nonzero integer, a float, or a rate string without a unit
+/// (`"25"`) is an error naming the units the value takes, instead of
+/// being read as picoseconds or bits per second. A bare `0` is zero in
+/// every unit and stays. Applies to the current thread for the duration
+/// of `f`, nests, and is undone when `f` returns or unwinds.
+pub fn with_units_required<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            UNITS_REQUIRED.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(UNITS_REQUIRED.with(|c| c.replace(true)));
+    f()
+}
+
+/// Whether bare numbers are refused on this thread now.
+fn units_required() -> bool {
+    UNITS_REQUIRED.with(|c| c.get())
+}
+
+/// The error for a number written without a unit.
+fn no_unit(number: &str, what: &str, units: &str, example: &str) -> String {
+    format!("{number} has no unit: expected a {what} with its unit, one of {units} (e.g. \"{example}\")")
+}
+
 /// serde support: durations, rates and sizes are strings in files
-/// (`"1.5us"`), and plain integers are accepted as base units.
+/// (`"1.5us"`), and plain integers are accepted as base units except
+/// inside [`with_units_required`], where a nonzero one is refused for
+/// durations and rates.
 mod serde_impls {
     use super::*;
     use serde::de::{self, Deserializer, Visitor};
     use serde::{Deserialize, Serialize, Serializer};
+
+    /// What a unit-bearing type needs to read numbers: its name, its
+    /// units, an example with the number, and whether bare numbers may be
+    /// refused (durations and rates; sizes are bytes).
+    trait Units {
+        const WHAT: &'static str;
+        const UNITS: &'static str;
+        const STRICT: bool;
+        fn example(n: &str) -> String;
+    }
+    impl Units for Duration {
+        const WHAT: &'static str = "duration";
+        const UNITS: &'static str = DURATION_UNITS;
+        const STRICT: bool = true;
+        fn example(n: &str) -> String {
+            format!("{n}us")
+        }
+    }
+    impl Units for Rate {
+        const WHAT: &'static str = "rate";
+        const UNITS: &'static str = RATE_UNITS;
+        const STRICT: bool = true;
+        fn example(n: &str) -> String {
+            format!("{n}Gbps")
+        }
+    }
+    impl Units for Size {
+        const WHAT: &'static str = "size";
+        const UNITS: &'static str = "B, KiB, MiB, GiB, KB, MB or GB";
+        const STRICT: bool = false;
+        fn example(n: &str) -> String {
+            format!("{n}KB")
+        }
+    }
+
+    /// A bare number refused: `Some(error)` when `T` needs its unit here.
+    fn refused<T: Units>(number: &str, zero: bool) -> Option<String> {
+        (T::STRICT && !zero && units_required())
+            .then(|| no_unit(number, T::WHAT, T::UNITS, &T::example(number)))
+    }
 
     macro_rules! string_serde {
         ($ty:ident, $ctor:expr, $what:expr) => {
@@ -558,15 +649,37 @@ mod serde_impls {
                             f.write_str($what)
                         }
                         fn visit_str<E: de::Error>(self, v: &str) -> Result<$ty, E> {
+                            let t = v.trim();
+                            if !t.is_empty()
+                                && t.chars()
+                                    .all(|c| c.is_ascii_digit() || c == '.' || c == '_')
+                            {
+                                let zero = t.chars().all(|c| !c.is_ascii_digit() || c == '0');
+                                if let Some(e) = refused::<$ty>(t, zero) {
+                                    return Err(E::custom(e));
+                                }
+                            }
                             v.parse().map_err(E::custom)
                         }
                         fn visit_u64<E: de::Error>(self, v: u64) -> Result<$ty, E> {
+                            if let Some(e) = refused::<$ty>(&v.to_string(), v == 0) {
+                                return Err(E::custom(e));
+                            }
                             Ok($ctor(v))
                         }
                         fn visit_i64<E: de::Error>(self, v: i64) -> Result<$ty, E> {
-                            u64::try_from(v)
-                                .map($ctor)
-                                .map_err(|_| E::custom(concat!("negative ", $what)))
+                            match u64::try_from(v) {
+                                Ok(v) => self.visit_u64(v),
+                                Err(_) => Err(E::custom(concat!("negative ", $what))),
+                            }
+                        }
+                        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$ty, E> {
+                            Err(E::custom(no_unit(
+                                &v.to_string(),
+                                <$ty as Units>::WHAT,
+                                <$ty as Units>::UNITS,
+                                &<$ty as Units>::example(&v.to_string()),
+                            )))
                         }
                     }
                     d.deserialize_any(V)
@@ -668,6 +781,62 @@ mod tests {
             serde_json::from_str::<Size>(&json).unwrap(),
             Size::from_bytes(32_000_000)
         );
+    }
+
+    #[test]
+    fn bare_numbers_are_refused_only_where_units_are_required() {
+        // Machine files: a plain integer is the base unit.
+        assert_eq!(
+            serde_json::from_str::<Duration>("20").unwrap(),
+            Duration::from_ps(20)
+        );
+        assert_eq!(
+            serde_json::from_str::<Rate>("\"25\"").unwrap(),
+            Rate::from_bps(25)
+        );
+        with_units_required(|| {
+            let e = serde_json::from_str::<Duration>("20")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("20 has no unit") && e.contains("ps, ns, us, ms or s"),
+                "{e}"
+            );
+            let e = serde_json::from_str::<Rate>("100").unwrap_err().to_string();
+            assert!(e.contains("Gbps"), "{e}");
+            let e = serde_json::from_str::<Rate>("\"25\"")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("25 has no unit"), "{e}");
+            let e = serde_json::from_str::<Duration>("2.5")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("2.5 has no unit"), "{e}");
+            // Zero is zero in every unit; sizes keep bytes; units parse.
+            assert_eq!(
+                serde_json::from_str::<Duration>("0").unwrap(),
+                Duration::ZERO
+            );
+            assert_eq!(
+                serde_json::from_str::<Rate>("\"0\"").unwrap(),
+                Rate::from_bps(0)
+            );
+            assert_eq!(
+                serde_json::from_str::<Size>("64").unwrap(),
+                Size::from_bytes(64)
+            );
+            assert_eq!(
+                serde_json::from_str::<Rate>("\"25G\"").unwrap(),
+                Rate::from_gbps(25)
+            );
+            // Nested scopes keep it on; leaving the outer one turns it off.
+            with_units_required(|| assert!(serde_json::from_str::<Duration>("1").is_err()));
+            assert!(serde_json::from_str::<Duration>("1").is_err());
+        });
+        assert!(serde_json::from_str::<Duration>("1").is_ok());
+        // Unwinding out of the scope restores it too.
+        let _ = std::panic::catch_unwind(|| with_units_required(|| panic!("mid-decode")));
+        assert!(serde_json::from_str::<Duration>("1").is_ok());
     }
 
     #[test]

@@ -4,10 +4,16 @@
 //! [`FileError`]: the file, the line and column when known, the dotted key
 //! (`fabric.pfc.threshold.xoff`, `workload[1].size`) and what was expected.
 //! Decoding never panics on any input.
+//!
+//! Both decoders read what people write, so durations and rates must carry
+//! their unit: they decode inside [`roce::time::with_units_required`], and
+//! a bare number (`duration = 20`, `rate = 100`; a bare `0` stays) is an
+//! error naming the key and the units it takes, never 20 ps or 100 bit/s.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use roce::time::with_units_required;
 use serde::de::DeserializeOwned;
 
 /// A mistake in an input file.
@@ -77,7 +83,7 @@ pub fn read_file(path: &Path) -> Result<String, FileError> {
 /// Decode TOML text into `T`, naming file, line, column and key on error.
 pub fn decode_str<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, FileError> {
     let de = toml::Deserializer::new(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    with_units_required(|| serde_path_to_error::deserialize(de)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let err = toml_error(file, &path, inner.message());
@@ -95,7 +101,7 @@ pub fn decode_value<T: DeserializeOwned>(
     value: toml::Value,
     prefix: &str,
 ) -> Result<T, FileError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    with_units_required(|| serde_path_to_error::deserialize(value)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         toml_error(file, &path, inner.message()).under(prefix)

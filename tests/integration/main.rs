@@ -9,6 +9,7 @@ mod devices;
 mod ibverbs_shim;
 mod interview;
 mod lessons;
+mod newcomer;
 mod perftest;
 mod rdmacm_shim;
 mod report_browser;

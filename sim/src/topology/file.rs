@@ -214,15 +214,51 @@ pub fn load(path: &Path) -> Result<Topology, FileError> {
 
 /// Build a topology from the text of a file named `file`.
 pub fn from_str(file: &Path, text: &str) -> Result<Topology, FileError> {
-    let doc: TopologyDoc = decode_str(file, text)?;
+    let doc: TopologyDoc = decode_str(file, text).map_err(|e| {
+        let raw = text.parse::<toml::Table>().ok();
+        sharpen(file, e, raw.as_ref().and_then(|t| t.get("generator")), "").locate(text)
+    })?;
     build(&doc, file, "")
 }
 
 /// Build a topology from a TOML value found under `prefix` in `file`
 /// (an inline `[topology]` table of a scenario).
 pub fn from_value(file: &Path, value: toml::Value, prefix: &str) -> Result<Topology, FileError> {
-    let doc: TopologyDoc = decode_value(file, value, prefix)?;
+    let generator = value.get("generator").cloned();
+    let doc: TopologyDoc = decode_value(file, value, prefix)
+        .map_err(|e| sharpen(file, e, generator.as_ref(), prefix))?;
     build(&doc, file, prefix)
+}
+
+/// A decoding error that names only `generator` (serde reads the tagged
+/// generator table whole, losing the key inside it) named at the key of
+/// the link table at fault instead (`generator.fabric_link.rate`), when
+/// one of them is wrong on its own; any other error as it is.
+fn sharpen(
+    file: &Path,
+    err: FileError,
+    generator: Option<&toml::Value>,
+    prefix: &str,
+) -> FileError {
+    let whole = if prefix.is_empty() {
+        "generator".to_string()
+    } else {
+        format!("{prefix}.generator")
+    };
+    if err.key.as_deref() != Some(whole.as_str()) {
+        return err;
+    }
+    let Some(toml::Value::Table(t)) = generator else {
+        return err;
+    };
+    for k in ["host_link", "fabric_link", "bottleneck"] {
+        if let Some(v) = t.get(k) {
+            if let Err(e) = decode_value::<LinkSpec>(file, v.clone(), &format!("{whole}.{k}")) {
+                return e;
+            }
+        }
+    }
+    err
 }
 
 /// Build the topology a document describes and check it
