@@ -209,11 +209,15 @@ fn fold_tc_into_host_mismatch(out: &mut Vec<Finding>) {
 }
 
 /// "No ECN marks anywhere" is the consequence of a switch that pauses
-/// before its queue reaches Kmin: one cause, reported once.
+/// before its queue reaches Kmin, whose buffer is too small, or whose
+/// ECN is off: one cause, reported once.
 fn fold_no_marks_into_kmin(out: &mut Vec<Finding>) {
     let Some(i) = out.iter().position(|f| {
-        f.symptom == Symptom::BufferTooSmall
-            && f.title.contains("before its queue reaches ECN's Kmin")
+        (f.symptom == Symptom::BufferTooSmall
+            && f.title.contains("before its queue reaches ECN's Kmin"))
+            || (is_switch_config_cause(f)
+                && f.symptom != Symptom::EcnTooEarly
+                && f.severity >= Severity::Error)
     }) else {
         return;
     };
@@ -233,17 +237,32 @@ fn fold_no_marks_into_kmin(out: &mut Vec<Finding>) {
     cap_evidence(&mut f.evidence);
 }
 
-/// A misconfigured switch named as a cause (ECN off there) that is also
-/// the origin of the scope's PAUSE: the pause is its consequence, folded
-/// in as evidence (severity, affected ports, what the job feels), not
+/// A switch's misconfiguration named as a cause, with the switch as its
+/// origin: ECN off or Kmin beyond the pause point there, a buffer too
+/// small, ECN marking too early.
+fn is_switch_config_cause(f: &Finding) -> bool {
+    f.origin.is_some()
+        && matches!(
+            f.symptom,
+            Symptom::EcnNotMarking | Symptom::BufferTooSmall | Symptom::EcnTooEarly
+        )
+}
+
+/// A misconfigured switch named as a cause (ECN off there, its buffer too
+/// small), confirmed by the counters (error or worse), that is also the
+/// origin of the scope's PAUSE: the pause is its consequence, folded in
+/// as evidence (severity, affected ports, what the job feels), not
 /// reported as a second cause.
 fn fold_pause_into_origin(out: &mut Vec<Finding>) {
     let mut i = 0;
     while i < out.len() {
         let origin = out[i].origin.clone();
-        let is_cause = out[i].symptom == Symptom::EcnNotMarking && origin.is_some();
-        let pause = out.iter().position(|p| {
+        // A configuration cause the counters confirm (error or worse)
+        // takes in the PAUSE it explains; a possible one stays beside it.
+        let is_cause = is_switch_config_cause(&out[i]) && out[i].severity >= Severity::Error;
+        let pause = out.iter().enumerate().position(|(j, p)| {
             is_cause
+                && j != i
                 && matches!(
                     p.symptom,
                     Symptom::TxPause | Symptom::SwitchCongestion | Symptom::BufferTooSmall
@@ -512,6 +531,7 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
         f.impact = impact_of_hold(held.first(), &ctx.sim);
         if is_switch && !looped && below_kmin(origin, ctx).is_none() {
             fan_in(&mut f, origin, &held, ctx);
+            by_design(&mut f, origin, &held, ctx);
         }
         // The cause the origin's PAUSE names.
         let cause = if looped {
@@ -753,6 +773,87 @@ fn fan_in(f: &mut Finding, origin: &str, held: &[(String, String, u64, String)],
         pct(*w),
         ratio_1_over_1_minus(*w)
     );
+}
+
+/// Held share (ppm) below which PAUSE beside a working DCQCN is the
+/// backstop of the first round trips, not lost capacity: 50 %.
+const BACKSTOP_PPM: u64 = 500_000;
+
+/// Share of line rate (ppm) from which a congested egress runs full: 90 %.
+const FULL_LINK_PPM: u64 = 900_000;
+
+/// Congestion that PFC and ECN handle as designed is worth a warning, no
+/// more: either DCQCN is at work (receivers send CNPs and senders act on
+/// them) and no port is held half the time or more, so PFC only catches
+/// the first round trips of a burst; or the host behind the origin's
+/// busiest egress (the one that received what that port sent) received
+/// at least [`FULL_LINK_PPM`] of its link speed (its `ethtool IFACE`)
+/// over the interval, so PFC shares a full link among its senders and the
+/// congestion costs what the load costs. The finding says which.
+fn by_design(f: &mut Finding, origin: &str, held: &[(String, String, u64, String)], ctx: &Context) {
+    if f.severity <= Severity::Warning {
+        return;
+    }
+    let (sent, handled) = ctx.rdma.iter().fold((0u64, 0u64), |(s, h), r| {
+        (
+            s.saturating_add(r.get("np_cnp_sent")),
+            h.saturating_add(r.get("rp_cnp_handled")),
+        )
+    });
+    let top = held.first().map_or(0, |h| h.2);
+    let measured = held.first().is_some_and(|h| h.3.contains("(held "));
+    if sent > 0 && handled > 0 && measured && top < BACKSTOP_PPM {
+        f.severity = Severity::Warning;
+        f.evidence.push(format!(
+            "DCQCN is at work (np_cnp_sent +{sent}, rp_cnp_handled +{handled}) and no port is held {} of the time or more: PFC catches the first round trips of the burst while the senders slow down, congestion control as designed",
+            pct(BACKSTOP_PPM)
+        ));
+        return;
+    }
+    // The origin's busiest egress, and the host behind it: the host
+    // whose received bytes are what that port sent (within 1 %).
+    let Some(egress) = ctx
+        .eth
+        .iter()
+        .filter(|v| v.is_switch_port() && v.node() == origin)
+        .max_by_key(|v| v.get("tx_bytes_phy"))
+    else {
+        return;
+    };
+    let sent = egress.get("tx_bytes_phy");
+    let Some(host) = ctx.eth.iter().find(|v| {
+        let got = v.get("rx_bytes_phy");
+        !v.is_switch_port() && sent > 0 && got.abs_diff(sent) * 100 <= sent
+    }) else {
+        return;
+    };
+    // Its link speed, from its `ethtool IFACE`.
+    let Some(mbps) = ctx
+        .links
+        .iter()
+        .filter(|(file, _)| super::names::host_from_path(file) == host.label())
+        .flat_map(|(_, l)| l.iter().filter_map(|e| e.speed_mbps))
+        .max()
+    else {
+        return;
+    };
+    let Some(ps) = host.interval_ps.filter(|p| *p > 0) else {
+        return;
+    };
+    let bps = u128::from(host.get("rx_bytes_phy")) * 8 * 1_000_000_000_000 / u128::from(ps);
+    let ppm =
+        u64::try_from(bps * 1_000_000 / (u128::from(mbps) * 1_000_000).max(1)).unwrap_or(u64::MAX);
+    if ppm >= FULL_LINK_PPM {
+        f.severity = Severity::Warning;
+        f.evidence.push(format!(
+            "{}, {origin}'s busiest egress, feeds {}: it received at {} of its {} link {} (rx_bytes_phy against the speed `ethtool` gives): the congested link runs full, so PFC is sharing it among its senders, not losing capacity",
+            egress.label(),
+            host.label(),
+            pct(ppm.min(1_000_000)),
+            super::counters::format_bps(mbps.saturating_mul(1_000_000)),
+            host.how()
+        ));
+    }
 }
 
 /// 1 / (1 - share) as `a.bcd`, share in ppm.

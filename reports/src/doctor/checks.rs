@@ -1,6 +1,7 @@
 //! The individual checks of the doctor, one function per playbook symptom.
 //! [`run`] runs them all, with those of [`super::platform`],
-//! [`super::fabric`] and [`super::hosts`], over one scope's [`Context`].
+//! [`super::fabric`], [`super::hosts`] and [`super::switchcfg`], over one
+//! scope's [`Context`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +31,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     for v in &ctx.rdma {
         corruption_rdma(v, &mut out);
     }
+    priority_remap(ctx, &mut out);
     loss(ctx, &mut out);
     ack_timeout(ctx, &mut out);
     other_completion_errors(ctx, &mut out);
@@ -44,6 +46,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     super::platform::run(ctx, &mut out);
     super::fabric::run(ctx, &mut out);
     super::hosts::run(ctx, &mut out);
+    super::switchcfg::run(ctx, &mut out);
     since_boot(ctx, &mut out);
     if out.iter().all(|f| f.severity == Severity::Info) {
         healthy(ctx, &mut out);
@@ -290,6 +293,134 @@ fn lossy_priority(v: &CounterView, ctx: &Context, out: &mut Vec<Finding>) {
     f.check_first = "`mlnx_qos -i`: trust mode (dscp/pcp), PFC enabled bits and dscp2prio; the traffic class the job sets (NCCL_IB_TC, perftest --tclass / -S); VLAN PCP when trusting pcp".into();
     f.why = "mlx5 prints per-priority pause rows only for priorities with PFC enabled; the bytes per priority show where RoCE actually lands".into();
     out.push(f);
+}
+
+/// Smallest volume (bytes) received on a priority that no host sent on
+/// before the doctor calls it re-prioritised by the fabric.
+const REMAP_MIN_BYTES: u64 = 64 * 1024;
+
+/// #10 seen from the hosts' own counters, before anything drops: bytes
+/// are conserved across a fabric, so what the hosts receive on a priority
+/// some host sent on it. When two or more hosts are in the capture, the
+/// hosts received a real volume on priority P that none of them sent on
+/// (tx_prioP_bytes +0 on every host), P has no PFC on the receivers, and
+/// the hosts sent at least as much on a PFC priority Q, then a switch
+/// between them classified the frames marked Q into P (a trust mode or
+/// DSCP map that differs from the NICs'): RoCE crosses the fabric on a
+/// priority that drops instead of pausing. The switch whose ports receive
+/// on Q but send on P, with nothing received on P, is named the origin.
+/// A warning (nothing dropped yet in what the counters show); drops on P
+/// are the loss check's error.
+fn priority_remap(ctx: &Context, out: &mut Vec<Finding>) {
+    let hosts: Vec<&CounterView> = ctx.eth.iter().filter(|v| !v.is_switch_port()).collect();
+    if hosts.len() < 2 {
+        return;
+    }
+    let sum = |views: &[&CounterView], name: &dyn Fn(u8) -> String, p: u8| -> u64 {
+        saturating_sum(views.iter().map(|v| v.get(&name(p))))
+    };
+    let rx = |p: u8| format!("rx_prio{p}_bytes");
+    let tx = |p: u8| format!("tx_prio{p}_bytes");
+    let qos_pfc: BTreeSet<u8> = ctx
+        .qos
+        .iter()
+        .flat_map(|(_, q)| q.pfc_priorities())
+        .collect();
+    let pfc_of = |v: &CounterView| -> BTreeSet<u8> {
+        let own: BTreeSet<u8> = v.pfc_prios().into_iter().collect();
+        if own.is_empty() {
+            qos_pfc.clone()
+        } else {
+            own
+        }
+    };
+    for p in 0u8..8 {
+        let got = sum(&hosts, &rx, p);
+        if got < REMAP_MIN_BYTES || sum(&hosts, &tx, p) > 0 {
+            continue;
+        }
+        // The receivers of P, none of which runs PFC on it.
+        let receivers: Vec<&&CounterView> = hosts.iter().filter(|v| v.get(&rx(p)) > 0).collect();
+        if receivers.iter().any(|v| pfc_of(v).contains(&p)) {
+            continue;
+        }
+        // The PFC priority the hosts sent that volume on.
+        let Some((q, sent)) = (0u8..8)
+            .filter(|q| *q != p && hosts.iter().any(|v| pfc_of(v).contains(q)))
+            .map(|q| (q, sum(&hosts, &tx, q)))
+            .filter(|(_, sent)| *sent >= got)
+            .max_by_key(|(_, sent)| *sent)
+        else {
+            continue;
+        };
+        // The switch that receives on Q and sends on P.
+        let mut by_switch: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for v in ctx.eth.iter().filter(|v| v.is_switch_port()) {
+            let e = by_switch.entry(v.node()).or_default();
+            e.0 = e.0.saturating_add(v.get(&rx(q)));
+            e.1 = e.1.saturating_add(v.get(&tx(p)));
+            e.2 = e.2.saturating_add(v.get(&rx(p)));
+        }
+        let remappers: Vec<(&String, &(u64, u64, u64))> = by_switch
+            .iter()
+            .filter(|(_, (in_q, out_p, in_p))| *in_q > 0 && *out_p > 0 && *in_p == 0)
+            .collect();
+        let names: Vec<String> = receivers.iter().map(|v| v.label()).collect();
+        let subject = match remappers.as_slice() {
+            [(sw, _)] => (*sw).clone(),
+            _ => "fabric".to_string(),
+        };
+        let mut f = Finding::new(Severity::Warning, Symptom::LossyPriority, subject.clone());
+        if subject != "fabric" {
+            f.origin = Some(subject.clone());
+        }
+        f.affects = std::iter::once(subject.clone())
+            .chain(names.iter().cloned())
+            .collect();
+        f.title = format!(
+            "RoCE sent on prio{q} (PFC) arrives on prio{p} (no PFC): the fabric re-prioritises it{}, so it crosses on a priority that drops instead of pausing",
+            if subject == "fabric" {
+                String::new()
+            } else {
+                format!(" at {subject}")
+            }
+        );
+        f.evidence.push(format!(
+            "{} host(s) sent {sent} bytes on prio{q} and 0 on prio{p} (tx_prio{p}_bytes +0 on every host) {}",
+            hosts.len(),
+            hosts[0].how()
+        ));
+        for v in receivers.iter().take(4) {
+            f.evidence.push(format!(
+                "{}: rx_prio{p}_bytes +{} on prio{p}, where its PFC is off (PFC on {})",
+                v.label(),
+                v.get(&rx(p)),
+                pfc_of(v)
+                    .iter()
+                    .map(|x| format!("prio{x}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        for (sw, (in_q, out_p, _)) in &remappers {
+            f.evidence.push(format!(
+                "switch {sw}: its ports received {in_q} bytes on prio{q} and none on prio{p}, yet sent {out_p} bytes on prio{p}"
+            ));
+        }
+        let dropped = saturating_sum(ctx.eth.iter().map(|v| {
+            v.get(&format!("rx_prio{p}_discards"))
+                .max(v.get(&format!("rx_prio{p}_buf_discard")))
+        }));
+        if dropped == 0 {
+            f.evidence.push(format!(
+                "nothing dropped on prio{p} yet: at this load no queue filled; the first incast or congested link will drop instead of pause"
+            ));
+        }
+        f.impact = "works at light load and fails under congestion: once a queue on the unprotected priority fills, frames are dropped and each drop costs a go-back-N window, so collectives slow down or time out exactly when the job is busiest".into();
+        f.check_first = "the switch's trust mode and DSCP-to-priority (or PCP-to-priority) map against the NICs' (`mlnx_qos -i`: trust state and dscp2prio): RoCE's DSCP or PCP must land in the lossless priority on every switch port, with PFC and ECN on that priority".into();
+        f.why = "a byte received on a priority was sent on some priority; when the hosts send only on the PFC priority and receive on another, a switch between them classified the frames differently than the NICs marked them".into();
+        out.push(f);
+    }
 }
 
 /// #6 (drops on NICs and retransmission counters) per source, merged.
@@ -582,6 +713,10 @@ fn fill_timeout_text(f: &mut Finding) {
     f.why = "local_ack_timeout_err counts ACK timer expiries on the requester: lost tail packets, lost ACKs or a peer that never answers; status 12 is what is left when the retries run out".into();
 }
 
+/// Share (ppm) of a receiver's packets carrying a CE mark from which the
+/// marks are a standing queue rather than a burst: 1 %.
+const STANDING_MARKS_PPM: u64 = 10_000;
+
 /// #4 and #5, plus the balance summary.
 fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
     let cc: Vec<&CounterView> = ctx
@@ -645,7 +780,24 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
             v.get("rx_discards_phy") > 0
                 || (0..8).any(|p| v.get(&format!("rx_prio{p}_discards")) > 0)
         });
-        let hurt = paused || dropped;
+        // Marks on a steady share of what a receiver gets: its queue
+        // stands above Kmin, and every packet waits behind it.
+        let standing = cc
+            .iter()
+            .filter(|r| r.get("np_ecn_marked_roce_packets") > 0)
+            .filter_map(|r| {
+                let m = r.get("np_ecn_marked_roce_packets");
+                let rx = ctx
+                    .eth
+                    .iter()
+                    .find(|v| !v.is_switch_port() && v.label() == r.label())
+                    .map(|v| v.get("rx_packets_phy"))
+                    .filter(|p| *p > 0)?;
+                let ppm = u64::try_from(u128::from(m) * 1_000_000 / u128::from(rx)).ok()?;
+                (ppm >= STANDING_MARKS_PPM).then(|| (r.label(), m, rx, ppm))
+            })
+            .max_by_key(|x| x.3);
+        let hurt = paused || dropped || standing.is_some();
         let mut f = Finding::new(
             if since_boot || !hurt {
                 Severity::Info
@@ -657,6 +809,12 @@ fn ecn(ctx: &Context, out: &mut Vec<Finding>) {
         );
         if !hurt {
             f.evidence.push("no port paused 1 % of the time or more and none dropped: the unanswered marks cost nothing in this capture".into());
+        }
+        if let Some((host, m, rx, ppm)) = &standing {
+            f.evidence.push(format!(
+                "{host}: {} of the packets it received carry a CE mark (np_ecn_marked_roce_packets +{m} of rx_packets_phy +{rx}): a queue stands above Kmin at its switch and nothing slows the senders down, so every packet to it waits behind that queue",
+                pct(*ppm)
+            ));
         }
         f.title = "switches mark ECN but no receiver sends CNPs: DCQCN's notification point is off"
             .into();

@@ -8,6 +8,7 @@ use crate::realnic::hca::HcaInfo;
 use crate::realnic::nccl::NcclLog;
 use crate::realnic::perftest::PerftestReport;
 use crate::realnic::qos::{GidEntry, QosConfig};
+use crate::realnic::swconfig::{EcnConfig, MmuConfig};
 use crate::realnic::tools::{EthLink, Event, NcclTests, PciLink, SwitchReport};
 use crate::realnic::topo::TopoMatrix;
 
@@ -28,4 +29,8 @@ pub(super) struct Context {
     pub lspci: Vec<(String, Vec<PciLink>)>,
     pub links: Vec<(String, Vec<EthLink>)>,
     pub events: Vec<(String, Vec<Event>)>,
+    /// Switch buffer listings (`mmuconfig -l`), by file.
+    pub mmu: Vec<(String, MmuConfig)>,
+    /// Switch ECN listings (`ecnconfig -l` / `-q`), by file.
+    pub ecncfg: Vec<(String, EcnConfig)>,
 }

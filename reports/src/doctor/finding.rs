@@ -103,6 +103,9 @@ pub enum Symptom {
     /// A switch queue congested by fan-in: the switch sends PAUSE
     /// upstream; not a host problem.
     SwitchCongestion,
+    /// ECN thresholds so low that a switch marks while its queue is a few
+    /// frames deep: DCQCN throttles the senders and links run underused.
+    EcnTooEarly,
 }
 
 impl Symptom {
@@ -164,6 +167,7 @@ impl Symptom {
             Symptom::BufferTooSmall => "buffer-too-small",
             Symptom::LinkDown => "link-down",
             Symptom::SwitchCongestion => "switch-congestion",
+            Symptom::EcnTooEarly => "ecn-too-early",
         }
     }
 
@@ -199,6 +203,8 @@ impl Symptom {
             // Loss causes.
             Symptom::HeadroomShort | Symptom::LinkDown => 3,
             Symptom::SwitchCongestion => 4,
+            // A misconfigured switch explains the throttled senders.
+            Symptom::EcnTooEarly => 1,
         }
     }
 }

@@ -48,8 +48,8 @@
 //! Dependencies point one way, down: this file (`diagnose`, the report)
 //! -> `sources.rs` (which snapshots are one source), `cause.rs` (one
 //! finding per root cause) and `checks.rs` (the
-//! playbook checks; they also run those of `platform.rs`, `fabric.rs` and
-//! `hosts.rs`) -> `context.rs` (what the checks of one scope see) ->
+//! playbook checks; they also run those of `platform.rs`, `fabric.rs`,
+//! `hosts.rs` and `switchcfg.rs`) -> `context.rs` (what the checks of one scope see) ->
 //! `counters.rs` (snapshots and counter views: entity, time base,
 //! measured or estimated pause share), `sim.rs` (a
 //! `results.json`'s facts), `finding.rs` (findings, severities,
@@ -69,6 +69,7 @@ mod names;
 mod platform;
 pub mod sim;
 mod sources;
+mod switchcfg;
 mod wording;
 
 use std::collections::BTreeMap;
@@ -408,6 +409,8 @@ pub fn diagnose(inputs: &[Input], opts: &Options) -> Diagnosis {
             Parsed::Lspci(p) => ctx.lspci.push((input.name.clone(), p.clone())),
             Parsed::EthtoolLink(e) => ctx.links.push((input.name.clone(), e.clone())),
             Parsed::Events(e) => ctx.events.push((input.name.clone(), e.clone())),
+            Parsed::MmuConfig(m) => ctx.mmu.push((input.name.clone(), m.clone())),
+            Parsed::EcnConfig(e) => ctx.ecncfg.push((input.name.clone(), e.clone())),
             Parsed::Switch(r) => {
                 ctx.switch.push((input.name.clone(), r.clone()));
                 // PFC frame counts per switch port join the counter views,

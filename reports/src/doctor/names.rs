@@ -196,6 +196,10 @@ const TOOL_NAMES: &[&str] = &[
     "mlnx_qos",
     "mlnx-qos",
     "qos",
+    "mmuconfig",
+    "ecnconfig",
+    "link",
+    "pfcwd",
 ];
 
 /// The host a per-host tool output (`show_gids`, `ibv_devinfo` /

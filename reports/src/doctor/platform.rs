@@ -7,6 +7,7 @@
 //! Thresholds and where they come from are listed in docs/NIC-DOCTOR.md.
 
 use super::context::Context;
+use super::counters::{prio_names, tags};
 use super::finding::{Finding, Severity, Symptom};
 use super::names::host_from_path;
 use super::wording::pct;
@@ -289,6 +290,7 @@ fn watchdog(ctx: &Context, out: &mut Vec<Finding>) {
     let mut ev = Vec::new();
     let mut affects = Vec::new();
     let mut stormed_now = false;
+    let mut switches: BTreeSet<String> = BTreeSet::new();
     for (file, r) in &ctx.switch {
         for w in &r.watchdog {
             let det = w.detected.unwrap_or(0);
@@ -297,6 +299,7 @@ fn watchdog(ctx: &Context, out: &mut Vec<Finding>) {
                 continue;
             }
             stormed_now |= now;
+            switches.insert(host_from_path(file));
             affects.push(format!(
                 "{}:{}",
                 w.port,
@@ -320,15 +323,16 @@ fn watchdog(ctx: &Context, out: &mut Vec<Finding>) {
     if ev.is_empty() {
         return;
     }
-    let mut f = Finding::new(
-        if stormed_now {
-            Severity::Critical
-        } else {
-            Severity::Error
-        },
-        Symptom::PfcStorm,
-        affects[0].clone(),
-    );
+    let sev = if stormed_now {
+        Severity::Critical
+    } else {
+        Severity::Error
+    };
+    if let Some(f) = watchdog_deadlock(ctx, &switches, &affects, &ev, sev) {
+        out.push(f);
+        return;
+    }
+    let mut f = Finding::new(sev, Symptom::PfcStorm, affects[0].clone());
     f.affects = affects;
     f.title = if stormed_now {
         "the switch's PFC watchdog holds a queue in storm state now: the device behind it keeps pausing".into()
@@ -340,6 +344,63 @@ fn watchdog(ctx: &Context, out: &mut Vec<Finding>) {
     f.check_first = "the device on the stormed port (a host NIC stuck sending XOFF: hung driver, firmware, a receiver that stopped draining); its tx_prioN_pause and tx_pause_storm_*_events counters; dmesg on that host".into();
     f.why = "SONiC's PFC watchdog declares a storm when a queue is paused continuously for its detection time with nothing draining, then drops the queue's packets until restoration".into();
     out.push(f);
+}
+
+/// Watchdog storms that are a deadlock being broken: the watchdogs of two
+/// or more switches found stormed queues while the capture's host NICs
+/// sent no PAUSE at all (no `tx_prioN_pause`, no storm events). A storm
+/// is a queue held by PAUSE that never ends; with no host asserting
+/// PAUSE, the only devices that can hold the switches' queues are the
+/// switches themselves, each waiting on the next: a cycle of paused
+/// queues (a PFC deadlock) that the watchdogs break by ignoring PAUSE.
+/// None when the capture has no host NIC counters (the hosts cannot be
+/// ruled out) or a host sent PAUSE.
+fn watchdog_deadlock(
+    ctx: &Context,
+    switches: &BTreeSet<String>,
+    affects: &[String],
+    ev: &[String],
+    sev: Severity,
+) -> Option<Finding> {
+    let hosts: Vec<_> = ctx.eth.iter().filter(|v| !v.is_switch_port()).collect();
+    if switches.len() < 2 || hosts.is_empty() {
+        return None;
+    }
+    let host_pause: u64 = hosts
+        .iter()
+        .flat_map(|v| {
+            tags()
+                .map(|t| v.get(&prio_names(&t).2))
+                .chain(
+                    [
+                        "tx_pause_storm_warning_events",
+                        "tx_pause_storm_error_events",
+                    ]
+                    .map(|n| v.get(n)),
+                )
+                .collect::<Vec<_>>()
+        })
+        .fold(0u64, u64::saturating_add);
+    if host_pause > 0 {
+        return None;
+    }
+    let names: Vec<&str> = switches.iter().map(String::as_str).collect();
+    let mut f = Finding::new(sev, Symptom::PfcDeadlock, names[0].to_string());
+    f.origin = Some(names[0].to_string());
+    f.affects = affects.to_vec();
+    f.title = format!(
+        "PFC deadlock broken by the watchdog: switches {} each had a queue stormed while no host NIC sent PAUSE, so there is no origin outside the switches: their paused queues held each other in a cycle",
+        names.join(", ")
+    );
+    f.evidence = ev.to_vec();
+    f.evidence.push(format!(
+        "{} host NIC port(s) in the capture: tx_prioN_pause +0 and tx_pause_storm_*_events +0 on every one",
+        hosts.len()
+    ));
+    f.impact = "the traffic on the priority froze until each watchdog's detection time ran out; while the queues stay stormed the watchdog drops (or forwards without PFC) their frames, so RoCE loses packets and pays go-back-N and timeouts; the cycle forms again as soon as the watchdog restores the queues".into();
+    f.check_first = "the routes through the stormed switch ports: which paused queues wait on each other in a loop (traffic going down to a leaf and up again, stale or static routes after a link failure, routes not in up-down order); make routing deadlock-free. The watchdog breaks a deadlock that has formed, not its cause".into();
+    f.why = "SONiC's PFC watchdog declares a storm on a queue held by PAUSE for its detection time with nothing draining; a host NIC stuck sending PAUSE is the usual source, but here no host sent any, so the PAUSE came from the switches themselves: with stormed queues on several switches that is a cyclic buffer dependency (Hu et al., HotNets 2016), a deadlock".into();
+    Some(f)
 }
 
 /// Switch queue counters (SONiC `show queue counters`, EOS queue

@@ -23,6 +23,7 @@ pub mod perftest;
 pub mod qos;
 pub mod rdma;
 pub mod summary;
+pub mod swconfig;
 pub mod text;
 pub mod tools;
 pub mod topo;
@@ -68,11 +69,16 @@ pub enum Kind {
     EthtoolLink,
     /// Kernel / UCX event lines.
     Events,
+    /// SONiC `mmuconfig -l`: a switch's buffer pools and profiles.
+    MmuConfig,
+    /// SONiC `ecnconfig -l` / `-q`: a switch's WRED/ECN profiles and
+    /// queue states.
+    EcnConfig,
 }
 
 impl Kind {
     /// All kinds, in the order `parse KIND` lists them.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Perftest,
         Kind::Ethtool,
         Kind::Rdma,
@@ -87,6 +93,8 @@ impl Kind {
         Kind::Lspci,
         Kind::EthtoolLink,
         Kind::Events,
+        Kind::MmuConfig,
+        Kind::EcnConfig,
     ];
 
     /// Command-line name.
@@ -106,6 +114,8 @@ impl Kind {
             Kind::Lspci => "lspci",
             Kind::EthtoolLink => "ethtool-link",
             Kind::Events => "events",
+            Kind::MmuConfig => "mmuconfig",
+            Kind::EcnConfig => "ecnconfig",
         }
     }
 }
@@ -118,7 +128,7 @@ impl fmt::Display for Kind {
 
 /// An unknown kind name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {0:?}: expected auto, perftest, ethtool (also nvue), rdma (also perfquery), topo, devinfo (also ibstat, ibstatus, ibportstate, iblinkinfo, rdma-link, mlxconfig), mlnx-qos, show-gids, nccl, sim-results, nccl-tests, switch (SONiC pfcstat/pfcwd/queue counters), lspci, ethtool-link or events (kernel/UCX log)")]
+#[error("unknown format {0:?}: expected auto, perftest, ethtool (also nvue), rdma (also perfquery), topo, devinfo (also ibstat, ibstatus, ibportstate, iblinkinfo, rdma-link, mlxconfig), mlnx-qos, show-gids, nccl, sim-results, nccl-tests, switch (SONiC pfcstat/pfcwd/queue counters), lspci, ethtool-link, events (kernel/UCX log), mmuconfig (SONiC buffer pools and profiles, show buffer configuration) or ecnconfig (SONiC WRED/ECN profiles, show ecn)")]
 pub struct UnknownKind(pub String);
 
 impl FromStr for Kind {
@@ -140,6 +150,8 @@ impl FromStr for Kind {
             "lspci" => Kind::Lspci,
             "ethtool-link" | "ethtool-a" => Kind::EthtoolLink,
             "events" | "dmesg" | "ucx" | "log" => Kind::Events,
+            "mmuconfig" | "mmu" | "buffers" => Kind::MmuConfig,
+            "ecnconfig" | "ecn" | "wred" => Kind::EcnConfig,
             _ => return Err(UnknownKind(s.to_string())),
         })
     }
@@ -177,6 +189,10 @@ pub enum Parsed {
     EthtoolLink(Vec<tools::EthLink>),
     /// Log events.
     Events(Vec<tools::Event>),
+    /// A switch's buffer configuration.
+    MmuConfig(swconfig::MmuConfig),
+    /// A switch's ECN/WRED configuration.
+    EcnConfig(swconfig::EcnConfig),
 }
 
 impl Parsed {
@@ -197,6 +213,8 @@ impl Parsed {
             Parsed::Lspci(_) => Kind::Lspci,
             Parsed::EthtoolLink(_) => Kind::EthtoolLink,
             Parsed::Events(_) => Kind::Events,
+            Parsed::MmuConfig(_) => Kind::MmuConfig,
+            Parsed::EcnConfig(_) => Kind::EcnConfig,
         }
     }
 }
@@ -218,6 +236,11 @@ fn detect_plain(input: &str) -> Option<Kind> {
     let has = |pred: &dyn Fn(&str) -> bool| ls.iter().any(|l| pred(l.text.trim()));
     if tools::looks_nccl_tests(&ls) {
         return Some(Kind::NcclTests);
+    }
+    match swconfig::detect(input) {
+        Some(true) => return Some(Kind::EcnConfig),
+        Some(false) => return Some(Kind::MmuConfig),
+        None => {}
     }
     if has(&|t| {
         let u = t.to_ascii_uppercase();
@@ -373,7 +396,7 @@ pub fn is_rdma_counter(n: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// `auto` could not tell the format.
-    #[error("not RDMA tool output: could not detect the format (expected perftest, ethtool -S, NVUE qos counters, plain ethtool or ethtool -a, rdma statistic or hw_counters, perfquery, nvidia-smi topo -m, ibv_devinfo/ibstat/ibstatus/ibportstate/iblinkinfo, rdma link show, mlxconfig query, mlnx_qos, show_gids, a NCCL log, nccl-tests, SONiC pfcstat/pfcwd/queue counters, lspci -vv, kernel/UCX log lines or results.json)")]
+    #[error("not RDMA tool output: could not detect the format (expected perftest, ethtool -S, NVUE qos counters, plain ethtool or ethtool -a, rdma statistic or hw_counters, perfquery, nvidia-smi topo -m, ibv_devinfo/ibstat/ibstatus/ibportstate/iblinkinfo, rdma link show, mlxconfig query, mlnx_qos, show_gids, a NCCL log, nccl-tests, SONiC pfcstat/pfcwd/queue counters, SONiC mmuconfig -l or ecnconfig -l, lspci -vv, kernel/UCX log lines or results.json)")]
     Undetected,
     /// A parser rejected the text.
     #[error("as {kind}: {source}")]
@@ -419,5 +442,7 @@ pub fn parse(kind: Option<Kind>, input: &str) -> Result<Parsed, Error> {
         Kind::Lspci => Parsed::Lspci(tools::parse_lspci(input).map_err(wrap)?),
         Kind::EthtoolLink => Parsed::EthtoolLink(tools::parse_ethtool_link(input).map_err(wrap)?),
         Kind::Events => Parsed::Events(tools::parse_events(input).map_err(wrap)?),
+        Kind::MmuConfig => Parsed::MmuConfig(swconfig::parse_mmuconfig(input).map_err(wrap)?),
+        Kind::EcnConfig => Parsed::EcnConfig(swconfig::parse_ecnconfig(input).map_err(wrap)?),
     })
 }

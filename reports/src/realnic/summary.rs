@@ -378,6 +378,50 @@ pub fn summarize(p: &Parsed) -> String {
                 );
             }
         }
+        Parsed::MmuConfig(c) => {
+            for b in &c.pools {
+                let _ = writeln!(
+                    s,
+                    "pool {}: size {} type {} mode {}",
+                    b.block.name,
+                    opt(&b.size),
+                    b.block.text("type").unwrap_or("-"),
+                    b.block.text("mode").unwrap_or("-")
+                );
+            }
+            for p in &c.profiles {
+                let _ = writeln!(
+                    s,
+                    "profile {}: pool {} dynamic_th {} static_th {} xoff {}",
+                    p.block.name,
+                    p.pool().unwrap_or("-"),
+                    opt(&p.dynamic_th),
+                    opt(&p.static_th),
+                    opt(&p.xoff)
+                );
+            }
+        }
+        Parsed::EcnConfig(c) => {
+            for p in &c.profiles {
+                let _ = writeln!(
+                    s,
+                    "WRED profile {}: ecn {} green min {} max {} probability {} %",
+                    p.block.name,
+                    p.ecn.as_deref().unwrap_or("-"),
+                    opt(&p.green_min),
+                    opt(&p.green_max),
+                    opt(&p.green_probability)
+                );
+            }
+            for q in &c.queues {
+                let _ = writeln!(
+                    s,
+                    "queue {}: ECN {}",
+                    q.queue,
+                    if q.on { "on" } else { "off" }
+                );
+            }
+        }
         Parsed::Events(es) => {
             for e in es {
                 let _ = writeln!(

@@ -3,7 +3,13 @@
 //! ([`write_counter_dumps`](super::write_counter_dumps): `nics.txt` and
 //! `switches.txt`, each section named `<node>.ethtool.txt`,
 //! `<node>.rdma.txt`, `<switch>-p<port>.ethtool.txt` or
-//! `<switch>.pfcwd.txt`) and one `<host>.mlnx_qos.txt` per host.
+//! `<switch>.pfcwd.txt`) and one `<host>.mlnx_qos.txt` per host; with
+//! the topology ([`write_switch_configs`]) also each switch's buffer and
+//! ECN configuration as SONiC lists them (`<switch>.mmuconfig.txt`,
+//! `<switch>.ecnconfig.txt`, see `sonic.rs`) and each host's link speed
+//! (`<host>.link.txt`, `ethtool IFACE`), what an operator collects when
+//! the counters alone cannot tell a small buffer or ECN switched off from
+//! ordinary congestion, or a full link from a starved one.
 //!
 //! Every file and section is named by node only: nothing in the folder
 //! names the scenario, the variant, the fault or rocelab's own files, so
@@ -13,13 +19,26 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::sonic::{ecnconfig, mmuconfig};
 use super::write_counter_dumps;
 use crate::config::SimConfig;
-use crate::results::RunResult;
+use crate::results::{PortRecord, RunResult};
+use crate::topology::{NodeKind, Topology};
 
 /// The file name of a host's `mlnx_qos -i` dump in a capture.
 pub fn mlnx_qos_file(host: &str) -> String {
     format!("{host}.mlnx_qos.txt")
+}
+
+/// The file name of a switch's `mmuconfig -l` listing in a capture.
+pub fn mmuconfig_file(switch: &str) -> String {
+    format!("{switch}.mmuconfig.txt")
+}
+
+/// The file name of a switch's `ecnconfig -l` / `ecnconfig -q` listing in
+/// a capture.
+pub fn ecnconfig_file(switch: &str) -> String {
+    format!("{switch}.ecnconfig.txt")
 }
 
 /// What `mlnx_qos -i` prints for a host NIC of a run with `config`: trust
@@ -71,6 +90,57 @@ pub fn write_capture(dir: &Path, result: &RunResult, config: &SimConfig) -> std:
     let qos = mlnx_qos(config);
     for n in &result.nics {
         std::fs::write(dir.join(mlnx_qos_file(&n.node)), &qos)?;
+    }
+    Ok(())
+}
+
+/// The file name of a host's `ethtool IFACE` link settings in a capture.
+pub fn link_file(host: &str) -> String {
+    format!("{host}.link.txt")
+}
+
+/// What plain `ethtool IFACE` prints of a host port linked at `mbps`
+/// Mbit/s: its speed, duplex and link state.
+pub fn ethtool_link(iface: &str, mbps: u64) -> String {
+    format!("Settings for {iface}:\n\tSpeed: {mbps}Mb/s\n\tDuplex: Full\n\tLink detected: yes\n")
+}
+
+/// Write the configuration listings of `topo`'s nodes into `dir`
+/// (created if missing), the settings an operator reads beside the
+/// counters: per switch [`mmuconfig_file`] (its buffer pools and profiles
+/// under `config`) and [`ecnconfig_file`] (its WRED/ECN profiles and
+/// queue states, from `result`'s port records; switches without port
+/// records get only the buffer listing); per host [`link_file`] (the
+/// speed of its first link, as `ethtool IFACE` prints it).
+pub fn write_switch_configs(
+    dir: &Path,
+    result: &RunResult,
+    config: &SimConfig,
+    topo: &Topology,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (ni, node) in topo.nodes.iter().enumerate() {
+        if node.kind != NodeKind::Switch {
+            if let Some(l) = node.ports.first() {
+                let mbps = topo.links[l.0 as usize].rate.bps() / 1_000_000;
+                std::fs::write(dir.join(link_file(&node.name)), ethtool_link("eth0", mbps))?;
+            }
+            continue;
+        }
+        if let Some(text) = mmuconfig(topo, config, ni) {
+            std::fs::write(dir.join(mmuconfig_file(&node.name)), text)?;
+        }
+        let ports: Vec<&PortRecord> = result
+            .ports
+            .iter()
+            .filter(|p| !p.is_nic && p.node == node.name)
+            .collect();
+        if !ports.is_empty() {
+            std::fs::write(
+                dir.join(ecnconfig_file(&node.name)),
+                ecnconfig(&ports, config),
+            )?;
+        }
     }
     Ok(())
 }
