@@ -2,12 +2,16 @@
 //! `DIR/results.json`, `DIR/counters/<variant>/`, `DIR/report.html` and
 //! the captured links' `DIR/pcap/<variant>/<from>-<to>.pcap`,
 //! print a table per variant and the wall-clock figures (which never go
-//! into the files).
+//! into the files). A variant that left flows unfinished says so first in
+//! its table (how many, of which workloads, why the run stopped), and its
+//! FCT percentiles and makespan carry the count of flows they cover;
+//! `--fail-on-unfinished` then exits with [`UNFINISHED_EXIT`].
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use reports::render::unfinished::{pause_sum_note, Unfinished};
 use roce::time::Duration;
 use sim::results::{GroupRecord, RunResult, RunStats};
 use sim::run::{simulate, RunOptions};
@@ -29,6 +33,24 @@ pub struct Args {
     #[arg(long, short)]
     pub quiet: bool,
 }
+
+/// Arguments of the `rocelab run` command: [`Args`] (shared with the
+/// commands that run a scenario for the user) and what only `run` offers.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: Args,
+    /// Exit with status 3 when any variant leaves flows unfinished (its
+    /// files are still written): for CI, where a run that finishes nothing
+    /// must not pass.
+    #[arg(long)]
+    pub fail_on_unfinished: bool,
+}
+
+/// Exit status of `rocelab run --fail-on-unfinished` when a variant left
+/// flows unfinished (1 stays for errors).
+pub const UNFINISHED_EXIT: u8 = 3;
 
 /// Command-line changes to a scenario, shared by `run` and `validate`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -64,12 +86,20 @@ impl Changes {
 }
 
 /// Run the scenario; the exit status says whether every variant ran and
-/// the files were written.
-pub fn run(args: &Args) -> ExitCode {
-    match execute(args, None) {
-        Some(_) => ExitCode::SUCCESS,
-        None => ExitCode::FAILURE,
+/// the files were written, and, with `--fail-on-unfinished`, whether
+/// every flow finished ([`UNFINISHED_EXIT`] when not).
+pub fn run(args: &RunArgs) -> ExitCode {
+    let Some((_, unfinished)) = execute_with(&args.run, None) else {
+        return ExitCode::FAILURE;
+    };
+    if args.fail_on_unfinished && !unfinished.is_empty() {
+        eprintln!(
+            "error: --fail-on-unfinished: flows left unfinished: {}",
+            unfinished.join("; ")
+        );
+        return ExitCode::from(UNFINISHED_EXIT);
     }
+    ExitCode::SUCCESS
 }
 
 /// Run the scenario of `args.file`, read from disk, or, when `text` is
@@ -77,8 +107,21 @@ pub fn run(args: &Args) -> ExitCode {
 /// `args.file`). Prints the tables unless quiet and any error on stderr;
 /// returns the output directory it wrote, or `None` after an error.
 pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
+    execute_with(args, text).map(|(out, _)| out)
+}
+
+/// As [`execute`], and what each variant left unfinished: one
+/// `variant: N of M flows did not finish (...)` per variant that did.
+fn execute_with(args: &Args, text: Option<&str>) -> Option<(PathBuf, Vec<String>)> {
     let t0 = Instant::now();
     let (scenario, doc) = simulate_all(args, text)?;
+    let unfinished: Vec<String> = doc
+        .variants
+        .iter()
+        .filter_map(|r| {
+            Unfinished::of(r).map(|u| format!("{}: {}", r.summary.variant, u.headline()))
+        })
+        .collect();
     let out = args
         .out
         .clone()
@@ -96,7 +139,7 @@ pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
         return None;
     }
     if args.quiet {
-        return Some(out);
+        return Some((out, unfinished));
     }
     let (write, total) = (tw.elapsed().as_secs_f64(), t0.elapsed().as_secs_f64());
     println!(
@@ -106,7 +149,7 @@ pub fn execute(args: &Args, text: Option<&str>) -> Option<PathBuf> {
         out.join("counters").display(),
         100.0 * write / total.max(1e-9)
     );
-    Some(out)
+    Some((out, unfinished))
 }
 
 /// Load the scenario (as [`execute`]) and simulate every variant, writing
@@ -306,23 +349,43 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     let s = &r.summary;
     println!();
     println!("== variant {} ==", s.variant);
+    // Flows left open come first: the numbers below cover only the
+    // finished ones.
+    let open = Unfinished::of(r);
+    if let Some(u) = &open {
+        println!("  UNFINISHED         {}", u.headline());
+        println!("                     {}", u.why());
+    }
+    let over = |v: String| match &open {
+        Some(u) if s.flows_completed > 0 => format!("{v} ({})", u.over()),
+        _ => v,
+    };
+    let makespan = if s.flows_completed == 0 && s.flows_total > 0 {
+        "none finished".to_string()
+    } else {
+        over(ps(s.makespan_ps))
+    };
+    let pause_time = match pause_sum_note(r) {
+        Some(note) => format!("{} ({note})", ps(s.pause_time_ps)),
+        None => ps(s.pause_time_ps),
+    };
     let rows: [(&str, String); 14] = [
         (
             "flows completed",
             format!("{} / {}", s.flows_completed, s.flows_total),
         ),
         ("simulated time", ps(s.sim_time_ps)),
-        ("makespan", ps(s.makespan_ps)),
+        ("makespan", makespan),
         ("goodput", gbps(s.goodput_bps)),
         ("drops", s.drops.to_string()),
         ("pause frames sent", s.pause_frames_sent.to_string()),
-        ("pause time (sum)", ps(s.pause_time_ps)),
+        ("pause time (sum)", pause_time),
         ("ECN marked", s.ecn_marked.to_string()),
         ("CNPs sent", s.cnps_sent.to_string()),
         ("retransmitted", s.retransmitted_packets.to_string()),
-        ("FCT p50", fct(s.fct_p50_ps)),
-        ("FCT p99", fct(s.fct_p99_ps)),
-        ("FCT max", fct(s.max_fct_ps)),
+        ("FCT p50", over(fct(s.fct_p50_ps))),
+        ("FCT p99", over(fct(s.fct_p99_ps))),
+        ("FCT max", over(fct(s.max_fct_ps))),
         ("stopped by", s.stop_reason.clone()),
     ];
     for (k, v) in rows {
@@ -404,6 +467,17 @@ fn step_time(g: &GroupRecord) -> String {
     }
 }
 
+/// A side-by-side FCT cell: marked `*` when it covers finished flows
+/// only (some did not finish).
+fn partial(r: &RunResult, v: String) -> String {
+    let s = &r.summary;
+    if s.flows_completed > 0 && s.flows_completed < s.flows_total {
+        format!("{v}*")
+    } else {
+        v
+    }
+}
+
 /// A row of the side-by-side table: its name and how to show one variant.
 type Row = (&'static str, fn(&RunResult) -> String);
 
@@ -426,9 +500,9 @@ fn print_comparison(results: &[RunResult]) {
             r.summary.retransmitted_packets.to_string()
         }),
         ("goodput", |r| gbps(r.summary.goodput_bps)),
-        ("FCT p50", |r| fct(r.summary.fct_p50_ps)),
-        ("FCT p99", |r| fct(r.summary.fct_p99_ps)),
-        ("FCT max", |r| fct(r.summary.max_fct_ps)),
+        ("FCT p50", |r| partial(r, fct(r.summary.fct_p50_ps))),
+        ("FCT p99", |r| partial(r, fct(r.summary.fct_p99_ps))),
+        ("FCT max", |r| partial(r, fct(r.summary.max_fct_ps))),
     ];
     for (name, f) in rows {
         print!("{name:<18}");
@@ -436,6 +510,17 @@ fn print_comparison(results: &[RunResult]) {
             print!(" {:>16}", f(r));
         }
         println!();
+    }
+    let open: Vec<String> = results
+        .iter()
+        .filter(|r| r.summary.flows_completed > 0)
+        .filter_map(|r| Unfinished::of(r).map(|u| format!("{}: {}", r.summary.variant, u.over())))
+        .collect();
+    if !open.is_empty() {
+        println!(
+            "* over finished flows only ({}); the rest did not finish",
+            open.join(", ")
+        );
     }
 }
 

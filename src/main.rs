@@ -35,7 +35,7 @@ enum Command {
     /// Print the version and the crates it is built from.
     Version,
     /// Run every variant of a scenario; write results.json, counter dumps and report.html.
-    Run(cmd_run::Args),
+    Run(cmd_run::RunArgs),
     /// List the lessons: number, title and the question each answers.
     Lessons,
     /// Run lesson N (as `run` runs its file) and say where its report is.

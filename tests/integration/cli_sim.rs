@@ -529,11 +529,12 @@ fn doctor_ranks_each_injected_fault_first() {
 /// short (`--set duration=20us`): the doctor must still read them.
 #[test]
 fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
-    let healthy = [
-        "allreduce-ring",
-        "imports/hpcc-import",
-        "imports/htsim-import",
-    ];
+    let healthy = ["allreduce-ring", "imports/htsim-import"];
+    // Runs the model's default NIC (no congestion control) under switches
+    // that mark ECN: the marks go unanswered, which the doctor must name
+    // (cnp-not-handled, a warning: the same setting as lesson 4's no-cc
+    // variant) and nothing worse.
+    let no_cc = ["imports/hpcc-import"];
     // Contrasts lossless with lossy on purpose: its lossy variant drops.
     let contrast = ["websearch-poisson"];
     let mut all = Vec::new();
@@ -565,7 +566,9 @@ fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
         .filter(|n| !n.starts_with("bench/") && !n.starts_with("lessons/"))
     {
         assert!(
-            healthy.contains(&n.as_str()) || contrast.contains(&n.as_str()),
+            healthy.contains(&n.as_str())
+                || no_cc.contains(&n.as_str())
+                || contrast.contains(&n.as_str()),
             "{n}: a healthy scenario outside lessons/ and bench/ (or a new kind to classify)"
         );
     }
@@ -584,6 +587,24 @@ fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
         if findings.is_empty() {
             wrong.push(format!("{n}: no findings at all"));
         }
+        if no_cc.contains(&n.as_str()) {
+            let first = &findings[0];
+            if first["id"] != "cnp-not-handled" || first["severity"] != "warning" {
+                wrong.push(format!(
+                    "{n}: want a cnp-not-handled warning first, got {} {}: {}",
+                    first["severity"], first["id"], first["title"]
+                ));
+            }
+            for f in findings
+                .iter()
+                .filter(|f| f["severity"] == "error" || f["severity"] == "critical")
+            {
+                wrong.push(format!(
+                    "{n}: {} {}: {}",
+                    f["severity"], f["id"], f["title"]
+                ));
+            }
+        }
         if healthy.contains(&n.as_str()) {
             for f in findings.iter().filter(|f| f["severity"] != "info") {
                 wrong.push(format!(
@@ -595,4 +616,104 @@ fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
     }
     let _ = std::fs::remove_dir_all(&base);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A run that leaves flows unfinished says so first, in the console and
+/// in both report forms: how many, of which workload, why the run
+/// stopped; its FCT percentiles and makespan carry the count they cover;
+/// a summed PAUSE time longer than the run says it sums over ports; and
+/// `--fail-on-unfinished` exits 3 (the files still written).
+#[test]
+fn a_run_that_leaves_flows_unfinished_says_so_first_and_can_fail() {
+    let dir = scratch("unfinished");
+    let lesson = repo().join("scenarios/lessons/02-pfc-head-of-line-blocking.toml");
+    let out = dir.join("lossy");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "run".to_string(),
+            lesson.to_str().unwrap().to_string(),
+            "--out".into(),
+            out.to_str().unwrap().to_string(),
+            "--variant".into(),
+            "lossy".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let plain = rocelab(&args(&[]).iter().map(String::as_str).collect::<Vec<_>>());
+    let stdout = ok(&plain);
+    let first = stdout
+        .find("  UNFINISHED         14 of 15 flows did not finish (incast: 14 of 14)\n")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(first < stdout.find("flows completed").unwrap(), "{stdout}");
+    assert!(
+        stdout.contains("the run stopped when its duration ran out, at 100.0 ms"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FCT p50            658.207us (over 1 of 15 flows)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("makespan           3.658ms (over 1 of 15 flows)"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let section = html.find("<section id=\"unfinished\">").expect("section");
+    assert!(section < html.find("id=\"summary\"").unwrap());
+    assert!(html.contains(
+        "<li>lossy: 14 of 15 flows did not finish (incast: 14 of 14); the run stopped when \
+         its duration ran out, at 100.0 ms. FCT percentiles and makespan cover the 1 finished \
+         flow only.</li>"
+    ));
+    assert!(
+        html.contains(">658.2 us (over 1 of 15 flows)</td>"),
+        "{html}"
+    );
+    ok(&rocelab(&[
+        "report",
+        out.join("results.json").to_str().unwrap(),
+        "--format",
+        "md",
+        "--out",
+        dir.join("report.md").to_str().unwrap(),
+    ]));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let m = md.find("### Flows left unfinished").expect("md section");
+    assert!(m < md.find("## Summary").unwrap(), "{md}");
+    assert!(
+        md.contains("| FCT p50 | 658.2 us (over 1 of 15 flows) |"),
+        "{md}"
+    );
+    // For CI: a non-zero status, and the files are there.
+    std::fs::remove_dir_all(&out).unwrap();
+    let failing = rocelab(
+        &args(&["--fail-on-unfinished", "--quiet"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(failing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&failing.stderr)
+        .contains("--fail-on-unfinished: flows left unfinished: lossy: 14 of 15 flows"));
+    assert!(out.join("report.html").exists());
+    // Every flow finished: the flag changes nothing.
+    let lossless = rocelab(&[
+        "run",
+        lesson.to_str().unwrap(),
+        "--out",
+        dir.join("lossless").to_str().unwrap(),
+        "--variant",
+        "lossless",
+        "--fail-on-unfinished",
+    ]);
+    let stdout = ok(&lossless);
+    assert!(!stdout.contains("UNFINISHED"), "{stdout}");
+    // 30.56 ms held in all over a 9.104 ms run: the sum over ports.
+    assert!(
+        stdout.contains(
+            "pause time (sum)   30.56ms (summed over ports and priorities, so longer than the run)"
+        ),
+        "{stdout}"
+    );
 }

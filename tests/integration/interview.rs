@@ -134,12 +134,22 @@ fn truths() -> BTreeMap<String, Truth> {
     out
 }
 
-/// Only counter dumps, named by node, none naming the fault.
+/// Only what an operator collects, named by node, none naming the fault.
 fn assert_dumps_name_nodes_only(dir: &Path, scenario: &str, fault: &str) {
     for (name, bytes) in dumps(dir) {
-        // The counter bundles (`==> h0.ethtool.txt <==` sections) and one
-        // mlnx_qos file per host.
-        let ok = name.ends_with(".mlnx_qos.txt") || name == "nics.txt" || name == "switches.txt";
+        // The counter bundles (`==> h0.ethtool.txt <==` sections), one
+        // mlnx_qos and one ethtool IFACE file per host, and each switch's
+        // buffer (mmuconfig -l) and ECN (ecnconfig -l) listings.
+        let ok = [
+            ".mlnx_qos.txt",
+            ".link.txt",
+            ".mmuconfig.txt",
+            ".ecnconfig.txt",
+        ]
+        .iter()
+        .any(|end| name.ends_with(end))
+            || name == "nics.txt"
+            || name == "switches.txt";
         assert!(ok, "{fault}: {name} is not a counter dump");
         let text = String::from_utf8_lossy(&bytes);
         for word in [scenario, fault, "rocelab"] {

@@ -1,7 +1,9 @@
-//! Every lesson's `report.html` checked in headless Chromium, from the
-//! rendered layout: no script errors or `console.error`, no network
-//! requests, every plot non-empty with labelled axes, no text outside its
-//! plot or overflowing its box.
+//! Every lesson's `report.html`, a fault's and a sweep's `sweep.html`
+//! checked in headless Chromium, from the rendered layout: no script
+//! errors or `console.error`, no network requests, every plot non-empty
+//! with labelled axes, no text outside its plot or overflowing its box, no
+//! mark or legend entry outside its canvas, no heading cut mid-sentence,
+//! no section empty under its heading.
 //!
 //! Mechanism: Chromium's `--headless --dump-dom` on `report.html#check`.
 //! The page carries its own check script (inert without `#check`); after
@@ -104,6 +106,9 @@ pub fn check(report: &Path) {
         "empty_plots",
         "unlabelled_plots",
         "overflow",
+        "off_canvas",
+        "cut_headings",
+        "empty_sections",
     ] {
         let list = v[key].as_array().expect("verdict list");
         assert!(list.is_empty(), "{}: {key}: {list:#?}", report.display());
@@ -131,7 +136,12 @@ fn the_browser_check_catches_a_spoiled_report() {
              <svg class=\"plot\" width=\"100\" height=\"50\"><title>empty one</title>\
              <text class=\"xl\" x=\"90\" y=\"20\">a label far too long for this box</text></svg>\
              <table><tr><td style=\"max-width:40px;overflow:hidden;white-space:nowrap\">\
-             wide-cell-text-that-cannot-wrap-anywhere</td></tr></table></body>",
+             wide-cell-text-that-cannot-wrap-anywhere</td></tr></table>\
+             <svg class=\"plot\" width=\"100\" height=\"50\"><title>legend off</title>\
+             <rect x=\"-785\" y=\"5\" width=\"10\" height=\"10\"/><circle cx=\"50\" cy=\"25\" r=\"2\"/>\
+             <text class=\"xl\" x=\"50\" y=\"40\">x</text><text class=\"yl\" x=\"5\" y=\"20\">y</text></svg>\
+             <h2>Fault: corruption. Every 100th frame sw0 sends to h0 arrives with a bad</h2><p>x</p>\
+             <h2>The empty one</h2><h2>Last</h2><p>y</p></body>",
         1,
     );
     let bad = dir.join("out/spoiled.html");
@@ -150,4 +160,74 @@ fn the_browser_check_catches_a_spoiled_report() {
     );
     assert!(text.contains("a label far too long"), "{v}");
     assert!(text.contains("wide-cell-text"), "{v}");
+    let off = v["off_canvas"].to_string();
+    assert!(off.contains("legend off: rect"), "{v}");
+    assert_eq!(off.matches("legend off").count(), 1, "{v}");
+    let cut = v["cut_headings"].to_string();
+    assert!(cut.contains("arrives with a bad"), "{v}");
+    assert_eq!(v["cut_headings"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(
+        v["empty_sections"],
+        serde_json::json!(["H2 'The empty one'"]),
+        "{v}"
+    );
+}
+
+/// Run `rocelab` with `args` in `dir`; it must succeed.
+fn rocelab(dir: &Path, args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run rocelab");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A scenario path from the repository root.
+fn scenario(rel: &str) -> String {
+    format!("{}/scenarios/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fault's report: its title is the first sentence of its header
+/// comment, never a line cut mid-sentence, and every section has content.
+#[test]
+fn a_fault_report_has_a_whole_title_and_no_empty_section() {
+    let dir = scratch("browser-check-fault");
+    rocelab(
+        &dir,
+        &[
+            "run",
+            &scenario("faults/corruption.toml"),
+            "--out",
+            "out",
+            "--quiet",
+        ],
+    );
+    let report = dir.join("out/report.html");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<h1>Fault: corruption</h1>"), "{html}");
+    check(&report);
+}
+
+/// A sweep's page: every series of every plot in a legend on its canvas.
+#[test]
+fn a_sweep_page_keeps_every_legend_entry_on_its_canvas() {
+    let dir = scratch("browser-check-sweep");
+    rocelab(
+        &dir,
+        &[
+            "sweep",
+            &scenario("sweeps/incast-buffer.toml"),
+            "--out",
+            "sw",
+        ],
+    );
+    let page = dir.join("sw/sweep.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Six series (3 fan-ins x 2 variants), each named in all five plots.
+    assert_eq!(
+        html.matches(">workload[0].senders=7 lossy</text>").count(),
+        5
+    );
+    check(&page);
 }

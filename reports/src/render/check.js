@@ -8,7 +8,8 @@
     return ce.apply(console, arguments);
   };
   window.addEventListener("load", function () {
-    var v = { errors: errors, requests: [], plots: 0, empty_plots: [], unlabelled_plots: [], overflow: [] };
+    var v = { errors: errors, requests: [], plots: 0, empty_plots: [], unlabelled_plots: [], overflow: [],
+      off_canvas: [], cut_headings: [], empty_sections: [] };
     try {
       v.requests = performance.getEntriesByType("resource").map(function (r) { return r.name; });
       // Local files load without a performance entry: list what would load them.
@@ -40,6 +41,17 @@
           if (!xl || !xl.textContent.trim() || !yl || !yl.textContent.trim()) v.unlabelled_plots.push(name);
         }
         var box = svg.getBoundingClientRect();
+        // Marks and legend swatches drawn outside the canvas (a legend
+        // placed at x = -785 shows nothing but a clipped tail).
+        svg.querySelectorAll("rect, circle, line, polyline, path:not(marker path)").forEach(function (m) {
+          if (m.closest("marker")) return;
+          var b = m.getBoundingClientRect();
+          if (b.width === 0 && b.height === 0) return;
+          if (b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.bottom > box.bottom + 1) {
+            v.off_canvas.push(name + ": " + m.tagName + " at " + [b.left, b.right, b.top, b.bottom].map(Math.round).join(",") +
+              " outside " + [box.left, box.right, box.top, box.bottom].map(Math.round).join(","));
+          }
+        });
         svg.querySelectorAll("text").forEach(function (t) {
           var b = t.getBoundingClientRect();
           if (b.width === 0 && b.height === 0) return;
@@ -57,6 +69,27 @@
         if (el.children.length === 0 && el.textContent.trim() && r.width > 0 && (r.right > p.right + 1 || r.left < p.left - 1)) {
           v.overflow.push(el.tagName + " '" + el.textContent.slice(0, 60) + "' leaves its box");
         }
+      });
+      // Headings cut mid-sentence: ending on a word that cannot end one,
+      // or a finished sentence followed by a fragment.
+      var dangling = /\b(a|an|the|and|or|but|of|to|for|in|on|at|by|from|with|into|as|that|which|is|are|its|their|nor)$/i;
+      document.querySelectorAll("h1, h2, h3, h4").forEach(function (hd) {
+        var t = hd.textContent.trim();
+        var tail = t.split(/[.?!] +(?=[A-Z0-9])/);
+        var last = tail[tail.length - 1];
+        if (dangling.test(t) || (tail.length > 1 && !/[.?!)]$/.test(last))) v.cut_headings.push(hd.tagName + " '" + t + "'");
+      });
+      // Sections with nothing under their heading: the next element is a
+      // heading of the same or a higher level, or there is none.
+      document.querySelectorAll("h2, h3, h4").forEach(function (hd) {
+        var level = Number(hd.tagName[1]), el = hd.nextElementSibling, content = false;
+        while (el && !content) {
+          var m = /^H([1-6])$/.exec(el.tagName);
+          if (m && Number(m[1]) <= level) break;
+          if (el.id !== "check-verdict" && el.tagName !== "SCRIPT" && (el.textContent.trim() || el.querySelector("svg, canvas, img"))) content = true;
+          el = el.nextElementSibling;
+        }
+        if (!content) v.empty_sections.push(hd.tagName + " '" + hd.textContent.trim() + "'");
       });
       if (document.documentElement.scrollWidth > window.innerWidth + 1) {
         v.overflow.push("page wider than the window: " + document.documentElement.scrollWidth + " > " + window.innerWidth);

@@ -100,12 +100,25 @@ impl Context {
             .find_map(|l| l.strip_prefix(label)?.strip_prefix(": ").map(str::trim))
     }
 
-    /// The title: the first narrative line (`Lesson N: <title>`), if any.
-    pub fn title(&self) -> Option<&str> {
-        self.narrative
-            .first()
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
+    /// The title: the first sentence of the narrative's first paragraph
+    /// (its lines up to an empty one or the `Question: ` line), without a
+    /// closing full stop: `Lesson N: <title>`, or `Fault: corruption` of
+    /// `Fault: corruption. Every 100th frame ...`. Never a sentence cut in
+    /// the middle: `None` (the report then names the scenario) when there
+    /// is no narrative or its first sentence is longer than
+    /// [`MAX_TITLE_CHARS`].
+    pub fn title(&self) -> Option<String> {
+        let para: Vec<&str> = self
+            .narrative
+            .iter()
+            .map(|l| l.trim())
+            .take_while(|l| !l.is_empty() && !l.starts_with("Question: "))
+            .collect();
+        let text = para.join(" ");
+        let sentence = first_sentence(&text);
+        let sentence = sentence.strip_suffix('.').unwrap_or(sentence).trim();
+        (!sentence.is_empty() && sentence.chars().count() <= MAX_TITLE_CHARS)
+            .then(|| sentence.to_string())
     }
 
     /// The narrative after the title and question lines, as paragraphs
@@ -115,9 +128,27 @@ impl Context {
     pub fn paragraphs(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut cur = String::new();
-        let body = self.narrative.iter().skip_while(|l| {
-            !l.is_empty() && (self.title() == Some(l.as_str()) || l.starts_with("Question: "))
-        });
+        // A first paragraph that is the title and nothing else, and the
+        // question, are shown above the narrative; a title cut from a
+        // longer first paragraph leaves that paragraph whole.
+        let head: Vec<&str> = self
+            .narrative
+            .iter()
+            .map(|l| l.trim())
+            .take_while(|l| !l.is_empty() && !l.starts_with("Question: "))
+            .collect();
+        let joined = head.join(" ");
+        let whole = joined.strip_suffix('.').unwrap_or(&joined);
+        let skip = if self.title().as_deref() == Some(whole) {
+            head.len()
+        } else {
+            0
+        };
+        let body = self
+            .narrative
+            .iter()
+            .skip(skip)
+            .skip_while(|l| l.starts_with("Question: "));
         for l in body {
             let t = l.trim();
             let indented = l.starts_with("  ");
@@ -143,6 +174,33 @@ impl Context {
         }
         out
     }
+}
+
+/// Longest title taken from a narrative, in characters.
+pub const MAX_TITLE_CHARS: usize = 140;
+
+/// The first sentence of `text`: up to the first `.`, `?` or `!` that is
+/// followed by a space and a word (a node name such as `sw0` may start a
+/// sentence in lower case) and that closes no abbreviation (so `0.66 ms`,
+/// `e.g. 4 KB` and `vs. TCP` do not end it), or all of it.
+fn first_sentence(text: &str) -> &str {
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if !matches!(c, b'.' | b'?' | b'!') {
+            continue;
+        }
+        // `c` is ASCII, so `i` is a character boundary.
+        let word = text[..i].rsplit(' ').next().unwrap_or("");
+        let abbreviation = word.contains('.') || matches!(word, "vs" | "etc" | "cf" | "approx");
+        if !(c == b'.' && abbreviation)
+            && b.get(i + 1) == Some(&b' ')
+            && b.get(i + 2)
+                .is_some_and(|n| n.is_ascii_alphanumeric() || *n == b'(' || *n == b'`')
+        {
+            return &text[..=i];
+        }
+    }
+    text
 }
 
 /// The flow that suffered most in `r`: the largest slowdown (FCT over its
@@ -284,7 +342,7 @@ mod tests {
             thresholds: Vec::new(),
             diagnoses: Vec::new(),
         };
-        assert_eq!(c.title(), Some("Lesson 2: Victims"));
+        assert_eq!(c.title().as_deref(), Some("Lesson 2: Victims"));
         assert_eq!(c.header("Question"), Some("why slow?"));
         assert_eq!(
             c.paragraphs(),
@@ -295,5 +353,29 @@ mod tests {
                 "rocelab lesson 2"
             ]
         );
+    }
+
+    #[test]
+    fn the_title_is_a_whole_first_sentence_or_none() {
+        let ctx = |text: &str| Context {
+            narrative: narrative_of(text),
+            ..Context::default()
+        };
+        let c = ctx("# Fault: corruption. Every 100th frame sw0 sends to h0 arrives with a bad\n# FCS (a dirty fibre).\n#\n# More.\n");
+        assert_eq!(c.title().as_deref(), Some("Fault: corruption"));
+        // The first paragraph stays whole in the narrative.
+        assert_eq!(
+            c.paragraphs()[0],
+            "Fault: corruption. Every 100th frame sw0 sends to h0 arrives with a bad FCS (a dirty fibre)."
+        );
+        let c = ctx("# Benchmark: incast on a fat tree (1024 hosts): every other host\n# writes 2 MB to host 0, e.g. 0.66 ms alone.\n#\n# Body.\n");
+        assert_eq!(
+            c.title().as_deref(),
+            Some("Benchmark: incast on a fat tree (1024 hosts): every other host writes 2 MB to host 0, e.g. 0.66 ms alone")
+        );
+        assert_eq!(c.paragraphs(), vec!["Body."]);
+        let long = format!("# {}\n", "word ".repeat(40));
+        assert_eq!(ctx(&long).title(), None);
+        assert_eq!(ctx("").title(), None);
     }
 }

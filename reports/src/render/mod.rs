@@ -7,19 +7,27 @@
 //! truth (the scenario's `[diagnosis]`: the cause it injects, the healthy
 //! baseline, the fix, the victim workload), which the explanation uses.
 //!
-//! Reading order: the lesson's point first (title, question, the key
-//! numbers of this run from [`context::key_numbers`], then the narrative),
-//! then the evidence. Every time axis spans the same range (the longest
-//! variant's run); each kind of variant has one colour in every report
-//! (lossless blue, lossy orange, congestion control green, faulty red,
-//! fixed purple; a second variant of a kind gets a spare colour); labels
-//! are kept on their canvas, and anything left out is said on the plot.
+//! Reading order: flows left unfinished first ([`unfinished`]: how many,
+//! of which workloads, why the run stopped; the FCT percentiles and the
+//! makespan in the table then carry the count of flows they cover), then
+//! the lesson's point (title: the narrative's whole first sentence,
+//! [`Context::title`]; question; the key numbers of this run from
+//! [`context::key_numbers`]; the narrative, with no heading when there is
+//! none), then the evidence. Every time axis spans the same range (the
+//! longest variant's run); each variant has one colour in every report
+//! ([`kinds`]: faulty red and fixed purple only as the scenario's ground
+//! truth says; lossless blue, lossy orange, congestion control green by
+//! name; a second variant of a colour gets a spare one); labels, marks
+//! and legends are kept on their canvas, and anything left out or
+//! aggregated is said on the plot.
 //!
 //! Contents: a summary table with the variants side by side, the
 //! plain-language explanation ([`explain`]), and plots: queue depth over
 //! time for every recorded queue (one panel per variant, same depth
 //! scale), PAUSE timelines (one row per paused port and priority, from
-//! `pauses`), the FCT CDF of every variant on one log-scale plot, and
+//! `pauses`), who paused whom on the topology ([`topology`], by tier and
+//! pod past a size), the FCT CDF of every variant on one log-scale plot,
+//! throughput over time of the flows the scenario names ([`rates`]) and
 //! per-flow throughput. When a run found PFC deadlocks or its PFC
 //! watchdog saw storms, both forms list them ([`fabric_event_tables`]):
 //! each deadlock's priority, when it formed and was detected, and its
@@ -37,10 +45,13 @@ pub mod context;
 pub mod evidence;
 pub mod explain;
 mod format;
+pub mod kinds;
 mod load;
+pub mod rates;
 pub mod svg;
 pub mod sweep;
 pub mod topology;
+pub mod unfinished;
 pub mod zoom;
 
 use std::fmt::Write as _;
@@ -51,8 +62,9 @@ use sim::scenario::ScenarioResults;
 pub use context::{load_context, narrative_of, Context, Threshold, CONTEXT_FILE};
 use format::bytes_tick;
 pub use format::{fmt_rate, fmt_time};
+use kinds::{legend_html, variant_colors};
 pub use load::{load, LoadError};
-use svg::{decimate, escape, num, Axis, Plot, PALETTE};
+use svg::{decimate, escape, num, Axis, Plot};
 
 /// One row of the summary table: label, exact value, shown value.
 type Row = (&'static str, fn(&RunResult) -> (String, String));
@@ -68,6 +80,14 @@ fn rows() -> [Row; 13] {
     fn ot(v: Option<u64>) -> (String, String) {
         v.map_or_else(|| (String::new(), "none finished".to_string()), t)
     }
+    /// A number over finished flows only: with how many it covers when
+    /// some flow did not finish.
+    fn over(r: &RunResult, (exact, shown): (String, String)) -> (String, String) {
+        match unfinished::Unfinished::of(r) {
+            Some(u) if r.summary.flows_completed > 0 => (exact, format!("{shown} ({})", u.over())),
+            _ => (exact, shown),
+        }
+    }
     [
         ("flows completed", |r| {
             let s = &r.summary;
@@ -82,16 +102,28 @@ fn rows() -> [Row; 13] {
         }),
         ("drops", |r| n(r.summary.drops)),
         ("pause frames sent", |r| n(r.summary.pause_frames_sent)),
-        ("pause time (sum)", |r| t(r.summary.pause_time_ps)),
+        ("pause time (sum)", |r| {
+            let (exact, shown) = t(r.summary.pause_time_ps);
+            match unfinished::pause_sum_note(r) {
+                Some(note) => (exact, format!("{shown} ({note})")),
+                None => (exact, shown),
+            }
+        }),
         ("ECN marked", |r| n(r.summary.ecn_marked)),
         ("CNPs sent", |r| n(r.summary.cnps_sent)),
         ("retransmitted packets", |r| {
             n(r.summary.retransmitted_packets)
         }),
-        ("FCT p50", |r| ot(r.summary.fct_p50_ps)),
-        ("FCT p99", |r| ot(r.summary.fct_p99_ps)),
-        ("FCT max", |r| ot(r.summary.max_fct_ps)),
-        ("makespan", |r| t(r.summary.makespan_ps)),
+        ("FCT p50", |r| over(r, ot(r.summary.fct_p50_ps))),
+        ("FCT p99", |r| over(r, ot(r.summary.fct_p99_ps))),
+        ("FCT max", |r| over(r, ot(r.summary.max_fct_ps))),
+        ("makespan", |r| {
+            let s = &r.summary;
+            if s.flows_completed == 0 && s.flows_total > 0 {
+                return (s.makespan_ps.to_string(), "none finished".to_string());
+            }
+            over(r, t(s.makespan_ps))
+        }),
         ("simulated time", |r| t(r.summary.sim_time_ps)),
     ]
 }
@@ -170,6 +202,7 @@ svg .s{fill:none;stroke-width:1.5}\
 .note{color:#666}\
 .key .sw{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}\
 #lesson{border-left:4px solid #1f77b4;padding-left:1em}\
+#unfinished{border-left:4px solid #d62728;padding-left:1em}\
 #lesson .q{font-size:1.15em}";
 
 /// The page's self-check, run only when the page is opened with
@@ -179,7 +212,7 @@ svg .s{fill:none;stroke-width:1.5}\
 /// resources fetched (`performance` entries; a report needs none), plots
 /// without data marks or axis labels, and texts whose rendered box
 /// leaves their plot or whose content overflows its element.
-const CHECK_JS: &str = include_str!("check.js");
+pub(crate) const CHECK_JS: &str = include_str!("check.js");
 
 /// The whole report as one HTML page, without a scenario narrative or
 /// thresholds ([`html_with`] with [`Context::default`]).
@@ -198,7 +231,7 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
          <title>{}</title>\n<style>{CSS}</style>\n<script>{CHECK_JS}</script>\n</head>\n<body>\n<h1>{}</h1>\n\
          <p>Seed {}; {} variant{}: {}.</p>\n",
         escape(&title),
-        escape(ctx.title().unwrap_or(&title)),
+        escape(&ctx.title().unwrap_or_else(|| title.clone())),
         doc.seed,
         doc.variants.len(),
         if doc.variants.len() == 1 { "" } else { "s" },
@@ -210,6 +243,7 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
                 .join(", ")
         )
     );
+    h.push_str(&unfinished_html(doc));
     h.push_str(&lesson_html(doc, ctx));
     // Summary table.
     h.push_str("<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr><th></th>");
@@ -274,7 +308,8 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
         h.push_str("</tbody>\n</table>\n");
     }
     // Plots.
-    h.push_str(&legend_html(&doc.variants));
+    let colors = variant_colors(&doc.variants, &ctx.diagnoses);
+    h.push_str(&legend_html(&doc.variants, &ctx.diagnoses));
     h.push_str("<h2>Queue depth</h2>\n");
     h.push_str(
         "<p class=\"note\">All time axes of the report span the same range: the \
@@ -283,15 +318,14 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
          port, so drawn for scale; a dynamic PFC threshold moves with the free buffer and \
          is not drawn).</p>\n",
     );
-    h.push_str(&queue_plots(&doc.variants, &ctx.thresholds));
+    h.push_str(&queue_plots(&doc.variants, &ctx.thresholds, &colors));
     h.push_str("<h2>PAUSE timelines</h2>\n");
     h.push_str(
         "<p class=\"note\">One row per port and priority whose transmitter was held off \
          by PAUSE from its peer; a bar is one held-off interval.</p>\n",
     );
-    h.push_str(&pause_plots(&doc.variants));
+    h.push_str(&pause_plots(&doc.variants, &colors));
     h.push_str("<h2>Who paused whom</h2>\n<div class=\"row\">\n");
-    let colors = variant_colors(&doc.variants);
     for (i, r) in doc.variants.iter().enumerate() {
         match topology::pause_map(r, i, colors[i]) {
             Some(svg) => h.push_str(&svg),
@@ -308,11 +342,16 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     }
     h.push_str("</div>\n");
     h.push_str("<h2>Flow completion times</h2>\n");
-    h.push_str(&fct_cdf(&doc.variants));
+    h.push_str(&fct_cdf(&doc.variants, &colors));
     h.push_str("<h2>Throughput over time</h2>\n");
-    h.push_str(&flow_rate_plots(&doc.variants));
+    h.push_str(&rates::flow_rate_plots(
+        &doc.variants,
+        ctx,
+        time_end_us(&doc.variants),
+        ZOOM_COLUMNS,
+    ));
     h.push_str("<h2>Per-flow throughput</h2>\n");
-    h.push_str(&flow_throughput(&doc.variants));
+    h.push_str(&flow_throughput(&doc.variants, &colors));
     if h.contains("<div class=\"zoom\"") {
         h.push_str(&zoom::scripts());
     }
@@ -332,7 +371,15 @@ pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
     let mut m = String::new();
     let _ = writeln!(m, "# rocelab report: {}\n", md_escape(&doc.scenario));
     if let Some(t) = ctx.title() {
-        let _ = writeln!(m, "## {}\n", md_escape(t));
+        let _ = writeln!(m, "## {}\n", md_escape(&t));
+    }
+    let unfinished = unfinished_lines(doc);
+    if !unfinished.is_empty() {
+        m.push_str("### Flows left unfinished\n\n");
+        for l in unfinished {
+            let _ = writeln!(m, "- {}", md_escape(&l));
+        }
+        m.push('\n');
     }
     if let Some(q) = ctx.header("Question") {
         let _ = writeln!(m, "**Question:** {}\n", md_escape(q));
@@ -526,86 +573,29 @@ fn md_escape(s: &str) -> String {
     out
 }
 
-/// Kinds of variant and their colours, the same in every report: the
-/// first kind whose keyword the variant's name contains gives its colour.
-const KINDS: [(&str, &str, &[&str]); 5] = [
-    (
-        "fixed",
-        "#9467bd",
-        &["fixed", "watchdog", "routes-follow", "computed", "tuned"],
-    ),
-    (
-        "faulty",
-        "#d62728",
-        &[
-            "storm", "deadlock", "slow", "fault", "broken", "too-", "mismatch",
-        ],
-    ),
-    (
-        "congestion control",
-        "#2ca02c",
-        &["dcqcn", "paper", "firmware", "hpcc", "cc"],
-    ),
-    ("lossy", "#ff7f0e", &["lossy", "go-back"]),
-    (
-        "lossless",
-        "#1f77b4",
-        &[
-            "lossless",
-            "pfc",
-            "healthy",
-            "no-loss",
-            "light-load",
-            "incast",
-        ],
-    ),
-];
-
-/// Colours for a second variant of a kind already shown, in order.
-const SPARE: [&str; 5] = ["#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
-
-/// The kind of a variant by its name (`other` when no keyword matches).
-fn kind_of(name: &str) -> (&'static str, &'static str) {
-    let n = name.to_ascii_lowercase();
-    KINDS
-        .iter()
-        .find(|(_, _, keys)| keys.iter().any(|k| n.contains(k)))
-        .map_or(("other", "#7f7f7f"), |(k, c, _)| (k, c))
-}
-
-/// One colour per variant: its kind's colour, or, for a second variant of
-/// the same kind in this report, the next spare one (so the plots still
-/// tell them apart).
-fn variant_colors(rs: &[RunResult]) -> Vec<&'static str> {
-    let mut used: Vec<&'static str> = Vec::new();
-    let mut spare = SPARE.iter().chain(PALETTE.iter()).cycle();
-    for r in rs {
-        let mut c = kind_of(&r.summary.variant).1;
-        while used.contains(&c) && used.len() < SPARE.len() + KINDS.len() {
-            c = spare.next().copied().unwrap_or(c);
-        }
-        used.push(c);
+/// Flows left unfinished, before anything else: per variant that left
+/// some, how many, of which workloads and why the run stopped. Empty when
+/// every flow of every variant completed.
+fn unfinished_html(doc: &ScenarioResults) -> String {
+    let lines = unfinished_lines(doc);
+    if lines.is_empty() {
+        return String::new();
     }
-    used
-}
-
-/// The colour key: which colour is which variant and kind.
-fn legend_html(rs: &[RunResult]) -> String {
-    let mut h = String::from(
-        "<p class=\"key\" id=\"colour-key\">Colours (one per kind of variant in every \
-         report: lossless blue, lossy orange, congestion control green, faulty red, fixed \
-         purple):",
-    );
-    for (r, c) in rs.iter().zip(variant_colors(rs)) {
-        let _ = write!(
-            h,
-            " <span class=\"sw\" style=\"background:{c}\"></span>{} ({})",
-            escape(&r.summary.variant),
-            kind_of(&r.summary.variant).0
-        );
+    let mut h = String::from("<section id=\"unfinished\">\n<h2>Flows left unfinished</h2>\n<ul>\n");
+    for l in lines {
+        let _ = writeln!(h, "<li>{}</li>", escape(&l));
     }
-    h.push_str("</p>\n");
+    h.push_str("</ul>\n</section>\n");
     h
+}
+
+/// One sentence per variant that left flows unfinished
+/// ([`unfinished::Unfinished::sentence`]).
+fn unfinished_lines(doc: &ScenarioResults) -> Vec<String> {
+    doc.variants
+        .iter()
+        .filter_map(|r| unfinished::Unfinished::of(r).map(|u| u.sentence(&r.summary.variant)))
+        .collect()
 }
 
 /// The lesson first: title, question, the key numbers of this run, then
@@ -623,9 +613,16 @@ fn lesson_html(doc: &ScenarioResults, ctx: &Context) -> String {
     for k in context::key_numbers(&doc.variants, &ctx.diagnoses) {
         let _ = writeln!(h, "<li>{}</li>", escape(&k));
     }
-    h.push_str("</ul>\n<h2>The lesson</h2>\n<div id=\"narrative\">\n");
+    h.push_str("</ul>\n");
+    let paragraphs = ctx.paragraphs();
+    if paragraphs.is_empty() {
+        // A title alone is no lesson: no empty section under its heading.
+        h.push_str("</section>\n");
+        return h;
+    }
+    h.push_str("<h2>The lesson</h2>\n<div id=\"narrative\">\n");
     let mut in_list = false;
-    for para in ctx.paragraphs() {
+    for para in paragraphs {
         match para.strip_prefix("* ") {
             Some(item) => {
                 if !in_list {
@@ -677,8 +674,7 @@ fn queue_name(node: &str, port: u16, priority: Option<u8>) -> String {
 
 /// One row of panels per recorded queue, one panel per variant, sharing
 /// the depth axis so the variants compare at a glance.
-fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>]) -> String {
-    let colors = variant_colors(rs);
+fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>], colors: &[&'static str]) -> String {
     let end = time_end_us(rs);
     let mut keys: Vec<(String, u16, Option<u8>)> = Vec::new();
     for r in rs {
@@ -773,8 +769,7 @@ fn queue_plots(rs: &[RunResult], thresholds: &[Vec<Threshold>]) -> String {
 }
 
 /// One timeline per variant: a row per paused (port, priority).
-fn pause_plots(rs: &[RunResult]) -> String {
-    let colors = variant_colors(rs);
+fn pause_plots(rs: &[RunResult], colors: &[&'static str]) -> String {
     let end = time_end_us(rs);
     let mut out = String::from("<div class=\"row\">\n");
     for (i, r) in rs.iter().enumerate() {
@@ -898,7 +893,7 @@ fn held_ps(s: &sim::results::PauseSeries) -> u64 {
 }
 
 /// FCT CDF of every variant on one plot, log time axis.
-fn fct_cdf(rs: &[RunResult]) -> String {
+fn fct_cdf(rs: &[RunResult], colors: &[&'static str]) -> String {
     let fcts: Vec<Vec<u64>> = rs
         .iter()
         .map(|r| {
@@ -914,9 +909,9 @@ fn fct_cdf(rs: &[RunResult]) -> String {
                 distribution.</p>\n"
             .to_string();
     }
-    let colors = variant_colors(rs);
     let x = Axis::log(lo.max(1) as f64 / 1e6, hi as f64 / 1e6);
-    let extra = 14.0 * rs.len().div_ceil(2) as f64;
+    let names: Vec<&str> = rs.iter().map(|r| r.summary.variant.as_str()).collect();
+    let extra = 14.0 * svg::legend_rows(640, &names) as f64;
     let mut p = Plot::new(
         640,
         (320.0 + extra) as u32,
@@ -957,113 +952,12 @@ fn fct_cdf(rs: &[RunResult]) -> String {
     out
 }
 
-/// Most flows drawn in one throughput-over-time panel.
-const MAX_RATE_FLOWS: usize = 6;
-
-/// Throughput over time of named flows (`record.flow_rates`), one panel
-/// per variant on the shared time axis and a shared rate scale: the
-/// variant's slowest flow first, then the others by id, at most
-/// [`MAX_RATE_FLOWS`] (the panel says how many were left out).
-fn flow_rate_plots(rs: &[RunResult]) -> String {
-    if rs.iter().all(|r| r.flow_rates.is_empty()) {
-        return "<p class=\"note\">No flow rate series recorded (add <code>flow_rates = \
-                true</code> to <code>[record]</code>).</p>\n"
-            .to_string();
-    }
-    let end = time_end_us(rs);
-    let ymax = rs
-        .iter()
-        .flat_map(|r| {
-            r.flow_rates
-                .iter()
-                .flat_map(|f| f.samples.iter().map(|s| s.1))
-        })
-        .max()
-        .unwrap_or(0) as f64
-        / 1e9;
-    let y = Axis::zero_to(ymax);
-    let mut out = String::from("<div class=\"row\">\n");
-    let mut charts = Vec::new();
-    for (v, r) in rs
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| !r.flow_rates.is_empty())
-    {
-        let slowest = context::slowest_flow(r).map(|f| f.id);
-        let mut order: Vec<&sim::results::FlowRateSeries> = r.flow_rates.iter().collect();
-        order.sort_by_key(|f| (Some(f.id) != slowest, f.id));
-        let left_out = order.len().saturating_sub(MAX_RATE_FLOWS);
-        order.truncate(MAX_RATE_FLOWS);
-        let title = format!("{}: throughput of named flows", r.summary.variant);
-        let legend_rows = order.len().div_ceil(2);
-        let extra = 14.0 * (legend_rows + usize::from(left_out > 0)) as f64;
-        let mut p = Plot::new(
-            520,
-            (280.0 + extra) as u32,
-            &title,
-            Axis::linear(0.0, end),
-            y,
-        );
-        p.shrink_bottom(extra);
-        p.axes("time (us)", "Gbit/s delivered", &num, &num);
-        let mut legend = Vec::new();
-        let mut zoomed = Vec::new();
-        for (k, f) in order.iter().enumerate() {
-            let name = match r.flows.iter().find(|x| x.id == f.id) {
-                Some(x) => format!("flow {} {}->{}", f.id, x.src, x.dst),
-                None => format!("flow {}", f.id),
-            };
-            let c = PALETTE[k % PALETTE.len()];
-            let pts: Vec<(f64, f64)> = f
-                .samples
-                .iter()
-                .map(|&(t, b)| (t as f64 / 1e6, b as f64 / 1e9))
-                .collect();
-            let cols = p.area_width() as usize;
-            p.polyline(&decimate(&pts, cols), c, &name);
-            zoomed.push(zoom::Series {
-                name: name.clone(),
-                color: c,
-                points: decimate(&pts, ZOOM_COLUMNS),
-            });
-            legend.push((name, c));
-        }
-        if left_out > 0 {
-            let (_, _, rr, b) = p.area();
-            p.label(
-                rr,
-                b + 42.0 + 14.0 * legend_rows as f64,
-                "end",
-                &format!("{left_out} more flows not drawn (results.json has them all)"),
-            );
-        }
-        p.legend_below(&legend);
-        out.push_str(&p.finish());
-        out.push('\n');
-        charts.push(zoom::chart_html(
-            &format!("zoom-rate-{v}"),
-            &zoom::Chart {
-                title: format!(
-                    "{}: throughput of named flows: drag to zoom, double-click to reset",
-                    r.summary.variant
-                ),
-                xlabel: "time (us)".into(),
-                ylabel: "Gbit/s delivered".into(),
-                series: zoomed,
-            },
-        ));
-    }
-    out.push_str("</div>\n");
-    out.push_str(&charts.concat());
-    out
-}
-
 /// Columns of an interactive chart's data (each keeps its minimum and
 /// maximum, so peaks survive until zoomed in).
 const ZOOM_COLUMNS: usize = 900;
 
 /// Throughput of each completed flow (size over FCT), by flow id.
-fn flow_throughput(rs: &[RunResult]) -> String {
+fn flow_throughput(rs: &[RunResult], colors: &[&'static str]) -> String {
     let per: Vec<Vec<(f64, f64)>> = rs
         .iter()
         .map(|r| {
@@ -1087,9 +981,9 @@ fn flow_throughput(rs: &[RunResult]) -> String {
         return "<p class=\"note\">No completed flow recorded: no per-flow throughput.</p>\n"
             .to_string();
     }
-    let colors = variant_colors(rs);
     let x = Axis::linear(-0.5, n as f64 - 0.5);
-    let extra = 14.0 * rs.len().div_ceil(2) as f64;
+    let names: Vec<&str> = rs.iter().map(|r| r.summary.variant.as_str()).collect();
+    let extra = 14.0 * svg::legend_rows(640, &names) as f64;
     let mut p = Plot::new(
         640,
         (300.0 + extra) as u32,
@@ -1289,7 +1183,7 @@ mod tests {
                 dropped_intervals: 0,
             });
         }
-        let svg = pause_plots(std::slice::from_ref(&r));
+        let svg = pause_plots(std::slice::from_ref(&r), &["#1f77b4"]);
         assert!(svg.contains("40 of 45 paused rows shown"));
         assert!(svg.contains(">n44:0 p3 ("));
         assert!(!svg.contains(">n4:0 p3 ("));
@@ -1303,11 +1197,9 @@ mod tests {
             .map(|n| empty_run(n))
             .collect();
         assert_eq!(
-            variant_colors(&rs),
-            vec!["#ff7f0e", "#2ca02c", "#1f77b4", SPARE[0]]
+            variant_colors(&rs, &[]),
+            vec!["#ff7f0e", "#2ca02c", "#1f77b4", kinds::SPARE[0]]
         );
-        assert_eq!(kind_of("storm-watchdog").0, "fixed");
-        assert_eq!(kind_of("deadlock").0, "faulty");
     }
 
     #[test]

@@ -396,13 +396,16 @@ impl Plot {
         self.area.3 -= px;
     }
 
-    /// A legend in rows of two under the x axis label (for long names).
+    /// A legend under the x axis label, in rows of two when every name
+    /// fits half the plot area's width, else one a row
+    /// ([`legend_rows`] gives the rows, to size the canvas).
     pub fn legend_below(&mut self, entries: &[(String, &str)]) {
         let (l, _, r, b) = self.area;
-        let col_w = (r - l) / 2.0;
+        let cols = legend_columns(r - l, entries.iter().map(|e| e.0.as_str()));
+        let col_w = (r - l) / cols as f64;
         for (k, (name, color)) in entries.iter().enumerate() {
-            let x = l + col_w * (k % 2) as f64;
-            let y = b + 42.0 + 14.0 * (k / 2) as f64;
+            let x = l + col_w * (k % cols) as f64;
+            let y = b + 42.0 + 14.0 * (k / cols) as f64;
             let _ = write!(
                 self.buf,
                 "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/>",
@@ -435,6 +438,28 @@ impl Plot {
         self.buf.push_str("</svg>");
         self.buf
     }
+}
+
+/// Columns of a legend under a plot area `width` px wide: two when every
+/// name (swatch and about 6.5 px a character) fits half of it, else one.
+fn legend_columns<'a>(width: f64, names: impl Iterator<Item = &'a str>) -> usize {
+    let widest = names
+        .map(|n| 18.0 + 6.5 * n.chars().count() as f64)
+        .fold(0.0, f64::max);
+    if widest <= width / 2.0 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Rows of [`Plot::legend_below`] for `names` on a canvas `width` px wide
+/// made by [`Plot::new`] (left margin 62 px).
+pub fn legend_rows(width: u32, names: &[&str]) -> usize {
+    let area = f64::from(width) - 62.0 - 12.0;
+    names
+        .len()
+        .div_ceil(legend_columns(area, names.iter().copied()))
 }
 
 /// Reduce a time series to at most about `2 * columns` points while

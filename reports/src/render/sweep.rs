@@ -18,8 +18,8 @@ use sim::sweep::{Row, Table};
 
 use super::format::{fmt_rate, fmt_time};
 use super::svg::PALETTE;
-use super::svg::{escape, num, Axis, Plot};
-use super::CSS;
+use super::svg::{escape, legend_rows, num, Axis, Plot};
+use super::{CHECK_JS, CSS};
 
 /// A metric of the summary plotted over the sweep: field, title, axis
 /// label and the scale from the field's unit to the axis's.
@@ -79,7 +79,7 @@ pub fn html(table: &Table) -> String {
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{}</h1>\n\
+         <title>{}</title>\n<style>{CSS}</style>\n<script>{CHECK_JS}</script>\n</head>\n<body>\n<h1>{}</h1>\n\
          <p>{} points, {} rows; grid keys: {}.</p>\n",
         escape(&title),
         escape(&title),
@@ -191,13 +191,18 @@ fn plots(keys: &[String], rows: &[Row]) -> String {
             .filter(|(_, n)| *n > 0)
             .map(|(s, n)| s / *n as f64)
             .fold(0.0, f64::max);
+        // Every series in the legend under the plot, one a row when the
+        // names are long: the canvas grows to hold them.
+        let names: Vec<&str> = series.iter().map(String::as_str).collect();
+        let extra = 14.0 * legend_rows(480, &names) as f64;
         let mut p = Plot::new(
             480,
-            300,
+            (300.0 + extra) as u32,
             &format!("{title} over {xlabel}"),
             xaxis,
             Axis::zero_to(top),
         );
+        p.shrink_bottom(extra);
         p.axes(xlabel, &format!("{title} ({unit})"), &fx, &num);
         let mut legend = Vec::new();
         for (si, name) in series.iter().enumerate() {
@@ -214,7 +219,7 @@ fn plots(keys: &[String], rows: &[Row]) -> String {
             p.markers(&pts, PALETTE[si % PALETTE.len()], name);
             legend.push((name.clone(), PALETTE[si % PALETTE.len()]));
         }
-        p.legend(&legend);
+        p.legend_below(&legend);
         out.push_str(&p.finish());
         out.push('\n');
     }

@@ -199,9 +199,14 @@ fn summary_table_shows_the_results_numbers() {
         );
         let g: f64 = cell(&html, "goodput", v).parse().unwrap();
         assert_eq!(g, s.goodput_bps);
-        // The shown text is the formatted value.
+        // The shown text is the formatted value, with the flows it covers
+        // when some did not finish.
+        let over = match s.flows_total - s.flows_completed {
+            0 => String::new(),
+            _ => format!(" (over {} of {} flows)", s.flows_completed, s.flows_total),
+        };
         let shown = format!(
-            "data-value=\"{}\">{}</td>",
+            "data-value=\"{}\">{}{over}</td>",
             s.fct_p99_ps.unwrap(),
             render::fmt_time(s.fct_p99_ps.unwrap())
         );
@@ -400,7 +405,23 @@ fn markdown_has_the_table_and_the_explanation() {
         ll.pause_frames_sent
     )));
     let n = render::explanation(doc).len();
-    assert_eq!(md.lines().filter(|l| l.starts_with("- ")).count(), n);
+    let happened = &md[md.find("## What happened").unwrap()..];
+    assert_eq!(happened.lines().filter(|l| l.starts_with("- ")).count(), n);
+    // Unfinished flows are said before the summary, one line per variant.
+    let open: Vec<&RunResult> = doc
+        .variants
+        .iter()
+        .filter(|r| r.summary.flows_completed < r.summary.flows_total)
+        .collect();
+    let summary = md.find("## Summary").unwrap();
+    assert_eq!(
+        md[..summary]
+            .lines()
+            .filter(|l| l.starts_with("- "))
+            .count(),
+        open.len(),
+        "{md}"
+    );
 }
 
 #[test]
