@@ -229,13 +229,8 @@ pub(crate) fn run_variant(
 ) -> Result<(RunResult, RunStats), sim::run::SimError> {
     let bar = crate::progress::RunBar::new(progress);
     let opts = RunOptions {
-        variant: v.name.clone(),
-        seed: v.seed,
-        duration: v.duration,
-        max_events: v.max_events,
         progress: bar.as_ref().map(crate::progress::RunBar::observer),
-        groups: v.groups.clone(),
-        workloads: v.workloads.clone(),
+        ..v.run_options()
     };
     let topo = &scenario.topologies[v.topology];
     simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)

@@ -305,46 +305,57 @@ pub fn watchdog(r: &RunResult) -> Vec<WatchdogQueue> {
     out
 }
 
+/// A result with every count zero and nothing recorded: what the render
+/// tests start from.
+#[cfg(test)]
+pub(super) fn empty_run(name: &str) -> RunResult {
+    use sim::results::Summary;
+    RunResult {
+        summary: Summary {
+            variant: name.into(),
+            sim_time_ps: 0,
+            events: 0,
+            flows_completed: 0,
+            flows_total: 0,
+            goodput_bps: 0.0,
+            drops: 0,
+            pause_frames_sent: 0,
+            pause_time_ps: 0,
+            ecn_marked: 0,
+            cnps_sent: 0,
+            retransmitted_packets: 0,
+            fct_p50_ps: None,
+            fct_p99_ps: None,
+            max_fct_ps: None,
+            makespan_ps: 0,
+            bytes_delivered: 0,
+            frames_sent: 0,
+            stop_reason: "idle".into(),
+        },
+        groups: Vec::new(),
+        flows: Vec::new(),
+        ports: Vec::new(),
+        nics: Vec::new(),
+        queues: Vec::new(),
+        pauses: Vec::new(),
+        pfcwd_events: Vec::new(),
+        pfcwd_stats: Vec::new(),
+        deadlocks: Vec::new(),
+        flow_rates: Vec::new(),
+        captures: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sim::results::{PfcwdEvent, PfcwdStats, PortRecord, PrioCounters, Summary};
+    use sim::results::{PfcwdEvent, PfcwdStats, PortRecord, PrioCounters};
 
     fn run(drops: u64) -> RunResult {
-        RunResult {
-            summary: Summary {
-                variant: "v".into(),
-                sim_time_ps: 1_000_000_000,
-                events: 0,
-                flows_completed: 0,
-                flows_total: 0,
-                goodput_bps: 0.0,
-                drops,
-                pause_frames_sent: 0,
-                pause_time_ps: 0,
-                ecn_marked: 0,
-                cnps_sent: 0,
-                retransmitted_packets: 0,
-                fct_p50_ps: None,
-                fct_p99_ps: None,
-                max_fct_ps: None,
-                makespan_ps: 0,
-                bytes_delivered: 0,
-                frames_sent: 0,
-                stop_reason: "idle".into(),
-            },
-            groups: Vec::new(),
-            flows: Vec::new(),
-            ports: Vec::new(),
-            nics: Vec::new(),
-            queues: Vec::new(),
-            pauses: Vec::new(),
-            pfcwd_events: Vec::new(),
-            pfcwd_stats: Vec::new(),
-            deadlocks: Vec::new(),
-            flow_rates: Vec::new(),
-            captures: Vec::new(),
-        }
+        let mut r = empty_run("v");
+        r.summary.sim_time_ps = 1_000_000_000;
+        r.summary.drops = drops;
+        r
     }
 
     fn port(node: &str, n: u16, pfc: Option<Vec<u8>>) -> PortRecord {

@@ -1007,6 +1007,7 @@ fn flow_throughput(rs: &[RunResult], colors: &[&'static str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use evidence::empty_run;
 
     #[test]
     fn group_step_times_get_a_row_and_a_sentence() {
@@ -1045,43 +1046,6 @@ mod tests {
         assert!(
             text.contains("slow: the grads step did not finish: 50 of its 112 flows completed.")
         );
-    }
-
-    fn empty_run(name: &str) -> RunResult {
-        RunResult {
-            summary: sim::results::Summary {
-                variant: name.into(),
-                sim_time_ps: 0,
-                events: 0,
-                flows_completed: 0,
-                flows_total: 0,
-                goodput_bps: 0.0,
-                drops: 0,
-                pause_frames_sent: 0,
-                pause_time_ps: 0,
-                ecn_marked: 0,
-                cnps_sent: 0,
-                retransmitted_packets: 0,
-                fct_p50_ps: None,
-                fct_p99_ps: None,
-                max_fct_ps: None,
-                makespan_ps: 0,
-                bytes_delivered: 0,
-                frames_sent: 0,
-                stop_reason: "idle".into(),
-            },
-            groups: Vec::new(),
-            flows: Vec::new(),
-            ports: Vec::new(),
-            nics: Vec::new(),
-            queues: Vec::new(),
-            pauses: Vec::new(),
-            pfcwd_events: Vec::new(),
-            pfcwd_stats: Vec::new(),
-            deadlocks: Vec::new(),
-            flow_rates: Vec::new(),
-            captures: Vec::new(),
-        }
     }
 
     #[test]

@@ -1360,7 +1360,7 @@ fn a_run_folder_is_read_through_results_and_counters_never_its_prose() {
 /// as `rocelab run` writes them and read back by the doctor alone (no
 /// results.json).
 fn fault_dumps(name: &str) -> Vec<(String, Diagnosis)> {
-    use sim::run::{simulate, RunOptions};
+    use sim::run::simulate;
     use sim::topology::Routes;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios/faults")
@@ -1371,15 +1371,7 @@ fn fault_dumps(name: &str) -> Vec<(String, Diagnosis)> {
     let mut out = Vec::new();
     for v in &sc.variants {
         let topo = &sc.topologies[v.topology];
-        let opts = RunOptions {
-            variant: v.name.clone(),
-            seed: v.seed,
-            duration: v.duration,
-            max_events: v.max_events,
-            progress: None,
-            groups: v.groups.clone(),
-            workloads: v.workloads.clone(),
-        };
+        let opts = v.run_options();
         let r = simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
             .unwrap()
             .0;

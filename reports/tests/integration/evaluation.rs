@@ -47,7 +47,7 @@ use std::time::Instant;
 
 use reports::doctor::{self, Diagnosis, Finding, Input, Options, Severity};
 use reports::realnic;
-use sim::run::{simulate, RunOptions};
+use sim::run::simulate;
 use sim::scenario::{self, Overrides, Role};
 use sim::topology::{NodeKind, Routes};
 
@@ -252,15 +252,7 @@ fn run_point(fi: usize, file: &File, seed: u64, scale: u64, dir: &Path) -> Vec<C
             .diagnosis
             .clone()
             .unwrap_or_else(|| panic!("{} variant {}: no [diagnosis]", file.rel, v.name));
-        let opts = RunOptions {
-            variant: v.name.clone(),
-            seed: v.seed,
-            duration: v.duration,
-            max_events: v.max_events,
-            progress: None,
-            groups: v.groups.clone(),
-            workloads: v.workloads.clone(),
-        };
+        let opts = v.run_options();
         let topo = &s.topologies[v.topology];
         let switches: BTreeSet<String> = topo
             .nodes

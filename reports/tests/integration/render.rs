@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use reports::render;
 use sim::results::RunResult;
-use sim::run::{simulate, RunOptions};
+use sim::run::simulate;
 use sim::scenario::{self, ScenarioResults};
 use sim::topology::Routes;
 
@@ -21,15 +21,7 @@ pub(crate) fn tiny() -> &'static ScenarioResults {
             .iter()
             .map(|v| {
                 let topo = &sc.topologies[v.topology];
-                let opts = RunOptions {
-                    variant: v.name.clone(),
-                    seed: v.seed,
-                    duration: v.duration,
-                    max_events: v.max_events,
-                    progress: None,
-                    groups: v.groups.clone(),
-                    workloads: v.workloads.clone(),
-                };
+                let opts = v.run_options();
                 simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
                     .unwrap()
                     .0
@@ -513,15 +505,7 @@ fn storm() -> &'static (ScenarioResults, render::Context) {
             .iter()
             .map(|v| {
                 let topo = &sc.topologies[v.topology];
-                let opts = RunOptions {
-                    variant: v.name.clone(),
-                    seed: v.seed,
-                    duration: v.duration,
-                    max_events: v.max_events,
-                    progress: None,
-                    groups: v.groups.clone(),
-                    workloads: v.workloads.clone(),
-                };
+                let opts = v.run_options();
                 simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
                     .unwrap()
                     .0

@@ -65,6 +65,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{FabricConfig, FaultConfig, NicConfig, RecordConfig, SimConfig};
 use crate::faults::FaultPlan;
 use crate::input::{decode_str, decode_value, read_file, FileError};
+use crate::options::RunOptions;
 use crate::overrides::OverrideDoc;
 use crate::results::RunResult;
 use crate::topology::{self, NodeId, NodeKind, Topology};
@@ -176,6 +177,23 @@ pub struct Variant {
     pub max_events: u64,
     /// The variant's ground truth, when the scenario states one.
     pub diagnosis: Option<Diagnosis>,
+}
+
+impl Variant {
+    /// The options that run this variant as the file says: its name,
+    /// seed, stop time, event budget, groups and workload names (no
+    /// progress observer).
+    pub fn run_options(&self) -> RunOptions {
+        RunOptions {
+            variant: self.name.clone(),
+            seed: self.seed,
+            duration: self.duration,
+            max_events: self.max_events,
+            progress: None,
+            groups: self.groups.clone(),
+            workloads: self.workloads.clone(),
+        }
+    }
 }
 
 /// What `results.json` holds: the scenario, its seed and one entry per

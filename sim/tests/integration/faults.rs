@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use roce::time::Rate;
 use sim::results::{PortRecord, RunResult};
-use sim::run::{simulate, RunOptions};
+use sim::run::simulate;
 use sim::scenario::{self, Scenario};
 use sim::stats::ethtool_dump;
 use sim::topology::Routes;
@@ -26,15 +26,7 @@ fn run_all(s: &Scenario) -> Vec<RunResult> {
         .map(|v| {
             let topo = &s.topologies[v.topology];
             let routes = Routes::compute(topo);
-            let opts = RunOptions {
-                variant: v.name.clone(),
-                seed: v.seed,
-                duration: v.duration,
-                max_events: v.max_events,
-                progress: None,
-                groups: v.groups.clone(),
-                workloads: v.workloads.clone(),
-            };
+            let opts = v.run_options();
             simulate(topo, &routes, &v.config, &v.flows, &opts)
                 .unwrap()
                 .0
