@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::context::Context;
+use super::counters::UNNAMED_HOST;
 use super::counters::{prio_names, tags};
 use super::finding::{Finding, Severity, Symptom};
 use super::names::node_of;
@@ -55,6 +56,7 @@ pub(super) fn consolidate(raw: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
     }
     out.extend(merge_alike(rest));
     fold_pause_into_origin(&mut out);
+    fold_host_pause_into_storm_events(&mut out);
     fold_no_marks_into_kmin(&mut out);
     fold_tc_into_host_mismatch(&mut out);
     fold_into_deadlock(&mut out);
@@ -137,13 +139,32 @@ fn fold_gid_choice_into_gid_table(out: &mut Vec<Finding>) {
     }
 }
 
+/// A host whose NIC counted storm events (the firmware's stall
+/// watermarks: its receive path stopped) is a pause storm, whatever its
+/// PAUSE looked like between stalls: the slow-receiver reading of the
+/// same host's PAUSE is evidence of the storm finding, not a second
+/// cause that would contradict it.
+fn fold_host_pause_into_storm_events(out: &mut Vec<Finding>) {
+    while let Some((i, j)) = out.iter().enumerate().find_map(|(j, slow)| {
+        if slow.symptom != Symptom::SlowReceiver {
+            return None;
+        }
+        let node = slow.origin.as_deref().unwrap_or(&slow.subject);
+        out.iter()
+            .position(|f| f.symptom == Symptom::PfcStorm && f.subject == node)
+            .map(|i| (i, j))
+    }) {
+        fold(out, i, j, false);
+    }
+}
+
 /// No ECN marks anywhere while a host's NIC pauses: expected, since a
 /// NIC's PAUSE is no switch queue ECN could mark; evidence of the host
 /// cause, not a second cause.
 fn fold_no_marks_into_host(out: &mut Vec<Finding>) {
     let Some(i) = out.iter().position(|f| {
         matches!(f.symptom, Symptom::SlowReceiver | Symptom::PfcStorm)
-            && f.title.starts_with("host ")
+            && (f.title.starts_with("host ") || f.title.starts_with("this host"))
     }) else {
         return;
     };
@@ -524,7 +545,8 @@ fn pause_causes(found: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
             }
         } else {
             f.title = format!(
-                "host {origin}'s NIC sends PAUSE{share}: it cannot drain what arrives, and is the cause of its ToR's pause"
+                "{}'s NIC sends PAUSE{share}: it cannot drain what arrives, and is the cause of its ToR's pause",
+                host_name(origin)
             );
             f.why = "a NIC sends PAUSE when its own receive buffer for the priority crosses XOFF, so the bottleneck is inside this host (PCIe, memory, a receiver that does not keep up); the switch then holds traffic for it and pauses its own upstream".into();
         }
@@ -635,7 +657,8 @@ fn host_cause(f: &mut Finding, origin: &str, ctx: &Context) -> Symptom {
     match best {
         Some((ppm, per, tag)) if ppm >= STORM_SHARE_PPM && per >= STORM_US_PER_FRAME => {
             f.title = format!(
-                "host {origin}'s NIC keeps PAUSE asserted on {tag} {} of the time, about {per} us per PAUSE frame (refreshed, not released): a pause storm from a stuck receive path, and the cause of its ToR's pause",
+                "{}'s NIC keeps PAUSE asserted on {tag} {} of the time, about {per} us per PAUSE frame (refreshed, not released): a pause storm from a stuck receive path, and the cause of its ToR's pause",
+                host_name(origin),
                 pct(ppm)
             );
             f.evidence.push(format!(
@@ -656,11 +679,22 @@ fn host_cause(f: &mut Finding, origin: &str, ctx: &Context) -> Symptom {
                 })
                 .unwrap_or_default();
             f.title = format!(
-                "host {origin} is a slow receiver: its NIC sends PAUSE{how}: it cannot drain what arrives as fast as its link delivers it, and is the cause of its ToR's pause"
+                "{} is a slow receiver: its NIC sends PAUSE{how}: it cannot drain what arrives as fast as its link delivers it, and is the cause of its ToR's pause",
+                host_name(origin)
             );
-            f.check_first = format!("{origin}'s host side: PCIe width and speed (lspci LnkSta against LnkCap, outbound_pci_stalled_*), NUMA placement of the NIC and the buffers, memory bandwidth and CPU load, receive buffers posted (rx_out_of_buffer); `mlnx_qos` buffer sizes and cable_len");
+            f.check_first = format!("{}'s side: PCIe width and speed (lspci LnkSta against LnkCap, outbound_pci_stalled_*), NUMA placement of the NIC and the buffers, memory bandwidth and CPU load, receive buffers posted (rx_out_of_buffer); `mlnx_qos` buffer sizes and cable_len", host_name(origin));
             Symptom::SlowReceiver
         }
+    }
+}
+
+/// `host NAME`, or `this host` when the capture does not name it (one
+/// unnamed NIC's counters, e.g. `before.txt` and `after.txt`).
+fn host_name(node: &str) -> String {
+    if node == UNNAMED_HOST {
+        "this host".to_string()
+    } else {
+        format!("host {node}")
     }
 }
 

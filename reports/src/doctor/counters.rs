@@ -26,6 +26,9 @@ use serde::Serialize;
 use super::finding::Severity;
 use super::names::node_of;
 
+/// The label of the one source a capture does not name (a host NIC's
+/// `before.txt` and `after.txt`): findings call it "this host".
+pub(super) const UNNAMED_HOST: &str = "capture";
 /// One snapshot of a source's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snap {
@@ -240,10 +243,10 @@ impl CounterView {
         Some(u64::try_from(v).unwrap_or(u64::MAX))
     }
 
-    /// The source, or `capture` for the unnamed one.
+    /// The source, or [`UNNAMED_HOST`] for the unnamed one.
     pub(super) fn label(&self) -> String {
         if self.source.is_empty() {
-            "capture".to_string()
+            UNNAMED_HOST.to_string()
         } else {
             self.source.clone()
         }

@@ -1449,3 +1449,42 @@ fn link_down_discards_on_a_pfc_port_are_the_link_going_down() {
         "one finding per link: {r}"
     );
 }
+
+/// One unnamed NIC (`before.txt`, `after.txt`) whose firmware counted
+/// storm events and whose PAUSE, between stalls, came and went: one
+/// cause, the storm, with the slow-receiver reading as its evidence; never
+/// a storm and a slow receiver side by side for the same host, and never
+/// "host capture".
+#[test]
+fn storm_events_and_a_slow_receivers_pause_on_one_host_are_one_storm() {
+    let before = fixture("doctor/s03_pfc_storm/ethtool_before.txt");
+    let after = fixture("doctor/s03_pfc_storm/ethtool_after.txt");
+    let d = diagnose(
+        &[input("before.txt", &before), input("after.txt", &after)],
+        &Options {
+            interval: Some(Duration::from_secs(30)),
+        },
+    );
+    let first = &d.findings[0];
+    assert_eq!(first.symptom, Symptom::PfcStorm, "{}", d.render_text());
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| f.symptom != Symptom::SlowReceiver),
+        "{}",
+        d.render_text()
+    );
+    assert!(
+        first
+            .evidence
+            .iter()
+            .any(|e| e.contains("this host is a slow receiver")),
+        "{}",
+        d.render_text()
+    );
+    assert!(
+        !d.render_text().contains("host capture"),
+        "{}",
+        d.render_text()
+    );
+}
