@@ -291,7 +291,8 @@ fn interview(args: &Args) -> Result<(), String> {
             println!("  {}", chunk.join("  "));
         }
         println!(
-            "(ethtool -S of every host and switch port, rdma statistic and mlnx_qos -i of every host; \
+            "(ethtool -S of every host and switch port, rdma statistic, mlnx_qos -i and ethtool IFACE \
+             of every host, mmuconfig -l and ecnconfig -l of every switch; \
              `# time_ps:` is the time the counts cover)"
         );
     }
