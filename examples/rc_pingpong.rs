@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use std::net::Ipv4Addr;
 
-use roce::wire::Qpn;
+use roce::wire::{Qpn, ROCE_UDP_PORT};
 use verbs_emu::backend::ibverbs::IbverbsProvider;
 use verbs_emu::backend::udp::UdpProvider;
 use verbs_emu::backend::{self, BackendKind, OpenRequest, Provider};
@@ -284,7 +284,7 @@ fn open_context(args: &Args) -> Result<Context, Error> {
             kind: BackendKind::Udp,
             device: args.device.clone(),
             bind,
-            udp_port: 4791,
+            udp_port: ROCE_UDP_PORT,
             faults: Default::default(),
             pcap: None,
             busy_poll: !args.events,
@@ -393,7 +393,7 @@ fn parse_wire(msg: &[u8; MSG_LEN], mtu: Mtu) -> Result<Endpoint, Error> {
         qpn,
         psn,
         gid: Gid(gid.to_be_bytes()),
-        udp_port: 4791,
+        udp_port: ROCE_UDP_PORT,
         mtu,
         mr: None,
     })
@@ -446,7 +446,7 @@ mod tests {
             qpn: 0x11,
             psn: 0x00ab_cdef,
             gid: Gid::from_ip("10.0.0.1".parse().unwrap()),
-            udp_port: 4791,
+            udp_port: ROCE_UDP_PORT,
             mtu: Mtu::Mtu1024,
             mr: None,
         }

@@ -59,7 +59,7 @@ pub use atomic_eth::Packet as AtomicEthPacket;
 pub use bth::Packet as BthPacket;
 pub use cnp::{Packet as CnpPacket, Repr as CnpRepr};
 pub use deth::Packet as DethPacket;
-pub use icrc::{Icrc, IpEncap, UdpEncap};
+pub use icrc::{Icrc, IpEncap, UdpEncap, ROCE_UDP_PORT};
 pub use ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
 pub use pcap::{PcapError, PcapReader, PcapWriter};

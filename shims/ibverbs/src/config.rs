@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use verbs_emu::cc::CcSpec;
+use verbs_emu::wire::ROCE_UDP_PORT;
 
 /// The environment variable listing devices: `NAME=IPV4[:PORT],...`.
 pub const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
@@ -28,9 +29,6 @@ pub fn parse_cc(text: &str) -> Result<CcSpec, String> {
     spec.validate().map_err(|e| format!("{CC_ENV}: {e}"))?;
     Ok(spec)
 }
-
-/// The RoCEv2 UDP port.
-const ROCE_PORT: u16 = 4791;
 
 /// One device of the list.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +78,7 @@ impl DeviceSpec {
             let bind = match addr.parse::<SocketAddrV4>() {
                 Ok(a) => a,
                 Err(_) => match addr.parse::<Ipv4Addr>() {
-                    Ok(ip) => SocketAddrV4::new(ip, ROCE_PORT),
+                    Ok(ip) => SocketAddrV4::new(ip, ROCE_UDP_PORT),
                     Err(_) => return Err(bad("not an IPv4 address with an optional port")),
                 },
             };
@@ -121,7 +119,7 @@ pub fn loopback_candidates(pid: u32) -> impl Iterator<Item = SocketAddrV4> {
         let lid = (start + k) % 0xBFFF + 1;
         SocketAddrV4::new(
             Ipv4Addr::new(127, 0, (lid >> 8) as u8, lid as u8),
-            ROCE_PORT,
+            ROCE_UDP_PORT,
         )
     })
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::udp::{node_guid_for, BackgroundMode, UdpBackend, UdpConfig};
 use verbs_emu::verbs::VerbsError;
+use verbs_emu::wire::ROCE_UDP_PORT;
 
 use crate::config::{lid_of, loopback_candidates, DeviceSpec};
 use crate::records::ShimContext;
@@ -43,7 +44,7 @@ fn devices() -> &'static [&'static ShimDevice] {
             .map(|(i, spec)| {
                 let guid = node_guid_for(
                     spec.bind
-                        .unwrap_or(SocketAddrV4::new([127, 0, 0, 0].into(), 4791)),
+                        .unwrap_or(SocketAddrV4::new([127, 0, 0, 0].into(), ROCE_UDP_PORT)),
                 );
                 // SAFETY: ibv_device is integers and char arrays; zero is valid.
                 let mut dev: ibv_device = unsafe { std::mem::zeroed() };

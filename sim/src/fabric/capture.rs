@@ -33,9 +33,7 @@ use crate::config::SimConfig;
 use crate::options::SimError;
 use crate::results::CaptureFile;
 use crate::topology::{host_ip, Topology};
-
-/// The UDP destination port of RoCEv2.
-const ROCE_PORT: u16 = 4791;
+use roce::wire::ROCE_UDP_PORT;
 
 /// One tapped port.
 #[derive(Debug)]
@@ -151,7 +149,7 @@ impl Taps {
                 dont_fragment: true,
             },
             src_port: pkt.sport,
-            dst_port: ROCE_PORT,
+            dst_port: ROCE_UDP_PORT,
             udp_checksum: UdpChecksum::Zero,
             headers: pkt.headers,
             payload_len: pkt.payload as usize,

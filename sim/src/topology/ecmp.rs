@@ -20,10 +20,9 @@
 
 use std::net::Ipv4Addr;
 
-use super::NodeId;
+use roce::wire::ROCE_UDP_PORT;
 
-/// The IANA UDP port of RoCEv2.
-pub const ROCE_UDP_PORT: u16 = 4791;
+use super::NodeId;
 
 /// The fields a switch hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -26,7 +26,7 @@ use std::net::Ipv4Addr;
 use petgraph::graph::{NodeIndex, UnGraph};
 use roce::time::{Duration, Rate};
 
-pub use ecmp::{ecmp_hash, ecmp_select, roce_udp_source_port, FiveTuple, ROCE_UDP_PORT};
+pub use ecmp::{ecmp_hash, ecmp_select, roce_udp_source_port, FiveTuple};
 pub use routes::Routes;
 
 /// Index of a node in [`Topology::nodes`].

@@ -47,9 +47,6 @@ pub const VERSION_LEN: usize = 16;
 pub const ROCELAB_MARK: &[u8] = b"rocelab";
 /// Length of a key record (with a GID).
 pub const KEY_LEN: usize = 108;
-/// The UDP port perftest's programs send RoCEv2 to (their key record has
-/// no port).
-pub const ROCE_PORT: u16 = 4791;
 /// The page size perftest cycles through by default (bytes).
 pub const DEFAULT_CYCLE_BUFFER: u32 = 4096;
 /// The cache line size rocelab announces (bytes).

@@ -16,13 +16,10 @@ use crate::verbs::{
     AhAttr, DeviceAttr, Mtu, PortAttr, QpAttr, QpAttrMask, QpCap, SendFlags, SendOp, SendWr, Sge,
     VerbsError, WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
-use roce::wire::{Qpn, Rkey};
+use roce::wire::{Qpn, Rkey, ROCE_UDP_PORT};
 
 /// The largest PSN (24 bits).
 const PSN_MAX: u32 = 0x00ff_ffff;
-
-/// The UDP destination port of RoCEv2, the only one a NIC sends to.
-pub const ROCEV2_UDP_PORT: u16 = 4791;
 
 fn check_range(verb: &'static str, what: &str, value: u32, max: u32) -> Result<(), VerbsError> {
     if value > max {
@@ -61,11 +58,11 @@ pub fn qp_cap_from_raw(cap: &ibv_qp_cap) -> QpCap {
 /// NIC and is refused.
 pub fn ah_attr_to_raw(verb: &'static str, ah: &AhAttr) -> Result<ibv_ah_attr, VerbsError> {
     if let Some(port) = ah.dport {
-        if port != ROCEV2_UDP_PORT {
+        if port != ROCE_UDP_PORT {
             return Err(VerbsError::invalid(
                 verb,
                 format!(
-                    "destination UDP port {port}: a RoCEv2 NIC always sends to {ROCEV2_UDP_PORT}"
+                    "destination UDP port {port}: a RoCEv2 NIC always sends to {ROCE_UDP_PORT}"
                 ),
             ));
         }

@@ -13,8 +13,6 @@ use crate::backend::sys::SocketOptions;
 use roce::time::{Duration as PsDuration, Rate};
 use roce::transport as tp;
 
-/// The IANA RoCEv2 port.
-pub const ROCE_PORT: u16 = 4791;
 /// How long the background thread stays out of the way after the
 /// application called in.
 pub(super) const APP_ACTIVE_NS: u64 = 1_000_000;

@@ -109,7 +109,6 @@ mod work;
 
 pub use config::{
     BackgroundMode, UdpConfig, ACK_HOLD, DEFAULT_LINK_RATE, PACING_BURST, PACING_CATCH_UP,
-    ROCE_PORT,
 };
 pub use device::UdpBackend;
 pub use memory::HostMemory;

@@ -7,7 +7,9 @@
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 
-use super::config::{UdpConfig, ROCE_PORT};
+use roce::wire::ROCE_UDP_PORT;
+
+use super::config::UdpConfig;
 use super::device::UdpBackend;
 use super::netdev::{device_name_for, interfaces, node_guid_for};
 use crate::backend::{Backend, BackendKind, DeviceEntry, Provider};
@@ -23,7 +25,9 @@ pub struct UdpProvider {
 
 impl Default for UdpProvider {
     fn default() -> Self {
-        UdpProvider { port: ROCE_PORT }
+        UdpProvider {
+            port: ROCE_UDP_PORT,
+        }
     }
 }
 

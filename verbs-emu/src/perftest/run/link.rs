@@ -12,7 +12,9 @@ use serde::de::DeserializeOwned;
 use super::attrs::MAX_RD_ATOMIC;
 use super::error::{PerftestError, Result};
 use super::oob::{Msg, Oob, PeerInfo};
-use crate::perftest::exchange::{self, KeyRecord, PerftestLink};
+use roce::wire::ROCE_UDP_PORT;
+
+use crate::perftest::exchange::{KeyRecord, PerftestLink};
 use crate::verbs::{Endpoint, MemoryRegion, Mtu};
 
 /// The peer's exchange: rocelab's (JSON lines) or perftest's records.
@@ -51,11 +53,11 @@ impl PerftestPeer {
     ) -> Result<PeerInfo> {
         let mut endpoints = Vec::new();
         for (q, ep) in local.endpoints.iter().enumerate() {
-            if ep.udp_port != exchange::ROCE_PORT {
+            if ep.udp_port != ROCE_UDP_PORT {
                 return Err(PerftestError::Config(format!(
                     "this side's device listens on UDP port {}; a perftest peer sends RoCEv2 to port {} only (use --bind to give this side its own address)",
                     ep.udp_port,
-                    exchange::ROCE_PORT
+                    ROCE_UDP_PORT
                 )));
             }
             let mine = KeyRecord {
@@ -77,7 +79,7 @@ impl PerftestPeer {
                 qpn: theirs.qpn,
                 psn: theirs.psn,
                 gid: theirs.gid,
-                udp_port: exchange::ROCE_PORT,
+                udp_port: ROCE_UDP_PORT,
                 mtu: self.mtu,
                 mr: Some(crate::verbs::RemoteMr {
                     addr: theirs.vaddr,
