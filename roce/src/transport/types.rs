@@ -79,12 +79,14 @@ impl SgeList {
 
 /// The operation of a send work request, with its operation-specific
 /// fields (`ibv_wr_opcode` plus `wr.rdma` / `wr.atomic` / `imm_data` /
-/// `invalidate_rkey`).
+/// `invalidate_rkey`): the one type of the engine and the verbs API,
+/// which re-exports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
     /// IBV_WR_SEND.
     Send,
-    /// IBV_WR_SEND_WITH_IMM: immediate data as the 32 wire bits.
+    /// IBV_WR_SEND_WITH_IMM. The value is a plain number whose big-endian
+    /// bytes go on the wire, as `htonl(imm)` gives in C.
     SendWithImm(u32),
     /// IBV_WR_SEND_WITH_INV: the peer's R_Key to invalidate.
     SendWithInv(Rkey),

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::handle::{AhHandle, CqHandle};
 pub use roce::transport::{
-    AccessFlags, Mtu, QpAttrMask, QpState, QpType, SendFlags, WcOpcode, WcStatus,
+    AccessFlags, Mtu, QpAttrMask, QpState, QpType, SendFlags, SendOp, WcOpcode, WcStatus,
 };
-use roce::wire::{Lkey, Qpn, Rkey};
+use roce::wire::{Lkey, Qpn};
 
 roce::flags! {
     /// `ibv_wc_flags`.
@@ -96,90 +96,6 @@ pub struct UdDest {
     pub remote_qpn: Qpn,
     /// The destination Q_Key.
     pub remote_qkey: u32,
-}
-
-/// The operation of a send work request (`ibv_wr_opcode` with its `wr`
-/// union member).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendOp {
-    /// SEND.
-    Send,
-    /// SEND with immediate data. The value is a plain number: it goes on
-    /// the wire big-endian, as `htonl(imm)` does in C.
-    SendWithImm(u32),
-    /// SEND with invalidate of a remote key.
-    SendWithInv(Rkey),
-    /// RDMA WRITE to `remote_addr` in the MR of `rkey`.
-    Write {
-        /// Remote virtual address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: Rkey,
-    },
-    /// RDMA WRITE with immediate data.
-    WriteWithImm {
-        /// Remote virtual address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: Rkey,
-        /// Immediate data.
-        imm: u32,
-    },
-    /// RDMA READ from `remote_addr` into the SGEs.
-    Read {
-        /// Remote virtual address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: Rkey,
-    },
-    /// Atomic compare-and-swap of the 8 bytes at `remote_addr`; the old
-    /// value lands in the (8-byte) SGE.
-    CompareSwap {
-        /// Remote virtual address (8-byte aligned).
-        remote_addr: u64,
-        /// Remote key.
-        rkey: Rkey,
-        /// Compare value.
-        compare: u64,
-        /// Swap value.
-        swap: u64,
-    },
-    /// Atomic fetch-and-add.
-    FetchAdd {
-        /// Remote virtual address (8-byte aligned).
-        remote_addr: u64,
-        /// Remote key.
-        rkey: Rkey,
-        /// Value to add.
-        add: u64,
-    },
-}
-
-impl SendOp {
-    /// The `ibv_wr_opcode` value.
-    pub const fn wr_opcode(self) -> u32 {
-        match self {
-            SendOp::Write { .. } => 0,
-            SendOp::WriteWithImm { .. } => 1,
-            SendOp::Send => 2,
-            SendOp::SendWithImm(_) => 3,
-            SendOp::Read { .. } => 4,
-            SendOp::CompareSwap { .. } => 5,
-            SendOp::FetchAdd { .. } => 6,
-            SendOp::SendWithInv(_) => 9,
-        }
-    }
-
-    /// The completion opcode a successful WR of this kind reports.
-    pub const fn wc_opcode(self) -> WcOpcode {
-        match self {
-            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
-            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
-            SendOp::Read { .. } => WcOpcode::RdmaRead,
-            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
-            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        }
-    }
 }
 
 /// A send work request (`ibv_send_wr`, one element; lists are slices).
@@ -699,6 +615,7 @@ pub struct RemoteMr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use roce::wire::Rkey;
 
     #[test]
     fn an_endpoint_is_portable_json_and_is_validated() {

@@ -17,7 +17,7 @@ use super::device::UdpBackend;
 use super::netdev::node_guid_for;
 use super::progress::SPIN_BELOW;
 use super::state::{decode_addr, encode_addr, lock, Cq, QpEntry, State};
-use super::work::{engine_op, post_error};
+use super::work::post_error;
 use crate::backend::counters::QpCounters;
 use crate::backend::{
     AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, MrHandle, MrKeys, PdHandle, QpCreated,
@@ -753,7 +753,7 @@ impl Backend for UdpBackend {
             };
             let ewr = tp::SendWr {
                 wr_id: wr.wr_id,
-                op: engine_op(wr.op),
+                op: wr.op,
                 sges: tp::SgeList::from_slice(&sges[..nsge]).unwrap_or_default(),
                 flags: wr.flags.difference(SendFlags::INLINE),
                 ud,

@@ -4,7 +4,7 @@
 //!
 //! Contract: exact, field for field; no state.
 
-use crate::verbs::{SendOp, VerbsError, WcFlags, WorkCompletion};
+use crate::verbs::{VerbsError, WcFlags, WorkCompletion};
 use roce::transport as tp;
 use roce::wire::Qpn;
 
@@ -30,45 +30,6 @@ pub(super) fn convert_wc(c: &tp::Completion) -> WorkCompletion {
         qp_num: c.qp_num,
         src_qp: c.src_qp.unwrap_or(Qpn::new(0)),
         wc_flags: flags,
-    }
-}
-
-pub(super) fn engine_op(op: SendOp) -> tp::SendOp {
-    match op {
-        SendOp::Send => tp::SendOp::Send,
-        SendOp::SendWithImm(i) => tp::SendOp::SendWithImm(i),
-        SendOp::SendWithInv(k) => tp::SendOp::SendWithInv(k),
-        SendOp::Write { remote_addr, rkey } => tp::SendOp::Write { remote_addr, rkey },
-        SendOp::WriteWithImm {
-            remote_addr,
-            rkey,
-            imm,
-        } => tp::SendOp::WriteWithImm {
-            remote_addr,
-            rkey,
-            imm,
-        },
-        SendOp::Read { remote_addr, rkey } => tp::SendOp::Read { remote_addr, rkey },
-        SendOp::CompareSwap {
-            remote_addr,
-            rkey,
-            compare,
-            swap,
-        } => tp::SendOp::CompareSwap {
-            remote_addr,
-            rkey,
-            compare,
-            swap,
-        },
-        SendOp::FetchAdd {
-            remote_addr,
-            rkey,
-            add,
-        } => tp::SendOp::FetchAdd {
-            remote_addr,
-            rkey,
-            add,
-        },
     }
 }
 
