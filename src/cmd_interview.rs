@@ -17,9 +17,8 @@
 //! * The fault runs its first variant only (the broken one; the others are
 //!   its fixes). Its capture goes to `DIR/dumps/` as
 //!   [`sim::stats::write_capture`] writes it: the counter dumps of every
-//!   host and switch port and each host's `mlnx_qos -i`, then
-//!   [`sim::stats::write_switch_configs`]: each switch's `mmuconfig -l`
-//!   and `ecnconfig -l`, each host's `ethtool IFACE`, as an operator
+//!   host and switch port, each host's `mlnx_qos -i` and `ethtool IFACE`,
+//!   each switch's `mmuconfig -l` and `ecnconfig -l`, as an operator
 //!   collects them beside the counters; all named by node only (nothing
 //!   names the scenario or the fault). Each counter dump opens
 //!   with `# time_ps:`, so one snapshot is a count over the simulated time.
@@ -635,10 +634,7 @@ fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
     let (Some(v), Some(r)) = (scenario.variants.first(), results.variants.first()) else {
         return Err(format!("{}: no variant ran", fault.file));
     };
-    sim::stats::write_capture(dir, r, &v.config)
-        .and_then(|()| {
-            sim::stats::write_switch_configs(dir, r, &v.config, &scenario.topologies[v.topology])
-        })
+    sim::stats::write_capture(dir, r, &v.config, &scenario.topologies[v.topology])
         .map_err(|e| format!("writing {}: {e}", dir.display()))?;
     let loaded = doctor::load(&[dir.to_path_buf()], &mut std::io::empty());
     let diagnosis = doctor::diagnose(&loaded.inputs, &Options::default());

@@ -6,7 +6,7 @@
 //! with [`SEEDS`] as root seeds and every workload `size` times each of
 //! [`SIZE_SCALES`] (the `--set workload[i].size=...` change, applied to
 //! every variant); its capture ([`sim::stats::write_capture`]: counter
-//! dumps and `mlnx_qos -i`; [`sim::stats::write_switch_configs`]: each
+//! dumps, `mlnx_qos -i`, each
 //! switch's `mmuconfig -l` and `ecnconfig -l`/`-q`, each host's `ethtool
 //! IFACE`; all named by node only, in a folder whose name says nothing)
 //! is all the doctor reads. Durations are the files' own.
@@ -263,8 +263,7 @@ fn run_point(fi: usize, file: &File, seed: u64, scale: u64, dir: &Path) -> Vec<C
         let (result, _) = simulate(topo, &file.routes[v.topology], &v.config, &v.flows, &opts)
             .unwrap_or_else(|e| panic!("{} {}: {e}", file.rel, v.name));
         let _ = std::fs::remove_dir_all(dir);
-        sim::stats::write_capture(dir, &result, &v.config).unwrap();
-        sim::stats::write_switch_configs(dir, &result, &v.config, topo).unwrap();
+        sim::stats::write_capture(dir, &result, &v.config, topo).unwrap();
         // The capture names nodes only: not the scenario or its file.
         let stem = file
             .path

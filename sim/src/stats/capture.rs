@@ -3,9 +3,8 @@
 //! ([`write_counter_dumps`](super::write_counter_dumps): `nics.txt` and
 //! `switches.txt`, each section named `<node>.ethtool.txt`,
 //! `<node>.rdma.txt`, `<switch>-p<port>.ethtool.txt` or
-//! `<switch>.pfcwd.txt`) and one `<host>.mlnx_qos.txt` per host; with
-//! the topology ([`write_switch_configs`]) also each switch's buffer and
-//! ECN configuration as SONiC lists them (`<switch>.mmuconfig.txt`,
+//! `<switch>.pfcwd.txt`), one `<host>.mlnx_qos.txt` per host, each
+//! switch's buffer and ECN configuration as SONiC lists them (`<switch>.mmuconfig.txt`,
 //! `<switch>.ecnconfig.txt`, see `sonic.rs`) and each host's link speed
 //! (`<host>.link.txt`, `ethtool IFACE`), what an operator collects when
 //! the counters alone cannot tell a small buffer or ECN switched off from
@@ -79,11 +78,18 @@ pub fn mlnx_qos(config: &SimConfig) -> String {
     s
 }
 
-/// Write the capture of one run (`result`, run with `config`) into `dir`
-/// (created if missing): the counter dumps, with the pause rows of the
-/// fabric's lossless priorities for ports whose record does not list its
-/// own, and one [`mlnx_qos`] file per host NIC ([`mlnx_qos_file`]).
-pub fn write_capture(dir: &Path, result: &RunResult, config: &SimConfig) -> std::io::Result<()> {
+/// Write the capture of one run (`result`, run with `config` over
+/// `topo`) into `dir` (created if missing): the counter dumps, with the
+/// pause rows of the fabric's lossless priorities for ports whose record
+/// does not list its own, one [`mlnx_qos`] file per host NIC
+/// ([`mlnx_qos_file`]), and the configuration listings: each switch's
+/// [`mmuconfig_file`] and [`ecnconfig_file`], each host's [`link_file`].
+pub fn write_capture(
+    dir: &Path,
+    result: &RunResult,
+    config: &SimConfig,
+    topo: &Topology,
+) -> std::io::Result<()> {
     let pfc = &config.fabric.pfc;
     let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
     write_counter_dumps(dir, result, prios)?;
@@ -91,7 +97,7 @@ pub fn write_capture(dir: &Path, result: &RunResult, config: &SimConfig) -> std:
     for n in &result.nics {
         std::fs::write(dir.join(mlnx_qos_file(&n.node)), &qos)?;
     }
-    Ok(())
+    write_config_listings(dir, result, config, topo)
 }
 
 /// The file name of a host's `ethtool IFACE` link settings in a capture.
@@ -105,20 +111,19 @@ pub fn ethtool_link(iface: &str, mbps: u64) -> String {
     format!("Settings for {iface}:\n\tSpeed: {mbps}Mb/s\n\tDuplex: Full\n\tLink detected: yes\n")
 }
 
-/// Write the configuration listings of `topo`'s nodes into `dir`
-/// (created if missing), the settings an operator reads beside the
+/// Write the configuration listings of `topo`'s nodes into `dir`, the
+/// settings an operator reads beside the
 /// counters: per switch [`mmuconfig_file`] (its buffer pools and profiles
 /// under `config`) and [`ecnconfig_file`] (its WRED/ECN profiles and
 /// queue states, from `result`'s port records; switches without port
 /// records get only the buffer listing); per host [`link_file`] (the
 /// speed of its first link, as `ethtool IFACE` prints it).
-pub fn write_switch_configs(
+fn write_config_listings(
     dir: &Path,
     result: &RunResult,
     config: &SimConfig,
     topo: &Topology,
 ) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
     for (ni, node) in topo.nodes.iter().enumerate() {
         if node.kind != NodeKind::Switch {
             if let Some(l) = node.ports.first() {

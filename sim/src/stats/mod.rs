@@ -31,17 +31,16 @@
 //!   port keep the output small and fast at thousands of hosts.
 //! * [`write_capture`] (`capture.rs`): the counter dumps plus each host's
 //!   `mlnx_qos -i`, a capture named by node only (the counter interview
-//!   and the doctor's evaluation read runs this way), and
-//!   [`write_switch_configs`]: each switch's `mmuconfig -l` and
-//!   `ecnconfig -l` / `-q` listings ([`mmuconfig`], [`ecnconfig`],
-//!   `sonic.rs`) and each host's `ethtool IFACE` link speed.
+//!   and the doctor's evaluation read runs this way), with each switch's
+//!   `mmuconfig -l` and `ecnconfig -l` / `-q` listings ([`mmuconfig`],
+//!   [`ecnconfig`], `sonic.rs`) and each host's `ethtool IFACE` link
+//!   speed.
 
 mod capture;
 mod sonic;
 
 pub use capture::{
-    ecnconfig_file, ethtool_link, link_file, mlnx_qos, mlnx_qos_file, mmuconfig_file,
-    write_capture, write_switch_configs,
+    ecnconfig_file, ethtool_link, link_file, mlnx_qos, mlnx_qos_file, mmuconfig_file, write_capture,
 };
 pub use sonic::{ecnconfig, mmuconfig};
 
