@@ -13,6 +13,7 @@ pub mod config;
 pub mod engine;
 pub mod fabric;
 pub mod faults;
+pub mod hostmodel;
 pub mod input;
 pub mod options;
 pub mod overrides;

@@ -50,11 +50,85 @@ pub struct RunResult {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flow_rates: Vec<FlowRateSeries>,
+    /// One record per size of every perftest workload with a `test`, in
+    /// workload and size order (absent when there is none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub perftest: Vec<PerftestRecord>,
     /// The pcap files of the captured link directions (`record.pcap`), in
     /// that order. Never in `results.json`: `rocelab run` writes each to
     /// `pcap/<variant>/<name>.pcap`.
     #[serde(skip)]
     pub captures: Vec<CaptureFile>,
+}
+
+/// What one size of a perftest run measured (what perftest prints is
+/// computed from it: bandwidth = `bytes x 8 / (finish - start)`, message
+/// rate = `messages / (finish - start)`, latency statistics from the
+/// samples).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerftestRecord {
+    /// The group: the workload's name and the size (`perftest-0-65536`).
+    pub group: String,
+    /// The program (`write_bw`).
+    pub test: crate::workload::perftest::PerftestTest,
+    /// Message size, bytes.
+    pub size: u64,
+    /// QPs.
+    pub qps: u32,
+    /// Both directions.
+    pub bidirectional: bool,
+    /// Outstanding work requests per QP (`-t`).
+    pub tx_depth: u32,
+    /// A completion every this many work requests (`-Q`).
+    pub cq_mod: u32,
+    /// Largest inline payload, bytes (`-I`).
+    pub inline: u32,
+    /// Ran for a duration (`-D`).
+    pub timed: bool,
+    /// Messages completed, all QPs and directions.
+    pub messages: u64,
+    /// Payload bytes delivered, all QPs and directions.
+    pub bytes: u64,
+    /// First post.
+    pub start_ps: Option<u64>,
+    /// Last completion.
+    pub finish_ps: Option<u64>,
+    /// Every flow of the size completed.
+    pub completed: bool,
+    /// Latency tests: the intervals between the client's posts (one
+    /// round trip each), picoseconds; perftest halves them for WRITE and
+    /// SEND.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_samples_ps: Vec<u64>,
+}
+
+impl PerftestRecord {
+    /// Seconds from the first post to the last completion.
+    pub fn seconds(&self) -> Option<f64> {
+        let (a, b) = (self.start_ps?, self.finish_ps?);
+        (b > a).then(|| (b - a) as f64 / 1e12)
+    }
+
+    /// Average payload bandwidth, bits per second.
+    pub fn bw_bps(&self) -> Option<f64> {
+        Some(self.bytes as f64 * 8.0 / self.seconds()?)
+    }
+
+    /// Messages per second.
+    pub fn msg_rate(&self) -> Option<f64> {
+        Some(self.messages as f64 / self.seconds()?)
+    }
+
+    /// Iterations per QP and direction, as perftest's `#iterations`.
+    pub fn iterations(&self) -> u64 {
+        let dirs = if self.bidirectional { 2 } else { 1 };
+        let per = u64::from(self.qps.max(1)) * dirs;
+        if self.test.is_bw() {
+            self.messages / per
+        } else {
+            self.latency_samples_ps.len() as u64 + 1
+        }
+    }
 }
 
 /// The capture of one link direction.

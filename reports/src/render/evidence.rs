@@ -342,6 +342,7 @@ pub(super) fn empty_run(name: &str) -> RunResult {
         pfcwd_stats: Vec::new(),
         deadlocks: Vec::new(),
         flow_rates: Vec::new(),
+        perftest: Vec::new(),
         captures: Vec::new(),
     }
 }

@@ -17,6 +17,7 @@
 //! the scenario loader resolves from `[[override]]` entries.
 
 mod error;
+mod host;
 
 use roce::time::{Duration, Rate, Size};
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::faults::Window;
 pub use crate::faults::{FaultConfig, FaultType};
 pub use error::ConfigError;
+pub use host::{HostConfig, HostParams, NicModel};
 /// DCQCN parameters over a preset (`[nic.cc.dcqcn]`): the emulation's
 /// table, shared so that both read the same keys.
 pub use roce::cc::DcqcnOverrides;
@@ -427,6 +429,11 @@ pub struct NicConfig {
     pub window: Option<u32>,
     /// PFC storm prevention of the NIC (ConnectX device stall watermarks).
     pub pause_storm: PauseStormConfig,
+    /// The NIC's host side (PCIe, message path; see
+    /// [`crate::hostmodel`]). `None`: an ideal host, the NIC sends at line
+    /// rate from the first byte.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostConfig>,
 }
 
 /// ConnectX PFC storm prevention (`ethtool --set-tunable DEV
@@ -493,6 +500,7 @@ impl Default for NicConfig {
             qps_per_pair: 1,
             window: None,
             pause_storm: PauseStormConfig::default(),
+            host: None,
         }
     }
 }
@@ -903,6 +911,9 @@ fn check_nic(n: &NicConfig) -> Result<(), ConfigError> {
     }
     if let Some(0) = n.window {
         return Err(ConfigError::new("nic.window", "0: expected at least 1"));
+    }
+    if let Some(h) = &n.host {
+        h.validate("nic.host")?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use super::capture::Taps;
 use super::event::{Ev, NONE};
 use super::impairments::Action;
 use super::monitors::{Detector, Watchdog};
-use super::nic::{FlowState, Nic, QpTable};
+use super::nic::{FlowState, Nic, QpGate, QpTable};
 use super::port::Port;
 use super::settings::{
     classify_table, ecn_table, pfc_mask, static_fabric, static_nic, switch_mmu, switch_table,
@@ -71,6 +71,8 @@ impl<'a> World<'a> {
             nics,
             qps: QpTable::default(),
             flow_state: Vec::with_capacity(flows.len()),
+            paced_by: vec![NONE; flows.len()],
+            paced_any: false,
             dependent_start: Vec::new(),
             dependents: Vec::new(),
             node_port_base,
@@ -196,6 +198,24 @@ impl<'a> World<'a> {
                     ),
                 });
             }
+            for id in [qp, qp ^ 1] {
+                let q = &mut self.qps.qps[id as usize];
+                if q.gate.is_none() && self.nics[q.host as usize].host_side.is_some() {
+                    q.gate = Some(Box::new(QpGate {
+                        next_new: q.engine.next_psn(),
+                        ..QpGate::default()
+                    }));
+                }
+            }
+            if let Some(p) = f.post.and_then(|p| p.partner) {
+                if p as usize >= flows.len() || p == f.id {
+                    return Err(SimError::Flow {
+                        id: f.id,
+                        message: format!("paced by flow {p}: expected another flow of the run"),
+                    });
+                }
+                self.paced_by[p as usize] = f.id;
+            }
             let mut st = FlowState::new(f, qp);
             st.waiting = after.len() as u32;
             self.flow_state.push(st);
@@ -204,6 +224,7 @@ impl<'a> World<'a> {
             }
         }
         (self.dependent_start, self.dependents) = dependents_index(flows);
+        self.paced_any = self.paced_by.iter().any(|&p| p != NONE);
         Ok(())
     }
 

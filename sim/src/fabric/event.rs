@@ -23,6 +23,12 @@ pub(crate) enum Ev {
     FlowStart(u32),
     /// A queue pair's deadline.
     QpTimer(u32),
+    /// A frame a queue pair holds has its payload in the NIC: the QP
+    /// may send again (host model).
+    HostReady(u32),
+    /// The application of a flow with a posting loop sees a completion
+    /// or a landed message and may post.
+    FlowPost(u32),
     /// A NIC finished draining one received frame into the host.
     Drain(u32),
     /// Sample the recorded queues.

@@ -23,14 +23,14 @@
 //! [`Qp::poll_transmit`]: roce::transport::Qp::poll_transmit
 //! [`Qp::poll_timeout`]: roce::transport::Qp::poll_timeout
 
-use roce::time::Instant;
+use roce::time::{Duration, Instant};
 use roce::transport::{
     AddressHandle, Payload, Received, RecvWr, SendOp, SendWr, Sge, SgeList, WcStatus,
 };
-use roce::wire::Opcode;
+use roce::wire::{Opcode, Psn};
 
-use super::event::Ev;
-use super::nic::{message_len, wr_len, SimQp, POST_AHEAD, QPN_BASE};
+use super::event::{Ev, NONE};
+use super::nic::{message_len, wr_len, HostSide, QpGate, SimQp, POST_AHEAD, QPN_BASE};
 use super::packet::{frame_len, Packet};
 use super::world::World;
 use crate::engine::EventQueue;
@@ -41,12 +41,42 @@ impl World<'_> {
     pub(crate) fn flow_start(&mut self, id: u32, now: Instant) {
         self.flow_state[id as usize].posted_at = Some(now);
         let f = &self.flows[id as usize];
+        if let Some(d) = f.post.and_then(|p| p.deadline) {
+            // Look at the deadline when it comes, whatever else happens.
+            self.q.schedule(now + d, Ev::FlowPost(id));
+        }
         if f.op == FlowOp::Send {
             let qp = self.flow_state[id as usize].qp;
             self.post_recvs(id, qp ^ 1);
         }
         let qp = self.flow_state[id as usize].qp;
-        self.post_more(id);
+        self.post_more(id, now);
+        self.after_activity(qp, now);
+    }
+
+    /// The application of flow `id` (with a posting loop) sees what
+    /// completed so far, or a landed message of its ping-pong partner:
+    /// post what it may.
+    pub(crate) fn flow_post(&mut self, id: u32, now: Instant) {
+        let f = &self.flows[id as usize];
+        let st = &mut self.flow_state[id as usize];
+        if st.posted_at.is_none() || st.failed || st.finish.is_some() {
+            return;
+        }
+        if let Some(lp) = f.post {
+            let m = u64::from(lp.moderation.max(1));
+            let seen = if st.done == st.posted {
+                st.done
+            } else {
+                st.done / m * m
+            };
+            st.seen = st.seen.max(seen);
+        }
+        let qp = st.qp;
+        self.post_more(id, now);
+        if f.op == FlowOp::Send {
+            self.post_recvs(id, qp ^ 1);
+        }
         self.after_activity(qp, now);
     }
 
@@ -56,7 +86,10 @@ impl World<'_> {
         let st = &mut self.flow_state[id as usize];
         let q = &mut self.qps.qps[responder as usize];
         let lkey = self.nics[q.host as usize].reg.lkey;
-        while st.recvs < st.msgs && st.recvs < st.done + POST_AHEAD {
+        let ahead = f
+            .post
+            .map_or(POST_AHEAD, |p| POST_AHEAD.max(u64::from(p.depth)));
+        while st.recvs < st.msgs && st.recvs < st.done + ahead {
             let len = message_len(f, st.recvs);
             let wr = RecvWr {
                 wr_id: (u64::from(id) << 32) | st.recvs,
@@ -69,14 +102,40 @@ impl World<'_> {
         }
     }
 
-    /// Post the flow's next messages, up to `POST_AHEAD` outstanding.
-    fn post_more(&mut self, id: u32) {
+    /// Post the flow's next messages: up to `POST_AHEAD` outstanding, or
+    /// as its posting loop allows (depth over what the application saw
+    /// complete, the ping-pong partner's landed messages, the deadline).
+    fn post_more(&mut self, id: u32, now: Instant) {
         let f = &self.flows[id as usize];
+        let lp = f.post;
+        let partner_landed = lp
+            .and_then(|p| p.partner)
+            .map(|p| self.flow_state[p as usize].landed);
+        if let Some(d) = lp.and_then(|p| p.deadline) {
+            let st = &self.flow_state[id as usize];
+            if st.posted < st.msgs && st.posted_at.is_some_and(|t0| now >= t0 + d) {
+                self.stop_posting(id, now);
+                return;
+            }
+        }
         let st = &mut self.flow_state[id as usize];
         let q = &mut self.qps.qps[st.qp as usize];
         let lkey = self.nics[q.host as usize].reg.lkey;
         let rkey = self.nics[q.peer as usize].reg.rkey;
-        while st.posted < st.msgs && st.posted < st.done + POST_AHEAD {
+        let host = self.nics[q.host as usize].host_side.as_deref().map(|h| h.p);
+        while st.posted < st.msgs {
+            let room = match lp {
+                None => st.posted < st.done + POST_AHEAD,
+                Some(p) => st.posted < st.seen + u64::from(p.depth),
+            };
+            if !room {
+                break;
+            }
+            if let (Some(p), Some(landed)) = (lp, partner_landed) {
+                if landed < st.posted + u64::from(!p.lead) {
+                    break;
+                }
+            }
             let len = message_len(f, st.posted);
             let op = match f.op {
                 FlowOp::Write => SendOp::Write {
@@ -99,11 +158,52 @@ impl World<'_> {
                 },
             );
             let wr_id = wr.wr_id;
+            let idle = q.wrs.is_empty();
             if q.engine.post_send(wr).is_err() {
                 break;
             }
+            if let (Some(g), Some(h)) = (q.gate.as_deref_mut(), host) {
+                // The doorbell, then the WQE fetch unless it came with it.
+                let fetch = if h.blueflame && idle {
+                    Duration::ZERO
+                } else {
+                    h.read_latency
+                };
+                let inline = lp.is_some_and(|p| p.inline);
+                g.wqes.push_back((now + h.doorbell + fetch, inline));
+            }
             q.wrs.push_back(wr_id);
+            if lp.is_some_and(|p| p.record_posts) {
+                st.post_times.push(now);
+            }
             st.posted += 1;
+        }
+    }
+
+    /// Flow `id` passed its deadline: it posts nothing more and ends when
+    /// what it posted completes; its ping-pong partner stops at the same
+    /// count.
+    fn stop_posting(&mut self, id: u32, now: Instant) {
+        let st = &mut self.flow_state[id as usize];
+        st.msgs = st.posted;
+        st.cut = Some((now, st.done));
+        let posted = st.posted;
+        self.end_if_done(id, now);
+        let pacer = self.paced_by[id as usize];
+        if pacer != NONE {
+            let ps = &mut self.flow_state[pacer as usize];
+            ps.msgs = ps.msgs.min(posted.max(ps.posted));
+            self.end_if_done(pacer, now);
+        }
+    }
+
+    /// Flow `id` has completed everything it will post: it finishes now.
+    fn end_if_done(&mut self, id: u32, now: Instant) {
+        let st = &mut self.flow_state[id as usize];
+        if st.done == st.msgs && st.finish.is_none() && !st.failed && st.posted_at.is_some() {
+            st.finish = Some(now);
+            self.flows_open -= 1;
+            self.release_dependents(id, now);
         }
     }
 
@@ -128,8 +228,29 @@ impl World<'_> {
                     st.finish = Some(now);
                     self.flows_open -= 1;
                     self.release_dependents(fid, now);
+                } else if let Some(lp) = f.post {
+                    // The application sees every `moderation`-th
+                    // completion (and the last it posted), once its CQE
+                    // is in host memory.
+                    let m = u64::from(lp.moderation.max(1));
+                    if st.done % m == 0 || st.done == st.posted {
+                        let host = self.qps.qps[id as usize].host;
+                        match self.nics[host as usize].host_side.as_deref() {
+                            Some(h) => {
+                                let at = now + cqe_delay(h);
+                                self.q.schedule(at, Ev::FlowPost(fid));
+                            }
+                            None => {
+                                st.seen = st.done;
+                                self.post_more(fid, now);
+                                if f.op == FlowOp::Send {
+                                    self.post_recvs(fid, id ^ 1);
+                                }
+                            }
+                        }
+                    }
                 } else {
-                    self.post_more(fid);
+                    self.post_more(fid, now);
                     if f.op == FlowOp::Send {
                         self.post_recvs(fid, id ^ 1);
                     }
@@ -208,16 +329,28 @@ impl World<'_> {
     }
 
     /// The next frame of priority `prio` from host `host`'s QPs, round
-    /// robin.
+    /// robin. With a host model, a frame whose payload is not in the NIC
+    /// yet is held by its QP (out of the ring) until it is.
     pub(crate) fn nic_pull(&mut self, host: u32, prio: u8, now: Instant) -> Option<Packet> {
         let nic = &mut self.nics[host as usize];
         let n = nic.ready[usize::from(prio)].len();
         for _ in 0..n {
             let id = nic.ready[usize::from(prio)].pop_front()?;
             let q = &mut self.qps.qps[id as usize];
+            if let Some(g) = q.gate.as_deref_mut() {
+                if let Some((pkt, at)) = g.staged {
+                    if at <= now {
+                        g.staged = None;
+                        nic.ready[usize::from(prio)].push_back(id);
+                        return Some(pkt);
+                    }
+                    // Back in the ring early: `HostReady` returns it.
+                    q.in_ready = false;
+                    continue;
+                }
+            }
             match q.engine.poll_transmit(now, &nic.mem) {
                 Some(tx) => {
-                    nic.ready[usize::from(prio)].push_back(id);
                     let payload = tx.payload.len();
                     let cnp = tx.headers.bth.opcode == Opcode::Cnp;
                     let pkt = Packet {
@@ -232,6 +365,18 @@ impl World<'_> {
                         ingress: 0,
                     };
                     arm(q, id, &mut self.q);
+                    if let (Some(hs), Some(g)) =
+                        (nic.host_side.as_deref_mut(), q.gate.as_deref_mut())
+                    {
+                        let at = gate_time(hs, g, &pkt, q.pmtu, now);
+                        if at > now {
+                            g.staged = Some((pkt, at));
+                            q.in_ready = false;
+                            self.q.schedule(at, Ev::HostReady(id));
+                            continue;
+                        }
+                    }
+                    nic.ready[usize::from(prio)].push_back(id);
                     return Some(pkt);
                 }
                 None => {
@@ -243,14 +388,53 @@ impl World<'_> {
         None
     }
 
+    /// QP `id`'s held frame has its payload in the NIC: back in the ring.
+    pub(crate) fn host_ready(&mut self, id: u32, now: Instant) {
+        let q = &mut self.qps.qps[id as usize];
+        if !q
+            .gate
+            .as_deref()
+            .and_then(|g| g.staged)
+            .is_some_and(|(_, at)| at <= now)
+        {
+            return;
+        }
+        let host = q.host;
+        if !q.in_ready {
+            q.in_ready = true;
+            self.nics[host as usize].ready[usize::from(q.prio)].push_back(id);
+        }
+        let port = self.nics[host as usize].port;
+        self.kick(port, now);
+    }
+
     /// A frame reached host `host`'s port.
     pub(crate) fn nic_receive(&mut self, host: u32, pkt: Packet, now: Instant) {
-        let Some(rate) = self.nics[host as usize].drain else {
-            self.deliver(host, pkt, now);
-            return;
-        };
         let nic = &mut self.nics[host as usize];
         let port = nic.port;
+        if nic.drain.is_none() {
+            match nic.host_side.as_deref_mut() {
+                None => {
+                    self.deliver(host, pkt, now);
+                    return;
+                }
+                Some(hs) => {
+                    // The payload's DMA write keeps up with the wire: no
+                    // queue builds.
+                    let w = hs.p.write_time(u64::from(pkt.payload));
+                    let wire = self.ports[port as usize]
+                        .rate
+                        .serialization_time(u64::from(pkt.wire));
+                    if nic.rx.frames.is_empty() && (pkt.payload == 0 || w <= wire) {
+                        if pkt.payload > 0 {
+                            hs.write(u64::from(pkt.payload), now);
+                        }
+                        self.deliver(host, pkt, now);
+                        return;
+                    }
+                }
+            }
+        }
         if nic.rx.bytes + u64::from(pkt.wire) > nic.rx_buffer {
             let p = &mut self.ports[port as usize];
             p.rx_discards += 1;
@@ -263,10 +447,8 @@ impl World<'_> {
         let over = nic.rx.bytes >= nic.rx_xoff;
         if !nic.rx.draining && !nic.stalled {
             nic.rx.draining = true;
-            self.q.schedule(
-                now + rate.serialization_time(u64::from(pkt.wire)),
-                Ev::Drain(host),
-            );
+            let t = drain_time(nic, &pkt, now);
+            self.q.schedule(now + t, Ev::Drain(host));
         }
         if over && nic.stall_block & (1 << pkt.prio) == 0 {
             self.send_pfc(port, pkt.prio, true, now, false);
@@ -287,12 +469,12 @@ impl World<'_> {
         nic.rx.bytes -= u64::from(pkt.wire);
         let port = nic.port;
         let below = nic.rx.bytes <= nic.rx_xon;
-        match (nic.rx.frames.front(), nic.drain) {
-            (Some(next), Some(rate)) => {
-                let t = now + rate.serialization_time(u64::from(next.wire));
-                self.q.schedule(t, Ev::Drain(host));
+        match nic.rx.frames.front().copied() {
+            Some(next) => {
+                let t = drain_time(nic, &next, now);
+                self.q.schedule(now + t, Ev::Drain(host));
             }
-            _ => nic.rx.draining = false,
+            None => nic.rx.draining = false,
         }
         if below {
             nic.stall_block = 0;
@@ -316,11 +498,17 @@ impl World<'_> {
             self.drops += 1;
             return;
         };
-        match pkt.headers.bth.opcode {
+        let op = pkt.headers.bth.opcode;
+        match op {
             Opcode::RcWriteFirst | Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm => {
                 nic.counters.rx_write_requests += 1
             }
-            Opcode::RcReadRequest => nic.counters.rx_read_requests += 1,
+            Opcode::RcReadRequest => {
+                nic.counters.rx_read_requests += 1;
+                if let (Some(g), Some(hs)) = (q.gate.as_deref_mut(), nic.host_side.as_deref()) {
+                    g.read_req_at = now + hs.p.nic_latency;
+                }
+            }
             _ => {}
         }
         let rx = Received {
@@ -330,9 +518,167 @@ impl World<'_> {
             grh: None,
             src: AddressHandle(u64::from(pkt.src)),
         };
+        let before = q.engine.expected_psn();
         q.engine.handle_packet(now, &rx, &mut nic.mem);
+        let psn = pkt.headers.bth.psn;
+        let landed = ends_request(op)
+            && q.engine.expected_psn() != before
+            && q.engine.expected_psn() == psn.next();
         self.after_activity(id, now);
+        if landed && self.paced_any {
+            self.landed(id ^ 1, psn, host, now);
+        }
     }
+
+    /// The message of requester QP `req` ending at `psn` landed in the
+    /// memory of host `host`: count it, and let the ping-pong flow it
+    /// paces post once the CPU can see it.
+    fn landed(&mut self, req: u32, psn: Psn, host: u32, now: Instant) {
+        let flows = self.flows;
+        let Some(wr) = self.qps.qps[req as usize].wr_ending_at(psn, |w| wr_len(flows, w)) else {
+            return;
+        };
+        let fid = (wr >> 32) as usize;
+        let Some(st) = self.flow_state.get_mut(fid) else {
+            return;
+        };
+        st.landed += 1;
+        let pacer = self.paced_by[fid];
+        if pacer == NONE {
+            return;
+        }
+        let at = match self.nics[host as usize].host_side.as_deref() {
+            Some(h) => {
+                let mut at = now.max(h.up_free) + h.p.nic_latency + h.p.write_latency;
+                if flows[fid].op == FlowOp::Send {
+                    at +=
+                        h.p.write_time(u64::from(super::super::hostmodel::CQE_BYTES));
+                }
+                at
+            }
+            None => now,
+        };
+        self.q.schedule(at, Ev::FlowPost(pacer));
+    }
+}
+
+/// A request packet that ends a message (its last or only packet).
+fn ends_request(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::RcWriteLast
+            | Opcode::RcWriteLastImm
+            | Opcode::RcWriteOnly
+            | Opcode::RcWriteOnlyImm
+            | Opcode::RcSendLast
+            | Opcode::RcSendLastImm
+            | Opcode::RcSendOnly
+            | Opcode::RcSendOnlyImm
+            | Opcode::RcSendLastInv
+            | Opcode::RcSendOnlyInv
+    )
+}
+
+/// How long the application takes to see a completion: the ACK through
+/// the NIC's receive pipeline, the CQE's DMA write, the write's latency.
+fn cqe_delay(h: &HostSide) -> Duration {
+    h.p.nic_latency + h.p.write_time(u64::from(crate::hostmodel::CQE_BYTES)) + h.p.write_latency
+}
+
+/// How long the NIC takes to drain `pkt` into the host: at its drain
+/// rate, and no faster than the payload's DMA write (reserving the
+/// NIC-to-host direction).
+fn drain_time(nic: &mut super::nic::Nic, pkt: &Packet, now: Instant) -> Duration {
+    let mut d = nic.drain.map_or(Duration::ZERO, |r| {
+        r.serialization_time(u64::from(pkt.wire))
+    });
+    if let Some(hs) = nic.host_side.as_deref_mut() {
+        if pkt.payload > 0 {
+            let w = hs.p.write_time(u64::from(pkt.payload));
+            d = d.max(w);
+            hs.up_free = hs.up_free.max(now) + w;
+        }
+    }
+    d
+}
+
+/// When frame `pkt`, just pulled from QP `g`'s engine at `now`, can leave:
+/// a new message waits for its WQE in the NIC and for the QP's and the
+/// NIC's message rates, then the NIC's pipeline; a payload not inline
+/// waits for its DMA read (see [`crate::hostmodel`]).
+fn gate_time(hs: &mut HostSide, g: &mut QpGate, pkt: &Packet, pmtu: u32, now: Instant) -> Instant {
+    let p = hs.p;
+    let op = pkt.headers.bth.opcode;
+    let psn = pkt.headers.bth.psn;
+    let fresh = !psn.is_before(g.next_new);
+    if fresh {
+        g.next_new = match (op, pkt.headers.reth) {
+            (Opcode::RcReadRequest, Some(r)) => psn.add(r.dma_len.div_ceil(pmtu.max(1)).max(1)),
+            _ => psn.next(),
+        };
+    }
+    let mut at = now;
+    match op {
+        Opcode::RcSendFirst
+        | Opcode::RcSendOnly
+        | Opcode::RcSendOnlyImm
+        | Opcode::RcSendOnlyInv
+        | Opcode::RcWriteFirst
+        | Opcode::RcWriteOnly
+        | Opcode::RcWriteOnlyImm
+        | Opcode::RcReadRequest
+        | Opcode::RcCompareSwap
+        | Opcode::RcFetchAdd
+            if fresh =>
+        {
+            let (wqe, inline) = g.wqes.pop_front().unwrap_or((now, false));
+            let m = wqe.max(g.msg_next).max(hs.msg_next);
+            g.msg_next = m + p.qp_gap();
+            hs.msg_next = m + p.nic_gap();
+            g.inline = inline;
+            g.data_from = m + p.read_latency;
+            at = at.max(m + p.nic_latency);
+        }
+        Opcode::RcReadResponseFirst | Opcode::RcReadResponseOnly => {
+            let m = g.read_req_at.max(hs.msg_next);
+            hs.msg_next = m + p.nic_gap();
+            g.inline = false;
+            g.data_from = m + p.read_latency;
+            at = at.max(m + p.nic_latency);
+        }
+        _ => {}
+    }
+    let data = matches!(
+        op,
+        Opcode::RcSendFirst
+            | Opcode::RcSendMiddle
+            | Opcode::RcSendLast
+            | Opcode::RcSendLastImm
+            | Opcode::RcSendLastInv
+            | Opcode::RcSendOnly
+            | Opcode::RcSendOnlyImm
+            | Opcode::RcSendOnlyInv
+            | Opcode::RcWriteFirst
+            | Opcode::RcWriteMiddle
+            | Opcode::RcWriteLast
+            | Opcode::RcWriteLastImm
+            | Opcode::RcWriteOnly
+            | Opcode::RcWriteOnlyImm
+            | Opcode::RcReadResponseFirst
+            | Opcode::RcReadResponseMiddle
+            | Opcode::RcReadResponseLast
+            | Opcode::RcReadResponseOnly
+    );
+    if data && pkt.payload > 0 && !g.inline {
+        let bytes = u64::from(pkt.payload);
+        // The direction does not bank idle time: at most one payload's
+        // worth of prefetch before now.
+        let floor = now
+            .checked_sub(p.read_data_time(bytes))
+            .unwrap_or(Instant::ZERO);
+        at = at.max(hs.fetch(bytes, g.data_from, floor));
+    }
+    at
 }
 
 /// Make sure an event is pending for QP `id`'s earliest deadline.

@@ -64,8 +64,8 @@ use roce::wire::Ecn;
 use crate::config::SchedulerConfig;
 use crate::options::{Progress, SimError};
 use crate::results::{
-    percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PortRecord, RunResult,
-    RunStats, Summary,
+    percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PerftestRecord,
+    PortRecord, RunResult, RunStats, Summary,
 };
 use crate::topology::ecmp::{ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId};
@@ -232,6 +232,8 @@ impl World<'_> {
             }
             Ev::FlowStart(f) => self.flow_start(f, now),
             Ev::QpTimer(qp) => return self.qp_timer(qp, now),
+            Ev::HostReady(qp) => self.host_ready(qp, now),
+            Ev::FlowPost(f) => self.flow_post(f, now),
             Ev::Drain(nic) => self.drain(nic, now),
             Ev::Action(a) => self.run_action(a, now),
             Ev::Sample => {
@@ -713,6 +715,7 @@ impl World<'_> {
             stop_reason: self.stop_reason.to_string(),
         };
         let groups = self.group_records();
+        let perftest = self.perftest_records();
         // Samples stop with the run: an idle network ends at its last
         // activity, and the sampler may have run on beside stale timers.
         let mut queues = std::mem::take(&mut self.samples);
@@ -741,6 +744,7 @@ impl World<'_> {
             pfcwd_stats,
             deadlocks,
             flow_rates,
+            perftest,
             captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
         }
     }
@@ -848,6 +852,75 @@ impl World<'_> {
                     .zip(slowest)
                     .and_then(|(ring, rate)| ring.ideal_ps(rate)),
             });
+        }
+        out
+    }
+
+    /// What every perftest size measured (groups with a perftest row).
+    fn perftest_records(&self) -> Vec<PerftestRecord> {
+        let mut out = Vec::new();
+        for (g, spec) in self.opts.groups.iter().enumerate() {
+            let Some(row) = spec.perftest else { continue };
+            let mut r = PerftestRecord {
+                group: spec.name.clone(),
+                test: row.test,
+                size: row.size,
+                qps: row.qps,
+                bidirectional: row.bidirectional,
+                tx_depth: row.tx_depth,
+                cq_mod: row.cq_mod,
+                inline: row.inline,
+                timed: row.timed,
+                messages: 0,
+                bytes: 0,
+                start_ps: None,
+                finish_ps: None,
+                completed: true,
+                latency_samples_ps: Vec::new(),
+            };
+            let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
+            for (f, st) in self.flows.iter().zip(&self.flow_state) {
+                if f.group != Some(g as u32) {
+                    continue;
+                }
+                // The ping-pong's answering flow is not the client's:
+                // the client's flow measures the round trips.
+                let counts = row.test.is_bw() || f.post.is_some_and(|p| p.lead);
+                if counts {
+                    // A run with a deadline counts what completed by then.
+                    let (done, end) = match st.cut {
+                        Some((t, done)) => (done, Some(t)),
+                        None => (st.done, st.finish),
+                    };
+                    r.messages += done;
+                    r.bytes += if st.cut.is_some() {
+                        done * f.message_size
+                    } else {
+                        self.delivered(f.id)
+                    };
+                    if let Some(p) = st.posted_at {
+                        first = Some(first.map_or(p, |x| x.min(p)));
+                    }
+                    if let Some(t) = end {
+                        last = Some(last.map_or(t, |x| x.max(t)));
+                    }
+                }
+                match st.finish {
+                    Some(_) if counts => {}
+                    Some(_) => {}
+                    None => r.completed = false,
+                }
+                if f.post.is_some_and(|p| p.record_posts) {
+                    r.latency_samples_ps = st
+                        .post_times
+                        .windows(2)
+                        .map(|w| (w[1] - w[0]).as_ps())
+                        .collect();
+                }
+            }
+            r.start_ps = first.map(|t| t.as_ps());
+            r.finish_ps = last.map(|t| t.as_ps());
+            out.push(r);
         }
         out
     }

@@ -14,7 +14,7 @@ use roce::transport::{
 use roce::wire::{Psn, Qpn};
 
 use super::packet::Packet;
-use crate::config::{CcAlgorithm, DcqcnPreset, NicConfig, RetransmitMode, SimConfig};
+use crate::config::{CcAlgorithm, DcqcnPreset, HostParams, NicConfig, RetransmitMode, SimConfig};
 use crate::engine::splitmix;
 use crate::results::NicRecord;
 use crate::topology::ecmp::roce_udp_source_port;
@@ -67,6 +67,65 @@ pub(crate) struct Nic {
     pub storm_warning: u64,
     /// `tx_pause_storm_error_events`.
     pub storm_error: u64,
+    /// Its host side (`[nic.host]`); `None`: an ideal host.
+    pub host_side: Option<Box<HostSide>>,
+}
+
+/// The host side of one NIC at work: when each PCIe direction and the
+/// message engine are next free (see [`crate::hostmodel`]).
+#[derive(Debug)]
+pub(crate) struct HostSide {
+    /// The values.
+    pub p: HostParams,
+    /// Host-to-NIC direction (DMA read completions) busy until.
+    pub down_free: Instant,
+    /// NIC-to-host direction (DMA writes, read requests) busy until.
+    pub up_free: Instant,
+    /// The NIC's message engine takes its next message at.
+    pub msg_next: Instant,
+}
+
+impl HostSide {
+    /// Reserve the host-to-NIC direction for a read of `bytes` whose data
+    /// may come from `from`, no earlier than `floor` (the direction does
+    /// not bank idle time); returns when the last byte is in the NIC.
+    pub fn fetch(&mut self, bytes: u64, from: Instant, floor: Instant) -> Instant {
+        let d = self.p.read_data_time(bytes);
+        let start = self.down_free.max(from).max(floor);
+        self.down_free = start + d;
+        let req = self.p.read_request_time(bytes);
+        self.up_free = self.up_free.max(floor) + req;
+        self.down_free
+    }
+
+    /// Reserve the NIC-to-host direction for a write of `bytes` from
+    /// `now`; returns when the last byte is written.
+    pub fn write(&mut self, bytes: u64, now: Instant) -> Instant {
+        self.up_free = self.up_free.max(now) + self.p.write_time(bytes);
+        self.up_free
+    }
+}
+
+/// A queue pair's view of its host side: posted WQEs waiting for the NIC,
+/// its message rate, a frame held until its payload is in the NIC.
+#[derive(Debug, Default)]
+pub(crate) struct QpGate {
+    /// When each posted, not yet started message's WQE is in the NIC,
+    /// and whether its payload is inline, in post order.
+    pub wqes: VecDeque<(Instant, bool)>,
+    /// The first PSN never transmitted yet (retransmissions are below).
+    pub next_new: Psn,
+    /// The QP takes its next message at.
+    pub msg_next: Instant,
+    /// The current message's payload can be fetched from.
+    pub data_from: Instant,
+    /// The current message's payload is inline.
+    pub inline: bool,
+    /// Responder: the last READ request arrived at.
+    pub read_req_at: Instant,
+    /// A frame pulled from the engine, held until its payload is in the
+    /// NIC, and when that is.
+    pub staged: Option<(Packet, Instant)>,
 }
 
 impl Nic {
@@ -103,6 +162,14 @@ impl Nic {
             stall_block: 0,
             storm_warning: 0,
             storm_error: 0,
+            host_side: cfg.host.as_ref().map(|h| {
+                Box::new(HostSide {
+                    p: h.resolve(),
+                    down_free: Instant::ZERO,
+                    up_free: Instant::ZERO,
+                    msg_next: Instant::ZERO,
+                })
+            }),
         }
     }
 
@@ -155,6 +222,8 @@ pub(crate) struct SimQp {
     /// Requester: the first PSN of the oldest of `wrs` (PSNs are given out
     /// in post order, consecutively, each message taking one per packet).
     pub head_psn: Psn,
+    /// Its host side, when its NIC has one.
+    pub gate: Option<Box<QpGate>>,
 }
 
 impl SimQp {
@@ -180,6 +249,24 @@ impl SimQp {
             0
         };
         Some((wr, bytes.min(u64::from(len))))
+    }
+
+    /// Requester: the work request whose last PSN is `psn`, if one of
+    /// `wrs` ends there.
+    pub fn wr_ending_at(&self, psn: Psn, len: impl Fn(u64) -> u32) -> Option<u64> {
+        let mut first = self.head_psn;
+        for &wr in &self.wrs {
+            let n = self.npsn(len(wr));
+            let last = first.add(n - 1);
+            if last == psn {
+                return Some(wr);
+            }
+            if psn.is_before(last) {
+                return None;
+            }
+            first = first.add(n);
+        }
+        None
     }
 
     /// Requester: work request `wr` (of `len` bytes) left the send queue;
@@ -249,6 +336,7 @@ impl QpTable {
                 pmtu,
                 wrs: VecDeque::new(),
                 head_psn,
+                gate: None,
             });
         }
         self.pairs.insert((src, dst, index, class), a);
@@ -427,6 +515,17 @@ pub(crate) struct FlowState {
     pub posted_at: Option<Instant>,
     /// Flows it still waits for.
     pub waiting: u32,
+    /// Completions the application has seen (with CQ moderation, a
+    /// multiple of it until the last).
+    pub seen: u64,
+    /// Messages that landed in the destination's memory (counted for
+    /// ping-pong partners only).
+    pub landed: u64,
+    /// Post time of every message (latency tests only).
+    pub post_times: Vec<Instant>,
+    /// A flow with a deadline: when it passed, and the messages completed
+    /// by then.
+    pub cut: Option<(Instant, u64)>,
     /// A flow it waits for (directly or not) failed: it is never posted.
     pub blocked: bool,
 }
@@ -446,6 +545,10 @@ impl FlowState {
             posted_at: None,
             waiting: 0,
             blocked: false,
+            seen: 0,
+            landed: 0,
+            post_times: Vec::new(),
+            cut: None,
         }
     }
 }

@@ -48,6 +48,7 @@ use crate::config::SimConfig;
 use crate::input::{read_file, FileError};
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::generate::{self, FlowBuilder, FlowTemplate};
+use crate::workload::perftest::{self as pt, PerftestSpec, PerftestTest};
 use crate::workload::{self as wl, FlowOp, FlowSizeCdf, FlowSpec, GroupSpec};
 
 /// One `[[workload]]` table.
@@ -113,6 +114,31 @@ pub struct WorkloadDoc {
     /// Time subtracted from imported start times.
     #[serde(default)]
     pub shift: Option<Duration>,
+    /// Perftest: which program (`write_bw`, `read_bw`, `send_bw`,
+    /// `write_lat`, `read_lat`, `send_lat`); absent: one flow of `size`.
+    #[serde(default)]
+    pub test: Option<PerftestTest>,
+    /// Perftest: every size from 2 bytes to 8 MiB (`-a`).
+    #[serde(default)]
+    pub all: Option<bool>,
+    /// Perftest: iterations per size (`-n`).
+    #[serde(default)]
+    pub iters: Option<u64>,
+    /// Perftest: run each size this long (`-D`).
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    /// Perftest: outstanding work requests per QP (`-t`).
+    #[serde(default)]
+    pub tx_depth: Option<u32>,
+    /// Perftest: both directions (`-b`).
+    #[serde(default)]
+    pub bidirectional: Option<bool>,
+    /// Perftest: largest inline payload (`-I`).
+    #[serde(default)]
+    pub inline: Option<Size>,
+    /// Perftest: a completion every this many work requests (`-Q`).
+    #[serde(default)]
+    pub cq_mod: Option<u32>,
     /// Congestion control of this workload's flows (a whole `[nic.cc]`
     /// table: keys left out take `[nic.cc]`'s defaults), in place of
     /// their hosts'; any kind.
@@ -303,6 +329,14 @@ fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
             "priority",
             "src",
             "dst",
+            "test",
+            "all",
+            "iters",
+            "duration",
+            "tx_depth",
+            "bidirectional",
+            "inline",
+            "cq_mod",
         ],
         WorkloadKind::HpccFlows => &["op", "path", "shift"],
         WorkloadKind::Htsim => &["op", "path"],
@@ -336,6 +370,14 @@ impl WorkloadDoc {
         add("seed", self.seed.is_some());
         add("path", self.path.is_some());
         add("shift", self.shift.is_some());
+        add("test", self.test.is_some());
+        add("all", self.all.is_some());
+        add("iters", self.iters.is_some());
+        add("duration", self.duration.is_some());
+        add("tx_depth", self.tx_depth.is_some());
+        add("bidirectional", self.bidirectional.is_some());
+        add("inline", self.inline.is_some());
+        add("cq_mod", self.cq_mod.is_some());
         g
     }
 }
@@ -464,7 +506,7 @@ pub(super) fn build(
         let needs_size = !matches!(
             w.kind,
             WorkloadKind::Poisson | WorkloadKind::HpccFlows | WorkloadKind::Htsim
-        );
+        ) && w.test.is_none();
         let size = match w.size {
             Some(s) if s.bytes() == 0 => {
                 return Err(err("size", "0: expected a positive size".into()))
@@ -613,7 +655,31 @@ pub(super) fn build(
                         "the same host as src: expected another host".into(),
                     ));
                 }
-                generate::single(&mut b, s, d, &t);
+                match w.test {
+                    None => {
+                        for k in [
+                            "all",
+                            "iters",
+                            "duration",
+                            "tx_depth",
+                            "bidirectional",
+                            "inline",
+                            "cq_mod",
+                        ] {
+                            if w.given().contains(&k) {
+                                return Err(err(
+                                    k,
+                                    "needs `test`: expected a perftest program, e.g. test = \"write_bw\"".into(),
+                                ));
+                            }
+                        }
+                        generate::single(&mut b, s, d, &t);
+                    }
+                    Some(test) => {
+                        let spec = perftest_spec(w, test, qps).map_err(|(k, m)| err(k, m))?;
+                        generate::perftest(&mut b, s, d, &spec, &t, &name);
+                    }
+                }
             }
             WorkloadKind::HpccFlows | WorkloadKind::Htsim => {
                 let p = w
@@ -640,6 +706,7 @@ pub(super) fn build(
                         name,
                         kind: kind_name(w.kind).to_string(),
                         ring: None,
+                        perftest: None,
                     });
                     for f in &mut flows {
                         f.group = Some(g);
@@ -659,6 +726,97 @@ pub(super) fn build(
         )
     })?;
     Ok((flows, groups, names))
+}
+
+/// A perftest workload's parameters, with perftest's defaults; errors
+/// name the key.
+fn perftest_spec(
+    w: &WorkloadDoc,
+    test: PerftestTest,
+    qps: u32,
+) -> Result<PerftestSpec, (&'static str, String)> {
+    if w.op.is_some() {
+        return Err((
+            "op",
+            format!("the test {:?} sets the verb: leave `op` out", test.name()),
+        ));
+    }
+    if w.message_size.is_some() {
+        return Err((
+            "message_size",
+            "a perftest message is `size`: leave `message_size` out".into(),
+        ));
+    }
+    let sizes = match (w.all, w.size) {
+        (Some(true), Some(_)) => {
+            return Err((
+                "all",
+                "with `size`: expected one of `all = true` (every size) and `size`".into(),
+            ))
+        }
+        (Some(true), None) => pt::all_sizes(),
+        (_, Some(s)) => vec![s.bytes()],
+        (_, None) => vec![test.default_size()],
+    };
+    if sizes.iter().any(|&s| s > 1 << 30) {
+        return Err(("size", "expected at most 1 GiB per message".into()));
+    }
+    if w.iters.is_some() && w.duration.is_some() {
+        return Err((
+            "duration",
+            "with `iters`: expected one of `iters` (-n) and `duration` (-D)".into(),
+        ));
+    }
+    if w.iters == Some(0) {
+        return Err(("iters", "0: expected at least 1 iteration".into()));
+    }
+    if w.duration == Some(Duration::ZERO) {
+        return Err(("duration", "0: expected a positive duration".into()));
+    }
+    let tx_depth = if test.is_bw() {
+        w.tx_depth.unwrap_or(128)
+    } else {
+        if w.tx_depth.is_some_and(|d| d != 1) {
+            return Err((
+                "tx_depth",
+                "a latency test keeps one message in flight: expected 1 or nothing".into(),
+            ));
+        }
+        1
+    };
+    if tx_depth == 0 || tx_depth > 16384 {
+        return Err(("tx_depth", format!("{tx_depth}: expected 1-16384")));
+    }
+    let cq_mod = w.cq_mod.unwrap_or(100).min(tx_depth);
+    if cq_mod == 0 {
+        return Err(("cq_mod", "0: expected at least 1".into()));
+    }
+    if w.bidirectional == Some(true) && !test.is_bw() {
+        return Err((
+            "bidirectional",
+            "a latency test runs both ways already: expected a bandwidth test".into(),
+        ));
+    }
+    let inline = match w.inline {
+        Some(s) if s.bytes() > 1024 => {
+            return Err(("inline", format!("{s}: expected at most 1024 bytes")))
+        }
+        Some(s) => s.bytes() as u32,
+        // perftest's default on ConnectX: inline for the latency tests.
+        None if !test.is_bw() && test != PerftestTest::ReadLat => 220,
+        None => 0,
+    };
+    Ok(PerftestSpec {
+        test,
+        sizes,
+        iters: w.iters.unwrap_or(test.default_iters()),
+        duration: w.duration,
+        qps: if test.is_bw() { qps } else { 1 },
+        tx_depth,
+        bidirectional: w.bidirectional.unwrap_or(false),
+        inline,
+        cq_mod,
+    })
 }
 
 fn kind_name(k: WorkloadKind) -> &'static str {

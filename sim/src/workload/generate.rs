@@ -10,7 +10,11 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use roce::time::{Duration, Instant, Rate};
 
-use super::{finish, DependencyError, FlowOp, FlowSizeCdf, FlowSpec, GroupSpec, RingShape};
+use super::perftest::{PerftestRow, PerftestSpec};
+use super::{
+    finish, DependencyError, FlowOp, FlowShape, FlowSizeCdf, FlowSpec, GroupSpec, PostLoop,
+    RingShape,
+};
 use crate::topology::NodeId;
 
 /// What every flow of a workload shares.
@@ -115,10 +119,53 @@ impl FlowBuilder {
                 group,
                 after: after.to_vec(),
                 workload: 0,
+                post: None,
             });
             ids.push(id);
         }
         ids
+    }
+
+    /// Add one flow with an application posting loop (perftest's);
+    /// returns its provisional id.
+    pub fn push_flow(
+        &mut self,
+        src: NodeId,
+        dst: NodeId,
+        shape: FlowShape,
+        group: Option<u32>,
+        after: &[u32],
+        post: PostLoop,
+    ) -> u32 {
+        let id = self.flows.len() as u32;
+        self.flows.push(FlowSpec {
+            id,
+            src,
+            dst,
+            size: shape.size,
+            start: shape.start,
+            op: shape.op,
+            message_size: shape.message_size.clamp(1, shape.size.max(1)),
+            qp_index: shape.qp_index,
+            priority: shape.priority,
+            group,
+            after: after.to_vec(),
+            workload: 0,
+            post: Some(post),
+        });
+        id
+    }
+
+    /// Make flow `id`'s posting wait for `partner`'s messages (a
+    /// ping-pong; see [`PostLoop::partner`]).
+    pub fn set_partner(&mut self, id: u32, partner: u32) {
+        if let Some(p) = self
+            .flows
+            .get_mut(id as usize)
+            .and_then(|f| f.post.as_mut())
+        {
+            p.partner = Some(partner);
+        }
     }
 
     /// Add already built flows (from an import); their ids and `after`
@@ -132,6 +179,9 @@ impl FlowBuilder {
             f.id = f.id - min + base;
             for a in &mut f.after {
                 *a = a.wrapping_sub(min).wrapping_add(base);
+            }
+            if let Some(p) = f.post.as_mut().and_then(|p| p.partner.as_mut()) {
+                *p = p.wrapping_sub(min).wrapping_add(base);
             }
         }
         self.flows.extend(flows);
@@ -230,6 +280,7 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
             hosts: n as u32,
             bytes: t.size,
         }),
+        perftest: None,
     });
     if n < 2 {
         return group;
@@ -307,4 +358,120 @@ pub fn poisson<R: Rng + ?Sized>(
 /// A single perftest-like flow.
 pub fn single(b: &mut FlowBuilder, src: NodeId, dst: NodeId, t: &FlowTemplate) {
     b.pair(src, dst, t.size, t.start, t, None, &[]);
+}
+
+/// Add the flows of perftest run `spec` (see [`super::perftest`]) from
+/// `client` to `server`, starting at
+/// `t.start` with priority `t.priority`; returns the groups, one per
+/// size, in order.
+pub fn perftest(
+    b: &mut FlowBuilder,
+    client: NodeId,
+    server: NodeId,
+    spec: &PerftestSpec,
+    t: &FlowTemplate,
+    name: &str,
+) -> Vec<u32> {
+    let mut groups = Vec::new();
+    let mut prev: Vec<u32> = Vec::new();
+    for &size in &spec.sizes {
+        let g = b.new_group(GroupSpec {
+            name: format!("{name}-{size}"),
+            kind: "perftest".into(),
+            ring: None,
+            perftest: Some(PerftestRow {
+                test: spec.test,
+                size,
+                qps: spec.qps,
+                bidirectional: spec.bidirectional && spec.test.is_bw(),
+                tx_depth: spec.tx_depth,
+                cq_mod: spec.cq_mod,
+                inline: spec.inline,
+                timed: spec.duration.is_some(),
+            }),
+        });
+        groups.push(g);
+        let inline = size <= u64::from(spec.inline) && spec.test.op() != FlowOp::Read;
+        let msgs = match spec.duration {
+            // Bounded by the deadline; enough that it is never the limit.
+            Some(_) => u64::from(u32::MAX),
+            None => spec.iters.max(1),
+        };
+        let deadline = spec.duration;
+        let mut ids = Vec::new();
+        if spec.test.is_bw() {
+            let dirs: &[(NodeId, NodeId)] = if spec.bidirectional {
+                &[(client, server), (server, client)]
+            } else {
+                &[(client, server)]
+            };
+            for &(s, d) in dirs {
+                for q in 0..spec.qps.max(1) {
+                    let id = b.push_flow(
+                        s,
+                        d,
+                        FlowShape {
+                            op: spec.test.op(),
+                            size: msgs * size,
+                            message_size: size,
+                            qp_index: q,
+                            start: t.start,
+                            priority: t.priority,
+                        },
+                        Some(g),
+                        &prev,
+                        PostLoop {
+                            depth: spec.tx_depth.max(1),
+                            moderation: spec.cq_mod.clamp(1, spec.tx_depth.max(1)),
+                            inline,
+                            partner: None,
+                            lead: false,
+                            deadline,
+                            record_posts: false,
+                        },
+                    );
+                    ids.push(id);
+                }
+            }
+        } else {
+            let shape = || FlowShape {
+                op: spec.test.op(),
+                size: msgs * size,
+                message_size: size,
+                qp_index: 0,
+                start: t.start,
+                priority: t.priority,
+            };
+            let lp = PostLoop {
+                depth: 1,
+                moderation: 1,
+                inline,
+                partner: None,
+                lead: true,
+                deadline,
+                record_posts: true,
+            };
+            let ping = b.push_flow(client, server, shape(), Some(g), &prev, lp);
+            ids.push(ping);
+            if spec.test.op() != FlowOp::Read {
+                let pong = b.push_flow(
+                    server,
+                    client,
+                    shape(),
+                    Some(g),
+                    &prev,
+                    PostLoop {
+                        lead: false,
+                        record_posts: false,
+                        partner: Some(ping),
+                        ..lp
+                    },
+                );
+                b.set_partner(ping, pong);
+                ids.push(pong);
+            }
+        }
+        prev = ids;
+    }
+    groups
 }

@@ -110,6 +110,7 @@ pub fn parse(
             group: None,
             after: Vec::new(),
             workload: 0,
+            post: None,
         });
     }
     if flows.len() != count {

@@ -153,6 +153,7 @@ pub fn parse(file: &Path, text: &str, hosts: &[NodeId]) -> Result<Vec<FlowSpec>,
                     group: None,
                     after: Vec::new(),
                     workload: 0,
+                    post: None,
                 });
             }
         }

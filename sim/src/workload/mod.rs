@@ -28,24 +28,15 @@ pub mod cdf;
 pub mod generate;
 pub mod hpcc;
 pub mod htsim;
+mod op;
+pub mod perftest;
 
 use roce::time::Instant;
 
 use crate::topology::NodeId;
 
 pub use cdf::FlowSizeCdf;
-
-/// The RDMA operation a flow uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FlowOp {
-    /// RDMA WRITE from `src` into `dst`.
-    Write,
-    /// SEND from `src`, received by `dst`.
-    Send,
-    /// RDMA READ issued by `src`: data flows from `dst` to `src`. `src` is
-    /// always the requester.
-    Read,
-}
+pub use op::FlowOp;
 
 /// One flow: a message (or series of messages) between two hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +70,49 @@ pub struct FlowSpec {
     /// tables in order; 0 for flows built in code), named in results by
     /// [`crate::options::RunOptions::workloads`].
     pub workload: u32,
+    /// How the application posts its messages (perftest's loops);
+    /// `None`: the NIC model keeps a fixed number of work requests posted.
+    pub post: Option<PostLoop>,
+}
+
+/// The shape of one flow [`generate::FlowBuilder::push_flow`] adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowShape {
+    /// Operation.
+    pub op: FlowOp,
+    /// Bytes.
+    pub size: u64,
+    /// Message size.
+    pub message_size: u64,
+    /// QP index of the pair.
+    pub qp_index: u32,
+    /// Post time (or later, after its dependencies).
+    pub start: Instant,
+    /// Priority.
+    pub priority: u8,
+}
+
+/// An application's posting loop for one flow (see [`perftest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostLoop {
+    /// Work requests outstanding at most (perftest's `-t`).
+    pub depth: u32,
+    /// The application sees a completion every this many work requests
+    /// (and for the last); it posts more only when it sees one.
+    pub moderation: u32,
+    /// Payloads travel inline in the WQE (no payload fetch).
+    pub inline: bool,
+    /// Ping-pong: the flow whose messages landing at this flow's source
+    /// let it post. Message `k` goes when `k` (with `lead`) or `k + 1`
+    /// (without) of the partner's messages have landed.
+    pub partner: Option<u32>,
+    /// This flow starts the ping-pong.
+    pub lead: bool,
+    /// Stop posting this long after the flow's first post (perftest's
+    /// `-D`); the flow ends when what it posted completes.
+    pub deadline: Option<roce::time::Duration>,
+    /// Keep the post time of every message (latency samples).
+    pub record_posts: bool,
 }
 
 /// A named group of flows reported together (a collective, or an import
@@ -94,6 +128,8 @@ pub struct GroupSpec {
     /// For a ring all-reduce: hosts in the ring and bytes reduced per
     /// host, from which the bandwidth bound follows.
     pub ring: Option<RingShape>,
+    /// For one size of a perftest run: what it measures.
+    pub perftest: Option<perftest::PerftestRow>,
 }
 
 /// Shape of a ring all-reduce.
@@ -195,6 +231,25 @@ pub fn finish(mut flows: Vec<FlowSpec>) -> Result<Vec<FlowSpec>, DependencyError
         after.sort_unstable();
         after.dedup();
         f.after = after;
+    }
+    // Ping-pong partners by the new ids (`f.id` is already the new id).
+    let mut partners = Vec::with_capacity(n);
+    for f in &flows {
+        let p = match f.post.and_then(|p| p.partner) {
+            Some(a) => Some(
+                new_id[index_of(a).ok_or(DependencyError::Unknown {
+                    flow: f.id,
+                    after: a,
+                })?],
+            ),
+            None => None,
+        };
+        partners.push(p);
+    }
+    for (f, p) in flows.iter_mut().zip(partners) {
+        if let Some(lp) = &mut f.post {
+            lp.partner = p;
+        }
     }
     flows.sort_by_key(|f| f.id);
     Ok(flows)

@@ -69,5 +69,6 @@ pub fn write(id: u32, src: usize, dst: usize, size: u64) -> FlowSpec {
         group: None,
         after: Vec::new(),
         workload: 0,
+        post: None,
     }
 }
