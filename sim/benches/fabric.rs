@@ -5,7 +5,7 @@
 //! incast (every other host to host 0). Also the event cost of DCQCN
 //! against PFC-only on the same run.
 //!
-//! `cargo bench -p sim --bench fabric [-- k8|k16|dcqcn|deadlock|healthy]`.
+//! `cargo bench -p sim --bench fabric [-- k8|k16|dcqcn|deadlock|healthy|hostmodel]`.
 //! Prints wall time, events per second, simulated time per wall second,
 //! setup time and peak memory; ratios are against the PFC-only run of the
 //! same size. The `deadlock` cases run the permutations with live deadlock
@@ -44,6 +44,13 @@
 //! incast's remaining 4.6 % is mostly its 206 deadlock checks (about
 //! 24 M instructions in `deadlock_check`, which runs while a switch holds
 //! XOFF; less those, about 1.2 %).
+
+//! # The host model's cost
+//!
+//! `hostmodel` runs one perftest workload (`ib_write_bw -a`, 300
+//! iterations per size, through one switch) with `[nic.host]` and
+//! without, alternated three times each, and prints the wall-time ratio of
+//! the best runs (the issue's bound: 1.3) and the events ratio.
 
 use std::time::Instant as WallInstant;
 
@@ -213,12 +220,59 @@ fn healthy(name: &str, k: usize, pattern: &str, cfg: &SimConfig) {
     );
 }
 
+/// One perftest run (`ib_write_bw -a`) with or without the host model:
+/// wall seconds and events.
+fn perftest_run(host: bool) -> (f64, u64) {
+    let text = format!(
+        "name = \"bench\"\n\
+         [topology]\nname = \"pair\"\nhosts = [\"client\", \"server\"]\nswitches = [\"sw0\"]\n\
+         [[topology.link]]\na = \"client\"\nb = \"sw0\"\n[[topology.link]]\na = \"server\"\nb = \"sw0\"\n\
+         {}\
+         [[workload]]\nkind = \"perftest\"\ntest = \"write_bw\"\nsrc = \"client\"\ndst = \"server\"\nall = true\niters = 300\n",
+        if host {
+            "[nic.host]\nmodel = \"connectx-6-dx\"\n"
+        } else {
+            ""
+        }
+    );
+    let s = sim::scenario::from_str(std::path::Path::new("bench.toml"), &text)
+        .expect("the bench scenario loads");
+    let v = &s.variants[0];
+    let topo = &s.topologies[v.topology];
+    let routes = Routes::compute(topo);
+    let t0 = WallInstant::now();
+    let (_, st) = simulate(topo, &routes, &v.config, &v.flows, &v.run_options())
+        .expect("the bench scenario runs");
+    (t0.elapsed().as_secs_f64(), st.events)
+}
+
+fn hostmodel() {
+    let (mut with, mut without) = (f64::MAX, f64::MAX);
+    let (mut ev_with, mut ev_without) = (0, 0);
+    for _ in 0..3 {
+        let (w, e) = perftest_run(true);
+        with = with.min(w);
+        ev_with = e;
+        let (w, e) = perftest_run(false);
+        without = without.min(w);
+        ev_without = e;
+    }
+    println!(
+        "perftest-write-bw-a-host-model  wall {with:.3} s vs {without:.3} s without: ratio {:.3} (bound 1.3; best of three each, alternated); events ratio {:.3}",
+        with / without,
+        ev_with as f64 / ev_without as f64
+    );
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
     let want = |s: &str| filter.is_empty() || filter.iter().any(|f| s.contains(f.as_str()));
+    if want("hostmodel") {
+        hostmodel();
+    }
     let pfc = config();
     let mut dcqcn = config();
     dcqcn.nic.cc.algorithm = CcAlgorithm::Dcqcn;

@@ -31,7 +31,7 @@
 //! Units: bits per second, bytes, picoseconds.
 
 use roce::time::{Duration, Rate};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::config::{HostParams, NicModel};
 use crate::workload::perftest::PerftestTest;
@@ -165,7 +165,7 @@ pub fn wire_bytes(op: FlowOp, size: u64, mtu: u32) -> u64 {
 }
 
 /// What limits a bandwidth test at one size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Limit {
     /// The link's payload rate.

@@ -95,6 +95,16 @@ pub struct PerftestRecord {
     pub finish_ps: Option<u64>,
     /// Every flow of the size completed.
     pub completed: bool,
+    /// What limits this size in the closed forms of
+    /// [`crate::hostmodel`] (the client's host side, the path between
+    /// the two hosts).
+    pub limit: crate::hostmodel::Limit,
+    /// Bandwidth tests: the closed-form bound, bits/s (both directions
+    /// with `-b`); latency tests: 0.
+    pub bound_bps: u64,
+    /// Latency tests: the closed-form unloaded latency perftest would
+    /// print (half the round trip for WRITE and SEND), ps; else 0.
+    pub unloaded_latency_ps: u64,
     /// Latency tests: the intervals between the client's posts (one
     /// round trip each), picoseconds; perftest halves them for WRITE and
     /// SEND.

@@ -876,8 +876,37 @@ impl World<'_> {
                 start_ps: None,
                 finish_ps: None,
                 completed: true,
+                limit: crate::hostmodel::Limit::Wire,
+                bound_bps: 0,
+                unloaded_latency_ps: 0,
                 latency_samples_ps: Vec::new(),
             };
+            let client = self.flows.iter().find(|f| {
+                f.group == Some(g as u32) && f.post.is_some_and(|p| p.lead || row.test.is_bw())
+            });
+            if let Some(f) = client {
+                let host = self.host_of_node[f.src.0 as usize];
+                let h = self.nics[host as usize].host_side.as_deref().map(|h| h.p);
+                let path = self.path_shape(f);
+                let inline = row.size <= u64::from(row.inline);
+                if row.test.is_bw() {
+                    let b = crate::hostmodel::bw_limits(
+                        h.as_ref(),
+                        row.test,
+                        row.size,
+                        (row.qps, row.tx_depth, inline),
+                        row.bidirectional,
+                        &path,
+                    );
+                    r.limit = b.limit;
+                    r.bound_bps = b.bound_bps as u64;
+                } else {
+                    r.limit = crate::hostmodel::Limit::Latency;
+                    r.unloaded_latency_ps =
+                        crate::hostmodel::latency(h.as_ref(), row.test, row.size, inline, &path)
+                            .as_ps();
+                }
+            }
             let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
             for (f, st) in self.flows.iter().zip(&self.flow_state) {
                 if f.group != Some(g as u32) {
@@ -923,6 +952,46 @@ impl World<'_> {
             out.push(r);
         }
         out
+    }
+
+    /// The path flow `f` takes, as the closed forms see it: its links,
+    /// the slowest rate, the mean propagation delay, the MTU.
+    fn path_shape(&self, f: &FlowSpec) -> crate::hostmodel::PathShape {
+        let st = &self.flow_state[f.id as usize];
+        let (src, dst) = (
+            self.host_of_node[f.src.0 as usize],
+            self.host_of_node[f.dst.0 as usize],
+        );
+        let sport = self.qps.sport_of(st.qp);
+        let mut p = self.nics[src as usize].port;
+        let (mut links, mut delay) = (0u32, Duration::ZERO);
+        let mut rate = Rate::from_bps(u64::MAX);
+        for _ in 0..64 {
+            let port = &self.ports[p as usize];
+            links += 1;
+            delay += port.delay;
+            rate = rate.min(port.rate);
+            let peer = &self.ports[port.peer as usize];
+            let sw = self.switch_of_node[peer.node as usize];
+            if sw == NONE {
+                break;
+            }
+            let s = &self.switches[sw as usize];
+            let (off, cnt) = s.route[dst as usize];
+            if cnt == 0 {
+                break;
+            }
+            let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
+            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
+            let hop = ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0]);
+            p = s.port_base + u32::from(hop);
+        }
+        crate::hostmodel::PathShape {
+            rate,
+            links,
+            delay: Duration::from_ps(delay.as_ps() / u64::from(links.max(1))),
+            mtu: self.qps.qps[st.qp as usize].pmtu,
+        }
     }
 
     /// Stand-alone FCT of a flow: base RTT over the path its hash picks

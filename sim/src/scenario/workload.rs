@@ -10,7 +10,7 @@
 //! | `all-to-all` | `hosts` |
 //! | `ring-allreduce` | `hosts` (ring order) |
 //! | `poisson` | `hosts`, `cdf` (built-in name) or `cdf_file`, `load` (0-1], `window` (required), `seed` |
-//! | `perftest` | `src`, `dst` (required) |
+//! | `perftest` | `src`, `dst` (required); `test` and with it `all`, `iters`, `duration`, `tx_depth`, `bidirectional`, `inline`, `cq_mod` |
 //! | `hpcc-flows` | `path` (required), `shift` |
 //! | `htsim` | `path` (required) |
 //!
@@ -802,9 +802,7 @@ fn perftest_spec(
             return Err(("inline", format!("{s}: expected at most 1024 bytes")))
         }
         Some(s) => s.bytes() as u32,
-        // perftest's default on ConnectX: inline for the latency tests.
-        None if !test.is_bw() && test != PerftestTest::ReadLat => 220,
-        None => 0,
+        None => test.default_inline(),
     };
     Ok(PerftestSpec {
         test,

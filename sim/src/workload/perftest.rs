@@ -115,12 +115,23 @@ impl PerftestTest {
         }
     }
 
-    /// Default iterations (`-n`): 5000 for bandwidth, 1000 for latency.
+    /// Default iterations (`-n`): 5000 for `write_bw`, 1000 for the
+    /// others (perftest's defaults).
     pub fn default_iters(self) -> u64 {
-        if self.is_bw() {
+        if self == PerftestTest::WriteBw {
             5000
         } else {
             1000
+        }
+    }
+
+    /// Default inline size (`-I`) on a ConnectX: 220 bytes for
+    /// `write_lat`, 236 for `send_lat`, none for the others.
+    pub fn default_inline(self) -> u32 {
+        match self {
+            PerftestTest::WriteLat => 220,
+            PerftestTest::SendLat => 236,
+            _ => 0,
         }
     }
 
