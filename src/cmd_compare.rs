@@ -1,6 +1,9 @@
-//! `rocelab compare A B [--json]`: a simulated result next to a real one
-//! (perftest vs results.json, or two counter dumps), with ratios and a
-//! verdict per row.
+//! `rocelab compare A B [--json] [--workload NAME]`: like next to like,
+//! with ratios and a verdict per row: a perftest output next to the
+//! results of a perftest workload of the same test (or another perftest
+//! output of it), two results.json, or two counter dumps of one tool.
+//! Anything else is refused on standard error with why and what would
+//! compare (exit status 2).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +20,10 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// The perftest workload of results.json to compare with, when it
+    /// holds several of the perftest output's test.
+    #[arg(long)]
+    pub workload: Option<String>,
 }
 
 fn load(p: &PathBuf) -> Result<realnic::Parsed, String> {
@@ -34,11 +41,15 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let tables = match compare::compare(
+    let options = compare::Options {
+        workload: args.workload.clone(),
+    };
+    let tables = match compare::compare_with(
         &args.a.display().to_string(),
         &a,
         &args.b.display().to_string(),
         &b,
+        &options,
     ) {
         Ok(t) => t,
         Err(e) => {

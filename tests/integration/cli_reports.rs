@@ -134,21 +134,100 @@ fn compare_prints_ratios_and_verdicts() {
     let o = rocelab(&[
         "compare",
         &fixture("perftest/write_bw_client.txt"),
-        &fixture("sim/results.json"),
+        &fixture("perftest/write_bw_mtu1024.txt"),
     ]);
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&o);
     assert!(
-        text.contains("variant lossless") && text.contains("1.006") && text.contains("agree"),
+        text.contains("perftest vs perftest: ib_write_bw")
+            && text.contains("0.902")
+            && text.contains("close"),
         "{text}"
     );
-    assert!(text.contains("differs"), "{text}");
+    assert!(
+        text.contains("note: MTUs differ: A 4096 B, B 1024 B"),
+        "{text}"
+    );
+    let o = rocelab(&[
+        "compare",
+        &fixture("perftest/write_bw_client.txt"),
+        &fixture("perftest/write_bw_mtu1024.txt"),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["rows"][0]["size"], 65536);
+    assert_eq!(v[0]["rows"][0]["ratio_permille"], 902);
     let o = rocelab(&[
         "compare",
         &fixture("topo/topo_m_new.txt"),
         &fixture("sim/results.json"),
     ]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn compare_refuses_a_perftest_output_next_to_a_fabric_run() {
+    let o = rocelab(&[
+        "compare",
+        &fixture("perftest/write_bw_client.txt"),
+        &fixture("sim/results.json"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty(), "no table: {o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is a fabric run (variants: lossless, lossy")
+            && err.contains("ib_write_bw")
+            && err.contains("rocelab twin"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compare_picks_the_workload_named_when_results_hold_several() {
+    let dir = scratch("compare-workload");
+    let record = |group: &str, qps: u32| {
+        serde_json::json!({
+            "group": format!("{group}-65536"), "test": "write_bw", "size": 65536,
+            "qps": qps, "bidirectional": false, "tx_depth": 128, "cq_mod": 1,
+            "inline": 0, "timed": false, "messages": 5000, "bytes": 327_680_000u64,
+            "start_ps": 0, "finish_ps": 27_000_000_000u64, "completed": true,
+            "limit": "wire", "bound_bps": 0, "unloaded_latency_ps": 0,
+        })
+    };
+    let doc = serde_json::json!({
+        "scenario": "perftest", "seed": 1,
+        "variants": [{
+            "summary": { "variant": "lossless", "goodput_bps": 97e9 },
+            "flows": [],
+            "perftest": [record("one", 1), record("eight", 8)],
+        }],
+    });
+    let results = dir.join("results.json");
+    std::fs::write(&results, doc.to_string()).unwrap();
+    let real = fixture("perftest/write_bw_client.txt");
+    let o = rocelab(&["compare", &real, results.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("2 perftest workloads of write_bw (one, eight)"),
+        "{err}"
+    );
+    let o = rocelab(&[
+        "compare",
+        &real,
+        results.to_str().unwrap(),
+        "--workload",
+        "eight",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    assert!(
+        text.contains("perftest workload eight (write_bw)")
+            && text.contains("qps differ: A 1, B 8")
+            && text.contains("wire"),
+        "{text}"
+    );
 }
 
 fn scratch(name: &str) -> PathBuf {
