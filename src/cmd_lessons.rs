@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 10] = [
+pub const LESSONS: [Lesson; 11] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -49,6 +49,7 @@ pub const LESSONS: [Lesson; 10] = [
     lesson!("08-pfc-deadlock-after-link-failure.toml"),
     lesson!("09-dscp-pcp-trust-mismatch.toml"),
     lesson!("10-go-back-n-vs-go-back-0.toml"),
+    lesson!("11-why-my-nic-does-not-reach-line-rate.toml"),
 ];
 
 impl Lesson {

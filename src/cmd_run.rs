@@ -255,6 +255,17 @@ pub fn write_outputs(
         let pfc = &v.config.fabric.pfc;
         let prios: &[u8] = if pfc.enabled { &pfc.priorities } else { &[] };
         sim::stats::write_counter_dumps(&out.join("counters").join(&v.name), r, prios)?;
+        if !r.perftest.is_empty() {
+            // perftest's own output of each side, per perftest workload.
+            let dir = out.join("perftest").join(&v.name);
+            std::fs::create_dir_all(&dir)?;
+            let mtu = v.config.nic.mtu.bytes() as u32;
+            for (name, recs) in reports::simperf::by_workload(&r.perftest) {
+                for side in reports::simperf::sides(&recs, PERFTEST_DEVICE, mtu) {
+                    std::fs::write(dir.join(format!("{name}-{}.txt", side.side)), side.text)?;
+                }
+            }
+        }
         if !r.captures.is_empty() {
             let dir = out.join("pcap").join(&v.name);
             std::fs::create_dir_all(&dir)?;
@@ -313,7 +324,7 @@ fn clear_stale(out: &Path) -> std::io::Result<()> {
             })
         })
     };
-    for (sub, pcap) in [("counters", false), ("pcap", true)] {
+    for (sub, pcap) in [("counters", false), ("pcap", true), ("perftest", false)] {
         let Ok(entries) = std::fs::read_dir(out.join(sub)) else {
             continue;
         };
@@ -326,6 +337,9 @@ fn clear_stale(out: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The device name the simulator's perftest output shows.
+const PERFTEST_DEVICE: &str = "sim0";
 
 fn ps(v: u64) -> String {
     Duration::from_ps(v).to_string()
@@ -386,8 +400,18 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     for (k, v) in rows {
         println!("  {k:<18} {v}");
     }
-    for g in &r.groups {
+    for g in r.groups.iter().filter(|g| g.kind != "perftest") {
         println!("  step time {}: {}", g.name, step_time(g));
+    }
+    for (name, recs) in reports::simperf::by_workload(&r.perftest) {
+        // The client's table, as perftest prints it.
+        println!("  perftest {name} ({}, client):", recs[0].test.name());
+        if let Some(client) = reports::simperf::sides(&recs, PERFTEST_DEVICE, 0).first() {
+            let table = client.text.lines().skip_while(|l| !l.contains("#bytes"));
+            for l in table {
+                println!("  {l}");
+            }
+        }
     }
     for d in &r.deadlocks {
         let members: Vec<String> = d

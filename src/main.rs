@@ -17,6 +17,7 @@ mod cmd_perftest;
 mod cmd_report;
 mod cmd_run;
 mod cmd_sweep;
+mod cmd_twin;
 mod cmd_validate;
 mod cmd_wire;
 mod progress;
@@ -62,6 +63,9 @@ enum Command {
     Doctor(cmd_doctor::Args),
     /// Put two results side by side (perftest vs results.json, or two counter dumps).
     Compare(cmd_compare::Args),
+    /// Model a real perftest run like for like: infer the setup from its
+    /// dumps, write and run the twin scenario, print real beside model.
+    Twin(cmd_twin::Args),
     /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
     Perftest(cmd_perftest::PerftestArgs),
     /// Run an unmodified ibverbs program over the emulation: rocelab exec -- ib_write_bw.
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Command::Parse(args) => cmd_parse::run(args),
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Compare(args) => cmd_compare::run(args),
+        Command::Twin(args) => cmd_twin::run(args),
         Command::Perftest(a) => cmd_perftest::run(a),
         Command::Exec(a) => cmd_exec::run_exec(a),
         Command::Env(a) => cmd_exec::run_env(&a),

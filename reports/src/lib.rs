@@ -4,3 +4,5 @@ pub mod compare;
 pub mod doctor;
 pub mod realnic;
 pub mod render;
+pub mod simperf;
+pub mod twin;

@@ -295,7 +295,7 @@ fn gbps(v: &Value) -> f64 {
 }
 
 #[test]
-fn lessons_lists_ten_with_title_and_question() {
+fn lessons_lists_eleven_with_title_and_question() {
     let o = rocelab(&["lessons"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}");
@@ -304,7 +304,7 @@ fn lessons_lists_ten_with_title_and_question() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 10, "{files:?}");
+    assert_eq!(files.len(), 11, "{files:?}");
     for (i, f) in files.iter().enumerate() {
         let n = i + 1;
         assert!(f.starts_with(&format!("{n:02}-")), "{f}");
@@ -326,10 +326,10 @@ fn lessons_lists_ten_with_title_and_question() {
             "{title} in {text}"
         );
     }
-    let o = rocelab(&["lesson", "11"]);
+    let o = rocelab(&["lesson", "12"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no lesson 11: expected 1 to 10"), "{err}");
+    assert!(err.contains("no lesson 12: expected 1 to 11"), "{err}");
 }
 
 /// `rocelab lesson N` is `rocelab run` of the lesson's file: the same
@@ -810,6 +810,102 @@ fn lesson_10_go_back_n_vs_go_back_0() {
     let gb0 = variant(&j, "go-back-0");
     assert!(sum(gb0, "retransmitted_packets") > sum(gbn, "retransmitted_packets"));
     assert!(fct_us(gb0, "h1", "h0") > fct_us(gbn, "h1", "h0"));
+}
+
+/// The perftest records of variant `v`, in size order.
+fn perftest(v: &Value) -> &[Value] {
+    v["perftest"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no perftest records in {}", v["summary"]["variant"]))
+}
+
+/// The perftest record of size `size` in variant `v`.
+fn perftest_at(v: &Value, size: u64) -> &Value {
+    perftest(v)
+        .iter()
+        .find(|r| r["size"] == size)
+        .unwrap_or_else(|| panic!("no perftest record of {size} bytes"))
+}
+
+/// BW average of a perftest record, bits/s (payload over first post to
+/// last completion, as perftest computes it).
+fn perftest_bps(r: &Value) -> f64 {
+    let (a, b) = (
+        r["start_ps"].as_u64().unwrap(),
+        r["finish_ps"].as_u64().unwrap(),
+    );
+    r["bytes"].as_u64().unwrap() as f64 * 8.0 / ((b - a) as f64 / 1e12)
+}
+
+/// Messages per second of a perftest record.
+fn perftest_rate(r: &Value) -> f64 {
+    let (a, b) = (
+        r["start_ps"].as_u64().unwrap(),
+        r["finish_ps"].as_u64().unwrap(),
+    );
+    r["messages"].as_u64().unwrap() as f64 / ((b - a) as f64 / 1e12)
+}
+
+#[test]
+fn lesson_11_why_my_nic_does_not_reach_line_rate() {
+    let (j, out) = lesson(11);
+    const MIB8: u64 = 8 << 20;
+    // 100 Gbit/s x 4096 / (4096 + 62): the wire's payload rate at MTU 4096.
+    let wire = 100e9 * 4096.0 / 4158.0;
+    for v in j["variants"].as_array().unwrap() {
+        let name = v["summary"]["variant"].as_str().unwrap();
+        let recs = perftest(v);
+        assert_eq!(recs.len(), 23, "{name}: -a runs 2 B to 8 MiB");
+        assert!(recs.iter().all(|r| r["completed"] == true), "{name}");
+        assert_eq!(sum(v, "drops"), 0, "{name}");
+        // perftest's own output of each side.
+        for side in ["client", "server"] {
+            let f = out.join(format!("perftest/{name}/ib_write_bw-{side}.txt"));
+            let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{f:?}: {e}"));
+            assert!(text.contains(" 8388608 "), "{name} {side}: {text}");
+        }
+    }
+    let gen4 = variant(&j, "gen4-x16");
+    let top = perftest_at(gen4, MIB8);
+    near("gen4-x16 8 MiB (bit/s)", perftest_bps(top), wire, 0.02);
+    assert_eq!(top["limit"], "wire");
+    assert_eq!(perftest_at(gen4, 2)["limit"], "message-rate");
+    assert_eq!(sum(gen4, "pause_frames_sent"), 0);
+
+    let gen3 = variant(&j, "gen3-x8");
+    let top = perftest_at(gen3, MIB8);
+    // Gen3 x8: 8 GT/s x 128/130 x 8 lanes x 256 / (256 + 28) per TLP.
+    near("gen3-x8 8 MiB (bit/s)", perftest_bps(top), 56.8e9, 0.02);
+    assert_eq!(top["limit"], "pcie");
+    assert!(
+        sum(gen3, "pause_frames_sent") > 0,
+        "the server's NIC pauses"
+    );
+
+    let slow = variant(&j, "slow-poster");
+    for r in perftest(slow)
+        .iter()
+        .filter(|r| r["size"].as_u64() <= Some(2048))
+    {
+        assert_eq!(r["limit"], "message-rate", "{r}");
+        assert!(perftest_rate(r) <= 1.0e6, "{r}");
+    }
+    assert!(
+        perftest(slow).iter().any(
+            |r| r["limit"] == "window" && (4096..=16384).contains(&r["size"].as_u64().unwrap())
+        ),
+        "no window-bound size between 4 KiB and 16 KiB"
+    );
+    let top = perftest_at(slow, MIB8);
+    near("slow-poster 8 MiB (bit/s)", perftest_bps(top), wire, 0.02);
+    assert_eq!(top["limit"], "wire");
+
+    // The report plots the run by size and names the limits.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<title>perftest bandwidth by message size</title>"));
+    for limit in ["message rate", "PCIe", "window", "wire"] {
+        assert!(html.contains(&format!(">{limit}</text>")), "{limit}");
+    }
 }
 
 /// `scenarios/websearch-poisson.toml` shows the contrast it promises: the

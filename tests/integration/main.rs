@@ -14,4 +14,5 @@ mod perftest;
 mod rdmacm_shim;
 mod report_browser;
 mod testbed;
+mod twin;
 mod wire;

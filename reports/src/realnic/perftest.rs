@@ -281,6 +281,14 @@ impl Table {
                 i += "iterations".len();
                 continue;
             }
+            // Shortened percentile headers (`99%[usec]`), as tables are
+            // often re-typed in posts.
+            let short = [("99.9%[", "99.9% percentile"), ("99%[", "99% percentile")];
+            if let Some((tag, name)) = short.iter().find(|(t, _)| rest.starts_with(t)) {
+                cols.push((name, None));
+                i += tag.len();
+                continue;
+            }
             if let Some(name) = COLUMNS.iter().find(|c| rest.starts_with(**c)) {
                 let after = &rest[name.len()..];
                 let unit = if after.starts_with("[Gb/sec]") {

@@ -634,6 +634,10 @@ pub struct PciLink {
     pub sta_width: Option<u64>,
     /// LnkSta says `(downgraded)`.
     pub downgraded: bool,
+    /// DevCtl's `MaxPayload` (in force, not DevCap's maximum), bytes.
+    pub max_payload: Option<u32>,
+    /// DevCtl's `MaxReadReq`, bytes.
+    pub max_read_request: Option<u32>,
     /// The host, from a `# host: NAME` line above the device (several
     /// hosts' output in one paste).
     pub host: Option<String>,
@@ -736,6 +740,15 @@ pub fn parse_lspci(input: &str) -> Result<Vec<PciLink>, ParseError> {
             });
             continue;
         }
+        // DevCtl's second line: `MaxPayload 256 bytes, MaxReadReq 512
+        // bytes` (DevCap's `MaxPayload` comes without `MaxReadReq`).
+        if t.contains("MaxReadReq") {
+            if let Some(c) = cur.as_mut() {
+                c.max_payload = bytes_after(t, "MaxPayload");
+                c.max_read_request = bytes_after(t, "MaxReadReq");
+            }
+            continue;
+        }
         let (cap, rest) = if let Some(r) = t.strip_prefix("LnkCap:") {
             (true, r)
         } else if let Some(r) = t.strip_prefix("LnkSta:") {
@@ -783,6 +796,13 @@ pub fn parse_lspci(input: &str) -> Result<Vec<PciLink>, ParseError> {
         return Err(ParseError::new(0, "lspci -vv LnkCap/LnkSta lines", ""));
     }
     Ok(out)
+}
+
+/// The `N` of `NAME N bytes` in an lspci line.
+fn bytes_after(t: &str, name: &str) -> Option<u32> {
+    let w: Vec<&str> = t.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == name)?;
+    w.get(i + 1)?.parse().ok()
 }
 
 /// Plain `ethtool IFACE` and `ethtool -a IFACE`.

@@ -166,11 +166,15 @@ fn truth_sentence(v: &str, d: &Diagnosis) -> String {
     }
 }
 
-/// Step time of dependent groups (a training step's collective).
+/// Step time of dependent groups (a training step's collective); a
+/// perftest workload's sizes are said per workload instead
+/// ([`super::perftest::sentences`]).
 fn group_sentences(r: &RunResult) -> Vec<String> {
     let v = &r.summary.variant;
-    r.groups
+    let mut out: Vec<String> = r
+        .groups
         .iter()
+        .filter(|g| g.kind != super::perftest::PERFTEST_GROUP)
         .map(|g| match (g.step_time_ps, g.ideal_ps) {
             (Some(st), Some(ideal)) if ideal > 0 => format!(
                 "{v}: the {} step ({} flows, each waiting for the ones before it) took {}, \
@@ -193,7 +197,9 @@ fn group_sentences(r: &RunResult) -> Vec<String> {
                 g.name, g.flows_completed, g.flows
             ),
         })
-        .collect()
+        .collect();
+    out.extend(super::perftest::sentences(r));
+    out
 }
 
 /// One sentence per PFC deadlock the run found.

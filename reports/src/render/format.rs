@@ -1,6 +1,7 @@
 //! How the report writes numbers: times with a unit and about four
 //! significant digits, rates in Gbit/s or Mbit/s, byte tick labels in the
-//! unit of their axis. Pure functions of their input.
+//! unit of their axis; and Markdown's escaping of inline text. Pure
+//! functions of their input.
 
 use super::svg::num;
 
@@ -38,6 +39,23 @@ pub(super) fn bytes_tick(v: f64, top: f64) -> String {
     } else {
         format!("{} B", num(v))
     }
+}
+
+/// Escape Markdown inline text (table cells and list items).
+pub(super) fn md_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '<' | '>' | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' | '\r' => out.push(' '),
+            c if c.is_control() => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// About four significant digits.

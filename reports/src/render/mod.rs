@@ -32,7 +32,11 @@
 //! watchdog saw storms, both forms list them ([`fabric_event_tables`]):
 //! each deadlock's priority, when it formed and was detected, and its
 //! member queues; each storm detected / restored event per switch port
-//! and priority. The Markdown form has the tables and the explanation.
+//! and priority. A run with perftest workloads gets, before the other
+//! plots, bandwidth (or latency) against message size with each size's
+//! bound and limit and a table per variant ([`perftest`]); its sizes are
+//! not listed as steps. The Markdown form has the tables and the
+//! explanation.
 //!
 //! Contract: the output depends only on the input (no clock, no
 //! environment), so the same results give byte-identical reports. Every
@@ -47,6 +51,7 @@ pub mod explain;
 mod format;
 pub mod kinds;
 mod load;
+pub mod perftest;
 pub mod rates;
 pub mod svg;
 pub mod sweep;
@@ -60,7 +65,7 @@ use sim::results::RunResult;
 use sim::scenario::ScenarioResults;
 
 pub use context::{load_context, narrative_of, Context, Threshold, CONTEXT_FILE};
-use format::bytes_tick;
+use format::{bytes_tick, md_escape};
 pub use format::{fmt_rate, fmt_time};
 use kinds::{legend_html, variant_colors};
 pub use load::{load, LoadError};
@@ -134,7 +139,12 @@ fn rows() -> [Row; 13] {
 fn group_rows(doc: &ScenarioResults) -> Vec<(String, Vec<(String, String)>)> {
     let mut names: Vec<&str> = Vec::new();
     for r in &doc.variants {
-        for g in &r.groups {
+        // perftest's sizes have their own section and tables.
+        for g in r
+            .groups
+            .iter()
+            .filter(|g| g.kind != perftest::PERFTEST_GROUP)
+        {
             if !names.contains(&g.name.as_str()) {
                 names.push(&g.name);
             }
@@ -193,6 +203,8 @@ const CSS: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px;color
 table{border-collapse:collapse;margin:1em 0}\
 th,td{border:1px solid #ccc;padding:4px 10px;text-align:right}\
 th:first-child,td:first-child{text-align:left}\
+table.perftest th,table.perftest td{padding:2px 6px}\
+table.perftest caption{text-align:left;padding-bottom:4px}\
 .row{display:flex;flex-wrap:wrap;gap:12px}\
 svg.plot{font-size:11px;border:1px solid #eee}\
 svg .t{font-weight:bold;font-size:12px}\
@@ -310,6 +322,7 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     // Plots.
     let colors = variant_colors(&doc.variants, &ctx.diagnoses);
     h.push_str(&legend_html(&doc.variants, &ctx.diagnoses));
+    h.push_str(&perftest::section_html(&doc.variants, &colors));
     h.push_str("<h2>Queue depth</h2>\n");
     h.push_str(
         "<p class=\"note\">All time axes of the report span the same range: the \
@@ -435,6 +448,8 @@ pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
     for s in explanation_with(doc, ctx) {
         let _ = writeln!(m, "- {}", md_escape(&s));
     }
+    let colors = variant_colors(&doc.variants, &ctx.diagnoses);
+    m.push_str(&perftest::section_markdown(&doc.variants, &colors));
     for t in fabric_event_tables(&doc.variants) {
         let _ = writeln!(m, "\n## {}\n", t.title);
         if let Some(note) = &t.note {
@@ -553,23 +568,6 @@ fn fabric_event_tables(rs: &[RunResult]) -> Vec<EventTable> {
         ],
         events,
     );
-    out
-}
-
-/// Escape Markdown inline text (table cells and list items).
-fn md_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '<' | '>' | '#' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\n' | '\r' => out.push(' '),
-            c if c.is_control() => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
     out
 }
 

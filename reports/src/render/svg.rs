@@ -233,8 +233,23 @@ impl Plot {
         fx: &dyn Fn(f64) -> String,
         fy: &dyn Fn(f64) -> String,
     ) {
+        let (xt, yt) = (self.x.ticks(), self.y.ticks());
+        self.axes_with_ticks((&xt, &yt), xlabel, ylabel, fx, fy);
+    }
+
+    /// As [`Plot::axes`] with the tick values given (`x`, `y`), for
+    /// axes whose natural ticks are not decades or 1-2-5 steps (message
+    /// sizes in powers of two).
+    pub fn axes_with_ticks(
+        &mut self,
+        (xticks, yticks): (&[f64], &[f64]),
+        xlabel: &str,
+        ylabel: &str,
+        fx: &dyn Fn(f64) -> String,
+        fy: &dyn Fn(f64) -> String,
+    ) {
         let (l, t, r, b) = self.area;
-        for v in self.x.ticks() {
+        for &v in xticks {
             let x = self.px(v);
             let text = fx(v);
             // Keep the label on the canvas: a centred label near either
@@ -249,7 +264,7 @@ impl Plot {
                 escape(&text)
             );
         }
-        for v in self.y.ticks() {
+        for &v in yticks {
             let y = self.py(v);
             let _ = write!(
                 self.buf,
@@ -308,6 +323,27 @@ impl Plot {
         );
     }
 
+    /// A dashed line through `points` (data coordinates), thinner than
+    /// [`Plot::polyline`]'s: a bound drawn beside the measured line of the
+    /// same colour.
+    pub fn dashed_polyline(&mut self, points: &[(f64, f64)], color: &str, series: &str) {
+        let mut pts = String::new();
+        for &(x, y) in points {
+            if x.is_finite() && y.is_finite() {
+                let _ = write!(pts, "{:.1},{:.1} ", self.px(x), self.py(y));
+            }
+        }
+        let _ = write!(
+            self.buf,
+            "<polyline class=\"b\" fill=\"none\" stroke-width=\"1.2\" stroke-dasharray=\"5 3\" \
+             data-series=\"{}\" stroke=\"{}\" points=\"{}\"><title>{}</title></polyline>",
+            escape(series),
+            escape(color),
+            pts.trim_end(),
+            escape(series)
+        );
+    }
+
     /// Circle markers at `points` (data coordinates).
     pub fn markers(&mut self, points: &[(f64, f64)], color: &str, series: &str) {
         let _ = write!(
@@ -340,6 +376,20 @@ impl Plot {
              fill=\"{}\"/>",
             y1 - y0,
             escape(color)
+        );
+    }
+
+    /// A filled band between pixel columns `x0..x1` and rows `y0..y1`
+    /// with a hover text (a cell of a strip under the plot area).
+    pub fn band(&mut self, (x0, x1): (f64, f64), (y0, y1): (f64, f64), fill: &str, title: &str) {
+        let _ = write!(
+            self.buf,
+            "<rect class=\"band\" x=\"{x0:.1}\" y=\"{y0:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
+             fill=\"{}\" stroke=\"#fff\"><title>{}</title></rect>",
+            (x1 - x0).max(1.0),
+            y1 - y0,
+            escape(fill),
+            escape(title)
         );
     }
 

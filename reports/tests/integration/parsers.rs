@@ -742,3 +742,18 @@ mlx5_0  1       3       0000:0000:0000:0000:0000:ffff:0a00:0001 10.0.0.1        
         .collect();
     assert_eq!(got, [("n1".to_string(), 5), ("n2".to_string(), 9)]);
 }
+
+#[test]
+fn perftest_latency_table_with_shortened_percentile_headers() {
+    // A table re-typed in a post: no stdev column, `99%[usec]` for
+    // `99% percentile[usec]`.
+    let text = "#bytes #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  99%[usec]  99.9%[usec]\n\
+                8       10000        0.93         3.52         0.99             1.00         1.15       1.40\n";
+    let r = perftest::parse(text).unwrap();
+    let row = &r.runs[0].lat[0];
+    assert_eq!((row.bytes, row.iterations), (8, 10000));
+    assert_eq!(row.typical_ns, 990);
+    assert_eq!(row.avg_ns, 1000);
+    assert_eq!(row.stdev_ns, None);
+    assert_eq!((row.p99_ns, row.p999_ns), (Some(1150), Some(1400)));
+}

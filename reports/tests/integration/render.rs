@@ -799,3 +799,215 @@ fn old_contexts_without_ground_truth_still_render() {
     assert_eq!(&render::load_context(&dir).unwrap(), with);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `ib_write_bw -a` and `ib_write_lat -a` between two hosts with the
+/// NIC's host side on: a Gen4 x16 host (the wire sets large sizes) and a
+/// Gen3 x8 one (PCIe does).
+const PERFTEST: &str = r#"
+name = "tiny-perftest"
+seed = 1
+duration = "1s"
+
+[topology]
+name = "pair"
+hosts = ["client", "server"]
+switches = ["sw0"]
+defaults = { rate = "100Gbps", delay = "100ns", mtu = 4096 }
+link = [{ a = "client", b = "sw0" }, { a = "server", b = "sw0" }]
+
+[nic.host]
+model = "connectx-6-dx"
+
+[[workload]]
+name = "ib_write_bw"
+kind = "perftest"
+test = "write_bw"
+src = "client"
+dst = "server"
+all = true
+iters = 20
+
+[[workload]]
+name = "ib_write_lat"
+kind = "perftest"
+test = "write_lat"
+src = "client"
+dst = "server"
+all = true
+iters = 20
+
+[[variant]]
+name = "gen4-x16"
+
+[[variant]]
+name = "gen3-x8"
+nic.host = { model = "connectx-5", pcie_gen = 3, pcie_width = 8 }
+"#;
+
+/// The perftest scenario simulated once.
+fn perftest_doc() -> &'static ScenarioResults {
+    static DOC: OnceLock<ScenarioResults> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let sc = scenario::from_str(std::path::Path::new("tiny-perftest.toml"), PERFTEST).unwrap();
+        let variants: Vec<RunResult> = sc
+            .variants
+            .iter()
+            .map(|v| {
+                let topo = &sc.topologies[v.topology];
+                let opts = v.run_options();
+                simulate(topo, &Routes::compute(topo), &v.config, &v.flows, &opts)
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        ScenarioResults {
+            scenario: sc.name.clone(),
+            seed: sc.seed,
+            variants,
+        }
+    })
+}
+
+/// The perftest records of workload `w` in `r`, in size order.
+fn perftest_of<'a>(r: &'a RunResult, w: &str) -> Vec<&'a sim::results::PerftestRecord> {
+    r.perftest
+        .iter()
+        .filter(|p| p.group.strip_suffix(&format!("-{}", p.size)) == Some(w))
+        .collect()
+}
+
+/// The perftest section appears only with perftest records; it plots
+/// every size of every variant's bandwidth test against its bound, names
+/// the limit of each run of sizes in a strip, plots the latency test,
+/// and tabulates what the records hold; the sizes are not listed as
+/// steps; the same results give the same bytes.
+#[test]
+fn perftest_runs_are_plotted_by_size_with_their_bounds_and_limits() {
+    use render::perftest::size_text;
+    for doc in [tiny(), &storm().0] {
+        assert!(!render::html(doc).contains("perftest by message size"));
+    }
+    let doc = perftest_doc();
+    let html = render::html(doc);
+    check_balanced(&html);
+    let bw = svg(&html, "perftest bandwidth by message size");
+    let lat = svg(&html, "perftest latency by message size");
+    for (table, r) in doc.variants.iter().enumerate() {
+        let v = &r.summary.variant;
+        let recs = perftest_of(r, "ib_write_bw");
+        assert_eq!(recs.len(), 23, "{v}: -a runs 2 B to 8 MiB");
+        let name = format!("{v}: ib_write_bw");
+        // The measured line: one point per size; the bound dashed.
+        let key = format!("data-series=\"{name}\" stroke=\"");
+        let line = &bw[bw
+            .find(&format!(
+                "<polyline class=\"s\" fill=\"none\" stroke-width=\"1.5\" {key}"
+            ))
+            .unwrap_or_else(|| panic!("{name}: no line"))..];
+        let pts = line.split("points=\"").nth(1).unwrap();
+        assert_eq!(
+            pts[..pts.find('"').unwrap()].split(' ').count(),
+            23,
+            "{name}"
+        );
+        assert!(
+            bw.contains(&format!("data-series=\"{name}: bound\"")),
+            "{name}: no bound"
+        );
+        assert!(bw.contains("stroke-dasharray"));
+        // One band per run of sizes with one limit, named in its title.
+        let mut i = 0;
+        while i < recs.len() {
+            let mut j = i;
+            while j + 1 < recs.len() && recs[j + 1].limit == recs[i].limit {
+                j += 1;
+            }
+            let what = if i == j {
+                format!(
+                    "{name}: {} at {}",
+                    recs[i].limit.text(),
+                    size_text(recs[i].size)
+                )
+            } else {
+                format!(
+                    "{name}: {} from {} to {}",
+                    recs[i].limit.text(),
+                    size_text(recs[i].size),
+                    size_text(recs[j].size)
+                )
+            };
+            assert!(bw.contains(&format!("<title>{what}</title>")), "{what}");
+            i = j + 1;
+        }
+        // Latency: one point per size.
+        let lat_name = format!("{v}: ib_write_lat");
+        assert_eq!(perftest_of(r, "ib_write_lat").len(), 23, "{lat_name}");
+        assert!(
+            lat.contains(&format!("data-series=\"{lat_name}\"")),
+            "{lat_name}"
+        );
+        // The table holds the records' numbers and limits.
+        let t = &html[html
+            .find(&format!(
+                "<table class=\"perftest\" id=\"perftest-{table}\">"
+            ))
+            .unwrap()..];
+        let t = &t[..t.find("</table>").unwrap()];
+        assert!(t.contains(&format!("<caption>{name} (write_bw")), "{t}");
+        for p in &recs {
+            let row = format!(
+                "<tr><td data-value=\"{}\">{}</td><td data-value=\"{:.0}\">",
+                p.size,
+                size_text(p.size),
+                p.bw_bps().unwrap()
+            );
+            let at = t
+                .find(&row)
+                .unwrap_or_else(|| panic!("{name}: no row {row}"));
+            let rest = &t[at..];
+            let rest = &rest[..rest.find("</tr>").unwrap()];
+            assert!(
+                rest.ends_with(&format!("<td>{}</td>", p.limit.text())),
+                "{rest}"
+            );
+        }
+    }
+    // The wire sets gen4-x16's large sizes, PCIe gen3-x8's.
+    let top = |v: &str| perftest_of(variant(doc, v), "ib_write_bw")[22].limit;
+    assert_eq!(top("gen4-x16"), sim::hostmodel::Limit::Wire);
+    assert_eq!(top("gen3-x8"), sim::hostmodel::Limit::Pcie);
+    assert!(bw.contains(">PCIe</text>") && bw.contains(">wire</text>"));
+    // Two bandwidth and two latency tables.
+    assert_eq!(html.matches("<table class=\"perftest\"").count(), 4);
+    // Sizes are no steps; the explanation says each workload once.
+    assert!(
+        !html.contains("step time ib_write_bw"),
+        "perftest sizes as steps"
+    );
+    let lines = explanation(&html);
+    for r in &doc.variants {
+        let v = &r.summary.variant;
+        let said: Vec<&String> = lines
+            .iter()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "{v}: perftest ib_write_bw (write_bw, 23 sizes from 2 B to 8 MiB): "
+                ))
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{v}: {lines:#?}");
+        assert!(
+            !lines.iter().any(|l| l.contains("ib_write_bw-2 step")),
+            "{lines:#?}"
+        );
+    }
+    let md = render::markdown(doc);
+    assert!(md.contains("\n## perftest by message size\n"), "{md}");
+    assert!(
+        md.contains("\ngen3-x8: ib\\_write\\_bw (write\\_bw):\n"),
+        "{md}"
+    );
+    // Through the file and back: the same bytes.
+    let back: ScenarioResults = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(render::html(&back), html);
+}
