@@ -496,6 +496,48 @@ impl<S> Regions<S> {
         Err(MemError::NotInvalidatable(key))
     }
 
+    /// Re-register the live region `key` names (`ibv_rereg_mr`), keeping
+    /// its keys: with `range`, it now covers `[base, base + len)` backed
+    /// by the given store; with `access`, it grants those rights; with
+    /// `pd`, it belongs to that protection domain. The same rules as
+    /// [`register`](Self::register) apply to the result; on a refusal
+    /// nothing changes. Returns the store the region had when `range`
+    /// replaced it, for the caller to release.
+    pub fn reregister(
+        &mut self,
+        key: u32,
+        range: Option<(u64, u64, S)>,
+        access: Option<AccessFlags>,
+        pd: Option<u64>,
+    ) -> Result<Option<S>, MemError> {
+        let idx = self.index(key)?;
+        let r = &self.regions[idx];
+        let new_access = access.unwrap_or(r.access);
+        if (new_access.contains(AccessFlags::REMOTE_WRITE)
+            || new_access.contains(AccessFlags::REMOTE_ATOMIC))
+            && !new_access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(MemError::InvalidRegistration(
+                "REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE",
+            ));
+        }
+        if let Some((base, len, _)) = &range {
+            if base.checked_add(*len).is_none() {
+                return Err(MemError::InvalidRegistration("address range wraps"));
+            }
+        }
+        let r = &mut self.regions[idx];
+        r.access = new_access;
+        if let Some(pd) = pd {
+            r.pd = pd;
+        }
+        Ok(range.map(|(base, len, store)| {
+            r.base = base;
+            r.len = len;
+            core::mem::replace(&mut r.store, store)
+        }))
+    }
+
     /// Deregister: the key never matches again; the slot is returned for
     /// the caller to release what backs it.
     pub fn deregister(&mut self, key: u32) -> Result<&mut Region<S>, MemError> {
@@ -735,6 +777,63 @@ fn apply_atomic(orig: u64, op: AtomicOp) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reregistration_keeps_keys_and_moves_range_rights_and_pd() {
+        let mut t: Regions<u8> = Regions::default();
+        let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+        let r = t.register(0x1000, 64, rw, 1, 7).unwrap();
+        let k = MemKey::Remote(r.rkey);
+        let key = r.lkey.value();
+        // Rights: REMOTE_WRITE dropped, the same key now refuses a write.
+        assert_eq!(
+            t.reregister(key, None, Some(AccessFlags::LOCAL_WRITE), None),
+            Ok(None)
+        );
+        assert!(matches!(
+            t.locate(k, 0x1000, 8, AccessFlags::REMOTE_WRITE, Some(1)),
+            Err(MemError::AccessDenied { .. })
+        ));
+        // A refused combination changes nothing.
+        assert!(t
+            .reregister(key, None, Some(AccessFlags::REMOTE_WRITE), None)
+            .is_err());
+        assert_eq!(
+            t.region(t.index(key).unwrap()).access,
+            AccessFlags::LOCAL_WRITE
+        );
+        // PD: the key names nothing in the old PD, its region in the new.
+        t.reregister(key, None, Some(rw), Some(2)).unwrap();
+        assert_eq!(
+            t.locate(k, 0x1000, 8, AccessFlags::REMOTE_WRITE, Some(1)),
+            Err(MemError::BadKey(key))
+        );
+        assert_eq!(
+            t.locate(k, 0x1010, 8, AccessFlags::REMOTE_WRITE, Some(2)),
+            Ok((0, 0x10))
+        );
+        // Translation: the old range is out of bounds, the new one in,
+        // and the old store comes back for release.
+        assert_eq!(
+            t.reregister(key, Some((0x8000, 32, 9)), None, None),
+            Ok(Some(7))
+        );
+        assert!(matches!(
+            t.locate(k, 0x1000, 8, AccessFlags::REMOTE_WRITE, Some(2)),
+            Err(MemError::OutOfBounds { .. })
+        ));
+        assert_eq!(
+            t.locate(k, 0x8018, 8, AccessFlags::REMOTE_WRITE, Some(2)),
+            Ok((0, 0x18))
+        );
+        assert_eq!(t.region(0).store, 9);
+        // A dead key cannot be re-registered.
+        t.deregister(key).unwrap();
+        assert_eq!(
+            t.reregister(key, None, None, None),
+            Err(MemError::BadKey(key))
+        );
+    }
 
     #[test]
     fn keys_bounds_and_rights_are_checked_by_both_memories() {

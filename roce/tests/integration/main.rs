@@ -2,5 +2,6 @@
 //! drive the sans-IO engine and the wire format in process, with no
 //! socket and no clock.
 
+mod crafted;
 mod transport;
 mod wire;

@@ -1935,3 +1935,61 @@ fn ce_marks_handled_in_one_batch_owe_a_cnp_per_interval_of_their_arrival_times()
     assert_eq!(cnps_for(Duration::from_ns(3000)), 4);
     assert_eq!(cnps_for(Duration::ZERO), 1);
 }
+
+#[test]
+fn a_long_read_that_loses_one_response_resumes_from_it_and_completes() {
+    // 128 MiB at 100 Gbit/s streams for about 11 ms, longer than the
+    // requester's whole retry budget (timeout 8: 1 ms, 7 retries). One
+    // response lost early: the requester asks for the rest from the lost
+    // PSN (one partial READ), the responder restarts there, and the READ
+    // completes with that single retry.
+    let ba = WireConfig {
+        loss: Loss::EveryNth {
+            n: 1 << 40,
+            phase: 10,
+        },
+        ..link()
+    };
+    let mut ma = LengthMemory::new();
+    let mut mb = LengthMemory::new();
+    let len = 128u64 << 20;
+    let ra = ma.register(0, len, AccessFlags::ALL).unwrap();
+    let rb = mb.register(0, len, AccessFlags::ALL).unwrap();
+    let attrs = ConnectAttrs {
+        mtu: Mtu::Mtu4096,
+        ..ConnectAttrs::default()
+    };
+    let mut pair = Pair::connect(
+        QpConfig::new(Qpn::new(1)),
+        ma,
+        QpConfig::new(Qpn::new(2)),
+        mb,
+        attrs,
+        link(),
+        ba,
+    )
+    .unwrap();
+    let rd = SendOp::Read {
+        remote_addr: 0,
+        rkey: rb.rkey,
+    };
+    let sge = Sge {
+        addr: 0,
+        length: len as u32,
+        lkey: ra.lkey,
+    };
+    pair.a.qp.post_send(SendWr::new(1, rd, sge)).unwrap();
+    pair.run_until(Limits::default(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(pair.a.completions[0].status, WcStatus::Success);
+    assert_eq!(pair.ba.stats().dropped, 1);
+    assert_eq!(pair.a.qp.stats().tx_retransmits, 1, "one partial READ");
+    assert_eq!(pair.a.qp.stats().timeouts, 0);
+    // Every response once, the lost one and those in flight behind it
+    // again: far fewer than a second full stream.
+    let responses = pair.b.qp.stats().tx_responses;
+    assert!(
+        (32768..32768 + 100).contains(&responses),
+        "{responses} responses"
+    );
+}

@@ -135,6 +135,10 @@ enum RespItem {
         msn: Msn,
     },
     Read {
+        /// The READ request's PSN (its resource's `first_psn`): a
+        /// duplicate of the same READ restarts this item, never queues
+        /// another.
+        request_psn: Psn,
         rkey: Rkey,
         va: u64,
         remaining: u32,
@@ -173,7 +177,13 @@ pub struct Qp {
     comp_psn: Psn,
     send_idx: usize,
     send_pkt: u32,
+    /// Requests before this PSN are resent past `max_unacked_psns` (the
+    /// end of the started message, as of the last rewind).
     retx_until: Psn,
+    /// One past the last request PSN ever sent (a READ's request covers
+    /// its response PSNs): what a rewind may count as resent. `next_psn`
+    /// runs ahead of it by the rest of a message that has started.
+    sent_psn: Psn,
     retries_left: u8,
     rnr_left: u8,
     rto_deadline: Option<Instant>,
@@ -252,6 +262,7 @@ impl Qp {
             send_idx: 0,
             send_pkt: 0,
             retx_until: Psn::new(0),
+            sent_psn: Psn::new(0),
             retries_left: 0,
             rnr_left: 0,
             rto_deadline: None,
@@ -444,7 +455,9 @@ impl Qp {
             migreq: false,
             pad_count: 0,
             tver: 0,
-            pkey: 0xFFFF,
+            // 0xFFFF in the default partition (ROCEV2.md §2.5); the QP's
+            // own key otherwise, so that the peer's admission takes it.
+            pkey: self.pkey(),
             fecn: false,
             becn: true,
             dest_qp: self.attr.dest_qp_num,
@@ -521,6 +534,13 @@ impl Qp {
             return;
         }
         if op == Opcode::Cnp {
+            // A CNP passes the same admission as any packet (a NIC checks
+            // it against the QP it names): from the connected peer of an RC
+            // or UC QP, in the QP's partition. Anyone else could throttle
+            // the QP.
+            if !self.admitted(pkt) {
+                return;
+            }
             self.stats.rx_cnps += 1;
             // A CNP is acted on by a QP that sends and has an algorithm to
             // cut its rate; otherwise it is ignored (mlx5's rp_cnp_ignored:
@@ -544,17 +564,7 @@ impl Qp {
             self.stats.rx_dropped += 1;
             return;
         }
-        // Admission, as a NIC does it (ROCEV2.md §7 item 2): a connected QP
-        // hears only its peer, and everyone must be in its partition.
-        // Failures are silent drops, counted by cause.
-        if self.cfg.qp_type != QpType::Ud && pkt.src != self.attr.ah {
-            self.stats.rx_bad_source += 1;
-            self.stats.rx_dropped += 1;
-            return;
-        }
-        if !pkey_match(pkt.headers.bth.pkey, self.pkey()) {
-            self.stats.rx_bad_pkey += 1;
-            self.stats.rx_dropped += 1;
+        if !self.admitted(pkt) {
             return;
         }
         if pkt.ecn == Ecn::Ce {
@@ -578,6 +588,25 @@ impl Qp {
         } else {
             self.stats.rx_dropped += 1;
         }
+    }
+}
+
+impl Qp {
+    /// Admission, as a NIC does it (ROCEV2.md §7 item 2), for every packet
+    /// and CNP: a connected QP hears only its peer, and everyone must be in
+    /// its partition. Failures are silent drops, counted by cause.
+    fn admitted(&mut self, pkt: &Received<'_>) -> bool {
+        if self.cfg.qp_type != QpType::Ud && pkt.src != self.attr.ah {
+            self.stats.rx_bad_source += 1;
+            self.stats.rx_dropped += 1;
+            return false;
+        }
+        if !pkey_match(pkt.headers.bth.pkey, self.pkey()) {
+            self.stats.rx_bad_pkey += 1;
+            self.stats.rx_dropped += 1;
+            return false;
+        }
+        true
     }
 }
 

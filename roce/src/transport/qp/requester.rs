@@ -137,7 +137,8 @@ impl Qp {
             (w.len, w.npsn, w.wr.ud)
         };
         let k = self.send_pkt;
-        let retransmit = psn.is_before(self.retx_until);
+        // Counted as a retransmission only when this PSN went out before.
+        let retransmit = psn.is_before(self.retx_until) && psn.is_before(self.sent_psn);
         out.payload.clear();
         let mut plen = 0;
         let msg_done;
@@ -250,6 +251,16 @@ impl Qp {
             self.stats.tx_retransmits += 1;
         } else {
             self.stats.tx_requests += 1;
+        }
+        // A READ request stands for its response PSNs, the rest of the
+        // READ from this one on; anything else for its own PSN.
+        let covered = if matches!(op, SendOp::Read { .. }) {
+            self.sq[idx].last_psn().next()
+        } else {
+            psn.next()
+        };
+        if covered.is_after(self.sent_psn) {
+            self.sent_psn = covered;
         }
         self.paced(now, &out.headers, plen);
         let dest = match (qp_type, w_ud) {

@@ -98,14 +98,18 @@ impl Qp {
                         )
                         .is_err()
                 {
-                    self.resp_q.clear();
+                    // Only this READ's responses end: its NAK takes their
+                    // place, and what is queued behind it (an atomic's ACK
+                    // for an atomic that ran, ACKs of executed requests)
+                    // still goes out, in request order.
+                    self.resp_q.pop_front();
                     self.count_fatal_nak(NakCode::RemoteAccessError);
-                    self.resp_q.push_back(RespItem::Ack {
+                    self.resp_q.push_front(RespItem::Ack {
                         psn,
                         syndrome: AethSyndrome::Nak(NakCode::RemoteAccessError),
                         msn,
                     });
-                    self.enter_error(Some(WcStatus::RemAccessErr));
+                    self.enter_error_keeping_responses(Some(WcStatus::RemAccessErr));
                     return self.poll_response(now, mem);
                 }
                 let first = !started;
@@ -402,6 +406,7 @@ impl Qp {
                     len: reth.dma_len,
                 });
                 self.resp_q.push_back(RespItem::Read {
+                    request_psn: psn,
                     rkey: reth.rkey,
                     va: reth.va,
                     remaining: reth.dma_len,
@@ -660,7 +665,19 @@ impl Qp {
                 };
                 let _ = mem;
                 // Re-execute from memory, responses from the request's PSN.
+                // The requester resends every request from this one on
+                // (go-back-N), so the responses still queued for this READ
+                // and the ones after it are owed again by those resends:
+                // they go, and this READ restarts from the requested PSN, as
+                // rxe's replay of a resource does. What a responder holds
+                // per READ stays one descriptor, so duplicates cannot grow
+                // the queue, and responses keep request order.
+                self.resp_q.retain(|i| {
+                    !matches!(i, RespItem::Read { request_psn, .. }
+                        if !request_psn.is_before(first_psn))
+                });
                 self.resp_q.push_back(RespItem::Read {
+                    request_psn: first_psn,
                     rkey: reth.rkey,
                     va: reth.va,
                     remaining: reth.dma_len,

@@ -88,6 +88,7 @@ impl Qp {
                 self.next_psn = Psn::new(self.attr.sq_psn);
                 self.comp_psn = self.next_psn;
                 self.retx_until = self.next_psn;
+                self.sent_psn = self.next_psn;
                 self.retries_left = self.attr.retry_cnt;
                 self.rnr_left = self.attr.rnr_retry;
                 self.state = to;
