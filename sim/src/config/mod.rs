@@ -441,9 +441,12 @@ pub struct NicConfig {
 /// a break for the minor watermark it counts a
 /// `tx_pause_storm_warning_events`; at the critical watermark it counts a
 /// `tx_pause_storm_error_events` and stops sending PAUSE until its receive
-/// buffer has drained to XON. The mlx5 driver's `auto` setting is a
-/// critical watermark of 100 ms (range 80 ms to 8 s) and a minor one of
-/// 85 % of it, at least 80 ms.
+/// buffer has drained to XON. The default critical watermark is a
+/// ConnectX's own, 8 s (Linux commit "net/mlx5e: PFC stall prevention
+/// support"; range 80 ms to 8 s): a stalled NIC keeps pausing long enough
+/// for a switch watchdog (SONiC: 200 ms detection) to see the storm. The
+/// mlx5 driver's `auto` setting, 100 ms, is for a scenario to set. The
+/// minor watermark is 85 % of the critical one, at least 80 ms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PauseStormConfig {
@@ -460,7 +463,7 @@ impl Default for PauseStormConfig {
     fn default() -> Self {
         PauseStormConfig {
             enabled: true,
-            critical: Duration::from_ms(100),
+            critical: Duration::from_secs(8),
             minor: None,
         }
     }

@@ -125,6 +125,30 @@ fn forward_ignores_pause_and_restores_after_the_storm_stops() {
 }
 
 #[test]
+fn with_the_default_prevention_a_stalled_nic_pauses_long_enough_for_sonics_watchdog() {
+    // A ConnectX's default critical watermark (8 s) outlasts SONiC's
+    // default detection (200 ms, polled every 200 ms): the switch sees the
+    // storm. With the driver's `auto` (100 ms) the NIC gives up first and
+    // the watchdog never does.
+    let mut cfg = SimConfig::default();
+    cfg.nic.rx_drain_rate = Some(Rate::from_bps(1_000_000));
+    cfg.fabric.pfc.watchdog.enabled = true;
+    cfg.fabric.pfc.watchdog.detection_time = Duration::from_ms(200);
+    cfg.fabric.pfc.watchdog.restoration_time = Duration::from_ms(200);
+    cfg.fabric.pfc.watchdog.poll_interval = Duration::from_ms(200);
+    let res = stalled(&cfg, Duration::from_ms(450));
+    let h0 = res.ports.iter().find(|p| p.node == "h0").unwrap();
+    assert_eq!(h0.tx_pause_storm_error_events, 0);
+    let ev: Vec<&str> = res.pfcwd_events.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(ev, ["storm_detected"]);
+    cfg.nic.pause_storm.critical = Duration::from_ms(100);
+    let res = stalled(&cfg, Duration::from_ms(450));
+    let h0 = res.ports.iter().find(|p| p.node == "h0").unwrap();
+    assert_eq!(h0.tx_pause_storm_error_events, 1);
+    assert!(res.pfcwd_events.is_empty(), "{:?}", res.pfcwd_events);
+}
+
+#[test]
 fn alert_only_records_and_a_slow_receiver_is_no_storm() {
     let mut cfg = stall_config();
     cfg.fabric.pfc.watchdog.action = PfcWatchdogAction::Alert;
@@ -200,7 +224,7 @@ fn watchdog_and_watermark_keys_are_validated() {
     let e = cfg.validate().unwrap_err();
     assert_eq!(e.key, "fabric.pfc.watchdog.poll_interval");
     let mut cfg = SimConfig::default();
-    cfg.nic.pause_storm.minor = Some(Duration::from_ms(101));
+    cfg.nic.pause_storm.minor = Some(Duration::from_ms(8001));
     assert_eq!(cfg.validate().unwrap_err().key, "nic.pause_storm.minor");
     let mut cfg = SimConfig::default();
     cfg.fabric.pfc.deadlock.check_interval = Duration::ZERO;
@@ -208,9 +232,16 @@ fn watchdog_and_watermark_keys_are_validated() {
         cfg.validate().unwrap_err().key,
         "fabric.pfc.deadlock.check_interval"
     );
-    // The driver's auto setting: 100 ms critical, 85 ms minor.
+    // A ConnectX's default: 8 s critical, 6.8 s minor (not the driver's
+    // `auto`, 100 ms, which gives up before a 200 ms switch watchdog).
     let d = SimConfig::default();
-    assert_eq!(d.nic.pause_storm.minor_watermark(), Duration::from_ms(85));
+    assert_eq!(d.nic.pause_storm.critical, Duration::from_secs(8));
+    assert_eq!(d.nic.pause_storm.minor_watermark(), Duration::from_ms(6800));
+    let auto: SimConfig = toml::from_str("[nic.pause_storm]\ncritical = \"100ms\"").unwrap();
+    assert_eq!(
+        auto.nic.pause_storm.minor_watermark(),
+        Duration::from_ms(85)
+    );
     let parsed: SimConfig = toml::from_str(
         "[fabric.pfc.watchdog]\nenabled = true\naction = \"forward\"\n[nic.pause_storm]\ncritical = \"8s\"",
     )
