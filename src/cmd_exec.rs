@@ -10,6 +10,14 @@
 //! replaced (and a note says so). `--device NAME=IPV4[:PORT]` sets the device list
 //! (`ROCELAB_IBV_DEVICES`); without it the library's default applies (one
 //! loopback device, `rocelab0`, with an address per process).
+//!
+//! `exec` (not `env`, which only prints variables) also runs the program in
+//! a private mount namespace that shows the devices' sysfs view
+//! (`/sys/class/infiniband/<dev>/...`, `/dev/infiniband/uverbsN`: see
+//! `verbs_emu::sysfs`), so that consumers that read sysfs (rdma-core's
+//! tests, UCX) find them; the host's mounts do not change. Where the
+//! namespace cannot be made, a note says why and the program runs without
+//! the view; `--no-sysfs` skips it.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -47,6 +55,10 @@ pub struct ShimArgs {
 pub struct ExecArgs {
     #[command(flatten)]
     shim: ShimArgs,
+    /// Run without the private mount namespace that shows the devices'
+    /// sysfs view (/sys/class/infiniband, /dev/infiniband).
+    #[arg(long)]
+    no_sysfs: bool,
     /// The program and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -245,6 +257,17 @@ pub fn run_exec(args: ExecArgs) -> ExitCode {
     cmd.args(&args.command[1..]);
     for (k, v) in &vars {
         cmd.env(k, v);
+    }
+    if !args.no_sysfs {
+        let list = vars
+            .iter()
+            .find(|(k, _)| *k == DEVICES_ENV)
+            .map(|(_, v)| v.as_str());
+        let view = verbs_emu::sysfs::SysfsDevice::parse_list(list, std::process::id())
+            .and_then(|devices| verbs_emu::sysfs::namespace::enter(&devices));
+        if let Err(e) = view {
+            eprintln!("note: no sysfs view of the devices ({e}); running without it");
+        }
     }
     let err = cmd.exec();
     eprintln!(

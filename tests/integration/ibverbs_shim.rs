@@ -703,3 +703,57 @@ fn rocelab_ibv_cc_is_read_and_checked() {
         "{t}"
     );
 }
+
+/// A Python with rdma-core's bindings (pyverbs): the `python3` on the
+/// path, or the system one Debian's `python3-pyverbs` installs for; `None`
+/// (after saying why) when neither has them: they are optional, also under
+/// CI.
+fn pyverbs() -> Option<PathBuf> {
+    let on_path = program("python3")?;
+    let system = PathBuf::from("/usr/bin/python3");
+    let found = [on_path, system].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import pyverbs.device"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        eprintln!("skipping: pyverbs is not installed (apt-get install python3-pyverbs)");
+    }
+    found
+}
+
+#[test]
+fn refused_verbs_print_nothing_the_errno_is_the_answer() {
+    let Some(py) = pyverbs() else {
+        return;
+    };
+    // A program probing the inline limit with a growing max_inline_data
+    // until a QP is refused: the refusal is expected, and a library only
+    // returns it.
+    let script = "\
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.qp import QPInitAttr, QPCap, QP
+from pyverbs.pyverbs_error import PyverbsRDMAError
+import pyverbs.enums as e
+ctx = Context(name='rocelab0')
+pd = PD(ctx)
+cq = CQ(ctx, 16)
+for inline in [0, 64, 256, 1024, 4096, 1 << 16, 1 << 20, 1 << 24]:
+    try:
+        QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                          cap=QPCap(max_inline_data=inline))).close()
+    except PyverbsRDMAError as x:
+        print('refused', inline, x.error_code)
+        break
+";
+    let mut cmd = exec(&py, &["-c", script]);
+    cmd.env_remove("ROCELAB_IBV_QUIET");
+    let out = output_within(cmd, Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("refused 65536 22"), "{stdout}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "stderr");
+}

@@ -35,7 +35,8 @@ pub fn parse_cc(text: &str) -> Result<CcSpec, String> {
 pub struct DeviceSpec {
     /// `ibv_get_device_name`.
     pub name: String,
-    /// The address to bind; `None`: a fresh `127.0.H.L` per opening.
+    /// The address to bind; `None`: a fresh `127.0.H.L` per process (its
+    /// contexts share it).
     pub bind: Option<SocketAddrV4>,
     /// Congestion control of the device's QPs (`ROCELAB_IBV_CC`).
     pub cc: CcSpec,

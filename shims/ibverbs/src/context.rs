@@ -9,16 +9,17 @@ use std::mem::offset_of;
 use std::net::SocketAddrV4;
 use std::os::raw::{c_char, c_int, c_uint};
 use std::ptr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::udp::{node_guid_for, BackgroundMode, UdpBackend, UdpConfig};
+use verbs_emu::backend::Backend;
 use verbs_emu::verbs::VerbsError;
 use verbs_emu::wire::ROCE_UDP_PORT;
 
 use crate::config::{lid_of, loopback_candidates, DeviceSpec};
 use crate::records::ShimContext;
-use crate::{fail, set_errno};
+use crate::{fail, lock, set_errno};
 
 /// A device of the list: the C struct first, so `*mut ibv_device` is a
 /// pointer to this record.
@@ -28,6 +29,10 @@ pub(crate) struct ShimDevice {
     pub index: c_int,
     pub guid: u64,
     pub spec: DeviceSpec,
+    /// The backend every context of this device in the process shares (one
+    /// address, GID table and QPN space, as a NIC's contexts share its
+    /// port): alive while a context or an object of one holds it.
+    pub shared: Mutex<Weak<UdpBackend>>,
 }
 
 /// The devices, built once per process.
@@ -65,6 +70,7 @@ fn devices() -> &'static [&'static ShimDevice] {
                     index: i as c_int,
                     guid,
                     spec,
+                    shared: Mutex::new(Weak::new()),
                 }));
                 d
             })
@@ -170,13 +176,33 @@ fn open_backend(spec: &DeviceSpec) -> Result<UdpBackend, VerbsError> {
     Err(last.unwrap_or_else(|| VerbsError::invalid("ibv_open_device", "no free address")))
 }
 
+/// The device's backend in this process: the one its open contexts share,
+/// or a fresh one when none is open. The lock is held while opening, so two
+/// threads opening at once share one too.
+fn shared_backend(d: &ShimDevice) -> Result<Arc<UdpBackend>, VerbsError> {
+    let mut slot = lock(&d.shared);
+    if let Some(b) = slot.upgrade() {
+        return Ok(b);
+    }
+    let b = Arc::new(open_backend(&d.spec)?);
+    *slot = Arc::downgrade(&b);
+    let events: Arc<dyn Backend> = b.clone();
+    if !crate::events::watch(Arc::downgrade(&events)) {
+        return Err(VerbsError::invalid(
+            "ibv_open_device",
+            "cannot start the asynchronous event thread",
+        ));
+    }
+    Ok(b)
+}
+
 #[no_mangle]
 unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     let Some(d) = device_of(dev) else {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
     };
-    let backend = match open_backend(&d.spec) {
+    let backend = match shared_backend(d) {
         Ok(b) => b,
         Err(e) => {
             set_errno(fail(&e));
@@ -188,6 +214,7 @@ unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return ptr::null_mut();
     }
+    crate::events::set_nonblocking(fds[1]);
     let local = backend.local_addr();
     let guid = if d.spec.bind.is_some() {
         d.guid
@@ -200,8 +227,17 @@ unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     let mut vctx: verbs_context = unsafe { std::mem::zeroed() };
     vctx.sz = std::mem::size_of::<verbs_context>();
     vctx.query_port = Some(crate::context::query_port_ex);
+    // SAFETY: the slot's C type is `query_device_ex_fn`; `unused_fn` only
+    // stands in for it in the mirror, and the inline ibv_query_device_ex
+    // calls it with exactly those arguments.
+    vctx.query_device_ex = Some(unsafe {
+        std::mem::transmute::<query_device_ex_fn, unsafe extern "C" fn()>(query_device_ex)
+    });
+    crate::qpex::install(&mut vctx);
     vctx.context.device = dev;
-    vctx.context.cmd_fd = -1;
+    // A real descriptor, as a NIC's uverbs file is: programs dup it to
+    // import the device (`ibv_import_device`, refused here with EOPNOTSUPP).
+    vctx.context.cmd_fd = fds[0];
     vctx.context.async_fd = fds[0];
     vctx.context.num_comp_vectors = 1;
     vctx.context.mutex = libc::PTHREAD_MUTEX_INITIALIZER;
@@ -221,7 +257,7 @@ unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     });
     let shim = Box::new(ShimContext {
         vctx,
-        backend: Arc::new(backend),
+        backend,
         local,
         guid,
         async_wfd: fds[1],
@@ -240,6 +276,7 @@ unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
     let raw = ptr::from_ref(c).cast_mut();
     // SAFETY: the fds are ours; raw came from Box::into_raw in
     // ibv_open_device, and the program gives up the context here.
+    crate::events::close_pipe(c.async_wfd);
     unsafe {
         libc::close((*raw).vctx.context.async_fd);
         libc::close((*raw).async_wfd);
@@ -262,9 +299,13 @@ pub(crate) fn device_attr(c: &ShimContext) -> Result<ibv_device_attr, c_int> {
     out.sys_image_guid = c.guid.to_be();
     out.max_mr_size = a.max_mr_size;
     out.page_size_cap = 0xFFFF_F000;
-    out.vendor_id = a.vendor_id;
-    out.vendor_part_id = 0;
-    out.hw_ver = 0;
+    out.vendor_id = if a.vendor_id == 0 {
+        VENDOR_ID
+    } else {
+        a.vendor_id
+    };
+    out.vendor_part_id = VENDOR_PART_ID;
+    out.hw_ver = 1;
     out.max_qp = 1 << 16;
     out.max_qp_wr = a.max_qp_wr as c_int;
     out.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN;
@@ -288,6 +329,15 @@ pub(crate) fn device_attr(c: &ShimContext) -> Result<ibv_device_attr, c_int> {
     Ok(out)
 }
 
+/// The vendor id the device reports: `0xFFFFFF`, an IEEE OUI no company
+/// holds, which software devices report (Soft-RoCE does): the emulation is
+/// nobody's hardware, and claiming a vendor's id (Mellanox's `0x02c9`)
+/// would send programs (UCX) down that vendor's private paths.
+pub(crate) const VENDOR_ID: u32 = 0xFF_FFFF;
+/// The part id under [`VENDOR_ID`]: `0x524C`, "RL" for rocelab, which no
+/// other software device uses.
+pub(crate) const VENDOR_PART_ID: u32 = 0x524C;
+
 /// `IBV_DEVICE_RC_RNR_NAK_GEN` (`enum ibv_device_cap_flags`).
 const IBV_DEVICE_RC_RNR_NAK_GEN: c_uint = 1 << 12;
 /// `IBV_ATOMIC_HCA` (`enum ibv_atomic_cap`).
@@ -310,6 +360,47 @@ unsafe extern "C" fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_devi
         }
         Err(e) => e,
     }
+}
+
+/// `verbs_context.query_device_ex`: the device attributes, then the
+/// extended ones this device has (one port, no ODP, TSO, RSS, tag matching
+/// or device memory: those stay zero). Copies at most `size` bytes, so
+/// programs built against an older, shorter struct get its prefix.
+pub(crate) unsafe extern "C" fn query_device_ex(
+    ctx: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+    size: usize,
+) -> c_int {
+    let c = match ctx_or_einval(ctx) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    // SAFETY: the caller's input struct, or null.
+    if attr.is_null() || (!input.is_null() && unsafe { (*input).comp_mask } != 0) {
+        return libc::EINVAL;
+    }
+    let orig = match device_attr(c) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    if size < std::mem::size_of::<ibv_device_attr>() {
+        return libc::EINVAL;
+    }
+    let out = ibv_device_attr_ex {
+        orig_attr: orig,
+        phys_port_cnt_ex: u32::from(orig.phys_port_cnt),
+        ..Default::default()
+    };
+    let n = size.min(std::mem::size_of::<ibv_device_attr_ex>());
+    // SAFETY: the caller's struct holds `size` bytes; we write at most that
+    // many of ours.
+    unsafe {
+        ptr::copy_nonoverlapping(ptr::from_ref(&out).cast::<u8>(), attr.cast(), n);
+        // A newer, longer struct: its fields this device has none of.
+        ptr::write_bytes(attr.cast::<u8>().add(n), 0, size - n);
+    }
+    0
 }
 
 /// `IBV_GID_TYPE_SYSFS_ROCE_V2` (`enum ibv_gid_type_sysfs` of rdma-core's
@@ -540,9 +631,9 @@ unsafe extern "C" fn ibv_get_async_event(
         set_errno(libc::EINVAL);
         return -1;
     }
-    // The emulated port never changes state and the engine reports errors
-    // as completions, so nothing writes this pipe: a blocking read waits
-    // (as on an idle NIC) and a non-blocking one says EAGAIN.
+    // The `events` module writes whole records to this pipe: a blocking
+    // read waits for the next (as on a NIC) and a non-blocking one says
+    // EAGAIN. The port never changes state, so no port event comes.
     let mut rec = [0u8; std::mem::size_of::<ibv_async_event>()];
     // SAFETY: reading into a local buffer of its size.
     let n = unsafe { libc::read(c.vctx.context.async_fd, rec.as_mut_ptr().cast(), rec.len()) };

@@ -16,18 +16,22 @@
 //! pointer to our record. The inline verbs of `verbs.h` (`ibv_post_send`,
 //! `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_query_port`)
 //! call through the context's function tables, which point here. Extended
-//! verbs that `verbs.h` reaches through `verbs_context` slots
-//! (`ibv_query_device_ex`, `ibv_create_cq_ex`, `ibv_create_qp_ex`, ...) find
-//! those slots empty and fall back as rdma-core's header specifies (to the
-//! plain verb, or `EOPNOTSUPP`).
+//! verbs that `verbs.h` reaches through `verbs_context` slots find the
+//! slots this library fills (`ibv_query_device_ex`: device attributes and
+//! `phys_port_cnt_ex`); those left empty fall back as rdma-core's header
+//! specifies (to the plain verb, or `EOPNOTSUPP`).
 //!
 //! # Devices and addresses
 //!
 //! `ROCELAB_IBV_DEVICES` lists devices as `NAME=IPV4[:PORT]`, comma
 //! separated. Unset, there is one device, `rocelab0`, on loopback: each
-//! opening binds its own address `127.0.H.L` on UDP 4791, chosen from the
+//! process binds its own address `127.0.H.L` on UDP 4791, chosen from the
 //! process id (the next free one on a clash), so that two programs on one
-//! host are two distinct RoCEv2 endpoints. The port reports an Ethernet
+//! host are two distinct RoCEv2 endpoints. Every `ibv_open_device` of a
+//! device in one process shares that one backend (address, GID table, QPN
+//! space), as a NIC's contexts share its port; each context keeps its own
+//! asynchronous event fd, and the backend is freed when the last context
+//! (and the last object of one) is gone. The port reports an Ethernet
 //! link layer, GID 0 = `::ffff:127.0.H.L` (RoCEv2) and LID `H << 8 | L`,
 //! so both peers that exchange GIDs (perftest) and peers that exchange only
 //! LIDs (`ibv_rc_pingpong` without `-g`) name an address: an address vector
@@ -54,15 +58,27 @@
 //! output pointers point at writable structs of `verbs.h`'s layout. Null
 //! object pointers are refused with `EINVAL` rather than dereferenced.
 //! Nothing here unwinds into C: errors become the return value and `errno`
-//! rdma-core uses.
+//! rdma-core uses, and nothing is printed (a refusal a program expects,
+//! such as a limit it probes, is only its errno).
+//!
+//! # Asynchronous events
+//!
+//! `ibv_get_async_event` returns what the device raises for the context's
+//! objects (CQ overrun, QP fatal, request and access errors, SQ drained;
+//! last WQE reached for a QP of an SRQ put in error; SRQ limit reached);
+//! the port never changes state, so no port event comes (`events`).
 
 #![allow(clippy::missing_safety_doc)]
 
 mod config;
 mod context;
+mod cqex;
+mod events;
 mod misc;
+mod mw;
 mod objects;
 mod post;
+mod qpex;
 mod records;
 mod srq_pool;
 #[cfg(test)]
@@ -96,12 +112,10 @@ pub(crate) fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// Report a refused verb on stderr (once per call; the emulation's reason
-/// is worth more to a user than a bare errno) and return its errno.
+/// The errno of a refused verb. The library never prints: a program that
+/// probes limits (a QP with a growing `max_inline_data` until one fails)
+/// expects the refusal, and the errno is the whole answer, as rdma-core's.
 pub(crate) fn fail(e: &VerbsError) -> c_int {
-    if std::env::var_os("ROCELAB_IBV_QUIET").is_none() {
-        eprintln!("rocelab-ibverbs: {e}");
-    }
     errno_of(e)
 }
 

@@ -207,13 +207,6 @@ unsafe extern "C" fn ibv_register_driver(_name: *const c_char, _init: *mut c_voi
 #[no_mangle]
 unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
 
-/// No extended QPs: rdma-core answers NULL for a QP created without
-/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
-#[no_mangle]
-unsafe extern "C" fn ibv_qp_to_qp_ex(_qp: *mut c_void) -> *mut c_void {
-    ptr::null_mut()
-}
-
 /// Whether data of `op` lands in order: the emulation promises nothing
 /// beyond the transport's ordering, like a device without the capability.
 #[no_mangle]
@@ -271,13 +264,6 @@ unsupported_int!(
     ibv_query_ece,
     ibv_set_ece,
 );
-
-/// `ibv_rereg_mr` answers `IBV_REREG_MR_ERR_INPUT` (-1) with `errno` set.
-#[no_mangle]
-unsafe extern "C" fn ibv_rereg_mr() -> c_int {
-    set_errno(libc::EOPNOTSUPP);
-    -1
-}
 
 unsupported_ptr!(
     ibv_import_device,

@@ -150,12 +150,7 @@ unsafe fn reg_mr_at(
             )
         };
     }
-    if std::env::var_os("ROCELAB_IBV_QUIET").is_none() {
-        eprintln!(
-            "rocelab-ibverbs: ibv_reg_mr_iova: IOVA {iova:#x} for address {addr:p}: \
-             the emulation maps a region at its address or at 0 only"
-        );
-    }
+    // The emulation maps a region at its address or at 0 only.
     set_errno(libc::EOPNOTSUPP);
     ptr::null_mut()
 }
@@ -384,21 +379,31 @@ unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
 // ---------------------------------------------------------------- CQ
 
 #[no_mangle]
-unsafe extern "C" fn ibv_create_cq(
+pub(crate) unsafe extern "C" fn ibv_create_cq(
     ctx: *mut ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut ibv_comp_channel,
-    _comp_vector: c_int,
+    comp_vector: c_int,
 ) -> *mut ibv_cq {
     let Some(c) = ctx_of(ctx) else {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
     };
-    let Ok(n) = u32::try_from(cqe) else {
+    // As a NIC's driver: more entries than the device's max_cqe, or a
+    // completion vector it does not have, is EINVAL.
+    let max_cqe = c.backend.query_device().map_or(0, |a| a.max_cqe);
+    let n = match u32::try_from(cqe) {
+        Ok(n) if n <= max_cqe => n,
+        _ => {
+            set_errno(libc::EINVAL);
+            return ptr::null_mut();
+        }
+    };
+    if comp_vector < 0 || comp_vector >= c.vctx.context.num_comp_vectors {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
-    };
+    }
     match c.backend.create_cq(n.max(1)) {
         Ok(handle) => {
             if !channel.is_null() {
@@ -417,11 +422,20 @@ unsafe extern "C" fn ibv_create_cq(
             raw.cond = libc::PTHREAD_COND_INITIALIZER;
             let b = Box::new(ShimCq {
                 cq: raw,
+                ex: ibv_cq_ex_ops::default(),
                 handle,
                 backend: c.backend.clone(),
                 srqs: Mutex::new(Vec::new()),
             });
-            Box::into_raw(b).cast()
+            let raw = Box::into_raw(b);
+            crate::events::register(
+                crate::events::backend_id(&*c.backend),
+                crate::events::Kind::Cq(handle.0),
+                raw as usize,
+                c.async_wfd,
+                false,
+            );
+            raw.cast()
         }
         Err(e) => {
             set_errno(fail(&e));
@@ -430,9 +444,28 @@ unsafe extern "C" fn ibv_create_cq(
     }
 }
 
+/// `ibv_resize_cq`: at least `cqe` entries (up to the device's
+/// `max_cqe`), keeping the queued completions; `EINVAL` when more are
+/// queued than `cqe`, as a NIC's driver answers.
 #[no_mangle]
-unsafe extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
-    libc::EOPNOTSUPP
+unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    // SAFETY: the export contract.
+    let Some(q) = (unsafe { rec::<ShimCq, _>(cq) }) else {
+        return libc::EINVAL;
+    };
+    let max_cqe = q.backend.query_device().map_or(0, |a| a.max_cqe);
+    let n = match u32::try_from(cqe) {
+        Ok(n) if n >= 1 && n <= max_cqe => n,
+        _ => return libc::EINVAL,
+    };
+    match q.backend.resize_cq(q.handle, n) {
+        Ok(size) => {
+            // SAFETY: our own CQ record; programs read `cqe`.
+            unsafe { (*cq).cqe = size as c_int };
+            0
+        }
+        Err(e) => fail(&e),
+    }
 }
 
 #[no_mangle]
@@ -453,6 +486,7 @@ unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         // SAFETY: as above.
         unsafe { (*ch).refcnt -= 1 };
     }
+    crate::events::unregister(cq as usize);
     // SAFETY: allocated by ibv_create_cq; the backend released it.
     drop(unsafe { Box::from_raw(cq.cast::<ShimCq>()) });
     0
@@ -487,7 +521,10 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: 
 // ---------------------------------------------------------------- QP
 
 #[no_mangle]
-unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+pub(crate) unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ibv_pd,
+    init: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
     // SAFETY: the export contract.
     let (Some(p), false) = ((unsafe { rec::<ShimPd, _>(pd) }), init.is_null()) else {
         set_errno(libc::EINVAL);
@@ -564,6 +601,7 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
     raw.cond = libc::PTHREAD_COND_INITIALIZER;
     let b = Box::into_raw(Box::new(ShimQp {
         qp: raw,
+        ex: ibv_qp_ex_ops::default(),
         handle: created.handle,
         backend: p.backend.clone(),
         local: p.local,
@@ -575,6 +613,15 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
         }),
         srq: srq.clone(),
     }));
+    if let Some(c) = ctx_of(p.pd.context) {
+        crate::events::register(
+            crate::events::backend_id(&*p.backend),
+            crate::events::Kind::Qp(created.handle.0),
+            b as usize,
+            c.async_wfd,
+            srq.is_some(),
+        );
+    }
     if let Some(s) = srq {
         let mut list = lock(&rcq.srqs);
         if !list.iter().any(|x| Arc::ptr_eq(x, &s)) {
@@ -719,7 +766,13 @@ unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask
     merge_attr(&mut lock(&q.attr), a, mask);
     if mask & IBV_QP_STATE != 0 {
         // SAFETY: our own QP record; programs read `state`.
+        let was = unsafe { (*qp).state };
+        // SAFETY: as above.
         unsafe { (*qp).state = a.qp_state };
+        if q.srq.is_some() && a.qp_state == IBV_QPS_ERR && was != IBV_QPS_ERR {
+            // A QP of an SRQ put in error consumes no more of its WQEs.
+            crate::events::raise(qp as usize, crate::events::event_type::QP_LAST_WQE_REACHED);
+        }
     }
     if let Some(s) = &q.srq {
         s.refill();
@@ -773,6 +826,7 @@ unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     if let Err(e) = q.backend.destroy_qp(q.handle) {
         return fail(&e);
     }
+    crate::events::unregister(qp as usize);
     if let Some(s) = &q.srq {
         s.detach(qp as usize);
     }
@@ -791,7 +845,15 @@ unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *
         return ptr::null_mut();
     };
     // SAFETY: caller's input.
-    let a = ah_from_raw(p.local, unsafe { &*attr });
+    let raw = unsafe { &*attr };
+    if raw.is_global == 0 && raw.dlid == 0 {
+        // A RoCE port addresses by GID: without a GRH, only the DLID the
+        // emulation maps to an address next to ours could name a peer, and
+        // LID 0 names none (a NIC refuses any GRH-less AH on RoCE).
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    let a = ah_from_raw(p.local, raw);
     match p.backend.create_ah(p.handle, &a) {
         Ok(handle) => Box::into_raw(Box::new(ShimAh {
             ah: ibv_ah {

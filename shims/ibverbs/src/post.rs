@@ -6,15 +6,15 @@
 
 use std::os::raw::c_int;
 use std::ptr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use verbs_emu::backend::ibverbs::ffi::*;
 use verbs_emu::backend::ibverbs::work::{decode_send_op, wc_to_raw};
 use verbs_emu::transport::MAX_SGE;
-use verbs_emu::verbs::{RecvWr, SendFlags, SendWr, Sge, UdDest, WorkCompletion};
+use verbs_emu::verbs::{RecvWr, SendFlags, SendWr, Sge, UdDest, WcStatus, WorkCompletion};
 use verbs_emu::wire::{Lkey, Qpn};
 
-use crate::records::{rec, ShimAh, ShimCq, ShimPd, ShimQp, ShimSrq};
+use crate::records::{rec, ShimAh, ShimContext, ShimCq, ShimPd, ShimQp, ShimSrq};
 use crate::srq_pool::SrqPool;
 use crate::{errno_of, fail, lock, set_errno};
 
@@ -51,7 +51,32 @@ const EMPTY_SGE: Sge = Sge {
     lkey: Lkey::new(0),
 };
 
+/// Whether the SGEs of an `IBV_SEND_INLINE` WR can be read now: each with
+/// data has a non-null address and does not run past the end of the address
+/// space. Inline data is copied from these addresses while `ibv_post_send`
+/// runs, with no lkey to check them against a region.
+fn inline_readable(sg_list: &[Sge]) -> bool {
+    sg_list.iter().all(|s| {
+        s.length == 0 || (s.addr != 0 && s.addr.checked_add(u64::from(s.length)).is_some())
+    })
+}
+
 /// `ibv_context_ops.post_send`.
+///
+/// # Safety
+///
+/// rdma-core's contract: `qp` is a live QP of this library; `wr` heads a
+/// list of valid `ibv_send_wr`s, each `sg_list` pointing at `num_sge`
+/// SGEs; `bad_wr` is null or writable. For a WR without `IBV_SEND_INLINE`,
+/// each SGE names memory registered under its lkey, which the program
+/// leaves alone until the completion (the device reads or writes it
+/// later). For a WR with `IBV_SEND_INLINE`, the lkeys are ignored and the
+/// data is read from each SGE's `addr` for `length` bytes before this
+/// returns, so those bytes must be readable now (registered or not) and
+/// may be reused as soon as it returns. A null address with data, or a
+/// range past the end of the address space, is refused with `EINVAL`
+/// rather than read; any other unreadable range is the program's fault,
+/// as on a NIC whose driver copies inline data.
 pub(crate) unsafe extern "C" fn post_send(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,
@@ -82,6 +107,10 @@ pub(crate) unsafe extern "C" fn post_send(
             set_bad(cur);
             return libc::EINVAL;
         };
+        if w.send_flags & IBV_SEND_INLINE != 0 && !inline_readable(sg_list) {
+            set_bad(cur);
+            return libc::EINVAL;
+        }
         let ud = if q.qp.qp_type == IBV_QPT_UD {
             // SAFETY: UD WRs carry the `ud` view of the union.
             let u = unsafe { w.wr.ud };
@@ -179,16 +208,29 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
     match q.backend.poll_cq(q.handle, &mut buf[..want]) {
         Ok(k) => {
             let srqs = lock(&q.srqs);
-            for (i, c) in buf[..k].iter().enumerate() {
-                // SAFETY: the caller's array holds n >= k entries.
-                unsafe { *wc.add(i) = wc_to_raw(c) };
-                if c.opcode.value() & IBV_WC_RECV != 0 {
-                    for s in srqs.iter() {
-                        s.completed(c.qp_num.value());
+            let mut out = 0;
+            for c in &buf[..k] {
+                if c.opcode.value() & IBV_WC_RECV != 0 && !srqs.is_empty() {
+                    let flushed = c.status == WcStatus::WrFlushErr;
+                    let qpn = c.qp_num.value();
+                    // A flushed WR the pool lent goes back to it (and to
+                    // another QP), never to the program. One pool at most
+                    // knows the QPN.
+                    if srqs.iter().any(|s| s.completed(qpn, c.wr_id, flushed)) {
+                        continue;
                     }
                 }
+                // SAFETY: the caller's array holds n >= k > out entries.
+                unsafe { *wc.add(out) = wc_to_raw(c) };
+                out += 1;
             }
-            k as c_int
+            for s in srqs.iter() {
+                s.refill();
+                if let Some(srq) = s.limit_reached() {
+                    crate::events::raise(srq, crate::events::event_type::SRQ_LIMIT_REACHED);
+                }
+            }
+            out as c_int
         }
         Err(e) => -errno_of(&e),
     }
@@ -257,12 +299,23 @@ unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_att
     raw.pd = pd;
     raw.mutex = libc::PTHREAD_MUTEX_INITIALIZER;
     raw.cond = libc::PTHREAD_COND_INITIALIZER;
-    Box::into_raw(Box::new(ShimSrq {
-        srq: raw,
-        pool: Arc::new(SrqPool::new(ia.attr.max_wr, ia.attr.max_sge)),
-        limit: Mutex::new(ia.attr.srq_limit),
-    }))
-    .cast()
+    let pool = Arc::new(SrqPool::new(ia.attr.max_wr, ia.attr.max_sge));
+    let b = Box::into_raw(Box::new(ShimSrq { srq: raw, pool }));
+    // SAFETY: just allocated.
+    let s = unsafe { &*b };
+    // The limit is armed by ibv_modify_srq only (the verbs spec).
+    let _ = s.pool.arm(0, b as usize);
+    // SAFETY: the PD's context is a live context of ours.
+    if let Some(c) = unsafe { ShimContext::from_ptr(p.pd.context) } {
+        crate::events::register(
+            crate::events::backend_id(&*c.backend),
+            crate::events::Kind::Srq,
+            b as usize,
+            c.async_wfd,
+            false,
+        );
+    }
+    b.cast()
 }
 
 #[no_mangle]
@@ -282,7 +335,14 @@ unsafe extern "C" fn ibv_modify_srq(
     }
     if mask & IBV_SRQ_LIMIT != 0 {
         // SAFETY: caller's input.
-        *lock(&s.limit) = unsafe { (*attr).srq_limit };
+        let limit = unsafe { (*attr).srq_limit };
+        if let Err(e) = s.pool.arm(limit, srq as usize) {
+            return e;
+        }
+        // Already below it: the event fires now, as on a NIC.
+        if let Some(e) = s.pool.limit_reached() {
+            crate::events::raise(e, crate::events::event_type::SRQ_LIMIT_REACHED);
+        }
     }
     0
 }
@@ -298,7 +358,7 @@ unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -
         *attr = ibv_srq_attr {
             max_wr: s.pool.max_wr,
             max_sge: s.pool.max_sge,
-            srq_limit: *lock(&s.limit),
+            srq_limit: s.pool.limit(),
         }
     };
     0
@@ -313,6 +373,7 @@ unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     if s.pool.in_use() {
         return libc::EBUSY;
     }
+    crate::events::unregister(srq as usize);
     // SAFETY: allocated by ibv_create_srq; no QP uses it.
     drop(unsafe { Box::from_raw(srq.cast::<ShimSrq>()) });
     0

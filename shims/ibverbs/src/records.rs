@@ -71,6 +71,9 @@ pub(crate) struct ShimPd {
 #[repr(C)]
 pub(crate) struct ShimCq {
     pub cq: ibv_cq,
+    /// The rest of `ibv_cq_ex` (so `cq` plus this is an `ibv_cq_ex`):
+    /// filled by `ibv_create_cq_ex`, zero for a plain CQ.
+    pub ex: ibv_cq_ex_ops,
     pub handle: CqHandle,
     pub backend: Arc<dyn Backend>,
     /// The SRQs of QPs receiving into this CQ (their receive completions
@@ -82,6 +85,9 @@ pub(crate) struct ShimCq {
 #[repr(C)]
 pub(crate) struct ShimQp {
     pub qp: ibv_qp,
+    /// The rest of `ibv_qp_ex` (so `qp` plus this is an `ibv_qp_ex`):
+    /// filled by `ibv_create_qp_ex` with send ops, zero otherwise.
+    pub ex: ibv_qp_ex_ops,
     pub handle: QpHandle,
     pub backend: Arc<dyn Backend>,
     pub local: Ipv4Addr,
@@ -105,9 +111,8 @@ pub(crate) struct ShimAh {
 #[repr(C)]
 pub(crate) struct ShimSrq {
     pub srq: ibv_srq,
+    /// Its WRs and its armed limit.
     pub pool: Arc<SrqPool>,
-    /// The limit the program set (`ibv_modify_srq`, `ibv_query_srq`).
-    pub limit: Mutex<u32>,
 }
 
 /// The pool of an SRQ pointer of ours (`None` for null).

@@ -685,7 +685,7 @@ fn qp_identity(st: &mut IdState, id: &rdma_cm_id, p: Option<&rdma_conn_param>) -
     if qp.is_null() {
         let qpn = p.map_or(0, |p| p.qp_num);
         if st.psn == 0 {
-            st.psn = initial_psn(qpn);
+            st.psn = initial_psn(qpn).max(1);
         }
         (qpn, id.qp_type, p.is_some_and(|p| p.srq != 0))
     } else {
@@ -1085,7 +1085,13 @@ unsafe extern "C" fn rdma_init_qp_attr(
     if qp_attr.is_null() || qp_attr_mask.is_null() {
         return fail(libc::EINVAL);
     }
-    let st = lock(&rec.sh.st);
+    let mut st = lock(&rec.sh.st);
+    if st.qp.0.is_null() && st.psn == 0 {
+        // A program's own QP reaches RTS with this PSN before connect or
+        // accept announce one: fix it now, so that the two agree (the
+        // kernel's CM draws it when the id is made).
+        st.psn = initial_psn(id as usize as u32).max(1);
+    }
     let (_, dev) = match st.device() {
         Ok(d) => d,
         Err(e) => return fail(e),

@@ -254,6 +254,3 @@ impl ibv_qp_init_attr_ex_head {
         }
     }
 }
-
-/// `IBV_QP_INIT_ATTR_PD`.
-pub const IBV_QP_INIT_ATTR_PD: u32 = 1;

@@ -595,6 +595,16 @@ fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
         st.tos = lst.tos;
         st.ack_timeout = lst.ack_timeout;
         st.peer = Some(req.clone());
+        // Until accept says otherwise, the request's numbers seen from
+        // this side, as the kernel's CM sets a passive id: a program that
+        // moves its own QP with rdma_init_qp_attr before accepting gets
+        // them (its initiator depth is our responder resources).
+        st.mine = Params {
+            responder_resources: req.initiator_depth.min(MAX_RD_ATOMIC),
+            initiator_depth: req.responder_resources.min(MAX_RD_ATOMIC),
+            retry_count: req.retry_count,
+            rnr_retry_count: req.rnr_retry_count,
+        };
         st.sync = lst.sync;
         let mut ev = EventRec::new(child_sh.ptr.0, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
         ev.ev.listen_id = lsh.ptr.0;

@@ -213,7 +213,6 @@ fn checks() -> Vec<Check> {
         RDMA_OPTION_ID_ACK_TIMEOUT,
         RDMA_OPTION_IB_PATH,
         RDMA_UDP_QKEY,
-        IBV_QP_INIT_ATTR_PD,
     );
     c
 }

@@ -56,6 +56,18 @@ pub struct MrKeys {
     pub pin_error: Option<String>,
 }
 
+/// What `ibv_rereg_mr` changes of a registered region: each `Some` is
+/// one `IBV_REREG_MR_CHANGE_*` flag. The keys stay the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrChange {
+    /// `IBV_REREG_MR_CHANGE_TRANSLATION`: the new address and length.
+    pub range: Option<(*mut u8, usize)>,
+    /// `IBV_REREG_MR_CHANGE_PD`: the new protection domain.
+    pub pd: Option<PdHandle>,
+    /// `IBV_REREG_MR_CHANGE_ACCESS`: the new rights.
+    pub access: Option<AccessFlags>,
+}
+
 /// What creating a QP produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpCreated {
@@ -187,11 +199,40 @@ pub trait Backend: Send + Sync + 'static {
     /// memory again; later uses of its keys fail with protection errors.
     fn dereg_mr(&self, mr: MrHandle) -> Result<()>;
 
+    /// `ibv_rereg_mr`: change the translation, protection domain or
+    /// rights of a registered region in place, keeping its keys. On an
+    /// error the region is unchanged. Backends that cannot say
+    /// `Unavailable`.
+    ///
+    /// # Safety
+    ///
+    /// A new range in `change` carries `reg_mr`'s contract; the old range
+    /// is released when this returns successfully.
+    unsafe fn rereg_mr(&self, mr: MrHandle, change: MrChange) -> Result<()> {
+        let _ = (mr, change);
+        Err(VerbsError::Unavailable(format!(
+            "ibv_rereg_mr: the {} backend does not re-register MRs",
+            self.kind()
+        )))
+    }
+
     /// `ibv_create_cq` with at least `cqe` entries.
     fn create_cq(&self, cqe: u32) -> Result<CqHandle>;
 
     /// `ibv_destroy_cq`. Fails with `Busy` while QPs use it.
     fn destroy_cq(&self, cq: CqHandle) -> Result<()>;
+
+    /// `ibv_resize_cq`: hold at least `cqe` entries from now on, keeping
+    /// the completions queued. Returns the new size. Fails with an invalid
+    /// argument when more than `cqe` completions are queued; backends that
+    /// cannot resize say `Unavailable`.
+    fn resize_cq(&self, cq: CqHandle, cqe: u32) -> Result<u32> {
+        let _ = (cq, cqe);
+        Err(VerbsError::Unavailable(format!(
+            "ibv_resize_cq: the {} backend does not resize CQs",
+            self.kind()
+        )))
+    }
 
     /// `ibv_poll_cq`: move up to `wc.len()` completions into `wc`, return
     /// how many. Never blocks.
@@ -266,7 +307,10 @@ pub trait Backend: Send + Sync + 'static {
     /// bounds; a bad one completes in error), and the caller must not
     /// access that memory in a conflicting way until the WR completes:
     /// the device reads (SEND/WRITE) or writes (READ/atomic) it
-    /// asynchronously.
+    /// asynchronously. Every SGE of a WR sent inline
+    /// (`SendFlags::INLINE`) must be readable for its `length` bytes
+    /// from `addr` during this call (registered or not: no lkey applies),
+    /// which copies the data before it returns.
     unsafe fn post_send(
         &self,
         qp: QpHandle,

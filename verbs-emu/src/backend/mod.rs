@@ -35,7 +35,7 @@ pub mod sys;
 pub mod udp;
 
 pub use self::device::{
-    AsyncEvent, Backend, BackendKind, DeviceEntry, MrKeys, Provider, QpCreated,
+    AsyncEvent, Backend, BackendKind, DeviceEntry, MrChange, MrKeys, Provider, QpCreated,
 };
 pub use crate::verbs::handle::{AhHandle, CqHandle, MrHandle, PdHandle, QpHandle};
 

@@ -316,7 +316,7 @@ impl RoceSocket {
                 match e.raw_os_error() {
                     Some(libc::EINTR) => continue,
                     Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
-                        self.wait(libc::POLLOUT, Some(Duration::from_millis(1)))?;
+                        self.wait(libc::POLLOUT, None, Some(Duration::from_millis(1)))?;
                         continue;
                     }
                     // Per-destination failures (ECONNREFUSED from an earlier
@@ -453,15 +453,33 @@ impl RoceSocket {
     /// Block until the socket is readable or `timeout` passes (`None`:
     /// forever). Returns whether it is readable.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        self.wait(libc::POLLIN, timeout)
+        self.wait(libc::POLLIN, None, timeout)
     }
 
-    fn wait(&self, events: libc::c_short, timeout: Option<Duration>) -> io::Result<bool> {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events,
-            revents: 0,
-        };
+    /// [`wait_readable`](Self::wait_readable), returning early (false) when
+    /// `wakeup` is woken; the wake-up is consumed.
+    pub fn wait_readable_or(&self, wakeup: &Wakeup, timeout: Option<Duration>) -> io::Result<bool> {
+        self.wait(libc::POLLIN, Some(wakeup), timeout)
+    }
+
+    fn wait(
+        &self,
+        events: libc::c_short,
+        wakeup: Option<&Wakeup>,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        let mut p = [
+            libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: wakeup.map_or(-1, |w| w.fd.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
         // ppoll(2), not poll(2): its timeout has nanosecond resolution, so
         // a wait of tens of microseconds (an RNR timer) is not rounded up
         // to a millisecond.
@@ -470,9 +488,11 @@ impl RoceSocket {
             tv_nsec: d.subsec_nanos() as libc::c_long,
         });
         let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-        // SAFETY: one valid pollfd; `tsp` is null or points at `ts`, which
-        // outlives the call; no signal mask.
-        let r = unsafe { libc::ppoll(&mut p, 1, tsp, std::ptr::null()) };
+        let n = if wakeup.is_some() { 2 } else { 1 };
+        // SAFETY: `p` holds `n` valid pollfds (a negative fd is ignored);
+        // `tsp` is null or points at `ts`, which outlives the call; no
+        // signal mask.
+        let r = unsafe { libc::ppoll(p.as_mut_ptr(), n, tsp, std::ptr::null()) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {
@@ -480,7 +500,46 @@ impl RoceSocket {
             }
             return Err(e);
         }
-        Ok(r > 0)
+        if let Some(w) = wakeup {
+            if p[1].revents != 0 {
+                w.consume();
+            }
+        }
+        Ok(p[0].revents != 0)
+    }
+}
+
+/// A wake-up for a thread blocked in [`RoceSocket::wait_readable_or`]
+/// (an eventfd): another thread that moved a deadline earlier wakes it.
+#[derive(Debug)]
+pub struct Wakeup {
+    fd: OwnedFd,
+}
+
+impl Wakeup {
+    /// A new, unwoken wake-up.
+    pub fn new() -> io::Result<Wakeup> {
+        // SAFETY: eventfd takes two integers; no pointers.
+        let raw = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Wakeup { fd })
+    }
+
+    /// Wake the waiting thread (or the next one to wait). Never blocks: a
+    /// counter already at its maximum is woken anyway.
+    pub fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live local to an eventfd we own.
+        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Take the pending wake-ups, if any.
+    fn consume(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live local from an eventfd
+        // we own (non-blocking: nothing pending is EAGAIN).
+        unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     }
 }
 

@@ -1262,3 +1262,48 @@ fn query_qp_reports_everything_and_a_qp_in_err_reconnects_with_new_attributes() 
     b.mr.read(64, &mut got).unwrap();
     assert_eq!(got, [9; 8]);
 }
+
+/// A peer on another UDP port than RoCEv2's is an emulated device that
+/// shares its address with others (several on one loopback address): only
+/// its port tells it apart, so a request from its IP but another port is
+/// a spoofed source, dropped and counted, taking no PSN. A peer on 4791
+/// is a RoCEv2 device as a NIC sees it: its source port is entropy, and
+/// any port from its address is admitted (ROCEV2.md §1.4).
+#[test]
+fn source_port_is_checked_for_a_peer_off_the_roce_port_only() {
+    let (v, p) = victim(Ipv4Addr::new(127, 211, 0, 2), QpType::Rc);
+    connect(&v, p.addr);
+    assert_ne!(p.addr.port(), 4791);
+    let same_ip = UdpSocket::bind(SocketAddrV4::new(*p.addr.ip(), 0)).unwrap();
+    same_ip
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let same_ip_addr = match same_ip.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        _ => unreachable!(),
+    };
+    let pkt = write_only(&v, same_ip_addr, false, 0xFFFF, RQ_PSN, 0, &[0xEE; 64]);
+    send(&same_ip, v.addr, &pkt);
+    until_received(&v, 1);
+    let s = stats(&v);
+    assert_eq!((s.rx_bad_source, s.rx_dropped), (1, 1));
+    assert_eq!(bytes(&v.mr), &pattern()[..], "target untouched");
+    assert!(recv(&same_ip).is_none(), "no answer to the spoofer");
+    write_works(&v, &p, RQ_PSN, 0x42);
+
+    // The same victim towards a peer on 4791: the peer's packets may come
+    // from any source port.
+    let (v, _) = victim(Ipv4Addr::new(127, 212, 0, 2), QpType::Rc);
+    let nic = SocketAddrV4::new(Ipv4Addr::new(127, 212, 0, 1), 4791);
+    connect(&v, nic);
+    let entropy = UdpSocket::bind(SocketAddrV4::new(*nic.ip(), 0)).unwrap();
+    let from = match entropy.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        _ => unreachable!(),
+    };
+    let pkt = write_only(&v, from, false, 0xFFFF, RQ_PSN, 8, &[0x42; 16]);
+    send(&entropy, v.addr, &pkt);
+    until_received(&v, 1);
+    assert_eq!(&bytes(&v.mr)[8..24], &[0x42; 16]);
+    assert_eq!(stats(&v).rx_bad_source, 0);
+}

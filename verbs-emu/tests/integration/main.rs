@@ -2,6 +2,7 @@
 
 mod capture;
 mod counters;
+mod extended_verbs;
 mod hostile;
 mod ibverbs_abi;
 mod ibverbs_fake;

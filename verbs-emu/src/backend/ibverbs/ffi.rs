@@ -908,3 +908,318 @@ pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
 pub const IBV_WC_BIND_MW: u32 = 5;
 /// `IBV_WC_LOCAL_INV`.
 pub const IBV_WC_LOCAL_INV: u32 = 6;
+
+// ------------------------------------------------------------------------
+// Extended device attributes (`ibv_query_device_ex`), for the ibverbs shim.
+// ------------------------------------------------------------------------
+
+/// `verbs_context.query_device_ex`: what the inline `ibv_query_device_ex`
+/// calls, with the size of the caller's struct.
+pub type query_device_ex_fn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *const ibv_query_device_ex_input,
+    *mut ibv_device_attr_ex,
+    usize,
+) -> c_int;
+
+/// `struct ibv_query_device_ex_input`: no input is defined yet.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_query_device_ex_input {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_odp_caps`: on-demand paging capabilities.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_odp_caps {
+    pub general_caps: u64,
+    /// `rc_odp_caps`, `uc_odp_caps`, `ud_odp_caps`.
+    pub per_transport_caps: [u32; 3],
+}
+
+/// `struct ibv_rss_caps`: receive-side scaling capabilities.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_rss_caps {
+    pub supported_qpts: u32,
+    pub max_rwq_indirection_tables: u32,
+    pub max_rwq_indirection_table_size: u32,
+    pub rx_hash_fields_mask: u64,
+    pub rx_hash_function: u8,
+}
+
+/// `struct ibv_device_attr_ex`: `ibv_query_device_ex` output (rdma-core
+/// 44: 400 bytes, `phys_port_cnt_ex` at 396).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_device_attr_ex {
+    pub orig_attr: ibv_device_attr,
+    pub comp_mask: u32,
+    pub odp_caps: ibv_odp_caps,
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// `struct ibv_tso_caps`: `max_tso`, `supported_qpts`.
+    pub tso_caps: [u32; 2],
+    pub rss_caps: ibv_rss_caps,
+    pub max_wq_type_rq: u32,
+    /// `struct ibv_packet_pacing_caps`: `qp_rate_limit_min`,
+    /// `qp_rate_limit_max`, `supported_qpts`.
+    pub packet_pacing_caps: [u32; 3],
+    pub raw_packet_caps: u32,
+    /// `struct ibv_tm_caps`: `max_rndv_hdr_size`, `max_num_tags`, `flags`,
+    /// `max_ops`, `max_sge`.
+    pub tm_caps: [u32; 5],
+    /// `struct ibv_cq_moderation_caps`: `max_cq_count`, `max_cq_period`.
+    pub cq_mod_caps: [u16; 2],
+    pub max_dm_size: u64,
+    /// `struct ibv_pci_atomic_caps`: `fetch_add`, `swap`, `compare_swap`.
+    pub pci_atomic_caps: [u16; 3],
+    pub xrc_odp_caps: u32,
+    pub phys_port_cnt_ex: u32,
+}
+
+#[cfg(test)]
+mod device_attr_ex_layout {
+    use super::*;
+
+    #[test]
+    fn device_attr_ex_has_rdma_core_44s_layout() {
+        assert_eq!(std::mem::size_of::<ibv_device_attr_ex>(), 400);
+        assert_eq!(std::mem::offset_of!(ibv_device_attr_ex, comp_mask), 232);
+        assert_eq!(
+            std::mem::offset_of!(ibv_device_attr_ex, max_wq_type_rq),
+            328
+        );
+        assert_eq!(std::mem::offset_of!(ibv_device_attr_ex, max_dm_size), 376);
+        assert_eq!(std::mem::offset_of!(ibv_device_attr_ex, xrc_odp_caps), 392);
+        assert_eq!(
+            std::mem::offset_of!(ibv_device_attr_ex, phys_port_cnt_ex),
+            396
+        );
+    }
+}
+
+// ------------------------------------------------------------------------
+// Extended QPs and CQs (`ibv_qp_ex`, `ibv_cq_ex`), for the ibverbs shim.
+// ------------------------------------------------------------------------
+
+/// `struct ibv_qp_init_attr_ex`: `verbs_context.create_qp_ex` input; its
+/// first fields are `ibv_qp_init_attr`'s.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    /// `enum ibv_qp_type`.
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+    /// `enum ibv_qp_init_attr_mask` bits.
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    /// `struct ibv_xrcd *`.
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    /// `struct ibv_rwq_ind_table *`.
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf`: function, key length, key pointer,
+    /// fields mask.
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    /// `enum ibv_qp_create_send_ops_flags` bits.
+    pub send_ops_flags: u64,
+}
+
+/// `IBV_QP_INIT_ATTR_PD` (`enum ibv_qp_init_attr_mask`).
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `IBV_QP_INIT_ATTR_XRCD`.
+pub const IBV_QP_INIT_ATTR_XRCD: u32 = 1 << 1;
+/// `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
+pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+
+/// `IBV_QP_EX_WITH_RDMA_WRITE` (`enum ibv_qp_create_send_ops_flags`).
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+/// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+/// `IBV_QP_EX_WITH_SEND`.
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+/// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+/// `IBV_QP_EX_WITH_RDMA_READ`.
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+/// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+/// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+/// `IBV_QP_EX_WITH_LOCAL_INV`.
+pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+/// `IBV_QP_EX_WITH_BIND_MW`.
+pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+/// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+
+/// `struct ibv_data_buf`: one piece of inline data.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// The fields `struct ibv_qp_ex` adds after its `ibv_qp qp_base`: a record
+/// holding `ibv_qp` then this struct has `ibv_qp_ex`'s layout (`ibv_qp` is
+/// 160 bytes, a multiple of this struct's alignment).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_qp_ex_ops {
+    pub comp_mask: u64,
+    /// The id the next `wr_*` call gives its WR (the program sets it).
+    pub wr_id: u64,
+    /// The `ibv_send_flags` of the next WR (the program sets them).
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
+    pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
+    pub wr_bind_mw:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_mw, u32, *const ibv_mw_bind_info)>,
+    pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    /// The immediate is `__be32`, as the program passes it.
+    pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_tso: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u16, u16)>,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
+    pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
+    pub wr_set_inline_data_list:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf)>,
+    pub wr_set_sge: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_set_sge_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge)>,
+    pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
+    pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_atomic_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void)>,
+}
+
+/// `struct ibv_qp_ex`: the QP and its `ibv_wr_*` post API.
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub ops: ibv_qp_ex_ops,
+}
+
+/// `verbs_context.create_qp_ex`.
+pub type create_qp_ex_fn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
+
+/// `struct ibv_cq_init_attr_ex`: `verbs_context.create_cq_ex` input.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    /// `enum ibv_create_cq_wc_flags` bits.
+    pub wc_flags: u64,
+    /// `enum ibv_cq_init_attr_mask` bits.
+    pub comp_mask: u32,
+    /// `enum ibv_create_cq_attr_flags` bits.
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+/// `IBV_CQ_INIT_ATTR_MASK_FLAGS` (`enum ibv_cq_init_attr_mask`).
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+/// `IBV_CQ_INIT_ATTR_MASK_PD`.
+pub const IBV_CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (`enum ibv_create_cq_attr_flags`).
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
+/// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
+pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 1 << 1;
+/// `IBV_WC_STANDARD_FLAGS` (`enum ibv_create_cq_wc_flags`): byte length,
+/// immediate, QP number, source QP, SLID, SL, DLID path bits.
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7F;
+
+/// `struct ibv_poll_cq_attr`: `start_poll` input (no fields defined).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+/// The fields `struct ibv_cq_ex` adds after the fields it shares with
+/// `ibv_cq` (128 bytes): a record holding `ibv_cq` then this struct has
+/// `ibv_cq_ex`'s layout.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_cq_ex_ops {
+    pub comp_mask: u32,
+    /// `enum ibv_wc_status` of the current completion.
+    pub status: u32,
+    /// `wr_id` of the current completion.
+    pub wr_id: u64,
+    pub start_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int>,
+    pub next_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub end_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex)>,
+    pub read_opcode: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_vendor_err: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_byte_len: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    /// Returns `__be32`.
+    pub read_imm_data: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_qp_num: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_src_qp: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_wc_flags: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_uint>,
+    pub read_slid: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_sl: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    pub read_dlid_path_bits: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    pub read_completion_ts: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u64>,
+    pub read_cvlan: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u16>,
+    pub read_flow_tag: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_tm_info: unused_fn,
+    pub read_completion_wallclock_ns: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u64>,
+}
+
+/// `struct ibv_cq_ex`: the CQ and its `ibv_start_poll` API.
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub ops: ibv_cq_ex_ops,
+}
+
+/// `verbs_context.create_cq_ex`.
+pub type create_cq_ex_fn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
+
+#[cfg(test)]
+mod extended_layout {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn qp_ex_and_cq_ex_have_rdma_core_44s_layout() {
+        assert_eq!(size_of::<ibv_qp>(), 160);
+        assert_eq!(offset_of!(ibv_qp_ex, ops), 160);
+        assert_eq!(offset_of!(ibv_qp_ex_ops, wr_atomic_cmp_swp), 24);
+        assert_eq!(offset_of!(ibv_qp_ex_ops, wr_start), 24 + 17 * 8);
+        assert_eq!(size_of::<ibv_qp_ex>(), 160 + 24 + 21 * 8);
+        assert_eq!(size_of::<ibv_cq>(), 128);
+        assert_eq!(offset_of!(ibv_cq_ex, ops), 128);
+        assert_eq!(offset_of!(ibv_cq_ex_ops, start_poll), 16);
+        assert_eq!(size_of::<ibv_cq_ex>(), 128 + 16 + 18 * 8);
+        assert_eq!(offset_of!(ibv_qp_init_attr_ex, comp_mask), 60);
+        assert_eq!(offset_of!(ibv_qp_init_attr_ex, send_ops_flags), 128);
+        assert_eq!(size_of::<ibv_qp_init_attr_ex>(), 136);
+        assert_eq!(offset_of!(ibv_cq_init_attr_ex, wc_flags), 32);
+        assert_eq!(size_of::<ibv_cq_init_attr_ex>(), 56);
+    }
+}

@@ -4,9 +4,11 @@
 //! in ppoll(2) while a stream flows or (interrupt mode) while the
 //! application's threads hold the CPU.
 //!
-//! Contract: the thread stays off the socket while the application calls
-//! in or waits in `wait_cq`, yet wakes for the engines' next deadline; it
-//! stops when [`Shared::stop`] is set.
+//! Contract: the thread stays off the socket while the application moves
+//! packets itself (polls within the last `app_active_ns`, waits in
+//! `wait_cq`), yet wakes for the engines' next deadline and the end of an
+//! ACK's hold; posts never keep it away. It stops when [`Shared::stop`]
+//! is set.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -26,14 +28,16 @@ const BULK_PACKETS: u64 = 8;
 /// A device's background thread: progress for the application whenever it
 /// is not calling in itself (see the module docs and [`BackgroundMode`]).
 ///
-/// While the application calls in (a `poll_cq` or post within the last
-/// `app_active_ns`) or waits in `wait_cq`, it moves its packets itself; the
-/// thread stays off the socket and naps until the window or the next
-/// engine timer ends. In [`BackgroundMode::Interrupt`] it never spins to
-/// such a timer, and ACKs it or `poll_cq` holds
-/// ([`ACK_HOLD`](super::ACK_HOLD)) leave with the application's next
-/// call, so that a datagram wakes one thread, not two that would contend
-/// for the two cores of a small host.
+/// While the application moves its packets itself (a `poll_cq` that ran a
+/// progress round within the last `app_active_ns`, 50 µs by default, or a
+/// thread waiting in `wait_cq`), the thread stays off the socket and naps
+/// until the window or the next deadline ends (an engine timer, or the end
+/// of an ACK's hold, [`ACK_HOLD`](super::ACK_HOLD)), so that a datagram
+/// wakes one thread, not two that would contend for the two cores of a
+/// small host. In [`BackgroundMode::Interrupt`] it never spins to such a
+/// deadline. Posts do not keep it away: a program that posts and then
+/// watches memory collects nothing, and its packets must move as they
+/// arrive.
 ///
 /// Otherwise it runs progress and, between packets, either spins (polls
 /// the socket again at once) or blocks in ppoll(2) until a datagram
@@ -71,7 +75,7 @@ pub(super) fn background(shared: &Shared) {
             std::thread::sleep(Duration::from_nanos(shared.cfg.app_active_ns));
             continue;
         }
-        let touched = shared.app_touch_ns.load(Ordering::Relaxed);
+        let touched = shared.app_polled_ns.load(Ordering::Relaxed);
         let now = shared.now_ns();
         let active = shared.cfg.app_active_ns;
         if touched != 0 && now.saturating_sub(touched) < active {
@@ -80,28 +84,27 @@ pub(super) fn background(shared: &Shared) {
             // application may not call in before it is due.
             let due = shared
                 .next_deadline_ns
-                .load(Ordering::Relaxed)
+                .load(Ordering::SeqCst)
                 .saturating_sub(now);
-            let nap = (active - (now - touched)).min(due);
-            if nap >= SPIN_BELOW.as_nanos() as u64 || (interrupt && nap > 0) {
-                std::thread::sleep(Duration::from_nanos(nap));
-                continue;
-            }
+            let window = active - (now - touched);
+            let nap = window.min(due);
             if nap > 0 {
-                std::hint::spin_loop();
+                if !interrupt && due < window && due < SPIN_BELOW.as_nanos() as u64 {
+                    // A timer within the kernel's timer slack: spin to it.
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(Duration::from_nanos(nap));
+                }
                 continue;
             }
         }
-        let (deadline, received, sent) = {
+        let (deadline, seen, received, sent) = {
             let mut st = lock(&shared.state);
             let before = (st.stats.rx_packets, st.stats.tx_packets);
-            let d = if interrupt {
-                shared.progress_holding(&mut st)
-            } else {
-                shared.progress(&mut st)
-            };
+            let d = shared.progress_background(&mut st, interrupt);
             (
                 d,
+                shared.next_deadline_ns.load(Ordering::SeqCst),
                 st.stats.rx_packets - before.0,
                 st.stats.tx_packets - before.1,
             )
@@ -128,10 +131,30 @@ pub(super) fn background(shared: &Shared) {
         if wait.is_zero() {
             continue;
         }
-        if shared.socket.wait_readable(Some(wait)).is_err() {
+        // Say until when this thread is blocked, then look again: a round
+        // of the application that moved the deadline earlier before the
+        // store is seen here, one after it wakes the thread.
+        let until = shared.now_ns().saturating_add(wait.as_nanos() as u64);
+        shared
+            .background_blocked_until_ns
+            .store(until.max(1), Ordering::SeqCst);
+        if shared.next_deadline_ns.load(Ordering::SeqCst) < seen {
+            shared
+                .background_blocked_until_ns
+                .store(0, Ordering::SeqCst);
+            continue;
+        }
+        if shared
+            .socket
+            .wait_readable_or(&shared.wakeup, Some(wait))
+            .is_err()
+        {
             // Not expected of ppoll on a live socket; never spin on it.
             std::thread::sleep(wait);
         }
+        shared
+            .background_blocked_until_ns
+            .store(0, Ordering::SeqCst);
     }
 }
 

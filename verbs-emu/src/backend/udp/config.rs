@@ -14,8 +14,12 @@ use roce::time::{Duration as PsDuration, Rate};
 use roce::transport as tp;
 
 /// How long the background thread stays out of the way after the
-/// application called in.
-pub(super) const APP_ACTIVE_NS: u64 = 1_000_000;
+/// application moved packets itself (a poll that ran a progress round):
+/// the longest a packet waits when the application stops polling (to
+/// watch memory, to sleep) just as it arrives, and the period at which the
+/// thread looks while the application keeps polling. A busy-polling
+/// application polls every microsecond or so.
+pub(super) const APP_ACTIVE_NS: u64 = 50_000;
 /// How long a [`BackgroundMode::Interrupt`] device (its `poll_cq` and its
 /// background thread) holds an ACK it has nothing else to send with. A
 /// program that watches memory for its peer's RDMA WRITE answers it with
@@ -38,7 +42,7 @@ pub const PACING_CATCH_UP: PsDuration = PsDuration::from_ms(1);
 /// How a UDP device is set up.
 #[derive(Debug, Clone)]
 pub struct UdpConfig {
-    /// The device name (e.g. `udp_lo`).
+    /// The device name (e.g. `rocelab0`, `udp_eth0`).
     pub name: String,
     /// Address and port to bind.
     pub bind: SocketAddrV4,
@@ -87,10 +91,11 @@ pub struct UdpConfig {
     /// Default: 0xFFFF at index 0.
     pub pkey_table: [u16; tp::PKEY_TABLE_LEN],
     /// How long the background thread stays out of the way after the
-    /// application called in, in nanoseconds (default 1 ms): the longest a
-    /// packet can wait when the application stops calling in just before
-    /// it arrives, and the period at which the thread checks while the
-    /// application keeps calling.
+    /// application moved packets itself (a `poll_cq` or `wait_cq` that ran
+    /// a progress round; posts do not count), in nanoseconds (default
+    /// 50 µs): the longest a packet can wait when the application stops
+    /// polling just before it arrives, and the period at which the thread
+    /// checks while the application keeps polling.
     pub app_active_ns: u64,
     /// How the background thread waits for packets.
     pub background: BackgroundMode,
@@ -102,22 +107,23 @@ pub struct UdpConfig {
 pub enum BackgroundMode {
     /// For applications that call in while they wait (`poll_cq`,
     /// `wait_cq`), as rocelab's own tools do: the thread stays out of
-    /// their way for `app_active_ns` after each call, and between packets
+    /// their way for `app_active_ns` after each poll, and between packets
     /// it spins while traffic is sparse and sleeps in poll(2) while a
     /// stream flows.
     #[default]
     Adaptive,
     /// For applications that may wait without calling in (C programs
     /// watching memory for a peer's RDMA WRITE): once the application has
-    /// not called in for `app_active_ns`, the thread behaves like a NIC's
+    /// not polled for `app_active_ns`, the thread behaves like a NIC's
     /// receive interrupt. It blocks in the kernel on the socket (or until
     /// the next engine timer) and is woken at the packet's arrival. It
     /// spins between sparse packets (as `Adaptive` does) only while the
     /// application's threads use less than half a core, so it takes no
     /// core from a program spinning on memory but answers a server that
     /// blocks (`ib_read_lat`'s) without a wake-up. ACKs it has nothing to
-    /// send with wait up to [`ACK_HOLD`] for the application's reply, and
-    /// `poll_cq` holds them likewise, so that a ping-pong settles into
+    /// send with wait up to [`ACK_HOLD`] for the application's reply (the
+    /// thread sends them when the hold ends), and `poll_cq` holds them
+    /// likewise, so that a ping-pong settles into
     /// each side's polling thread moving every packet, one datagram per
     /// hop.
     Interrupt,

@@ -17,10 +17,10 @@ use std::thread::JoinHandle;
 use super::background::background;
 use super::config::UdpConfig;
 use super::memory::HostMemory;
-use super::state::{lock, os, Shared, State, UdpStats};
+use super::state::{lock, os, Shared, State, UdpStats, QPN_FIRST};
 use crate::backend::counters::TransportTotals;
 use crate::backend::io::{DatagramIo, IoStats, SocketIo};
-use crate::backend::sys::{RoceSocket, RxBatch, TxBatch};
+use crate::backend::sys::{RoceSocket, RxBatch, TxBatch, Wakeup};
 use crate::backend::QpHandle;
 use crate::verbs::{Mtu, Result};
 use roce::time::Instant;
@@ -66,9 +66,10 @@ impl UdpBackend {
                 qps: BTreeMap::new(),
                 ahs: BTreeMap::new(),
                 next_handle: 1,
-                next_qpn: 0x11,
+                next_qpn: QPN_FIRST,
                 tx: TxBatch::with_capacity(1 << 17),
                 acks: Vec::new(),
+                deferred_until: None,
                 acks_held_until: None,
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 icrc: Ipv4IcrcCheck::new(),
@@ -81,9 +82,11 @@ impl UdpBackend {
             local,
             start: std::time::Instant::now(),
             stop: AtomicBool::new(false),
-            app_touch_ns: AtomicU64::new(0),
+            app_polled_ns: AtomicU64::new(0),
             app_waiting: AtomicU64::new(0),
             next_deadline_ns: AtomicU64::new(u64::MAX),
+            background_blocked_until_ns: AtomicU64::new(0),
+            wakeup: Wakeup::new().map_err(|e| os("eventfd", e))?,
             cfg,
             active_mtu,
         });
@@ -121,11 +124,12 @@ impl UdpBackend {
             .map(|e| *e.engine.stats())
     }
 
-    pub(super) fn touch(&self) {
-        self.shared
-            .app_touch_ns
-            .store(self.shared.now_ns().max(1), Ordering::Relaxed);
-    }
+    /// A verb call. It keeps the background thread from nothing: only the
+    /// progress rounds an application thread runs (polls and waits) do,
+    /// as they stamp `app_polled_ns` (see
+    /// [`Shared::progress`](super::state::Shared)), so that a thread that
+    /// posts and then watches memory has its packets moved as they arrive.
+    pub(super) fn touch(&self) {}
 
     pub(super) fn handle(st: &mut State) -> u64 {
         let h = st.next_handle;
@@ -144,5 +148,73 @@ impl Drop for UdpBackend {
         // As in destroy_qp: the deferred ACKs leave before the socket goes.
         self.shared.flush_deferred(&mut st);
         st.mem.release_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::state::{free_qpn, QPN_LAST};
+    use super::*;
+    use crate::backend::Backend;
+    use crate::verbs::{QpCap, QpInitAttr, QpType};
+    use std::net::Ipv4Addr;
+
+    fn device(net: u8) -> UdpBackend {
+        UdpBackend::open(UdpConfig::new(SocketAddrV4::new(
+            Ipv4Addr::new(127, net, 0, 1),
+            0,
+        )))
+        .unwrap()
+    }
+
+    fn init(cq: crate::backend::CqHandle) -> QpInitAttr {
+        QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            cap: QpCap::default(),
+            sq_sig_all: false,
+            cc: None,
+            min_time_between_cnps: None,
+        }
+    }
+
+    /// QPNs wrap after the last one back to the first that is free: a
+    /// live QP keeps its number (and its engine), never replaced by a new
+    /// one, and the reserved QPNs 0 and 1 are never handed out.
+    #[test]
+    fn qpn_wrap_skips_live_qps() {
+        let dev = device(216);
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(16).unwrap();
+        let first = dev.create_qp(pd, &init(cq)).unwrap();
+        let second = dev.create_qp(pd, &init(cq)).unwrap();
+        dev.destroy_qp(second.handle).unwrap();
+        assert_eq!(first.qpn.value(), 0x11);
+        lock(&dev.shared.state).next_qpn = QPN_LAST;
+        let last = dev.create_qp(pd, &init(cq)).unwrap();
+        let wrapped = dev.create_qp(pd, &init(cq)).unwrap();
+        assert_eq!(last.qpn.value(), QPN_LAST);
+        // 0x11 is live; 0x12 was freed.
+        assert_eq!(wrapped.qpn.value(), 0x12);
+        let st = lock(&dev.shared.state);
+        let live: Vec<u32> = st.qps.keys().copied().collect();
+        assert_eq!(live, [0x11, 0x12, QPN_LAST]);
+        assert_eq!(st.qps[&0x11].engine.qpn().value(), 0x11);
+    }
+
+    /// With every QPN from `next_qpn` on in use and the rest too, creation
+    /// fails: it never replaces a QP.
+    #[test]
+    fn qpn_allocation_never_replaces_when_the_space_is_full() {
+        let mut next = 0x1234;
+        assert_eq!(free_qpn(&mut next, |_| true), None);
+        assert_eq!(next, 0x1234, "nothing handed out");
+        // One free QPN below the start: found after wrapping.
+        assert_eq!(free_qpn(&mut next, |q| q != 0x20), Some(0x20));
+        assert_eq!(next, 0x21);
+        // Never 0 or 1, whatever `next` says.
+        let mut next = 0;
+        assert_eq!(free_qpn(&mut next, |_| false), Some(QPN_FIRST));
     }
 }

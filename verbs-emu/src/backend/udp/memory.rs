@@ -72,6 +72,30 @@ impl HostMemory {
         }
     }
 
+    /// Re-register the region `key` names in place (`ibv_rereg_mr`): a
+    /// new range (`ptr`, `len`, whether it was mlock(2)ed), rights or
+    /// protection domain; the keys stay. The old range's pages are
+    /// unlocked when a new range replaces them; on a refusal nothing
+    /// changes. Returns the protection domain the region had.
+    pub(super) fn reregister(
+        &mut self,
+        key: u32,
+        range: Option<(*mut u8, u64, bool)>,
+        access: Option<AccessFlags>,
+        pd: Option<u64>,
+    ) -> std::result::Result<u64, MemError> {
+        let old_pd = self.regions.region(self.regions.index(key)?).pd;
+        let old_len = self.regions.region(self.regions.index(key)?).len;
+        let range = range.map(|(ptr, len, locked)| (ptr as u64, len, HostBuffer { ptr, locked }));
+        if let Some(old) = self.regions.reregister(key, range, access, pd)? {
+            if old.locked {
+                // SAFETY: unlocking the range locked at registration.
+                unsafe { libc::munlock(old.ptr.cast(), old_len as usize) };
+            }
+        }
+        Ok(old_pd)
+    }
+
     /// Deregister the region `key` names, unlocking its pages if they were
     /// locked; its protection domain.
     pub(super) fn deregister(&mut self, key: u32) -> std::result::Result<u64, MemError> {

@@ -12,20 +12,21 @@
 //! * `poll_cq` and `wait_cq` receive, run due timers, transmit and collect
 //!   completions when the CQ is empty (busy polling needs no other thread);
 //! * a background thread per device does the same when the application has
-//!   not called in for a millisecond and no thread of it waits in
-//!   `wait_cq` (a server waiting on TCP, a program sleeping), so that
+//!   not polled for 50 µs and no thread of it waits in `wait_cq` (a server
+//!   waiting on TCP, a program sleeping or watching memory after a post:
+//!   posts only transmit), so that
 //!   retransmissions and responses never stall. Between packets it spins
 //!   while traffic is sparse (requests answered without a wake-up) and
 //!   sleeps in poll(2) while a stream flows (see `background`). That is
 //!   [`BackgroundMode::Adaptive`], for applications that call in while
 //!   they wait. With [`BackgroundMode::Interrupt`] (the drop-in
 //!   libibverbs, whose C programs may wait by watching memory) it instead
-//!   moves every packet as it arrives once the application stops calling
-//!   in, like a NIC's receive interrupt: it blocks in ppoll(2) on the
+//!   moves every packet as it arrives once the application stops
+//!   polling, like a NIC's receive interrupt: it blocks in ppoll(2) on the
 //!   socket and the engines' next deadline, and spins between sparse
 //!   packets only while the application's threads are off the CPU; ACKs
 //!   with nothing to go with wait up to [`ACK_HOLD`] for the application's
-//!   next request.
+//!   next request, and then leave from the background thread.
 //!
 //! Time fed to the engine is the time since the device was opened, in
 //! picoseconds.
@@ -112,6 +113,9 @@ pub use config::{
 };
 pub use device::UdpBackend;
 pub use memory::HostMemory;
-pub use netdev::{device_name_for, interfaces, link_mtu_of, link_rate_of, node_guid_for};
+pub use netdev::{
+    device_name_for, interface_device_name, interfaces, link_mtu_of, link_rate_of, node_guid_for,
+    LOOPBACK_DEVICE, LOOPBACK_DEVICE_ALIAS,
+};
 pub use provider::UdpProvider;
 pub use state::UdpStats;

@@ -37,15 +37,35 @@ fn interface_attr(ip: Ipv4Addr, attr: &str) -> Option<String> {
     Some(text.trim().to_string())
 }
 
-/// The device name for an address: `udp_<interface>` when known, else
-/// `udp_<a>_<b>_<c>_<d>`.
+/// The name of the loopback device (every 127/8 address): the name the
+/// drop-in libibverbs gives its default device, so that `ibv_devices`
+/// under `rocelab exec`, `rocelab devices` and `rocelab perftest -d` show
+/// one name for it.
+pub const LOOPBACK_DEVICE: &str = "rocelab0";
+
+/// The loopback device's former name, still accepted where a device is
+/// named (`rocelab perftest -d udp_lo`).
+pub const LOOPBACK_DEVICE_ALIAS: &str = "udp_lo";
+
+/// The device name of interface `ifname` holding `ip`: [`LOOPBACK_DEVICE`]
+/// for loopback, `udp_<interface>` otherwise.
+pub fn interface_device_name(ifname: &str, ip: Ipv4Addr) -> String {
+    if ip.is_loopback() {
+        LOOPBACK_DEVICE.into()
+    } else {
+        format!("udp_{ifname}")
+    }
+}
+
+/// The device name for an address: [`LOOPBACK_DEVICE`] on loopback,
+/// `udp_<interface>` when known, else `udp_<a>_<b>_<c>_<d>`.
 pub fn device_name_for(ip: Ipv4Addr) -> String {
     if ip.is_loopback() {
-        return "udp_lo".into();
+        return LOOPBACK_DEVICE.into();
     }
     for (name, a) in interfaces() {
         if a == ip {
-            return format!("udp_{name}");
+            return interface_device_name(&name, a);
         }
     }
     let o = ip.octets();

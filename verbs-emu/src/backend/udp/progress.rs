@@ -11,6 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::config::ACK_HOLD;
 use super::rx::arrival_times;
 use super::state::{Shared, State};
 use crate::backend::sys::MAX_BATCH;
@@ -21,27 +22,52 @@ use roce::time::Instant;
 /// of tens of microseconds (ROCEV2.md §5.6) several times over.
 pub(super) const SPIN_BELOW: Duration = Duration::from_micros(100);
 
+/// The latest time the device clock reads: half the range of the engines'
+/// picosecond clock (about 106 days after the device opened), so that any
+/// deadline an engine adds to it (a retry timeout, an ACK's hold) stays
+/// representable: `Instant + Duration` panics on overflow.
+pub(super) const CLOCK_HORIZON: Instant = Instant::from_ps(u64::MAX / 2);
+
+/// The device clock `elapsed` after the device opened, for the engines:
+/// picoseconds, computed without overflow (the product of nanoseconds and
+/// 1000 passes `u64::MAX` after 213.5 days, which wrapped the clock back
+/// to zero or panicked), and held at [`CLOCK_HORIZON`]. A device open
+/// longer than that keeps moving packets and completing work, but its
+/// timers (retransmission, RNR, ACK holds) no longer advance: the engines'
+/// clock would need a wider representation or a rebase to go further.
+pub(super) fn device_time(elapsed: std::time::Duration) -> Instant {
+    let ps = elapsed.as_nanos().saturating_mul(1000);
+    Instant::from_ps(
+        u64::try_from(ps)
+            .unwrap_or(u64::MAX)
+            .min(CLOCK_HORIZON.as_ps()),
+    )
+}
+
 impl Shared {
     pub(super) fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
 
     pub(super) fn now(&self) -> Instant {
-        Instant::from_ps(self.start.elapsed().as_nanos() as u64 * 1000)
+        device_time(self.start.elapsed())
     }
 
-    /// One round of progress: receive, timers, transmit, completions.
-    /// Returns the next engine deadline.
+    /// One round of progress: receive, timers, transmit, completions, run
+    /// by an application thread (a wait), which keeps the background thread
+    /// off the socket for `app_active_ns`. Returns the next engine deadline.
     pub(super) fn progress(&self, st: &mut State) -> Option<Instant> {
         self.progress_with(st, true)
     }
 
     /// Progress; with `transmit_after` false, what the received packets
-    /// make the engines send (ACKs, mostly) waits for the next call. A
+    /// make the engines send (ACKs, mostly) waits for the next call, or
+    /// for [`ACK_HOLD`] when the background thread sends it. A
     /// busy-polling application calls again at once, or posts, and then
     /// the ACK leaves in the same `sendmmsg` as its next request: one
     /// system call per hop instead of two.
     pub(super) fn progress_with(&self, st: &mut State, transmit_after: bool) -> Option<Instant> {
+        self.app_polled();
         self.progress_round(st, transmit_after, false)
     }
 
@@ -50,7 +76,21 @@ impl Shared {
     /// it: what it receives is answered at once, but ACKs with nothing else
     /// to send are held (see [`Shared::transmit_holding`]).
     pub(super) fn progress_holding(&self, st: &mut State) -> Option<Instant> {
+        self.app_polled();
         self.progress_round(st, true, true)
+    }
+
+    /// A round of the background thread: as [`Shared::progress`] (with
+    /// `hold_acks`, as [`Shared::progress_holding`]), without claiming the
+    /// socket for the application.
+    pub(super) fn progress_background(&self, st: &mut State, hold_acks: bool) -> Option<Instant> {
+        self.progress_round(st, true, hold_acks)
+    }
+
+    /// An application thread is moving packets now.
+    fn app_polled(&self) {
+        self.app_polled_ns
+            .store(self.now_ns().max(1), Ordering::Relaxed);
     }
 
     fn progress_round(
@@ -64,10 +104,12 @@ impl Shared {
             self.transmit(st, now);
         }
         let mut at = [Instant::ZERO; MAX_BATCH + 1];
+        let mut received = false;
         for _ in 0..8 {
             // A receive error (an ICMP report) is a lost packet, not a failure.
             let n = st.io.recv(&mut st.rx).unwrap_or_default();
             if n > 0 {
+                received = true;
                 now = self.now();
                 let wall = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -96,15 +138,26 @@ impl Shared {
         self.run_timers(st, now);
         if transmit_after {
             self.transmit_holding(st, now, hold_acks);
+        } else if received && st.deferred_until.is_none() {
+            st.deferred_until = Some(now + ACK_HOLD);
         }
         self.collect(st);
-        let d = self.next_deadline(st);
-        self.next_deadline_ns
-            .store(d.map_or(u64::MAX, |d| d.as_ps() / 1000), Ordering::Relaxed);
-        // Held ACKs bound the wait of the thread that holds them, but not
-        // the nap of an interrupt-style background thread while the
-        // application calls in: its next call sends them.
-        d.into_iter().chain(st.acks_held_until).min()
+        // Held ACKs and deferred transmits are deadlines like the engines'
+        // timers: whoever left them, the background thread wakes for them
+        // and sends them when the application has not called in by then.
+        let d = self
+            .next_deadline(st)
+            .into_iter()
+            .chain(st.acks_held_until)
+            .chain(st.deferred_until)
+            .min();
+        let d_ns = d.map_or(u64::MAX, |d| d.as_ps() / 1000);
+        self.next_deadline_ns.store(d_ns, Ordering::SeqCst);
+        let blocked = self.background_blocked_until_ns.load(Ordering::SeqCst);
+        if blocked != 0 && d_ns < blocked {
+            self.wakeup.wake();
+        }
+        d
     }
 
     /// Send what the engines hold ready: above all the ACKs that
@@ -149,5 +202,32 @@ impl Shared {
             }
             None => cap,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce::time::Duration as PsDuration;
+
+    /// Near and past the old overflow (2^64 ps, 213.5 days) the device
+    /// clock neither wraps back nor panics, never goes back, and leaves
+    /// room for the engines' deadlines; below the horizon it is exact.
+    #[test]
+    fn device_clock_does_not_overflow_after_213_days() {
+        let day = 86_400u64;
+        let old_overflow_ns = u64::MAX / 1000;
+        let before = device_time(Duration::from_nanos(old_overflow_ns - 1_000_000_000));
+        let after = device_time(Duration::from_nanos(old_overflow_ns + 1_000_000_000));
+        let years = device_time(Duration::from_secs(10 * 365 * day));
+        assert!(before <= after && after <= years);
+        assert_eq!(after, CLOCK_HORIZON);
+        assert!(years
+            .checked_add(PsDuration::from_secs(100 * day))
+            .is_some());
+        assert!((years + ACK_HOLD) > years);
+        // Exact up to the horizon: 100 days and 1 ns.
+        let d = Duration::from_secs(100 * day) + Duration::from_nanos(1);
+        assert_eq!(device_time(d).as_ps(), d.as_nanos() as u64 * 1000);
     }
 }

@@ -1,5 +1,5 @@
 //! [`UdpProvider`]: the emulation's device list (one device per IPv4
-//! interface) and how a device is opened, by entry or by GID.
+//! interface: `rocelab0` for loopback, `udp_<interface>` for the others) and how a device is opened, by entry or by GID.
 //!
 //! Contract: as [`Provider`]'s. Listing never binds; opening binds the
 //! device's address and port ([`UdpBackend::open`]).
@@ -11,7 +11,7 @@ use roce::wire::ROCE_UDP_PORT;
 
 use super::config::UdpConfig;
 use super::device::UdpBackend;
-use super::netdev::{device_name_for, interfaces, node_guid_for};
+use super::netdev::{device_name_for, interface_device_name, interfaces, node_guid_for};
 use crate::backend::{Backend, BackendKind, DeviceEntry, Provider};
 use crate::verbs::{Gid, Result, VerbsError};
 
@@ -42,7 +42,7 @@ impl Provider for UdpProvider {
             .map(|(name, ip)| {
                 let bind = SocketAddrV4::new(ip, self.port);
                 DeviceEntry {
-                    name: format!("udp_{name}"),
+                    name: interface_device_name(&name, ip),
                     node_guid: node_guid_for(bind),
                     kind: BackendKind::Udp,
                     detail: bind.to_string(),

@@ -124,14 +124,10 @@ impl Shared {
                 ecn,
                 payload: Payload::Bytes(parsed.payload),
                 grh: (entry.qp_type == QpType::Ud).then_some(&grh),
-                // The engine matches a connected QP's sender against its AV
-                // by address (GID) only, as a NIC does: the UDP source port
-                // of RoCEv2 varies per QP and flow.
                 src: if entry.qp_type == QpType::Ud {
                     encode_addr(m.src)
                 } else {
-                    let av_port = decode_addr(entry.engine.attr().ah).port();
-                    encode_addr(SocketAddrV4::new(*m.src.ip(), av_port))
+                    connected_source(m.src, decode_addr(entry.engine.attr().ah))
                 },
             };
             stats.rx_packets += 1;
@@ -141,6 +137,29 @@ impl Shared {
         }
     }
 }
+
+/// The sender of a packet for a connected QP as its engine matches it
+/// against the QP's address vector `av` (which must equal it exactly).
+///
+/// A peer on RoCEv2's port (4791) is a RoCEv2 device as a NIC sees it: it
+/// is its address (GID), and the UDP source port of its packets is
+/// entropy that receivers must not check (ROCEV2.md §1.4), so the port is
+/// taken as the AV's. A peer on any other port is an emulated device
+/// sharing its address with others (several on one loopback address):
+/// its packets leave from the port it is bound to, which is the only
+/// thing that tells it apart, so the port is kept and a packet from its
+/// address but another port is a stranger's.
+fn connected_source(src: SocketAddrV4, av: SocketAddrV4) -> tp::AddressHandle {
+    let port = if av.port() == ROCE_PORT {
+        av.port()
+    } else {
+        src.port()
+    };
+    encode_addr(SocketAddrV4::new(*src.ip(), port))
+}
+
+/// RoCEv2's UDP destination port (IANA).
+const ROCE_PORT: u16 = 4791;
 
 /// The device-clock times at which the slots of one receive batch arrived:
 /// `out[0] = floor` (the latest time the engines were given) and `out[k +

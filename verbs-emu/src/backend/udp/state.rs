@@ -20,7 +20,7 @@ use super::config::UdpConfig;
 use super::memory::HostMemory;
 use crate::backend::counters::TransportTotals;
 use crate::backend::io::DatagramIo;
-use crate::backend::sys::{RoceSocket, RxBatch, TxBatch};
+use crate::backend::sys::{RoceSocket, RxBatch, TxBatch, Wakeup};
 use crate::backend::AsyncEvent;
 use crate::verbs::{AhAttr, Mtu, QpCap, QpType, VerbsError, WorkCompletion};
 use roce::time::Instant;
@@ -101,6 +101,10 @@ pub(super) struct State {
     /// requests; between rounds, the ACKs the background thread holds
     /// (see [`ACK_HOLD`](super::ACK_HOLD)).
     pub(super) acks: Vec<(tp::Transmit, u8)>,
+    /// A round that received left what the engines produced for the next
+    /// call (`progress_with(.., false)`): the next call, or the background
+    /// thread at this time if none comes, sends it.
+    pub(super) deferred_until: Option<Instant>,
     /// When the held ACKs in `acks` must leave, if any are held.
     pub(super) acks_held_until: Option<Instant>,
     pub(super) rx: RxBatch,
@@ -123,7 +127,13 @@ pub(super) struct Shared {
     pub(super) local: SocketAddrV4,
     pub(super) start: std::time::Instant,
     pub(super) stop: AtomicBool,
-    pub(super) app_touch_ns: AtomicU64,
+    /// When an application thread last moved packets itself (a poll or a
+    /// wait that ran a progress round), in nanoseconds since the device
+    /// was opened (0: never). Only these keep the background thread off
+    /// the socket, for `app_active_ns`: a post only transmits, and says
+    /// nothing about whether the application will collect what arrives
+    /// (it may wait by watching memory).
+    pub(super) app_polled_ns: AtomicU64,
     /// Application threads inside `wait_cq`: they make progress
     /// themselves, so the background thread stays out of their way (two
     /// threads woken by every datagram, taking turns at the lock).
@@ -133,8 +143,40 @@ pub(super) struct Shared {
     /// the background thread wakes for it even while it otherwise stays
     /// out of the application's way.
     pub(super) next_deadline_ns: AtomicU64,
+    /// Until when the background thread is blocked in the kernel, in
+    /// nanoseconds since the device was opened (0: it is not): a round
+    /// that moves `next_deadline_ns` before it wakes the thread through
+    /// `wakeup`.
+    pub(super) background_blocked_until_ns: AtomicU64,
+    /// Wakes the background thread out of its wait on the socket.
+    pub(super) wakeup: Wakeup,
     pub(super) cfg: UdpConfig,
     pub(super) active_mtu: Mtu,
+}
+
+/// The first QPN a device hands out: 0 and 1 are the special QPs, and
+/// the numbers below 0x11 stay unused as on Soft-RoCE.
+pub(super) const QPN_FIRST: u32 = 0x11;
+/// The last QPN a device hands out before wrapping to [`QPN_FIRST`]
+/// (0xFFFFFF is the multicast QPN; the ones just below it stay clear).
+pub(super) const QPN_LAST: u32 = 0xFF_FFF0;
+
+/// The next free QPN from `*next` on, wrapping from [`QPN_LAST`] to
+/// [`QPN_FIRST`] and skipping every number `live` says is in use; `*next`
+/// moves past it. `None` when every QPN is in use: a QPN is never handed
+/// out twice, so a wrap never replaces a live QP.
+pub(super) fn free_qpn(next: &mut u32, live: impl Fn(u32) -> bool) -> Option<u32> {
+    let span = QPN_LAST - QPN_FIRST + 1;
+    let mut q = (*next).clamp(QPN_FIRST, QPN_LAST);
+    for _ in 0..span {
+        let after = if q >= QPN_LAST { QPN_FIRST } else { q + 1 };
+        if !live(q) {
+            *next = after;
+            return Some(q);
+        }
+        q = after;
+    }
+    None
 }
 
 pub(super) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {

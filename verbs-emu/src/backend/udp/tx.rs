@@ -47,6 +47,8 @@ impl Shared {
     /// sends the held ones too.
     pub(super) fn transmit_holding(&self, st: &mut State, now: Instant, hold: bool) {
         st.fed = st.fed.max(now);
+        // Every engine is drained below: nothing deferred is left.
+        st.deferred_until = None;
         let State {
             io,
             qps,

@@ -16,18 +16,18 @@ use super::config::{BackgroundMode, PACING_CATCH_UP};
 use super::device::UdpBackend;
 use super::netdev::node_guid_for;
 use super::progress::SPIN_BELOW;
-use super::state::{decode_addr, encode_addr, lock, Cq, QpEntry, State};
+use super::state::{decode_addr, encode_addr, free_qpn, lock, os, Cq, QpEntry, State};
 use super::work::post_error;
 use crate::backend::counters::QpCounters;
 use crate::backend::{
-    AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, MrHandle, MrKeys, PdHandle, QpCreated,
-    QpHandle,
+    AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, MrChange, MrHandle, MrKeys, PdHandle,
+    QpCreated, QpHandle,
 };
 use crate::verbs::{
     qp_state, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask, QpInitAttr,
     QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError, WorkCompletion,
 };
-use roce::transport::{self as tp, AccessFlags, Qp, QpConfig};
+use roce::transport::{self as tp, AccessFlags, MemError, Qp, QpConfig};
 use roce::wire::{Ecn, Lkey, Qpn, Rkey};
 
 impl Backend for UdpBackend {
@@ -182,6 +182,63 @@ impl Backend for UdpBackend {
         Ok(())
     }
 
+    unsafe fn rereg_mr(&self, mr: MrHandle, change: MrChange) -> Result<()> {
+        const VERB: &str = "ibv_rereg_mr";
+        let mut locked = false;
+        if let Some((addr, len)) = change.range {
+            if len == 0 || addr.is_null() {
+                return Err(VerbsError::invalid(VERB, "null address or length 0"));
+            }
+            // SAFETY: the caller promises [addr, addr + len) is valid
+            // memory (reg_mr's contract).
+            locked = unsafe { libc::mlock(addr.cast(), len) } == 0;
+        }
+        let unpin = || {
+            if let (true, Some((addr, len))) = (locked, change.range) {
+                // SAFETY: unlocking the range locked just above.
+                unsafe { libc::munlock(addr.cast(), len) };
+            }
+        };
+        let mut st = lock(&self.shared.state);
+        if let Some(pd) = change.pd {
+            if !st.pds.contains_key(&pd.0) {
+                unpin();
+                return Err(VerbsError::UnknownHandle {
+                    verb: VERB,
+                    object: "PD",
+                });
+            }
+        }
+        let range = change.range.map(|(a, l)| (a, l as u64, locked));
+        let old_pd =
+            match st
+                .mem
+                .reregister(mr.0 as u32, range, change.access, change.pd.map(|p| p.0))
+            {
+                Ok(pd) => pd,
+                Err(MemError::BadKey(_)) => {
+                    unpin();
+                    return Err(VerbsError::UnknownHandle {
+                        verb: VERB,
+                        object: "MR",
+                    });
+                }
+                Err(e) => {
+                    unpin();
+                    return Err(VerbsError::invalid(VERB, e.to_string()));
+                }
+            };
+        if let Some(new_pd) = change.pd {
+            if let Some(n) = st.pds.get_mut(&old_pd) {
+                *n = n.saturating_sub(1);
+            }
+            if let Some(n) = st.pds.get_mut(&new_pd.0) {
+                *n += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn create_cq(&self, cqe: u32) -> Result<CqHandle> {
         if cqe == 0 || cqe > 1 << 20 {
             return Err(VerbsError::invalid(
@@ -217,6 +274,24 @@ impl Backend for UdpBackend {
                 Ok(())
             }
         }
+    }
+
+    fn resize_cq(&self, cq: CqHandle, cqe: u32) -> Result<u32> {
+        const VERB: &str = "ibv_resize_cq";
+        let mut st = lock(&self.shared.state);
+        let q = st.cqs.get_mut(&cq.0).ok_or(VerbsError::UnknownHandle {
+            verb: VERB,
+            object: "CQ",
+        })?;
+        let cqe = cqe.max(1);
+        if (cqe as usize) < q.queue.len() {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("{} completions are queued, more than {cqe}", q.queue.len()),
+            ));
+        }
+        q.capacity = cqe as usize;
+        Ok(cqe)
     }
 
     fn poll_cq(&self, cq: CqHandle, wc: &mut [WorkCompletion]) -> Result<usize> {
@@ -345,8 +420,9 @@ impl Backend for UdpBackend {
         if cap.max_inline_data > 4096 {
             return Err(VerbsError::invalid(VERB, "max_inline_data above 4096"));
         }
-        let qpn = st.next_qpn;
-        st.next_qpn = if qpn >= 0xFF_FFF0 { 0x11 } else { qpn + 1 };
+        let State { next_qpn, qps, .. } = &mut *st;
+        let qpn = free_qpn(next_qpn, |q| qps.contains_key(&q))
+            .ok_or_else(|| os(VERB, io::Error::from_raw_os_error(libc::ENOMEM)))?;
         let mut cfg = QpConfig::new(Qpn::new(qpn));
         cfg.qp_type = init.qp_type;
         cfg.max_send_wr = cap.max_send_wr;
@@ -454,7 +530,16 @@ impl Backend for UdpBackend {
         if e.engine.state() == QpState::Reset && current != QpState::Reset {
             // RESET starts the engine afresh, counters included; the
             // device's totals keep what it counted.
+            let (qpn, cqs) = (qp.0 as u32, [e.send_cq, e.recv_cq]);
             st.retired.add(&before);
+            // A QP taken to RESET leaves nothing in its CQs (a NIC's
+            // driver cleans the CQ of its entries): the flush completions
+            // of an ERR state never meet the QP's next life.
+            for cq in cqs {
+                if let Some(cq) = st.cqs.get_mut(&cq) {
+                    cq.queue.retain(|wc| wc.qp_num.value() != qpn);
+                }
+            }
         }
         self.shared.collect(&mut st);
         Ok(())
@@ -789,10 +874,18 @@ impl Backend for UdpBackend {
                     object: "QP",
                 })
             })?;
-            if wr.sg_list.len() > tp::MAX_SGE {
+            // As on a NIC: a receive with more SGEs than the QP was
+            // created for is refused (EINVAL), never truncated.
+            if wr.sg_list.len() > e.cap.max_recv_sge.max(1) as usize
+                || wr.sg_list.len() > tp::MAX_SGE
+            {
                 return Err(fail(VerbsError::invalid(
                     VERB,
-                    format!("{} SGEs, at most {}", wr.sg_list.len(), tp::MAX_SGE),
+                    format!(
+                        "{} SGEs, the QP takes {}",
+                        wr.sg_list.len(),
+                        e.cap.max_recv_sge
+                    ),
                 )));
             }
             let mut sges = [tp::Sge::default(); tp::MAX_SGE];
