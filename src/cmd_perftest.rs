@@ -14,7 +14,8 @@ use verbs_emu::verbs::QpType;
 #[derive(Debug, Args)]
 pub struct PerftestArgs {
     /// write_bw, write_lat, read_bw, read_lat, send_bw, send_lat, atomic_bw or atomic_lat.
-    test: Test,
+    #[arg(required_unless_present = "version")]
+    test: Option<Test>,
     /// The server to connect to; without it, this is the server.
     server: Option<String>,
     /// TCP port of the out-of-band exchange.
@@ -90,6 +91,47 @@ pub struct PerftestArgs {
     /// The file of --out_json (perftest_out.json).
     #[arg(long = "out_json_file")]
     out_json_file: Option<PathBuf>,
+    /// Do not measure the peak bandwidth (the peak column reads 0).
+    #[arg(short = 'N', long = "noPeak")]
+    no_peak: bool,
+    /// Print every latency sample, sorted, before the result row.
+    #[arg(short = 'H', long = "report-histogram")]
+    report_histogram: bool,
+    /// Print every latency sample in the order taken (implies -H).
+    #[arg(short = 'U', long = "report-unsorted")]
+    report_unsorted: bool,
+    /// Sleep on completion events instead of polling the CQ.
+    #[arg(short = 'e', long = "events")]
+    events: bool,
+    /// Outstanding RDMA READs and atomics per QP (default 16, the device's
+    /// maximum).
+    #[arg(short = 'o', long = "outs")]
+    outs: Option<u8>,
+    /// Fail unless the average bandwidth reaches this (the table's unit).
+    #[arg(short = 'w', long = "limit_bw")]
+    limit_bw: Option<f64>,
+    /// Fail unless the message rate reaches this (Mpps).
+    #[arg(short = 'y', long = "limit_msgrate")]
+    limit_msgrate: Option<f64>,
+    /// With -b, print each direction's result instead of their sum.
+    #[arg(long = "report-both")]
+    report_both: bool,
+    /// Print perftest's version and exit.
+    #[arg(short = 'V', long = "version")]
+    version: bool,
+    /// Source IP of the connection (the emulated device binds it, as
+    /// --bind).
+    #[arg(long = "source_ip")]
+    source_ip: Option<Ipv4Addr>,
+    /// Wait this many seconds before exiting (the run has released its
+    /// resources by then).
+    #[arg(long = "wait_destroy")]
+    wait_destroy: Option<u64>,
+    /// Atomic operation: FETCH_AND_ADD (CMP_AND_SWAP is not implemented).
+    #[arg(short = 'A', long = "atomic_type")]
+    atomic_type: Option<String>,
+    #[command(flatten)]
+    compat: CompatFlags,
     /// Connection type: RC, UC or UD.
     #[arg(short = 'c', long = "connection", default_value = "RC")]
     connection: String,
@@ -159,6 +201,296 @@ pub struct PerftestArgs {
     cnp_interval: Option<String>,
 }
 
+/// perftest's flags that do not change what the emulation measures, or
+/// that need hardware or features it does not have. Each is accepted; the
+/// run says in a one-line note what became of it ([`CompatFlags::notes`]),
+/// or refuses those whose effect it cannot give where running without it
+/// would give a wrong result ([`CompatFlags::refusal`]).
+#[derive(Debug, Args)]
+pub struct CompatFlags {
+    /// Connect the QPs with rdma_cm (note: the QPs are connected through
+    /// the TCP exchange, with the same attributes).
+    #[arg(short = 'R', long = "rdma_cm")]
+    rdma_cm: bool,
+    /// Exchange the connection data through rdma_cm (note: TCP is used).
+    #[arg(short = 'z', long = "com_rdma_cm")]
+    com_rdma_cm: bool,
+    /// Report times in CPU cycles (note: times are in usec).
+    #[arg(short = 'C', long = "report-cycles")]
+    report_cycles: bool,
+    /// Measure within margins of -D (note: the whole -D is measured).
+    #[arg(short = 'f', long = "margin")]
+    margin: Option<String>,
+    /// Dual-port mode (refused: the device has one port).
+    #[arg(short = 'O', long = "dualport")]
+    dualport: bool,
+    /// Hop limit of raw Ethernet QPs (note: no raw Ethernet QPs).
+    #[arg(short = 'L', long = "hop_limit")]
+    hop_limit: Option<String>,
+    /// Report changes of these performance counters (note: the end-of-run
+    /// counter block reports them all).
+    #[arg(short = 'W', long = "report-counters")]
+    report_counters: Option<String>,
+    /// Completion vector of the events (note: one vector).
+    #[arg(short = 'X', long = "vector")]
+    vector: Option<String>,
+    /// Multicast group (refused: no multicast).
+    #[arg(short = 'g', long = "mcg")]
+    mcg: bool,
+    /// Multicast GID (refused: no multicast).
+    #[arg(short = 'M', long = "MGID")]
+    mgid: Option<String>,
+    /// Use an SRQ (note: receives go to each QP's own queue).
+    #[arg(long = "use-srq")]
+    use_srq: bool,
+    /// Inline receive size (note: not applied).
+    #[arg(long = "inline_recv")]
+    inline_recv: Option<String>,
+    /// Delay between latency posts (refused: not implemented).
+    #[arg(long = "latency_gap")]
+    latency_gap: Option<String>,
+    /// CPU utilisation in -D runs (note: not measured).
+    #[arg(long = "cpu_util")]
+    cpu_util: bool,
+    /// Destination LID (note: RoCE has no LIDs).
+    #[arg(long = "dlid")]
+    dlid: Option<String>,
+    /// Do not exchange versions and MTU (note: they are exchanged).
+    #[arg(long = "dont_xchg_versions")]
+    dont_xchg_versions: bool,
+    /// Force the link type: Ethernet (IB is refused).
+    #[arg(long = "force-link")]
+    force_link: Option<String>,
+    /// IPv6 GIDs (refused: the emulated device is IPv4).
+    #[arg(long = "ipv6")]
+    ipv6: bool,
+    /// An mmap'd file as the buffer (note: anonymous memory is used).
+    #[arg(long = "mmap")]
+    mmap: Option<String>,
+    /// Offset into --mmap (note: not applied).
+    #[arg(long = "mmap-offset")]
+    mmap_offset: Option<String>,
+    /// A memory region per QP (note: one region holds every QP's ring).
+    #[arg(long = "mr_per_qp")]
+    mr_per_qp: bool,
+    /// On-demand paging (note: memory is registered up front).
+    #[arg(long = "odp")]
+    odp: bool,
+    /// Print only one number (refused: the full table is printed).
+    #[arg(long = "output")]
+    output: Option<String>,
+    /// ibv_post_send instead of the extended post API (what is done).
+    #[arg(long = "use_old_post_send")]
+    use_old_post_send: bool,
+    /// Warm-up iterations (note: none are run).
+    #[arg(long = "perform_warm_up")]
+    perform_warm_up: bool,
+    /// P_Key index (note: the one P_Key, index 0).
+    #[arg(long = "pkey_index")]
+    pkey_index: Option<String>,
+    /// Per-port report of dual-port runs (note: one port).
+    #[arg(long = "report-per-port")]
+    report_per_port: bool,
+    /// The server sends to the client (refused: not implemented).
+    #[arg(long = "reversed")]
+    reversed: bool,
+    /// rdma_cm retry count (note: no rdma_cm connection).
+    #[arg(long = "retry_count")]
+    retry_count: Option<String>,
+    /// Huge pages for the buffers (note: not applied).
+    #[arg(long = "use_hugepages")]
+    use_hugepages: bool,
+    /// PCIe relaxed ordering off (note: no PCIe).
+    #[arg(long = "disable_pcie_relaxed")]
+    disable_pcie_relaxed: bool,
+    /// Post lists of receives (note: receives are posted one by one).
+    #[arg(long = "recv_post_list")]
+    recv_post_list: Option<String>,
+    /// Rate limit (refused: use --cc-param line_rate=RATE).
+    #[arg(long = "rate_limit")]
+    rate_limit: Option<String>,
+    /// Unit of --rate_limit.
+    #[arg(long = "rate_units")]
+    rate_units: Option<String>,
+    /// Kind of --rate_limit (HW, SW, PP).
+    #[arg(long = "rate_limit_type")]
+    rate_limit_type: Option<String>,
+    /// Burst of the rate limiter.
+    #[arg(long = "burst_size")]
+    burst_size: Option<String>,
+    /// Packet size of the PP rate limiter.
+    #[arg(long = "typical_pkt_size")]
+    typical_pkt_size: Option<String>,
+    /// DC streams (refused: no DC transport).
+    #[arg(long = "log_dci_streams")]
+    log_dci_streams: Option<String>,
+    /// Active DC streams (refused: no DC transport).
+    #[arg(long = "log_active_dci_streams")]
+    log_active_dci_streams: Option<String>,
+    /// AES-XTS encryption (refused: mlx5 only).
+    #[arg(long = "aes_xts")]
+    aes_xts: bool,
+    /// Encrypt on transmit (refused: mlx5 only).
+    #[arg(long = "encrypt_on_tx")]
+    encrypt_on_tx: bool,
+    /// Signature before encryption (refused: mlx5 only).
+    #[arg(long = "sig_before")]
+    sig_before: bool,
+    /// AES-XTS block size (refused: mlx5 only).
+    #[arg(long = "aes_block_size")]
+    aes_block_size: Option<String>,
+    /// Data encryption keys (refused: mlx5 only).
+    #[arg(long = "data_enc_keys_number")]
+    data_enc_keys_number: Option<String>,
+    /// Key encryption key file (refused: mlx5 only).
+    #[arg(long = "kek_path")]
+    kek_path: Option<String>,
+    /// Credentials file (refused: mlx5 only).
+    #[arg(long = "credentials_path")]
+    credentials_path: Option<String>,
+    /// Data encryption key application (refused: mlx5 only).
+    #[arg(long = "data_enc_key_app_path")]
+    data_enc_key_app_path: Option<String>,
+}
+
+impl CompatFlags {
+    /// The flags given that do not apply here, each with what became of
+    /// it (one line each).
+    pub fn notes(&self) -> Vec<&'static str> {
+        let mut n = Vec::new();
+        let mut note = |given: bool, text: &'static str| {
+            if given {
+                n.push(text);
+            }
+        };
+        note(self.rdma_cm, "-R: the QPs are connected through the TCP exchange (perftest's default) with the same attributes; rdma_cm is not used");
+        note(
+            self.com_rdma_cm,
+            "-z: the connection data goes over TCP; rdma_cm is not used",
+        );
+        note(
+            self.report_cycles,
+            "-C: times are reported in usec (no cycle counter)",
+        );
+        note(
+            self.margin.is_some(),
+            "-f: the whole -D period is measured (no margins)",
+        );
+        note(
+            self.hop_limit.is_some(),
+            "-L: applies to raw Ethernet QPs only; none here",
+        );
+        note(
+            self.report_counters.is_some(),
+            "-W: the counter block after the results reports every counter's change",
+        );
+        note(
+            self.vector.is_some(),
+            "-X: the device has one completion vector",
+        );
+        note(
+            self.use_srq,
+            "--use-srq: receives are posted to each QP's own receive queue",
+        );
+        note(
+            self.inline_recv.is_some(),
+            "--inline_recv: not applied (receives are copied)",
+        );
+        note(self.cpu_util, "--cpu_util: CPU utilisation is not measured");
+        note(
+            self.dlid.is_some(),
+            "--dlid: RoCE addresses by GID; no LID is used",
+        );
+        note(
+            self.dont_xchg_versions,
+            "--dont_xchg_versions: versions and MTU are exchanged (rocelab needs them)",
+        );
+        note(
+            self.mmap.is_some() || self.mmap_offset.is_some(),
+            "--mmap: the buffers are anonymous memory",
+        );
+        note(
+            self.mr_per_qp,
+            "--mr_per_qp: one memory region holds every QP's buffers",
+        );
+        note(self.odp, "--odp: memory is registered up front");
+        note(
+            self.perform_warm_up,
+            "--perform_warm_up: no warm-up iterations are run",
+        );
+        note(
+            self.pkey_index.is_some(),
+            "--pkey_index: the device has one P_Key (index 0)",
+        );
+        note(
+            self.report_per_port,
+            "--report-per-port: the device has one port",
+        );
+        note(
+            self.retry_count.is_some(),
+            "--retry_count: applies to rdma_cm connections; none here",
+        );
+        note(
+            self.use_hugepages,
+            "--use_hugepages: not applied (regular pages)",
+        );
+        note(
+            self.disable_pcie_relaxed,
+            "--disable_pcie_relaxed: there is no PCIe",
+        );
+        note(
+            self.recv_post_list.is_some(),
+            "--recv_post_list: receives are posted one by one",
+        );
+        n
+    }
+
+    /// Why the run cannot go on with these flags, if it cannot: a flag
+    /// whose effect is missing here would make the result wrong.
+    pub fn refusal(&self) -> Option<String> {
+        let refuse = [
+            (self.dualport, "-O: the device has one port; dual-port mode needs two"),
+            (self.mcg || self.mgid.is_some(), "-g/-M: multicast is not supported"),
+            (self.latency_gap.is_some(), "--latency_gap is not implemented"),
+            (self.ipv6, "--ipv6: the emulated device speaks RoCEv2 over IPv4"),
+            (self.output.is_some(), "--output is not implemented: the full table is printed"),
+            (self.reversed, "--reversed is not implemented: the client sends"),
+            (
+                self.rate_limit.is_some()
+                    || self.rate_units.is_some()
+                    || self.rate_limit_type.is_some()
+                    || self.burst_size.is_some()
+                    || self.typical_pkt_size.is_some(),
+                "the rate limiter flags are not implemented: hold the sender to a rate with --cc dcqcn --cc-param line_rate=RATE",
+            ),
+            (
+                self.log_dci_streams.is_some() || self.log_active_dci_streams.is_some(),
+                "DC streams need the DC transport (mlx5); -c RC, UC or UD",
+            ),
+            (
+                self.aes_xts
+                    || self.encrypt_on_tx
+                    || self.sig_before
+                    || self.aes_block_size.is_some()
+                    || self.data_enc_keys_number.is_some()
+                    || self.kek_path.is_some()
+                    || self.credentials_path.is_some()
+                    || self.data_enc_key_app_path.is_some(),
+                "AES-XTS encryption needs an mlx5 device",
+            ),
+        ];
+        if let Some((_, why)) = refuse.iter().find(|(given, _)| *given) {
+            return Some((*why).to_string());
+        }
+        match self.force_link.as_deref() {
+            Some(l) if !l.eq_ignore_ascii_case("ethernet") => Some(format!(
+                "--force-link={l}: the device's link is Ethernet (RoCE)"
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// The congestion control the flags name; the error names the flag, the
 /// value and what was expected.
 pub fn cc_spec(
@@ -182,6 +514,27 @@ pub fn cc_spec(
 
 /// Run it.
 pub fn run(a: PerftestArgs) -> ExitCode {
+    if a.version {
+        println!("Version: {}", perftest::exchange::PERFTEST_VERSION);
+        return ExitCode::SUCCESS;
+    }
+    let Some(test) = a.test else {
+        eprintln!(" A test is needed: write_bw, write_lat, read_bw, read_lat, send_bw, send_lat, atomic_bw or atomic_lat");
+        return ExitCode::FAILURE;
+    };
+    if let Some(why) = a.compat.refusal() {
+        eprintln!(" {why}");
+        return ExitCode::FAILURE;
+    }
+    if let Some(t) = &a.atomic_type {
+        if !t.eq_ignore_ascii_case("FETCH_AND_ADD") {
+            eprintln!(" --atomic_type {t}: FETCH_AND_ADD is implemented (CMP_AND_SWAP is not)");
+            return ExitCode::FAILURE;
+        }
+    }
+    for n in a.compat.notes() {
+        println!(" Note: {n}");
+    }
     let connection = match a.connection.to_ascii_uppercase().as_str() {
         "RC" => QpType::Rc,
         "UC" => QpType::Uc,
@@ -202,7 +555,15 @@ pub fn run(a: PerftestArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut cfg = Config::new(a.test);
+    let mut cfg = Config::new(test);
+    cfg.no_peak = a.no_peak;
+    cfg.report_histogram = a.report_histogram;
+    cfg.report_unsorted = a.report_unsorted;
+    cfg.events = a.events;
+    cfg.outs = a.outs;
+    cfg.limit_bw = a.limit_bw;
+    cfg.limit_msgrate = a.limit_msgrate;
+    cfg.report_both = a.report_both;
     cfg.cc = cc;
     cfg.server = a.server;
     cfg.port = a.port;
@@ -234,7 +595,7 @@ pub fn run(a: PerftestArgs) -> ExitCode {
     cfg.report_gbits = a.report_gbits;
     cfg.inline_size = a.inline_size;
     cfg.backend = a.backend;
-    cfg.bind = a.bind;
+    cfg.bind = a.bind.or(a.source_ip);
     cfg.udp_port = a.udp_port;
     cfg.faults = Faults {
         loss: a.loss,
@@ -248,7 +609,11 @@ pub fn run(a: PerftestArgs) -> ExitCode {
     cfg.pcap = a.pcap;
     cfg.verify = a.verify;
     cfg.busy_poll = a.busy_poll;
-    match perftest::run(&cfg) {
+    let result = perftest::run(&cfg);
+    if let Some(secs) = a.wait_destroy {
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+    }
+    match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e}");

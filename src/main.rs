@@ -67,7 +67,7 @@ enum Command {
     /// dumps, write and run the twin scenario, print real beside model.
     Twin(cmd_twin::Args),
     /// perftest-compatible benchmarks: rocelab perftest write_bw [SERVER].
-    Perftest(cmd_perftest::PerftestArgs),
+    Perftest(Box<cmd_perftest::PerftestArgs>),
     /// Run an unmodified ibverbs program over the emulation: rocelab exec -- ib_write_bw.
     Exec(cmd_exec::ExecArgs),
     /// Print the settings `exec` uses, for a shell or a CI file: eval "$(rocelab env)".
@@ -95,7 +95,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => cmd_doctor::run(args),
         Command::Compare(args) => cmd_compare::run(args),
         Command::Twin(args) => cmd_twin::run(args),
-        Command::Perftest(a) => cmd_perftest::run(a),
+        Command::Perftest(a) => cmd_perftest::run(*a),
         Command::Exec(a) => cmd_exec::run_exec(a),
         Command::Env(a) => cmd_exec::run_env(&a),
     }

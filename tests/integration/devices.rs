@@ -172,3 +172,26 @@ fn devices_counters_prints_ethtool_dumps_that_parse_and_doctor_read() {
         "{d}"
     );
 }
+
+#[test]
+fn the_loopback_device_has_the_name_the_drop_in_library_gives_it() {
+    // One device, one name: `ibv_devices` under `rocelab exec` shows the
+    // loopback device as rocelab0, and so does `rocelab devices`.
+    let out = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .args(["devices", "--long"])
+        .output()
+        .expect("run rocelab devices --long");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lo: Vec<&str> = stdout
+        .lines()
+        .filter(|row| row.contains("\tudp\t127."))
+        .collect();
+    assert_eq!(lo.len(), 1, "{stdout}");
+    assert_eq!(
+        lo[0].split('\t').next().unwrap().trim(),
+        "rocelab0",
+        "{stdout}"
+    );
+    assert!(!stdout.contains("udp_lo"), "{stdout}");
+}

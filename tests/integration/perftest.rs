@@ -74,7 +74,7 @@ fn bw_row(out: &str) -> (u64, u64, f64, f64, f64) {
     let lines: Vec<&str> = out.lines().collect();
     let h = lines
         .iter()
-        .position(|l| l.starts_with(" #bytes     #iterations    BW peak[MiB/sec]"))
+        .position(|l| l.starts_with(" #bytes     #iterations    BW peak[MB/sec]"))
         .unwrap_or_else(|| panic!("no BW header in:\n{out}"));
     let row = lines[h + 1..]
         .iter()
@@ -216,7 +216,7 @@ fn header_block_and_addresses_follow_perftest() {
     let dash = "-".repeat(87);
     assert_eq!(lines[0], dash);
     assert_eq!(lines[1], "                    RDMA_Write BW Test");
-    assert!(lines.contains(&" Dual-port       : OFF\t\tDevice         : udp_lo"));
+    assert!(lines.contains(&" Dual-port       : OFF\t\tDevice         : rocelab0"));
     assert!(lines.contains(&" Connection type : RC\t\tUsing SRQ      : OFF"));
     assert!(lines.contains(&" TX depth        : 128"));
     assert!(lines.contains(&" Link type       : Ethernet"));
@@ -232,7 +232,7 @@ fn header_block_and_addresses_follow_perftest() {
     // block of the run follows it, to the end.
     let block = lines
         .iter()
-        .position(|l| l.starts_with(" Counter delta of this run: device udp_lo, "))
+        .position(|l| l.starts_with(" Counter delta of this run: device rocelab0, "))
         .unwrap_or_else(|| panic!("no counter block:\n{out}"));
     assert_eq!(lines[block - 1], dash);
     assert_eq!(lines[block + 1], "NIC statistics:");
@@ -268,11 +268,18 @@ fn mismatched_flags_fail_both_sides_with_a_reason() {
     let c = wait(client, Duration::from_secs(30));
     let s = wait(server, Duration::from_secs(30));
     assert!(!c.status.success() && !s.status.success());
+    let e = String::from_utf8_lossy(&c.stderr);
+    assert!(e.contains("same flags"), "{}", text(&c));
+    // The flag that differs, in words: no dump of a Rust struct.
     assert!(
-        String::from_utf8_lossy(&c.stderr).contains("same flags"),
+        e.contains("message size (-s): 2048 here, 1024 on the peer"),
         "{}",
         text(&c)
     );
+    for side in [&s, &c] {
+        let e = String::from_utf8_lossy(&side.stderr);
+        assert!(!e.contains("Hello {") && !e.contains("sizes:"), "{e}");
+    }
 }
 
 #[test]
@@ -610,7 +617,7 @@ fn size_suffixes_and_missing_devices_follow_perftest() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("IB device mlx5_9 not found") && e.contains("udp_lo"),
+        e.contains("IB device mlx5_9 not found") && e.contains("rocelab0"),
         "{e}"
     );
     assert!(start.elapsed() < Duration::from_secs(5));
@@ -807,7 +814,7 @@ fn the_end_of_run_counters_go_through_parse_and_doctor() {
     let v: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
     assert_eq!(v["kind"], "perftest");
     let block = &v["data"]["runs"][0]["counters"];
-    assert_eq!(block["device"], "udp_lo");
+    assert_eq!(block["device"], "rocelab0");
     assert_eq!(block["counters"]["out_of_sequence"], sc["out_of_sequence"]);
     assert!(block["duration_ns"].as_u64().unwrap() > 0);
     // rocelab doctor names the counters that moved, on the side that
@@ -838,7 +845,7 @@ fn the_end_of_run_counters_go_through_parse_and_doctor() {
         .filter(|f| f["id"] == "packet-loss")
         .flat_map(|f| f["affects"].as_array().unwrap())
         .collect();
-    for side in ["udp_lo (server)", "udp_lo (client)"] {
+    for side in ["rocelab0 (server)", "rocelab0 (client)"] {
         assert!(affected.iter().any(|a| *a == side), "{affected:?}");
     }
     // Both sides' paths mark (the server's ACKs too): the balance sums
@@ -918,4 +925,319 @@ fn write_bw_runs_with_dcqcn_on_both_sides() {
     let (bytes, iters, _, avg, _) = bw_row(&String::from_utf8_lossy(&c.stdout));
     assert_eq!((bytes, iters), (65536, 300));
     assert!(avg > 0.0);
+}
+
+#[test]
+fn write_bw_verify_for_a_duration_runs_past_the_iteration_count() {
+    // -D with --verify: the receiving side checks as many messages as the
+    // sender sent in the time, not -n of them (it used to stop at -n and
+    // leave the sender retrying into a closed QP).
+    let (s, c) = run_pair(
+        "write_bw",
+        18761,
+        "127.67.0.1",
+        &["-D", "2", "-n", "100", "-s", "4096", "--verify"],
+    );
+    assert!(s.status.success(), "{}", text(&s));
+    assert!(c.status.success(), "{}", text(&c));
+    let (_, iters, _, avg, _) = bw_row(&String::from_utf8_lossy(&c.stdout));
+    assert!(
+        iters > 100,
+        "the client ran {iters} messages:\n{}",
+        text(&c)
+    );
+    assert!(avg > 0.0);
+    let (_, server_iters, ..) = bw_row(&String::from_utf8_lossy(&s.stdout));
+    assert!(server_iters > 100, "{}", text(&s));
+}
+
+/// A stand-in for a rocelab client: it mirrors the server's version
+/// record and every JSON line (hello, endpoints, barriers), and after the
+/// first size barrier sends `extra`; returns the server's output.
+fn against_fake_rocelab_client(port: u16, server_flags: &[&str], extra: &str) -> Output {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let server = rocelab()
+        .args(["perftest", "-p", &port.to_string()])
+        .args(server_flags)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut s = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("no server: {e}"),
+        }
+    };
+    let mut v = [0u8; 16];
+    v[..12].copy_from_slice(b"6.06\0rocelab");
+    s.write_all(&v).unwrap();
+    s.read_exact(&mut v).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    // The server may hang up first (that is what the test wants to see):
+    // a failed write ends the exchange, the server's verdict follows.
+    // The fake answers each line with the same line, as a peer running the
+    // same test does; after the last synchronisation before traffic (the
+    // send tests': receives posted, or the ping-pong ready) it sends
+    // `extra`, where a peer's end-of-run counts would come.
+    while r.read_line(&mut line).unwrap_or(0) > 0 {
+        if s.write_all(line.as_bytes()).is_err() {
+            break;
+        }
+        let last_sync = line.contains("pingpong ready") || line.contains("recvs posted");
+        if last_sync && s.write_all(extra.as_bytes()).is_err() {
+            break;
+        }
+        line.clear();
+    }
+    wait(server, Duration::from_secs(30))
+}
+
+#[test]
+fn a_short_posted_message_from_the_peer_is_an_error_not_a_crash() {
+    for (i, (flags, extra)) in [
+        (&["send_lat", "-D", "2"][..], "{\"Posted\":[]}\n"),
+        (&["send_bw", "-D", "2", "-q", "2"][..], "{\"Posted\":[7]}\n"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = against_fake_rocelab_client(18762 + i as u16, flags, extra);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flags:?}: {}", text(&o));
+        assert!(!err.contains("panicked"), "{flags:?}: {}", text(&o));
+        assert!(
+            err.contains("end-of-run message counts"),
+            "{flags:?}: {}",
+            text(&o)
+        );
+    }
+}
+
+#[test]
+fn the_device_is_named_as_under_exec_and_the_old_name_still_opens_it() {
+    for (i, dev) in ["rocelab0", "udp_lo"].into_iter().enumerate() {
+        let (s, c) = run_pair(
+            "write_bw",
+            18764 + i as u16,
+            &format!("127.67.{}.1", i + 1),
+            &["-n", "20", "-s", "4096", "-d", dev],
+        );
+        assert!(s.status.success() && c.status.success(), "{}", text(&c));
+        let out = String::from_utf8_lossy(&c.stdout);
+        assert!(
+            out.contains("Device         : rocelab0\n"),
+            "-d {dev}:\n{out}"
+        );
+    }
+}
+
+/// Every flag of Debian's perftest 4.5 (`ib_{write,read,send,atomic}_{bw,lat}
+/// --help`), with a value where it takes one.
+const PERFTEST_FLAGS: &[&[&str]] = &[
+    &["-a"],
+    &["-b"],
+    &["-c", "RC"],
+    &["-D", "1"],
+    &["-f", "2"],
+    &["-F"],
+    &["-i", "1"],
+    &["-I", "64"],
+    &["-l", "1"],
+    &["-L", "64"],
+    &["-m", "1024"],
+    &["-n", "100"],
+    &["-N"],
+    &["-O"],
+    &["-p", "18515"],
+    &["-q", "1"],
+    &["-Q", "1"],
+    &["-R"],
+    &["-s", "64"],
+    &["-S", "0"],
+    &["-t", "128"],
+    &["-T", "0"],
+    &["-u", "14"],
+    &["-w", "1"],
+    &["-W", "counters/port_xmit_data"],
+    &["-x", "0"],
+    &["-y", "1"],
+    &["-z"],
+    &["-A", "FETCH_AND_ADD"],
+    &["-C"],
+    &["-H"],
+    &["-U"],
+    &["-e"],
+    &["-o", "4"],
+    &["-X", "0"],
+    &["-g"],
+    &["-M", "ff0e::1"],
+    &["-r", "512"],
+    &["--out_json"],
+    &["--out_json_file=x.json"],
+    &["--cpu_util"],
+    &["--dlid", "1"],
+    &["--dont_xchg_versions"],
+    &["--force-link=Ethernet"],
+    &["--ipv6"],
+    &["--source_ip", "127.0.0.1"],
+    &["--mmap=f"],
+    &["--mmap-offset=0"],
+    &["--mr_per_qp"],
+    &["--odp"],
+    &["--output=bandwidth"],
+    &["--use_old_post_send"],
+    &["--perform_warm_up"],
+    &["--pkey_index=0"],
+    &["--report-both"],
+    &["--report_gbits"],
+    &["--report-per-port"],
+    &["--reversed"],
+    &["--run_infinitely"],
+    &["--retry_count=7"],
+    &["--tclass=0"],
+    &["--use_hugepages"],
+    &["--wait_destroy=0"],
+    &["--disable_pcie_relaxed"],
+    &["--recv_post_list=1"],
+    &["--burst_size=1"],
+    &["--typical_pkt_size=1"],
+    &["--rate_limit=1"],
+    &["--rate_units=g"],
+    &["--rate_limit_type=SW"],
+    &["--log_dci_streams=0"],
+    &["--log_active_dci_streams=0"],
+    &["--aes_xts"],
+    &["--encrypt_on_tx"],
+    &["--sig_before"],
+    &["--aes_block_size=512"],
+    &["--data_enc_keys_number=1"],
+    &["--kek_path=k"],
+    &["--credentials_path=c"],
+    &["--data_enc_key_app_path=a"],
+    &["--inline_recv=0"],
+    &["--latency_gap=0"],
+    &["--use-srq"],
+    &["--tos", "0"],
+    &["-V"],
+    &["-h"],
+];
+
+#[test]
+fn every_flag_perftest_documents_is_accepted() {
+    for flag in PERFTEST_FLAGS {
+        // A missing device fails at once after the flags are read: a flag
+        // that is accepted reaches it (or says why it cannot apply).
+        let o = rocelab()
+            .args(["perftest", "write_bw", "-d", "mlx5_9"])
+            .args(*flag)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !e.contains("unexpected argument") && !e.contains("error: invalid value"),
+            "{flag:?} was rejected:\n{}",
+            text(&o)
+        );
+        assert!(
+            !e.contains("panicked") && o.status.code().is_some_and(|c| c <= 1),
+            "{flag:?}:\n{}",
+            text(&o)
+        );
+    }
+    let o = rocelab().args(["perftest", "-V"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "Version: 6.06\n");
+    // A flag that cannot apply says so in one line and the run goes on.
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-R", "-d", "mlx5_9"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with(" Note: -R: "), "{}", text(&o));
+    assert_eq!(out.lines().count(), 1, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("IB device mlx5_9 not found"));
+    // One whose effect is missing would give a wrong result: refused.
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-O"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("one port"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn no_peak_histograms_limits_and_both_directions_follow_perftest() {
+    // -N: no peak, perftest's warning.
+    let (s, c) = run_pair("write_bw", 18766, "127.67.3.1", &["-n", "50", "-N"]);
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert!(
+        out.contains(" WARNING: BW peak won't be measured in this run."),
+        "{out}"
+    );
+    let (_, _, peak, avg, _) = bw_row(&out);
+    assert_eq!(peak, 0.0);
+    assert!(avg > 0.0);
+    // -U (implies -H): the samples in order taken, then sorted.
+    let (s, c) = run_pair("send_lat", 18767, "127.67.4.1", &["-n", "20", "-U", "-e"]);
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    let out = String::from_utf8_lossy(&c.stdout);
+    let lists: Vec<Vec<f64>> = out
+        .split("#, usec\n")
+        .skip(1)
+        .map(|block| {
+            block
+                .lines()
+                .map_while(|l| l.split_once(", "))
+                .enumerate()
+                .map(|(i, (n, v))| {
+                    assert_eq!(n, (i + 1).to_string());
+                    v.parse::<f64>().unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(lists.len(), 2, "{out}");
+    assert_eq!(lists[0].len(), 19, "{out}");
+    let mut sorted = lists[0].clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(lists[1], sorted);
+    // --limit_bw above what is reached: the test fails and says so.
+    let (_, c) = run_pair(
+        "write_bw",
+        18768,
+        "127.67.5.1",
+        &["-n", "50", "--limit_bw", "1e12"],
+    );
+    assert!(!c.status.success());
+    assert!(
+        String::from_utf8_lossy(&c.stderr).contains("below the limit --limit_bw"),
+        "{}",
+        text(&c)
+    );
+    // --report-both with -b: a block per direction instead of the sum.
+    let (s, c) = run_pair(
+        "write_bw",
+        18769,
+        "127.67.6.1",
+        &["-n", "200", "-b", "--report-both"],
+    );
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert!(out.contains("\n Local results: \n"), "{out}");
+    assert!(out.contains("\n Remote results: \n"), "{out}");
+    // -o: the outstanding reads of the header.
+    let (s, c) = run_pair("read_bw", 18770, "127.67.7.1", &["-n", "50", "-o", "4"]);
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    assert!(String::from_utf8_lossy(&c.stdout).contains(" Outstand reads  : 4\n"));
 }

@@ -21,6 +21,12 @@
 //!   DCQCN held at a 4 Gbit/s line rate, the payload rate against what
 //!   4 Gbit/s of wire leaves (the pacer's precision).
 //!
+//! * small messages (`--only small`): rocelab write_bw 8 B (message rate,
+//!   target >= 1 M messages/s) and write_lat 8 B (t_typical), beside UCX's
+//!   `ucx_perftest` over TCP in the same round (`tag_bw` and `tag_lat`,
+//!   8 B, `UCX_TLS=tcp,self`, where installed): the ratios write_lat /
+//!   tag_lat (target <= 0.8) and write_bw's rate / tag_bw's.
+//!
 //! The parts run in rounds (`--rounds N`, default 3; `--quick`: one short
 //! round): each round measures the baselines right before the figures they
 //! scale, a table shows every round, and the verdicts take the median of
@@ -31,7 +37,9 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use verbs_emu::bench::{load_average, median, raw_pingpong, raw_stream, raw_stream_of};
+use verbs_emu::bench::{
+    load_average, median, raw_pingpong, raw_stream, raw_stream_of, ucx_perftest_tcp,
+};
 use verbs_emu::cc::CcSpec;
 use verbs_emu::perftest::{self, Config, ResultRow, Test};
 use verbs_emu::wire::{bth, icrc, reth};
@@ -73,7 +81,7 @@ fn main() {
             .position(|a| a == flag)
             .and_then(|i| args.get(i + 1).cloned())
     };
-    // `--only PART[,PART...]` (raw, lat, bw64, bw1m) runs those parts
+    // `--only PART[,PART...]` (raw, lat, bw64, bw1m, dcqcn, small) runs those parts
     // with their baselines, for profiling; the others say "not measured".
     let only = value("--only");
     let run = |part: &str| {
@@ -162,6 +170,25 @@ fn main() {
                 paced,
             ));
         }
+        if run("small") {
+            let iters = if quick { 20000 } else { 100000 };
+            let t = Duration::from_secs(120);
+            let ucx_port = 13400 + 2 * round as u16;
+            if let Some(u) = ucx_perftest_tcp("tag_lat", 8, iters / 5, ucx_port, t) {
+                r.ucx_lat_us = u.median_us;
+            }
+            r.small_lat_us = match perftest_pair(Test::WriteLat, port + 3, 8, iters / 5) {
+                ResultRow::Lat { stats, .. } => stats.typical,
+                _ => f64::NAN,
+            };
+            if let Some(u) = ucx_perftest_tcp("tag_bw", 8, iters, ucx_port + 1, t) {
+                r.ucx_rate = u.msg_rate;
+            }
+            r.small_rate = match perftest_pair(Test::WriteBw, port + 3, 8, iters) {
+                ResultRow::Bw { msg_rate, .. } => msg_rate * 1e6,
+                _ => f64::NAN,
+            };
+        }
         table.push(r);
     }
 
@@ -248,6 +275,39 @@ fn main() {
         "rocelab write_bw 64 KiB with DCQCN at a 4 Gbit/s line rate: {paced:.3} Gbit/s of payload = {:.1} % of the {want:.3} Gbit/s 4 Gbit/s of wire carries",
         paced / want * 100.0
     );
+    if run("small") {
+        println!(
+            "{:>5} {:>14} {:>14} {:>8} {:>16} {:>16} {:>8}",
+            "round", "write_lat 8B", "UCX tag_lat", "ratio", "write_bw 8B", "UCX tag_bw", "ratio"
+        );
+        for (i, r) in table.iter().enumerate() {
+            println!(
+                "{:>5} {:>11.2} us {:>11.2} us {:>7.3}x {:>10.3} Mmsg/s {:>10.3} Mmsg/s {:>7.3}x",
+                i + 1,
+                r.small_lat_us,
+                r.ucx_lat_us,
+                r.small_lat_us / r.ucx_lat_us,
+                r.small_rate / 1e6,
+                r.ucx_rate / 1e6,
+                r.small_rate / r.ucx_rate
+            );
+        }
+        let lat = med(&|r| r.small_lat_us / r.ucx_lat_us);
+        println!(
+            "rocelab write_lat 8 B t_typical: {:.2} us = {lat:.3} x UCX tag_lat over TCP ({:.2} us) (target <= 0.80) {}",
+            med(&|r| r.small_lat_us),
+            med(&|r| r.ucx_lat_us),
+            if lat.is_nan() { "not measured (ucx_perftest missing?)" } else { verdict(lat, lat <= 0.8) }
+        );
+        let rate = med(&|r| r.small_rate);
+        println!(
+            "rocelab write_bw 8 B: {:.3} M messages/s = {:.2} x UCX tag_bw over TCP ({:.3} M/s) (target >= 1 M/s) {}",
+            rate / 1e6,
+            med(&|r| r.small_rate / r.ucx_rate),
+            med(&|r| r.ucx_rate) / 1e6,
+            verdict(rate, rate >= 1e6)
+        );
+    }
     type Pick = fn(&Round) -> f64;
     let parts: [(&str, Pick); 2] = [("64 KiB", |r| r.bw64), ("1 MiB", |r| r.bw1m)];
     for (name, pick) in parts {
@@ -275,6 +335,14 @@ struct Round {
     bw64_dcqcn: f64,
     /// write_bw 64 KiB with DCQCN at a 4 Gbit/s line rate.
     bw64_paced: f64,
+    /// write_lat 8 B t_typical (the small part), microseconds.
+    small_lat_us: f64,
+    /// write_bw 8 B, messages per second.
+    small_rate: f64,
+    /// UCX tag_lat 8 B over TCP, median one-way latency, microseconds.
+    ucx_lat_us: f64,
+    /// UCX tag_bw 8 B over TCP, messages per second.
+    ucx_rate: f64,
 }
 
 impl Default for Round {
@@ -289,6 +357,10 @@ impl Default for Round {
             bw64_off: f64::NAN,
             bw64_dcqcn: f64::NAN,
             bw64_paced: f64::NAN,
+            small_lat_us: f64::NAN,
+            small_rate: f64::NAN,
+            ucx_lat_us: f64::NAN,
+            ucx_rate: f64::NAN,
         }
     }
 }

@@ -8,6 +8,9 @@
 //! * [`raw_stream`]: one thread streams GSO runs of equal segments to
 //!   another receiving with GRO; the receiver's byte rate is the most a
 //!   UDP transport moves through the kernel on this host.
+//! * [`ucx_perftest_tcp`]: UCX's own `ucx_perftest` (where installed) over
+//!   TCP between two processes on loopback, the transport a verbs-less
+//!   host falls back to: the figure rocelab's small messages must beat.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,5 +158,106 @@ pub fn median(v: &mut [u64]) -> u64 {
         0
     } else {
         v[v.len() / 2]
+    }
+}
+
+/// What one `ucx_perftest` run reported on its `Final:` line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UcxResult {
+    /// The median latency, microseconds (one way: half the round trip, as
+    /// perftest's `t_typical`).
+    pub median_us: f64,
+    /// The overall message rate, messages per second.
+    pub msg_rate: f64,
+}
+
+/// Run `ucx_perftest -t test -s size -n iters` over TCP (`UCX_TLS=tcp,self`)
+/// between a server and a client process on 127.0.0.1, the server on TCP
+/// `port`. `None` when `ucx_perftest` is not installed, fails, or prints
+/// no `Final:` line (each process is killed after `timeout`).
+pub fn ucx_perftest_tcp(
+    test: &str,
+    size: u64,
+    iters: u64,
+    port: u16,
+    timeout: Duration,
+) -> Option<UcxResult> {
+    use std::process::{Command, Stdio};
+    let args = |c: &mut Command| {
+        c.env("UCX_TLS", "tcp,self")
+            .args([
+                "-t",
+                test,
+                "-s",
+                &size.to_string(),
+                "-n",
+                &iters.to_string(),
+            ])
+            .args(["-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null());
+    };
+    let mut server = Command::new("ucx_perftest");
+    args(&mut server);
+    let mut server = server.stdout(Stdio::null()).spawn().ok()?;
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = Command::new("ucx_perftest");
+    args(&mut client);
+    let client = client.arg("127.0.0.1").stdout(Stdio::piped()).spawn();
+    let Ok(mut client) = client else {
+        let _ = server.kill();
+        let _ = server.wait();
+        return None;
+    };
+    let end = Instant::now() + timeout;
+    while client.try_wait().ok().flatten().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for child in [&mut client, &mut server] {
+        if child.try_wait().ok().flatten().is_none() {
+            let _ = child.kill();
+        }
+    }
+    let out = client.wait_with_output().ok()?;
+    let _ = server.wait();
+    parse_ucx_final(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The `Final:` line of `ucx_perftest`'s table: iterations, then latency
+/// (median, average, overall), bandwidth (average, overall) and message
+/// rate (average, overall).
+fn parse_ucx_final(out: &str) -> Option<UcxResult> {
+    let line = out.lines().find(|l| l.trim_start().starts_with("Final:"))?;
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 8 {
+        return None;
+    }
+    Some(UcxResult {
+        median_us: v[1],
+        msg_rate: v[7],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ucx_final_line_gives_the_median_latency_and_overall_rate() {
+        let out = "[thread 0]  3692  4.414  138.502  138.502  0.06  0.06  7220  7220\n\
+                   Final:                 20000      4.360   190.063   305.728        0.04       0.02        5261        3271\n";
+        assert_eq!(
+            parse_ucx_final(out),
+            Some(UcxResult {
+                median_us: 4.36,
+                msg_rate: 3271.0
+            })
+        );
+        assert_eq!(parse_ucx_final("Final: 1 2 x"), None);
+        assert_eq!(parse_ucx_final("no table"), None);
     }
 }

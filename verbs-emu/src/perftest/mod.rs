@@ -239,6 +239,29 @@ pub struct Config {
     /// `--cnp-interval`; UDP backend). Local to each side: nothing of it
     /// is exchanged, and the notification point is always on.
     pub cc: roce::cc::CcSpec,
+    /// Do not measure the peak bandwidth (`-N`, `--noPeak`): the peak
+    /// column is 0.
+    pub no_peak: bool,
+    /// Print every latency sample, sorted, before the row (`-H`,
+    /// `--report-histogram`).
+    pub report_histogram: bool,
+    /// Print every latency sample in the order taken, then sorted (`-U`,
+    /// `--report-unsorted`, which implies `-H`).
+    pub report_unsorted: bool,
+    /// Sleep on completion events instead of polling (`-e`, `--events`).
+    pub events: bool,
+    /// Outstanding RDMA READs and atomics per QP (`-o`, `--outs`);
+    /// `None`: the device's maximum (16).
+    pub outs: Option<u8>,
+    /// Fail unless the average bandwidth is at least this, in the table's
+    /// unit (`-w`, `--limit_bw`).
+    pub limit_bw: Option<f64>,
+    /// Fail unless the message rate is at least this, Mpps (`-y`,
+    /// `--limit_msgrate`).
+    pub limit_msgrate: Option<f64>,
+    /// With `-b`, print this side's and the peer's direction as rows of
+    /// their own after the sum (`--report-both`).
+    pub report_both: bool,
 }
 
 /// perftest's default `--out_json_file`.
@@ -307,7 +330,40 @@ impl Config {
             run_infinitely: false,
             out_json: None,
             cc: roce::cc::CcSpec::default(),
+            no_peak: false,
+            report_histogram: false,
+            report_unsorted: false,
+            events: false,
+            outs: None,
+            limit_bw: None,
+            limit_msgrate: None,
+            report_both: false,
         }
+    }
+
+    /// The outstanding RDMA READs and atomics per QP (`-o`, else 16).
+    pub fn outstanding_reads(&self) -> u8 {
+        self.outs.unwrap_or(16)
+    }
+
+    /// The verifier limits of `-w` and `-y`: an error naming the limit a
+    /// result `avg` (table unit) and `msg_rate` (Mpps) falls below.
+    pub fn check_limits(&self, avg: f64, msg_rate: f64) -> Result<(), String> {
+        if let Some(l) = self.limit_bw {
+            if avg < l {
+                return Err(format!(
+                    " Test failed: BW average {avg:.2} is below the limit --limit_bw {l}"
+                ));
+            }
+        }
+        if let Some(l) = self.limit_msgrate {
+            if msg_rate < l {
+                return Err(format!(
+                    " Test failed: MsgRate {msg_rate:.6} Mpps is below the limit --limit_msgrate {l}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// CQ moderation before perftest's per-size rules: `-l` makes it the
@@ -483,6 +539,16 @@ impl Config {
             if self.test.verb() == Verb::Send {
                 return Err("-b is available for write_bw, read_bw and atomic_bw".into());
             }
+        }
+        if let Some(o) = self.outs {
+            if o == 0 || o > 16 {
+                return Err(format!(
+                    "outstanding reads -o {o} must be in 1..=16 (the device's maximum)"
+                ));
+            }
+        }
+        if self.report_both && !self.duplex {
+            return Err("--report-both reports the two directions of -b: add -b".into());
         }
         if self.run_infinitely {
             if !self.test.is_bw() || self.test.verb() == Verb::Send {

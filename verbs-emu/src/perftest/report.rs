@@ -15,9 +15,11 @@ pub const RESULT_LINE: &str =
 /// The server's banner before the header.
 pub const WAITING_BANNER: &str = "************************************\n* Waiting for client to connect... *\n************************************";
 
-/// Bandwidth table header, MiB/s (perftest >= 24.07).
+/// Bandwidth table header as Debian's perftest 4.5 prints it: the values
+/// are MiB/s (2^20 bytes per second) but the unit reads `MB/sec` (perftest
+/// before 24.07 labels them so).
 pub const BW_HEADER_MIB: &str =
-    " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
+    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 /// Bandwidth table header with `--report_gbits`.
 pub const BW_HEADER_GBITS: &str =
     " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
@@ -334,6 +336,41 @@ pub fn address_lines(local: bool, a: &AddressInfo) -> String {
         let _ = write!(s, "\n GID: {}", bytes.join(":"));
     }
     s
+}
+
+/// Every latency sample as perftest's `-H` and `-U` print them: a
+/// `#, usec` line, then `N, VALUE` per sample (1-based, `%g` of the
+/// one-way microseconds: the nanosecond round trip over `rtt_factor`).
+pub fn latency_list(samples_ns: &[u64], rtt_factor: u32) -> String {
+    let mut s = String::from("#, usec");
+    for (i, &v) in samples_ns.iter().enumerate() {
+        let us = v as f64 / 1000.0 / f64::from(rtt_factor.max(1));
+        s.push_str(&format!("\n{}, {}", i + 1, format_g(us)));
+    }
+    s
+}
+
+/// C's `%g`: 6 significant digits, trailing zeros dropped, exponent form
+/// below 1e-4 or from 1e6.
+fn format_g(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let exp = v.abs().log10().floor() as i32;
+    if !(-4..6).contains(&exp) {
+        let m = format!("{:.5e}", v);
+        let (mant, e) = m.split_once('e').unwrap_or((&m, "0"));
+        let mant = mant.trim_end_matches('0').trim_end_matches('.');
+        let e: i32 = e.parse().unwrap_or(0);
+        return format!("{mant}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+    }
+    let decimals = (5 - exp).max(0) as usize;
+    let t = format!("{v:.decimals$}");
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
 }
 
 /// A bandwidth result row (perftest `REPORT_FMT`). `peak` and `average`

@@ -11,9 +11,6 @@ use roce::wire::Qpn;
 
 /// The Q_Key of every UD QP of a run.
 pub(super) const QKEY: u32 = 0x1111_1111;
-/// Outstanding RDMA READs and atomics a QP accepts and issues (the
-/// emulated device's `max_qp_rd_atom`).
-pub(super) const MAX_RD_ATOMIC: u16 = 16;
 
 /// The address vector to a peer's endpoint with `-S` (service level) and
 /// `-T` (traffic class: the IP TOS byte on RoCEv2).
@@ -27,7 +24,8 @@ pub(super) fn address_vector(cfg: &Config, rep: &Endpoint) -> AhAttr {
 
 /// The INIT, RTR and RTS attributes of a connected QP, as perftest's
 /// `ctx_connect` sets them: `-u` the retransmission timeout, retry and RNR
-/// retry 7, RNR timer 12, 16 outstanding reads each way (RC).
+/// retry 7, RNR timer 12, `-o` outstanding reads each way (RC; 16 by
+/// default).
 pub(super) fn connect_attrs(
     cfg: &Config,
     local_psn: u32,
@@ -52,13 +50,13 @@ pub(super) fn connect_attrs(
         .with_sq_psn(local_psn);
     if rc {
         rtr = rtr
-            .with_max_dest_rd_atomic(MAX_RD_ATOMIC as u8)
+            .with_max_dest_rd_atomic(cfg.outstanding_reads())
             .with_min_rnr_timer(12);
         rts = rts
             .with_timeout(cfg.qp_timeout)
             .with_retry_cnt(7)
             .with_rnr_retry(7)
-            .with_max_rd_atomic(MAX_RD_ATOMIC as u8);
+            .with_max_rd_atomic(cfg.outstanding_reads());
     }
     (init, rtr, rts)
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{PerftestError, Result};
 use super::link::Link;
-use super::oob::Msg;
+use super::oob::{posted_counts, Msg};
 use super::pattern::{check_pattern, read_bytes, write_pattern};
 use super::resources::{Side, GRH};
 use super::rows::{BwRow, ResultRow};
@@ -232,7 +232,7 @@ impl Side {
             }
             let got = self.cq.poll(&mut wcs)?.to_vec();
             if got.is_empty() {
-                if write_verify || self.cfg.busy_poll == Some(true) {
+                if !self.cfg.events && (write_verify || self.cfg.busy_poll == Some(true)) {
                     std::hint::spin_loop();
                 } else {
                     self.cq.wait(Duration::from_millis(1))?;
@@ -287,7 +287,9 @@ impl Side {
             }
         }
         let elapsed = start.elapsed();
-        if deadline.is_some() && verb == Verb::Send {
+        if deadline.is_some() && (verb == Verb::Send || write_verify) {
+            // The receiving side counts what it must see: the number of
+            // messages a -D run sent is known only now.
             oob.send(&Msg::Posted(completed.clone()))?;
         }
         let iters = if deadline.is_some() {
@@ -300,7 +302,7 @@ impl Side {
         let secs = elapsed.as_secs_f64();
         let avg = report::bandwidth(bytes, secs, cfg.report_gbits);
         let rate = total_msgs as f64 / secs / 1e6;
-        let peak = if deadline.is_some() || cfg.iterations() > 20000 {
+        let peak = if deadline.is_some() || cfg.no_peak || cfg.iterations() > 20000 {
             0.0
         } else {
             peak_bw(&tposted, &tcompleted, size, cfg.report_gbits).max(avg)
@@ -342,7 +344,8 @@ impl Side {
             Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
             other => {
                 return Err(PerftestError::Oob(format!(
-                    "expected results, got {other:?}"
+                    "expected results, the peer sent {}",
+                    other.what()
                 )))
             }
         };
@@ -352,6 +355,33 @@ impl Side {
                 "peer reports {}-byte messages, this side ran {size}",
                 theirs.size
             )));
+        }
+        if self.cfg.report_both {
+            // perftest's --report-both: each direction in a block of its
+            // own instead of the sum; the row kept is this side's.
+            let g = self.cfg.report_gbits;
+            let header = if g {
+                report::BW_HEADER_GBITS
+            } else {
+                report::BW_HEADER_MIB
+            };
+            let remote = (
+                theirs.size,
+                theirs.iters,
+                theirs.peak,
+                theirs.avg,
+                theirs.msg_rate,
+            );
+            let local = (mine.size, mine.iters, mine.peak, mine.avg, mine.rate);
+            for (what, (size, iters, peak, avg, rate)) in [("Local", local), ("Remote", remote)] {
+                println!(
+                    "{}\n {what} results: \n{}\n{header}",
+                    report::RESULT_LINE,
+                    report::RESULT_LINE
+                );
+                println!("{}", report::bw_row(size, iters, peak, avg, rate, g));
+            }
+            return Ok(mine);
         }
         Ok(BwRow {
             size,
@@ -418,7 +448,7 @@ impl Side {
         while received.iter().zip(&expect).any(|(r, e)| r < e) {
             if duration && expect[0] == u64::MAX {
                 if let Some(Msg::Posted(p)) = oob.try_recv::<Msg>()? {
-                    expect = p;
+                    expect = posted_counts(p, nq)?;
                     continue;
                 }
             }
@@ -491,7 +521,15 @@ impl Side {
     pub(super) fn write_verify_server(&mut self, size: u64, oob: &mut Link) -> Result<BwRow> {
         let nq = self.qps.len();
         let rx = u64::from(self.cfg.rx_depth);
-        let n = self.cfg.iterations();
+        // With -D the sender says at its end how many it sent; until then
+        // every message is expected (and a receive is kept posted for it).
+        let duration = self.cfg.duration.is_some();
+        let n = if duration {
+            u64::MAX
+        } else {
+            self.cfg.iterations()
+        };
+        let mut expect = vec![n; nq];
         let mut verified = vec![0u64; nq];
         let mut posted = vec![0u64; nq];
         for (q, p) in posted.iter_mut().enumerate() {
@@ -504,9 +542,16 @@ impl Side {
         let credit_every = (self.local.slots / 4).max(1);
         let mut wcs = [WorkCompletion::empty(); 16];
         let start = Instant::now();
-        while verified.iter().any(|&v| v < n) {
+        let mut idle = 0u32;
+        while verified.iter().zip(&expect).any(|(v, e)| v < e) {
             let got = self.cq.poll(&mut wcs)?.to_vec();
             if got.is_empty() {
+                idle = idle.wrapping_add(1);
+                if duration && expect[0] == u64::MAX && idle % 1024 == 0 {
+                    if let Some(Msg::Posted(p)) = oob.try_recv::<Msg>()? {
+                        expect = posted_counts(p, nq)?;
+                    }
+                }
                 std::hint::spin_loop();
                 continue;
             }
@@ -530,11 +575,11 @@ impl Side {
                     .map_err(|e| PerftestError::Verify(format!("WRITE on QP {q}: {e}")))?;
                 self.tally(size);
                 verified[q] += 1;
-                if posted[q] < n {
+                if posted[q] < expect[q] {
                     self.post_recv_slot(q, 0, 0)?;
                     posted[q] += 1;
                 }
-                if verified[q] % credit_every == 0 || verified[q] == n {
+                if verified[q] % credit_every == 0 || verified[q] == expect[q] {
                     self.send_credit(q, verified[q])?;
                 }
             }
@@ -543,7 +588,11 @@ impl Side {
         let total: u64 = verified.iter().sum();
         Ok(BwRow {
             size,
-            iters: n,
+            iters: if duration {
+                *verified.iter().min().unwrap_or(&0)
+            } else {
+                n
+            },
             peak: 0.0,
             avg: report::bandwidth(total * size, secs, self.cfg.report_gbits),
             rate: total as f64 / secs / 1e6,

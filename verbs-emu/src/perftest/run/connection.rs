@@ -15,24 +15,35 @@ use crate::backend::{self, BackendKind, OpenRequest};
 use crate::perftest::Config;
 use crate::verbs::{Context, VerbsError};
 
+/// The device `-d` names, as the backend knows it: the emulation's
+/// loopback device answers to its former name `udp_lo` too.
+fn device_name(cfg: &Config) -> Option<String> {
+    let name = cfg.ib_dev.as_ref()?;
+    if cfg.backend == BackendKind::Udp && name == crate::backend::udp::LOOPBACK_DEVICE_ALIAS {
+        return Some(crate::backend::udp::LOOPBACK_DEVICE.into());
+    }
+    Some(name.clone())
+}
+
 /// As perftest's device lookup: `-d NAME` must name a device that exists,
 /// before any peer is waited for. The emulation has one device per IPv4
-/// interface (`udp_lo`, `udp_eth0`, ...); the hardware backend's open
-/// checks its own names.
+/// interface (`rocelab0` for loopback, as the drop-in libibverbs names
+/// it, then `udp_eth0`, ...); the hardware backend's open checks its own
+/// names.
 pub(super) fn check_device_exists(cfg: &Config) -> Result<()> {
-    let Some(name) = &cfg.ib_dev else {
-        return Ok(());
-    };
     if cfg.backend != BackendKind::Udp {
         return Ok(());
     }
+    let Some(name) = device_name(cfg) else {
+        return Ok(());
+    };
     use crate::backend::Provider as _;
     let names: Vec<String> = crate::backend::udp::UdpProvider::default()
         .devices()?
         .into_iter()
         .map(|d| d.name)
         .collect();
-    if names.contains(name) {
+    if names.contains(&name) {
         return Ok(());
     }
     Err(PerftestError::Config(format!(
@@ -146,12 +157,12 @@ pub(super) fn open_device(
     for (ip, udp_port) in bind_candidates(cfg, server, local, peer) {
         let req = OpenRequest {
             kind: cfg.backend,
-            device: cfg.ib_dev.clone(),
+            device: device_name(cfg),
             bind: ip,
             udp_port,
             faults: cfg.faults,
             pcap: cfg.pcap.clone(),
-            busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw()),
+            busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw() && !cfg.events),
             cc: cfg.cc,
         };
         match backend::open(&req) {

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::error::{PerftestError, Result};
 use super::link::Link;
-use super::oob::Msg;
+use super::oob::{posted_counts, Msg};
 use super::pattern::{check_pattern, fill_pattern, read_bytes};
 use super::resources::{Side, GRH};
 use super::rows::ResultRow;
-use crate::perftest::report::LatencyStats;
+use crate::perftest::report::{self, LatencyStats};
 use crate::perftest::Verb;
 use crate::verbs::{QpType, SendFlags, SendOp, SendWr, Sge, WcOpcode, WorkCompletion};
 
@@ -40,7 +40,8 @@ impl Side {
                         }
                         other => {
                             return Err(PerftestError::Oob(format!(
-                                "expected end of test, got {other:?}"
+                                "expected end of test, the peer sent {}",
+                                other.what()
                             )))
                         }
                     }
@@ -67,6 +68,14 @@ impl Side {
                 avg_us,
                 tps: done as f64 / secs,
             }));
+        }
+        if self.cfg.report_unsorted {
+            println!("{}", report::latency_list(&samples, rtt_factor));
+        }
+        if self.cfg.report_histogram || self.cfg.report_unsorted {
+            let mut sorted = samples.clone();
+            sorted.sort_unstable();
+            println!("{}", report::latency_list(&sorted, rtt_factor));
         }
         match LatencyStats::from_samples(&mut samples, rtt_factor) {
             Some(stats) => Ok(Some(ResultRow::Lat {
@@ -130,6 +139,10 @@ impl Side {
                         if arrived {
                             break;
                         }
+                        if self.cfg.events {
+                            // -e: sleep until the CQ has a completion.
+                            self.cq.wait(Duration::from_millis(1))?;
+                        }
                     } else {
                         // The last byte, which the peer's RDMA WRITE changes
                         // under us.
@@ -145,8 +158,9 @@ impl Side {
                     spins += 1;
                     if spins % 1024 == 0 && deadline.is_some() && self.server {
                         if let Some(Msg::Posted(p)) = oob.try_recv::<Msg>()? {
-                            stop_at = Some(p[0]);
-                            if i >= p[0] {
+                            let last = posted_counts(p, 1)?[0];
+                            stop_at = Some(last);
+                            if i >= last {
                                 return Ok(i);
                             }
                         }
@@ -299,6 +313,10 @@ impl Side {
                         return Err(self.completion_error(&wc, i + 1, i));
                     }
                     break;
+                }
+                if self.cfg.events {
+                    // -e: sleep until the CQ has a completion.
+                    self.cq.wait(Duration::from_millis(1))?;
                 }
             }
             samples.push(t0.elapsed().as_nanos() as u64);

@@ -9,7 +9,6 @@
 
 use serde::de::DeserializeOwned;
 
-use super::attrs::MAX_RD_ATOMIC;
 use super::error::{PerftestError, Result};
 use super::oob::{Msg, Oob, PeerInfo};
 use roce::wire::ROCE_UDP_PORT;
@@ -39,6 +38,8 @@ pub(super) struct PerftestPeer {
     pub(super) cache_line: u32,
     /// The smaller MTU of the two sides.
     pub(super) mtu: Mtu,
+    /// Our outstanding READs and atomics (`-o`), as our key records say.
+    pub(super) outs: u8,
 }
 
 impl PerftestPeer {
@@ -62,7 +63,7 @@ impl PerftestPeer {
             }
             let mine = KeyRecord {
                 lid: ep.lid,
-                out_reads: MAX_RD_ATOMIC,
+                out_reads: u16::from(self.outs),
                 qpn: ep.qpn,
                 psn: ep.psn,
                 rkey: mr.rkey().value(),

@@ -92,10 +92,16 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
         Msg::Hello(peer) if peer == hello => {}
         Msg::Hello(peer) => {
             return Err(PerftestError::Config(format!(
-                "the peer runs a different test: ours {hello:?}, theirs {peer:?}; give both sides the same flags"
-            )))
+            " The client and the server run different tests ({}); give both sides the same flags",
+            hello.differences(&peer).join("; ")
+        )))
         }
-        other => return Err(PerftestError::Oob(format!("expected hello, got {other:?}"))),
+        Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
+        _ => {
+            return Err(PerftestError::Oob(
+                "the peer's first message is not its test parameters".into(),
+            ))
+        }
     }
     let ctx = match early {
         Some(ctx) => Ok(ctx),
@@ -181,6 +187,7 @@ fn run_with_perftest(
         cycle_buffer: exchange::DEFAULT_CYCLE_BUFFER.max(rc),
         cache_line: exchange::DEFAULT_CACHE_LINE.max(rl),
         mtu,
+        outs: cfg.outstanding_reads(),
     }));
     let mut side = Side::setup(ctx, cfg, server, &mut link)?;
     side.print_header();
@@ -236,7 +243,8 @@ impl Side {
                         }
                         other => {
                             return Err(PerftestError::Oob(format!(
-                                "expected results, got {other:?}"
+                                "expected results, the peer sent {}",
+                                other.what()
                             )))
                         }
                     },
@@ -262,17 +270,23 @@ impl Side {
                     println!("{}", report::NO_PEAK_WARNING);
                     warned = true;
                 }
-                println!(
-                    "{}",
-                    report::bw_row(
-                        row.size,
-                        row.iters,
-                        row.peak,
-                        row.avg,
-                        row.rate,
-                        self.cfg.report_gbits
-                    )
-                );
+                if !(self.cfg.duplex && self.cfg.report_both) {
+                    // (--report-both printed both directions' blocks.)
+                    println!(
+                        "{}",
+                        report::bw_row(
+                            row.size,
+                            row.iters,
+                            row.peak,
+                            row.avg,
+                            row.rate,
+                            self.cfg.report_gbits
+                        )
+                    );
+                }
+                self.cfg
+                    .check_limits(row.avg, row.rate)
+                    .map_err(PerftestError::Config)?;
                 rows.push(ResultRow::Bw {
                     size: row.size,
                     iters: row.iters,

@@ -90,7 +90,8 @@ impl Oob {
             Msg::Sync(t) if t == tag => Ok(()),
             Msg::Error(e) => Err(PerftestError::Oob(format!("peer failed: {e}"))),
             other => Err(PerftestError::Oob(format!(
-                "expected sync {tag:?}, got {other:?}"
+                "expected synchronisation {tag:?}, the peer sent {}",
+                other.what()
             ))),
         }
     }
@@ -105,6 +106,53 @@ pub(super) struct Hello {
     pub(super) connection: String,
     pub(super) duration: Option<u64>,
     pub(super) verify: bool,
+}
+
+impl Hello {
+    /// What differs between this side's test and the peer's, one item per
+    /// flag, e.g. `message size (-s): 1024 here, 2048 on the peer`.
+    pub(super) fn differences(&self, peer: &Hello) -> Vec<String> {
+        fn list(v: &[u64]) -> String {
+            match v {
+                [one] => one.to_string(),
+                [first, .., last] => format!("{first}..{last} (-a)"),
+                [] => "none".into(),
+            }
+        }
+        fn opt(v: Option<u64>) -> String {
+            v.map_or_else(|| "off".into(), |d| d.to_string())
+        }
+        let mut out = Vec::new();
+        let mut diff = |what: &str, ours: String, theirs: String| {
+            if ours != theirs {
+                out.push(format!("{what}: {ours} here, {theirs} on the peer"));
+            }
+        };
+        diff("test", self.test.clone(), peer.test.clone());
+        diff("message size (-s)", list(&self.sizes), list(&peer.sizes));
+        diff(
+            "iterations (-n)",
+            self.iters.to_string(),
+            peer.iters.to_string(),
+        );
+        diff(
+            "number of QPs (-q)",
+            self.qps.to_string(),
+            peer.qps.to_string(),
+        );
+        diff(
+            "connection type (-c)",
+            self.connection.clone(),
+            peer.connection.clone(),
+        );
+        diff("duration (-D)", opt(self.duration), opt(peer.duration));
+        diff(
+            "--verify",
+            if self.verify { "on" } else { "off" }.into(),
+            if peer.verify { "on" } else { "off" }.into(),
+        );
+        out
+    }
 }
 
 /// Longest out-of-band message accepted (a peer's endpoints for 64K QPs
@@ -218,6 +266,34 @@ pub(super) enum Msg {
     Error(String),
 }
 
+impl Msg {
+    /// What the message is, in words (for an error that names an
+    /// unexpected message without dumping it).
+    pub(super) fn what(&self) -> String {
+        match self {
+            Msg::Hello(_) => "its test parameters".into(),
+            Msg::Peer(_) => "its endpoints".into(),
+            Msg::Sync(tag) => format!("synchronisation {tag:?}"),
+            Msg::Bw { .. } => "its results".into(),
+            Msg::Posted(_) => "its end-of-run counts".into(),
+            Msg::Error(e) => format!("an error: {e}"),
+        }
+    }
+}
+
+/// The per-QP counts of a peer's [`Msg::Posted`]: one per QP, or an
+/// error (a short, long or empty list from an untrusted peer is never
+/// indexed).
+pub(super) fn posted_counts(counts: Vec<u64>, qps: usize) -> Result<Vec<u64>> {
+    if counts.len() != qps {
+        return Err(PerftestError::Oob(format!(
+            "peer's end-of-run message counts {} QPs, this side has {qps}",
+            counts.len()
+        )));
+    }
+    Ok(counts)
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -300,5 +376,14 @@ pub(super) mod tests {
         assert!(e.contains("longer than"), "{e}");
         let peer = writer.join().unwrap();
         drop(peer);
+    }
+
+    #[test]
+    fn a_short_or_long_posted_message_is_an_error() {
+        assert_eq!(posted_counts(vec![3, 4], 2).unwrap(), vec![3, 4]);
+        for bad in [vec![], vec![1], vec![1, 2, 3]] {
+            let e = posted_counts(bad, 2).unwrap_err().to_string();
+            assert!(e.contains("counts") && e.contains("2"), "{e}");
+        }
     }
 }

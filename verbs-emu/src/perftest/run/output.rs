@@ -6,7 +6,6 @@
 //! perftest prints); the JSON file is rewritten with each row, as
 //! perftest's is.
 
-use super::attrs::MAX_RD_ATOMIC;
 use super::error::{PerftestError, Result};
 use super::resources::Side;
 use super::rows::ResultRow;
@@ -38,7 +37,7 @@ impl Side {
             gid_index: Some(cfg.gid_index),
             max_inline: matches!(t.verb(), Verb::Send | Verb::Write).then(|| cfg.inline_size()),
             outstanding_reads: matches!(t.verb(), Verb::Read | Verb::Atomic)
-                .then_some(u32::from(MAX_RD_ATOMIC)),
+                .then_some(u32::from(cfg.outstanding_reads())),
         }
     }
 

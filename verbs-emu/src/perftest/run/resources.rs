@@ -163,7 +163,8 @@ impl Side {
                     Msg::Error(e) => return Err(PerftestError::Oob(format!("peer failed: {e}"))),
                     other => {
                         return Err(PerftestError::Oob(format!(
-                            "expected endpoints, got {other:?}"
+                            "expected endpoints, the peer sent {}",
+                            other.what()
                         )))
                     }
                 };
