@@ -15,9 +15,121 @@
 //! a freed slot comes back with the next generation, so a deregistered
 //! key does not match again, and key 0 is never valid.
 //!
+//! Memory windows (IBA 10.6.7, ROCEV2.md §5.10) live in the same table:
+//! a window is an R_Key only, with bit 31 set ([`WINDOW_KEY_BIT`]; region
+//! keys never set it), naming a sub-range of one region with rights of
+//! its own. A type 1 window is bound and rebound by `ibv_bind_mw`; a type
+//! 2 window is bound by a send work request, belongs to the QP that bound
+//! it (only that QP may use or remotely invalidate it) and must be
+//! invalidated (locally or by a peer's SEND with Invalidate) before it is
+//! bound again. A remote key that names a window is checked against the
+//! window's state, key, protection domain, rights and range, then against
+//! its region (which must still be the one bound, and still hold the
+//! range); the lookup of a region's own key is unchanged (a window key
+//! fails it first and only then takes the window path). Binds, local
+//! invalidations and window lookups take `&self` (the requester binds
+//! through a shared view of memory) and so go through a lock around the
+//! window slots, which region keys never touch.
+//!
 //! Nothing here panics on network input: every failure is a [`MemError`].
 
-use crate::wire::{Lkey, Rkey};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::wire::{Lkey, Qpn, Rkey};
+
+/// Bit 31 of a key: set in memory window keys, never in region keys.
+pub const WINDOW_KEY_BIT: u32 = 1 << 31;
+
+/// Most memory windows of one table (and most regions): keys keep 23 bits
+/// of slot index beside [`WINDOW_KEY_BIT`] and the 8-bit tag.
+pub const MAX_SLOTS: usize = (1 << 23) - 1;
+
+/// The type of a memory window (`enum ibv_mw_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MwType {
+    /// `IBV_MW_TYPE_1`: bound by `ibv_bind_mw`, rebindable while bound,
+    /// not tied to a QP, never invalidated (a zero-length bind unbinds).
+    Type1,
+    /// `IBV_MW_TYPE_2` (type 2B, IBA 10.6.7.2.2): bound by a send work
+    /// request, used only through the QP that bound it, invalidated
+    /// locally or remotely before it is bound again.
+    Type2,
+}
+
+impl MwType {
+    /// From `enum ibv_mw_type` (1 or 2); `None` for anything else.
+    pub const fn from_raw(t: u32) -> Option<MwType> {
+        match t {
+            1 => Some(MwType::Type1),
+            2 => Some(MwType::Type2),
+            _ => None,
+        }
+    }
+
+    /// The `enum ibv_mw_type` value.
+    pub const fn raw(self) -> u32 {
+        match self {
+            MwType::Type1 => 1,
+            MwType::Type2 => 2,
+        }
+    }
+}
+
+/// A memory window bind (`IBV_WR_BIND_MW`, `ibv_bind_mw`): the window
+/// that the upper 24 bits of `rkey` name takes the key `rkey` and grants
+/// `access` to `[addr, addr + len)` of the region `lkey` names. A zero
+/// `len` leaves the window unbound under its new key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowBind {
+    /// The key the window takes (its slot bits and a new 8-bit tag).
+    pub rkey: Rkey,
+    /// The region the window is bound to (0 with a zero `len`).
+    pub lkey: Lkey,
+    /// First address of the window, inside the region.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Remote rights (REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC), with
+    /// ZERO_BASED when remote addresses are offsets into the window.
+    /// LOCAL_WRITE is accepted and means nothing for a window.
+    pub access: AccessFlags,
+}
+
+/// What a bound window grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Binding {
+    /// The region's slot and its key at bind time.
+    mr: usize,
+    mr_key: u32,
+    /// The window's first address and length.
+    base: u64,
+    len: u64,
+    /// Offset of `base` into the region.
+    mr_off: u64,
+    access: AccessFlags,
+    /// The QP a type 2 window belongs to.
+    qpn: Option<Qpn>,
+}
+
+/// One memory window slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WindowSlot {
+    live: bool,
+    pd: u64,
+    mw_type: MwType,
+    key: u32,
+    bound: Option<Binding>,
+}
+
+/// The slot a window key names (its index bits), if it is a window key.
+fn window_slot(key: u32) -> Option<usize> {
+    if key & WINDOW_KEY_BIT == 0 {
+        return None;
+    }
+    ((key & !WINDOW_KEY_BIT) >> 8)
+        .checked_sub(1)
+        .map(|i| i as usize)
+}
 
 flags! {
     /// `ibv_access_flags` (ROCEV2.md §5.10): the one access flag type of
@@ -105,6 +217,23 @@ pub enum MemError {
     /// A registration that verbs would refuse.
     #[error("invalid registration: {0}")]
     InvalidRegistration(&'static str),
+    /// A memory window bind (or local invalidation) that a NIC refuses:
+    /// the work request completes with `IBV_WC_MW_BIND_ERR`.
+    #[error("memory window operation refused: {0}")]
+    WindowRefused(&'static str),
+    /// Deregistration of a region that memory windows are bound to.
+    #[error("memory windows are bound to the region of key {0:#x}")]
+    WindowsBound(u32),
+    /// An access to an on-demand-paging region whose pages are not mapped
+    /// (or not with the rights the access needs): the page fault a NIC
+    /// cannot resolve.
+    #[error("range {addr:#x}+{len} of an on-demand-paging region is not mapped")]
+    Unmapped {
+        /// Start address asked for.
+        addr: u64,
+        /// Length asked for.
+        len: u64,
+    },
 }
 
 /// Payload handed to the engine with a received packet, and by the engine
@@ -302,6 +431,26 @@ pub trait Memory {
     /// True when this memory holds real bytes, so that callers know whether
     /// to gather payload.
     fn carries_bytes(&self) -> bool;
+
+    /// Execute a memory window bind posted on QP `qpn` (the rules of
+    /// [`Regions::bind_window`]). Memory without windows refuses.
+    fn bind_window(&self, bind: &WindowBind, qpn: Qpn) -> Result<(), MemError> {
+        let _ = (bind, qpn);
+        Err(MemError::WindowRefused("this memory has no memory windows"))
+    }
+
+    /// A local invalidation (`IBV_WR_LOCAL_INV`) of `rkey`: a bound type 2
+    /// window becomes free; anything else is refused and stays as it was.
+    fn invalidate_local(&self, rkey: Rkey) -> Result<(), MemError> {
+        Err(MemError::NotInvalidatable(rkey.value()))
+    }
+
+    /// The QP a bound type 2 window named by `rkey` belongs to: only that
+    /// QP may use it or invalidate it remotely. `None` for every other key.
+    fn window_qp(&self, rkey: Rkey) -> Option<Qpn> {
+        let _ = rkey;
+        None
+    }
 }
 
 /// One region of a [`Regions`] table: the range, rights and protection
@@ -342,16 +491,28 @@ pub struct Registration {
 /// UDP backend's host memory alike. Keys are rxe's `(index + 1) << 8 |
 /// generation`: a freed slot is reused with the next generation, so a
 /// deregistered key does not match again (until its slot has been reused
-/// 256 times, as on rxe), and key 0 is never valid.
-#[derive(Debug, Clone)]
+/// 256 times, as on rxe), and key 0 is never valid. Memory windows are
+/// kept beside the regions (see the module documentation).
+#[derive(Debug)]
 pub struct Regions<S> {
     regions: Vec<Region<S>>,
+    windows: Mutex<Vec<WindowSlot>>,
 }
 
 impl<S> Default for Regions<S> {
     fn default() -> Self {
         Regions {
             regions: Vec::new(),
+            windows: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<S: Clone> Clone for Regions<S> {
+    fn clone(&self) -> Self {
+        Regions {
+            regions: self.regions.clone(),
+            windows: Mutex::new(self.windows().clone()),
         }
     }
 }
@@ -379,7 +540,7 @@ impl<S> Regions<S> {
             return Err(MemError::InvalidRegistration("address range wraps"));
         }
         let slot = self.regions.iter().position(|r| !r.valid);
-        if slot.is_none() && self.regions.len() >= (1 << 24) - 1 {
+        if slot.is_none() && self.regions.len() >= MAX_SLOTS {
             return Err(MemError::InvalidRegistration("too many regions"));
         }
         let idx = match slot {
@@ -459,7 +620,10 @@ impl<S> Regions<S> {
         access: AccessFlags,
         pd: Option<u64>,
     ) -> Result<(usize, u64), MemError> {
-        let idx = self.index(key.value())?;
+        let idx = match self.index(key.value()) {
+            Ok(idx) => idx,
+            Err(e) => return self.locate_window(e, key, addr, len, access, pd),
+        };
         let r = &self.regions[idx];
         if pd.is_some_and(|pd| pd != r.pd) {
             return Err(MemError::BadKey(key.value()));
@@ -484,11 +648,29 @@ impl<S> Regions<S> {
         }
     }
 
-    /// A peer's SEND with Invalidate: only memory windows and
-    /// fast-registration MRs may be invalidated remotely (IBA 10.6.7,
-    /// ROCEV2.md §5.4), and these tables hold plain MRs only, so a valid
-    /// key (of `pd`, when given) is refused and stays registered.
+    /// A peer's SEND with Invalidate, or a local invalidation: only memory
+    /// windows and fast-registration MRs may be invalidated (IBA 10.6.7,
+    /// ROCEV2.md §5.4). A bound type 2 window of `pd` (when given) named
+    /// by exactly `key` becomes free; a type 1 window or a plain MR is
+    /// refused and stays as it was. (Whether the window belongs to the
+    /// QP a remote invalidation arrived on is the responder's check,
+    /// through [`window_qp`](Self::window_qp).)
     pub fn invalidate(&self, key: u32, pd: Option<u64>) -> Result<(), MemError> {
+        if let Some(slot) = window_slot(key) {
+            let mut ws = self.windows();
+            let w = match ws.get_mut(slot) {
+                Some(w) if w.live && w.key == key && w.bound.is_some() => w,
+                _ => return Err(MemError::BadKey(key)),
+            };
+            if pd.is_some_and(|pd| pd != w.pd) {
+                return Err(MemError::BadKey(key));
+            }
+            if w.mw_type != MwType::Type2 {
+                return Err(MemError::NotInvalidatable(key));
+            }
+            w.bound = None;
+            return Ok(());
+        }
         let idx = self.index(key)?;
         if pd.is_some_and(|pd| pd != self.regions[idx].pd) {
             return Err(MemError::BadKey(key));
@@ -538,10 +720,231 @@ impl<S> Regions<S> {
         }))
     }
 
+    /// The window slots, locked (a poisoned lock is still consistent:
+    /// every update is one assignment).
+    fn windows(&self) -> MutexGuard<'_, Vec<WindowSlot>> {
+        self.windows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Allocate an unbound memory window of `mw_type` in protection domain
+    /// `pd` (`ibv_alloc_mw`); its first key. A freed slot comes back with
+    /// the next tag.
+    pub fn alloc_window(&mut self, pd: u64, mw_type: MwType) -> Result<Rkey, MemError> {
+        let ws = self.windows.get_mut().unwrap_or_else(|p| p.into_inner());
+        let idx = match ws.iter().position(|w| !w.live) {
+            Some(i) => i,
+            None if ws.len() >= MAX_SLOTS => {
+                return Err(MemError::InvalidRegistration("too many memory windows"))
+            }
+            None => {
+                ws.push(WindowSlot {
+                    live: false,
+                    pd,
+                    mw_type,
+                    key: 0,
+                    bound: None,
+                });
+                ws.len() - 1
+            }
+        };
+        let tag = ws[idx].key.wrapping_add(1) & 0xFF;
+        let key = WINDOW_KEY_BIT | ((idx as u32 + 1) << 8) | tag;
+        ws[idx] = WindowSlot {
+            live: true,
+            pd,
+            mw_type,
+            key,
+            bound: None,
+        };
+        Ok(Rkey::new(key))
+    }
+
+    /// Free the window whose slot `key` names (any tag: a type 2 window's
+    /// key changes with every bind), bound or not (`ibv_dealloc_mw`): no
+    /// key of it matches again.
+    pub fn dealloc_window(&mut self, key: u32) -> Result<(), MemError> {
+        let ws = self.windows.get_mut().unwrap_or_else(|p| p.into_inner());
+        match window_slot(key).and_then(|i| ws.get_mut(i)) {
+            Some(w) if w.live => {
+                w.live = false;
+                w.bound = None;
+                Ok(())
+            }
+            _ => Err(MemError::BadKey(key)),
+        }
+    }
+
+    /// The type and protection domain of the live window whose slot `key`
+    /// names.
+    pub fn window_info(&self, key: u32) -> Option<(MwType, u64)> {
+        let ws = self.windows();
+        match window_slot(key).and_then(|i| ws.get(i)) {
+            Some(w) if w.live => Some((w.mw_type, w.pd)),
+            _ => None,
+        }
+    }
+
+    /// Bind a window on QP `qpn` (IBA 10.6.7.2, rxe's `rxe_check_bind_mw`),
+    /// with `pd` the QP's protection domain when known. Refused
+    /// ([`MemError::WindowRefused`], the window unchanged): a key naming
+    /// no live window of `pd`; rights other than remote read, write,
+    /// atomic and ZERO_BASED (LOCAL_WRITE is ignored); a non-empty range
+    /// not inside a region of the window's protection domain; a region
+    /// without MW_BIND; remote write or atomic rights over a region
+    /// without LOCAL_WRITE; a type 2 window that is still bound. A type 2
+    /// window then belongs to `qpn`.
+    pub fn bind_window(&self, b: &WindowBind, pd: Option<u64>, qpn: Qpn) -> Result<(), MemError> {
+        let key = b.rkey.value();
+        let refuse = MemError::WindowRefused;
+        let slot = window_slot(key).ok_or(refuse("the key names no memory window"))?;
+        let allowed = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_ATOMIC
+            | AccessFlags::ZERO_BASED;
+        if b.access.bits() & !allowed.bits() != 0 {
+            return Err(refuse("rights a memory window cannot grant"));
+        }
+        let mut binding = None;
+        if b.len > 0 {
+            let (mr, mr_off) = self
+                .locate(MemKey::Local(b.lkey), b.addr, b.len, AccessFlags::EMPTY, pd)
+                .map_err(|_| refuse("the range is not inside a region of the QP's domain"))?;
+            let r = &self.regions[mr];
+            if !r.access.contains(AccessFlags::MW_BIND) {
+                return Err(refuse("the region was registered without MW_BIND"));
+            }
+            if (b.access.contains(AccessFlags::REMOTE_WRITE)
+                || b.access.contains(AccessFlags::REMOTE_ATOMIC))
+                && !r.access.contains(AccessFlags::LOCAL_WRITE)
+            {
+                return Err(refuse(
+                    "remote write or atomic rights need LOCAL_WRITE on the region",
+                ));
+            }
+            binding = Some((
+                r.pd,
+                Binding {
+                    mr,
+                    mr_key: b.lkey.value(),
+                    base: b.addr,
+                    len: b.len,
+                    mr_off,
+                    access: AccessFlags(b.access.bits() & !AccessFlags::LOCAL_WRITE.bits()),
+                    qpn: None,
+                },
+            ));
+        }
+        let mut ws = self.windows();
+        let w = match ws.get_mut(slot) {
+            Some(w) if w.live => w,
+            _ => return Err(refuse("the key names no memory window")),
+        };
+        if pd.is_some_and(|pd| pd != w.pd) || binding.is_some_and(|(mr_pd, _)| mr_pd != w.pd) {
+            return Err(refuse(
+                "the window, region and QP are not of one protection domain",
+            ));
+        }
+        let mut binding = binding.map(|(_, b)| b);
+        if w.mw_type == MwType::Type2 {
+            if w.bound.is_some() {
+                return Err(refuse("a bound type 2 window must be invalidated first"));
+            }
+            if let Some(b) = &mut binding {
+                b.qpn = Some(qpn);
+            }
+        }
+        w.key = key;
+        w.bound = binding;
+        Ok(())
+    }
+
+    /// The QP the bound type 2 window named by exactly `key` belongs to.
+    pub fn window_qp(&self, key: u32) -> Option<Qpn> {
+        let ws = self.windows();
+        match window_slot(key).and_then(|i| ws.get(i)) {
+            Some(w) if w.live && w.key == key => w.bound.and_then(|b| b.qpn),
+            _ => None,
+        }
+    }
+
+    /// How many windows are bound to the live region `key` names.
+    pub fn bound_windows(&self, key: u32) -> usize {
+        let Ok(idx) = self.index(key) else {
+            return 0;
+        };
+        self.windows()
+            .iter()
+            .filter(|w| w.live && w.bound.is_some_and(|b| b.mr == idx && b.mr_key == key))
+            .count()
+    }
+
+    /// A remote key that failed the region lookup with `e`: the window it
+    /// names, checked for state, exact key, `pd`, rights and range, then
+    /// mapped into its region (which must still be the one bound and
+    /// still hold the range). Out of the hot path of region keys.
+    #[cold]
+    #[inline(never)]
+    fn locate_window(
+        &self,
+        e: MemError,
+        key: MemKey,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+        pd: Option<u64>,
+    ) -> Result<(usize, u64), MemError> {
+        let (MemKey::Remote(rkey), Some(slot)) = (key, window_slot(key.value())) else {
+            return Err(e);
+        };
+        let k = rkey.value();
+        let (b, w_pd) = {
+            let ws = self.windows();
+            match ws.get(slot) {
+                Some(w) if w.live && w.key == k && pd.map_or(true, |pd| pd == w.pd) => {
+                    (w.bound.ok_or(MemError::BadKey(k))?, w.pd)
+                }
+                _ => return Err(MemError::BadKey(k)),
+            }
+        };
+        if !b.access.contains(access) {
+            return Err(MemError::AccessDenied {
+                needed: access.bits(),
+                granted: b.access.bits(),
+            });
+        }
+        let oob = MemError::OutOfBounds { addr, len };
+        let off = if b.access.contains(AccessFlags::ZERO_BASED) {
+            addr
+        } else {
+            addr.checked_sub(b.base).ok_or(oob)?
+        };
+        match off.checked_add(len) {
+            Some(end) if end <= b.len => {}
+            _ => return Err(oob),
+        }
+        // The region must still be the one bound, in the window's domain
+        // (a re-registration may have moved it), and still hold the range.
+        match self.index(b.mr_key) {
+            Ok(mr) if mr == b.mr && self.regions[mr].pd == w_pd => {}
+            _ => return Err(MemError::BadKey(k)),
+        }
+        let moff = b.mr_off.checked_add(off).ok_or(oob)?;
+        match moff.checked_add(len) {
+            Some(end) if end <= self.regions[b.mr].len => Ok((b.mr, moff)),
+            _ => Err(oob),
+        }
+    }
+
     /// Deregister: the key never matches again; the slot is returned for
-    /// the caller to release what backs it.
+    /// the caller to release what backs it. Refused
+    /// ([`MemError::WindowsBound`]) while memory windows are bound to the
+    /// region, as rxe refuses.
     pub fn deregister(&mut self, key: u32) -> Result<&mut Region<S>, MemError> {
         let idx = self.index(key)?;
+        if self.bound_windows(key) > 0 {
+            return Err(MemError::WindowsBound(key));
+        }
         let r = &mut self.regions[idx];
         r.valid = false;
         Ok(r)
@@ -593,6 +996,16 @@ impl ByteMemory {
     pub fn deregister(&mut self, key: Lkey) -> Result<(), MemError> {
         self.regions.deregister(key.value())?.store = Store::default();
         Ok(())
+    }
+
+    /// Allocate an unbound memory window (`ibv_alloc_mw`); its key.
+    pub fn alloc_window(&mut self, mw_type: MwType) -> Result<Rkey, MemError> {
+        self.regions.alloc_window(0, mw_type)
+    }
+
+    /// Free a memory window, bound or not (`ibv_dealloc_mw`).
+    pub fn dealloc_window(&mut self, key: Rkey) -> Result<(), MemError> {
+        self.regions.dealloc_window(key.value())
     }
 
     /// The bytes at `[addr, addr + len)` of the region `key` names,
@@ -667,6 +1080,18 @@ impl Memory for ByteMemory {
         self.regions.invalidate(rkey.value(), None)
     }
 
+    fn bind_window(&self, bind: &WindowBind, qpn: Qpn) -> Result<(), MemError> {
+        self.regions.bind_window(bind, None, qpn)
+    }
+
+    fn invalidate_local(&self, rkey: Rkey) -> Result<(), MemError> {
+        self.regions.invalidate(rkey.value(), None)
+    }
+
+    fn window_qp(&self, rkey: Rkey) -> Option<Qpn> {
+        self.regions.window_qp(rkey.value())
+    }
+
     fn carries_bytes(&self) -> bool {
         true
     }
@@ -701,6 +1126,16 @@ impl LengthMemory {
     pub fn deregister(&mut self, key: Lkey) -> Result<(), MemError> {
         self.regions.deregister(key.value())?.store = Store::default();
         Ok(())
+    }
+
+    /// Allocate an unbound memory window (`ibv_alloc_mw`); its key.
+    pub fn alloc_window(&mut self, mw_type: MwType) -> Result<Rkey, MemError> {
+        self.regions.alloc_window(0, mw_type)
+    }
+
+    /// Free a memory window, bound or not (`ibv_dealloc_mw`).
+    pub fn dealloc_window(&mut self, key: Rkey) -> Result<(), MemError> {
+        self.regions.dealloc_window(key.value())
     }
 
     /// The u64 an atomic or an atomic result left at `addr` (0 if none).
@@ -754,6 +1189,18 @@ impl Memory for LengthMemory {
 
     fn invalidate(&mut self, rkey: Rkey) -> Result<(), MemError> {
         self.regions.invalidate(rkey.value(), None)
+    }
+
+    fn bind_window(&self, bind: &WindowBind, qpn: Qpn) -> Result<(), MemError> {
+        self.regions.bind_window(bind, None, qpn)
+    }
+
+    fn invalidate_local(&self, rkey: Rkey) -> Result<(), MemError> {
+        self.regions.invalidate(rkey.value(), None)
+    }
+
+    fn window_qp(&self, rkey: Rkey) -> Option<Qpn> {
+        self.regions.window_qp(rkey.value())
     }
 
     fn carries_bytes(&self) -> bool {
@@ -937,6 +1384,41 @@ mod tests {
     fn remote_write_without_local_write_is_refused() {
         let mut b = ByteMemory::new();
         assert!(b.register(0, 8, AccessFlags::REMOTE_WRITE).is_err());
+    }
+
+    #[test]
+    fn the_whole_address_space_is_one_region_without_overflow() {
+        // Implicit ODP: rdma-core registers address 0, length SIZE_MAX.
+        let mut t: Regions<()> = Regions::default();
+        let odp = AccessFlags::ALL | AccessFlags::ON_DEMAND;
+        let r = t.register(0, u64::MAX, odp, 1, ()).unwrap();
+        let k = MemKey::Remote(r.rkey);
+        let need = AccessFlags::REMOTE_WRITE;
+        assert_eq!(
+            t.locate(k, 0x7fff_1234_5678, 64, need, Some(1)),
+            Ok((0, 0x7fff_1234_5678))
+        );
+        assert_eq!(t.locate(k, 0, 0, need, Some(1)), Ok((0, 0)));
+        assert_eq!(
+            t.locate(k, u64::MAX - 8, 8, need, Some(1)),
+            Ok((0, u64::MAX - 8))
+        );
+        // A range that would wrap past the end is out of bounds, not a
+        // wrapped offset.
+        for (addr, len) in [(u64::MAX - 8, 9), (u64::MAX, u64::MAX), (1, u64::MAX)] {
+            assert_eq!(
+                t.locate(k, addr, len, need, Some(1)),
+                Err(MemError::OutOfBounds { addr, len })
+            );
+        }
+        // One byte more than the address space wraps and is refused.
+        assert!(t.register(1, u64::MAX, odp, 1, ()).is_err());
+        // Re-registered in place (rights only), it still spans everything.
+        assert_eq!(
+            t.reregister(r.lkey.value(), None, Some(odp), None),
+            Ok(None)
+        );
+        assert!(t.locate(k, u64::MAX - 1, 1, need, None).is_ok());
     }
 
     #[test]

@@ -66,8 +66,8 @@ mod qp;
 mod types;
 
 pub use memory::{
-    AccessFlags, AtomicOp, ByteMemory, LengthMemory, MemError, MemKey, Memory, Payload,
-    PayloadDesc, Piece, Registration, MAX_PIECES,
+    AccessFlags, AtomicOp, ByteMemory, LengthMemory, MemError, MemKey, Memory, MwType, Payload,
+    PayloadDesc, Piece, Registration, WindowBind, MAX_PIECES, WINDOW_KEY_BIT,
 };
 pub use qp::{
     check_modify, local_ack_timeout, rnr_timer, transition_masks, wire_time, Qp, QpEvent,

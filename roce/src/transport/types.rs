@@ -10,7 +10,7 @@ use crate::cc::CcConfig;
 use crate::time::Duration;
 use crate::wire::{Ecn, Lkey, Qpn, Rkey, RoceHeaders};
 
-use super::memory::{Payload, PayloadDesc, MAX_PIECES};
+use super::memory::{AccessFlags, Payload, PayloadDesc, WindowBind, MAX_PIECES};
 
 /// Most scatter/gather entries in one work request.
 pub const MAX_SGE: usize = MAX_PIECES;
@@ -134,6 +134,27 @@ pub enum SendOp {
         /// Value to add.
         add: u64,
     },
+    /// IBV_WR_LOCAL_INV: invalidate a bound type 2 memory window of the
+    /// QP's protection domain. Local: no packet; it runs once every
+    /// earlier WR has completed.
+    LocalInv(Rkey),
+    /// IBV_WR_BIND_MW (and `ibv_bind_mw` for type 1): bind the memory
+    /// window that `rkey`'s upper 24 bits name under the key `rkey` (the
+    /// fields of [`WindowBind`]). Local: no packet; it runs once every
+    /// earlier WR has completed. A refusal completes it with
+    /// [`WcStatus::MwBindErr`].
+    BindMw {
+        /// The key the window takes.
+        rkey: Rkey,
+        /// The region the window is bound to.
+        lkey: Lkey,
+        /// First address of the window.
+        addr: u64,
+        /// Length in bytes (0: unbound under the new key).
+        len: u64,
+        /// The window's remote rights.
+        access: AccessFlags,
+    },
 }
 
 impl SendOp {
@@ -148,6 +169,8 @@ impl SendOp {
             SendOp::CompareSwap { .. } => 5,
             SendOp::FetchAdd { .. } => 6,
             SendOp::SendWithInv(_) => 9,
+            SendOp::LocalInv(_) => 7,
+            SendOp::BindMw { .. } => 8,
         }
     }
 
@@ -159,6 +182,8 @@ impl SendOp {
             SendOp::Read { .. } => WcOpcode::RdmaRead,
             SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+            SendOp::LocalInv(_) => WcOpcode::LocalInv,
+            SendOp::BindMw { .. } => WcOpcode::BindMw,
         }
     }
 
@@ -169,6 +194,32 @@ impl SendOp {
             self,
             SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
         )
+    }
+
+    /// A memory window bind or a local invalidation: executed by the QP
+    /// itself, no packet.
+    pub const fn is_local(self) -> bool {
+        matches!(self, SendOp::LocalInv(_) | SendOp::BindMw { .. })
+    }
+
+    /// The memory window bind this op asks for, if it is one.
+    pub const fn window_bind(self) -> Option<WindowBind> {
+        match self {
+            SendOp::BindMw {
+                rkey,
+                lkey,
+                addr,
+                len,
+                access,
+            } => Some(WindowBind {
+                rkey,
+                lkey,
+                addr,
+                len,
+                access,
+            }),
+            _ => None,
+        }
     }
 
     /// An atomic.

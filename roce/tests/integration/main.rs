@@ -4,4 +4,5 @@
 
 mod crafted;
 mod transport;
+mod windows;
 mod wire;

@@ -35,7 +35,9 @@ use crate::wire::{
     Opcode, Psn, Qpn, RethRepr, Rkey, RoceHeaders,
 };
 
-use super::memory::{AccessFlags, AtomicOp, MemKey, Memory, Payload, PayloadDesc, Piece};
+use super::memory::{
+    AccessFlags, AtomicOp, MemKey, Memory, Payload, PayloadDesc, Piece, WINDOW_KEY_BIT,
+};
 use super::types::*;
 
 /// Bytes a packet takes on the wire besides its BTH, extension headers,
@@ -429,6 +431,15 @@ impl Qp {
                 self.pacer_held = false;
             }
             return false;
+        }
+        if self.send_idx == 0 && self.sq[0].wr.op.is_local() {
+            // A memory window bind or local invalidation at the head runs
+            // here, sending nothing; what follows it may then go out.
+            self.run_local_ops(mem);
+            if !self.state_runs_requester() || self.sq.len() <= self.send_idx {
+                self.pacer_held = false;
+                return false;
+            }
         }
         if self.rnr_deadline.is_some() {
             self.pacer_held = false;

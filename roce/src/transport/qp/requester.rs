@@ -1,6 +1,10 @@
 //! The requester (rxe: `rxe_req.c`): checks and queues send work, then
 //! turns the send queue into request packets under the window, the
 //! `max_rd_atomic` limit, fences and the congestion control pacing.
+//! Memory window binds and local invalidations send nothing: each runs
+//! when it reaches the head of the send queue (every earlier WR
+//! completed) and completes there, holding back the WRs behind it until
+//! then (`run_local_ops`).
 
 use super::*;
 
@@ -32,6 +36,8 @@ impl Qp {
                     | SendOp::SendWithImm(_)
                     | SendOp::Write { .. }
                     | SendOp::WriteWithImm { .. }
+                    | SendOp::LocalInv(_)
+                    | SendOp::BindMw { .. }
             ),
             QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
         };
@@ -53,8 +59,15 @@ impl Qp {
                 return Err(PostError::Invalid("a UD message must fit in one path MTU"));
             }
         }
+        if wr.op.is_local() && total > 0 {
+            return Err(PostError::Invalid(
+                "a memory window bind or local invalidation carries no SGEs",
+            ));
+        }
         let len = if wr.op.is_atomic() { 8 } else { total as u32 };
         let npsn = match wr.op {
+            // A local operation takes no PSN; it is never started.
+            SendOp::LocalInv(_) | SendOp::BindMw { .. } => 1,
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
             _ => len.div_ceil(self.pmtu).max(1),
         };
@@ -86,6 +99,11 @@ impl Qp {
         };
         if !started {
             if self.state == QpState::Sqd {
+                return false;
+            }
+            if op.is_local() {
+                // It runs at the head of the queue (`run_local_ops`): until
+                // every earlier WR has completed, it holds what follows.
                 return false;
             }
             if flags.contains(SendFlags::FENCE) && self.rd_atomic_inflight > 0 {
@@ -287,6 +305,38 @@ impl Qp {
         out.dest = dest;
         out.ecn = self.cfg.ecn;
         true
+    }
+}
+
+impl Qp {
+    /// Run the memory window binds and local invalidations at the head of
+    /// the send queue (every earlier WR has completed: local operations
+    /// are ordered after everything before them), completing each in
+    /// order. A refusal completes the WR with `IBV_WC_MW_BIND_ERR` and
+    /// puts the QP in ERR, as for any local error of a send WR.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn run_local_ops<M: Memory + ?Sized>(&mut self, mem: &M) {
+        while self.send_idx == 0 && self.state == QpState::Rts {
+            let Some(w) = self.sq.front() else {
+                break;
+            };
+            if w.started || !w.wr.op.is_local() {
+                break;
+            }
+            let op = w.wr.op;
+            let r = match (op, op.window_bind()) {
+                (SendOp::LocalInv(rkey), _) => mem.invalidate_local(rkey),
+                (_, Some(b)) => mem.bind_window(&b, self.cfg.qpn),
+                _ => Ok(()),
+            };
+            if r.is_err() {
+                self.fail_wqe_at(0, WcStatus::MwBindErr);
+                break;
+            }
+            let w = self.pop_head().expect("the head WQE was just read");
+            self.complete_send(&w, WcStatus::Success);
+        }
     }
 }
 

@@ -7,6 +7,15 @@
 use super::*;
 
 impl Qp {
+    /// True when `rkey` names a type 2 memory window bound to another QP:
+    /// only the QP that bound it may use it or invalidate it remotely
+    /// (IBA 10.6.7.2.2), so for this QP the key fails like a bad one.
+    /// Region keys never take the window lookup.
+    #[inline]
+    pub(super) fn foreign_window<M: Memory + ?Sized>(&self, mem: &M, rkey: Rkey) -> bool {
+        rkey.value() & WINDOW_KEY_BIT != 0 && mem.window_qp(rkey).is_some_and(|q| q != self.cfg.qpn)
+    }
+
     /// `ibv_post_recv`. Refused in RESET; in ERR the WR completes at once
     /// with WR_FLUSH_ERR.
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
@@ -89,7 +98,7 @@ impl Qp {
                 let plen = remaining.min(self.pmtu);
                 // rxe looks the R_Key up again for every response packet.
                 if plen > 0
-                    && mem
+                    && (mem
                         .check(
                             MemKey::Remote(rkey),
                             va,
@@ -97,6 +106,7 @@ impl Qp {
                             AccessFlags::REMOTE_READ,
                         )
                         .is_err()
+                        || self.foreign_window(mem, rkey))
                 {
                     // Only this READ's responses end: its NAK takes their
                     // place, and what is queued behind it (an atomic's ACK
@@ -384,7 +394,7 @@ impl Qp {
                     return;
                 };
                 if reth.dma_len > 0
-                    && mem
+                    && (mem
                         .check(
                             MemKey::Remote(reth.rkey),
                             reth.va,
@@ -392,6 +402,7 @@ impl Qp {
                             AccessFlags::REMOTE_READ,
                         )
                         .is_err()
+                        || self.foreign_window(mem, reth.rkey))
                 {
                     self.responder_fatal(psn, NakCode::RemoteAccessError, None);
                     return;
@@ -429,7 +440,9 @@ impl Qp {
                     return;
                 }
                 let key = MemKey::Remote(a.rkey);
-                if mem.check(key, a.va, 8, AccessFlags::REMOTE_ATOMIC).is_err() {
+                if mem.check(key, a.va, 8, AccessFlags::REMOTE_ATOMIC).is_err()
+                    || self.foreign_window(mem, a.rkey)
+                {
                     self.responder_fatal(psn, NakCode::RemoteAccessError, None);
                     return;
                 }
@@ -523,7 +536,7 @@ impl Qp {
         if op.is_last() || op.is_only() {
             let mut invalidated = None;
             if let Some(rkey) = h.ieth {
-                if mem.invalidate(rkey).is_err() {
+                if self.foreign_window(mem, rkey) || mem.invalidate(rkey).is_err() {
                     // IBA class J (rxe RESPST_ERR_INVALIDATE_RKEY, mlx5
                     // alike): no ACK of any kind, the receive completes in
                     // error, the QP goes to ERR. The key stays valid.
@@ -567,7 +580,7 @@ impl Qp {
             (InMsg::None, Some(reth)) => {
                 self.msg_start = psn;
                 if reth.dma_len > 0
-                    && mem
+                    && (mem
                         .check(
                             MemKey::Remote(reth.rkey),
                             reth.va,
@@ -575,6 +588,7 @@ impl Qp {
                             AccessFlags::REMOTE_WRITE,
                         )
                         .is_err()
+                        || self.foreign_window(mem, reth.rkey))
                 {
                     self.responder_fatal(psn, NakCode::RemoteAccessError, None);
                     return;
@@ -780,14 +794,15 @@ impl Qp {
                             .qp_access_flags
                             .contains(AccessFlags::REMOTE_WRITE)
                             || (r.dma_len > 0
-                                && mem
+                                && (mem
                                     .check(
                                         MemKey::Remote(r.rkey),
                                         r.va,
                                         r.dma_len as u64,
                                         AccessFlags::REMOTE_WRITE,
                                     )
-                                    .is_err())
+                                    .is_err()
+                                    || self.foreign_window(mem, r.rkey)))
                         {
                             self.stats.rx_dropped += 1;
                             return;
