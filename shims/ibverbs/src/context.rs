@@ -234,6 +234,14 @@ unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
         std::mem::transmute::<query_device_ex_fn, unsafe extern "C" fn()>(query_device_ex)
     });
     crate::qpex::install(&mut vctx);
+    crate::dm::install(&mut vctx);
+    crate::domain::install(&mut vctx);
+    // SAFETY: the slot's C type is `AdviseMrFn`'s; `unused_fn` only stands
+    // in for it in the mirror, and the inline ibv_advise_mr calls it with
+    // exactly those arguments.
+    vctx.advise_mr = Some(unsafe {
+        std::mem::transmute::<crate::odp::AdviseMrFn, unsafe extern "C" fn()>(crate::odp::advise_mr)
+    });
     vctx.context.device = dev;
     // A real descriptor, as a NIC's uverbs file is: programs dup it to
     // import the device (`ibv_import_device`, refused here with EOPNOTSUPP).
@@ -246,6 +254,7 @@ unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     vctx.context.ops.req_notify_cq = Some(crate::objects::req_notify_cq);
     vctx.context.ops.post_send = Some(crate::post::post_send);
     vctx.context.ops.post_recv = Some(crate::post::post_recv);
+    crate::windows::install(&mut vctx.context.ops);
     // SAFETY: the slot's C type is `int (*)(struct ibv_srq *, struct
     // ibv_recv_wr *, struct ibv_recv_wr **)`; `unused_fn` only stands in for
     // it in the mirror, and the inline ibv_post_srq_recv calls it with
@@ -308,7 +317,8 @@ pub(crate) fn device_attr(c: &ShimContext) -> Result<ibv_device_attr, c_int> {
     out.hw_ver = 1;
     out.max_qp = 1 << 16;
     out.max_qp_wr = a.max_qp_wr as c_int;
-    out.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN;
+    out.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | crate::windows::CAP_FLAGS;
+    out.max_mw = crate::windows::MAX_MW;
     out.max_sge = verbs_emu::transport::MAX_SGE as c_int;
     out.max_sge_rd = verbs_emu::transport::MAX_SGE as c_int;
     out.max_cq = 1 << 16;
@@ -363,8 +373,8 @@ unsafe extern "C" fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_devi
 }
 
 /// `verbs_context.query_device_ex`: the device attributes, then the
-/// extended ones this device has (one port, no ODP, TSO, RSS, tag matching
-/// or device memory: those stay zero). Copies at most `size` bytes, so
+/// extended ones this device has (one port, on-demand paging, device
+/// memory's `max_dm_size`; no TSO, RSS or tag matching: those stay zero). Copies at most `size` bytes, so
 /// programs built against an older, shorter struct get its prefix.
 pub(crate) unsafe extern "C" fn query_device_ex(
     ctx: *mut ibv_context,
@@ -389,7 +399,11 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     }
     let out = ibv_device_attr_ex {
         orig_attr: orig,
+        // The extended flags start with the plain ones (the kernel's).
+        device_cap_flags_ex: u64::from(orig.device_cap_flags),
+        odp_caps: crate::odp::odp_caps(&*c.backend),
         phys_port_cnt_ex: u32::from(orig.phys_port_cnt),
+        max_dm_size: c.backend.dm_size(),
         ..Default::default()
     };
     let n = size.min(std::mem::size_of::<ibv_device_attr_ex>());

@@ -147,7 +147,9 @@ fn ops() -> ibv_cq_ex_ops {
 
 /// `verbs_context.create_cq_ex`: a CQ from extended attributes. The
 /// standard completion fields (`IBV_WC_STANDARD_FLAGS`) and the single
-/// threaded / ignore overrun hints are understood; a parent domain or any
+/// threaded / ignore overrun hints are understood, and a parent domain
+/// (`IBV_CQ_INIT_ATTR_MASK_PD`: it must be a parent domain of this
+/// context, else `EINVAL`, and its allocator gives the CQ's buffer); any
 /// other field is `EOPNOTSUPP`. Size and completion vector are checked as
 /// `ibv_create_cq` checks them (`EINVAL`).
 pub(crate) unsafe extern "C" fn create_cq_ex(
@@ -166,7 +168,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     } else {
         0
     };
-    if a.comp_mask & !IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+    if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0
         || flags & !hints != 0
         || a.wc_flags & !IBV_WC_STANDARD_FLAGS != 0
     {
@@ -177,11 +179,35 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         set_errno(libc::EINVAL);
         return ptr::null_mut();
     };
+    let qbuf = if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+        match crate::domain::parent_of(a.parent_domain) {
+            Some(d) if d.base.pd.context == ctx => {}
+            _ => {
+                set_errno(libc::EINVAL);
+                return ptr::null_mut();
+            }
+        }
+        let size = crate::domain::cq_buffer_size(a.cqe as usize);
+        match crate::domain::queue_buffer(a.parent_domain, crate::domain::RES_TYPE_CQ, size) {
+            Ok(b) => b,
+            Err(e) => {
+                set_errno(e);
+                return ptr::null_mut();
+            }
+        }
+    } else {
+        None
+    };
     // SAFETY: the program's context and channel, checked there.
     let cq = unsafe { ibv_create_cq(ctx, cqe, a.cq_context, a.channel, vector) };
     if cq.is_null() {
+        // Any buffer goes back to the allocator here, keeping the errno.
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        drop(qbuf);
+        set_errno(errno);
         return ptr::null_mut();
     }
+    crate::domain::keep(cq as usize, qbuf);
     let cx = cq.cast::<ibv_cq_ex>();
     // SAFETY: a CQ record of ours, just created and not yet shared:
     // `ShimCq` holds `ibv_cq` then `ibv_cq_ex_ops`, the layout of

@@ -14,12 +14,15 @@
 //! `verbs.h` structs of [`verbs_emu::backend::ibverbs::ffi`] placed first in
 //! our own `#[repr(C)]` records, so a pointer the program holds is also a
 //! pointer to our record. The inline verbs of `verbs.h` (`ibv_post_send`,
-//! `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_query_port`)
-//! call through the context's function tables, which point here. Extended
+//! `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_query_port`,
+//! and the memory window verbs `ibv_alloc_mw`, `ibv_bind_mw`,
+//! `ibv_dealloc_mw` of `windows`) call through the context's function tables, which point here. Extended
 //! verbs that `verbs.h` reaches through `verbs_context` slots find the
-//! slots this library fills (`ibv_query_device_ex`: device attributes and
-//! `phys_port_cnt_ex`); those left empty fall back as rdma-core's header
-//! specifies (to the plain verb, or `EOPNOTSUPP`).
+//! slots this library fills (`ibv_query_device_ex`: device attributes,
+//! `phys_port_cnt_ex` and `odp_caps`; on-demand paging's `ibv_advise_mr`
+//! in `odp`; device memory, `ibv_alloc_dm` and its kin, in `dm`;
+//! thread and parent domains in `domain`); those left empty fall back as
+//! rdma-core's header specifies (to the plain verb, or `EOPNOTSUPP`).
 //!
 //! # Devices and addresses
 //!
@@ -73,16 +76,20 @@
 mod config;
 mod context;
 mod cqex;
+mod dm;
+mod domain;
 mod events;
 mod misc;
 mod mw;
 mod objects;
+mod odp;
 mod post;
 mod qpex;
 mod records;
 mod srq_pool;
 #[cfg(test)]
 mod tests;
+mod windows;
 
 pub use config::{DeviceSpec, DEVICES_ENV};
 

@@ -66,6 +66,11 @@ unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     let Some(p) = (unsafe { rec::<ShimPd, _>(pd) }) else {
         return libc::EINVAL;
     };
+    // A parent domain, or a PD one wraps (the domain module's).
+    // SAFETY: the export contract: a live PD of ours.
+    if let Some(rc) = unsafe { crate::domain::dealloc_pd(pd) } {
+        return rc;
+    }
     if let Err(e) = p.backend.dealloc_pd(p.handle) {
         return crate::errno_of(&e);
     }
@@ -487,6 +492,7 @@ unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         unsafe { (*ch).refcnt -= 1 };
     }
     crate::events::unregister(cq as usize);
+    crate::domain::release(cq as usize);
     // SAFETY: allocated by ibv_create_cq; the backend released it.
     drop(unsafe { Box::from_raw(cq.cast::<ShimCq>()) });
     0
@@ -583,6 +589,16 @@ pub(crate) unsafe extern "C" fn ibv_create_qp(
         granted.max_recv_wr = 0;
         granted.max_recv_sge = 0;
     }
+    // Under a parent domain, its allocator gives the queues' buffer.
+    let size = crate::domain::qp_buffer_size(&granted);
+    let qbuf = match crate::domain::queue_buffer(pd, crate::domain::RES_TYPE_QP, size) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = p.backend.destroy_qp(created.handle);
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
     ia.cap = granted;
     // SAFETY: ibv_qp is pointers, integers and pthread objects (set
     // below); zero is valid for each.
@@ -613,6 +629,7 @@ pub(crate) unsafe extern "C" fn ibv_create_qp(
         }),
         srq: srq.clone(),
     }));
+    crate::domain::keep(b as usize, qbuf);
     if let Some(c) = ctx_of(p.pd.context) {
         crate::events::register(
             crate::events::backend_id(&*p.backend),
@@ -827,6 +844,7 @@ unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         return fail(&e);
     }
     crate::events::unregister(qp as usize);
+    crate::domain::release(qp as usize);
     if let Some(s) = &q.srq {
         s.detach(qp as usize);
     }

@@ -97,7 +97,16 @@ pub(crate) unsafe extern "C" fn post_send(
     while !cur.is_null() {
         // SAFETY: a WR of the program's list.
         let w = unsafe { &*cur };
-        let Some(op) = decode_send_op(w) else {
+        // SAFETY: a WR of the program's list; a bind names objects of ours.
+        let op = match unsafe { crate::windows::local_op(w) } {
+            Some(Ok(op)) => Some(op),
+            Some(Err(e)) => {
+                set_bad(cur);
+                return e;
+            }
+            None => decode_send_op(w),
+        };
+        let Some(op) = op else {
             set_bad(cur);
             return libc::EINVAL;
         };
@@ -291,6 +300,15 @@ unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_att
         return ptr::null_mut();
     }
     ia.attr.max_sge = ia.attr.max_sge.max(1);
+    // Under a parent domain, its allocator gives the queue's buffer.
+    let size = crate::domain::srq_buffer_size(ia.attr.max_wr, ia.attr.max_sge);
+    let qbuf = match crate::domain::queue_buffer(pd, crate::domain::RES_TYPE_SRQ, size) {
+        Ok(b) => b,
+        Err(e) => {
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
     // SAFETY: ibv_srq is pointers, integers and pthread objects (set
     // below); zero is valid.
     let mut raw: ibv_srq = unsafe { std::mem::zeroed() };
@@ -301,6 +319,7 @@ unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_att
     raw.cond = libc::PTHREAD_COND_INITIALIZER;
     let pool = Arc::new(SrqPool::new(ia.attr.max_wr, ia.attr.max_sge));
     let b = Box::into_raw(Box::new(ShimSrq { srq: raw, pool }));
+    crate::domain::keep(b as usize, qbuf);
     // SAFETY: just allocated.
     let s = unsafe { &*b };
     // The limit is armed by ibv_modify_srq only (the verbs spec).
@@ -374,6 +393,7 @@ unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
         return libc::EBUSY;
     }
     crate::events::unregister(srq as usize);
+    crate::domain::release(srq as usize);
     // SAFETY: allocated by ibv_create_srq; no QP uses it.
     drop(unsafe { Box::from_raw(srq.cast::<ShimSrq>()) });
     0

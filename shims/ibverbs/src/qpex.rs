@@ -8,9 +8,10 @@
 //! whole batch through the backend as `ibv_post_send` would, and
 //! `wr_abort` drops it. Inline data is copied when it is set, so the
 //! program may reuse its buffer on return, as rdma-core promises. An
-//! operation the device cannot do (memory window binds, local
-//! invalidation, TSO, atomic write, XRC) marks the batch failed: nothing of
-//! it is posted and `wr_complete` returns `EOPNOTSUPP`. A QP asking at
+//! operation the device cannot do (TSO, atomic write, XRC) marks the
+//! batch failed: nothing of it is posted and `wr_complete` returns
+//! `EOPNOTSUPP`; a malformed memory window bind (`windows`) fails it with
+//! `EINVAL`. A QP asking at
 //! creation for a send op outside what the device does is refused with
 //! `EOPNOTSUPP`, before anything is created.
 //!
@@ -39,7 +40,9 @@ const SUPPORTED_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-    | IBV_QP_EX_WITH_SEND_WITH_INV;
+    | IBV_QP_EX_WITH_SEND_WITH_INV
+    | IBV_QP_EX_WITH_BIND_MW
+    | IBV_QP_EX_WITH_LOCAL_INV;
 
 /// The send ops a transport allows (IBTA 3.7.2, Table 6).
 fn ops_of_type(qp_type: u32) -> u64 {
@@ -51,6 +54,8 @@ fn ops_of_type(qp_type: u32) -> u64 {
                 | IBV_QP_EX_WITH_RDMA_WRITE
                 | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
                 | IBV_QP_EX_WITH_SEND_WITH_INV
+                | IBV_QP_EX_WITH_BIND_MW
+                | IBV_QP_EX_WITH_LOCAL_INV
         }
         _ => SUPPORTED_OPS,
     }
@@ -285,15 +290,26 @@ unsafe extern "C" fn wr_atomic_fetch_add(
 
 unsafe extern "C" fn wr_bind_mw(
     qp: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
 ) {
-    fail_batch(qp, libc::EOPNOTSUPP);
+    if info.is_null() {
+        fail_batch(qp, libc::EINVAL);
+        return;
+    }
+    // SAFETY: the program's window (type 2) and bind description, with an
+    // MR of ours or null, valid for this call.
+    match unsafe { crate::windows::bind_type2(mw, rkey, &*info) } {
+        // SAFETY: an extended QP of ours (the slot's contract).
+        Ok(op) => unsafe { push(qp, op) },
+        Err(e) => fail_batch(qp, e),
+    }
 }
 
-unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, _rkey: u32) {
-    fail_batch(qp, libc::EOPNOTSUPP);
+unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, rkey: u32) {
+    // SAFETY: an extended QP of ours (the slot's contract).
+    unsafe { push(qp, SendOp::LocalInv(Rkey::new(rkey))) };
 }
 
 unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
@@ -841,7 +857,7 @@ mod tests {
             (*a.qpx).ops.wr_id = 4;
             (o.wr_rdma_write.unwrap())(a.qpx, rkey, remote + 300);
             (o.wr_set_sge.unwrap())(a.qpx, (*a.mr).lkey, a.buf.as_ptr() as u64, 4);
-            (o.wr_local_inv.unwrap())(a.qpx, 0x42);
+            (o.wr_send_tso.unwrap())(a.qpx, ptr::null_mut(), 0, 0);
             assert_eq!((o.wr_complete.unwrap())(a.qpx), libc::EOPNOTSUPP);
             // An aborted batch posts nothing either.
             (o.wr_start.unwrap())(a.qpx);
@@ -864,8 +880,9 @@ mod tests {
                 std::io::Error::last_os_error().raw_os_error(),
                 Some(libc::EOPNOTSUPP)
             );
-            let mut bind = qp_attr(a.pd, a.cq, IBV_QP_EX_WITH_BIND_MW);
-            assert!(create_qp_ex(a.ctx, &mut bind).is_null());
+            // IBV_QP_EX_WITH_TSO (1 << 10) beside a bind: still refused.
+            let mut bind = qp_attr(a.pd, a.cq, IBV_QP_EX_WITH_BIND_MW | (1 << 10));
+            assert!(create_qp_ex(a.ctx, &mut bind).is_null(), "TSO");
             assert_eq!(
                 std::io::Error::last_os_error().raw_os_error(),
                 Some(libc::EOPNOTSUPP)

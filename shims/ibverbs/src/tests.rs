@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use verbs_emu::backend::ibverbs::ffi::*;
 
+mod device_memory;
+mod windows;
+
 extern "C" {
     fn ibv_get_device_list(n: *mut c_int) -> *mut *mut ibv_device;
     fn ibv_free_device_list(l: *mut *mut ibv_device);
@@ -748,5 +751,131 @@ fn the_device_answers_queries_and_refusals_as_a_roce_nic_does() {
         assert!(ibv_create_ah(a.pd, &mut ah).is_null());
         assert_eq!(errno(), libc::EINVAL);
         close_side(&a);
+    }
+}
+
+/// `IBV_ACCESS_ON_DEMAND` (`enum ibv_access_flags`).
+const IBV_ACCESS_ON_DEMAND: u32 = 1 << 6;
+
+#[test]
+fn on_demand_paging_works_through_the_c_interface() {
+    // SAFETY (whole body): the C calling sequence on objects this test
+    // creates and destroys in order; the ops-table slots are called with
+    // their C types.
+    unsafe {
+        let list = ibv_get_device_list(ptr::null_mut());
+        let a = side(*list);
+        let b = side(*list);
+        ibv_free_device_list(list);
+        let vctx = (a.ctx as *mut u8)
+            .sub(std::mem::offset_of!(verbs_context, context))
+            .cast::<verbs_context>();
+
+        // The capabilities, as test_odp.py reads them.
+        let slot = (*vctx).query_device_ex.expect("query_device_ex slot");
+        let query = std::mem::transmute::<unsafe extern "C" fn(), query_device_ex_fn>(slot);
+        let mut ex = ibv_device_attr_ex::default();
+        let size = std::mem::size_of::<ibv_device_attr_ex>();
+        assert_eq!(query(a.ctx, ptr::null(), &mut ex, size), 0);
+        assert_eq!(ex.odp_caps.general_caps, 0b11, "ODP and implicit ODP");
+        assert_eq!(
+            ex.odp_caps.per_transport_caps[0], 0x3F,
+            "RC: every operation"
+        );
+        assert_eq!(ex.xrc_odp_caps, 0);
+
+        connect(&a, &b);
+        connect(&b, &a);
+        let rights = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        let odp = (rights | IBV_ACCESS_ON_DEMAND) as c_int;
+        // The implicit region (rdma-core's NULL, SIZE_MAX) takes a WRITE
+        // into b's ordinary buffer.
+        let implicit = ibv_reg_mr(b.pd, ptr::null_mut(), usize::MAX, odp);
+        assert!(!implicit.is_null(), "errno {}", errno());
+        assert_eq!(
+            ((*implicit).addr, (*implicit).length),
+            (ptr::null_mut(), usize::MAX)
+        );
+        let wc = write_wc(
+            &a,
+            &b,
+            b"through the whole address space",
+            200,
+            11,
+            (*implicit).rkey,
+        );
+        assert_eq!((wc.wr_id, wc.status), (11, IBV_WC_SUCCESS));
+        assert_eq!(&b.buf[200..231], b"through the whole address space");
+
+        // advise_mr through its slot, with rdma-core's answers.
+        let slot = (*vctx).advise_mr.expect("advise_mr slot");
+        let advise = std::mem::transmute::<unsafe extern "C" fn(), crate::odp::AdviseMrFn>(slot);
+        let mut sg = ibv_sge {
+            addr: b.buf.as_ptr() as u64,
+            length: 64,
+            lkey: (*implicit).lkey,
+        };
+        let (prefetch_write, flush) = (1, 1);
+        assert_eq!(advise(b.pd, prefetch_write, flush, &mut sg, 1), 0);
+        assert_eq!(advise(b.pd, 3, flush, &mut sg, 1), libc::EOPNOTSUPP);
+        assert_eq!(advise(b.pd, prefetch_write, 2, &mut sg, 1), libc::EINVAL);
+        assert_eq!(
+            advise(b.pd, prefetch_write, flush, &mut sg, 0),
+            libc::EINVAL
+        );
+        sg.lkey = (*b.mr).lkey;
+        assert_eq!(
+            advise(b.pd, prefetch_write, flush, &mut sg, 1),
+            libc::ENOENT
+        );
+        assert_eq!(advise(b.pd, prefetch_write, 0, &mut sg, 1), libc::EINVAL);
+
+        // An ODP region over a page the process may not touch: a peer's
+        // WRITE there is NAKed (a remote access error), no signal.
+        let page = libc::mmap(
+            ptr::null_mut(),
+            4096,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(page, libc::MAP_FAILED);
+        let fenced = ibv_reg_mr(b.pd, page, 4096, odp);
+        assert!(!fenced.is_null(), "errno {}", errno());
+        let src = a.buf.as_ptr().cast_mut();
+        let mut sge = ibv_sge {
+            addr: src as u64,
+            length: 16,
+            lkey: (*a.mr).lkey,
+        };
+        let mut wr = ibv_send_wr {
+            wr_id: 12,
+            sg_list: &mut sge,
+            num_sge: 1,
+            opcode: IBV_WR_RDMA_WRITE,
+            send_flags: IBV_SEND_SIGNALED,
+            ..Default::default()
+        };
+        wr.wr.rdma = ibv_send_wr_rdma {
+            remote_addr: page as u64 + 64,
+            rkey: (*fenced).rkey,
+        };
+        let ops = &(*a.ctx).ops;
+        let mut bad = ptr::null_mut();
+        assert_eq!((ops.post_send.unwrap())(a.qp, &mut wr, &mut bad), 0);
+        let mut wc = ibv_wc::default();
+        let start = Instant::now();
+        while (ops.poll_cq.unwrap())(a.cq, 1, &mut wc) == 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "no completion");
+            std::thread::yield_now();
+        }
+        assert_eq!((wc.wr_id, wc.status), (12, IBV_WC_REM_ACCESS_ERR));
+
+        assert_eq!(ibv_dereg_mr(fenced), 0);
+        assert_eq!(ibv_dereg_mr(implicit), 0);
+        libc::munmap(page, 4096);
+        close_side(&a);
+        close_side(&b);
     }
 }

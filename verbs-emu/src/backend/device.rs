@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::counters::QpCounters;
-use crate::verbs::handle::{AhHandle, CqHandle, MrHandle, PdHandle, QpHandle};
+use crate::verbs::handle::{AhHandle, CqHandle, DmHandle, MrHandle, PdHandle, QpHandle};
 use crate::verbs::{
     AccessFlags, AhAttr, DeviceAttr, Gid, PortAttr, PostError, QpAttr, QpCap, QpInitAttr, QpState,
     RecvWr, Result, SendWr, VerbsError, WorkCompletion,
@@ -66,6 +66,71 @@ pub struct MrChange {
     pub pd: Option<PdHandle>,
     /// `IBV_REREG_MR_CHANGE_ACCESS`: the new rights.
     pub access: Option<AccessFlags>,
+}
+
+/// On-demand paging capabilities (`struct ibv_odp_caps`, the `odp_caps`
+/// of `ibv_query_device_ex`): whether regions registered with
+/// `IBV_ACCESS_ON_DEMAND` are served, and which operations of each
+/// transport may use them. The default, all zero, is a device without
+/// ODP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OdpCaps {
+    /// `general_caps`: [`OdpCaps::SUPPORT`], [`OdpCaps::SUPPORT_IMPLICIT`].
+    pub general_caps: u64,
+    /// `rc_odp_caps`: the `IBV_ODP_SUPPORT_*` operation bits
+    /// ([`OdpCaps::SEND`], ...) for RC QPs.
+    pub rc: u32,
+    /// `uc_odp_caps`, as `rc` for UC QPs.
+    pub uc: u32,
+    /// `ud_odp_caps`, as `rc` for UD QPs.
+    pub ud: u32,
+}
+
+impl OdpCaps {
+    /// `IBV_ODP_SUPPORT`: ODP regions can be registered.
+    pub const SUPPORT: u64 = 1 << 0;
+    /// `IBV_ODP_SUPPORT_IMPLICIT`: the whole address space can be
+    /// registered as one ODP region (address 0, length `SIZE_MAX`).
+    pub const SUPPORT_IMPLICIT: u64 = 1 << 1;
+    /// `IBV_ODP_SUPPORT_SEND`.
+    pub const SEND: u32 = 1 << 0;
+    /// `IBV_ODP_SUPPORT_RECV`.
+    pub const RECV: u32 = 1 << 1;
+    /// `IBV_ODP_SUPPORT_WRITE`.
+    pub const WRITE: u32 = 1 << 2;
+    /// `IBV_ODP_SUPPORT_READ`.
+    pub const READ: u32 = 1 << 3;
+    /// `IBV_ODP_SUPPORT_ATOMIC`.
+    pub const ATOMIC: u32 = 1 << 4;
+    /// `IBV_ODP_SUPPORT_SRQ_RECV`.
+    pub const SRQ_RECV: u32 = 1 << 5;
+}
+
+/// The advice of `ibv_advise_mr` (`enum ibv_advise_mr_advice`): what to
+/// do ahead of time for ranges of on-demand-paging regions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MrAdvice {
+    /// `IBV_ADVISE_MR_ADVICE_PREFETCH`: fault the pages in for reading.
+    Prefetch,
+    /// `IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE`: fault the pages in for
+    /// writing (the region must be writable).
+    PrefetchWrite,
+    /// `IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT`: map what is present,
+    /// faulting nothing in.
+    PrefetchNoFault,
+}
+
+impl MrAdvice {
+    /// From the raw `enum ibv_advise_mr_advice` value; `None` for a value
+    /// rdma-core does not define.
+    pub const fn from_raw(advice: u32) -> Option<MrAdvice> {
+        match advice {
+            0 => Some(MrAdvice::Prefetch),
+            1 => Some(MrAdvice::PrefetchWrite),
+            2 => Some(MrAdvice::PrefetchNoFault),
+            _ => None,
+        }
+    }
 }
 
 /// What creating a QP produced.
@@ -170,6 +235,15 @@ pub trait Backend: Send + Sync + 'static {
     /// allocated, until `dereg_mr` of the returned handle has returned. The
     /// device (or the emulation's progress thread) may read and write it at
     /// any time in between, as RDMA hardware does.
+    ///
+    /// With [`AccessFlags::ON_DEMAND`], on a backend whose
+    /// [`odp_caps`](Self::odp_caps) has [`OdpCaps::SUPPORT`], the range
+    /// need not be mapped: the backend resolves each access's pages when
+    /// it makes it and fails the access (an error completion or a NAK)
+    /// where they are not mapped with the rights it needs. A null `addr`
+    /// with `len == usize::MAX` is the implicit ODP region, the whole
+    /// address space (with [`OdpCaps::SUPPORT_IMPLICIT`]). The program
+    /// must still not unmap pages while an operation on them is in flight.
     unsafe fn reg_mr(
         &self,
         pd: PdHandle,
@@ -199,6 +273,29 @@ pub trait Backend: Send + Sync + 'static {
     /// memory again; later uses of its keys fail with protection errors.
     fn dereg_mr(&self, mr: MrHandle) -> Result<()>;
 
+    /// `ibv_alloc_mw`: an unbound memory window of `mw_type` (1 or 2;
+    /// anything else is an invalid argument) in `pd`. Returns its first
+    /// R_Key, whose upper 24 bits name the window to
+    /// [`dealloc_mw`](Self::dealloc_mw) and to binds (`SendOp::BindMw`).
+    /// Backends without memory windows say `Unavailable`.
+    fn alloc_mw(&self, pd: PdHandle, mw_type: u32) -> Result<u32> {
+        let _ = (pd, mw_type);
+        Err(VerbsError::Unavailable(format!(
+            "ibv_alloc_mw: the {} backend has no memory windows",
+            self.kind()
+        )))
+    }
+
+    /// `ibv_dealloc_mw` of the window that `rkey` (any of its keys) names,
+    /// bound or not: none of its keys matches again.
+    fn dealloc_mw(&self, rkey: u32) -> Result<()> {
+        let _ = rkey;
+        Err(VerbsError::Unavailable(format!(
+            "ibv_dealloc_mw: the {} backend has no memory windows",
+            self.kind()
+        )))
+    }
+
     /// `ibv_rereg_mr`: change the translation, protection domain or
     /// rights of a registered region in place, keeping its keys. On an
     /// error the region is unchanged. Backends that cannot say
@@ -212,6 +309,106 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (mr, change);
         Err(VerbsError::Unavailable(format!(
             "ibv_rereg_mr: the {} backend does not re-register MRs",
+            self.kind()
+        )))
+    }
+
+    /// On-demand paging capabilities (`ibv_query_device_ex`'s
+    /// `odp_caps`). Backends without ODP keep the default: none.
+    fn odp_caps(&self) -> OdpCaps {
+        OdpCaps::default()
+    }
+
+    /// `ibv_advise_mr`: act on `advice` for the ranges `sges` name, each
+    /// in an on-demand-paging region of `pd` under its lkey. With `flush`
+    /// (`IBV_ADVISE_MR_FLAG_FLUSH`) the work is done when this returns;
+    /// without, it may still be under way. Errors as rdma-core's: a key
+    /// that names no ODP region of `pd` (or a write prefetch of a region
+    /// without `LOCAL_WRITE`) is `ENOENT` with `flush` and `EINVAL`
+    /// without; a range outside its region, or pages that cannot be
+    /// faulted in, `EFAULT`; an empty list `EINVAL` (as
+    /// [`VerbsError::Os`]). Backends without ODP say `Unavailable`.
+    fn advise_mr(
+        &self,
+        pd: PdHandle,
+        advice: MrAdvice,
+        flush: bool,
+        sges: &[crate::verbs::Sge],
+    ) -> Result<()> {
+        let _ = (pd, advice, flush, sges);
+        Err(VerbsError::Unavailable(format!(
+            "ibv_advise_mr: the {} backend has no on-demand paging",
+            self.kind()
+        )))
+    }
+
+    /// The size of the device's own memory in bytes (`ibv_query_device_ex`'s
+    /// `max_dm_size`): what [`alloc_dm`](Self::alloc_dm) allocations come
+    /// out of. Backends without device memory keep the default, 0.
+    fn dm_size(&self) -> u64 {
+        0
+    }
+
+    /// `ibv_alloc_dm`: `len` bytes of the device's own memory, starting at
+    /// a device address aligned to `2^log_align` bytes. An invalid argument
+    /// when `len` is 0 or more than [`dm_size`](Self::dm_size); the OS error
+    /// `ENOMEM` when no free range is large enough. The memory starts
+    /// zeroed. Backends without device memory say `Unavailable`.
+    fn alloc_dm(&self, len: u64, log_align: u32) -> Result<DmHandle> {
+        let _ = (len, log_align);
+        Err(VerbsError::Unavailable(format!(
+            "ibv_alloc_dm: the {} backend has no device memory",
+            self.kind()
+        )))
+    }
+
+    /// `ibv_free_dm`. Fails with `Busy` while memory regions cover it.
+    fn free_dm(&self, dm: DmHandle) -> Result<()> {
+        let _ = dm;
+        Err(VerbsError::UnknownHandle {
+            verb: "ibv_free_dm",
+            object: "DM",
+        })
+    }
+
+    /// `ibv_memcpy_to_dm`: copy `data` into the allocation at `offset`,
+    /// ordered with the device's own accesses (as
+    /// [`with_memory_quiesced`](Self::with_memory_quiesced)). An invalid
+    /// argument when the range leaves the allocation.
+    fn memcpy_to_dm(&self, dm: DmHandle, offset: u64, data: &[u8]) -> Result<()> {
+        let _ = (dm, offset, data);
+        Err(VerbsError::UnknownHandle {
+            verb: "ibv_memcpy_to_dm",
+            object: "DM",
+        })
+    }
+
+    /// `ibv_memcpy_from_dm`: fill `out` from the allocation at `offset`, as
+    /// [`memcpy_to_dm`](Self::memcpy_to_dm) in the other direction.
+    fn memcpy_from_dm(&self, dm: DmHandle, offset: u64, out: &mut [u8]) -> Result<()> {
+        let _ = (dm, offset, out);
+        Err(VerbsError::UnknownHandle {
+            verb: "ibv_memcpy_from_dm",
+            object: "DM",
+        })
+    }
+
+    /// `ibv_reg_dm_mr`: register `len` bytes of the allocation `dm` from
+    /// `offset` as a memory region of `pd`. Such regions are always
+    /// zero-based (`access` must hold [`AccessFlags::ZERO_BASED`]): local
+    /// and remote addresses alike are offsets from the region's start.
+    /// `dereg_mr` releases it; the allocation cannot be freed before.
+    fn reg_dm_mr(
+        &self,
+        pd: PdHandle,
+        dm: DmHandle,
+        offset: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys> {
+        let _ = (pd, dm, offset, len, access);
+        Err(VerbsError::Unavailable(format!(
+            "ibv_reg_dm_mr: the {} backend has no device memory",
             self.kind()
         )))
     }

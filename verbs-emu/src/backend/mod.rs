@@ -37,7 +37,8 @@ pub mod udp;
 pub use self::device::{
     AsyncEvent, Backend, BackendKind, DeviceEntry, MrChange, MrKeys, Provider, QpCreated,
 };
-pub use crate::verbs::handle::{AhHandle, CqHandle, MrHandle, PdHandle, QpHandle};
+pub use self::device::{MrAdvice, OdpCaps};
+pub use crate::verbs::handle::{AhHandle, CqHandle, DmHandle, MrHandle, PdHandle, QpHandle};
 
 /// What to open: the backend, and for the UDP backend the address, port,
 /// transmit-path faults and capture. The one entry point the tools use

@@ -28,4 +28,6 @@ handle! {
     QpHandle;
     /// An address handle of one backend.
     AhHandle;
+    /// An allocation of one backend's device memory (`ibv_alloc_dm`).
+    DmHandle;
 }

@@ -228,6 +228,14 @@ impl ProtectionDomain {
     /// `[addr, addr + len)` must stay valid for reads and writes until the
     /// returned region is dropped, and the caller must expect the device to
     /// read and write it at any time in between.
+    ///
+    /// With [`AccessFlags::ON_DEMAND`] (on a device that claims ODP), the
+    /// device itself needs none of that: it resolves each access's pages
+    /// and fails the access where they are not mapped (see
+    /// [`Backend::reg_mr`]), and a null `addr` with `len == usize::MAX` is
+    /// the implicit region. The region's own accessors ([`MemoryRegion::read`],
+    /// `write`, `fill`, ...) touch the memory directly, though: the caller
+    /// promises that every range it passes them is valid memory.
     pub unsafe fn register_raw(
         &self,
         addr: *mut u8,

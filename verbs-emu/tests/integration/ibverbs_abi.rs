@@ -177,6 +177,40 @@ fn checks() -> Vec<Check> {
     });
     layout!(
         c,
+        "struct ibv_alloc_dm_attr",
+        ibv_alloc_dm_attr {
+            length,
+            log_align_req,
+            comp_mask
+        }
+    );
+    layout!(
+        c,
+        "struct ibv_dm",
+        ibv_dm {
+            context,
+            memcpy_to_dm,
+            memcpy_from_dm,
+            comp_mask,
+            handle
+        }
+    );
+    layout!(c, "struct ibv_td_init_attr", ibv_td_init_attr { comp_mask });
+    layout!(c, "struct ibv_td", ibv_td { context });
+    layout!(
+        c,
+        "struct ibv_parent_domain_init_attr",
+        ibv_parent_domain_init_attr {
+            pd,
+            td,
+            comp_mask,
+            alloc,
+            free,
+            pd_context,
+        }
+    );
+    layout!(
+        c,
         "struct ibv_device_attr",
         ibv_device_attr {
             fw_ver,

@@ -7,6 +7,7 @@ mod hostile;
 mod ibverbs_abi;
 mod ibverbs_fake;
 mod mr_bytes;
+mod odp;
 mod verbs;
 
 use std::time::Duration;

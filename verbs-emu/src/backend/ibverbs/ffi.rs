@@ -1223,3 +1223,119 @@ mod extended_layout {
         assert_eq!(size_of::<ibv_cq_init_attr_ex>(), 56);
     }
 }
+
+// ------------------------------------------------------------------------
+// Device memory, thread domains and parent domains, for the ibverbs shim.
+// ------------------------------------------------------------------------
+
+/// `struct ibv_alloc_dm_attr`: `ibv_alloc_dm` input.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_alloc_dm_attr {
+    pub length: usize,
+    pub log_align_req: u32,
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_dm`: an allocation of device memory. The inline
+/// `ibv_memcpy_to_dm` and `ibv_memcpy_from_dm` call its function pointers.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_dm {
+    pub context: *mut ibv_context,
+    pub memcpy_to_dm: Option<memcpy_to_dm_fn>,
+    pub memcpy_from_dm: Option<memcpy_from_dm_fn>,
+    /// `enum ibv_dm_mask` bits: which of the fields below are valid.
+    pub comp_mask: u32,
+    pub handle: u32,
+}
+
+/// `IBV_DM_MASK_HANDLE` (`enum ibv_dm_mask`): `ibv_dm.handle` is valid.
+pub const IBV_DM_MASK_HANDLE: u32 = 1 << 0;
+/// `IBV_ACCESS_ZERO_BASED` (`enum ibv_access_flags`).
+pub const IBV_ACCESS_ZERO_BASED: c_uint = 1 << 5;
+
+/// `ibv_dm.memcpy_to_dm`.
+pub type memcpy_to_dm_fn = unsafe extern "C" fn(*mut ibv_dm, u64, *const c_void, usize) -> c_int;
+/// `ibv_dm.memcpy_from_dm`.
+pub type memcpy_from_dm_fn = unsafe extern "C" fn(*mut c_void, *mut ibv_dm, u64, usize) -> c_int;
+/// `verbs_context.alloc_dm`.
+pub type alloc_dm_fn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm;
+/// `verbs_context.free_dm`.
+pub type free_dm_fn = unsafe extern "C" fn(*mut ibv_dm) -> c_int;
+/// `verbs_context.reg_dm_mr`.
+pub type reg_dm_mr_fn =
+    unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, c_uint) -> *mut ibv_mr;
+
+/// `struct ibv_td_init_attr`: `ibv_alloc_td` input (no fields defined).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_td_init_attr {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_td`: a thread domain.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_td {
+    pub context: *mut ibv_context,
+}
+
+/// `verbs_context.alloc_td`.
+pub type alloc_td_fn = unsafe extern "C" fn(*mut ibv_context, *mut ibv_td_init_attr) -> *mut ibv_td;
+/// `verbs_context.dealloc_td`.
+pub type dealloc_td_fn = unsafe extern "C" fn(*mut ibv_td) -> c_int;
+
+/// `ibv_parent_domain_init_attr.alloc`: a buffer of `size` bytes aligned
+/// to `alignment` for the provider's resource `resource_type`; NULL for
+/// none, [`IBV_ALLOCATOR_USE_DEFAULT`] for the provider's own allocator.
+pub type pd_alloc_fn =
+    unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, usize, u64) -> *mut c_void;
+/// `ibv_parent_domain_init_attr.free`: give back what `alloc` returned.
+pub type pd_free_fn = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, *mut c_void, u64);
+
+/// `IBV_ALLOCATOR_USE_DEFAULT`: `(void *)-1`, an allocator's answer that
+/// the provider should allocate as it does without one.
+pub const IBV_ALLOCATOR_USE_DEFAULT: *mut c_void = usize::MAX as *mut c_void;
+
+/// `struct ibv_parent_domain_init_attr`: `ibv_alloc_parent_domain` input.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_parent_domain_init_attr {
+    pub pd: *mut ibv_pd,
+    pub td: *mut ibv_td,
+    /// `enum ibv_parent_domain_init_attr_mask` bits.
+    pub comp_mask: u32,
+    pub alloc: Option<pd_alloc_fn>,
+    pub free: Option<pd_free_fn>,
+    pub pd_context: *mut c_void,
+}
+
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS`
+/// (`enum ibv_parent_domain_init_attr_mask`): `alloc` and `free` are set.
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: u32 = 1 << 0;
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT`: `pd_context` is set.
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: u32 = 1 << 1;
+
+/// `verbs_context.alloc_parent_domain`.
+pub type alloc_parent_domain_fn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd;
+
+#[cfg(test)]
+mod domain_layout {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn dm_and_parent_domain_structs_have_rdma_core_44s_layout() {
+        assert_eq!(size_of::<ibv_alloc_dm_attr>(), 16);
+        assert_eq!(offset_of!(ibv_dm, comp_mask), 24);
+        assert_eq!(offset_of!(ibv_dm, handle), 28);
+        assert_eq!(size_of::<ibv_dm>(), 32);
+        assert_eq!(offset_of!(ibv_parent_domain_init_attr, comp_mask), 16);
+        assert_eq!(offset_of!(ibv_parent_domain_init_attr, alloc), 24);
+        assert_eq!(offset_of!(ibv_parent_domain_init_attr, pd_context), 40);
+        assert_eq!(size_of::<ibv_parent_domain_init_attr>(), 48);
+    }
+}

@@ -269,6 +269,15 @@ pub fn encode_send(wr: &SendWr<'_>, ah: Option<*mut ibv_ah>) -> Result<ibv_send_
                 rkey: rkey.value(),
             };
         }
+        // `invalidate_rkey` shares the union with `imm_data`.
+        SendOp::LocalInv(rkey) => raw.imm_data = rkey.value(),
+        SendOp::BindMw { .. } => {
+            // A hardware bind names its `ibv_mw`, which the verbs
+            // vocabulary does not carry.
+            return Err(VerbsError::Unavailable(
+                "memory window binds through the hardware backend".into(),
+            ));
+        }
     }
     if let Some(ud) = wr.ud {
         if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
@@ -380,9 +389,21 @@ pub fn wc_to_raw(wc: &WorkCompletion) -> ibv_wc {
         qp_num: wc.qp_num.value(),
         src_qp: wc.src_qp.value(),
         wc_flags: wc.wc_flags.bits(),
+        sl: if wc.wc_flags.contains(WcFlags::GRH) {
+            ROCEV2_IPV4_PACKET_TYPE
+        } else {
+            0
+        },
         ..Default::default()
     }
 }
+
+/// What a ConnectX reports in `sl` for a UD receive over RoCE: the
+/// packet's type, bit 3 set for a UDP header (RoCEv2) and bits 2:0 the L3
+/// header (2: IPv4). The emulated device receives RoCEv2 over IPv4 only;
+/// UCX's UD transport reads this to find the destination address in the
+/// 40-byte GRH area (the last 4 bytes for IPv4, all 16 for IPv6 or a GRH).
+pub const ROCEV2_IPV4_PACKET_TYPE: u8 = 0x8 | 0x2;
 
 /// The verbs port attributes of an `ibv_port_attr`. An MTU code outside
 /// 1..=5 is an error naming it.
@@ -453,6 +474,14 @@ mod tests {
             flags: SendFlags::SIGNALED,
             ud: None,
         }
+    }
+
+    #[test]
+    fn a_ud_receive_with_a_grh_reports_the_rocev2_ipv4_packet_type_in_sl() {
+        let mut wc = WorkCompletion::empty();
+        assert_eq!(wc_to_raw(&wc).sl, 0);
+        wc.wc_flags = WcFlags::GRH;
+        assert_eq!(wc_to_raw(&wc).sl, 0b1010);
     }
 
     #[test]

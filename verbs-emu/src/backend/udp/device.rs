@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 
 use super::background::background;
 use super::config::UdpConfig;
+use super::dm::DevMemory;
 use super::memory::HostMemory;
 use super::state::{lock, os, Shared, State, UdpStats, QPN_FIRST};
 use crate::backend::counters::TransportTotals;
@@ -61,6 +62,7 @@ impl UdpBackend {
             state: Mutex::new(State {
                 io,
                 mem: HostMemory::default(),
+                dm: DevMemory::default(),
                 pds: BTreeMap::new(),
                 cqs: BTreeMap::new(),
                 qps: BTreeMap::new(),

@@ -78,7 +78,10 @@
 //!
 //! * `config`, `netdev`: the configuration and what the host says about
 //!   its interfaces;
-//! * `memory`: registered regions as the engine sees them;
+//! * `memory`: registered regions as the engine sees them; `dm`: the
+//!   device's own memory (`ibv_alloc_dm`), which regions may cover;
+//!   `odp`: resolving the pages of an on-demand-paging region's access
+//!   first, so that an unmapped page fails the access, not the process;
 //! * `state`: what the device lock guards and what its threads share;
 //! * `work`: verbs <-> engine translations;
 //! * `rx`, `tx`, `completion`: the receive path, the transmit path with
@@ -98,8 +101,10 @@ mod background;
 mod completion;
 mod config;
 mod device;
+mod dm;
 mod memory;
 mod netdev;
+mod odp;
 mod progress;
 mod provider;
 mod rx;
@@ -112,6 +117,7 @@ pub use config::{
     BackgroundMode, UdpConfig, ACK_HOLD, DEFAULT_LINK_RATE, PACING_BURST, PACING_CATCH_UP,
 };
 pub use device::UdpBackend;
+pub use dm::{DM_SIZE, GRANULE};
 pub use memory::HostMemory;
 pub use netdev::{
     device_name_for, interface_device_name, interfaces, link_mtu_of, link_rate_of, node_guid_for,

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::config::UdpConfig;
+use super::dm::DevMemory;
 use super::memory::HostMemory;
 use crate::backend::counters::TransportTotals;
 use crate::backend::io::DatagramIo;
@@ -90,6 +91,9 @@ pub struct UdpStats {
 pub(super) struct State {
     pub(super) io: Box<dyn DatagramIo>,
     pub(super) mem: HostMemory,
+    /// The device's own memory (`ibv_alloc_dm`); regions in `mem` may
+    /// point into it.
+    pub(super) dm: DevMemory,
     pub(super) pds: BTreeMap<u64, u32>,
     pub(super) cqs: BTreeMap<u64, Cq>,
     pub(super) qps: BTreeMap<u32, QpEntry>,

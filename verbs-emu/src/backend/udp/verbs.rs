@@ -14,15 +14,19 @@ use std::time::Duration;
 
 use super::config::{BackgroundMode, PACING_CATCH_UP};
 use super::device::UdpBackend;
+use super::dm::{DmError, DM_SIZE};
 use super::netdev::node_guid_for;
+use super::odp::Touch;
 use super::progress::SPIN_BELOW;
 use super::state::{decode_addr, encode_addr, free_qpn, lock, os, Cq, QpEntry, State};
 use super::work::post_error;
 use crate::backend::counters::QpCounters;
 use crate::backend::{
-    AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, MrChange, MrHandle, MrKeys, PdHandle,
-    QpCreated, QpHandle,
+    AhHandle, AsyncEvent, Backend, BackendKind, CqHandle, DmHandle, MrChange, MrHandle, MrKeys,
+    PdHandle, QpCreated, QpHandle,
 };
+use crate::backend::{MrAdvice, OdpCaps};
+use crate::verbs::Sge;
 use crate::verbs::{
     qp_state, AhAttr, DeviceAttr, Gid, Mtu, PortAttr, PostError, QpAttr, QpAttrMask, QpInitAttr,
     QpState, QpType, RecvWr, Result, SendFlags, SendOp, SendWr, VerbsError, WorkCompletion,
@@ -120,18 +124,28 @@ impl Backend for UdpBackend {
         access: AccessFlags,
     ) -> Result<MrKeys> {
         const VERB: &str = "ibv_reg_mr";
-        if len == 0 || addr.is_null() {
+        let odp = access.contains(AccessFlags::ON_DEMAND);
+        // The implicit ODP region: the whole address space, as rdma-core
+        // asks for it (address 0, length SIZE_MAX).
+        let implicit = odp && addr.is_null() && len == usize::MAX;
+        if len == 0 || (addr.is_null() && !implicit) {
             return Err(VerbsError::invalid(VERB, "null address or length 0"));
         }
-        // SAFETY: the caller promises [addr, addr + len) is valid memory.
-        let lock_rc = unsafe { libc::mlock(addr.cast(), len) };
+        // An on-demand region is never pinned (its pages need not even be
+        // mapped yet: each access resolves them, see `odp`).
+        let lock_rc = if odp {
+            -1
+        } else {
+            // SAFETY: the caller promises [addr, addr + len) is valid memory.
+            unsafe { libc::mlock(addr.cast(), len) }
+        };
         let unpin = || {
             if lock_rc == 0 {
                 // SAFETY: unlocking the range locked just above.
                 unsafe { libc::munlock(addr.cast(), len) };
             }
         };
-        let pin_error = (lock_rc != 0).then(|| {
+        let pin_error = (lock_rc != 0 && !odp).then(|| {
             format!(
                 "mlock of {len} bytes failed ({}); raise RLIMIT_MEMLOCK (ulimit -l) to pin",
                 io::Error::last_os_error()
@@ -167,19 +181,193 @@ impl Backend for UdpBackend {
         })
     }
 
+    /// Every operation reaches memory through the one region table, which
+    /// resolves an on-demand region's pages at each access (`odp`), so
+    /// ODP serves every operation of every transport the device carries;
+    /// XRC it has not.
+    fn odp_caps(&self) -> OdpCaps {
+        let recv = OdpCaps::SEND | OdpCaps::RECV | OdpCaps::SRQ_RECV;
+        OdpCaps {
+            general_caps: OdpCaps::SUPPORT | OdpCaps::SUPPORT_IMPLICIT,
+            rc: recv | OdpCaps::WRITE | OdpCaps::READ | OdpCaps::ATOMIC,
+            uc: recv | OdpCaps::WRITE,
+            ud: recv,
+        }
+    }
+
+    /// The work is done before this returns, with or without `flush`;
+    /// without it, as a NIC's queued prefetch, only bad keys are reported
+    /// (`EINVAL`), a fault that cannot be served is not.
+    fn advise_mr(&self, pd: PdHandle, advice: MrAdvice, flush: bool, sges: &[Sge]) -> Result<()> {
+        const VERB: &str = "ibv_advise_mr";
+        let errno = |e: i32| os(VERB, io::Error::from_raw_os_error(e));
+        if sges.is_empty() {
+            return Err(errno(libc::EINVAL));
+        }
+        let touch = match advice {
+            MrAdvice::Prefetch => Some(Touch::Read),
+            MrAdvice::PrefetchWrite => Some(Touch::Write),
+            MrAdvice::PrefetchNoFault => None,
+        };
+        let st = lock(&self.shared.state);
+        if !st.pds.contains_key(&pd.0) {
+            return Err(VerbsError::UnknownHandle {
+                verb: VERB,
+                object: "PD",
+            });
+        }
+        for s in sges {
+            let r = st
+                .mem
+                .prefetch(s.lkey.value(), s.addr, u64::from(s.length), pd.0, touch);
+            match r {
+                Ok(()) => {}
+                Err(libc::ENOENT) if !flush => return Err(errno(libc::EINVAL)),
+                Err(_) if !flush => {}
+                Err(e) => return Err(errno(e)),
+            }
+        }
+        Ok(())
+    }
+
     fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        let pd = st.mem.deregister(mr.0 as u32).map_err(|e| match e {
+            // Memory windows are bound to it: refused, as rxe refuses.
+            MemError::WindowsBound(_) => VerbsError::Busy {
+                verb: "ibv_dereg_mr",
+                object: "MR",
+            },
+            _ => VerbsError::UnknownHandle {
+                verb: "ibv_dereg_mr",
+                object: "MR",
+            },
+        })?;
+        st.dm.mr_gone(mr.0 as u32);
+        if let Some(n) = st.pds.get_mut(&pd) {
+            *n = n.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    fn alloc_mw(&self, pd: PdHandle, mw_type: u32) -> Result<u32> {
+        const VERB: &str = "ibv_alloc_mw";
+        let Some(t) = tp::MwType::from_raw(mw_type) else {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("memory window type {mw_type} (types 1 and 2 exist)"),
+            ));
+        };
+        let mut st = lock(&self.shared.state);
+        if !st.pds.contains_key(&pd.0) {
+            return Err(VerbsError::UnknownHandle {
+                verb: VERB,
+                object: "PD",
+            });
+        }
+        let key = st
+            .mem
+            .alloc_window(pd.0, t)
+            .map_err(|e| VerbsError::invalid(VERB, e.to_string()))?;
+        if let Some(n) = st.pds.get_mut(&pd.0) {
+            *n += 1;
+        }
+        Ok(key)
+    }
+
+    fn dealloc_mw(&self, rkey: u32) -> Result<()> {
         let mut st = lock(&self.shared.state);
         let pd = st
             .mem
-            .deregister(mr.0 as u32)
+            .dealloc_window(rkey)
             .map_err(|_| VerbsError::UnknownHandle {
-                verb: "ibv_dereg_mr",
-                object: "MR",
+                verb: "ibv_dealloc_mw",
+                object: "MW",
             })?;
         if let Some(n) = st.pds.get_mut(&pd) {
             *n = n.saturating_sub(1);
         }
         Ok(())
+    }
+
+    fn dm_size(&self) -> u64 {
+        DM_SIZE
+    }
+
+    fn alloc_dm(&self, len: u64, log_align: u32) -> Result<DmHandle> {
+        let mut st = lock(&self.shared.state);
+        st.dm
+            .alloc(len, log_align)
+            .map(DmHandle)
+            .map_err(|e| dm_error("ibv_alloc_dm", e))
+    }
+
+    fn free_dm(&self, dm: DmHandle) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        st.dm.free(dm.0).map_err(|e| dm_error("ibv_free_dm", e))
+    }
+
+    /// Under the device lock, as the progress thread's accesses to regions
+    /// over the device memory are.
+    fn memcpy_to_dm(&self, dm: DmHandle, offset: u64, data: &[u8]) -> Result<()> {
+        let mut st = lock(&self.shared.state);
+        st.dm
+            .copy_in(dm.0, offset, data)
+            .map_err(|e| dm_error("ibv_memcpy_to_dm", e))
+    }
+
+    fn memcpy_from_dm(&self, dm: DmHandle, offset: u64, out: &mut [u8]) -> Result<()> {
+        let st = lock(&self.shared.state);
+        st.dm
+            .copy_out(dm.0, offset, out)
+            .map_err(|e| dm_error("ibv_memcpy_from_dm", e))
+    }
+
+    /// The region is at address 0 and ZERO_BASED, so local SGEs and remote
+    /// peers both name offsets into it (rdma-core hides the device
+    /// memory's address: `ibv_mr.addr` is NULL).
+    fn reg_dm_mr(
+        &self,
+        pd: PdHandle,
+        dm: DmHandle,
+        offset: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys> {
+        const VERB: &str = "ibv_reg_dm_mr";
+        if !access.contains(AccessFlags::ZERO_BASED) {
+            return Err(VerbsError::invalid(
+                VERB,
+                "device memory regions are zero-based: IBV_ACCESS_ZERO_BASED is required",
+            ));
+        }
+        let mut st = lock(&self.shared.state);
+        if !st.pds.contains_key(&pd.0) {
+            return Err(VerbsError::UnknownHandle {
+                verb: VERB,
+                object: "PD",
+            });
+        }
+        let ptr = st
+            .dm
+            .range(dm.0, offset, len)
+            .map_err(|e| dm_error(VERB, e))?;
+        let key = st
+            .mem
+            .register_at(0, ptr, len, access, pd.0)
+            .map_err(|e| VerbsError::invalid(VERB, e.to_string()))?;
+        st.dm.add_mr(dm.0, key);
+        if let Some(n) = st.pds.get_mut(&pd.0) {
+            *n += 1;
+        }
+        Ok(MrKeys {
+            handle: MrHandle(u64::from(key)),
+            lkey: Lkey::new(key),
+            rkey: Rkey::new(key),
+            // The device's own memory: nothing of the host to pin.
+            pinned: true,
+            pin_error: None,
+        })
     }
 
     unsafe fn rereg_mr(&self, mr: MrHandle, change: MrChange) -> Result<()> {
@@ -189,9 +377,13 @@ impl Backend for UdpBackend {
             if len == 0 || addr.is_null() {
                 return Err(VerbsError::invalid(VERB, "null address or length 0"));
             }
+            // An on-demand region is never pinned (see reg_mr).
+            let odp = change
+                .access
+                .is_some_and(|a| a.contains(AccessFlags::ON_DEMAND));
             // SAFETY: the caller promises [addr, addr + len) is valid
             // memory (reg_mr's contract).
-            locked = unsafe { libc::mlock(addr.cast(), len) } == 0;
+            locked = !odp && unsafe { libc::mlock(addr.cast(), len) } == 0;
         }
         let unpin = || {
             if let (true, Some((addr, len))) = (locked, change.range) {
@@ -200,6 +392,15 @@ impl Backend for UdpBackend {
             }
         };
         let mut st = lock(&self.shared.state);
+        if st.dm.owns_mr(mr.0 as u32) {
+            // As the kernel's verbs: a region over device memory keeps
+            // its translation, PD and rights.
+            unpin();
+            return Err(VerbsError::invalid(
+                VERB,
+                "a device memory region cannot be re-registered",
+            ));
+        }
         if let Some(pd) = change.pd {
             if !st.pds.contains_key(&pd.0) {
                 unpin();
@@ -907,5 +1108,16 @@ impl Backend for UdpBackend {
         // A flushed receive (QP in ERR) completes at once.
         self.shared.collect(&mut st);
         Ok(())
+    }
+}
+
+/// The verbs error of a device-memory refusal: no space is `ENOMEM`, as a
+/// NIC's driver answers.
+fn dm_error(verb: &'static str, e: DmError) -> VerbsError {
+    match e {
+        DmError::Unknown => VerbsError::UnknownHandle { verb, object: "DM" },
+        DmError::Busy => VerbsError::Busy { verb, object: "DM" },
+        DmError::Invalid(why) => VerbsError::invalid(verb, why),
+        DmError::NoSpace => os(verb, io::Error::from_raw_os_error(libc::ENOMEM)),
     }
 }
