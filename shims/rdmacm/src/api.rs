@@ -212,6 +212,14 @@ unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
         st.chan.clone()
     };
     chan.purge(id);
+    // Connect requests still queued for a listener go with it, their ids
+    // destroyed (the peer sees its connection close), as the kernel's CM
+    // does: their events would name a freed listener.
+    for child in chan.withdraw_requests(id) {
+        // SAFETY: a live id of ours, created for the request and never
+        // handed to the program; its event is gone.
+        unsafe { rdma_destroy_id(child) };
+    }
     // SAFETY: the record and its path record are ours; no thread touches
     // them once `destroyed` is set (see id.rs). A synchronous id's pending
     // event and its own channel go with it.

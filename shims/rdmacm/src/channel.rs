@@ -1,12 +1,16 @@
 //! Event channels and events.
 //!
-//! A channel is a queue of events and a Unix socket pair: one byte is
-//! written to `tx` per queued event, and `rx` (the `fd` the program sees)
-//! is read one byte per event taken, so `rx` is readable exactly while
-//! events wait (its blocking mode is the program's to choose). Events of a
-//! destroyed id are taken out of the queue together with their bytes. A
-//! reader blocked in `rdma_get_cm_event` when its channel is destroyed
-//! stays blocked, as on rdma-core.
+//! A channel is a queue of events and a Unix socket pair whose `rx` (the
+//! `fd` the program sees) holds one byte exactly while events wait, for
+//! any number of them: the post that makes the queue non-empty writes it,
+//! a reader takes it with the event and writes it back when more events
+//! wait, and a withdrawal that empties the queue takes it (a byte per
+//! event stopped signalling once the socket's buffer held a few hundred).
+//! The blocking mode is the program's to choose. Events of a destroyed id
+//! are taken out of the queue, and so are the connect requests still
+//! queued for a destroyed listener, whose ids the caller then destroys, as
+//! the kernel's CM does. A reader blocked in `rdma_get_cm_event` when its
+//! channel is destroyed stays blocked, as on rdma-core.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -15,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::ffi::{
     rdma_cm_event, rdma_cm_event_param, rdma_cm_id, rdma_conn_param, rdma_event_channel,
-    rdma_ud_param,
+    rdma_ud_param, RDMA_CM_EVENT_CONNECT_REQUEST,
 };
 use crate::SendPtr;
 
@@ -118,10 +122,17 @@ impl Channel {
         })))
     }
 
-    /// Queue an event and make `rx` readable.
+    /// Queue an event; `rx` becomes readable if it was not.
     pub fn post(&self, ev: Box<EventRec>) {
         let mut q = lock(&self.queue);
         q.push_back(SendPtr(Box::into_raw(ev)));
+        if q.len() == 1 {
+            self.signal();
+        }
+    }
+
+    /// Put the byte that says "events wait" on `rx`.
+    fn signal(&self) {
         // SAFETY: a one-byte send on our socket; MSG_NOSIGNAL so a closed
         // peer end is an error, not a signal.
         unsafe {
@@ -164,21 +175,42 @@ impl Channel {
                     std::thread::park();
                 }
             }
-            if let Some(ev) = lock(&self.queue).pop_front() {
+            let mut q = lock(&self.queue);
+            if let Some(ev) = q.pop_front() {
+                if !q.is_empty() {
+                    // More wait: keep `rx` readable for them.
+                    self.signal();
+                }
                 return Ok(ev.0);
             }
-            // The event behind this byte was withdrawn; wait for the next.
+            // The events behind this byte were withdrawn; wait for more.
         }
     }
 
     /// Withdraw the queued events of `id` (being destroyed).
     pub fn purge(&self, id: *mut rdma_cm_id) {
+        self.withdraw(|ev| ev.id == id);
+    }
+
+    /// Withdraw the connect requests still queued for `listener` (being
+    /// destroyed) and return their ids, which the program never saw: the
+    /// caller destroys them (the kernel's CM rejects and frees them with
+    /// the listener; left here, each event would name a freed listener).
+    pub fn withdraw_requests(&self, listener: *mut rdma_cm_id) -> Vec<*mut rdma_cm_id> {
+        self.withdraw(|ev| ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && ev.listen_id == listener)
+    }
+
+    /// Take the events `pick` selects out of the queue; the ids they were
+    /// for. Emptying the queue takes the byte off `rx`.
+    fn withdraw(&self, pick: impl Fn(&rdma_cm_event) -> bool) -> Vec<*mut rdma_cm_id> {
         let mut q = lock(&self.queue);
         let before = q.len();
+        let mut ids = Vec::new();
         q.retain(|e| {
             // SAFETY: queued events are live records of this channel.
             let ev = unsafe { &(*e.0).ev };
-            if ev.id == id {
+            if pick(ev) {
+                ids.push(ev.id);
                 // SAFETY: the record leaves the queue here, unseen by the
                 // program; nothing else refers to it.
                 drop(unsafe { Box::from_raw(e.0) });
@@ -187,24 +219,20 @@ impl Channel {
                 true
             }
         });
-        let mut left = before - q.len();
-        let mut buf = [0u8; 64];
-        while left > 0 {
-            let n = left.min(buf.len());
-            // SAFETY: a non-blocking read of at most n bytes into buf.
-            let r = unsafe {
+        if before > 0 && q.is_empty() {
+            let mut b = [0u8; 1];
+            // SAFETY: a non-blocking read of at most one byte into b (a
+            // reader may have taken it already: then nothing is read).
+            unsafe {
                 libc::recv(
                     self.rx.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    n,
+                    b.as_mut_ptr().cast(),
+                    1,
                     libc::MSG_DONTWAIT,
                 )
             };
-            if r <= 0 {
-                break;
-            }
-            left -= r as usize;
         }
+        ids
     }
 }
 
@@ -221,4 +249,82 @@ impl Drop for Channel {
 /// plain data; the library never panics on purpose).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::RDMA_CM_EVENT_ESTABLISHED;
+
+    /// The channel's shared part, with its descriptor non-blocking.
+    fn channel() -> (Box<ChannelRec>, c_int) {
+        // SAFETY: a fresh record from create(), owned by the test.
+        let rec = unsafe { Box::from_raw(Channel::create().unwrap()) };
+        let fd = rec.ch.fd;
+        // SAFETY: F_SETFL on the channel's own descriptor.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) };
+        (rec, fd)
+    }
+
+    fn readable(fd: c_int) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, no wait.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn id(n: usize) -> *mut rdma_cm_id {
+        // Never dereferenced: the channel only compares ids.
+        (0x1000 * n) as *mut rdma_cm_id
+    }
+
+    fn take(c: &Channel) -> Result<Box<EventRec>, c_int> {
+        // SAFETY: get() hands out a record the queue owned.
+        c.get().map(|e| unsafe { Box::from_raw(e) })
+    }
+
+    /// A byte per event stopped signalling after 278 events (the socket's
+    /// buffer was full); the channel stays readable for every event.
+    #[test]
+    fn a_channel_signals_every_event_however_many_wait() {
+        let (rec, fd) = channel();
+        let c = &rec.sh;
+        assert!(!readable(fd));
+        for n in 1..=5000 {
+            c.post(EventRec::new(id(n), RDMA_CM_EVENT_ESTABLISHED, 0));
+        }
+        for n in 1..=5000 {
+            assert!(readable(fd), "event {n}");
+            assert_eq!(take(c).unwrap().ev.id, id(n));
+        }
+        assert!(!readable(fd));
+        assert_eq!(take(c).err(), Some(libc::EAGAIN));
+    }
+
+    /// A destroyed listener's queued connect requests go, and their ids
+    /// come back for the caller to destroy; other events stay, and an
+    /// emptied queue leaves the descriptor unreadable.
+    #[test]
+    fn a_destroyed_listeners_requests_are_withdrawn_with_their_ids() {
+        let (rec, fd) = channel();
+        let c = &rec.sh;
+        let (listener, other) = (id(1), id(2));
+        for (child, from) in [(id(10), listener), (id(11), other), (id(12), listener)] {
+            let mut ev = EventRec::new(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+            ev.ev.listen_id = from;
+            c.post(ev);
+        }
+        assert_eq!(c.withdraw_requests(listener), vec![id(10), id(12)]);
+        assert!(readable(fd));
+        let left = take(c).unwrap();
+        assert_eq!((left.ev.id, left.ev.listen_id), (id(11), other));
+        assert_eq!(take(c).err(), Some(libc::EAGAIN));
+        // Withdrawing what remains empties the queue and the descriptor.
+        c.post(EventRec::new(id(3), RDMA_CM_EVENT_ESTABLISHED, 0));
+        c.purge(id(3));
+        assert!(!readable(fd));
+    }
 }
