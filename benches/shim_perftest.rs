@@ -43,7 +43,6 @@ fn command(program: Option<&Path>, args: &[String]) -> Command {
     match program {
         Some(p) => {
             c.arg("exec").arg("--lib").arg(shim()).arg("--").arg(p);
-            c.env("ROCELAB_IBV_QUIET", "1");
         }
         None => {
             c.arg("perftest");

@@ -55,7 +55,6 @@ pub(super) fn exec(program: &PathBuf, args: &[&str]) -> Command {
         .arg(program);
     c.args(args);
     c.env_remove("ROCELAB_IBV_DEVICES");
-    c.env("ROCELAB_IBV_QUIET", "1");
     c
 }
 
@@ -749,8 +748,7 @@ for inline in [0, 64, 256, 1024, 4096, 1 << 16, 1 << 20, 1 << 24]:
         print('refused', inline, x.error_code)
         break
 ";
-    let mut cmd = exec(&py, &["-c", script]);
-    cmd.env_remove("ROCELAB_IBV_QUIET");
+    let cmd = exec(&py, &["-c", script]);
     let out = output_within(cmd, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));

@@ -312,3 +312,81 @@ fn cm_events_carry_private_data_parameters_and_rejects() {
         assert!(t.contains(want), "missing {want:?}:\n{t}");
     }
 }
+
+/// Hostile peers against a real `rping -s`: a REQ naming another host's
+/// GID is refused (a REJ) before rping sees it, and 300 connections that
+/// never send a REQ (one sending a byte now and then) do not lock the
+/// listener out: a real `rping -c` still connects and pings. Before, the
+/// bogus REQ became rping's one client, and connections past the 64th
+/// were closed unanswered.
+#[test]
+fn rping_server_withstands_bogus_and_silent_peers() {
+    use rdmacm::wire::{read_msg, write_msg, Conn, Msg};
+    use std::io::Write as _;
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    const PORT: u16 = 18762;
+    let (Some(server), Some(client)) = (program("rping"), program("rping")) else {
+        return;
+    };
+    let port = PORT.to_string();
+    let mut hostile: Vec<TcpStream> = Vec::new();
+    let (s, c) = server_and_client(
+        exec(&server, &["-s", "-a", "127.0.0.1", "-p", &port]),
+        || {
+            if hostile.is_empty() {
+                let start = Instant::now();
+                let mut bogus = loop {
+                    match TcpStream::connect(("127.0.0.1", PORT)) {
+                        Ok(s) => break s,
+                        Err(e) if start.elapsed() < Duration::from_secs(10) => {
+                            let _ = e;
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        Err(e) => panic!("rping -s never listened: {e}"),
+                    }
+                };
+                let mut gid = [0u8; 16];
+                gid[10..].copy_from_slice(&[0xff, 0xff, 10, 1, 2, 3]);
+                let req = Conn {
+                    gid,
+                    qpn: 0x42,
+                    psn: 1,
+                    qp_type: 2,
+                    mtu: 3,
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    retry_count: 7,
+                    rnr_retry_count: 7,
+                    srq: 0,
+                    flow_control: 0,
+                    private: vec![0; 56],
+                };
+                write_msg(&mut bogus, &Msg::Req(req)).unwrap();
+                bogus
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                let m = read_msg(&mut bogus);
+                assert!(matches!(m, Ok(Some(Msg::Rej(_)))), "bogus GID: {m:?}");
+                for _ in 0..300 {
+                    hostile.push(TcpStream::connect(("127.0.0.1", PORT)).unwrap());
+                }
+                let _ = hostile[0].write_all(b"R");
+            }
+            exec(
+                &client,
+                &["-c", "-a", "127.0.0.1", "-p", &port, "-C", "3", "-v"],
+            )
+        },
+        "REJECTED",
+        Duration::from_secs(10),
+    );
+    drop(hostile);
+    let t = text(&c);
+    assert!(c.status.success(), "rping client: {t}");
+    let pings = t.lines().filter(|l| l.starts_with("ping data: ")).count();
+    assert_eq!(pings, 3, "three pings: {t}");
+    let ts = text(&s);
+    assert!(s.status.success(), "rping server: {ts}");
+}

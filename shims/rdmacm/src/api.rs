@@ -13,7 +13,7 @@ use crate::devices::{devices, index_for};
 use crate::ffi::*;
 use crate::id::{
     conn_param_of, fill_route, initial_psn, start_active, start_listener, IdRec, IdState, Params,
-    Phase, MAX_RD_ATOMIC,
+    Phase, DEFAULT_BACKLOG, MAX_RD_ATOMIC,
 };
 use crate::wire::{Conn, Msg, MAX_REJ_PRIVATE, MAX_REP_PRIVATE, MAX_REQ_PRIVATE};
 use crate::{fail, set_errno};
@@ -289,9 +289,12 @@ unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockad
 #[no_mangle]
 unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     let rec = id_or_fail!(id);
-    if backlog < 0 {
-        return fail(libc::EINVAL);
-    }
+    // As the kernel's CM: 0 or less, or more than the maximum, means the
+    // maximum (see id::DEFAULT_BACKLOG).
+    let backlog = usize::try_from(backlog)
+        .ok()
+        .filter(|&b| b > 0)
+        .map_or(DEFAULT_BACKLOG, |b| b.min(DEFAULT_BACKLOG));
     let mut st = lock(&rec.sh.st);
     if st.phase == Phase::Idle {
         // rdma-core binds an unbound id to the wildcard address first.
@@ -313,6 +316,7 @@ unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
         return fail(libc::EINVAL);
     };
     st.phase = Phase::Listening;
+    st.backlog = backlog;
     drop(st);
     start_listener(rec.sh.clone(), l);
     0
@@ -745,10 +749,13 @@ unsafe fn connect_async(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    // The connection comes from the device's address, the GID the REQ
+    // names (id::gid_admitted).
+    let src = st.device().ok().map(|(_, d)| d.ip());
     st.phase = Phase::Connecting;
     st.req_qp_type = req.qp_type;
     drop(st);
-    start_active(rec.sh.clone(), dst, Msg::Req(req));
+    start_active(rec.sh.clone(), src, dst, Msg::Req(req));
     0
 }
 
@@ -1320,3 +1327,7 @@ unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, _attr: *mut c_void)
 
 #[no_mangle]
 unsafe extern "C" fn rdma_destroy_srq(_id: *mut rdma_cm_id) {}
+
+#[cfg(test)]
+#[path = "cm_tests.rs"]
+mod cm_tests;

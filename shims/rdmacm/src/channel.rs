@@ -187,6 +187,19 @@ impl Channel {
         }
     }
 
+    /// How many connect requests of `listener` wait in the queue, not yet
+    /// taken by the program (its backlog in use).
+    pub fn queued_requests(&self, listener: *mut rdma_cm_id) -> usize {
+        let q = lock(&self.queue);
+        q.iter()
+            .filter(|e| {
+                // SAFETY: queued events are live records of this channel.
+                let ev = unsafe { &(*e.0).ev };
+                ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && ev.listen_id == listener
+            })
+            .count()
+    }
+
     /// Withdraw the queued events of `id` (being destroyed).
     pub fn purge(&self, id: *mut rdma_cm_id) {
         self.withdraw(|ev| ev.id == id);

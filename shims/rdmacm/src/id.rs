@@ -10,11 +10,17 @@
 //! queued events and shuts its sockets down, so no thread refers to a freed
 //! id or QP afterwards. Threads are not joined: they end when their socket
 //! does.
+//!
+//! No thread waits on a peer while it holds a lock: every write to a peer
+//! is non-blocking ([`send_now`]), and a listener's thread polls its new
+//! connections without blocking (see the crate docs for the rules on
+//! peers).
 
-use std::io::Write as _;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::collections::VecDeque;
+use std::io::Read as _;
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,14 +29,28 @@ use verbs_emu::backend::ibverbs::ffi::*;
 use crate::channel::{lock, Channel, EventRec};
 use crate::devices::{devices, Device};
 use crate::ffi::*;
-use crate::wire::{read_msg, write_msg, Conn, Msg};
+use crate::wire::{read_msg, Conn, Msg, HEADER};
 use crate::{warn, SendPtr};
 
-/// How long a passive side waits for the REQ of a new TCP connection.
-const REQ_WAIT: Duration = Duration::from_secs(10);
-/// How many connections a listener lets wait for their REQ at once; more
-/// are closed at once (a peer cannot pile up threads).
-const MAX_PENDING: usize = 64;
+/// How long a new TCP connection of a listener has to deliver its whole
+/// REQ (a deadline over the message, not per read; shorter in the unit
+/// tests, which wait it out).
+pub(crate) const REQ_WAIT: Duration = if cfg!(test) {
+    Duration::from_millis(1500)
+} else {
+    Duration::from_secs(10)
+};
+/// How many connections a listener lets wait for their REQ at once; a
+/// new one beyond that closes the one that has waited longest (one
+/// thread polls them all: a peer can pile up neither threads nor a
+/// queue that locks others out).
+const MAX_PENDING: usize = 256;
+/// The longest a listener's thread sleeps between checks that its id
+/// still lives.
+const LISTEN_TICK: Duration = Duration::from_millis(200);
+/// The backlog of `rdma_listen` with a backlog of 0 or less, and the
+/// most any backlog counts for (the kernel's `max_backlog`, 1024).
+pub(crate) const DEFAULT_BACKLOG: usize = 1024;
 /// How long `rdma_connect` tries to reach the listener.
 const CONNECT_WAIT: Duration = Duration::from_secs(5);
 /// How long a refused connection is retried before the connect is
@@ -40,6 +60,9 @@ const LISTENER_GRACE: Duration = Duration::from_secs(1);
 /// The reason code a REJ for "nobody listens there" carries
 /// (IB_CM_REJ_INVALID_SERVICE_ID).
 pub(crate) const REJ_INVALID_SERVICE_ID: c_int = 8;
+/// The reason code of a REJ for a REQ or REP whose GID is not the one its
+/// connection comes from (IB_CM_REJ_INVALID_GID).
+pub(crate) const REJ_INVALID_GID: c_int = 12;
 /// The reason code of a consumer's REJ (IB_CM_REJ_CONSUMER_DEFINED).
 pub(crate) const REJ_CONSUMER_DEFINED: c_int = 28;
 /// The most RDMA READ/atomic requests in flight the devices take
@@ -105,6 +128,12 @@ pub(crate) struct IdState {
     pub tos: u8,
     pub disc_sent: bool,
     pub disc_reported: bool,
+    /// Whether the peer's DREQ was answered (once: a repeated DREQ gets
+    /// no second DREP, as in the kernel's CM).
+    pub drep_sent: bool,
+    /// A listener's backlog: how many of its connect requests may wait
+    /// in the channel, not yet taken by the program.
+    pub backlog: usize,
     /// Whether the id is synchronous (its requests' ids are too).
     pub sync: bool,
     /// The QP type this side's REQ announced (the REP must match).
@@ -169,6 +198,8 @@ impl IdRec {
                     tos: 0,
                     disc_sent: false,
                     disc_reported: false,
+                    drep_sent: false,
+                    backlog: DEFAULT_BACKLOG,
                     sync: false,
                     req_qp_type: 0,
                 }),
@@ -211,14 +242,17 @@ impl IdState {
         self.phase = Phase::Disconnected;
     }
 
-    /// Send a message to the peer.
+    /// Send a message to the peer without waiting (see [`send_now`]); a
+    /// send that fails hangs the connection up.
     pub fn send(&mut self, m: &Msg) -> Result<(), c_int> {
-        let Some(s) = self.stream.as_mut() else {
+        let Some(s) = self.stream.as_ref() else {
             return Err(libc::ENOTCONN);
         };
-        write_msg(s, m)
-            .and_then(|()| s.flush())
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::ECONNRESET))
+        let r = send_now(s, m);
+        if r.is_err() {
+            self.hang_up();
+        }
+        r
     }
 
     /// Close the connection to the peer (wakes the reader thread).
@@ -410,14 +444,180 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// Start the active side: connect to `dst`, send `req`, then read the
-/// peer's messages for `sh`.
-pub(crate) fn start_active(sh: Arc<IdShared>, dst: SocketAddr, req: Msg) {
+/// Send one message without ever waiting for the peer. A CM connection
+/// carries at most one message of each type per direction (REQ or REP,
+/// RTU or REJ, one DREQ, one DREP: well under 1 KiB in all), so the
+/// socket's send buffer (4 KiB at the least) has room for every one of
+/// them whatever the peer does; a send that would block or goes out in
+/// part is therefore a broken connection, and fails (the errno) for the
+/// caller to hang up. So no holder of an id's lock waits on a peer.
+pub(crate) fn send_now(s: &TcpStream, m: &Msg) -> Result<(), c_int> {
+    let bytes = m.encode().map_err(|_| libc::EINVAL)?;
+    loop {
+        // SAFETY: a send of `bytes` (valid for its length) on our socket;
+        // MSG_DONTWAIT never waits, MSG_NOSIGNAL makes a closed peer an
+        // error rather than SIGPIPE.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = errno(libc::EPIPE);
+            if e == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        return if usize::try_from(n) == Ok(bytes.len()) {
+            Ok(())
+        } else {
+            Err(libc::EPIPE)
+        };
+    }
+}
+
+/// The calling thread's errno, `or` if there is none.
+fn errno(or: c_int) -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(or)
+}
+
+/// Whether a REQ (`rep` false) or REP (`rep` true) naming `gid` is
+/// admitted over a TCP connection whose peer is `peer`. The rule: the GID
+/// must be the IPv4-mapped address the connection comes from, so that a
+/// peer can point our QP only at itself. The active side binds its
+/// connection to its device's address (see [`connect_from`]), so a REQ
+/// meets the rule exactly; the exception is a connection over IPv6
+/// loopback (`::1`), which cannot come from an IPv4 device address: there
+/// a loopback GID (`127/8`, this host) is admitted. A REP comes from the
+/// address the program dialled, which on loopback is not the listener's
+/// device address (each process has its own `127.0.H.L`): a REP over a
+/// loopback connection may name any loopback GID, which is this host too.
+pub(crate) fn gid_admitted(gid: &[u8; 16], peer: IpAddr, rep: bool) -> bool {
+    if gid[..12] != [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] {
+        return false;
+    }
+    let g = Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]);
+    let peer4 = match peer {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(a) => a.to_ipv4_mapped(),
+    };
+    if peer4 == Some(g) {
+        return true;
+    }
+    let v6_loopback = matches!(peer, IpAddr::V6(a) if a.is_loopback());
+    let loopback = v6_loopback || peer4.is_some_and(|a| a.is_loopback());
+    g.is_loopback() && if rep { loopback } else { v6_loopback }
+}
+
+/// Connect to `dst` within `wait`, from `src` (port chosen by the kernel)
+/// when `dst` is IPv4 and `src` is given: the connection then comes from
+/// the device's address, which the REQ's GID names. If `src` cannot be
+/// bound, the connection is made from wherever the kernel chooses (the
+/// passive side then decides, see [`gid_admitted`]).
+fn connect_from(
+    src: Option<Ipv4Addr>,
+    dst: SocketAddr,
+    wait: Duration,
+) -> std::io::Result<TcpStream> {
+    let (Some(src), SocketAddr::V4(d)) = (src, dst) else {
+        return TcpStream::connect_timeout(&dst, wait);
+    };
+    let sin = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a new socket; its descriptor is ours alone.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the fresh descriptor, owned from here on (closed on drop).
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: c_int = 1;
+    let local = sin(src, 0);
+    // SAFETY: an int option (failure is harmless: the port is then chosen
+    // at bind rather than at connect) and a bind to a sockaddr_in of
+    // `len` bytes, both on our socket.
+    let bound = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            std::ptr::from_ref(&one).cast(),
+            std::mem::size_of::<c_int>() as libc::socklen_t,
+        );
+        libc::bind(fd.as_raw_fd(), std::ptr::from_ref(&local).cast(), len)
+    };
+    if bound != 0 {
+        return TcpStream::connect_timeout(&dst, wait);
+    }
+    let remote = sin(*d.ip(), d.port());
+    // SAFETY: a connect to a sockaddr_in of `len` bytes on our socket.
+    let r = unsafe { libc::connect(fd.as_raw_fd(), std::ptr::from_ref(&remote).cast(), len) };
+    if r != 0 && errno(libc::EIO) != libc::EINPROGRESS {
+        return Err(std::io::Error::last_os_error());
+    }
+    if r != 0 {
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms = c_int::try_from(wait.as_millis()).unwrap_or(c_int::MAX);
+        // SAFETY: one pollfd of ours.
+        match unsafe { libc::poll(&mut p, 1, ms) } {
+            0 => return Err(std::io::ErrorKind::TimedOut.into()),
+            n if n < 0 => return Err(std::io::Error::last_os_error()),
+            _ => {}
+        }
+        let mut err: c_int = 0;
+        let mut elen = std::mem::size_of::<c_int>() as libc::socklen_t;
+        // SAFETY: reading an int option of our socket into `err`.
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                std::ptr::from_mut(&mut err).cast(),
+                &mut elen,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if err != 0 {
+            return Err(std::io::Error::from_raw_os_error(err));
+        }
+    }
+    let s = TcpStream::from(fd);
+    s.set_nonblocking(false)?;
+    Ok(s)
+}
+
+/// Start the active side: connect to `dst` (from `src`, the device's
+/// address, see [`connect_from`]), send `req`, then read the peer's
+/// messages for `sh`.
+pub(crate) fn start_active(sh: Arc<IdShared>, src: Option<Ipv4Addr>, dst: SocketAddr, req: Msg) {
     spawn("rdmacm-active", move || {
         let id = sh.ptr.0;
         let start = Instant::now();
         let stream = loop {
-            match TcpStream::connect_timeout(&dst, CONNECT_WAIT) {
+            match connect_from(src, dst, CONNECT_WAIT) {
                 Err(e)
                     if e.kind() == std::io::ErrorKind::ConnectionRefused
                         && start.elapsed() < LISTENER_GRACE =>
@@ -471,23 +671,137 @@ pub(crate) fn start_active(sh: Arc<IdShared>, dst: SocketAddr, req: Msg) {
 /// Start listening: accept TCP connections on `listener` and turn each
 /// REQ into a new id on the listening id's channel.
 pub(crate) fn start_listener(lsh: Arc<IdShared>, listener: TcpListener) {
-    spawn("rdmacm-listen", move || {
-        let pending = Arc::new(AtomicUsize::new(0));
-        for conn in listener.incoming() {
-            if lock(&lsh.st).destroyed {
-                return;
+    spawn("rdmacm-listen", move || listen_loop(&lsh, &listener));
+}
+
+/// A new connection of a listener, its REQ still arriving.
+struct Incoming {
+    stream: TcpStream,
+    /// The bytes of the message so far.
+    buf: Vec<u8>,
+    /// When the whole REQ must be in.
+    deadline: Instant,
+}
+
+/// What reading an [`Incoming`] came to.
+enum Progress {
+    /// More bytes are due.
+    More,
+    /// The REQ is complete.
+    Req(Conn),
+    /// The peer closed, failed or sent something else: drop it.
+    Drop,
+}
+
+impl Incoming {
+    /// Read what has arrived, never waiting and never past the message.
+    fn advance(&mut self) -> Progress {
+        loop {
+            let mut want = HEADER;
+            if let Some(h) = self.buf.first_chunk::<HEADER>() {
+                let Ok((kind, len)) = Msg::check_header(h) else {
+                    return Progress::Drop;
+                };
+                want = HEADER + len;
+                if self.buf.len() == want {
+                    return match Msg::decode(kind, &self.buf[HEADER..]) {
+                        Ok(Msg::Req(c)) => Progress::Req(c),
+                        _ => Progress::Drop,
+                    };
+                }
             }
-            match conn {
-                Ok(s) => {
-                    if pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING {
-                        pending.fetch_sub(1, Ordering::AcqRel);
-                        warn("too many connections waiting for their REQ; closing one");
+            let mut chunk = [0u8; 256];
+            let n = (want - self.buf.len()).min(chunk.len());
+            match self.stream.read(&mut chunk[..n]) {
+                Ok(0) => return Progress::Drop,
+                Ok(got) => self.buf.extend_from_slice(&chunk[..got]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Progress::More,
+                Err(_) => return Progress::Drop,
+            }
+        }
+    }
+}
+
+/// A listener's thread: one `poll` over the listening socket and every
+/// connection whose REQ is on its way, each with a deadline over its whole
+/// REQ ([`REQ_WAIT`]), so no peer, slow or silent, holds up another's.
+/// A complete REQ goes to a thread of its own ([`passive`]).
+fn listen_loop(lsh: &Arc<IdShared>, listener: &TcpListener) {
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    let mut pending: VecDeque<Incoming> = VecDeque::new();
+    loop {
+        if lock(&lsh.st).destroyed {
+            return;
+        }
+        let now = Instant::now();
+        pending.retain(|p| p.deadline > now);
+        let wait = pending
+            .iter()
+            .map(|p| p.deadline.saturating_duration_since(now))
+            .min()
+            .unwrap_or(LISTEN_TICK)
+            .min(LISTEN_TICK);
+        let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+            .chain(pending.iter().map(|p| p.stream.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = c_int::try_from(wait.as_millis())
+            .unwrap_or(c_int::MAX)
+            .max(1);
+        // SAFETY: `fds` is a live array of fds.len() pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n < 0 {
+            if errno(libc::EINTR) != libc::EINTR {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
+        }
+        // The connections first (their indices match `fds[1..]`), last to
+        // first so that removing one leaves the others' indices.
+        for i in (0..pending.len()).rev() {
+            if fds[i + 1].revents == 0 {
+                continue;
+            }
+            match pending[i].advance() {
+                Progress::More => {}
+                Progress::Drop => {
+                    pending.remove(i);
+                }
+                Progress::Req(req) => {
+                    if let Some(p) = pending.remove(i) {
+                        let lsh = lsh.clone();
+                        spawn("rdmacm-passive", move || passive(lsh, p.stream, req));
+                    }
+                }
+            }
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        loop {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    if s.set_nonblocking(true).is_err() {
                         continue;
                     }
-                    let lsh = lsh.clone();
-                    let pending = Pending(pending.clone());
-                    spawn("rdmacm-passive", move || passive(lsh, s, pending));
+                    if pending.len() >= MAX_PENDING {
+                        // The one that has waited longest makes room.
+                        pending.pop_front();
+                    }
+                    pending.push_back(Incoming {
+                        stream: s,
+                        buf: Vec::new(),
+                        deadline: Instant::now() + REQ_WAIT,
+                    });
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -496,63 +810,57 @@ pub(crate) fn start_listener(lsh: Arc<IdShared>, listener: TcpListener) {
                     ) =>
                 {
                     std::thread::sleep(Duration::from_millis(10));
+                    break;
                 }
+                // The listening socket was shut down (rdma_destroy_id).
                 Err(_) => return,
             }
         }
-    });
-}
-
-/// A connection counted as waiting for its REQ until this drops.
-struct Pending(Arc<AtomicUsize>);
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// One incoming connection: wait for its REQ, make the new id, report the
-/// request, then read the peer's messages.
-fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
+/// Refuse a request: a REJ (never waiting), then the connection closes.
+fn refuse(s: &TcpStream) {
+    let _ = send_now(s, &Msg::Rej(Vec::new()));
+    let _ = s.shutdown(Shutdown::Both);
+}
+
+/// One incoming connection whose REQ has arrived: check it, make the new
+/// id, report the request, then read the peer's messages. The request is
+/// refused (a REJ) when its GID is not its connection's
+/// ([`gid_admitted`]), when the listener's backlog of requests not yet
+/// taken by the program is full, or when it does not fit the listener.
+fn passive(lsh: Arc<IdShared>, stream: TcpStream, req: Conn) {
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(REQ_WAIT));
-    let mut r = match stream.try_clone() {
-        Ok(r) => r,
-        Err(_) => return,
-    };
-    let req = read_msg(&mut r);
-    drop(pending);
-    let req = match req {
-        Ok(Some(Msg::Req(c))) => c,
-        Ok(Some(m)) => {
-            warn(&format!(
-                "dropping a connection that began with {m:?}, not a REQ"
-            ));
-            return;
-        }
-        Ok(None) => return,
-        Err(e) => {
-            warn(&format!("dropping a connection: {e}"));
-            return;
-        }
-    };
-    let _ = stream.set_read_timeout(None);
-    let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
+    let (Ok(local), Ok(peer), Ok(r)) =
+        (stream.local_addr(), stream.peer_addr(), stream.try_clone())
+    else {
         return;
     };
+    if !gid_admitted(&req.gid, peer.ip(), false) {
+        warn(&format!(
+            "refusing a REQ from {peer} that names another GID ({:02x?})",
+            &req.gid[12..]
+        ));
+        return refuse(&stream);
+    }
     let Ok(devs) = devices() else {
-        let mut s = stream;
-        let _ = write_msg(&mut s, &Msg::Rej(Vec::new()));
-        return;
+        return refuse(&stream);
     };
     let child_sh;
     {
         let lst = lock(&lsh.st);
         if lst.destroyed || lst.phase != Phase::Listening {
-            let mut s = stream;
-            let _ = write_msg(&mut s, &Msg::Rej(Vec::new()));
-            return;
+            return refuse(&stream);
+        }
+        // The backlog: requests reported but not yet taken by the program
+        // (rdma_get_cm_event), as the kernel's CM counts them.
+        if lst.chan.queued_requests(lsh.ptr.0) >= lst.backlog {
+            warn("refusing a connect request: the listener's backlog is full");
+            return refuse(&stream);
         }
         // SAFETY: the listening id is alive (not destroyed, checked under
         // its lock, which destroy takes before freeing it).
@@ -560,9 +868,7 @@ fn passive(lsh: Arc<IdShared>, stream: TcpStream, pending: Pending) {
         // RC requests go to TCP port-space listeners, UD ones to UDP ones.
         let ud_ps = lid.ps == RDMA_PS_UDP || lid.ps == RDMA_PS_IPOIB;
         if ud_ps != (u32::from(req.qp_type) == IBV_QPT_UD) {
-            let mut s = stream;
-            let _ = write_msg(&mut s, &Msg::Rej(Vec::new()));
-            return;
+            return refuse(&stream);
         }
         let di = crate::devices::index_for(&devs.list, local.ip());
         let dev = &devs.list[di];
@@ -640,8 +946,9 @@ pub(crate) fn fill_route(
 }
 
 /// Read the peer's messages until the connection ends, acting on each.
-fn read_loop(sh: &Arc<IdShared>, mut r: TcpStream) {
+pub(crate) fn read_loop(sh: &Arc<IdShared>, mut r: TcpStream) {
     let id = sh.ptr.0;
+    let peer = r.peer_addr().map(|a| a.ip());
     loop {
         let msg = read_msg(&mut r);
         let mut st = lock(&sh.st);
@@ -649,6 +956,22 @@ fn read_loop(sh: &Arc<IdShared>, mut r: TcpStream) {
             return;
         }
         match msg {
+            Ok(Some(Msg::Rep(c)))
+                if st.phase == Phase::Connecting
+                    && !peer.as_ref().is_ok_and(|p| gid_admitted(&c.gid, *p, true)) =>
+            {
+                // The REP names a GID its connection does not come from:
+                // our QP would send there. Refuse it (see gid_admitted).
+                warn(&format!(
+                    "rejecting a REP that names another GID ({:02x?})",
+                    &c.gid[12..]
+                ));
+                let _ = st.send(&Msg::Rej(Vec::new()));
+                st.phase = Phase::Failed;
+                st.post(EventRec::new(id, RDMA_CM_EVENT_REJECTED, REJ_INVALID_GID));
+                st.hang_up();
+                return;
+            }
             Ok(Some(Msg::Rep(c)))
                 if st.phase == Phase::Connecting && c.qp_type != st.req_qp_type =>
             {
@@ -727,7 +1050,12 @@ fn read_loop(sh: &Arc<IdShared>, mut r: TcpStream) {
                     Phase::Connected | Phase::Accepted | Phase::RepReceived | Phase::Disconnected
                 ) =>
             {
-                let _ = st.send(&Msg::Drep);
+                // Answered once: a repeated DREQ gets no second DREP (a
+                // peer flooding them costs a lock per message, no write).
+                if !st.drep_sent {
+                    st.drep_sent = true;
+                    let _ = st.send(&Msg::Drep);
+                }
                 st.report_disconnect(id);
             }
             Ok(Some(Msg::Drep)) if st.disc_sent => {

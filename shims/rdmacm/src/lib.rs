@@ -45,6 +45,33 @@
 //! the peer's `rdma_listen`). The wire format is in [`wire`]; a peer's message is
 //! validated field by field and a malformed one ends that connection.
 //!
+//! The peer is untrusted, and three rules keep it from holding up or
+//! steering the program:
+//!
+//! - No write to a peer ever waits: a connection carries at most one
+//!   message of each type each way (a repeated DREQ gets no second DREP,
+//!   as in the kernel's CM), well under the socket's send buffer, so each
+//!   is sent non-blocking, and one that would block fails the connection.
+//!   No lock is held across a wait on a peer; `rdma_disconnect` returns
+//!   at once whatever the peer does.
+//! - A listener reads every new connection's REQ in one polling thread,
+//!   each connection with a 10 s deadline over its whole REQ; the
+//!   connection waiting longest makes room when 256 wait. `rdma_listen`'s
+//!   `backlog` bounds the connect requests reported and not yet taken by
+//!   `rdma_get_cm_event` (0 or less, or over 1024: 1024, as the kernel's
+//!   CM); a request beyond it is refused with a REJ.
+//! - A REQ's or REP's GID, which becomes the QP's destination, must be
+//!   the IPv4-mapped address its TCP connection comes from; otherwise the
+//!   passive side refuses the REQ with a REJ, and the active side answers
+//!   the REP with a REJ and reports `RDMA_CM_EVENT_REJECTED` (status 12,
+//!   invalid GID). So that a REQ meets the rule on loopback, where each
+//!   process's device has its own `127.0.H.L`, the active side connects
+//!   from its device's address. A REP comes from the address the program
+//!   dialled, which on loopback is not the listener's device address: a
+//!   REP over a loopback connection may name any loopback GID (this
+//!   host), as may a REQ over IPv6 loopback (`::1`), which cannot come
+//!   from an IPv4 address.
+//!
 //! The QP transitions follow rdma-core's CM: `rdma_create_qp` leaves the QP
 //! in INIT; RTR gets the peer's QPN, PSN and GID, the smaller path MTU, and
 //! `max_dest_rd_atomic` = the responder resources; RTS gets the PSN this
@@ -120,10 +147,12 @@ pub(crate) fn fail(e: c_int) -> c_int {
     -1
 }
 
-/// Report a problem on stderr unless `ROCELAB_IBV_QUIET` is set (the same
-/// switch as the ibverbs shim's).
+/// A diagnostic about a peer or the host (a refused request, a closed
+/// connection): the library prints nothing, as a library must, unless the
+/// user asks for these lines with `ROCELAB_RDMACM_DEBUG=1`; what the
+/// program needs reaches it as events and errnos.
 pub(crate) fn warn(msg: &str) {
-    if std::env::var_os("ROCELAB_IBV_QUIET").is_none() {
+    if std::env::var_os("ROCELAB_RDMACM_DEBUG").is_some_and(|v| v != "0") {
         eprintln!("rocelab-rdmacm: {msg}");
     }
 }
