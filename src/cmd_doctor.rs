@@ -115,6 +115,9 @@ pub fn run(args: Args) -> ExitCode {
         }
     } else {
         print!("{}", diagnosis.render_text());
+        if let Some(note) = perftest_only_note(&loaded.inputs) {
+            print!("{note}");
+        }
     }
     match fail_on {
         Some(level) if !diagnosis.findings.is_empty() && diagnosis.worst() >= level => {
@@ -122,6 +125,36 @@ pub fn run(args: Args) -> ExitCode {
         }
         _ => ExitCode::SUCCESS,
     }
+}
+
+/// When every input is perftest results without a counter block (its
+/// text output, or an `--out_json` report of perftest's own), the
+/// doctor has performance numbers but nothing to diagnose them with: say
+/// so, and what would help, rather than leave a bare "No findings".
+fn perftest_only_note(inputs: &[doctor::Input]) -> Option<String> {
+    use reports::realnic::Parsed;
+    let mut rows = 0;
+    for i in inputs {
+        let Parsed::Perftest(p) = &i.parsed else {
+            return None;
+        };
+        if p.runs.iter().any(|r| r.counters.is_some()) {
+            return None;
+        }
+        rows += p
+            .runs
+            .iter()
+            .map(|r| r.bw.len() + r.lat.len() + r.lat_duration.len())
+            .sum::<usize>();
+    }
+    (!inputs.is_empty()).then(|| {
+        format!(
+            "\nNot enough data: the input holds perftest results ({rows} result row(s)) but no NIC counters, \
+             so nothing says why a run was fast or slow. Add `ethtool -S IFACE` or `rdma statistic show` \
+             snapshots taken before and after the run, or run `rocelab perftest`, whose output and \
+             --out_json report carry the run's counter delta.\n"
+        )
+    })
 }
 
 #[cfg(test)]

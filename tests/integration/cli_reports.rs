@@ -311,3 +311,57 @@ fn help_lists_the_report_command() {
         "{help}"
     );
 }
+
+/// `--out_json` reports, of Debian's perftest and of perftest 6.x: `parse`
+/// reads them as perftest (auto and named), `doctor` takes them and says
+/// that results without counters are not enough to diagnose.
+#[test]
+fn parse_and_doctor_read_perftests_out_json_reports() {
+    for (file, avg_bps) in [
+        (
+            "perftest/out_json_debian45_write_bw_client.json",
+            9_996_704_154u64,
+        ),
+        ("perftest/out_json_v6_write_bw.json", 92_530_121_114),
+    ] {
+        for kind in ["auto", "perftest"] {
+            let o = rocelab(&["parse", kind, &fixture(file), "--json"]);
+            assert!(o.status.success(), "{file}: {o:?}");
+            let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert_eq!(v["kind"], "perftest", "{file}");
+            assert_eq!(v["data"]["runs"][0]["bw"][0]["bytes"], 65536, "{file}");
+            assert_eq!(v["data"]["runs"][0]["bw"][0]["avg_bps"], avg_bps, "{file}");
+        }
+        let o = rocelab(&["parse", "auto", &fixture(file)]);
+        assert!(o.status.success(), "{file}: {o:?}");
+        assert!(stdout(&o).contains("65536 B x"), "{}", stdout(&o));
+        let o = rocelab(&["doctor", &fixture(file)]);
+        let out = stdout(&o);
+        assert!(o.status.success(), "{file}: {o:?}");
+        assert!(out.contains(": perftest"), "{out}");
+        assert!(
+            out.contains("Not enough data") && out.contains("no NIC counters"),
+            "{out}"
+        );
+    }
+    // A broken report: the file, the line, the key and what was expected.
+    let dir = std::env::temp_dir().join(format!("rocelab-out-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    let good = std::fs::read_to_string(fixture("perftest/out_json_v6_write_bw.json")).unwrap();
+    std::fs::write(
+        &bad,
+        good.replace("\"MsgRate\": 0.176487", "\"MsgRate\": -1"),
+    )
+    .unwrap();
+    let o = rocelab(&["parse", "auto", bad.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        e.contains(
+            "bad.json: as perftest: line 28: expected results.MsgRate: a message rate in Mpps"
+        ),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

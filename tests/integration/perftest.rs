@@ -1241,3 +1241,212 @@ fn no_peak_histograms_limits_and_both_directions_follow_perftest() {
     assert!(s.status.success() && c.status.success(), "{}", text(&c));
     assert!(String::from_utf8_lossy(&c.stdout).contains(" Outstand reads  : 4\n"));
 }
+
+/// Flags that change what both sides do, given to one side only: each
+/// side names the flag, its value and the peer's, and fails.
+#[test]
+fn one_sided_bidirectional_unit_and_infinite_flags_are_named_on_both_sides() {
+    let cases: [(&str, &str, &str, &str); 3] = [
+        (
+            "-b",
+            "bidirectional (-b): on here, off on the peer",
+            "bidirectional (-b): off here, on on the peer",
+            "127.68.1.1",
+        ),
+        (
+            "--report_gbits",
+            "bandwidth unit (--report_gbits): Gb/sec here, MB/sec on the peer",
+            "bandwidth unit (--report_gbits): MB/sec here, Gb/sec on the peer",
+            "127.68.2.1",
+        ),
+        (
+            "--run_infinitely",
+            "--run_infinitely: on here, off on the peer",
+            "--run_infinitely: off here, on on the peer",
+            "127.68.3.1",
+        ),
+    ];
+    for (i, (flag, server_says, client_says, ip)) in cases.into_iter().enumerate() {
+        let (s, c) = run_pair_with(
+            "write_bw",
+            18870 + i as u16,
+            ip,
+            &["-n", "50"],
+            &[flag],
+            &[],
+        );
+        for (side, says) in [(&s, server_says), (&c, client_says)] {
+            let e = String::from_utf8_lossy(&side.stderr);
+            assert_eq!(side.status.code(), Some(1), "{flag}: {}", text(side));
+            assert!(
+                e.contains(says) && e.contains("same flags"),
+                "{flag}: {}",
+                text(side)
+            );
+            assert!(
+                !e.contains("Hello {") && !e.contains("synchronisation"),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// A stand-in for perftest's server (`-q 2`) facing a rocelab client
+/// with `-q 1`: it answers the client's key record, then, where the
+/// client's handshake wants its first record again, sends the record of
+/// its second QP, as perftest's server does. Returns what rocelab printed.
+fn against_fake_two_qp_perftest_server(port: u16) -> Output {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let record = |qpn: &str| {
+        let text = format!("0001:0001:{qpn}:000001:00000101:0000000000001000:00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:01:00000000:");
+        let mut k = [0u8; 108];
+        k[..text.len()].copy_from_slice(text.as_bytes());
+        k
+    };
+    let (first, second) = (record("000011"), record("000012"));
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 108];
+        s.read_exact(&mut buf[..16]).unwrap();
+        let mut v = [0u8; 16];
+        v[..4].copy_from_slice(b"6.06");
+        s.write_all(&v).unwrap();
+        let sys = [0, 0, 16, 0, 0, 0, 0, 64];
+        for (n, answer) in [(4, &sys[..4]), (4, &sys[4..]), (2, &b"3\0"[..])] {
+            s.read_exact(&mut buf[..n]).unwrap();
+            s.write_all(answer).unwrap();
+        }
+        for answer in [first, second] {
+            if s.read_exact(&mut buf).is_err() || s.write_all(&answer).is_err() {
+                return;
+            }
+        }
+        let _ = s.read(&mut buf);
+    });
+    let o = rocelab()
+        .args(["perftest", "write_bw", "-p", &port.to_string(), "-q", "1"])
+        .arg("127.0.0.1")
+        .output()
+        .unwrap();
+    fake.join().unwrap();
+    o
+}
+
+#[test]
+fn a_perftest_peer_with_more_qps_is_named_not_dumped() {
+    let o = against_fake_two_qp_perftest_server(18873);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        e.contains("Number of QPs mismatch: this side runs -q 1, the peer (perftest) runs more")
+            && e.contains("QPN 0x0012")
+            && e.contains("same -q"),
+        "{}",
+        text(&o)
+    );
+    assert!(!e.contains("KeyRecord {") && !e.contains("Gid("), "{e}");
+}
+
+/// What `rocelab perftest --out_json` writes, `rocelab parse` reads back
+/// (the row and the counter delta) and `rocelab doctor` diagnoses from
+/// the delta as it does from the text output.
+#[test]
+fn out_json_reports_go_through_parse_and_doctor() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let f = dir.join(format!("out-json-parse-{}.json", std::process::id()));
+    let (s, c) = run_pair_with(
+        "write_bw",
+        18876,
+        "127.68.6.1",
+        &["-n", "100", "-s", "4096"],
+        &[],
+        &["--out_json", "--out_json_file", f.to_str().unwrap()],
+    );
+    assert!(s.status.success() && c.status.success(), "{}", text(&c));
+    let (size, iters, peak, avg, _) = bw_row(&String::from_utf8_lossy(&c.stdout));
+    let o = rocelab()
+        .args(["parse", "auto", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kind"], "perftest");
+    let run = &v["data"]["runs"][0];
+    assert_eq!(run["bw"][0]["bytes"], size);
+    assert_eq!(run["bw"][0]["iterations"], iters);
+    let mib_s = |bps: &serde_json::Value| bps.as_u64().unwrap() as f64 / 8.0 / 1_048_576.0;
+    assert!(
+        (mib_s(&run["bw"][0]["avg_bps"]) - avg).abs() < 0.006,
+        "{run}"
+    );
+    assert!(
+        (mib_s(&run["bw"][0]["peak_bps"]) - peak).abs() < 0.006,
+        "{run}"
+    );
+    assert!(run["counters"]["counters"]["tx_packets"].as_u64().unwrap() >= 100);
+    assert!(run["counters"]["duration_ns"].as_u64().unwrap() > 0);
+    let o = rocelab().arg("doctor").arg(&f).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(out.contains("a run's delta"), "{out}");
+    assert!(!out.contains("totals since boot"), "{out}");
+    let _ = std::fs::remove_file(&f);
+}
+
+/// A rocelab server and Debian's `ib_write_bw` (over the shim) given a
+/// different `-q`, `-s` or `-n`: perftest's exchange carries no flags, so
+/// the server reads them from the peer's key records and result, names
+/// both values and fails (with a different `-q` it used to wait forever).
+/// Skips where perftest is not installed.
+#[test]
+fn a_perftest_client_with_other_flags_is_named_by_the_rocelab_server() {
+    use super::ibverbs_shim::{exec, program};
+    let Some(prog) = program("ib_write_bw") else {
+        return;
+    };
+    let cases: [(&[&str], &[&str], &str); 3] = [
+        (
+            &["-q", "2"],
+            &["-q", "1"],
+            "Number of QPs mismatch: this side runs -q 2, the peer (perftest) runs -q 1",
+        ),
+        (
+            &["-s", "8192", "-n", "100"],
+            &["-s", "4096", "-n", "100"],
+            "Message size mismatch: this side runs -s 8192, the peer (perftest) ran -s 4096",
+        ),
+        (
+            &["-n", "200"],
+            &["-n", "100"],
+            "Number of iterations mismatch: this side runs -n 200, the peer (perftest) ran -n 100",
+        ),
+    ];
+    for (i, (ours, theirs, says)) in cases.into_iter().enumerate() {
+        let port = (18877 + i as u16).to_string();
+        let bind = format!("127.68.{}.1", 10 + i);
+        let server = rocelab()
+            .args(["perftest", "write_bw", "-p", &port, "--bind", &bind])
+            .args(ours)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let client = exec(
+            &prog,
+            &[&["-p", port.as_str()], theirs, &["localhost"]].concat(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let s = wait(server, Duration::from_secs(30));
+        let _ = wait(client, Duration::from_secs(30));
+        let e = String::from_utf8_lossy(&s.stderr);
+        assert_eq!(s.status.code(), Some(1), "{ours:?}: {}", text(&s));
+        assert!(e.contains(says), "{ours:?}: {}", text(&s));
+        assert!(!e.contains("KeyRecord {"), "{e}");
+    }
+}

@@ -20,6 +20,7 @@ pub mod ibdiag;
 pub mod nccl;
 pub mod paste;
 pub mod perftest;
+pub mod perftest_json;
 pub mod qos;
 pub mod rdma;
 pub mod summary;
@@ -227,6 +228,9 @@ pub fn detect(input: &str) -> Option<Kind> {
 
 fn detect_plain(input: &str) -> Option<Kind> {
     let trimmed = input.trim_start();
+    if perftest_json::looks_like(input) {
+        return Some(Kind::Perftest);
+    }
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
         && serde_json::from_str::<serde_json::Value>(input).is_ok()
     {
@@ -411,6 +415,17 @@ pub enum Error {
     Json(String),
 }
 
+/// perftest's text output ([`perftest::parse`]) or, for a text that
+/// opens with `{` or `[`, its `--out_json` report ([`perftest_json::parse`]).
+fn parse_perftest(input: &str) -> Result<perftest::PerftestReport, ParseError> {
+    let t = input.trim_start();
+    if t.starts_with('{') || t.starts_with('[') {
+        perftest_json::parse(input)
+    } else {
+        perftest::parse(input)
+    }
+}
+
 /// Parse `input` as `kind`, or detect the kind when `None`.
 ///
 /// The text is made plain first ([`paste::normalise`]); line numbers in
@@ -426,7 +441,7 @@ pub fn parse(kind: Option<Kind>, input: &str) -> Result<Parsed, Error> {
     };
     let wrap = |source| Error::Parse { kind, source };
     Ok(match kind {
-        Kind::Perftest => Parsed::Perftest(perftest::parse(input).map_err(wrap)?),
+        Kind::Perftest => Parsed::Perftest(parse_perftest(input).map_err(wrap)?),
         Kind::Ethtool => Parsed::Ethtool(ethtool::parse(input).map_err(wrap)?),
         Kind::Rdma => Parsed::Rdma(rdma::parse(input).map_err(wrap)?),
         Kind::Topo => Parsed::Topo(topo::parse(input).map_err(wrap)?),

@@ -367,7 +367,8 @@ fn usec_ns(tok: &str) -> Option<u64> {
     scaled_decimal(tok, 1000, 1)
 }
 
-/// Parse a perftest output file. Errors only when the text holds no test
+/// Parse a perftest output file (its `--out_json` report is
+/// [`super::perftest_json`]'s; [`super::parse`] takes either). Errors only when the text holds no test
 /// title and no result table, or when a table row has more numbers than the
 /// table has columns (naming that line).
 pub fn parse(input: &str) -> Result<PerftestReport, ParseError> {

@@ -1,6 +1,8 @@
 //! Parsers on fixtures written from the documented formats.
 
-use reports::realnic::{self, detect, devinfo, ethtool, nccl, perftest, qos, rdma, topo, Kind};
+use reports::realnic::{
+    self, detect, devinfo, ethtool, nccl, perftest, perftest_json, qos, rdma, topo, Kind,
+};
 
 use crate::fixture;
 
@@ -756,4 +758,142 @@ fn perftest_latency_table_with_shortened_percentile_headers() {
     assert_eq!(row.avg_ns, 1000);
     assert_eq!(row.stdev_ns, None);
     assert_eq!((row.p99_ns, row.p999_ns), (Some(1150), Some(1400)));
+}
+
+/// `--out_json` reports of Debian's perftest 4.5 (`ib_write_bw` and
+/// `ib_send_lat` over rocelab's libibverbs: unquoted keys and words,
+/// trailing commas, `TX_depth : N`) read into the text parser's records.
+#[test]
+fn perftest_out_json_of_debians_perftest() {
+    let text = fixture("perftest/out_json_debian45_write_bw_client.json");
+    assert_eq!(detect(&text), Some(Kind::Perftest));
+    let r = perftest_json::parse(&text).unwrap();
+    assert_eq!(r.runs.len(), 1);
+    let run = &r.runs[0];
+    assert_eq!(run.title.as_deref(), Some("RDMA_Write_BW_Test"));
+    assert_eq!(run.verb.as_deref(), Some("RDMA_Write"));
+    assert_eq!(run.kind, perftest::TestKind::Bandwidth);
+    assert_eq!(run.side, perftest::Side::Client);
+    assert_eq!(run.device.as_deref(), Some("rocelab0"));
+    assert_eq!(
+        (run.qps, run.tx_depth, run.mtu_bytes, run.gid_index),
+        (Some(1), Some(128), Some(4096), Some(0))
+    );
+    assert_eq!(run.connection.as_deref(), Some("RC"));
+    assert_eq!(run.link_type.as_deref(), Some("Ethernet"));
+    assert!(run.fields.contains(&("CQ_Moderation".into(), "1".into())));
+    assert_eq!(run.bw.len(), 1);
+    let row = &run.bw[0];
+    assert_eq!((row.bytes, row.iterations), (65536, 200));
+    assert_eq!(row.peak_bps, mib(136305));
+    assert_eq!(row.avg_bps, mib(119170));
+    assert_eq!(row.msg_rate_per_s, Some(19067));
+    assert_eq!(row.line, 21, "the line of `results: {{`");
+    assert!(run.counters.is_none());
+
+    let r =
+        perftest_json::parse(&fixture("perftest/out_json_debian45_send_lat_server.json")).unwrap();
+    let run = &r.runs[0];
+    assert_eq!(run.kind, perftest::TestKind::Latency);
+    assert_eq!(run.verb.as_deref(), Some("Send"));
+    // perftest's server writes no TX depth.
+    assert_eq!(run.side, perftest::Side::Unknown);
+    let l = &run.lat[0];
+    assert_eq!((l.bytes, l.iterations), (2, 200));
+    assert_eq!(
+        (l.min_ns, l.max_ns, l.typical_ns, l.avg_ns),
+        (10_110, 111_380, 11_380, 23_450)
+    );
+    assert_eq!(
+        (l.stdev_ns, l.p99_ns, l.p999_ns),
+        (Some(22_380), Some(109_550), Some(111_380))
+    );
+}
+
+/// rocelab perftest's `--out_json` report: perftest 4.5's shape with the
+/// run's counter delta (`counters_seconds`, `counters`), which becomes
+/// the run's counter block as in the text output.
+#[test]
+fn perftest_out_json_of_rocelab_with_its_counter_delta() {
+    let text = fixture("perftest/out_json_rocelab_write_bw_client.json");
+    assert_eq!(detect(&text), Some(Kind::Perftest));
+    let r = perftest_json::parse(&text).unwrap();
+    let run = &r.runs[0];
+    let row = &run.bw[0];
+    assert_eq!((row.bytes, row.iterations), (65536, 200));
+    assert_eq!((row.peak_bps, row.avg_bps), (mib(199647), mib(155038)));
+    assert_eq!(row.msg_rate_per_s, Some(24806));
+    let c = run.counters.as_ref().expect("the counter delta");
+    assert_eq!(c.device.as_deref(), Some("rocelab0"));
+    assert_eq!(c.duration_ns, Some(8_886_000));
+    assert_eq!(c.counters.len(), 27);
+    assert_eq!(c.counters["tx_packets"], 3200);
+    assert_eq!(c.counters["rx_packets"], 14);
+    assert_eq!(c.counters["out_of_sequence"], 0);
+}
+
+/// perftest 6.x's report (`perftest_parameters.c`'s format strings:
+/// quoted keys and strings, no trailing commas, valid JSON) is perftest,
+/// not the simulator's results.json; a sequence of objects, the later
+/// ones with a `results` array and no `test_info`, continues one run.
+#[test]
+fn perftest_out_json_of_perftest_6_and_sequences() {
+    let text = fixture("perftest/out_json_v6_write_bw.json");
+    assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
+    assert_eq!(detect(&text), Some(Kind::Perftest));
+    let r = perftest_json::parse(&text).unwrap();
+    let run = &r.runs[0];
+    assert_eq!(run.device.as_deref(), Some("mlx5_0"));
+    assert_eq!((run.qps, run.gid_index), (Some(2), Some(3)));
+    let row = &run.bw[0];
+    assert_eq!((row.bytes, row.iterations), (65536, 5000));
+    assert_eq!((row.peak_bps, row.avg_bps), (mib(1103078), mib(1103045)));
+    assert_eq!(row.msg_rate_per_s, Some(176_487));
+
+    let r = perftest_json::parse(&fixture("perftest/out_json_v6_sequence_lat.json")).unwrap();
+    assert_eq!(r.runs.len(), 1);
+    let sizes: Vec<(u64, u64, u64)> = r.runs[0]
+        .lat
+        .iter()
+        .map(|l| (l.bytes, l.typical_ns, l.p999_ns.unwrap()))
+        .collect();
+    assert_eq!(sizes, [(2, 1840, 9650), (4, 1860, 7120), (8, 1880, 6900)]);
+}
+
+/// A malformed report names the line, the key path and what was wanted.
+#[test]
+fn perftest_out_json_errors_name_line_key_and_expectation() {
+    let good = fixture("perftest/out_json_debian45_write_bw_client.json");
+    let bad = good.replace("BW_average: 1191.70,", "BW_average: fast,");
+    let e = perftest_json::parse(&bad).unwrap_err();
+    assert_eq!(e.line, 25, "{e}");
+    assert!(
+        e.to_string()
+            .contains("results.BW_average: a bandwidth in MB/sec"),
+        "{e}"
+    );
+    assert_eq!(e.found, "fast");
+    let e = perftest_json::parse(&good.replace("MsgSize: 65536,", "")).unwrap_err();
+    assert!(e.to_string().contains("results.MsgSize"), "{e}");
+    let e = perftest_json::parse(&good.replace("n_iterations: 200,", "n_iterations: 2.5,"))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("results.n_iterations: an iteration count"),
+        "{e}"
+    );
+    let cut = &good[..good.find("MsgRate").unwrap()];
+    let e = perftest_json::parse(cut).unwrap_err();
+    assert!(e.to_string().contains("closing '}'"), "{e}");
+    let e = perftest_json::parse("{\nfoo: 1,\n}\n").unwrap_err();
+    assert!(e.to_string().contains("test_info or results"), "{e}");
+    let e = realnic::parse(
+        Some(Kind::Perftest),
+        &good.replace("Device: \"rocelab0\"", "Device: \"rocelab0"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("line 5") && e.to_string().contains("closing '\"'"),
+        "{e}"
+    );
 }

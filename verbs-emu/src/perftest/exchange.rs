@@ -270,6 +270,15 @@ impl KeyRecord {
         Ok(k)
     }
 
+    /// The record in words, as perftest's address lines print it: `QPN
+    /// 0x0011 PSN 0xabcdef RKey 0x12345678 VAddr 0x7f00deadbeef`.
+    pub fn describe(&self) -> String {
+        format!(
+            "QPN {:#06x} PSN {:#08x} RKey {:#010x} VAddr {:#x}",
+            self.qpn, self.psn, self.rkey, self.vaddr
+        )
+    }
+
     /// Check that `len` bytes from the record's address do not wrap the
     /// address space.
     pub fn check_span(&self, len: u64) -> Result<(), String> {
@@ -384,9 +393,18 @@ impl PerftestLink {
     /// the peer sent before.
     pub fn hand_shake(&mut self, mine: &KeyRecord, theirs: &KeyRecord) -> Result<(), String> {
         let again = self.keys(mine)?;
+        if again.qpn != theirs.qpn {
+            return Err(format!(
+                "the peer sent the key record of another QP ({}) where the handshake of its first QP ({}) was due",
+                again.describe(),
+                theirs.describe()
+            ));
+        }
         if again != *theirs {
             return Err(format!(
-                "peer's handshake changed its key record: first {theirs:?}, now {again:?}"
+                "the peer's handshake does not repeat its key record: {} first, {} now",
+                theirs.describe(),
+                again.describe()
             ));
         }
         Ok(())

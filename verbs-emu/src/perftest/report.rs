@@ -279,14 +279,16 @@ pub fn counter_block(device: &str, seconds: f64, counters: &[(String, u64)]) -> 
 }
 
 /// A `--out_json` report ([`json_report`]'s text) with the run's counter
-/// delta added as a last top-level section, `counters: { name: value,
-/// ... },` in the report's own shape. A text that does not end as
-/// [`json_report`] ends it is returned unchanged.
-pub fn json_with_counters(report: &str, counters: &[(String, u64)]) -> String {
+/// delta added as the last top-level sections, in the report's own shape:
+/// `counters_seconds: S,` (the time the delta covers, six decimals, as
+/// the text block's title gives it) and `counters: { name: value, ... },`.
+/// A text that does not end as [`json_report`] ends it is returned
+/// unchanged.
+pub fn json_with_counters(report: &str, seconds: f64, counters: &[(String, u64)]) -> String {
     let Some(body) = report.strip_suffix("}\n") else {
         return report.to_string();
     };
-    let mut s = format!("{body}counters: {{\n");
+    let mut s = format!("{body}counters_seconds: {seconds:.6},\ncounters: {{\n");
     for (n, v) in counters {
         let _ = writeln!(s, "{n}: {v},");
     }
@@ -511,12 +513,12 @@ mod tests {
             counter_block("udp_lo", 1.5, &c),
             " Counter delta of this run: device udp_lo, 1.500000 s\nNIC statistics:\n     out_of_sequence: 7\n     np_cnp_sent: 0\n"
         );
-        let j = json_with_counters("{\ntest_info: {\n},\nresults: {\n},\n}\n", &c);
+        let j = json_with_counters("{\ntest_info: {\n},\nresults: {\n},\n}\n", 1.5, &c);
         assert_eq!(
             j,
-            "{\ntest_info: {\n},\nresults: {\n},\ncounters: {\nout_of_sequence: 7,\nnp_cnp_sent: 0,\n},\n}\n"
+            "{\ntest_info: {\n},\nresults: {\n},\ncounters_seconds: 1.500000,\ncounters: {\nout_of_sequence: 7,\nnp_cnp_sent: 0,\n},\n}\n"
         );
-        assert_eq!(json_with_counters("not ours", &c), "not ours");
+        assert_eq!(json_with_counters("not ours", 1.5, &c), "not ours");
     }
 
     #[test]

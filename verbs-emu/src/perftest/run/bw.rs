@@ -28,6 +28,29 @@ impl Side {
     /// handshake, then the client's result crosses to the server, which
     /// prints it. `mine` is the client's result (`None` on the server);
     /// returns the server's row.
+    /// perftest's exchange carries no test parameters: the client's
+    /// result is where its message size and iteration count show. A
+    /// difference from this side's `-s` (the last size with `-a`) or `-n`
+    /// (not in duration mode, where the count is what was achieved) is an
+    /// error that names both values.
+    fn check_peer_report(&self, theirs: &exchange::BwReport) -> Result<()> {
+        let ours = self.cfg.sizes().last().copied().unwrap_or(0);
+        if theirs.size != ours {
+            return Err(PerftestError::Config(format!(
+                " Message size mismatch: this side runs -s {ours}, the peer (perftest) ran -s {}; give both sides the same -s",
+                theirs.size
+            )));
+        }
+        let iters = self.cfg.iterations();
+        if self.cfg.duration.is_none() && !self.cfg.run_infinitely && theirs.iters != iters {
+            return Err(PerftestError::Config(format!(
+                " Number of iterations mismatch: this side runs -n {iters}, the peer (perftest) ran -n {}; give both sides the same -n",
+                theirs.iters
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) fn perftest_bw_result(
         &mut self,
         oob: &mut Link,
@@ -57,6 +80,7 @@ impl Side {
             });
         }
         theirs.check().map_err(PerftestError::Oob)?;
+        self.check_peer_report(&theirs)?;
         if theirs.peak == 0.0 {
             println!("{}", report::NO_PEAK_WARNING);
         }

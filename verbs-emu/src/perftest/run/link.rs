@@ -72,6 +72,15 @@ impl PerftestPeer {
                 srqn: 0,
             };
             let theirs = self.link.keys(&mine).map_err(PerftestError::Oob)?;
+            if self.theirs.iter().any(|t| t.qpn == theirs.qpn) {
+                // perftest's handshake repeats its first record: the peer
+                // has no more QPs to describe.
+                return Err(PerftestError::Config(format!(
+                    " Number of QPs mismatch: this side runs -q {}, the peer (perftest) runs -q {q}: its handshake came where the key record of this side's QP {} was due; give both sides the same -q",
+                    local.endpoints.len(),
+                    q + 1
+                )));
+            }
             theirs.check_span(max_size).map_err(PerftestError::Oob)?;
             self.mine.push(mine);
             self.theirs.push(theirs);
@@ -102,7 +111,16 @@ impl PerftestPeer {
 
     pub(super) fn hand_shake(&mut self) -> Result<()> {
         let (m, t) = (self.mine[0], self.theirs[0]);
-        self.link.hand_shake(&m, &t).map_err(PerftestError::Oob)
+        let qps = self.mine.len();
+        self.link.hand_shake(&m, &t).map_err(|e| {
+            if e.contains("key record of another QP") {
+                PerftestError::Config(format!(
+                    " Number of QPs mismatch: this side runs -q {qps}, the peer (perftest) runs more: {e}; give both sides the same -q"
+                ))
+            } else {
+                PerftestError::Oob(e)
+            }
+        })
     }
 }
 

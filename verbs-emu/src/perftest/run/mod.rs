@@ -86,6 +86,9 @@ pub fn run(cfg: &Config) -> Result<Vec<ResultRow>> {
         connection: cfg.connection.as_str().into(),
         duration: cfg.duration,
         verify: cfg.verify,
+        duplex: cfg.duplex,
+        gbits: cfg.report_gbits,
+        run_infinitely: cfg.run_infinitely,
     };
     oob.send(&Msg::Hello(hello.clone()))?;
     match oob.recv::<Msg>()? {

@@ -106,6 +106,16 @@ pub(super) struct Hello {
     pub(super) connection: String,
     pub(super) duration: Option<u64>,
     pub(super) verify: bool,
+    /// Both directions at once (`-b`).
+    #[serde(default)]
+    pub(super) duplex: bool,
+    /// Bandwidth in Gb/s (`--report_gbits`): the server prints the
+    /// client's numbers, so both must use one unit.
+    #[serde(default)]
+    pub(super) gbits: bool,
+    /// `--run_infinitely`.
+    #[serde(default)]
+    pub(super) run_infinitely: bool,
 }
 
 impl Hello {
@@ -146,10 +156,19 @@ impl Hello {
             peer.connection.clone(),
         );
         diff("duration (-D)", opt(self.duration), opt(peer.duration));
+        let on = |b: bool| if b { "on" } else { "off" }.to_string();
+        diff("--verify", on(self.verify), on(peer.verify));
+        diff("bidirectional (-b)", on(self.duplex), on(peer.duplex));
+        let unit = |g: bool| if g { "Gb/sec" } else { "MB/sec" }.to_string();
         diff(
-            "--verify",
-            if self.verify { "on" } else { "off" }.into(),
-            if peer.verify { "on" } else { "off" }.into(),
+            "bandwidth unit (--report_gbits)",
+            unit(self.gbits),
+            unit(peer.gbits),
+        );
+        diff(
+            "--run_infinitely",
+            on(self.run_infinitely),
+            on(peer.run_infinitely),
         );
         out
     }

@@ -80,7 +80,7 @@ impl Side {
         else {
             return Ok(());
         };
-        std::fs::write(path, report::json_with_counters(&text, &delta))
+        std::fs::write(path, report::json_with_counters(&text, seconds, &delta))
             .map_err(|e| PerftestError::Config(format!("--out_json_file {}: {e}", path.display())))
     }
 
