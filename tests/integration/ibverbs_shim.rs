@@ -755,3 +755,48 @@ for inline in [0, 64, 256, 1024, 4096, 1 << 16, 1 << 20, 1 << 24]:
     assert!(stdout.contains("refused 65536 22"), "{stdout}");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "stderr");
 }
+
+/// `ib_write_bw -a`: every message size from 2 bytes to 8 MiB, 5,000
+/// iterations each (about 40 GiB), both sides unmodified perftest. It
+/// must end with all 23 rows, each with a bandwidth above zero. It holds
+/// the machine alone: it keeps two cores busy for about a minute.
+#[test]
+fn ib_write_bw_all_sizes_completes() {
+    let Some(prog) = program("ib_write_bw") else {
+        return;
+    };
+    let _alone = super::testbed::exclusive();
+    let args = ["-a", "-p", "18729"];
+    let server = Server::spawn(exec(&prog, &args));
+    let start = Instant::now();
+    let client = loop {
+        let out = output_within(
+            exec(&prog, &["-a", "-p", "18729", "localhost"]),
+            Duration::from_secs(600),
+        );
+        if out.status.success()
+            || !text(&out).contains(NOT_YET)
+            || start.elapsed() > Duration::from_secs(10)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let server = server.finish(Duration::from_secs(60));
+    let tc = text(&client);
+    assert!(client.status.success(), "client: {tc}");
+    assert!(server.status.success(), "server: {}", text(&server));
+    let rows: Vec<Vec<f64>> = String::from_utf8_lossy(&client.stdout)
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map_while(|w| w.parse::<f64>().ok())
+                .collect::<Vec<f64>>()
+        })
+        .filter(|r| r.len() >= 5 && r[1] == 5000.0)
+        .collect();
+    let sizes: Vec<u64> = rows.iter().map(|r| r[0] as u64).collect();
+    let want: Vec<u64> = (1..=23).map(|k| 1u64 << k).collect();
+    assert_eq!(sizes, want, "{tc}");
+    assert!(rows.iter().all(|r| r[3] > 0.0), "{tc}");
+}
