@@ -124,14 +124,25 @@ pub(super) fn output_within(mut cmd: Command, limit: Duration) -> Output {
 /// Returns (server, client) outputs.
 pub(super) fn server_and_client(
     server: Command,
+    client: impl FnMut() -> Command,
+    early: &str,
+    patience: Duration,
+) -> (Output, Output) {
+    server_and_client_within(server, client, early, patience, Duration::from_secs(60))
+}
+
+/// [`server_and_client`] with each client run killed after `limit`.
+fn server_and_client_within(
+    server: Command,
     mut client: impl FnMut() -> Command,
     early: &str,
     patience: Duration,
+    limit: Duration,
 ) -> (Output, Output) {
     let server = Server::spawn(server);
     let start = Instant::now();
     let client = loop {
-        let out = output_within(client(), Duration::from_secs(60));
+        let out = output_within(client(), limit);
         if out.status.success() || !text(&out).contains(early) || start.elapsed() > patience {
             break out;
         }
@@ -766,23 +777,13 @@ fn ib_write_bw_all_sizes_completes() {
         return;
     };
     let _alone = super::testbed::exclusive();
-    let args = ["-a", "-p", "18729"];
-    let server = Server::spawn(exec(&prog, &args));
-    let start = Instant::now();
-    let client = loop {
-        let out = output_within(
-            exec(&prog, &["-a", "-p", "18729", "localhost"]),
-            Duration::from_secs(600),
-        );
-        if out.status.success()
-            || !text(&out).contains(NOT_YET)
-            || start.elapsed() > Duration::from_secs(10)
-        {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let server = server.finish(Duration::from_secs(60));
+    let (server, client) = server_and_client_within(
+        exec(&prog, &["-a", "-p", "18729"]),
+        || exec(&prog, &["-a", "-p", "18729", "localhost"]),
+        NOT_YET,
+        Duration::from_secs(10),
+        Duration::from_secs(600),
+    );
     let tc = text(&client);
     assert!(client.status.success(), "client: {tc}");
     assert!(server.status.success(), "server: {}", text(&server));

@@ -117,6 +117,31 @@ fn check_access(d: &ShimDm, offset: u64, length: usize) -> Result<(), c_int> {
     Ok(())
 }
 
+/// The checks both copies make, in rdma-core's order: the DM (`EINVAL`),
+/// the range ([`check_access`]), then, for a non-empty copy, the host
+/// pointer (`EFAULT`). `None` for an empty copy, which does nothing.
+///
+/// # Safety
+///
+/// `dm` is null or a DM this library allocated and has not freed.
+unsafe fn copy_target<'a>(
+    dm: *mut ibv_dm,
+    offset: u64,
+    length: usize,
+    host_null: bool,
+) -> Result<Option<&'a ShimDm>, c_int> {
+    // SAFETY: the caller's contract.
+    let d = unsafe { rec::<ShimDm, _>(dm) }.ok_or(libc::EINVAL)?;
+    check_access(d, offset, length)?;
+    if length == 0 {
+        return Ok(None);
+    }
+    if host_null {
+        return Err(libc::EFAULT);
+    }
+    Ok(Some(d))
+}
+
 /// `ibv_dm.memcpy_to_dm`: copy `length` bytes from `host` to the device
 /// memory at `offset`; 0 or an errno.
 unsafe extern "C" fn memcpy_to_dm(
@@ -125,19 +150,12 @@ unsafe extern "C" fn memcpy_to_dm(
     host: *const c_void,
     length: usize,
 ) -> c_int {
-    // SAFETY: the inline verb passes the DM it was called with: ours.
-    let Some(d) = (unsafe { rec::<ShimDm, _>(dm) }) else {
-        return libc::EINVAL;
+    // SAFETY: the inline verb passes the DM it was called with.
+    let d = match unsafe { copy_target(dm, offset, length, host.is_null()) } {
+        Ok(Some(d)) => d,
+        Ok(None) => return 0,
+        Err(e) => return e,
     };
-    if let Err(e) = check_access(d, offset, length) {
-        return e;
-    }
-    if length == 0 {
-        return 0;
-    }
-    if host.is_null() {
-        return libc::EFAULT;
-    }
     // SAFETY: the caller promises `length` readable bytes at `host`
     // (ibv_memcpy_to_dm's contract); they are host memory, not the
     // device's, so the slice aliases nothing the backend writes.
@@ -157,18 +175,11 @@ unsafe extern "C" fn memcpy_from_dm(
     length: usize,
 ) -> c_int {
     // SAFETY: as in memcpy_to_dm.
-    let Some(d) = (unsafe { rec::<ShimDm, _>(dm) }) else {
-        return libc::EINVAL;
+    let d = match unsafe { copy_target(dm, offset, length, host.is_null()) } {
+        Ok(Some(d)) => d,
+        Ok(None) => return 0,
+        Err(e) => return e,
     };
-    if let Err(e) = check_access(d, offset, length) {
-        return e;
-    }
-    if length == 0 {
-        return 0;
-    }
-    if host.is_null() {
-        return libc::EFAULT;
-    }
     // SAFETY: the caller promises `length` writable bytes at `host`
     // (ibv_memcpy_from_dm's contract), which it does not touch during the
     // call.
