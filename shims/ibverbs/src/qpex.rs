@@ -554,7 +554,6 @@ mod tests {
         fn ibv_reg_mr(p: *mut ibv_pd, a: *mut c_void, l: usize, acc: c_int) -> *mut ibv_mr;
         fn ibv_dereg_mr(m: *mut ibv_mr) -> c_int;
         fn ibv_destroy_cq(c: *mut ibv_cq) -> c_int;
-        fn ibv_modify_qp(q: *mut ibv_qp, a: *mut ibv_qp_attr, m: c_int) -> c_int;
         fn ibv_destroy_qp(q: *mut ibv_qp) -> c_int;
         fn ibv_qp_to_qp_ex(q: *mut ibv_qp) -> *mut ibv_qp_ex;
     }
@@ -671,53 +670,9 @@ mod tests {
     }
 
     unsafe fn connect(s: &Side, peer: &Side) {
-        // SAFETY (whole body): modify on a live QP with stack attributes.
-        unsafe {
-            let mut a = ibv_qp_attr {
-                qp_state: IBV_QPS_INIT,
-                port_num: 1,
-                qp_access_flags: IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-                ..Default::default()
-            };
-            let m = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-            assert_eq!(ibv_modify_qp(s.qp, &mut a, m), 0);
-            let mut a = ibv_qp_attr {
-                qp_state: IBV_QPS_RTR,
-                path_mtu: IBV_MTU_1024,
-                dest_qp_num: (*peer.qp).qp_num,
-                max_dest_rd_atomic: 1,
-                min_rnr_timer: 12,
-                ah_attr: ibv_ah_attr {
-                    dlid: peer.lid,
-                    port_num: 1,
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            let m = IBV_QP_STATE
-                | IBV_QP_AV
-                | IBV_QP_PATH_MTU
-                | IBV_QP_DEST_QPN
-                | IBV_QP_RQ_PSN
-                | IBV_QP_MAX_DEST_RD_ATOMIC
-                | IBV_QP_MIN_RNR_TIMER;
-            assert_eq!(ibv_modify_qp(s.qp, &mut a, m), 0);
-            let mut a = ibv_qp_attr {
-                qp_state: IBV_QPS_RTS,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                max_rd_atomic: 1,
-                ..Default::default()
-            };
-            let m = IBV_QP_STATE
-                | IBV_QP_TIMEOUT
-                | IBV_QP_RETRY_CNT
-                | IBV_QP_RNR_RETRY
-                | IBV_QP_SQ_PSN
-                | IBV_QP_MAX_QP_RD_ATOMIC;
-            assert_eq!(ibv_modify_qp(s.qp, &mut a, m), 0);
-        }
+        let access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        // SAFETY: both QPs are live.
+        unsafe { crate::tests::connect_qp(s.qp, peer.qp, peer.lid, access, None) }
     }
 
     /// One completion through `ibv_start_poll`, as (wr_id, status, opcode,

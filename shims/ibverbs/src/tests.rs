@@ -131,25 +131,43 @@ unsafe fn connect(s: &Side, peer: &Side) {
 
 /// RESET -> RTS towards `peer`, through a GRH to `dgid` when given.
 unsafe fn connect_via(s: &Side, peer: &Side, dgid: Option<ibv_gid>) {
+    // SAFETY: forwarded; both QPs are live.
+    unsafe { connect_qp(s.qp, peer.qp, peer.lid, IBV_ACCESS_REMOTE_WRITE, dgid) }
+}
+
+/// RESET -> RTS of `qp` towards `peer_qp` at `peer_lid`, granting `access`
+/// to the peer, through a GRH to `dgid` when given: the attributes
+/// `ibv_rc_pingpong` uses (MTU 1024, PSNs 0, one READ or atomic in flight).
+///
+/// # Safety
+///
+/// `qp` and `peer_qp` are live QPs of this library.
+pub(crate) unsafe fn connect_qp(
+    qp: *mut ibv_qp,
+    peer_qp: *mut ibv_qp,
+    peer_lid: u16,
+    access: u32,
+    dgid: Option<ibv_gid>,
+) {
     // SAFETY (whole body): modify on a live QP with stack attributes.
     unsafe {
         let mut a = ibv_qp_attr {
             qp_state: IBV_QPS_INIT,
             port_num: 1,
-            qp_access_flags: IBV_ACCESS_REMOTE_WRITE,
+            qp_access_flags: access,
             ..Default::default()
         };
         let m = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-        assert_eq!(ibv_modify_qp(s.qp, &mut a, m), 0);
+        assert_eq!(ibv_modify_qp(qp, &mut a, m), 0);
         let mut a = ibv_qp_attr {
             qp_state: IBV_QPS_RTR,
             path_mtu: IBV_MTU_1024,
-            dest_qp_num: (*peer.qp).qp_num,
+            dest_qp_num: (*peer_qp).qp_num,
             rq_psn: 0,
             max_dest_rd_atomic: 1,
             min_rnr_timer: 12,
             ah_attr: ibv_ah_attr {
-                dlid: peer.lid,
+                dlid: peer_lid,
                 port_num: 1,
                 is_global: u8::from(dgid.is_some()),
                 grh: ibv_global_route {
@@ -168,7 +186,7 @@ unsafe fn connect_via(s: &Side, peer: &Side, dgid: Option<ibv_gid>) {
             | IBV_QP_RQ_PSN
             | IBV_QP_MAX_DEST_RD_ATOMIC
             | IBV_QP_MIN_RNR_TIMER;
-        assert_eq!(ibv_modify_qp(s.qp, &mut a, m), 0);
+        assert_eq!(ibv_modify_qp(qp, &mut a, m), 0);
         let mut a = ibv_qp_attr {
             qp_state: IBV_QPS_RTS,
             timeout: 14,
@@ -184,8 +202,8 @@ unsafe fn connect_via(s: &Side, peer: &Side, dgid: Option<ibv_gid>) {
             | IBV_QP_RNR_RETRY
             | IBV_QP_SQ_PSN
             | IBV_QP_MAX_QP_RD_ATOMIC;
-        assert_eq!(ibv_modify_qp(s.qp, &mut a, m), 0);
-        assert_eq!((*s.qp).state, IBV_QPS_RTS);
+        assert_eq!(ibv_modify_qp(qp, &mut a, m), 0);
+        assert_eq!((*qp).state, IBV_QPS_RTS);
     }
 }
 
