@@ -56,6 +56,8 @@ pub fn verdict(report: &Path) -> Option<Value> {
     ));
     let abs = std::fs::canonicalize(report).expect("report path");
     let url = format!("file://{}#check", abs.display());
+    // Chromium loads every core: never beside the test bed's timing.
+    let _alone = super::testbed::exclusive();
     let o = Command::new("chromium")
         .args([
             "--headless",

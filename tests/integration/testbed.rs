@@ -219,9 +219,10 @@ pub(crate) fn offered_gbps(samples: &[Sample], from: Duration) -> f64 {
 /// One bed at a time in this process.
 static BED: Mutex<()> = Mutex::new(());
 
-/// Held by tests that load every core at once (rdma-core's suite, UCX),
-/// so that the bed's timing measurements never share the machine with
-/// them: the bed's tests hold the same lock while their bed is up.
+/// Held by tests that load every core at once (rdma-core's suite, UCX,
+/// `ib_write_bw -a`, headless Chromium), so that the bed's timing
+/// measurements never share the machine with them: the bed's tests hold
+/// the same lock while their bed is up.
 pub(super) fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     BED.lock().unwrap_or_else(|e| e.into_inner())
 }
