@@ -180,7 +180,8 @@ pub struct PerftestArgs {
     /// Check every byte of every message; a mismatch is an error.
     #[arg(long = "verify")]
     verify: bool,
-    /// Spin on the socket while waiting (default for latency tests).
+    /// Spin on the CQ and the socket while waiting (default for latency
+    /// tests and for bandwidth tests of messages under 64 KiB).
     #[arg(long = "busy-poll")]
     busy_poll: Option<bool>,
     /// Congestion control of this side's QPs: none, dcqcn (the firmware

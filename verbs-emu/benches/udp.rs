@@ -177,6 +177,11 @@ fn main() {
             if let Some(u) = ucx_perftest_tcp("tag_lat", 8, iters / 5, ucx_port, t) {
                 r.ucx_lat_us = u.median_us;
             }
+            if r.rtt_us.is_nan() {
+                // The floor of any latency over UDP sockets on this host.
+                let mut rtts = raw_pingpong(a, b, 64, iters as usize / 10).expect("raw ping-pong");
+                r.rtt_us = median(&mut rtts) as f64 / 1000.0;
+            }
             r.small_lat_us = match perftest_pair(Test::WriteLat, port + 3, 8, iters / 5) {
                 ResultRow::Lat { stats, .. } => stats.typical,
                 _ => f64::NAN,
@@ -298,6 +303,11 @@ fn main() {
             med(&|r| r.small_lat_us),
             med(&|r| r.ucx_lat_us),
             if lat.is_nan() { "not measured (ucx_perftest missing?)" } else { verdict(lat, lat <= 0.8) }
+        );
+        let floor = med(&|r| r.rtt_us / 2.0 / r.ucx_lat_us);
+        println!(
+            "raw UDP busy-poll half RTT (64 B, no RoCE): {:.2} us = {floor:.3} x UCX tag_lat over TCP: the floor of any emulation over UDP sockets on this host",
+            med(&|r| r.rtt_us / 2.0),
         );
         let rate = med(&|r| r.small_rate);
         println!(

@@ -1561,3 +1561,69 @@ fn held_ack_leaves_on_time_when_the_application_stops_calling() {
         "fastest tenth of the completions above {q:?}"
     );
 }
+
+/// Doorbell batching: posts to a QP whose send queue already holds work
+/// wait for the application's next poll and leave together (one-packet
+/// WRITEs in GSO runs: a datagram for many posts, where each post used to
+/// make its own system call), a post to an idle QP leaves at once, and
+/// posts the application never polls for still leave, from the background
+/// thread at `POST_HOLD`.
+#[test]
+fn posts_behind_work_in_flight_leave_together_and_without_a_poll() {
+    const N: usize = 48;
+    let (a, b) = pair(216, QpType::Rc, 1 << 16);
+    let rb = b.mr.remote();
+    for i in 0..N {
+        a.mr.write(8 * i, &(i as u64 + 1).to_le_bytes()).unwrap();
+    }
+    let sges: Vec<[Sge; 1]> = (0..N).map(|i| [a.mr.sge(8 * i, 8).unwrap()]).collect();
+    let write = |i: usize, base: usize, flags| SendWr {
+        wr_id: i as u64,
+        sg_list: &sges[i],
+        op: SendOp::Write {
+            remote_addr: rb.addr + (base + 8 * i) as u64,
+            rkey: Rkey::new(rb.rkey),
+        },
+        flags,
+        ud: None,
+    };
+    let before = a.backend.stats();
+    for i in 0..N {
+        let last = i + 1 == N;
+        let flags = if last {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::EMPTY
+        };
+        post_send(&a, write(i, 0, flags));
+    }
+    let wc = one(&a);
+    assert_eq!((wc.wr_id, wc.status), (N as u64 - 1, WcStatus::Success));
+    let after = a.backend.stats();
+    assert_eq!(after.tx_packets - before.tx_packets, N as u64);
+    // The first post alone, the others in one or two runs; one datagram
+    // per post would make no run at all.
+    let runs = after.tx_gso_runs - before.tx_gso_runs;
+    assert!((1..=2).contains(&runs), "{runs} GSO runs for {N} posts");
+    let got = bytes(&b.mr);
+    for i in 0..N {
+        let v = u64::from_le_bytes(got[8 * i..8 * i + 8].try_into().unwrap());
+        assert_eq!(v, i as u64 + 1, "WRITE {i}");
+    }
+    // Two posts and no poll: the second, behind the first, is held, and
+    // the background thread sends it; the peer's memory shows both.
+    let start = std::time::Instant::now();
+    for i in 0..2 {
+        post_send(&a, write(i, 4096, SendFlags::EMPTY));
+    }
+    let end = start + T;
+    while bytes(&b.mr)[4096 + 8..4096 + 16] != 2u64.to_le_bytes() {
+        assert!(std::time::Instant::now() < end, "the held post never left");
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    assert!(
+        start.elapsed() < Duration::from_millis(200),
+        "the held post took {:?}",
+        start.elapsed()
+    );
+}

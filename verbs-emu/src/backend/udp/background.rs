@@ -20,10 +20,12 @@ use super::state::{lock, Shared};
 /// How long the background thread keeps polling without sleeping after
 /// the last packet it moved, when traffic is sparse.
 const BACKGROUND_SPIN_NS: u64 = 200_000;
-/// Packets received in one progress round that make the background thread
-/// treat the traffic as a stream (and sleep, not spin, when the socket is
-/// empty): about half the GSO run of a 64 KiB message at a 4 KiB MTU.
-const BULK_PACKETS: u64 = 8;
+/// Bytes received in one progress round that make the background thread
+/// treat the traffic as a bulk stream (and sleep, not spin, when the
+/// socket is empty): half a 64 KiB message. A stream of small messages
+/// (a GSO run of 64 one-packet WRITEs is about 4.5 KiB) stays below it:
+/// its cost is the wake-ups, not the copies, and spinning saves them.
+const BULK_BYTES: u64 = 32 * 1024;
 
 /// A device's background thread: progress for the application whenever it
 /// is not calling in itself (see the module docs and [`BackgroundMode`]).
@@ -52,7 +54,7 @@ const BULK_PACKETS: u64 = 8;
 ///   machine. In [`BackgroundMode::Interrupt`] only while the
 ///   application's threads are off the CPU ([`OtherThreads`]): a program
 ///   spinning on memory keeps its core;
-/// * a stream (a round received `BULK_PACKETS` or more, until
+/// * a stream (a round received `BULK_BYTES` or more, until
 ///   `BACKGROUND_SPIN_NS` of silence): it blocks as soon as the socket is
 ///   empty. Spinning there costs more than the wake-ups it saves: the
 ///   spinning core competes with the sender's (on a virtual machine its
@@ -100,19 +102,20 @@ pub(super) fn background(shared: &Shared) {
         }
         let (deadline, seen, received, sent) = {
             let mut st = lock(&shared.state);
-            let before = (st.stats.rx_packets, st.stats.tx_packets);
+            let before = (st.stats.rx_packets, st.stats.tx_packets, st.stats.rx_bytes);
             let d = shared.progress_background(&mut st, interrupt);
             (
                 d,
                 shared.next_deadline_ns.load(Ordering::SeqCst),
-                st.stats.rx_packets - before.0,
+                (st.stats.rx_packets - before.0, st.stats.rx_bytes - before.2),
                 st.stats.tx_packets - before.1,
             )
         };
+        let (received, received_bytes) = received;
         if received + sent > 0 {
             last_moved = shared.now_ns();
             // A stream stays one until BACKGROUND_SPIN_NS of silence.
-            streaming |= received >= BULK_PACKETS;
+            streaming |= received_bytes >= BULK_BYTES;
             continue;
         }
         if shared.now_ns().saturating_sub(last_moved) >= BACKGROUND_SPIN_NS {

@@ -29,6 +29,17 @@ pub(super) const APP_ACTIVE_NS: u64 = 50_000;
 /// (ib_write_lat). A NIC sends the ACK at once; this delays an unanswered
 /// one by at most this much while the application keeps calling in.
 pub const ACK_HOLD: PsDuration = PsDuration::from_us(10);
+/// How long a post to a QP whose send queue already holds work waits
+/// for the application's next call before the background thread sends
+/// it (doorbell batching, see `post_send`). A program that posts a window
+/// of WRs and then polls has them all leave in one system call (GSO runs
+/// of up to 64 packets) instead of one call per post; one that posts and
+/// then watches memory has them sent by the background thread at most
+/// this much later. A post to an idle QP leaves at once.
+pub const POST_HOLD: PsDuration = PsDuration::from_us(10);
+/// Posts held (see [`POST_HOLD`]) at which a post sends them all at
+/// once: a full GSO run of one-packet messages.
+pub(super) const POST_BATCH: usize = 64;
 /// The default [`UdpConfig::pacing_burst`]: 10 µs at the QP's rate, a few
 /// packets at tens of Gbit/s. Over any 1 ms the rate is then kept within
 /// 1 % plus a packet while the host gives the emulation its rounds.

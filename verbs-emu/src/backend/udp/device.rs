@@ -72,6 +72,7 @@ impl UdpBackend {
                 tx: TxBatch::with_capacity(1 << 17),
                 acks: Vec::new(),
                 deferred_until: None,
+                posts_held: 0,
                 acks_held_until: None,
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
                 icrc: Ipv4IcrcCheck::new(),

@@ -8,7 +8,10 @@
 //! it:
 //!
 //! * `post_send` queues work and sends what the engine produces at once,
-//!   from the caller's thread;
+//!   from the caller's thread, when the QP's send queue was empty; behind
+//!   work in flight, posts wait for the next poll (at most
+//!   [`POST_HOLD`], or until 64 are held) and leave together, as a
+//!   NIC batches doorbells;
 //! * `poll_cq` and `wait_cq` receive, run due timers, transmit and collect
 //!   completions when the CQ is empty (busy polling needs no other thread);
 //! * a background thread per device does the same when the application has
@@ -115,6 +118,7 @@ mod work;
 
 pub use config::{
     BackgroundMode, UdpConfig, ACK_HOLD, DEFAULT_LINK_RATE, PACING_BURST, PACING_CATCH_UP,
+    POST_HOLD,
 };
 pub use device::UdpBackend;
 pub use dm::{DM_SIZE, GRANULE};

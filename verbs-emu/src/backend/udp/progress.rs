@@ -142,9 +142,16 @@ impl Shared {
             st.deferred_until = Some(now + ACK_HOLD);
         }
         self.collect(st);
-        // Held ACKs and deferred transmits are deadlines like the engines'
-        // timers: whoever left them, the background thread wakes for them
-        // and sends them when the application has not called in by then.
+        self.publish_deadline(st)
+    }
+
+    /// Tell the background thread the device's next deadline, waking it
+    /// if it is blocked past it, and return it. Held ACKs and deferred
+    /// transmits (received packets' answers, held posts) are deadlines
+    /// like the engines' timers: whoever left them, the background thread
+    /// wakes for them and sends them when the application has not called
+    /// in by then.
+    pub(super) fn publish_deadline(&self, st: &State) -> Option<Instant> {
         let d = self
             .next_deadline(st)
             .into_iter()

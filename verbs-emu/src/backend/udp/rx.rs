@@ -131,6 +131,7 @@ impl Shared {
                 },
             };
             stats.rx_packets += 1;
+            stats.rx_bytes += pkt.len() as u64;
             entry
                 .engine
                 .handle_packet(now, &received, &mut mem.view(Some(entry.pd)));

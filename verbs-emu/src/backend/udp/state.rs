@@ -61,6 +61,8 @@ pub(super) struct QpEntry {
 pub struct UdpStats {
     /// Packets handed to the engines.
     pub rx_packets: u64,
+    /// Bytes of those packets (BTH to ICRC).
+    pub rx_bytes: u64,
     /// Packets with a bad ICRC, dropped unless `accept_bad_icrc` (named
     /// as mlx5's `ethtool -S` counter, which the doctor reads).
     pub rx_icrc_encapsulated: u64,
@@ -109,6 +111,10 @@ pub(super) struct State {
     /// call (`progress_with(.., false)`): the next call, or the background
     /// thread at this time if none comes, sends it.
     pub(super) deferred_until: Option<Instant>,
+    /// Send WRs posted since the last transmit and held for it (doorbell
+    /// batching, [`POST_HOLD`](super::POST_HOLD)); `deferred_until` says
+    /// until when.
+    pub(super) posts_held: usize,
     /// When the held ACKs in `acks` must leave, if any are held.
     pub(super) acks_held_until: Option<Instant>,
     pub(super) rx: RxBatch,

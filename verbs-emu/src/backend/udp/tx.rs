@@ -49,6 +49,7 @@ impl Shared {
         st.fed = st.fed.max(now);
         // Every engine is drained below: nothing deferred is left.
         st.deferred_until = None;
+        st.posts_held = 0;
         let State {
             io,
             qps,

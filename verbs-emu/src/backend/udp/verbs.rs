@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::config::{BackgroundMode, PACING_CATCH_UP};
+use super::config::{BackgroundMode, PACING_CATCH_UP, POST_BATCH, POST_HOLD};
 use super::device::UdpBackend;
 use super::dm::{DmError, DM_SIZE};
 use super::netdev::node_guid_for;
@@ -928,6 +928,13 @@ impl Backend for UdpBackend {
         self.touch();
         let mut st = lock(&self.shared.state);
         let default_port = self.shared.local.port();
+        // A QP with work already in its send queue is in a pipeline whose
+        // completions the application will poll for: its new WRs wait for
+        // that poll (or POST_HOLD, or a full batch) and leave together.
+        let pipelined = st
+            .qps
+            .get(&(qp.0 as u32))
+            .is_some_and(|e| e.engine.send_queue_len() > 0);
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
             let State { qps, mem, ahs, .. } = &mut *st;
@@ -1054,8 +1061,28 @@ impl Backend for UdpBackend {
             }
         }
         let now = self.shared.now();
+        st.posts_held += wrs.len();
+        if pipelined && st.posts_held < POST_BATCH {
+            // Doorbell batching: the next poll, wait or post past the
+            // batch sends these with the rest; the background thread
+            // sends them at POST_HOLD if none comes.
+            if st.deferred_until.is_none() {
+                st.deferred_until = Some(now + POST_HOLD);
+                self.shared.publish_deadline(&st);
+            }
+            self.shared.collect(&mut st);
+            return Ok(());
+        }
+        // Sending drains every engine: what was held for a deadline (the
+        // answers of a round that received, held ACKs) leaves now, and
+        // the background thread must not wake for it (a stale deadline
+        // has it take the lock from the application at every message).
+        let stale = st.deferred_until.is_some() || st.acks_held_until.is_some();
         self.shared.transmit(&mut st, now);
         self.shared.collect(&mut st);
+        if stale {
+            self.shared.publish_deadline(&st);
+        }
         Ok(())
     }
 

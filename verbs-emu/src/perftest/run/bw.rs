@@ -256,7 +256,7 @@ impl Side {
             }
             let got = self.cq.poll(&mut wcs)?.to_vec();
             if got.is_empty() {
-                if !self.cfg.events && (write_verify || self.cfg.busy_poll == Some(true)) {
+                if !self.cfg.events && (write_verify || self.cfg.bw_busy_poll(size)) {
                     std::hint::spin_loop();
                 } else {
                     self.cq.wait(Duration::from_millis(1))?;
@@ -478,7 +478,11 @@ impl Side {
             }
             let got = self.cq.poll(&mut wcs)?.to_vec();
             if got.is_empty() {
-                self.cq.wait(Duration::from_millis(1))?;
+                if self.cfg.bw_busy_poll(size) {
+                    std::hint::spin_loop();
+                } else {
+                    self.cq.wait(Duration::from_millis(1))?;
+                }
                 continue;
             }
             let now = Instant::now();
