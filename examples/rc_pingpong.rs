@@ -289,6 +289,7 @@ fn open_context(args: &Args) -> Result<Context, Error> {
             pcap: None,
             busy_poll: !args.events,
             cc: Default::default(),
+            strict_icrc: false,
         };
         return Ok(Context::from_backend(backend::open(&request)?));
     }

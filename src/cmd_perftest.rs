@@ -180,6 +180,12 @@ pub struct PerftestArgs {
     /// Check every byte of every message; a mismatch is an error.
     #[arg(long = "verify")]
     verify: bool,
+    /// Check each received ICRC against the IPv4 header the sender's kernel
+    /// is expected to write only: CRC-32's guarantees (every two-bit error,
+    /// every burst of up to 32 bits rejected); a packet a path re-segmented
+    /// is then an ICRC error instead of being solved for.
+    #[arg(long = "strict-icrc")]
+    strict_icrc: bool,
     /// Spin on the CQ and the socket while waiting (default for latency
     /// tests and for bandwidth tests of messages under 64 KiB).
     #[arg(long = "busy-poll")]
@@ -609,6 +615,7 @@ pub fn run(a: PerftestArgs) -> ExitCode {
     };
     cfg.pcap = a.pcap;
     cfg.verify = a.verify;
+    cfg.strict_icrc = a.strict_icrc;
     cfg.busy_poll = a.busy_poll;
     let result = perftest::run(&cfg);
     if let Some(secs) = a.wait_destroy {

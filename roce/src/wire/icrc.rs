@@ -49,13 +49,27 @@
 //!    identification without DF, believed from its second packet on);
 //! 3. rejects the rest as a bad ICRC.
 //!
+//! [`Ipv4IcrcCheck::strict`] stops at step 1: CRC-32's own guarantees,
+//! and an ICRC error for every packet whose header differs from the
+//! expected one.
+//!
 //! The price, for a corrupted packet whose ICRC difference is random: a
 //! strict check accepts one header, chance 2^-32. This one accepts at most
 //! 705 headers, 128 segment positions and 64 + 1 + 512 identifications
 //! around the last one (each a distinct ICRC value, as `L` is injective),
 //! chance at most 705 / 2^32 = 1.6e-7 (about 2^-22.5): the
 //! solved 17 bits land on one of 2^17 headers at chance 2^-15, and at most
-//! 705 / 2^17 of those are plausible. A corruption confined to the
+//! 705 / 2^17 of those are plausible. That is the chance for a random
+//! corruption; CRC-32's guarantees for structured ones are lost: for a
+//! given packet, some two-bit errors and some bursts of up to 32 bits
+//! (which plain CRC-32 always rejects) have the ICRC difference of a
+//! plausible identification and pass (in one random 4 KiB packet, 15
+//! of the 127 segment positions' differences are those of some two-bit
+//! error, about one in eight; and every accepted difference is that of
+//! some burst of at most 32 bits, which covers half of all differences
+//! from each start bit). A receiver that needs those
+//! guarantees uses the strict check and loses re-segmented packets
+//! instead. A corruption confined to the
 //! identification and DF bits is accepted by design: no receiver uses
 //! them. Single flipped bits keep CRC-32's guarantee in practice: outside
 //! the identification and DF, a flip anywhere from the first IPv4 byte to
@@ -486,6 +500,9 @@ struct RecentId {
 /// passes. Remembers the last identification solved per source address.
 #[derive(Debug, Clone)]
 pub struct Ipv4IcrcCheck {
+    /// Solve for the identification and DF when the expected header fails
+    /// (false: [`Ipv4IcrcCheck::strict`]).
+    solve: bool,
     recent: [Option<RecentId>; RECENT_SOURCES],
     /// The last packet length solved for (bytes after the identification)
     /// and its `unshift_bytes`: a stream's packets mostly share a length,
@@ -500,12 +517,39 @@ impl Default for Ipv4IcrcCheck {
 }
 
 impl Ipv4IcrcCheck {
-    /// A check that has seen no packet.
+    /// A check that has seen no packet, solving for the identification
+    /// and DF when the expected header fails: no valid packet is lost to a
+    /// path that re-segments or a sender that numbers otherwise, at the
+    /// price the module docs give.
     pub fn new() -> Ipv4IcrcCheck {
         Ipv4IcrcCheck {
+            solve: true,
             recent: [None; RECENT_SOURCES],
             unshift: (0, ONE),
         }
+    }
+
+    /// A check against the expected header only: plain CRC-32 with all its
+    /// guarantees (every error of up to three bits in a packet of up to
+    /// 11 KiB, every burst of up to 32 bits, is rejected), where the solve
+    /// accepts some of them (a two-bit error or a short burst whose ICRC
+    /// difference is that of a plausible identification). The price: a
+    /// packet whose IPv4 identification or DF is not what the receiver
+    /// expects (a GSO run cut differently on the path, a receiver without
+    /// GRO, a sender with its own counter) is an ICRC error. Fit for
+    /// senders that send each packet alone or in GSO runs that arrive
+    /// whole (loopback with GRO).
+    pub fn strict() -> Ipv4IcrcCheck {
+        Ipv4IcrcCheck {
+            solve: false,
+            ..Ipv4IcrcCheck::new()
+        }
+    }
+
+    /// Whether this check solves for the identification (see
+    /// [`Ipv4IcrcCheck::strict`]).
+    pub fn solves(&self) -> bool {
+        self.solve
     }
 
     /// Check the ICRC of a received UDP payload (BTH through ICRC) against
@@ -524,6 +568,9 @@ impl Ipv4IcrcCheck {
         let IpEncap::V4 { src, .. } = expected.ip else {
             return Err(bad);
         };
+        if !self.solve {
+            return Err(bad);
+        }
         let n = bytes_after_identification(udp_payload.len()).ok_or(Error::Malformed)?;
         if self.unshift.0 != n {
             self.unshift = (n, unshift_bytes(n));
@@ -1125,6 +1172,81 @@ mod tests {
                 "corruption {k} accepted"
             );
         }
+    }
+
+    /// The audit's finding: with the solve, a two-bit error that plain
+    /// CRC-32 always rejects can pass, when its ICRC difference is that of
+    /// a plausible identification (here a GSO segment position of a lone
+    /// 4 KiB packet). Such an error is searched for among every pair of
+    /// bits (the ICRC is affine: a pair's difference is the XOR of its two
+    /// single-bit differences), found, accepted by the solving check and
+    /// rejected by the strict one, which also rejects every single-bit
+    /// error and keeps accepting the expected header.
+    #[test]
+    fn a_two_bit_error_the_solve_accepts_is_rejected_by_the_strict_check() {
+        use rand::{Rng, SeedableRng};
+        use std::collections::HashMap;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(26);
+        let mut body: Vec<u8> = (0..12 + 4096).map(|_| rng.gen()).collect();
+        body[..12].copy_from_slice(&[0x2A, 0x40, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 7]);
+        let at = |id| v4(0x7F00_0001, 0x7F00_0002, 0xC004, id, true);
+        let crc0 = Icrc::for_udp_payload(&at(0), &body).unwrap();
+        // The ICRC difference of each single flipped bit (BTH byte 4 is
+        // masked: its bits change nothing).
+        let mut single: HashMap<u32, usize> = HashMap::new();
+        let mut q = body.clone();
+        for bit in (0..body.len() * 8).filter(|b| b / 8 != 4) {
+            q[bit / 8] ^= 1 << (bit % 8);
+            let d = Icrc::for_udp_payload(&at(0), &q).unwrap() ^ crc0;
+            q[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(d, 0, "a single-bit error always changes the ICRC");
+            single.insert(d, bit);
+        }
+        // The differences the solve accepts from a lone packet: segment
+        // positions 1..128 with DF.
+        let found = (1..SEGMENT_IDENTIFICATIONS).find_map(|id| {
+            let target = Icrc::for_udp_payload(&at(id), &body).unwrap() ^ crc0;
+            single.iter().find_map(|(&d, &i)| {
+                single
+                    .get(&(d ^ target))
+                    .filter(|&&j| j > i)
+                    .map(|&j| (id, i, j))
+            })
+        });
+        let (id, i, j) = found.expect("some two-bit error fits a segment position");
+        let mut bad = packet(&at(0), &body);
+        bad[i / 8] ^= 1 << (i % 8);
+        bad[j / 8] ^= 1 << (j % 8);
+        assert_eq!(
+            Ipv4IcrcCheck::new().verify(&at(0), &bad),
+            Ok(IcrcMatch::Solved {
+                identification: id,
+                dont_fragment: true
+            }),
+            "bits {i} and {j}"
+        );
+        let mut strict = Ipv4IcrcCheck::strict();
+        assert!(!strict.solves());
+        assert!(matches!(
+            strict.verify(&at(0), &bad),
+            Err(Error::BadIcrc { .. })
+        ));
+        // The packet as sent passes; as the sender's kernel numbered it in
+        // a run that arrives cut, it is an ICRC error under the strict
+        // check (the price) and solved under the other.
+        assert_eq!(
+            strict.verify(&at(0), &packet(&at(0), &body)),
+            Ok(IcrcMatch::Expected)
+        );
+        let cut = packet(&at(3), &body);
+        assert!(strict.verify(&at(0), &cut).is_err());
+        assert!(matches!(
+            Ipv4IcrcCheck::new().verify(&at(0), &cut),
+            Ok(IcrcMatch::Solved {
+                identification: 3,
+                ..
+            })
+        ));
     }
 
     /// The ICRC a sender computes over an arbitrary 20-byte IPv4 header and

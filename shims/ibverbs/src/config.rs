@@ -1,5 +1,6 @@
 //! Which devices exist: `ROCELAB_IBV_DEVICES`, or one loopback device;
-//! their congestion control: `ROCELAB_IBV_CC`.
+//! their congestion control: `ROCELAB_IBV_CC`; their receive ICRC check:
+//! `ROCELAB_IBV_ICRC`.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -15,6 +16,21 @@ pub const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
 /// (the `[nic.cc.dcqcn]` keys, `min_time_between_cnps` for the CNP
 /// interval, `line_rate`).
 pub const CC_ENV: &str = "ROCELAB_IBV_CC";
+
+/// The environment variable naming every device's receive ICRC check:
+/// `solve` (the default: the IPv4 identification a path's re-segmentation
+/// changed is solved for) or `strict` (the expected header only, with
+/// CRC-32's guarantees for two-bit errors and short bursts).
+pub const ICRC_ENV: &str = "ROCELAB_IBV_ICRC";
+
+/// Parse a `ROCELAB_IBV_ICRC` value: whether the check is strict.
+pub fn parse_icrc(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "strict" => Ok(true),
+        "solve" => Ok(false),
+        other => Err(format!("{ICRC_ENV}: {other:?}: expected strict or solve")),
+    }
+}
 
 /// Parse a `ROCELAB_IBV_CC` value. Errors name the variable, the part and
 /// what was expected.
@@ -40,6 +56,8 @@ pub struct DeviceSpec {
     pub bind: Option<SocketAddrV4>,
     /// Congestion control of the device's QPs (`ROCELAB_IBV_CC`).
     pub cc: CcSpec,
+    /// The strict receive ICRC check (`ROCELAB_IBV_ICRC=strict`).
+    pub strict_icrc: bool,
 }
 
 impl DeviceSpec {
@@ -49,6 +67,7 @@ impl DeviceSpec {
             name: "rocelab0".into(),
             bind: None,
             cc: CcSpec::default(),
+            strict_icrc: false,
         }
     }
 
@@ -87,13 +106,15 @@ impl DeviceSpec {
                 name: name.into(),
                 bind: Some(bind),
                 cc: CcSpec::default(),
+                strict_icrc: false,
             });
         }
         Ok(out)
     }
 
     /// The devices of this process: from the environment, or the loopback
-    /// default, with the congestion control `ROCELAB_IBV_CC` names.
+    /// default, with the congestion control `ROCELAB_IBV_CC` names and the
+    /// ICRC check `ROCELAB_IBV_ICRC` names.
     pub fn from_env() -> Result<Vec<DeviceSpec>, String> {
         let mut list = match std::env::var(DEVICES_ENV) {
             Ok(v) if !v.trim().is_empty() => DeviceSpec::parse_list(&v)?,
@@ -104,6 +125,14 @@ impl DeviceSpec {
                 let cc = parse_cc(&v)?;
                 for d in &mut list {
                     d.cc = cc;
+                }
+            }
+        }
+        if let Ok(v) = std::env::var(ICRC_ENV) {
+            if !v.trim().is_empty() {
+                let strict = parse_icrc(&v)?;
+                for d in &mut list {
+                    d.strict_icrc = strict;
                 }
             }
         }
@@ -182,6 +211,17 @@ mod tests {
         assert!(e.contains("\"rate_ai\"") && e.contains("KEY=VALUE"), "{e}");
         let e = parse_cc("none,g=0.5").unwrap_err();
         assert!(e.contains("need dcqcn congestion control"), "{e}");
+    }
+
+    #[test]
+    fn the_icrc_check_is_strict_or_solving_and_nothing_else() {
+        assert_eq!(parse_icrc("strict"), Ok(true));
+        assert_eq!(parse_icrc(" solve "), Ok(false));
+        let e = parse_icrc("loose").unwrap_err();
+        assert!(
+            e.starts_with("ROCELAB_IBV_ICRC: ") && e.contains("strict or solve"),
+            "{e}"
+        );
     }
 
     #[test]

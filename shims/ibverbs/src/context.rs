@@ -152,6 +152,7 @@ fn open_backend(spec: &DeviceSpec) -> Result<UdpBackend, VerbsError> {
         let mut cfg = UdpConfig::new(bind);
         cfg.name = spec.name.clone();
         cfg.set_cc(&spec.cc);
+        cfg.strict_icrc = spec.strict_icrc;
         // C programs often wait for a peer's WRITE by watching memory,
         // calling no verb: the background thread must move every packet
         // as it arrives, as a NIC does.

@@ -54,6 +54,13 @@
 //! per QP per 4 µs (ConnectX's `min_time_between_cnps`) unless set. A bad
 //! value leaves the process without devices and says why on stderr.
 //!
+//! # ICRC check
+//!
+//! `ROCELAB_IBV_ICRC=strict` checks every received ICRC against the IPv4
+//! header the sender's kernel is expected to write only, with CRC-32's
+//! guarantees; `solve` (the default) also accepts a packet whose IPv4
+//! identification a re-segmenting path changed, solved for from the ICRC.
+//!
 //! # Safety contract of the exports
 //!
 //! Every exported function trusts its pointer arguments as rdma-core does:

@@ -63,6 +63,9 @@ pub struct OpenRequest {
     /// its firmware): DCQCN at the link's speed or none, and the CNP
     /// interval.
     pub cc: roce::cc::CcSpec,
+    /// Check received ICRCs against the expected IPv4 header only (UDP;
+    /// [`udp::UdpConfig::strict_icrc`]); a NIC sees the real header.
+    pub strict_icrc: bool,
 }
 
 /// Open the device `req` names, composing the UDP datagram path as
@@ -75,6 +78,7 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                 cfg.name = d.clone();
             }
             cfg.busy_poll = req.busy_poll;
+            cfg.strict_icrc = req.strict_icrc;
             cfg.set_cc(&req.cc);
             if req.busy_poll {
                 cfg.socket.busy_poll_us = 50;
@@ -122,7 +126,8 @@ pub fn open(req: &OpenRequest) -> Result<Arc<dyn Backend>> {
                 ));
             }
             // busy_poll needs nothing here: polling never blocks, and
-            // wait_cq sleeps on the completion channel.
+            // wait_cq sleeps on the completion channel; strict_icrc
+            // neither: the NIC checks the ICRC against the real header.
             Ok(Arc::new(ibverbs::IbverbsBackend::open(
                 req.device.as_deref(),
             )?))

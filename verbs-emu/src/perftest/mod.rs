@@ -212,6 +212,9 @@ pub struct Config {
     pub pcap: Option<PathBuf>,
     /// Check every byte of every message.
     pub verify: bool,
+    /// Check received ICRCs against the expected IPv4 header only
+    /// (`--strict-icrc`; [`crate::backend::udp::UdpConfig::strict_icrc`]).
+    pub strict_icrc: bool,
     /// Busy-poll the socket from the polling thread (default for latency
     /// tests, and for bandwidth tests of messages under
     /// [`BUSY_POLL_BELOW`]).
@@ -338,6 +341,7 @@ impl Config {
             faults: Faults::default(),
             pcap: None,
             verify: false,
+            strict_icrc: false,
             busy_poll: None,
             duplex: false,
             post_list: 1,

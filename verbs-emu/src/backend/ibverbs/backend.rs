@@ -911,6 +911,7 @@ mod tests {
             pcap: None,
             busy_poll: false,
             cc: roce::cc::CcSpec::default(),
+            strict_icrc: false,
         }
     }
 

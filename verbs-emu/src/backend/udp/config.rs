@@ -63,6 +63,14 @@ pub struct UdpConfig {
     pub busy_poll: bool,
     /// Accept packets whose ICRC does not match (still counted).
     pub accept_bad_icrc: bool,
+    /// Check each received ICRC against the expected IPv4 header only
+    /// ([`Ipv4IcrcCheck::strict`]): CRC-32's guarantees for two-bit
+    /// errors and short bursts, which the default check's solve for the
+    /// identification gives up, at the price of an ICRC error for every
+    /// packet a path re-segmented or a sender numbered otherwise.
+    ///
+    /// [`Ipv4IcrcCheck::strict`]: roce::wire::icrc::Ipv4IcrcCheck::strict
+    pub strict_icrc: bool,
     /// Link MTU used to derive the port's active MTU (the largest IB MTU
     /// whose packets fit, as a RoCE NIC derives it from its netdev's MTU).
     /// Default: the bound interface's MTU (`/sys/class/net/IF/mtu`), 65536
@@ -149,6 +157,7 @@ impl UdpConfig {
             socket: SocketOptions::default(),
             busy_poll: false,
             accept_bad_icrc: false,
+            strict_icrc: false,
             link_mtu: if bind.ip().is_loopback() {
                 65536
             } else {

@@ -75,7 +75,11 @@ impl UdpBackend {
                 posts_held: 0,
                 acks_held_until: None,
                 rx: RxBatch::new(if slot > 16384 { 8 } else { 32 }, slot),
-                icrc: Ipv4IcrcCheck::new(),
+                icrc: if cfg.strict_icrc {
+                    Ipv4IcrcCheck::strict()
+                } else {
+                    Ipv4IcrcCheck::new()
+                },
                 stats: UdpStats::default(),
                 events: VecDeque::new(),
                 fed: Instant::ZERO,

@@ -164,6 +164,7 @@ pub(super) fn open_device(
             pcap: cfg.pcap.clone(),
             busy_poll: cfg.busy_poll.unwrap_or(!cfg.test.is_bw() && !cfg.events),
             cc: cfg.cc,
+            strict_icrc: cfg.strict_icrc,
         };
         match backend::open(&req) {
             Ok(b) => return Ok(Context::from_backend(b)),
