@@ -41,6 +41,10 @@ const UDP_SEGMENT: c_int = 103;
 const UDP_GRO: c_int = 104;
 /// Most datagrams one `sendmmsg`/`recvmmsg` call handles.
 pub const MAX_BATCH: usize = 64;
+/// The TOS byte every datagram of a [`RoceSocket`] carries unless its
+/// batch entry names another: DSCP 0, ECT(0), as a RoCEv2 NIC marks its
+/// packets ECN-capable.
+pub const DEFAULT_TOS: u8 = 0x02;
 /// Most segments the kernel accepts in one GSO datagram.
 pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Largest UDP payload of one (GSO) datagram.
@@ -147,7 +151,12 @@ impl RoceSocket {
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
         // The TTL as it arrived, for the IPv4 header in a UD receive's GRH.
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
-        setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_TOS, 0x02)?;
+        setsockopt_int(
+            raw,
+            libc::IPPROTO_IP,
+            libc::IP_TOS,
+            c_int::from(DEFAULT_TOS),
+        )?;
         // Each datagram's arrival time; without it (a kernel that refuses)
         // the receiver estimates the times (RxMeta::arrived is None).
         let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
@@ -270,30 +279,45 @@ impl RoceSocket {
                     msg.msg_iov = iovs[i].as_mut_ptr();
                     msg.msg_iovlen = 1;
                 }
-                msg.msg_control = cmsgs[i].write([0; CMSG_SPACE / 8]).as_mut_ptr().cast();
-                msg.msg_controllen = CMSG_SPACE as _;
-                // SAFETY: msg_control points at CMSG_SPACE writable, aligned
-                // bytes; CMSG_* walk only inside msg_controllen.
-                unsafe {
-                    let mut used = 0usize;
-                    let c = libc::CMSG_FIRSTHDR(&msg);
-                    (*c).cmsg_level = libc::IPPROTO_IP;
-                    (*c).cmsg_type = libc::IP_TOS;
-                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as _;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<c_int>(), e.tos as c_int);
-                    used += libc::CMSG_SPACE(size_of::<c_int>() as u32) as usize;
-                    if e.segment_size > 0 && e.segment_size < e.len {
-                        let c2 = libc::CMSG_NXTHDR(&msg, c);
-                        (*c2).cmsg_level = SOL_UDP;
-                        (*c2).cmsg_type = UDP_SEGMENT;
-                        (*c2).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-                        std::ptr::write_unaligned(
-                            libc::CMSG_DATA(c2).cast::<u16>(),
-                            e.segment_size as u16,
-                        );
-                        used += libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+                // Control messages only where the datagram differs from
+                // the socket's defaults: a TOS other than the socket's
+                // (ECT(0)), a GSO segment size. A datagram needing neither
+                // carries none, which spares the kernel copying and
+                // parsing a control buffer on every send.
+                let tos = e.tos != DEFAULT_TOS;
+                let gso = e.segment_size > 0 && e.segment_size < e.len;
+                if tos || gso {
+                    msg.msg_control = cmsgs[i].write([0; CMSG_SPACE / 8]).as_mut_ptr().cast();
+                    msg.msg_controllen = CMSG_SPACE as _;
+                    // SAFETY: msg_control points at CMSG_SPACE writable,
+                    // aligned bytes, room for both messages; CMSG_* walk
+                    // only inside msg_controllen.
+                    unsafe {
+                        let mut used = 0usize;
+                        let mut c = libc::CMSG_FIRSTHDR(&msg);
+                        if tos {
+                            (*c).cmsg_level = libc::IPPROTO_IP;
+                            (*c).cmsg_type = libc::IP_TOS;
+                            (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as _;
+                            std::ptr::write_unaligned(
+                                libc::CMSG_DATA(c).cast::<c_int>(),
+                                e.tos as c_int,
+                            );
+                            used += libc::CMSG_SPACE(size_of::<c_int>() as u32) as usize;
+                            c = libc::CMSG_NXTHDR(&msg, c);
+                        }
+                        if gso {
+                            (*c).cmsg_level = SOL_UDP;
+                            (*c).cmsg_type = UDP_SEGMENT;
+                            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                            std::ptr::write_unaligned(
+                                libc::CMSG_DATA(c).cast::<u16>(),
+                                e.segment_size as u16,
+                            );
+                            used += libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+                        }
+                        msg.msg_controllen = used as _;
                     }
-                    msg.msg_controllen = used as _;
                 }
                 hdrs[i].write(libc::mmsghdr {
                     msg_hdr: msg,
