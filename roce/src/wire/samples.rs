@@ -112,6 +112,8 @@ fn headers_for(op: Opcode, i: u32, payload_len: usize) -> RoceHeaders {
 fn payload_len_for(op: Opcode, i: usize) -> usize {
     if !op.has_payload() {
         0
+    } else if op == Opcode::RcAtomicWrite {
+        8
     } else if op.is_first() || op.is_middle() {
         SAMPLE_PMTU
     } else if op.is_last() {

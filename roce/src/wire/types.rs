@@ -229,6 +229,8 @@ opcodes! {
     RcSendLastInv = 0x16, "RC SEND_LAST_WITH_INVALIDATE";
     /// RC SEND_ONLY_WITH_INVALIDATE.
     RcSendOnlyInv = 0x17, "RC SEND_ONLY_WITH_INVALIDATE";
+    /// RC ATOMIC_WRITE (IBTA 1.5): a RETH and 8 bytes written at once.
+    RcAtomicWrite = 0x1D, "RC ATOMIC_WRITE";
     /// UC SEND_FIRST.
     UcSendFirst = 0x20, "UC SEND_FIRST";
     /// UC SEND_MIDDLE.
@@ -288,12 +290,12 @@ impl Opcode {
         matches!(self.transport(), Transport::Ud)
     }
 
-    /// Carries a RETH: WRITE FIRST/ONLY (with or without immediate) and
-    /// READ REQUEST.
+    /// Carries a RETH: WRITE FIRST/ONLY (with or without immediate), READ
+    /// REQUEST and ATOMIC WRITE.
     pub const fn has_reth(self) -> bool {
         !matches!(self.transport(), Transport::Ud | Transport::Cnp)
             && matches!(self.op(), 0x06 | 0x0A | 0x0B)
-            || matches!(self, Opcode::RcReadRequest)
+            || matches!(self, Opcode::RcReadRequest | Opcode::RcAtomicWrite)
     }
 
     /// Carries an AtomicETH.

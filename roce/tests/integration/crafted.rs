@@ -337,3 +337,71 @@ fn drain_n(qp: &mut Qp, mem: &ByteMemory, now: Instant, n: usize) -> Vec<Sent> {
         })
         .collect()
 }
+
+/// An ATOMIC WRITE request (a RETH and 8 bytes) at `psn`.
+fn atomic_write(psn: u32, rkey: Rkey, va: u64) -> RoceHeaders {
+    let mut h = headers(bth(Opcode::RcAtomicWrite, QPN_B, psn));
+    h.reth = Some(RethRepr {
+        va,
+        rkey,
+        dma_len: 8,
+    });
+    h
+}
+
+/// ATOMIC WRITE (IBTA 1.5) is executed once and answered as a READ of
+/// nothing: an RDMA READ RESPONSE ONLY without payload at its PSN, with an
+/// ACK syndrome. A duplicate is answered again from the responder's
+/// resource and not executed again (the bytes changed since stay); a
+/// misaligned one is an invalid request.
+#[test]
+fn atomic_write_is_answered_as_an_empty_read_and_never_executed_twice() {
+    let (mut p, rb) = connected(ConnectAttrs::default(), |_| {});
+    let b = &mut p.b;
+    let now = Instant::ZERO;
+    let value = 0xA1B2_C3D4_E5F6_0718u64.to_le_bytes();
+    let send = |b: &mut roce::transport::pair::Endpoint<ByteMemory>, h| {
+        let rx = Received {
+            headers: h,
+            ecn: Ecn::Ect0,
+            payload: Payload::Bytes(&value),
+            grh: None,
+            src: PEER_OF_B,
+        };
+        b.qp.handle_packet(now, &rx, &mut b.mem);
+    };
+    send(b, atomic_write(0, rb.rkey, BASE + 8));
+    let sent = drain(&mut b.qp, &b.mem, now);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (op, psn, aeth, _, len) = sent[0];
+    assert_eq!((op, psn, len), (Opcode::RcReadResponseOnly, 0, 0));
+    assert!(matches!(
+        aeth.map(|a| a.syndrome),
+        Some(AethSyndrome::Ack { .. })
+    ));
+    assert_eq!(b.mem.bytes(rb.lkey, BASE + 8, 8).unwrap(), value);
+    // The duplicate: answered, not written again.
+    b.mem
+        .bytes_mut(rb.lkey, BASE + 8, 8)
+        .unwrap()
+        .copy_from_slice(&[0; 8]);
+    send(b, atomic_write(0, rb.rkey, BASE + 8));
+    let again = drain(&mut b.qp, &b.mem, now);
+    assert_eq!(
+        again.iter().map(|s| (s.0, s.1, s.4)).collect::<Vec<_>>(),
+        [(Opcode::RcReadResponseOnly, 0, 0)]
+    );
+    assert_eq!(b.mem.bytes(rb.lkey, BASE + 8, 8).unwrap(), [0; 8]);
+    // Misaligned: an invalid request NAK, nothing written.
+    send(b, atomic_write(1, rb.rkey, BASE + 12));
+    let nak = drain(&mut b.qp, &b.mem, now);
+    assert!(
+        nak.iter().any(|s| s.0 == Opcode::RcAcknowledge
+            && matches!(
+                s.2.map(|a| a.syndrome),
+                Some(AethSyndrome::Nak(NakCode::InvalidRequest))
+            )),
+        "{nak:?}"
+    );
+    assert_eq!(b.mem.bytes(rb.lkey, BASE + 8, 16).unwrap(), [0; 16]);
+}

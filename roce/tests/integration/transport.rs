@@ -6,7 +6,7 @@ use roce::cc::CcConfig;
 use roce::time::{Duration, Instant, Rate};
 use roce::transport::pair::{ConnectAttrs, DriveError, Limits, Loss, Pair, WireConfig};
 use roce::transport::*;
-use roce::wire::{Lkey, Qpn, Rkey};
+use roce::wire::{Lkey, Opcode, Qpn, Rkey};
 
 const BASE: u64 = 0x10_0000;
 const REGION: u64 = 4 << 20;
@@ -1992,4 +1992,87 @@ fn a_long_read_that_loses_one_response_resumes_from_it_and_completes() {
         (32768..32768 + 100).contains(&responses),
         "{responses} responses"
     );
+}
+
+/// ATOMIC WRITE (IBTA 1.5): one RC ATOMIC_WRITE packet, a RETH and 8
+/// bytes, writes them and completes as ATOMIC_WRITE. It needs remote write
+/// access on the region (a read-only one gives a remote access error and
+/// keeps its bytes), and a length other than 8 or a misaligned remote
+/// address is refused at post.
+#[test]
+fn atomic_write_writes_eight_bytes_and_needs_remote_write_access() {
+    let value = 0x1122_3344_5566_7788u64;
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |_| {});
+    s.pair
+        .a
+        .mem
+        .bytes_mut(s.a.lkey, BASE, 8)
+        .unwrap()
+        .copy_from_slice(&value.to_le_bytes());
+    let lkey = s.a.lkey;
+    let sge = |length| Sge {
+        addr: BASE,
+        length,
+        lkey,
+    };
+    let at = |remote_addr| SendOp::AtomicWrite {
+        remote_addr,
+        rkey: s.b.rkey,
+    };
+    for (op, len) in [(at(BASE + 64), 16), (at(BASE + 64), 4), (at(BASE + 68), 8)] {
+        assert!(
+            matches!(
+                s.pair.a.qp.post_send(SendWr::new(9, op, sge(len))),
+                Err(PostError::Invalid(_))
+            ),
+            "{op:?} with {len} bytes"
+        );
+    }
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(1, at(BASE + 64), sge(8)))
+        .unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    let c = s.pair.a.completions[0];
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (1, WcStatus::Success, WcOpcode::AtomicWrite)
+    );
+    assert_eq!(
+        s.pair.b.mem.bytes(s.b.lkey, BASE + 64, 8).unwrap(),
+        value.to_le_bytes()
+    );
+    assert_eq!(Opcode::RcAtomicWrite.ext_header_len(), 16);
+    // A region the peer may only read.
+    let ro = 0x4000_0000;
+    let r = s
+        .pair
+        .b
+        .mem
+        .register(
+            ro,
+            4096,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        )
+        .unwrap();
+    let op = SendOp::AtomicWrite {
+        remote_addr: ro,
+        rkey: r.rkey,
+    };
+    s.pair.a.qp.post_send(SendWr::new(2, op, sge(8))).unwrap();
+    s.pair
+        .run_until(short_limits(), |p| p.a.completions.len() == 2)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[1].status, WcStatus::RemAccessErr);
+    assert!(s
+        .pair
+        .b
+        .mem
+        .bytes(r.lkey, ro, 8)
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
 }

@@ -40,6 +40,7 @@ const SUPPORTED_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | IBV_QP_EX_WITH_ATOMIC_WRITE
     | IBV_QP_EX_WITH_SEND_WITH_INV
     | IBV_QP_EX_WITH_BIND_MW
     | IBV_QP_EX_WITH_LOCAL_INV;
@@ -322,11 +323,24 @@ unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, _srqn: u32) {
 
 unsafe extern "C" fn wr_atomic_write(
     qp: *mut ibv_qp_ex,
-    _rkey: u32,
-    _remote_addr: u64,
-    _data: *const c_void,
+    rkey: u32,
+    remote_addr: u64,
+    data: *const c_void,
 ) {
-    fail_batch(qp, libc::EOPNOTSUPP);
+    if data.is_null() {
+        fail_batch(qp, libc::EINVAL);
+        return;
+    }
+    // SAFETY: `ibv_wr_atomic_write`'s contract: `data` points at the 8
+    // bytes to write, read now (the program may reuse them at once).
+    let bytes = unsafe { std::ptr::read_unaligned(data.cast::<[u8; 8]>()) };
+    let op = SendOp::AtomicWrite {
+        remote_addr,
+        rkey: Rkey::new(rkey),
+    };
+    // SAFETY: an extended QP of ours (the slot's contract).
+    unsafe { push(qp, op) };
+    with_last(qp, |w| w.payload = Payload::Inline(bytes.to_vec()));
 }
 
 unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
@@ -805,6 +819,21 @@ mod tests {
                 (3, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 8, 0, qpn_a, 0)
             );
             assert_eq!(&a.buf[1000..1008], b"abcdefgh");
+
+            // An ATOMIC WRITE takes its 8 bytes at the call (the program
+            // may reuse them at once) and completes as ATOMIC_WRITE.
+            (o.wr_start.unwrap())(a.qpx);
+            (*a.qpx).ops.wr_id = 5;
+            (*a.qpx).ops.wr_flags = IBV_SEND_SIGNALED;
+            let mut word = 0x0807_0605_0403_0201u64.to_le_bytes();
+            (o.wr_atomic_write.unwrap())(a.qpx, rkey, remote + 400, word.as_ptr().cast());
+            word.fill(0);
+            assert_eq!((o.wr_complete.unwrap())(a.qpx), 0);
+            assert_eq!(
+                poll_ex(a.cq),
+                (5, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE, 8, 0, qpn_a, 0)
+            );
+            assert_eq!(&b.buf[400..408], [1, 2, 3, 4, 5, 6, 7, 8]);
 
             // What the device cannot do fails the whole batch: nothing of
             // it is posted.

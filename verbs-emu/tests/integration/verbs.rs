@@ -315,7 +315,7 @@ fn resegmented_gso_runs_pass_the_icrc_check() {
     for (net, gso, gro, strict) in [
         (53u8, true, false, false),
         (54, false, true, false),
-        (55, true, true, true),
+        (56, true, true, true),
     ] {
         let cfg = |host| {
             let mut c = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::new(127, net, 0, host), 4791));

@@ -150,7 +150,7 @@ impl Qp {
                         self.stats.stale_responses += 1;
                         return;
                     }
-                    if matches!(w.wr.op, SendOp::Read { .. }) && w.contains(p) {
+                    if w.wr.op.is_read_like() && w.contains(p) {
                         break;
                     }
                     if !w.wr.op.is_read_or_atomic() && w.last_psn().is_before(p) {
@@ -178,7 +178,14 @@ impl Qp {
                 let w = self.sq[0];
                 let k = p.distance_from(w.first_psn);
                 let off = k * self.pmtu;
-                let expect = (w.len - off.min(w.len)).min(self.pmtu);
+                // An ATOMIC WRITE's response carries nothing.
+                let atomic_write = matches!(w.wr.op, SendOp::AtomicWrite { .. });
+                let room = if atomic_write {
+                    0
+                } else {
+                    w.len - off.min(w.len)
+                };
+                let expect = room.min(self.pmtu);
                 let last = p == w.last_psn();
                 let shape_ok = if last {
                     matches!(op, Opcode::RcReadResponseLast | Opcode::RcReadResponseOnly)
@@ -188,7 +195,7 @@ impl Qp {
                         Opcode::RcReadResponseFirst | Opcode::RcReadResponseMiddle
                     )
                 };
-                if pkt.payload.len() > w.len - off.min(w.len) {
+                if pkt.payload.len() > room {
                     // More bytes than the READ has room left for: they
                     // cannot be placed. rxe's do_read() (rxe_comp.c) fails
                     // copy_data() on a length above the WQE's residue and

@@ -51,6 +51,18 @@ impl Qp {
         if wr.op.is_atomic() && wr.sges.as_slice().first().map_or(true, |s| s.length < 8) {
             return Err(PostError::Invalid("an atomic needs an 8-byte local SGE"));
         }
+        if let SendOp::AtomicWrite { remote_addr, .. } = wr.op {
+            if total != 8 {
+                return Err(PostError::Invalid(
+                    "an ATOMIC WRITE carries exactly 8 bytes",
+                ));
+            }
+            if remote_addr % 8 != 0 {
+                return Err(PostError::Invalid(
+                    "an ATOMIC WRITE needs an 8-byte aligned remote address",
+                ));
+            }
+        }
         if t == QpType::Ud {
             if wr.ud.is_none() {
                 return Err(PostError::Invalid("a UD send needs a destination"));
@@ -115,7 +127,9 @@ impl Qp {
                 return false;
             }
             // Local key checks (LOC_PROT_ERR).
-            let need = if op.is_read_or_atomic() {
+            // READ and atomic results land in the SGEs; an ATOMIC WRITE's
+            // is only read.
+            let need = if op.is_read_or_atomic() && !matches!(op, SendOp::AtomicWrite { .. }) {
                 AccessFlags::LOCAL_WRITE
             } else {
                 AccessFlags::EMPTY
@@ -210,7 +224,7 @@ impl Qp {
                 let opcode = data_opcode(qp_type, op, first, last);
                 let se = last
                     && flags.contains(SendFlags::SOLICITED)
-                    && !matches!(op, SendOp::Write { .. });
+                    && !matches!(op, SendOp::Write { .. } | SendOp::AtomicWrite { .. });
                 let ack_req = qp_type == QpType::Rc
                     && (last
                         || (self.cfg.ack_req_every > 0
@@ -219,6 +233,7 @@ impl Qp {
                 if opcode.has_reth() {
                     let (va, rkey) = match op {
                         SendOp::Write { remote_addr, rkey }
+                        | SendOp::AtomicWrite { remote_addr, rkey }
                         | SendOp::WriteWithImm {
                             remote_addr, rkey, ..
                         } => (remote_addr, rkey),
@@ -346,6 +361,7 @@ pub(super) fn data_opcode(t: QpType, op: SendOp, first: bool, last: bool) -> Opc
     match (t, op) {
         (QpType::Ud, SendOp::SendWithImm(_)) => UdSendOnlyImm,
         (QpType::Ud, _) => UdSendOnly,
+        (_, SendOp::AtomicWrite { .. }) => RcAtomicWrite,
         (t, SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_)) => {
             let uc = t == QpType::Uc;
             match (only, first, last, op) {

@@ -330,7 +330,7 @@ impl Qp {
         }
         // 3. Operation allowed on the QP.
         let need = match kind {
-            OpKind::Write => AccessFlags::REMOTE_WRITE,
+            OpKind::Write | OpKind::AtomicWrite => AccessFlags::REMOTE_WRITE,
             OpKind::Read => AccessFlags::REMOTE_READ,
             OpKind::Atomic => AccessFlags::REMOTE_ATOMIC,
             _ => AccessFlags::EMPTY,
@@ -352,7 +352,7 @@ impl Qp {
             );
             return;
         }
-        if matches!(kind, OpKind::Read | OpKind::Atomic)
+        if matches!(kind, OpKind::Read | OpKind::Atomic | OpKind::AtomicWrite)
             && self.owed_rd_atomic() >= self.attr.max_dest_rd_atomic as usize
         {
             // Class C: more READs and atomics than the responder's
@@ -430,6 +430,7 @@ impl Qp {
                 self.epsn = psn.add(n);
                 self.msg_start = self.epsn;
             }
+            OpKind::AtomicWrite => self.rc_atomic_write(pkt, mem),
             OpKind::Atomic => {
                 let Some(a) = h.atomic_eth else {
                     self.responder_fatal(psn, NakCode::InvalidRequest, None);
@@ -640,6 +641,57 @@ impl Qp {
         }
     }
 
+    /// An ATOMIC WRITE (IBTA 1.5): 8 bytes written at once to an 8-byte
+    /// aligned address the R_Key lets the peer write, then answered as a
+    /// READ of nothing (an RDMA READ RESPONSE ONLY without payload, as rxe
+    /// answers it), so that it is ordered and replayed as a READ is: a
+    /// duplicate is answered again from its resource, never executed twice.
+    fn rc_atomic_write<M: Memory + ?Sized>(&mut self, pkt: &Received<'_>, mem: &mut M) {
+        let h = &pkt.headers;
+        let psn = h.bth.psn;
+        let Some(reth) = h.reth else {
+            self.responder_fatal(psn, NakCode::InvalidRequest, None);
+            return;
+        };
+        if pkt.payload.len() != 8 || reth.dma_len != 8 || reth.va % 8 != 0 {
+            // Misaligned or not 8 bytes: an invalid request, as a
+            // misaligned atomic is.
+            self.responder_fatal(psn, NakCode::InvalidRequest, None);
+            return;
+        }
+        let key = MemKey::Remote(reth.rkey);
+        if mem
+            .check(key, reth.va, 8, AccessFlags::REMOTE_WRITE)
+            .is_err()
+            || self.foreign_window(mem, reth.rkey)
+            || mem.write(key, reth.va, pkt.payload).is_err()
+        {
+            self.responder_fatal(psn, NakCode::RemoteAccessError, None);
+            return;
+        }
+        self.msn = self.msn.next();
+        self.store_resource(RdRes::Read {
+            first_psn: psn,
+            last_psn: psn,
+            rkey: reth.rkey,
+            va: reth.va,
+            len: 0,
+        });
+        self.resp_q.push_back(RespItem::Read {
+            request_psn: psn,
+            rkey: reth.rkey,
+            va: reth.va,
+            remaining: 0,
+            psn,
+            fresh: true,
+            started: false,
+            msn: self.msn,
+            new: true,
+        });
+        self.epsn = psn.next();
+        self.msg_start = self.epsn;
+    }
+
     pub(super) fn write_total(&self) -> u32 {
         self.write_len
     }
@@ -697,6 +749,33 @@ impl Qp {
                     remaining: reth.dma_len,
                     psn,
                     fresh: psn == first_psn,
+                    started: false,
+                    msn: self.msn,
+                    new: false,
+                });
+            }
+            OpKind::AtomicWrite => {
+                // Answered again from its resource (a READ of nothing),
+                // never written twice: the requester resends from here on,
+                // so what is queued from this PSN on is owed again.
+                let found = self.resources.iter().any(
+                    |r| matches!(*r, RdRes::Read { first_psn, len: 0, .. } if first_psn == psn),
+                );
+                let Some(reth) = h.reth.filter(|_| found) else {
+                    self.stats.rx_dropped += 1;
+                    return;
+                };
+                self.resp_q.retain(|i| {
+                    !matches!(i, RespItem::Read { request_psn, .. }
+                        if !request_psn.is_before(psn))
+                });
+                self.resp_q.push_back(RespItem::Read {
+                    request_psn: psn,
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    remaining: 0,
+                    psn,
+                    fresh: true,
                     started: false,
                     msn: self.msn,
                     new: false,
@@ -911,6 +990,9 @@ pub(super) enum OpKind {
     Write,
     Read,
     Atomic,
+    /// ATOMIC WRITE (IBTA 1.5): executed at once, answered as a READ of
+    /// nothing (RDMA READ RESPONSE ONLY), counted as a READ resource.
+    AtomicWrite,
     Other,
 }
 
@@ -923,6 +1005,7 @@ pub(super) fn op_kind(op: Opcode) -> OpKind {
         RcWriteFirst | RcWriteMiddle | RcWriteLast | RcWriteLastImm | RcWriteOnly
         | RcWriteOnlyImm | UcWriteFirst | UcWriteMiddle | UcWriteLast | UcWriteLastImm
         | UcWriteOnly | UcWriteOnlyImm => OpKind::Write,
+        RcAtomicWrite => OpKind::AtomicWrite,
         RcReadRequest => OpKind::Read,
         RcCompareSwap | RcFetchAdd => OpKind::Atomic,
         _ => OpKind::Other,

@@ -805,6 +805,9 @@ pub const IBV_WR_RDMA_READ: u32 = 4;
 pub const IBV_WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 /// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
 pub const IBV_WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+/// `IBV_WR_ATOMIC_WRITE`: 8 bytes from the SGE list, `wr.rdma` names
+/// where.
+pub const IBV_WR_ATOMIC_WRITE: u32 = 15;
 /// `IBV_WR_SEND_WITH_INV`: `imm_data` holds the rkey to invalidate.
 pub const IBV_WR_SEND_WITH_INV: u32 = 9;
 
@@ -908,6 +911,8 @@ pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
 pub const IBV_WC_BIND_MW: u32 = 5;
 /// `IBV_WC_LOCAL_INV`.
 pub const IBV_WC_LOCAL_INV: u32 = 6;
+/// `IBV_WC_ATOMIC_WRITE`.
+pub const IBV_WC_ATOMIC_WRITE: u32 = 9;
 
 // ------------------------------------------------------------------------
 // Extended device attributes (`ibv_query_device_ex`), for the ibverbs shim.
@@ -1064,6 +1069,8 @@ pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
 pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
 /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
 pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
+pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// `struct ibv_data_buf`: one piece of inline data.
 #[repr(C)]

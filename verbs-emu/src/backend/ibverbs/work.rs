@@ -233,7 +233,9 @@ pub fn encode_send(wr: &SendWr<'_>, ah: Option<*mut ibv_ah>) -> Result<ibv_send_
         SendOp::Send => {}
         SendOp::SendWithImm(imm) => raw.imm_data = imm.to_be(),
         SendOp::SendWithInv(rkey) => raw.imm_data = rkey.value(),
-        SendOp::Write { remote_addr, rkey } | SendOp::Read { remote_addr, rkey } => {
+        SendOp::Write { remote_addr, rkey }
+        | SendOp::Read { remote_addr, rkey }
+        | SendOp::AtomicWrite { remote_addr, rkey } => {
             raw.wr = rdma(remote_addr, rkey);
         }
         SendOp::WriteWithImm {
@@ -318,6 +320,10 @@ pub fn decode_send_op(raw: &ibv_send_wr) -> Option<SendOp> {
             imm: u32::from_be(raw.imm_data),
         },
         IBV_WR_RDMA_READ => SendOp::Read {
+            remote_addr: rdma.remote_addr,
+            rkey,
+        },
+        IBV_WR_ATOMIC_WRITE => SendOp::AtomicWrite {
             remote_addr: rdma.remote_addr,
             rkey,
         },

@@ -648,7 +648,7 @@ impl Backend for UdpBackend {
         // packet of each message asks for one as well.
         cfg.max_unacked_psns = 1024;
         cfg.ack_req_every = 128;
-        let inline_len = (cap.max_inline_data as usize).max(1) * cap.max_send_wr as usize;
+        let inline_len = inline_slot(&cap) * cap.max_send_wr as usize;
         let mut inline_buf = vec![0u8; inline_len].into_boxed_slice();
         let inline_key = st
             .mem
@@ -967,7 +967,14 @@ impl Backend for UdpBackend {
             }
             if wr.flags.contains(SendFlags::INLINE) {
                 let total: usize = wr.sg_list.iter().map(|s| s.length as usize).sum();
-                let max = e.cap.max_inline_data as usize;
+                // An ATOMIC WRITE's 8 bytes are its operand, copied at post
+                // time (`ibv_wr_atomic_write` takes a pointer), whatever
+                // the QP's max_inline_data.
+                let max = if matches!(wr.op, SendOp::AtomicWrite { .. }) {
+                    8
+                } else {
+                    e.cap.max_inline_data as usize
+                };
                 if total > max {
                     return Err(fail(VerbsError::invalid(
                         VERB,
@@ -995,7 +1002,7 @@ impl Backend for UdpBackend {
                     }));
                 }
                 let slot = e.inline_next % e.cap.max_send_wr as usize;
-                let base = slot * max.max(1);
+                let base = slot * inline_slot(&e.cap);
                 let mut off = 0;
                 for s in wr.sg_list {
                     let dst = &mut e.inline_buf[base + off..base + off + s.length as usize];
@@ -1147,4 +1154,10 @@ fn dm_error(verb: &'static str, e: DmError) -> VerbsError {
         DmError::Invalid(why) => VerbsError::invalid(verb, why),
         DmError::NoSpace => os(verb, io::Error::from_raw_os_error(libc::ENOMEM)),
     }
+}
+
+/// Bytes of a QP's inline buffer per send queue entry: its
+/// `max_inline_data`, and at least an ATOMIC WRITE's 8 bytes.
+fn inline_slot(cap: &crate::verbs::QpCap) -> usize {
+    (cap.max_inline_data as usize).max(8)
 }
