@@ -677,6 +677,14 @@ impl Qp {
             va: reth.va,
             len: 0,
         });
+        self.owe_empty_read_response(psn, reth, true);
+        self.epsn = psn.next();
+        self.msg_start = self.epsn;
+    }
+
+    /// Queue the answer to the ATOMIC WRITE at `psn`: an RDMA READ
+    /// RESPONSE ONLY without payload (`new`: its first, not a replay).
+    fn owe_empty_read_response(&mut self, psn: Psn, reth: RethRepr, new: bool) {
         self.resp_q.push_back(RespItem::Read {
             request_psn: psn,
             rkey: reth.rkey,
@@ -686,10 +694,8 @@ impl Qp {
             fresh: true,
             started: false,
             msn: self.msn,
-            new: true,
+            new,
         });
-        self.epsn = psn.next();
-        self.msg_start = self.epsn;
     }
 
     pub(super) fn write_total(&self) -> u32 {
@@ -769,17 +775,7 @@ impl Qp {
                     !matches!(i, RespItem::Read { request_psn, .. }
                         if !request_psn.is_before(psn))
                 });
-                self.resp_q.push_back(RespItem::Read {
-                    request_psn: psn,
-                    rkey: reth.rkey,
-                    va: reth.va,
-                    remaining: 0,
-                    psn,
-                    fresh: true,
-                    started: false,
-                    msn: self.msn,
-                    new: false,
-                });
+                self.owe_empty_read_response(psn, reth, false);
             }
             OpKind::Atomic => {
                 let found = self.resources.iter().find_map(|r| match *r {
