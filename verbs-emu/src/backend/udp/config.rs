@@ -29,9 +29,9 @@ pub(super) const APP_ACTIVE_NS: u64 = 50_000;
 /// (ib_write_lat). A NIC sends the ACK at once; this delays an unanswered
 /// one by at most this much while the application keeps calling in.
 pub const ACK_HOLD: PsDuration = PsDuration::from_us(10);
-/// How long a post to a QP whose send queue already holds work waits
-/// for the application's next call before the background thread sends
-/// it (doorbell batching, see `post_send`). A program that posts a window
+/// How long a post of one-packet messages to a QP whose send queue
+/// already holds work waits for the application's next call before the
+/// background thread sends it (doorbell batching, see `post_send`). A program that posts a window
 /// of WRs and then polls has them all leave in one system call (GSO runs
 /// of up to 64 packets) instead of one call per post; one that posts and
 /// then watches memory has them sent by the background thread at most

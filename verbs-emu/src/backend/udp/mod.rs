@@ -9,7 +9,7 @@
 //!
 //! * `post_send` queues work and sends what the engine produces at once,
 //!   from the caller's thread, when the QP's send queue was empty; behind
-//!   work in flight, posts wait for the next poll (at most
+//!   work in flight, posts of one-packet messages wait for the next poll (at most
 //!   [`POST_HOLD`], or until 64 are held) and leave together, as a
 //!   NIC batches doorbells;
 //! * `poll_cq` and `wait_cq` receive, run due timers, transmit and collect
