@@ -405,3 +405,45 @@ fn atomic_write_is_answered_as_an_empty_read_and_never_executed_twice() {
     );
     assert_eq!(b.mem.bytes(rb.lkey, BASE + 8, 16).unwrap(), [0; 16]);
 }
+
+/// The audit's finding: a go-back-N retry resent every PSN of the message
+/// it had started, past `max_unacked_psns` (512 packets where the first
+/// try sent 128). With `window_bounds_retries` (the emulator's setting) a
+/// retry resends the window and waits for ACKs like a first try; without
+/// it (the simulator's NICs, as their lessons were measured) the burst is
+/// unchanged.
+#[test]
+fn a_retry_stays_within_the_window_when_the_window_bounds_retries() {
+    for bounded in [true, false] {
+        let (mut p, rb) = connected(ConnectAttrs::default(), |c| {
+            c.max_unacked_psns = 128;
+            c.window_bounds_retries = bounded;
+        });
+        let a = &mut p.a;
+        let lkey = a
+            .mem
+            .register(0x200_0000, 512 * 1024, AccessFlags::ALL)
+            .unwrap()
+            .lkey;
+        let op = SendOp::Write {
+            remote_addr: BASE,
+            rkey: rb.rkey,
+        };
+        let sge = Sge {
+            addr: 0x200_0000,
+            length: 512 * 1024,
+            lkey,
+        };
+        a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
+        let first = drain(&mut a.qp, &a.mem, Instant::ZERO).len();
+        assert_eq!(first, 128);
+        let t = a.qp.poll_timeout().expect("the ACK timer runs");
+        a.qp.handle_timeout(t);
+        let again: Vec<u32> = drain(&mut a.qp, &a.mem, t).iter().map(|s| s.1).collect();
+        if bounded {
+            assert_eq!(again, (0..128).collect::<Vec<u32>>());
+        } else {
+            assert_eq!(again, (0..512).collect::<Vec<u32>>());
+        }
+    }
+}

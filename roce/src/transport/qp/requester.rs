@@ -150,7 +150,7 @@ impl Qp {
         };
         if qp_type == QpType::Rc
             && psn.distance_from(self.comp_psn) >= self.cfg.max_unacked_psns.max(1)
-            && !psn.is_before(self.retx_until)
+            && (self.cfg.window_bounds_retries || !psn.is_before(self.retx_until))
         {
             return false;
         }

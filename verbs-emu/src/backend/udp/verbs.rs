@@ -648,6 +648,10 @@ impl Backend for UdpBackend {
         // packet of each message asks for one as well.
         cfg.max_unacked_psns = 1024;
         cfg.ack_req_every = 128;
+        // The window is what keeps the peer's socket buffer from
+        // overflowing; a retry that bursts past it loses more than it
+        // resends (8 MiB write_bw: 32 M packets resent for 10 M sent).
+        cfg.window_bounds_retries = true;
         let inline_len = inline_slot(&cap) * cap.max_send_wr as usize;
         let mut inline_buf = vec![0u8; inline_len].into_boxed_slice();
         let inline_key = st
