@@ -238,22 +238,8 @@ fn a_cnp_is_admitted_only_from_the_connected_peer_and_in_its_partition() {
 fn a_retry_counts_only_what_was_sent_before_as_retransmitted() {
     let (mut p, rb) = connected(ConnectAttrs::default(), |c| c.max_unacked_psns = 128);
     let a = &mut p.a;
-    let lkey = a
-        .mem
-        .register(0x200_0000, 512 * 1024, AccessFlags::ALL)
-        .unwrap()
-        .lkey;
     // 512 packets of 1 KiB; the window lets 128 go unacknowledged.
-    let op = SendOp::Write {
-        remote_addr: BASE,
-        rkey: rb.rkey,
-    };
-    let sge = Sge {
-        addr: 0x200_0000,
-        length: 512 * 1024,
-        lkey,
-    };
-    a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
+    post_512_packet_write(a, rb.rkey);
     let now = Instant::ZERO;
     let first: Vec<u32> = drain(&mut a.qp, &a.mem, now).iter().map(|s| s.1).collect();
     assert_eq!(first, (0..128).collect::<Vec<u32>>());
@@ -420,21 +406,7 @@ fn a_retry_stays_within_the_window_when_the_window_bounds_retries() {
             c.window_bounds_retries = bounded;
         });
         let a = &mut p.a;
-        let lkey = a
-            .mem
-            .register(0x200_0000, 512 * 1024, AccessFlags::ALL)
-            .unwrap()
-            .lkey;
-        let op = SendOp::Write {
-            remote_addr: BASE,
-            rkey: rb.rkey,
-        };
-        let sge = Sge {
-            addr: 0x200_0000,
-            length: 512 * 1024,
-            lkey,
-        };
-        a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
+        post_512_packet_write(a, rb.rkey);
         let first = drain(&mut a.qp, &a.mem, Instant::ZERO).len();
         assert_eq!(first, 128);
         let t = a.qp.poll_timeout().expect("the ACK timer runs");
@@ -446,4 +418,24 @@ fn a_retry_stays_within_the_window_when_the_window_bounds_retries() {
             assert_eq!(again, (0..512).collect::<Vec<u32>>());
         }
     }
+}
+
+/// Post, on A, a WRITE of 512 KiB (512 packets of 1 KiB) to B's region
+/// at [`BASE`], from a region of its own.
+fn post_512_packet_write(a: &mut roce::transport::pair::Endpoint<ByteMemory>, rkey: Rkey) {
+    let lkey = a
+        .mem
+        .register(0x200_0000, 512 * 1024, AccessFlags::ALL)
+        .unwrap()
+        .lkey;
+    let op = SendOp::Write {
+        remote_addr: BASE,
+        rkey,
+    };
+    let sge = Sge {
+        addr: 0x200_0000,
+        length: 512 * 1024,
+        lkey,
+    };
+    a.qp.post_send(SendWr::new(1, op, sge)).unwrap();
 }
