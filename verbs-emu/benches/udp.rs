@@ -25,7 +25,11 @@
 //!   target >= 1 M messages/s) and write_lat 8 B (t_typical), beside UCX's
 //!   `ucx_perftest` over TCP in the same round (`tag_bw` and `tag_lat`,
 //!   8 B, `UCX_TLS=tcp,self`, where installed): the ratios write_lat /
-//!   tag_lat (target <= 0.8) and write_bw's rate / tag_bw's.
+//!   tag_lat (target <= 0.8) and write_bw's rate / tag_bw's. write_lat
+//!   runs between two processes, as UCX's does and as perftest's users run
+//!   it (the server is this bench re-executed with `--perftest-server`);
+//!   beside it, the raw UDP floor of RC's hop (the WRITE and the ACK of
+//!   the peer's in one GSO run) and what rocelab adds above it.
 //!
 //! The parts run in rounds (`--rounds N`, default 3; `--quick`: one short
 //! round): each round measures the baselines right before the figures they
@@ -38,7 +42,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use verbs_emu::bench::{
-    load_average, median, raw_pingpong, raw_stream, raw_stream_of, ucx_perftest_tcp,
+    load_average, median, raw_pingpong, raw_pingpong_shape, raw_stream, raw_stream_of,
+    ucx_perftest_tcp,
 };
 use verbs_emu::cc::CcSpec;
 use verbs_emu::perftest::{self, Config, ResultRow, Test};
@@ -73,8 +78,60 @@ fn perftest_pair_cc(test: Test, port: u16, size: u64, iters: u64, cc: CcSpec) ->
     rows.into_iter().next().expect("one result row")
 }
 
+/// The server side of [`perftest_pair_procs`], run in a child process of
+/// this bench: `--perftest-server TEST PORT SIZE ITERS`.
+fn perftest_server_child(args: &[String]) -> ! {
+    let [test, port, size, iters] = args else {
+        panic!("--perftest-server TEST PORT SIZE ITERS, got {args:?}");
+    };
+    let mut server = Config::new(test.parse().expect("a perftest test"));
+    server.port = port.parse().expect("a port");
+    server.size = Some(size.parse().expect("a size"));
+    server.iters = Some(iters.parse().expect("an iteration count"));
+    server.report_gbits = true;
+    match perftest::run(&server) {
+        Ok(_) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("perftest server: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// `test` between two processes, as perftest's users and UCX's
+/// `ucx_perftest` run: the server in a child process of this bench, the
+/// client here.
+fn perftest_pair_procs(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
+    let exe = std::env::current_exe().expect("this bench's path");
+    let mut child = std::process::Command::new(exe)
+        .arg("--perftest-server")
+        .args([
+            test.name().to_string(),
+            port.to_string(),
+            size.to_string(),
+            iters.to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the perftest server");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = Config::new(test);
+    client.port = port;
+    client.size = Some(size);
+    client.iters = Some(iters);
+    client.report_gbits = true;
+    client.server = Some("127.70.0.1".into());
+    let rows = perftest::run(&client).expect("perftest client");
+    let status = child.wait().expect("perftest server");
+    assert!(status.success(), "perftest server: {status}");
+    rows.into_iter().next().expect("one result row")
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--perftest-server") {
+        perftest_server_child(&args[i + 1..]);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let value = |flag: &str| {
         args.iter()
@@ -182,7 +239,14 @@ fn main() {
                 let mut rtts = raw_pingpong(a, b, 64, iters as usize / 10).expect("raw ping-pong");
                 r.rtt_us = median(&mut rtts) as f64 / 1000.0;
             }
-            r.small_lat_us = match perftest_pair(Test::WriteLat, port + 3, 8, iters / 5) {
+            // RC's shape of a ping-pong hop: the 8-byte WRITE and the
+            // ACK of the peer's in one GSO run.
+            let wa = bth::HEADER_LEN + reth::HEADER_LEN + 8 + icrc::ICRC_LEN;
+            let ack = bth::HEADER_LEN + 4 + icrc::ICRC_LEN;
+            let mut rtts = raw_pingpong_shape(a, b, &[(wa, wa + ack)], iters as usize / 10)
+                .expect("raw ping-pong in RC's shape");
+            r.rc_floor_us = median(&mut rtts) as f64 / 2000.0;
+            r.small_lat_us = match perftest_pair_procs(Test::WriteLat, port + 3, 8, iters / 5) {
                 ResultRow::Lat { stats, .. } => stats.typical,
                 _ => f64::NAN,
             };
@@ -309,6 +373,12 @@ fn main() {
             "raw UDP busy-poll half RTT (64 B, no RoCE): {:.2} us = {floor:.3} x UCX tag_lat over TCP: the floor of any emulation over UDP sockets on this host",
             med(&|r| r.rtt_us / 2.0),
         );
+        let rc_floor = med(&|r| r.rc_floor_us / r.ucx_lat_us);
+        println!(
+            "raw UDP busy-poll half RTT of RC's hop (8-byte WRITE + ACK, one GSO run, no RoCE processing): {:.2} us = {rc_floor:.3} x UCX tag_lat; rocelab's processing per hop above it: {:.2} us",
+            med(&|r| r.rc_floor_us),
+            med(&|r| r.small_lat_us - r.rc_floor_us),
+        );
         let rate = med(&|r| r.small_rate);
         println!(
             "rocelab write_bw 8 B: {:.3} M messages/s = {:.2} x UCX tag_bw over TCP ({:.3} M/s) (target >= 1 M/s) {}",
@@ -351,6 +421,9 @@ struct Round {
     small_rate: f64,
     /// UCX tag_lat 8 B over TCP, median one-way latency, microseconds.
     ucx_lat_us: f64,
+    /// Raw UDP busy-poll half RTT of RC's hop shape (an 8-byte WRITE and
+    /// an ACK in one GSO run), microseconds.
+    rc_floor_us: f64,
     /// UCX tag_bw 8 B over TCP, messages per second.
     ucx_rate: f64,
 }
@@ -370,6 +443,7 @@ impl Default for Round {
             small_lat_us: f64::NAN,
             small_rate: f64::NAN,
             ucx_lat_us: f64::NAN,
+            rc_floor_us: f64::NAN,
             ucx_rate: f64::NAN,
         }
     }

@@ -71,6 +71,59 @@ pub fn raw_pingpong(
     Ok(out)
 }
 
+/// Round-trip times (nanoseconds) of `iters` ping-pongs in which each hop
+/// is the datagrams `shape` (`(segment size, length)`, segment size 0: a
+/// plain datagram) sent in one `sendmmsg`; a hop is over when all of its
+/// datagrams (or GRO runs) have been received. `[(0, 40), (0, 20)]` is an
+/// 8-byte RDMA WRITE and the ACK of the peer's, as two datagrams;
+/// `[(40, 60)]` the same two packets as one GSO run.
+pub fn raw_pingpong_shape(
+    a: Ipv4Addr,
+    b: Ipv4Addr,
+    shape: &[(usize, usize)],
+    iters: usize,
+) -> std::io::Result<Vec<u64>> {
+    let sa = bind(a)?;
+    let sb = bind(b)?;
+    let (aa, ab) = (sa.local_addr(), sb.local_addr());
+    let per_hop = shape.len();
+    let batch = |dst| {
+        let mut tx = TxBatch::with_capacity(4096);
+        for &(seg, len) in shape {
+            tx.push(dst, 2, seg, len, |p| p.fill(1));
+        }
+        tx
+    };
+    let (to_a, to_b) = (batch(aa), batch(ab));
+    let echo = std::thread::spawn(move || {
+        let mut rx = RxBatch::new(8, 4096);
+        let mut dropped = 0;
+        for _ in 0..iters + 100 {
+            let mut got = 0;
+            while got < per_hop {
+                got += sb.recv(&mut rx).unwrap_or(0);
+            }
+            let _ = sb.send(&to_a, &mut dropped);
+        }
+    });
+    let mut rx = RxBatch::new(8, 4096);
+    let mut dropped = 0;
+    let mut out = Vec::with_capacity(iters);
+    for i in 0..iters + 100 {
+        let t0 = Instant::now();
+        sa.send(&to_b, &mut dropped)?;
+        let mut got = 0;
+        while got < per_hop {
+            got += sa.recv(&mut rx)?;
+        }
+        if i >= 100 {
+            out.push(t0.elapsed().as_nanos() as u64);
+        }
+    }
+    let _ = echo.join();
+    Ok(out)
+}
+
 /// Bytes per second received when streaming `segment`-byte packets in GSO
 /// runs for `duration` from `a` to `b` (receiver with GRO).
 pub fn raw_stream(
