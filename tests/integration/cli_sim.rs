@@ -709,10 +709,10 @@ fn a_run_that_leaves_flows_unfinished_says_so_first_and_can_fail() {
     ]);
     let stdout = ok(&lossless);
     assert!(!stdout.contains("UNFINISHED"), "{stdout}");
-    // 30.56 ms held in all over a 9.104 ms run: the sum over ports.
+    // 138.4 ms held in all over a 9.104 ms run: the sum over ports.
     assert!(
         stdout.contains(
-            "pause time (sum)   30.56ms (summed over ports and priorities, so longer than the run)"
+            "pause time (sum)   138.404ms (summed over ports and priorities, so longer than the run)"
         ),
         "{stdout}"
     );

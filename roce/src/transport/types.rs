@@ -799,15 +799,11 @@ pub struct QpConfig {
     /// AckReq on the last packet of every message, and once more after this
     /// many packets without it (rxe: 64). 0 = only message ends.
     pub ack_req_every: u32,
-    /// Stop sending new packets when this many PSNs are unacknowledged
-    /// (rxe: 128).
+    /// Stop sending packets, first tries and go-back-N retries alike,
+    /// when this many PSNs are unacknowledged (rxe: 128). A rewind resends
+    /// what the window allows and then waits for ACKs like a first try, as
+    /// rxe does.
     pub max_unacked_psns: u32,
-    /// Hold a go-back-N retry to `max_unacked_psns` too, as rxe does: a
-    /// rewind resends what was sent and then waits for ACKs like a first
-    /// try. Off, a retry resends every PSN up to the end of the messages
-    /// already started in one burst, past the window (the simulator's
-    /// NICs, whose lossy lessons were measured that way; ROCEV2.md §5).
-    pub window_bounds_retries: bool,
     /// rxe quirk: treat `retry_cnt == 7` as infinite (spec: 7 retries).
     pub rxe_retry_cnt7_infinite: bool,
     /// Local status for a receive buffer too small for the SEND
@@ -860,7 +856,6 @@ impl QpConfig {
             retransmit: RetransmitMode::GoBackN,
             ack_req_every: 64,
             max_unacked_psns: 128,
-            window_bounds_retries: false,
             rxe_retry_cnt7_infinite: false,
             recv_too_small_status: WcStatus::LocLenErr,
             ecn: Ecn::Ect0,

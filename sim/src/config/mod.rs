@@ -424,8 +424,11 @@ pub struct NicConfig {
     pub cnp_priority: u8,
     /// Queue pairs per (source, destination) pair.
     pub qps_per_pair: u32,
-    /// Maximum outstanding (unacknowledged) packets per QP; `None`: no
-    /// window beyond the transport's own limits.
+    /// Maximum outstanding (unacknowledged) packets per QP, first tries
+    /// and go-back-N retries alike; `None`: no window, as a ConnectX QP
+    /// and the DCQCN model of the HPCC artifact (`HAS_WIN 0`): what was
+    /// sent and not acknowledged is bounded by the rate and the 24-bit
+    /// PSN space only.
     pub window: Option<u32>,
     /// PFC storm prevention of the NIC (ConnectX device stall watermarks).
     pub pause_storm: PauseStormConfig,

@@ -401,9 +401,8 @@ fn new_qp(
         RetransmitMode::GoBackN => EngineRetransmit::GoBackN,
         RetransmitMode::GoBack0 => EngineRetransmit::GoBack0,
     };
-    if let Some(w) = n.window {
-        qc.max_unacked_psns = w;
-    }
+    // No window unless the NIC configures one: a ConnectX QP has none.
+    qc.max_unacked_psns = n.window.unwrap_or(u32::MAX);
     if n.cc.algorithm == CcAlgorithm::Dcqcn {
         let p = dcqcn_params(cfg, line_rate);
         qc.cc = EngineCc::Dcqcn(p);

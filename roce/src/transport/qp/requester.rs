@@ -150,7 +150,6 @@ impl Qp {
         };
         if qp_type == QpType::Rc
             && psn.distance_from(self.comp_psn) >= self.cfg.max_unacked_psns.max(1)
-            && (self.cfg.window_bounds_retries || !psn.is_before(self.retx_until))
         {
             return false;
         }

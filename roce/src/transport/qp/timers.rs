@@ -128,9 +128,8 @@ impl Qp {
         if !w.started {
             return;
         }
-        // The whole started message may go out again past
-        // `max_unacked_psns`; only the PSNs that went out before (below
-        // `sent_psn`) count as retransmissions.
+        // Only the PSNs that went out before (below `sent_psn`) count as
+        // retransmissions.
         if self.next_psn.is_after(self.retx_until) {
             self.retx_until = self.next_psn;
         }
