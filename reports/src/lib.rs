@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod doctor;
+pub mod nccl_tests;
 pub mod realnic;
 pub mod render;
 pub mod simperf;

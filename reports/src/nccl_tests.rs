@@ -1,0 +1,575 @@
+//! nccl-tests' results, computed and written as its programs
+//! (`all_reduce_perf` and friends, nccl-tests 2.19) compute and print
+//! them, so that a simulated collective's table sits beside a real one
+//! byte for byte: `rocelab parse` reads both
+//! ([`crate::realnic::tools::parse_nccl_tests`]).
+//!
+//! * [`Collective::byte_counts`]: the bytes each rank sends, receives and
+//!   passes to NCCL for a requested size (`-b`/`-e`), rounded as the
+//!   programs round them (per-rank counts to 16-byte multiples for the
+//!   collectives that split the buffer among ranks).
+//! * [`Collective::bandwidths`]: algorithm bandwidth (bytes moved per
+//!   second as the collective's user sees them) and bus bandwidth
+//!   (algbw times [`Collective::bus_factor`]: 2(n-1)/n for all-reduce,
+//!   (n-1)/n for reduce-scatter, all-gather, all-to-all, gather and
+//!   scatter, 1 for the rest), in GB/s (10^9 bytes per second).
+//! * [`write_table`]: the header, one line per size with the out-of-place
+//!   and in-place results, and the footer, with the programs' column
+//!   widths and their fallbacks for numbers that do not fit
+//!   ([`float_str`], [`format_g`]).
+//!
+//! Units: sizes in bytes, times in microseconds, bandwidths in GB/s.
+
+use std::fmt::Write as _;
+
+/// A collective of nccl-tests, by the program that measures it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// `all_reduce_perf`.
+    AllReduce,
+    /// `all_gather_perf`.
+    AllGather,
+    /// `reduce_scatter_perf`.
+    ReduceScatter,
+    /// `alltoall_perf`.
+    AllToAll,
+    /// `broadcast_perf`.
+    Broadcast,
+    /// `reduce_perf`.
+    Reduce,
+    /// `sendrecv_perf`.
+    SendRecv,
+    /// `gather_perf`.
+    Gather,
+    /// `scatter_perf`.
+    Scatter,
+}
+
+/// What one rank moves for a requested size ([`Collective::byte_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteCounts {
+    /// Bytes in the send buffer.
+    pub send: u64,
+    /// Bytes in the receive buffer.
+    pub recv: u64,
+    /// Bytes of the count passed to NCCL (per rank for the collectives
+    /// that split the buffer among ranks).
+    pub param: u64,
+}
+
+impl ByteCounts {
+    /// The table's `size` column: the larger buffer.
+    pub fn size(&self) -> u64 {
+        self.send.max(self.recv)
+    }
+}
+
+impl Collective {
+    /// Every collective, in the order of nccl-tests' programs.
+    pub const ALL: [Collective; 9] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::SendRecv,
+        Collective::Gather,
+        Collective::Scatter,
+    ];
+
+    /// The program's name (`all_reduce_perf`).
+    pub fn program(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce_perf",
+            Collective::AllGather => "all_gather_perf",
+            Collective::ReduceScatter => "reduce_scatter_perf",
+            Collective::AllToAll => "alltoall_perf",
+            Collective::Broadcast => "broadcast_perf",
+            Collective::Reduce => "reduce_perf",
+            Collective::SendRecv => "sendrecv_perf",
+            Collective::Gather => "gather_perf",
+            Collective::Scatter => "scatter_perf",
+        }
+    }
+
+    /// Whether the collective reduces (its table names a reduction
+    /// operation; the others print `none`).
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
+    }
+
+    /// Whether the collective has a root rank (the others print root -1).
+    pub fn rooted(self) -> bool {
+        matches!(
+            self,
+            Collective::Broadcast | Collective::Reduce | Collective::Gather | Collective::Scatter
+        )
+    }
+
+    /// Whether the buffer is split among the ranks (the per-rank count is
+    /// `size / nranks`, rounded down to 16 bytes).
+    fn splits(self) -> bool {
+        matches!(
+            self,
+            Collective::AllGather
+                | Collective::ReduceScatter
+                | Collective::AllToAll
+                | Collective::Gather
+                | Collective::Scatter
+        )
+    }
+
+    /// nccl-tests' bus bandwidth factor at `nranks` ranks: busbw / algbw.
+    pub fn bus_factor(self, nranks: u32) -> f64 {
+        let n = f64::from(nranks.max(1));
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::AllToAll
+            | Collective::Gather
+            | Collective::Scatter => (n - 1.0) / n,
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        }
+    }
+
+    /// What each rank sends, receives and passes to NCCL when the program
+    /// runs the requested `size` (bytes) with elements of `elt` bytes on
+    /// `nranks` ranks. Per-rank shares are whole 16-byte multiples, as
+    /// the programs make them (so a size below 16 x nranks bytes moves
+    /// nothing).
+    pub fn byte_counts(self, size: u64, elt: u64, nranks: u32) -> ByteCounts {
+        let elt = elt.max(1);
+        let n = u64::from(nranks.max(1));
+        let count = size / elt;
+        if !self.splits() {
+            let b = count * elt;
+            return ByteCounts {
+                send: b,
+                recv: b,
+                param: b,
+            };
+        }
+        // `(count / nranks) & ~(16 / elt - 1)`: whole 16-byte units.
+        let per = 16u64.div_ceil(elt).max(1);
+        let base = (count / n) / per * per;
+        let (send, recv) = match self {
+            Collective::AllGather | Collective::Gather => (base, base * n),
+            Collective::ReduceScatter | Collective::Scatter => (base * n, base),
+            _ => (base * n, base * n),
+        };
+        ByteCounts {
+            send: send * elt,
+            recv: recv * elt,
+            param: base * elt,
+        }
+    }
+
+    /// Algorithm and bus bandwidth (GB/s) of a collective that took
+    /// `seconds` with `param_bytes` per rank ([`ByteCounts::param`]) on
+    /// `nranks` ranks, as the programs' `GetBw` computes them.
+    pub fn bandwidths(self, param_bytes: u64, seconds: f64, nranks: u32) -> (f64, f64) {
+        let moved = if self.splits() {
+            param_bytes as f64 * f64::from(nranks.max(1))
+        } else {
+            param_bytes as f64
+        };
+        let algbw = moved / 1.0e9 / seconds;
+        (algbw, algbw * self.bus_factor(nranks))
+    }
+}
+
+/// One result (out-of-place or in-place) of a table line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    /// Time of one collective, microseconds.
+    pub time_us: f64,
+    /// Algorithm bandwidth, GB/s.
+    pub algbw: f64,
+    /// Bus bandwidth, GB/s.
+    pub busbw: f64,
+    /// Wrong elements found by the check; `None` prints `N/A` (no check).
+    pub wrong: Option<u64>,
+}
+
+/// One line of the table: one size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The `size` column, bytes ([`ByteCounts::size`]).
+    pub size: u64,
+    /// The `count` column: elements of the count passed to NCCL.
+    pub count: u64,
+    /// Element type as the programs name it (`float`, `half`,
+    /// `bfloat16`, `int8`, ...).
+    pub dtype: String,
+    /// Reduction (`sum`, `prod`, `max`, `min`, `avg`), or `none`.
+    pub redop: String,
+    /// Root rank, or -1.
+    pub root: i32,
+    /// Out-of-place result; `None` leaves its columns blank.
+    pub out_of_place: Option<Measurement>,
+    /// In-place result.
+    pub in_place: Measurement,
+}
+
+/// A whole table: the program, its lines, and what its footer reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// The program (`all_reduce_perf`).
+    pub program: String,
+    /// The lines, one per size.
+    pub rows: Vec<Row>,
+    /// Wrong values found (the footer's "Out of bounds values").
+    pub errors: u64,
+}
+
+impl Table {
+    /// The footer's "Avg bus bandwidth": the mean of every bus bandwidth
+    /// printed, out-of-place and in-place (GB/s).
+    pub fn avg_busbw(&self) -> f64 {
+        let bws: Vec<f64> = self
+            .rows
+            .iter()
+            .flat_map(|r| r.out_of_place.iter().chain([&r.in_place]))
+            .map(|m| m.busbw)
+            .collect();
+        if bws.is_empty() {
+            0.0
+        } else {
+            bws.iter().sum::<f64>() / bws.len() as f64
+        }
+    }
+}
+
+/// Write `table` as nccl-tests prints it, from the result header to the
+/// "Collective test concluded" line.
+pub fn write_table(table: &Table) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "#");
+    let _ = writeln!(
+        s,
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          ",
+        "", "", "", "", ""
+    );
+    let _ = writeln!(
+        s,
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} ",
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+        "algbw", "busbw", "#wrong"
+    );
+    let _ = writeln!(
+        s,
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} ",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+        ""
+    );
+    for r in &table.rows {
+        let _ = write!(
+            s,
+            "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
+            r.size, r.count, r.dtype, r.redop, r.root
+        );
+        match &r.out_of_place {
+            Some(m) => write_measurement(&mut s, m),
+            None => s.push_str(&" ".repeat(32)),
+        }
+        write_measurement(&mut s, &r.in_place);
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "# {:<20} : {} {}",
+        "Out of bounds values",
+        table.errors,
+        if table.errors > 0 { "FAILED" } else { "OK" }
+    );
+    let _ = writeln!(
+        s,
+        "# {:<20} : {} ",
+        "Avg bus bandwidth",
+        format_g(table.avg_busbw())
+    );
+    let _ = writeln!(s, "#");
+    let _ = writeln!(s, "# Collective test concluded: {}", table.program);
+    s
+}
+
+fn write_measurement(s: &mut String, m: &Measurement) {
+    let _ = write!(
+        s,
+        "  {:>7}  {:>6}  {:>6}",
+        float_str(m.time_us, 7),
+        float_str(m.algbw, 6),
+        float_str(m.busbw, 6)
+    );
+    match m.wrong {
+        Some(w) => {
+            let _ = write!(s, "  {:>6}", format_g(w as f64));
+        }
+        None => s.push_str("    N/A"),
+    }
+}
+
+/// A number in a column `width` characters wide, as the programs'
+/// `getFloatStr` writes it: two decimals, else one, else none, else an
+/// exponent (one decimal from seven characters up).
+pub fn float_str(value: f64, width: usize) -> String {
+    for prec in [2, 1, 0] {
+        let f = format!("{value:>width$.prec$}");
+        if f.len() <= width {
+            return f;
+        }
+    }
+    let e = format_e(value, if width >= 7 { 1 } else { 0 });
+    format!("{e:>width$}")
+}
+
+/// C's `%.{prec}e`: a mantissa, `e`, a sign and at least two exponent
+/// digits (`1.2e+05`).
+fn format_e(value: f64, prec: usize) -> String {
+    let r = format!("{value:.prec$e}");
+    let (mantissa, exp) = r.split_once('e').unwrap_or((&r, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exp.abs())
+}
+
+/// C's `%g` (six significant digits, no trailing zeros, an exponent
+/// below 10^-4 and from 10^6 up), as the programs print wrong-element
+/// counts and the average bus bandwidth.
+pub fn format_g(value: f64) -> String {
+    if value == 0.0 {
+        return "0".into();
+    }
+    if !value.is_finite() {
+        return if value.is_nan() {
+            "nan".into()
+        } else if value > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    // The exponent after rounding to six significant digits.
+    let e = format!("{value:.5e}");
+    let exp: i32 = e
+        .split_once('e')
+        .and_then(|(_, x)| x.parse().ok())
+        .unwrap_or(0);
+    if (-4..6).contains(&exp) {
+        let prec = (5 - exp) as usize;
+        trim_zeros(&format!("{value:.prec$}")).to_string()
+    } else {
+        let full = format_e(value, 5);
+        let (mantissa, rest) = full.split_once('e').unwrap_or((&full, ""));
+        format!("{}e{rest}", trim_zeros(mantissa))
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::realnic::tools::parse_nccl_tests;
+
+    /// Each number as C's printf writes it through the programs'
+    /// `getFloatStr` (widths 7 and 6) and `%g`, produced by compiling
+    /// that function: ties round to even on the exact binary value,
+    /// exponents have a sign and two digits.
+    #[test]
+    fn numbers_are_written_as_printf_writes_them() {
+        let cases: [(f64, &str, &str, &str); 15] = [
+            (0.0, "   0.00", "  0.00", "0"),
+            (0.125, "   0.12", "  0.12", "0.125"),
+            (0.375, "   0.38", "  0.38", "0.375"),
+            (2.5, "   2.50", "  2.50", "2.5"),
+            (12.345, "  12.35", " 12.35", "12.345"),
+            (999.995, "1000.00", "1000.0", "999.995"),
+            (1234.56, "1234.56", "1234.6", "1234.56"),
+            (9999.99, "9999.99", " 10000", "9999.99"),
+            (99999.4, "99999.4", " 99999", "99999.4"),
+            (123456.7, " 123457", "123457", "123457"),
+            (1234567.8, "1234568", " 1e+06", "1.23457e+06"),
+            (98765432.1, "9.9e+07", " 1e+08", "9.87654e+07"),
+            (1.5e9, "1.5e+09", " 2e+09", "1.5e+09"),
+            (0.004, "   0.00", "  0.00", "0.004"),
+            (1e-7, "   0.00", "  0.00", "1e-07"),
+        ];
+        for (v, w7, w6, g) in cases {
+            assert_eq!(float_str(v, 7), w7, "{v} at width 7");
+            assert_eq!(float_str(v, 6), w6, "{v} at width 6");
+            assert_eq!(format_g(v), g, "{v} as %g");
+        }
+        for (v, g) in [
+            (176.123456, "176.123"),
+            (0.000123456, "0.000123456"),
+            (100000.0, "100000"),
+            (999999.5, "1e+06"),
+            (12.5, "12.5"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+        ] {
+            assert_eq!(format_g(v), g, "{v} as %g");
+        }
+    }
+
+    /// busbw / algbw is nccl-tests' factor for every collective and rank
+    /// count, and algbw is the bytes the collective's user sees moved.
+    #[test]
+    fn bus_bandwidth_is_algbw_times_the_programs_factor() {
+        for n in [2u32, 3, 8, 16, 1024] {
+            let nf = f64::from(n);
+            for c in Collective::ALL {
+                let want = match c {
+                    Collective::AllReduce => 2.0 * (nf - 1.0) / nf,
+                    Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+                    _ => (nf - 1.0) / nf,
+                };
+                let counts = c.byte_counts(1 << 30, 4, n);
+                let (alg, bus) = c.bandwidths(counts.param, 0.01, n);
+                assert!((bus / alg - want).abs() < 1e-12, "{c:?} at {n} ranks");
+                // The user's view: the whole buffer in 10 ms.
+                let seen = counts.size() as f64 / 1e9 / 0.01;
+                assert!((alg - seen).abs() / seen < 1e-12, "{c:?} at {n}");
+            }
+        }
+    }
+
+    /// The programs' rounding: all-gather's per-rank share is whole
+    /// 16-byte units, so 1 MB on 3 ranks of floats prints 1048560 bytes
+    /// (3 x 349520) and a count of 87380 per rank; sizes below 16 bytes
+    /// per rank move nothing.
+    #[test]
+    fn byte_counts_round_per_rank_shares_to_16_bytes() {
+        let ag = Collective::AllGather.byte_counts(1 << 20, 4, 3);
+        assert_eq!((ag.send, ag.recv, ag.param), (349_520, 1_048_560, 349_520));
+        assert_eq!(ag.size(), 1_048_560);
+        let rs = Collective::ReduceScatter.byte_counts(1 << 20, 4, 3);
+        assert_eq!((rs.send, rs.recv), (1_048_560, 349_520));
+        let a2a = Collective::AllToAll.byte_counts(1 << 20, 4, 8);
+        assert_eq!((a2a.send, a2a.recv, a2a.param), (1 << 20, 1 << 20, 1 << 17));
+        assert_eq!(Collective::AllGather.byte_counts(64, 4, 8).size(), 0);
+        let ar = Collective::AllReduce.byte_counts(1 << 20, 2, 8);
+        assert_eq!((ar.send, ar.param), (1 << 20, 1 << 20));
+    }
+
+    fn sample() -> Table {
+        let n = 16;
+        let rows = [8u64, 1 << 20, 1 << 30]
+            .iter()
+            .map(|&size| {
+                let c = Collective::AllReduce.byte_counts(size, 4, n);
+                let secs = 20e-6 + size as f64 / 40e9;
+                let (alg, bus) = Collective::AllReduce.bandwidths(c.param, secs, n);
+                let m = Measurement {
+                    time_us: secs * 1e6,
+                    algbw: alg,
+                    busbw: bus,
+                    wrong: Some(0),
+                };
+                Row {
+                    size: c.size(),
+                    count: c.param / 4,
+                    dtype: "float".into(),
+                    redop: "sum".into(),
+                    root: -1,
+                    out_of_place: Some(m),
+                    in_place: Measurement { wrong: None, ..m },
+                }
+            })
+            .collect();
+        Table {
+            program: "all_reduce_perf".into(),
+            rows,
+            errors: 0,
+        }
+    }
+
+    /// A strict reader built from the programs' printf strings: every
+    /// line has the exact width and fields they give it (the header lines
+    /// as C's printf writes them from those strings).
+    #[test]
+    fn the_table_has_the_programs_exact_layout() {
+        let out = write_table(&sample());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "#");
+        assert_eq!(
+            lines[1],
+            format!("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          ", "", "", "", "", "")
+        );
+        assert_eq!(lines[2], "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ");
+        assert_eq!(lines[3], "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         ");
+        for l in &lines[4..7] {
+            // %12li  %12li  %8s  %6s  %6s, then   %7s  %6s  %6s followed by
+            // "  %6g" (out-of-place, checked) or "    N/A" (in-place here).
+            let body = 2 + 7 + 2 + 6 + 2 + 6;
+            assert_eq!(l.len(), 52 + (body + 8) + (body + 7), "{l:?}");
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 13, "{l:?}");
+            assert_eq!(&f[2..5], ["float", "sum", "-1"]);
+            assert_eq!(f[8], "0");
+            assert_eq!(f[12], "N/A");
+        }
+        assert!(lines[6].starts_with("  1073741824     268435456     float     sum      -1"));
+        // One line exactly as C's printf writes it from the same values.
+        let m = Measurement {
+            time_us: 12.34,
+            algbw: 56.78,
+            busbw: 99.99,
+            wrong: Some(0),
+        };
+        let one = Table {
+            program: "all_reduce_perf".into(),
+            rows: vec![Row {
+                size: 1 << 30,
+                count: 1 << 28,
+                dtype: "float".into(),
+                redop: "sum".into(),
+                root: -1,
+                out_of_place: Some(m),
+                in_place: Measurement { wrong: None, ..m },
+            }],
+            errors: 0,
+        };
+        assert_eq!(
+            write_table(&one).lines().nth(4).unwrap(),
+            "  1073741824     268435456     float     sum      -1    12.34   56.78   99.99       0    12.34   56.78   99.99    N/A"
+        );
+        assert_eq!(lines[7], "# Out of bounds values : 0 OK");
+        assert!(lines[8].starts_with("# Avg bus bandwidth    : "));
+        assert!(lines[8].ends_with(' '));
+        assert_eq!(lines[9], "#");
+        assert_eq!(lines[10], "# Collective test concluded: all_reduce_perf");
+    }
+
+    /// `rocelab parse`'s reader takes the written table back: sizes,
+    /// counts and the bandwidths as printed.
+    #[test]
+    fn the_written_table_parses_back() {
+        let t = sample();
+        let parsed = parse_nccl_tests(&write_table(&t)).expect("parses");
+        assert_eq!(parsed.rows.len(), 3);
+        for (p, r) in parsed.rows.iter().zip(&t.rows) {
+            assert_eq!((p.bytes, p.count), (r.size, r.count));
+            assert_eq!(p.dtype, "float");
+            let busbw = r.out_of_place.unwrap().busbw;
+            let printed: f64 = float_str(busbw, 6).trim().parse().unwrap();
+            assert_eq!(p.oop_busbw_mbps, Some((printed * 1000.0).round() as u64));
+            assert_eq!(p.ip_wrong, None);
+        }
+        assert_eq!(parsed.out_of_bounds, Some(0));
+        let avg: f64 = format_g(t.avg_busbw()).parse().unwrap();
+        assert_eq!(parsed.avg_busbw_mbps, Some((avg * 1000.0).round() as u64));
+    }
+}
