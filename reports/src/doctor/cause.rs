@@ -63,6 +63,7 @@ pub(super) fn consolidate(raw: Vec<Finding>, ctx: &Context) -> Vec<Finding> {
     fold_gid_choice_into_gid_table(&mut out);
     fold_no_marks_into_host(&mut out);
     cap_no_marks_under_fan_in(&mut out);
+    fold_fan_in_into_missing_cnps(&mut out);
     out
 }
 
@@ -202,6 +203,34 @@ fn cap_no_marks_under_fan_in(out: &mut [Finding]) {
             f.severity = Severity::Warning;
             f.evidence.push("the only PAUSE is a fan-in held to its senders' share of the egress: the incast runs at the receiver's line rate either way, so the missing marks cost the victims on the held ports, not the incast".into());
         }
+    }
+}
+
+/// Switches mark ECN, no receiver answers with CNPs, and the only PAUSE
+/// is a fan-in: the senders never learn of the queue the marks show
+/// standing, so it grows to XOFF, which DCQCN would have held below (a
+/// 2:1 fan-in with any DCQCN preset pauses nothing; without CNPs it
+/// pauses 30 % of the time). The missing notification point is what to
+/// touch first; the fan-in's PAUSE is its consequence.
+fn fold_fan_in_into_missing_cnps(out: &mut Vec<Finding>) {
+    let Some(mut i) = out.iter().position(|f| f.symptom == Symptom::CnpNotHandled) else {
+        return;
+    };
+    let pause = |f: &Finding| {
+        matches!(
+            f.symptom,
+            Symptom::TxPause | Symptom::SwitchCongestion | Symptom::RxPause
+        )
+    };
+    if !out
+        .iter()
+        .filter(|f| pause(f))
+        .all(|f| f.title.contains("fan-in at switch"))
+    {
+        return;
+    }
+    while let Some(j) = out.iter().position(&pause) {
+        i = fold(out, i, j, true);
     }
 }
 

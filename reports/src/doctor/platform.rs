@@ -434,10 +434,11 @@ fn queue_drops(ctx: &Context, out: &mut Vec<Finding>) {
             .filter(|(_, q)| !multicast(&q.queue))
             .collect();
         let names: Vec<&str> = dropped.iter().map(|(_, q)| q.queue.as_str()).collect();
+        // Saturating: the counts are as printed, any size.
         let total: u64 = dropped
             .iter()
             .map(|(_, q)| q.drop_packets.unwrap_or(0))
-            .sum();
+            .fold(0u64, u64::saturating_add);
         // A switch queue's drops: congestion at the switch, its own
         // finding kind (never a host's, never a PFC setting guessed).
         let mut f = Finding::new(
