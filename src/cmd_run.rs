@@ -266,6 +266,23 @@ pub fn write_outputs(
                 }
             }
         }
+        let nccl: Vec<_> = r
+            .groups
+            .iter()
+            .filter_map(|g| reports::nccl_tests::ring_allreduce_table(g).map(|t| (g, t)))
+            .collect();
+        if !nccl.is_empty() {
+            // nccl-tests' table of each collective, for `rocelab parse`
+            // and `rocelab compare` beside a real all_reduce_perf output.
+            let dir = out.join("nccl-tests").join(&v.name);
+            std::fs::create_dir_all(&dir)?;
+            for (g, t) in nccl {
+                std::fs::write(
+                    dir.join(format!("{}.txt", g.name)),
+                    reports::nccl_tests::write_table(&t),
+                )?;
+            }
+        }
         if !r.captures.is_empty() {
             let dir = out.join("pcap").join(&v.name);
             std::fs::create_dir_all(&dir)?;
@@ -324,7 +341,12 @@ fn clear_stale(out: &Path) -> std::io::Result<()> {
             })
         })
     };
-    for (sub, pcap) in [("counters", false), ("pcap", true), ("perftest", false)] {
+    for (sub, pcap) in [
+        ("counters", false),
+        ("pcap", true),
+        ("perftest", false),
+        ("nccl-tests", false),
+    ] {
         let Ok(entries) = std::fs::read_dir(out.join(sub)) else {
             continue;
         };
@@ -402,6 +424,14 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     }
     for g in r.groups.iter().filter(|g| g.kind != "perftest") {
         println!("  step time {}: {}", g.name, step_time(g));
+        if let Some(t) = reports::nccl_tests::ring_allreduce_table(g) {
+            // nccl-tests' table for the collective, as all_reduce_perf
+            // prints it (the file under nccl-tests/ has the same lines).
+            println!("  nccl-tests {} ({}):", g.name, t.program);
+            for l in reports::nccl_tests::write_table(&t).lines() {
+                println!("  {l}");
+            }
+        }
     }
     for (name, recs) in reports::simperf::by_workload(&r.perftest) {
         // The client's table, as perftest prints it.

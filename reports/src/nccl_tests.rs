@@ -245,6 +245,49 @@ impl Table {
     }
 }
 
+/// The nccl-tests line of a simulated ring all-reduce (a `ring-allreduce`
+/// workload's group): `all_reduce_perf` at its size and rank count, its
+/// step time as the in-place result. The simulator runs the collective
+/// once and checks no data, so the out-of-place columns are blank (as
+/// nccl-tests leaves them when it replays a trace) and `#wrong` reads
+/// `N/A`. Elements are `float` when the size is a multiple of 4 bytes,
+/// `int8` otherwise. `None` for other groups and for a ring that did not
+/// finish.
+pub fn ring_allreduce_table(g: &sim::results::GroupRecord) -> Option<Table> {
+    if g.kind != "ring-allreduce" {
+        return None;
+    }
+    let (step_ps, ranks, bytes) = (g.step_time_ps?, g.ranks?, g.bytes?);
+    if step_ps == 0 {
+        return None;
+    }
+    let (dtype, elt) = if bytes % 4 == 0 {
+        ("float", 4)
+    } else {
+        ("int8", 1)
+    };
+    let seconds = step_ps as f64 / 1e12;
+    let (algbw, busbw) = Collective::AllReduce.bandwidths(bytes, seconds, ranks);
+    Some(Table {
+        program: Collective::AllReduce.program().into(),
+        rows: vec![Row {
+            size: bytes,
+            count: bytes / elt,
+            dtype: dtype.into(),
+            redop: "sum".into(),
+            root: -1,
+            out_of_place: None,
+            in_place: Measurement {
+                time_us: seconds * 1e6,
+                algbw,
+                busbw,
+                wrong: None,
+            },
+        }],
+        errors: 0,
+    })
+}
+
 /// Write `table` as nccl-tests prints it, from the result header to the
 /// "Collective test concluded" line.
 pub fn write_table(table: &Table) -> String {
@@ -569,6 +612,23 @@ mod tests {
             assert_eq!(p.ip_wrong, None);
         }
         assert_eq!(parsed.out_of_bounds, Some(0));
+        // In-place only (blank out-of-place columns, as nccl-tests prints
+        // a replayed trace): the values are read as in-place ones.
+        let mut ip = t.clone();
+        for r in &mut ip.rows {
+            r.out_of_place = None;
+        }
+        let back = parse_nccl_tests(&write_table(&ip)).expect("parses");
+        for (p, r) in back.rows.iter().zip(&ip.rows) {
+            assert_eq!(
+                (p.oop_time_ns, p.oop_busbw_mbps),
+                (None, None),
+                "line {}",
+                p.line
+            );
+            let printed: f64 = float_str(r.in_place.busbw, 6).trim().parse().unwrap();
+            assert_eq!(p.ip_busbw_mbps, Some((printed * 1000.0).round() as u64));
+        }
         let avg: f64 = format_g(t.avg_busbw()).parse().unwrap();
         assert_eq!(parsed.avg_busbw_mbps, Some((avg * 1000.0).round() as u64));
     }

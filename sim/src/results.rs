@@ -352,6 +352,14 @@ pub struct GroupRecord {
     /// `2(N-1)/N x size x 8 / rate` at the slowest host link of the ring,
     /// rounded down (no latency, no header bytes).
     pub ideal_ps: Option<u64>,
+    /// Ring all-reduce only: ranks (hosts) in the ring. Absent in files
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
+    /// Ring all-reduce only: bytes reduced per rank (the workload's
+    /// `size`), from which nccl-tests' algbw and busbw follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 /// Counters of one port (one side of a link).

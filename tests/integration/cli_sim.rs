@@ -342,6 +342,79 @@ size = "400KB"
     assert!(!text.contains("since boot"), "{text}");
 }
 
+/// An ideal ring all-reduce (one switch, nothing else on the links) at a
+/// large size: nccl-tests' bus bandwidth, as the run prints it and writes
+/// it under nccl-tests/, reaches the NIC's payload rate (100 Gbit/s less
+/// RoCE's framing of 4 KiB packets) within 2 %, and `rocelab parse` reads
+/// the file as nccl-tests output.
+#[test]
+fn an_ideal_ring_allreduce_reaches_the_nics_payload_rate_in_nccl_tests_terms() {
+    let dir = scratch("ring-busbw");
+    let scenario = dir.join("ring.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "ring-busbw"
+[topology]
+hosts = ["h0", "h1", "h2", "h3"]
+switches = ["sw0"]
+link = [{ a = "h0", b = "sw0" }, { a = "h1", b = "sw0" }, { a = "h2", b = "sw0" }, { a = "h3", b = "sw0" }]
+[nic]
+mtu = 4096
+[[workload]]
+kind = "ring-allreduce"
+name = "grads"
+size = "64MB"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let stdout = run_ok(&scenario, &out_dir);
+    let file = out_dir.join("nccl-tests/default/grads.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        stdout.contains("nccl-tests grads (all_reduce_perf):"),
+        "{stdout}"
+    );
+    for l in text.lines() {
+        assert!(stdout.contains(l), "{l:?} printed");
+    }
+    // The row: size, count, type, redop, root, blank out-of-place
+    // columns, then time, algbw, busbw and N/A.
+    let row = text.lines().find(|l| !l.starts_with('#')).unwrap();
+    let f: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &f[..5],
+        ["64000000", "16000000", "float", "sum", "-1"],
+        "{row}"
+    );
+    assert_eq!(f[8], "N/A");
+    let (algbw, busbw): (f64, f64) = (f[6].parse().unwrap(), f[7].parse().unwrap());
+    assert!(
+        (busbw / algbw - 1.5).abs() < 0.01,
+        "2(n-1)/n at 4 ranks: {row}"
+    );
+    // Each step sends a 16 MB chunk as WRITEs of 4 KiB packets.
+    let chunk = 16_000_000u64;
+    let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
+    let payload_gbs = 100e9 / 8.0 * chunk as f64 / wire as f64 / 1e9;
+    assert!(
+        (busbw - payload_gbs).abs() / payload_gbs < 0.02,
+        "busbw {busbw} GB/s against the payload rate {payload_gbs:.3} GB/s"
+    );
+    let parsed = rocelab(&["parse", "--json", "auto", file.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&parsed)).unwrap();
+    let s = json.to_string();
+    assert!(s.contains("\"bytes\":64000000"), "{s}");
+    assert!(
+        s.contains(&format!(
+            "\"ip_busbw_mbps\":{}",
+            (busbw * 1000.0).round() as u64
+        )),
+        "{s}"
+    );
+}
+
 #[test]
 fn run_takes_set_seed_variant_and_quiet_and_writes_the_captures() {
     let dir = scratch("overrides");

@@ -267,7 +267,18 @@ pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
             continue;
         };
         let row = match &cols {
-            Some(c) => by_columns(c, &w, l.number, bytes, count),
+            Some(c) => {
+                // nccl-tests leaves the out-of-place columns blank (32
+                // spaces where `  time  algbw  busbw  #wrong` would be)
+                // when it measured in-place only: the row's first values
+                // are then the in-place ones.
+                let first = c.oop[0].unwrap_or(usize::MAX);
+                let mut w = w;
+                if first < w.len() && gap_before_token(t, first) >= 32 {
+                    w.splice(first..first, [""; 4]);
+                }
+                by_columns(c, &w, l.number, bytes, count)
+            }
             None => by_position(&w, l.number, bytes, count),
         };
         if let Some(row) = row {
@@ -282,6 +293,23 @@ pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
         ));
     }
     Ok(r)
+}
+
+/// How many whitespace characters precede the `k`-th (from 0)
+/// whitespace-separated token of `line` (0 when there is no such token).
+fn gap_before_token(line: &str, k: usize) -> usize {
+    let mut rest = line;
+    for _ in 0..k {
+        rest = rest.trim_start();
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        rest = &rest[end..];
+    }
+    let gap = rest.len() - rest.trim_start().len();
+    if rest.trim_start().is_empty() {
+        0
+    } else {
+        gap
+    }
 }
 
 /// A row read by the header's columns. The header may name columns a row

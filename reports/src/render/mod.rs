@@ -1021,6 +1021,8 @@ mod tests {
                 finish_ps: st,
                 step_time_ps: st,
                 ideal_ps: Some(1_120_000_000),
+                ranks: Some(8),
+                bytes: Some(8_000_000),
             });
         }
         let doc = ScenarioResults {

@@ -851,6 +851,8 @@ impl World<'_> {
                     .ring
                     .zip(slowest)
                     .and_then(|(ring, rate)| ring.ideal_ps(rate)),
+                ranks: spec.ring.map(|r| r.hosts),
+                bytes: spec.ring.map(|r| r.bytes),
             });
         }
         out
