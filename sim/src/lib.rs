@@ -15,6 +15,7 @@ pub mod fabric;
 pub mod faults;
 pub mod hostmodel;
 pub mod input;
+pub mod nccl_model;
 pub mod options;
 pub mod overrides;
 pub mod results;
