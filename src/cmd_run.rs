@@ -266,19 +266,15 @@ pub fn write_outputs(
                 }
             }
         }
-        let nccl: Vec<_> = r
-            .groups
-            .iter()
-            .filter_map(|g| reports::nccl_tests::ring_allreduce_table(g).map(|t| (g, t)))
-            .collect();
+        let nccl = reports::nccl_tests::tables(&r.groups);
         if !nccl.is_empty() {
             // nccl-tests' table of each collective, for `rocelab parse`
-            // and `rocelab compare` beside a real all_reduce_perf output.
+            // and `rocelab compare` beside a real nccl-tests output.
             let dir = out.join("nccl-tests").join(&v.name);
             std::fs::create_dir_all(&dir)?;
-            for (g, t) in nccl {
+            for (name, t) in nccl {
                 std::fs::write(
-                    dir.join(format!("{}.txt", g.name)),
+                    dir.join(format!("{name}.txt")),
                     reports::nccl_tests::write_table(&t),
                 )?;
             }
@@ -424,13 +420,13 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     }
     for g in r.groups.iter().filter(|g| g.kind != "perftest") {
         println!("  step time {}: {}", g.name, step_time(g));
-        if let Some(t) = reports::nccl_tests::ring_allreduce_table(g) {
-            // nccl-tests' table for the collective, as all_reduce_perf
-            // prints it (the file under nccl-tests/ has the same lines).
-            println!("  nccl-tests {} ({}):", g.name, t.program);
-            for l in reports::nccl_tests::write_table(&t).lines() {
-                println!("  {l}");
-            }
+    }
+    for (name, t) in reports::nccl_tests::tables(&r.groups) {
+        // nccl-tests' table for the collective, as its program prints it
+        // (the file under nccl-tests/ has the same lines).
+        println!("  nccl-tests {name} ({}):", t.program);
+        for l in reports::nccl_tests::write_table(&t).lines() {
+            println!("  {l}");
         }
     }
     for (name, recs) in reports::simperf::by_workload(&r.perftest) {

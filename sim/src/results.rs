@@ -352,14 +352,24 @@ pub struct GroupRecord {
     /// `2(N-1)/N x size x 8 / rate` at the slowest host link of the ring,
     /// rounded down (no latency, no header bytes).
     pub ideal_ps: Option<u64>,
-    /// Ring all-reduce only: ranks (hosts) in the ring. Absent in files
-    /// written before it existed.
+    /// Ring all-reduce and nccl-tests sizes: ranks (hosts). Absent in
+    /// files written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<u32>,
-    /// Ring all-reduce only: bytes reduced per rank (the workload's
-    /// `size`), from which nccl-tests' algbw and busbw follow.
+    /// Ring all-reduce: bytes reduced per rank (the workload's `size`);
+    /// nccl-tests: bytes per rank passed to NCCL. nccl-tests' algbw and
+    /// busbw follow from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// nccl-tests sizes: the collective (`all_reduce`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<String>,
+    /// nccl-tests sizes: the table's `size` column, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// nccl-tests sizes: the table's `count` column, elements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 /// Counters of one port (one side of a link).

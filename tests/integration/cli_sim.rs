@@ -415,6 +415,190 @@ size = "64MB"
     );
 }
 
+/// Four hosts on one switch, 4 KiB path MTU, and `workload` (a TOML
+/// table body) as an `nccl-tests` workload named `sweep`.
+fn nccl_tests_scenario(dir: &Path, workload: &str) -> PathBuf {
+    let f = dir.join("sweep.toml");
+    std::fs::write(
+        &f,
+        format!(
+            r#"name = "sweep"
+[topology]
+hosts = ["h0", "h1", "h2", "h3"]
+switches = ["sw0"]
+link = [{{ a = "h0", b = "sw0" }}, {{ a = "h1", b = "sw0" }}, {{ a = "h2", b = "sw0" }}, {{ a = "h3", b = "sw0" }}]
+[nic]
+mtu = 4096
+[[workload]]
+kind = "nccl-tests"
+name = "sweep"
+{workload}
+"#
+        ),
+    )
+    .unwrap();
+    f
+}
+
+/// The rows of an nccl-tests file: (size, count, redop, time, algbw,
+/// busbw), read with the programs' layout (blank out-of-place columns).
+fn nccl_rows(text: &str) -> Vec<(u64, u64, String, f64, f64, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 9, "{l:?}");
+            assert_eq!((f[2], f[4], f[8]), ("float", "-1", "N/A"), "{l:?}");
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[3].to_string(),
+                f[5].parse().unwrap(),
+                f[6].parse().unwrap(),
+                f[7].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// An nccl-tests sweep in the simulator: one line per size with
+/// nccl-tests' sizes and counts, busbw = algbw x the program's factor,
+/// bus bandwidth rising with size to the NIC's payload rate (within 3 %
+/// at 16 MB on four ranks), for every collective simulated; the file
+/// parses as nccl-tests output.
+#[test]
+fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() {
+    let payload_gbs = |chunk: u64| {
+        let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
+        100e9 / 8.0 * chunk as f64 / wire as f64 / 1e9
+    };
+    for (coll, factor, redop, sizes) in [
+        (
+            "all_reduce",
+            1.5,
+            "sum",
+            vec![64_000u64, 1_024_000, 16_384_000],
+        ),
+        (
+            "all_gather",
+            0.75,
+            "none",
+            vec![64_000, 1_024_000, 16_384_000],
+        ),
+        (
+            "reduce_scatter",
+            0.75,
+            "sum",
+            vec![64_000, 1_024_000, 16_384_000],
+        ),
+        (
+            "alltoall",
+            0.75,
+            "none",
+            vec![64_000, 1_024_000, 16_384_000],
+        ),
+        ("sendrecv", 1.0, "none", vec![64_000, 1_024_000, 16_384_000]),
+    ] {
+        let dir = scratch(&format!("nccl-{coll}"));
+        let f = nccl_tests_scenario(
+            &dir,
+            &format!(
+                "collective = \"{coll}\"\nmin_bytes = \"64KB\"\nmax_bytes = \"16384KB\"\nstep_factor = 16"
+            ),
+        );
+        let out_dir = dir.join("out");
+        let stdout = run_ok(&f, &out_dir);
+        let program = format!("{coll}_perf");
+        assert!(
+            stdout.contains(&format!("nccl-tests sweep ({program}):")),
+            "{stdout}"
+        );
+        let file = out_dir.join("nccl-tests/default/sweep.txt");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.ends_with(&format!("# Collective test concluded: {program}\n")));
+        let rows = nccl_rows(&text);
+        assert_eq!(rows.len(), 3, "{text}");
+        let mut last_busbw = 0.0;
+        for (k, (size, count, op, _, algbw, busbw)) in rows.iter().enumerate() {
+            // Sizes as the programs round them: shares of 16 bytes.
+            assert_eq!(*size, sizes[k], "{coll}: {text}");
+            let per_rank = if matches!(coll, "all_gather" | "reduce_scatter" | "alltoall") {
+                size / 4
+            } else {
+                *size
+            };
+            assert_eq!(*count, per_rank / 4, "{coll}: {text}");
+            assert_eq!(op, redop);
+            assert!((busbw / algbw - factor).abs() < 0.02, "{coll}: {text}");
+            assert!(*busbw > last_busbw, "{coll}: busbw rises with size: {text}");
+            last_busbw = *busbw;
+        }
+        // The largest size: what each rank sends per step, against the
+        // NIC's payload rate at that message size.
+        let step_bytes = match coll {
+            "all_reduce" => 16_384_000 / 4,
+            "sendrecv" => 16_384_000,
+            _ => 16_384_000 / 4,
+        };
+        let want = payload_gbs(step_bytes);
+        assert!(
+            (last_busbw - want).abs() / want < 0.03,
+            "{coll}: busbw {last_busbw} GB/s against the payload rate {want:.3}: {text}"
+        );
+        let parsed = rocelab(&["parse", "--json", "auto", file.to_str().unwrap()]);
+        let json: serde_json::Value = serde_json::from_str(&ok(&parsed)).unwrap();
+        assert_eq!(json["kind"], "nccl_tests", "{json}");
+        assert_eq!(json["data"]["rows"].as_array().unwrap().len(), 3, "{json}");
+    }
+}
+
+/// Bad nccl-tests workloads: each error names the file and line, the key
+/// and what was expected.
+#[test]
+fn a_bad_nccl_tests_workload_is_an_error_naming_the_key() {
+    let dir = scratch("nccl-bad");
+    for (body, key, expected) in [
+        (
+            "min_bytes = \"1MB\"",
+            "collective",
+            "missing: expected one of all_reduce",
+        ),
+        (
+            "collective = \"broadcast\"\nmin_bytes = \"1MB\"",
+            "collective",
+            "not simulated yet",
+        ),
+        (
+            "collective = \"all_gather\"\nmin_bytes = \"32B\"",
+            "min_bytes",
+            "expected at least 64 bytes for all_gather on 4 ranks",
+        ),
+        (
+            "collective = \"all_reduce\"\nmin_bytes = \"1MB\"\nmax_bytes = \"1KB\"",
+            "max_bytes",
+            "expected at least min_bytes",
+        ),
+        (
+            "collective = \"all_reduce\"\nmin_bytes = \"1MB\"\nsize = \"1MB\"",
+            "size",
+            "",
+        ),
+        (
+            "collective = \"all_reduce\"\nmin_bytes = \"1MB\"\nstep_factor = 1",
+            "step_factor",
+            "expected at least 2",
+        ),
+    ] {
+        let f = nccl_tests_scenario(&dir, body);
+        let out = rocelab(&["validate", f.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{body}: {stderr}");
+        assert!(stderr.contains("sweep.toml:"), "{body}: {stderr}");
+        assert!(stderr.contains(key), "{body}: {stderr}");
+        assert!(stderr.contains(expected), "{body}: {stderr}");
+    }
+}
+
 #[test]
 fn run_takes_set_seed_variant_and_quiet_and_writes_the_captures() {
     let dir = scratch("overrides");
@@ -602,7 +786,11 @@ fn doctor_ranks_each_injected_fault_first() {
 /// short (`--set duration=20us`): the doctor must still read them.
 #[test]
 fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
-    let healthy = ["allreduce-ring", "imports/htsim-import"];
+    let healthy = [
+        "allreduce-ring",
+        "imports/htsim-import",
+        "nccl-tests-allreduce",
+    ];
     // Runs the model's default NIC (no congestion control) under switches
     // that mark ECN: the marks go unanswered, which the doctor must name
     // (cnp-not-handled, a warning: the same setting as lesson 4's no-cc

@@ -1023,6 +1023,9 @@ mod tests {
                 ideal_ps: Some(1_120_000_000),
                 ranks: Some(8),
                 bytes: Some(8_000_000),
+                collective: None,
+                size: None,
+                count: None,
             });
         }
         let doc = ScenarioResults {

@@ -851,8 +851,11 @@ impl World<'_> {
                     .ring
                     .zip(slowest)
                     .and_then(|(ring, rate)| ring.ideal_ps(rate)),
-                ranks: spec.ring.map(|r| r.hosts),
-                bytes: spec.ring.map(|r| r.bytes),
+                ranks: spec.ring.map(|r| r.hosts).or(spec.nccl.map(|r| r.ranks)),
+                bytes: spec.ring.map(|r| r.bytes).or(spec.nccl.map(|r| r.param)),
+                collective: spec.nccl.map(|r| r.collective.name().to_string()),
+                size: spec.nccl.map(|r| r.size),
+                count: spec.nccl.map(|r| r.count),
             });
         }
         out

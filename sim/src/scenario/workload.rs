@@ -9,6 +9,7 @@
 //! | `permutation` | `hosts` (default all), `seed` |
 //! | `all-to-all` | `hosts` |
 //! | `ring-allreduce` | `hosts` (ring order) |
+//! | `nccl-tests` | `collective` (required), `hosts` (rank order), `min_bytes` (required), `max_bytes`, `step_factor` |
 //! | `poisson` | `hosts`, `cdf` (built-in name) or `cdf_file`, `load` (0-1], `window` (required), `seed` |
 //! | `perftest` | `src`, `dst` (required); `test` and with it `all`, `iters`, `duration`, `tx_depth`, `bidirectional`, `inline`, `cq_mod` |
 //! | `hpcc-flows` | `path` (required), `shift` |
@@ -139,6 +140,19 @@ pub struct WorkloadDoc {
     /// Perftest: a completion every this many work requests (`-Q`).
     #[serde(default)]
     pub cq_mod: Option<u32>,
+    /// nccl-tests: the collective (`all_reduce`, `all_gather`,
+    /// `reduce_scatter`, `alltoall`, `sendrecv`).
+    #[serde(default)]
+    pub collective: Option<crate::workload::nccl_tests::Collective>,
+    /// nccl-tests: the smallest size (`-b`).
+    #[serde(default)]
+    pub min_bytes: Option<Size>,
+    /// nccl-tests: the largest size (`-e`; default `min_bytes`).
+    #[serde(default)]
+    pub max_bytes: Option<Size>,
+    /// nccl-tests: the factor between sizes (`-f`; default 2).
+    #[serde(default)]
+    pub step_factor: Option<u64>,
     /// Congestion control of this workload's flows (a whole `[nic.cc]`
     /// table: keys left out take `[nic.cc]`'s defaults), in place of
     /// their hosts'; any kind.
@@ -158,6 +172,8 @@ pub enum WorkloadKind {
     AllToAll,
     /// One ring all-reduce.
     RingAllreduce,
+    /// nccl-tests' sweep of one collective over sizes.
+    NcclTests,
     /// Poisson arrivals with a flow-size CDF.
     Poisson,
     /// One flow.
@@ -338,6 +354,17 @@ fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
             "inline",
             "cq_mod",
         ],
+        WorkloadKind::NcclTests => &[
+            "op",
+            "qps_per_pair",
+            "start",
+            "priority",
+            "hosts",
+            "collective",
+            "min_bytes",
+            "max_bytes",
+            "step_factor",
+        ],
         WorkloadKind::HpccFlows => &["op", "path", "shift"],
         WorkloadKind::Htsim => &["op", "path"],
     }
@@ -378,6 +405,10 @@ impl WorkloadDoc {
         add("bidirectional", self.bidirectional.is_some());
         add("inline", self.inline.is_some());
         add("cq_mod", self.cq_mod.is_some());
+        add("collective", self.collective.is_some());
+        add("min_bytes", self.min_bytes.is_some());
+        add("max_bytes", self.max_bytes.is_some());
+        add("step_factor", self.step_factor.is_some());
         g
     }
 }
@@ -505,7 +536,10 @@ pub(super) fn build(
         }
         let needs_size = !matches!(
             w.kind,
-            WorkloadKind::Poisson | WorkloadKind::HpccFlows | WorkloadKind::Htsim
+            WorkloadKind::Poisson
+                | WorkloadKind::HpccFlows
+                | WorkloadKind::Htsim
+                | WorkloadKind::NcclTests
         ) && w.test.is_none();
         let size = match w.size {
             Some(s) if s.bytes() == 0 => {
@@ -578,6 +612,12 @@ pub(super) fn build(
                 if let Some(spec) = b.group_mut(g) {
                     spec.name = name;
                 }
+            }
+            WorkloadKind::NcclTests => {
+                let h = set("hosts", &w.hosts, None)?;
+                two("hosts", &h)?;
+                let spec = nccl_tests_spec(w, h.len()).map_err(|(k, m)| err(k, m))?;
+                generate::nccl_tests(&mut b, &h, &spec, &t, &name);
             }
             WorkloadKind::Poisson => {
                 let h = set("hosts", &w.hosts, None)?;
@@ -707,6 +747,7 @@ pub(super) fn build(
                         kind: kind_name(w.kind).to_string(),
                         ring: None,
                         perftest: None,
+                        nccl: None,
                     });
                     for f in &mut flows {
                         f.group = Some(g);
@@ -730,6 +771,98 @@ pub(super) fn build(
 
 /// A perftest workload's parameters, with perftest's defaults; errors
 /// name the key.
+/// The sizes and collective of an `nccl-tests` workload, or the key that
+/// is wrong and why.
+fn nccl_tests_spec(
+    w: &WorkloadDoc,
+    ranks: usize,
+) -> Result<wl::nccl_tests::Sweep, (&'static str, String)> {
+    use wl::nccl_tests::Collective;
+    let simulated = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::SendRecv,
+    ];
+    let names = || {
+        simulated
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let c = w.collective.ok_or_else(|| {
+        (
+            "collective",
+            format!("missing: expected one of {}", names()),
+        )
+    })?;
+    if !simulated.contains(&c) {
+        return Err((
+            "collective",
+            format!(
+                "{}: not simulated yet (a rooted collective needs NCCL's chunk pipelining): expected one of {}",
+                c.name(),
+                names()
+            ),
+        ));
+    }
+    let min = w
+        .min_bytes
+        .ok_or_else(|| {
+            (
+                "min_bytes",
+                "missing: expected the smallest size, e.g. \"1MB\"".to_string(),
+            )
+        })?
+        .bytes();
+    let max = w.max_bytes.map_or(min, |m| m.bytes());
+    if max < min {
+        return Err((
+            "max_bytes",
+            format!("{max} bytes: expected at least min_bytes ({min} bytes)"),
+        ));
+    }
+    let factor = w.step_factor.unwrap_or(2);
+    if factor < 2 {
+        return Err(("step_factor", format!("{factor}: expected at least 2")));
+    }
+    let n = ranks as u32;
+    // Every rank must move at least one byte per step: nccl-tests' shares
+    // of a split buffer are whole 16-byte units, an all-reduce's chunk is
+    // a rank's part of the buffer.
+    let least = wl::nccl_tests::smallest_size(c, wl::nccl_tests::ELEMENT_BYTES, n);
+    if min < least {
+        return Err((
+            "min_bytes",
+            format!(
+                "{min} bytes: expected at least {least} bytes for {} on {ranks} ranks (below that a rank has nothing to send in a step, which the simulator cannot time)",
+                c.name()
+            ),
+        ));
+    }
+    let mut sizes = Vec::new();
+    let mut s = min;
+    while s <= max {
+        sizes.push(s);
+        if sizes.len() > 64 {
+            return Err((
+                "max_bytes",
+                format!("{max} bytes: more than 64 sizes from {min} by x{factor}: expected fewer"),
+            ));
+        }
+        s = match s.checked_mul(factor) {
+            Some(v) => v,
+            None => break,
+        };
+    }
+    Ok(wl::nccl_tests::Sweep {
+        collective: c,
+        sizes,
+    })
+}
+
 fn perftest_spec(
     w: &WorkloadDoc,
     test: PerftestTest,
@@ -823,6 +956,7 @@ fn kind_name(k: WorkloadKind) -> &'static str {
         WorkloadKind::Permutation => "permutation",
         WorkloadKind::AllToAll => "all-to-all",
         WorkloadKind::RingAllreduce => "ring-allreduce",
+        WorkloadKind::NcclTests => "nccl-tests",
         WorkloadKind::Poisson => "poisson",
         WorkloadKind::Perftest => "perftest",
         WorkloadKind::HpccFlows => "hpcc-flows",

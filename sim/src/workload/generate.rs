@@ -10,6 +10,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use roce::time::{Duration, Instant, Rate};
 
+use super::nccl_tests::{Collective, NcclRow, Sweep, ELEMENT_BYTES};
 use super::perftest::{PerftestRow, PerftestSpec};
 use super::{
     finish, DependencyError, FlowOp, FlowShape, FlowSizeCdf, FlowSpec, GroupSpec, PostLoop,
@@ -281,6 +282,7 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
             bytes: t.size,
         }),
         perftest: None,
+        nccl: None,
     });
     if n < 2 {
         return group;
@@ -307,6 +309,129 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
         prev = cur;
     }
     group
+}
+
+/// nccl-tests' sweep `spec` over `hosts` (rank order): one group per
+/// size, named `NAME-SIZE` (the table's size), each size's flows posted
+/// by rank as that rank finishes the size before (its last send and last
+/// receive), as each rank of nccl-tests moves on when its own collective
+/// completes. The collectives, one rank per host, as NCCL's ring runs
+/// them step by step (each step's chunk whole: no pipelining within a
+/// step):
+///
+/// * `all_reduce`: 2(N-1) steps of the buffer's N chunks around the ring
+///   (as [`ring_allreduce`]);
+/// * `reduce_scatter`, `all_gather`: N-1 steps of one rank's share;
+/// * `alltoall`: every rank sends its share to every other at once;
+/// * `sendrecv`: every rank sends the buffer to the next.
+///
+/// In every ring step, rank i's send waits for its own previous send and
+/// for the chunk rank i-1 sent it. Returns the groups in size order.
+pub fn nccl_tests(
+    b: &mut FlowBuilder,
+    hosts: &[NodeId],
+    spec: &Sweep,
+    t: &FlowTemplate,
+    name: &str,
+) -> Vec<u32> {
+    let n = hosts.len();
+    let c = spec.collective;
+    let mut groups = Vec::new();
+    // Per rank: the flows it must see finished before its next size.
+    let mut done: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for &size in &spec.sizes {
+        let counts = c.byte_counts(size, ELEMENT_BYTES, n as u32);
+        let g = b.new_group(GroupSpec {
+            name: format!("{name}-{}", counts.size()),
+            kind: "nccl-tests".into(),
+            ring: None,
+            perftest: None,
+            nccl: Some(NcclRow {
+                collective: c,
+                ranks: n as u32,
+                size: counts.size(),
+                count: counts.param / ELEMENT_BYTES,
+                param: counts.param,
+            }),
+        });
+        groups.push(g);
+        let mut next: Vec<Vec<u32>> = vec![Vec::new(); n];
+        match c {
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+                let (steps, chunk): (usize, Box<dyn Fn(usize, usize) -> u64>) =
+                    if c == Collective::AllReduce {
+                        let p = counts.param;
+                        let k = n as u64;
+                        (
+                            2 * (n - 1),
+                            Box::new(move |s, i| {
+                                let ch = ((i + 2 * n - s % n) % n) as u64;
+                                p / k + u64::from(ch < p % k)
+                            }),
+                        )
+                    } else {
+                        let p = counts.param;
+                        (n - 1, Box::new(move |_, _| p))
+                    };
+                let mut prev: Vec<Vec<u32>> = done.clone();
+                let mut first = true;
+                for s in 0..steps {
+                    let mut cur = Vec::with_capacity(n);
+                    for i in 0..n {
+                        let mut after = prev[(i + n - 1) % n].clone();
+                        after.extend_from_slice(&prev[i]);
+                        if first {
+                            // A rank's first send waits for that rank only.
+                            after = done[i].clone();
+                        }
+                        let ids = b.pair(
+                            hosts[i],
+                            hosts[(i + 1) % n],
+                            chunk(s, i),
+                            t.start,
+                            t,
+                            Some(g),
+                            &after,
+                        );
+                        cur.push(ids);
+                    }
+                    first = false;
+                    prev = cur;
+                }
+                for i in 0..n {
+                    next[i].extend_from_slice(&prev[i]);
+                    next[(i + 1) % n].extend_from_slice(&prev[i]);
+                }
+            }
+            Collective::AllToAll | Collective::SendRecv => {
+                for i in 0..n {
+                    let peers: Vec<usize> = if c == Collective::SendRecv {
+                        vec![(i + 1) % n]
+                    } else {
+                        (0..n).filter(|&j| j != i).collect()
+                    };
+                    for j in peers {
+                        let ids = b.pair(
+                            hosts[i],
+                            hosts[j],
+                            counts.param,
+                            t.start,
+                            t,
+                            Some(g),
+                            &done[i],
+                        );
+                        next[i].extend_from_slice(&ids);
+                        next[j].extend_from_slice(&ids);
+                    }
+                }
+            }
+            // Rejected when the workload is read: rooted collectives need
+            // chunk pipelining.
+            _ => {}
+        }
+        done = next;
+    }
+    groups
 }
 
 /// Poisson arrivals: each host in `hosts` starts flows at exponential
@@ -379,6 +504,7 @@ pub fn perftest(
             name: format!("{name}-{size}"),
             kind: "perftest".into(),
             ring: None,
+            nccl: None,
             perftest: Some(PerftestRow {
                 test: spec.test,
                 size,

@@ -28,6 +28,7 @@ pub mod cdf;
 pub mod generate;
 pub mod hpcc;
 pub mod htsim;
+pub mod nccl_tests;
 mod op;
 pub mod perftest;
 
@@ -130,6 +131,8 @@ pub struct GroupSpec {
     pub ring: Option<RingShape>,
     /// For one size of a perftest run: what it measures.
     pub perftest: Option<perftest::PerftestRow>,
+    /// For one size of an nccl-tests sweep: what it moves.
+    pub nccl: Option<nccl_tests::NcclRow>,
 }
 
 /// Shape of a ring all-reduce.
