@@ -552,6 +552,106 @@ fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() 
     }
 }
 
+/// Congestion acts on collectives. One rank behind a slow receiver (50
+/// Gbit/s behind a 100 Gbit/s link) holds the whole ring to its rate:
+/// every step waits for the chunk into the slow host, so the ring's busbw
+/// is what 50 Gbit/s of wire carries of payload (closed form, within
+/// 2 %), where the healthy ring reaches 100 Gbit/s's. And a 64-rank
+/// all-to-all on a k=8 fat tree whose switches pause at 100 KB sends
+/// PAUSE and gets less bus bandwidth than the same fabric with buffer
+/// enough never to pause.
+#[test]
+fn a_slow_rank_holds_the_ring_to_its_rate_and_pause_costs_an_all_to_all() {
+    let payload_gbs = |rate: f64, chunk: u64| {
+        let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
+        rate / 8.0 * chunk as f64 / wire as f64 / 1e9
+    };
+    let busbw = |text: &str| nccl_rows(text)[0].5;
+    let dir = scratch("nccl-slow");
+    let f = nccl_tests_scenario(
+        &dir,
+        r#"collective = "all_reduce"
+min_bytes = "16MiB"
+[[variant]]
+name = "healthy"
+[[variant]]
+name = "slow"
+[[variant.faults]]
+kind = "slow-receiver"
+node = "h2"
+rate = "50Gbps""#,
+    );
+    let out_dir = dir.join("out");
+    run_ok(&f, &out_dir);
+    let read = |v: &str| {
+        std::fs::read_to_string(out_dir.join(format!("nccl-tests/{v}/sweep.txt"))).unwrap()
+    };
+    let (healthy, slow) = (busbw(&read("healthy")), busbw(&read("slow")));
+    let chunk = (16u64 << 20) / 4;
+    for (got, rate) in [(healthy, 100e9), (slow, 50e9)] {
+        let want = payload_gbs(rate, chunk);
+        assert!(
+            (got - want).abs() / want < 0.02,
+            "busbw {got} GB/s against {want:.3} GB/s at {rate} bit/s"
+        );
+    }
+
+    let dir = scratch("nccl-a2a");
+    let f = dir.join("a2a.toml");
+    std::fs::write(
+        &f,
+        format!(
+            r#"name = "a2a"
+topology = "{}"
+[nic]
+mtu = 4096
+[fabric.pfc]
+enabled = true
+priorities = [3]
+threshold = {{ mode = "static", xoff = "100KB", xon = "50KB" }}
+[[workload]]
+kind = "nccl-tests"
+name = "a2a"
+collective = "alltoall"
+hosts = 64
+min_bytes = "4MiB"
+priority = 3
+[[variant]]
+name = "pfc"
+[[variant]]
+name = "deep"
+fabric.buffer.size = "1GB"
+fabric.pfc.threshold = {{ mode = "static", xoff = "500MB", xon = "400MB" }}
+"#,
+            repo().join("topologies/fat-tree-k8.toml").display()
+        ),
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    run_ok(&f, &out_dir);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let pauses = |i: usize| {
+        json["variants"][i]["summary"]["pause_frames_sent"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        pauses(0) > 0 && pauses(1) == 0,
+        "{} {}",
+        pauses(0),
+        pauses(1)
+    );
+    let read =
+        |v: &str| std::fs::read_to_string(out_dir.join(format!("nccl-tests/{v}/a2a.txt"))).unwrap();
+    let (paused, deep) = (busbw(&read("pfc")), busbw(&read("deep")));
+    assert!(
+        paused < deep,
+        "busbw with PAUSE {paused} against {deep} GB/s"
+    );
+}
+
 /// Bad nccl-tests workloads: each error names the file and line, the key
 /// and what was expected.
 #[test]
