@@ -155,7 +155,8 @@ pub fn tables(groups: &[sim::results::GroupRecord]) -> Vec<(String, Table)> {
                     count,
                     dtype: "float".into(),
                     redop: if c.reduces() { "sum" } else { "none" }.into(),
-                    root: -1,
+                    // The simulator's rooted collectives root at rank 0.
+                    root: if c.rooted() { 0 } else { -1 },
                     out_of_place: None,
                     in_place: Measurement {
                         time_us: seconds * 1e6,

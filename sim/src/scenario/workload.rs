@@ -9,7 +9,7 @@
 //! | `permutation` | `hosts` (default all), `seed` |
 //! | `all-to-all` | `hosts` |
 //! | `ring-allreduce` | `hosts` (ring order) |
-//! | `nccl-tests` | `collective` (required), `hosts` (rank order), `min_bytes` (required), `max_bytes`, `step_factor` |
+//! | `nccl-tests` | `collective` (required), `hosts` (rank order; rank 0 is the root), `min_bytes` (required), `max_bytes`, `step_factor` |
 //! | `poisson` | `hosts`, `cdf` (built-in name) or `cdf_file`, `load` (0-1], `window` (required), `seed` |
 //! | `perftest` | `src`, `dst` (required); `test` and with it `all`, `iters`, `duration`, `tx_depth`, `bidirectional`, `inline`, `cq_mod` |
 //! | `hpcc-flows` | `path` (required), `shift` |
@@ -141,7 +141,8 @@ pub struct WorkloadDoc {
     #[serde(default)]
     pub cq_mod: Option<u32>,
     /// nccl-tests: the collective (`all_reduce`, `all_gather`,
-    /// `reduce_scatter`, `alltoall`, `sendrecv`).
+    /// `reduce_scatter`, `alltoall`, `broadcast`, `reduce`, `sendrecv`,
+    /// `gather`, `scatter`).
     #[serde(default)]
     pub collective: Option<crate::workload::nccl_tests::Collective>,
     /// nccl-tests: the smallest size (`-b`).
@@ -778,15 +779,8 @@ fn nccl_tests_spec(
     ranks: usize,
 ) -> Result<wl::nccl_tests::Sweep, (&'static str, String)> {
     use wl::nccl_tests::Collective;
-    let simulated = [
-        Collective::AllReduce,
-        Collective::AllGather,
-        Collective::ReduceScatter,
-        Collective::AllToAll,
-        Collective::SendRecv,
-    ];
     let names = || {
-        simulated
+        Collective::ALL
             .iter()
             .map(|c| c.name())
             .collect::<Vec<_>>()
@@ -798,16 +792,6 @@ fn nccl_tests_spec(
             format!("missing: expected one of {}", names()),
         )
     })?;
-    if !simulated.contains(&c) {
-        return Err((
-            "collective",
-            format!(
-                "{}: not simulated yet (a rooted collective needs NCCL's chunk pipelining): expected one of {}",
-                c.name(),
-                names()
-            ),
-        ));
-    }
     let min = w
         .min_bytes
         .ok_or_else(|| {

@@ -311,6 +311,14 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
     group
 }
 
+/// The chunk a rooted chain (broadcast, reduce) forwards at a time: NCCL's
+/// Simple buffer (4 MiB) over its 8 steps, one step per chunk
+/// (`BROADCAST_CHUNKSTEPS`, `REDUCE_CHUNKSTEPS`).
+const ROOTED_CHUNK: u64 = (4 << 20) / NCCL_STEPS as u64;
+/// NCCL's steps per connection buffer (`NCCL_STEPS`): chunks a sender may
+/// have in flight on one hop.
+const NCCL_STEPS: usize = 8;
+
 /// nccl-tests' sweep `spec` over `hosts` (rank order): one group per
 /// size, named `NAME-SIZE` (the table's size), each size's flows posted
 /// by rank as that rank finishes the size before (its last send and last
@@ -323,7 +331,10 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
 ///   (as [`ring_allreduce`]);
 /// * `reduce_scatter`, `all_gather`: N-1 steps of one rank's share;
 /// * `alltoall`: every rank sends its share to every other at once;
-/// * `sendrecv`: every rank sends the buffer to the next.
+/// * `sendrecv`: every rank sends the buffer to the next;
+/// * `broadcast`, `reduce`: a chain from (to) the root, rank 0, pipelined
+///   in NCCL's 512 KiB chunks;
+/// * `gather`, `scatter`: every other rank's share to (from) the root.
 ///
 /// In every ring step, rank i's send waits for its own previous send and
 /// for the chunk rank i-1 sent it. Returns the groups in size order.
@@ -425,9 +436,65 @@ pub fn nccl_tests(
                     }
                 }
             }
-            // Rejected when the workload is read: rooted collectives need
-            // chunk pipelining.
-            _ => {}
+            Collective::Broadcast | Collective::Reduce => {
+                // A chain, pipelined in NCCL's chunks: broadcast from the
+                // root (rank 0) down the ring, reduce up it to the root
+                // (ranks 1, 2, ..., N-1, then 0). A rank forwards a chunk
+                // once it has it, in order.
+                let order: Vec<usize> = if c == Collective::Broadcast {
+                    (0..n).collect()
+                } else {
+                    (1..n).chain([0]).collect()
+                };
+                let p = counts.param;
+                let chunks = p.div_ceil(ROOTED_CHUNK).max(1) as usize;
+                // sent[h][j]: hop h's flows of chunk j. A hop has at most
+                // NCCL's 8 steps in flight: chunk j waits for chunk j-8 of
+                // the same hop (its buffer slot), not for each ACK.
+                let mut sent: Vec<Vec<Vec<u32>>> = vec![Vec::with_capacity(chunks); n - 1];
+                for j in 0..chunks {
+                    let len = ROOTED_CHUNK.min(p - j as u64 * ROOTED_CHUNK);
+                    for h in 0..n - 1 {
+                        let (src, dst) = (order[h], order[h + 1]);
+                        let mut after = if j < NCCL_STEPS {
+                            done[src].clone()
+                        } else {
+                            sent[h][j - NCCL_STEPS].clone()
+                        };
+                        if h > 0 {
+                            after.extend_from_slice(&sent[h - 1][j]);
+                        }
+                        let ids = b.pair(hosts[src], hosts[dst], len, t.start, t, Some(g), &after);
+                        if j + 1 == chunks {
+                            next[src].extend_from_slice(&ids);
+                            next[dst].extend_from_slice(&ids);
+                        }
+                        sent[h].push(ids);
+                    }
+                }
+            }
+            Collective::Gather | Collective::Scatter => {
+                // Point to point with the root (rank 0), as NCCL runs
+                // them: every other rank's share to it, or from it.
+                for i in 1..n {
+                    let (src, dst) = if c == Collective::Gather {
+                        (i, 0)
+                    } else {
+                        (0, i)
+                    };
+                    let ids = b.pair(
+                        hosts[src],
+                        hosts[dst],
+                        counts.param,
+                        t.start,
+                        t,
+                        Some(g),
+                        &done[src],
+                    );
+                    next[src].extend_from_slice(&ids);
+                    next[dst].extend_from_slice(&ids);
+                }
+            }
         }
         done = next;
     }
