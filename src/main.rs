@@ -61,7 +61,7 @@ enum Command {
     Parse(cmd_parse::Args),
     /// Diagnose NIC counter captures and inventory files; findings ranked by severity.
     Doctor(cmd_doctor::Args),
-    /// Put two results side by side (perftest vs results.json, or two counter dumps).
+    /// Put two results side by side (perftest vs results.json, two nccl-tests outputs, or two counter dumps).
     Compare(cmd_compare::Args),
     /// Model a real perftest run like for like: infer the setup from its
     /// dumps, write and run the twin scenario, print real beside model.

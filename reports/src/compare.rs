@@ -1,7 +1,8 @@
 //! Side-by-side comparison of like with like: a perftest output next to
 //! the simulator's perftest workload of the same test (in `results.json`)
 //! or next to another run of the same program; two `results.json`; or two
-//! counter dumps of one tool (ethtool -S, rdma statistic).
+//! counter dumps of one tool (ethtool -S, rdma statistic); two nccl-tests
+//! outputs of the same program (a real one beside the simulator's).
 //!
 //! Rows carry both values in the same unit, their ratio `B / A` in
 //! per-mille (integer), and a verdict: `agree` within 10 %, `close` within
@@ -282,6 +283,10 @@ pub fn compare_with(
             }
             out
         }
+        (Parsed::NcclTests(na), Parsed::NcclTests(nb)) => {
+            let (title, notes, rows) = nccl_vs_nccl(&side_a, na, &side_b, nb)?;
+            vec![mk(title, notes, rows)]
+        }
         (Parsed::Ethtool(sa), Parsed::Ethtool(sb)) => {
             let ma = counter_delta(sa.iter().map(|s| &s.counters));
             let mb = counter_delta(sb.iter().map(|s| &s.counters));
@@ -393,6 +398,110 @@ fn perftest_vs_perftest(
         notes,
         rows,
     ))
+}
+
+/// Two nccl-tests outputs of the same program (a real one, and the
+/// simulator's `nccl-tests/<variant>/<workload>.txt`, or two real runs),
+/// size by size: bus bandwidth and time. Each side's out-of-place result
+/// is used where it printed one, else its in-place one (the simulator
+/// prints in-place only); the notes say which, and what makes the sides
+/// less than like with like (rank counts, sizes on one side only).
+fn nccl_vs_nccl(
+    side_a: &Labelled<'_>,
+    a: &crate::realnic::tools::NcclTests,
+    side_b: &Labelled<'_>,
+    b: &crate::realnic::tools::NcclTests,
+) -> Result<TableParts, CompareError> {
+    use crate::realnic::tools::NcclTestRow;
+    if let (Some(ta), Some(tb)) = (&a.test, &b.test) {
+        if ta != tb {
+            return Err(CompareError::DifferentTest {
+                one: format!("{} is {ta}", side_a.letter),
+                other: format!("{} is {tb}", side_b.letter),
+                hint: "an nccl-tests output compares with another of the same program (the \
+                       simulator writes its nccl-tests workloads' tables under nccl-tests/)"
+                    .into(),
+            });
+        }
+    }
+    // (bus bandwidth MB/s, time ns, which result).
+    let pick = |r: &NcclTestRow| -> Option<(u64, u64, &'static str)> {
+        match (r.oop_busbw_mbps, r.oop_time_ns) {
+            (Some(bw), Some(t)) => Some((bw, t, "out-of-place")),
+            _ => Some((r.ip_busbw_mbps?, r.ip_time_ns?, "in-place")),
+        }
+    };
+    let values = |n: &crate::realnic::tools::NcclTests| {
+        let mut m: BTreeMap<u64, (u64, u64, &'static str)> = BTreeMap::new();
+        for r in &n.rows {
+            if let Some(v) = pick(r) {
+                // The first line of a size (a pasted output may repeat it).
+                m.entry(r.bytes).or_insert(v);
+            }
+        }
+        m
+    };
+    let (va, vb) = (values(a), values(b));
+    let mut notes = Vec::new();
+    for (side, v) in [(side_a, &va), (side_b, &vb)] {
+        let mut used: Vec<&str> = v.values().map(|x| x.2).collect();
+        used.sort_unstable();
+        used.dedup();
+        if !used.is_empty() {
+            notes.push(format!(
+                "{} reports {} results",
+                side.name(),
+                used.join(" and ")
+            ));
+        }
+    }
+    let (ra, rb) = (a.ranks.len(), b.ranks.len());
+    if ra > 0 && rb > 0 && ra != rb {
+        notes.push(format!(
+            "{} ran {ra} ranks, {} {rb}: bus bandwidth is meant to compare across rank counts, times are not",
+            side_a.name(),
+            side_b.name()
+        ));
+    }
+    for (side, mine, other) in [(side_a, &va, &vb), (side_b, &vb, &va)] {
+        let only: Vec<u64> = mine
+            .keys()
+            .filter(|k| !other.contains_key(k))
+            .copied()
+            .collect();
+        if !only.is_empty() {
+            notes.push(format!(
+                "sizes only in {}: {}",
+                side.name(),
+                list_sizes(&only)
+            ));
+        }
+    }
+    let mut rows = Vec::new();
+    for (size, &(bwa, ta, _)) in &va {
+        let Some(&(bwb, tb, _)) = vb.get(size) else {
+            continue;
+        };
+        let mut r = Row::new("busbw", "MB/s", bwa, bwb);
+        r.size = Some(*size);
+        rows.push(r);
+        let mut r = Row::new("time", "ns", ta, tb);
+        r.size = Some(*size);
+        rows.push(r);
+    }
+    if rows.is_empty() {
+        return Err(CompareError::Kinds {
+            a: "nccl-tests".into(),
+            b: "nccl-tests".into(),
+            why: "no size is in both tables: run them over the same -b/-e/-f range".into(),
+        });
+    }
+    let program = a
+        .test
+        .clone()
+        .or(b.test.clone())
+        .unwrap_or_else(|| "nccl-tests".into());
+    Ok((format!("nccl-tests vs nccl-tests: {program}"), notes, rows))
 }
 
 /// A perftest output against the same test's workload in `results.json`,

@@ -671,6 +671,74 @@ fabric.pfc.threshold = {{ mode = "static", xoff = "500MB", xon = "400MB" }}
     );
 }
 
+/// `rocelab compare` puts two nccl-tests tables of one program side by
+/// side, size by size (bus bandwidth and time, B/A), saying which result
+/// each side printed; two different programs are refused with the
+/// reason (exit 2).
+#[test]
+fn compare_puts_two_nccl_tests_tables_side_by_side_and_refuses_two_programs() {
+    let dir = scratch("nccl-compare");
+    let f = nccl_tests_scenario(
+        &dir,
+        r#"collective = "all_reduce"
+min_bytes = "1MiB"
+max_bytes = "4MiB"
+step_factor = 4
+[[workload]]
+kind = "nccl-tests"
+name = "a2a"
+collective = "alltoall"
+min_bytes = "1MiB"
+# After the sweep: the two do not share the fabric.
+start = "50ms"
+[[variant]]
+name = "healthy"
+[[variant]]
+name = "slow"
+[[variant.faults]]
+kind = "slow-receiver"
+node = "h2"
+rate = "50Gbps""#,
+    );
+    let out_dir = dir.join("out");
+    run_ok(&f, &out_dir);
+    let file = |v: &str, w: &str| {
+        out_dir
+            .join(format!("nccl-tests/{v}/{w}.txt"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let out = rocelab(&[
+        "compare",
+        "--json",
+        &file("healthy", "sweep"),
+        &file("slow", "sweep"),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let text = json.to_string();
+    let rows = json[0]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{text}"));
+    let busbw: Vec<&serde_json::Value> = rows.iter().filter(|r| r["metric"] == "busbw").collect();
+    assert_eq!(busbw.len(), 2, "{text}");
+    assert_eq!(busbw[0]["size"], 1 << 20, "{text}");
+    // About half the rate behind the slow rank, at the larger size.
+    let ratio = busbw[1]["ratio_permille"].as_u64().unwrap();
+    assert!((450..=560).contains(&ratio), "{text}");
+    assert!(text.contains("reports in-place results"), "{text}");
+    let refused = rocelab(&[
+        "compare",
+        &file("healthy", "sweep"),
+        &file("healthy", "a2a"),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("all_reduce_perf") && stderr.contains("alltoall_perf"),
+        "{stderr}"
+    );
+}
+
 /// Bad nccl-tests workloads: each error names the file and line, the key
 /// and what was expected.
 #[test]

@@ -248,6 +248,8 @@ pub fn parse_nccl_tests(input: &str) -> Result<NcclTests, ParseError> {
                     .and_then(uint);
             } else if let Some(v) = rest.strip_prefix("Collective test starting:") {
                 r.test = Some(v.trim().to_string());
+            } else if let Some(v) = rest.strip_prefix("Collective test concluded:") {
+                r.test.get_or_insert_with(|| v.trim().to_string());
             }
             continue;
         }
