@@ -775,6 +775,13 @@ fn a_bad_nccl_tests_workload_is_an_error_naming_the_key() {
             "step_factor",
             "expected at least 2",
         ),
+        // The ring-allreduce kind, in the same file: 3 bytes over 4 hosts
+        // would leave a chunk with nothing to send.
+        (
+            "collective = \"all_reduce\"\nmin_bytes = \"1MB\"\n[[workload]]\nkind = \"ring-allreduce\"\nsize = \"3B\"",
+            "size",
+            "3 bytes: expected at least 4 (one per host",
+        ),
     ] {
         let f = nccl_tests_scenario(&dir, body);
         let out = rocelab(&["validate", f.to_str().unwrap()]);

@@ -609,6 +609,17 @@ pub(super) fn build(
             WorkloadKind::RingAllreduce => {
                 let h = set("hosts", &w.hosts, None)?;
                 two("hosts", &h)?;
+                if size < h.len() as u64 {
+                    // A chunk of 0 bytes has no flow, and the steps after
+                    // it would not wait for anything.
+                    return Err(err(
+                        "size",
+                        format!(
+                            "{size} bytes: expected at least {} (one per host: each of the ring's chunks must have a byte to send)",
+                            h.len()
+                        ),
+                    ));
+                }
                 let g = generate::ring_allreduce(&mut b, &h, &t);
                 if let Some(spec) = b.group_mut(g) {
                     spec.name = name;
