@@ -100,26 +100,47 @@ pub fn ring_allreduce_table(g: &sim::results::GroupRecord) -> Option<Table> {
     } else {
         ("int8", 1)
     };
-    let seconds = step_ps as f64 / 1e12;
-    let (algbw, busbw) = Collective::AllReduce.bandwidths(bytes, seconds, ranks);
     Some(Table {
         program: Collective::AllReduce.program().into(),
-        rows: vec![Row {
-            size: bytes,
-            count: bytes / elt,
-            dtype: dtype.into(),
-            redop: "sum".into(),
-            root: -1,
-            out_of_place: None,
-            in_place: Measurement {
-                time_us: seconds * 1e6,
-                algbw,
-                busbw,
-                wrong: None,
-            },
-        }],
+        rows: vec![simulated_row(
+            Collective::AllReduce,
+            (ranks, bytes),
+            (bytes, bytes / elt, dtype),
+            step_ps,
+        )],
         errors: 0,
     })
+}
+
+/// The table line of one simulated collective that took `step_ps` on
+/// `ranks` ranks with `bytes` per rank passed to NCCL, printed with
+/// `size`, `count` and `dtype`: its time as the in-place result (the
+/// simulator runs each collective once and checks no data: blank
+/// out-of-place columns, `#wrong` N/A), nccl-tests' algbw and busbw, the
+/// reduction (`sum` or `none`) and the root (rank 0 for the rooted
+/// collectives, else -1).
+fn simulated_row(
+    c: Collective,
+    (ranks, bytes): (u32, u64),
+    (size, count, dtype): (u64, u64, &str),
+    step_ps: u64,
+) -> Row {
+    let seconds = step_ps as f64 / 1e12;
+    let (algbw, busbw) = c.bandwidths(bytes, seconds, ranks);
+    Row {
+        size,
+        count,
+        dtype: dtype.into(),
+        redop: if c.reduces() { "sum" } else { "none" }.into(),
+        root: if c.rooted() { 0 } else { -1 },
+        out_of_place: None,
+        in_place: Measurement {
+            time_us: seconds * 1e6,
+            algbw,
+            busbw,
+            wrong: None,
+        },
+    }
 }
 
 /// The nccl-tests tables of a run's groups, named: one per
@@ -148,23 +169,7 @@ pub fn tables(groups: &[sim::results::GroupRecord]) -> Vec<(String, Table)> {
             .to_string();
         let row = match (g.step_time_ps, g.ranks, g.bytes, g.size, g.count) {
             (Some(ps), Some(ranks), Some(bytes), Some(size), Some(count)) if ps > 0 => {
-                let seconds = ps as f64 / 1e12;
-                let (algbw, busbw) = c.bandwidths(bytes, seconds, ranks);
-                Some(Row {
-                    size,
-                    count,
-                    dtype: "float".into(),
-                    redop: if c.reduces() { "sum" } else { "none" }.into(),
-                    // The simulator's rooted collectives root at rank 0.
-                    root: if c.rooted() { 0 } else { -1 },
-                    out_of_place: None,
-                    in_place: Measurement {
-                        time_us: seconds * 1e6,
-                        algbw,
-                        busbw,
-                        wrong: None,
-                    },
-                })
+                Some(simulated_row(c, (ranks, bytes), (size, count, "float"), ps))
             }
             _ => None,
         };
