@@ -287,28 +287,70 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
     if n < 2 {
         return group;
     }
-    let chunk = |c: usize| t.size / n as u64 + u64::from((c as u64) < t.size % n as u64);
-    let mut prev: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for s in 0..2 * (n - 1) {
+    let first = vec![Vec::new(); n];
+    ring_steps(
+        b,
+        hosts,
+        2 * (n - 1),
+        allreduce_chunk(t.size, n),
+        t,
+        group,
+        &first,
+    );
+    group
+}
+
+/// The bytes ring all-reduce step `s` of rank `i` sends when `bytes` are
+/// reduced over `n` ranks: the chunk it forwards, `bytes / n`, the first
+/// `bytes % n` chunks one byte more.
+fn allreduce_chunk(bytes: u64, n: usize) -> impl Fn(usize, usize) -> u64 {
+    let k = n as u64;
+    move |s, i| {
+        let c = ((i + 2 * n - s % n) % n) as u64;
+        bytes / k + u64::from(c < bytes % k)
+    }
+}
+
+/// Add `steps` ring steps over `hosts` to group `g`: in step `s`, rank `i`
+/// sends `chunk(s, i)` bytes to rank `i+1`, after its own send of step
+/// `s-1` and the chunk rank `i-1` sent it then; in the first step, after
+/// `first[i]` (what rank `i` had to finish before). Returns the last
+/// step's flows, by sending rank.
+fn ring_steps(
+    b: &mut FlowBuilder,
+    hosts: &[NodeId],
+    steps: usize,
+    chunk: impl Fn(usize, usize) -> u64,
+    t: &FlowTemplate,
+    g: u32,
+    first: &[Vec<u32>],
+) -> Vec<Vec<u32>> {
+    let n = hosts.len();
+    let mut prev: Vec<Vec<u32>> = Vec::new();
+    for s in 0..steps {
         let mut cur = Vec::with_capacity(n);
         for i in 0..n {
-            let c = (i + n * 2 - s % n) % n;
-            let mut after = prev[(i + n - 1) % n].clone();
-            after.extend_from_slice(&prev[i]);
+            let after = if s == 0 {
+                first[i].clone()
+            } else {
+                let mut a = prev[(i + n - 1) % n].clone();
+                a.extend_from_slice(&prev[i]);
+                a
+            };
             let ids = b.pair(
                 hosts[i],
                 hosts[(i + 1) % n],
-                chunk(c),
+                chunk(s, i),
                 t.start,
                 t,
-                Some(group),
+                Some(g),
                 &after,
             );
             cur.push(ids);
         }
         prev = cur;
     }
-    group
+    prev
 }
 
 /// The chunk a rooted chain (broadcast, reduce) forwards at a time: NCCL's
@@ -368,51 +410,22 @@ pub fn nccl_tests(
         groups.push(g);
         let mut next: Vec<Vec<u32>> = vec![Vec::new(); n];
         match c {
-            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
-                let (steps, chunk): (usize, Box<dyn Fn(usize, usize) -> u64>) =
-                    if c == Collective::AllReduce {
-                        let p = counts.param;
-                        let k = n as u64;
-                        (
-                            2 * (n - 1),
-                            Box::new(move |s, i| {
-                                let ch = ((i + 2 * n - s % n) % n) as u64;
-                                p / k + u64::from(ch < p % k)
-                            }),
-                        )
-                    } else {
-                        let p = counts.param;
-                        (n - 1, Box::new(move |_, _| p))
-                    };
-                let mut prev: Vec<Vec<u32>> = done.clone();
-                let mut first = true;
-                for s in 0..steps {
-                    let mut cur = Vec::with_capacity(n);
-                    for i in 0..n {
-                        let mut after = prev[(i + n - 1) % n].clone();
-                        after.extend_from_slice(&prev[i]);
-                        if first {
-                            // A rank's first send waits for that rank only.
-                            after = done[i].clone();
-                        }
-                        let ids = b.pair(
-                            hosts[i],
-                            hosts[(i + 1) % n],
-                            chunk(s, i),
-                            t.start,
-                            t,
-                            Some(g),
-                            &after,
-                        );
-                        cur.push(ids);
-                    }
-                    first = false;
-                    prev = cur;
-                }
-                for i in 0..n {
-                    next[i].extend_from_slice(&prev[i]);
-                    next[(i + 1) % n].extend_from_slice(&prev[i]);
-                }
+            Collective::AllReduce => {
+                let last = ring_steps(
+                    b,
+                    hosts,
+                    2 * (n - 1),
+                    allreduce_chunk(counts.param, n),
+                    t,
+                    g,
+                    &done,
+                );
+                ring_ends(&last, &mut next);
+            }
+            Collective::ReduceScatter | Collective::AllGather => {
+                let p = counts.param;
+                let last = ring_steps(b, hosts, n - 1, |_, _| p, t, g, &done);
+                ring_ends(&last, &mut next);
             }
             Collective::AllToAll | Collective::SendRecv => {
                 for i in 0..n {
@@ -499,6 +512,16 @@ pub fn nccl_tests(
         done = next;
     }
     groups
+}
+
+/// What each rank must see finished after a ring's `last` step: its own
+/// send and the one it received.
+fn ring_ends(last: &[Vec<u32>], next: &mut [Vec<u32>]) {
+    let n = last.len();
+    for (i, ids) in last.iter().enumerate() {
+        next[i].extend_from_slice(ids);
+        next[(i + 1) % n].extend_from_slice(ids);
+    }
 }
 
 /// Poisson arrivals: each host in `hosts` starts flows at exponential
