@@ -395,9 +395,7 @@ size = "64MB"
         "2(n-1)/n at 4 ranks: {row}"
     );
     // Each step sends a 16 MB chunk as WRITEs of 4 KiB packets.
-    let chunk = 16_000_000u64;
-    let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
-    let payload_gbs = 100e9 / 8.0 * chunk as f64 / wire as f64 / 1e9;
+    let payload_gbs = payload_gbs(100e9, 16_000_000);
     assert!(
         (busbw - payload_gbs).abs() / payload_gbs < 0.02,
         "busbw {busbw} GB/s against the payload rate {payload_gbs:.3} GB/s"
@@ -471,10 +469,6 @@ fn nccl_rows(text: &str) -> Vec<(u64, u64, String, f64, f64, f64)> {
 /// collective; the file parses as nccl-tests output.
 #[test]
 fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() {
-    let payload_gbs = |chunk: u64| {
-        let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
-        100e9 / 8.0 * chunk as f64 / wire as f64 / 1e9
-    };
     for (coll, factor, redop, sizes) in [
         (
             "all_reduce",
@@ -559,7 +553,7 @@ fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() 
             ),
             _ => (16_384_000 / 4, 1.0),
         };
-        let want = payload_gbs(step_bytes) * fill;
+        let want = payload_gbs(100e9, step_bytes) * fill;
         assert!(
             (last_busbw - want).abs() / want < 0.03,
             "{coll}: busbw {last_busbw} GB/s against the payload rate {want:.3}: {text}"
@@ -581,24 +575,15 @@ fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() 
 /// enough never to pause.
 #[test]
 fn a_slow_rank_holds_the_ring_to_its_rate_and_pause_costs_an_all_to_all() {
-    let payload_gbs = |rate: f64, chunk: u64| {
-        let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
-        rate / 8.0 * chunk as f64 / wire as f64 / 1e9
-    };
     let busbw = |text: &str| nccl_rows(text)[0].5;
     let dir = scratch("nccl-slow");
     let f = nccl_tests_scenario(
         &dir,
-        r#"collective = "all_reduce"
+        &format!(
+            r#"collective = "all_reduce"
 min_bytes = "16MiB"
-[[variant]]
-name = "healthy"
-[[variant]]
-name = "slow"
-[[variant.faults]]
-kind = "slow-receiver"
-node = "h2"
-rate = "50Gbps""#,
+{SLOW_H2}"#
+        ),
     );
     let out_dir = dir.join("out");
     run_ok(&f, &out_dir);
@@ -680,7 +665,8 @@ fn compare_puts_two_nccl_tests_tables_side_by_side_and_refuses_two_programs() {
     let dir = scratch("nccl-compare");
     let f = nccl_tests_scenario(
         &dir,
-        r#"collective = "all_reduce"
+        &format!(
+            r#"collective = "all_reduce"
 min_bytes = "1MiB"
 max_bytes = "4MiB"
 step_factor = 4
@@ -691,14 +677,8 @@ collective = "alltoall"
 min_bytes = "1MiB"
 # After the sweep: the two do not share the fabric.
 start = "50ms"
-[[variant]]
-name = "healthy"
-[[variant]]
-name = "slow"
-[[variant.faults]]
-kind = "slow-receiver"
-node = "h2"
-rate = "50Gbps""#,
+{SLOW_H2}"#
+        ),
     );
     let out_dir = dir.join("out");
     run_ok(&f, &out_dir);
@@ -738,6 +718,24 @@ rate = "50Gbps""#,
         "{stderr}"
     );
 }
+
+/// GB/s of payload that `rate` (bit/s) of wire carries in 4 KiB-MTU
+/// WRITEs of `chunk` bytes (RoCE's framing, as the fabric counts it).
+fn payload_gbs(rate: f64, chunk: u64) -> f64 {
+    let wire = sim::hostmodel::wire_bytes(sim::workload::FlowOp::Write, chunk, 4096);
+    rate / 8.0 * chunk as f64 / wire as f64 / 1e9
+}
+
+/// Two variants for a four-host scenario: `healthy`, and `slow` with h2
+/// taking received frames at 50 Gbit/s behind its 100 Gbit/s link.
+const SLOW_H2: &str = r#"[[variant]]
+name = "healthy"
+[[variant]]
+name = "slow"
+[[variant.faults]]
+kind = "slow-receiver"
+node = "h2"
+rate = "50Gbps""#;
 
 /// Bad nccl-tests workloads: each error names the file and line, the key
 /// and what was expected.
