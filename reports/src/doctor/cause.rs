@@ -181,18 +181,7 @@ fn fold_no_marks_into_host(out: &mut Vec<Finding>) {
 /// the incast costs what its bytes cost at the receiver's rate whatever
 /// ECN does, so the missing marks are worth a warning, no more.
 fn cap_no_marks_under_fan_in(out: &mut [Finding]) {
-    let pauses: Vec<&Finding> = out
-        .iter()
-        .filter(|f| {
-            matches!(
-                f.symptom,
-                Symptom::TxPause | Symptom::SwitchCongestion | Symptom::RxPause
-            )
-        })
-        .collect();
-    let fan_in_only =
-        !pauses.is_empty() && pauses.iter().all(|f| f.title.contains("fan-in at switch"));
-    if !fan_in_only {
+    if !only_fan_in_pauses(out) {
         return;
     }
     for f in out
@@ -206,6 +195,20 @@ fn cap_no_marks_under_fan_in(out: &mut [Finding]) {
     }
 }
 
+/// A finding about PAUSE: a port's, a host's, or a switch queue's.
+fn is_pause(f: &Finding) -> bool {
+    matches!(
+        f.symptom,
+        Symptom::TxPause | Symptom::SwitchCongestion | Symptom::RxPause
+    )
+}
+
+/// There is PAUSE, and all of it is a fan-in held to its senders' share.
+fn only_fan_in_pauses(out: &[Finding]) -> bool {
+    let mut pauses = out.iter().filter(|f| is_pause(f)).peekable();
+    pauses.peek().is_some() && pauses.all(|f| f.title.contains("fan-in at switch"))
+}
+
 /// Switches mark ECN, no receiver answers with CNPs, and the only PAUSE
 /// is a fan-in: the senders never learn of the queue the marks show
 /// standing, so it grows to XOFF, which DCQCN would have held below (a
@@ -216,20 +219,10 @@ fn fold_fan_in_into_missing_cnps(out: &mut Vec<Finding>) {
     let Some(mut i) = out.iter().position(|f| f.symptom == Symptom::CnpNotHandled) else {
         return;
     };
-    let pause = |f: &Finding| {
-        matches!(
-            f.symptom,
-            Symptom::TxPause | Symptom::SwitchCongestion | Symptom::RxPause
-        )
-    };
-    if !out
-        .iter()
-        .filter(|f| pause(f))
-        .all(|f| f.title.contains("fan-in at switch"))
-    {
+    if !only_fan_in_pauses(out) {
         return;
     }
-    while let Some(j) = out.iter().position(&pause) {
+    while let Some(j) = out.iter().position(is_pause) {
         i = fold(out, i, j, true);
     }
 }
