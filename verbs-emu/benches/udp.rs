@@ -53,14 +53,21 @@ fn perftest_pair(test: Test, port: u16, size: u64, iters: u64) -> ResultRow {
     perftest_pair_cc(test, port, size, iters, CcSpec::default())
 }
 
+/// The server side's configuration of `test` on `port`: `size` bytes,
+/// `iters` iterations, Gbit/s units (the client's adds the server).
+fn server_config(test: Test, port: u16, size: u64, iters: u64) -> Config {
+    let mut c = Config::new(test);
+    c.port = port;
+    c.size = Some(size);
+    c.iters = Some(iters);
+    c.report_gbits = true;
+    c
+}
+
 /// Both sides with the congestion control `cc`.
 fn perftest_pair_cc(test: Test, port: u16, size: u64, iters: u64, cc: CcSpec) -> ResultRow {
-    let mut server = Config::new(test);
+    let mut server = server_config(test, port, size, iters);
     server.cc = cc;
-    server.port = port;
-    server.size = Some(size);
-    server.iters = Some(iters);
-    server.report_gbits = true;
     let mut client = server.clone();
     client.server = Some("127.70.0.1".into());
     // Named threads, so that a profile tells the two sides apart.
@@ -84,11 +91,12 @@ fn perftest_server_child(args: &[String]) -> ! {
     let [test, port, size, iters] = args else {
         panic!("--perftest-server TEST PORT SIZE ITERS, got {args:?}");
     };
-    let mut server = Config::new(test.parse().expect("a perftest test"));
-    server.port = port.parse().expect("a port");
-    server.size = Some(size.parse().expect("a size"));
-    server.iters = Some(iters.parse().expect("an iteration count"));
-    server.report_gbits = true;
+    let server = server_config(
+        test.parse().expect("a perftest test"),
+        port.parse().expect("a port"),
+        size.parse().expect("a size"),
+        iters.parse().expect("an iteration count"),
+    );
     match perftest::run(&server) {
         Ok(_) => std::process::exit(0),
         Err(e) => {
@@ -115,11 +123,7 @@ fn perftest_pair_procs(test: Test, port: u16, size: u64, iters: u64) -> ResultRo
         .spawn()
         .expect("spawn the perftest server");
     std::thread::sleep(Duration::from_millis(300));
-    let mut client = Config::new(test);
-    client.port = port;
-    client.size = Some(size);
-    client.iters = Some(iters);
-    client.report_gbits = true;
+    let mut client = server_config(test, port, size, iters);
     client.server = Some("127.70.0.1".into());
     let rows = perftest::run(&client).expect("perftest client");
     let status = child.wait().expect("perftest server");
