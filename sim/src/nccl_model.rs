@@ -397,7 +397,6 @@ impl Comm {
         let per_ch_tree = PER_CH_MAX_TREE_BW[cc][index2];
         let per_ch_ring_ll128 = PER_CH_MAX_RING_LL128_BW[cc][index2];
         let per_ch_tree_ll128 = PER_CH_MAX_TREE_LL128_BW[cc][index2];
-        let ppn = n_ranks as f64 / n_nodes as f64;
         for (f, func) in Func::ALL.iter().enumerate() {
             let nsteps = match func {
                 Func::AllReduce => 2 * (n_ranks - 1),
@@ -470,40 +469,17 @@ impl Comm {
                         };
                         bus *= ratio;
                     }
-                    let mut lat = BASE_LAT[a][p];
-                    let mut intra_lat = HW_LAT[intra_hw][a][p];
-                    // With one rank per node the latencies are fully
-                    // exposed: the tree's network latency.
-                    let mut inter_lat = if ppn == 1.0 {
-                        HW_LAT[HW_NET][Algo::Tree.index()][p]
-                    } else {
-                        HW_LAT[HW_NET][a][p]
-                    };
-                    inter_lat += g.latency_inter;
-                    if proto == Proto::Simple {
-                        inter_lat += g.latency_inter;
-                    }
+                    let sl = self.step_latency_of(*func, algo, proto, g, intra_hw, hw);
+                    let mut lat = sl.base;
                     match algo {
                         Algo::Ring => {
-                            let mut hw_lat = HW_LAT[hw][a][p];
                             if matches!(func, Func::Reduce | Func::Broadcast) {
-                                if g.same_channels {
-                                    lat += hw_lat;
+                                lat += if g.same_channels {
+                                    sl.inter
                                 } else {
-                                    if proto == Proto::Simple {
-                                        hw_lat = HW_LAT[hw][Algo::Tree.index()][p];
-                                    }
-                                    lat += nsteps * hw_lat;
-                                }
+                                    nsteps * sl.inter
+                                };
                             } else {
-                                let mut net_overhead = 0.0;
-                                if n_nodes > 1 {
-                                    net_overhead = self.net_overhead();
-                                    if proto == Proto::Simple {
-                                        net_overhead *= 3.0;
-                                    }
-                                }
-                                intra_lat = intra_lat.max(net_overhead);
                                 let inter_steps = if n_nodes == 1 {
                                     0
                                 } else if *func == Func::AllReduce {
@@ -511,17 +487,17 @@ impl Comm {
                                 } else {
                                     n_nodes - 1
                                 } as f64;
-                                lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+                                lat += (nsteps - inter_steps) * sl.intra + inter_steps * sl.inter;
                             }
                         }
                         Algo::Tree if *func == Func::AllReduce => {
                             let local = (n_ranks / n_nodes) as f64 - 1.0;
                             lat += 2.0
-                                * (local * intra_lat
-                                    + f64::from(log2i(u64::from(n_nodes))) * inter_lat);
+                                * (local * sl.intra
+                                    + f64::from(log2i(u64::from(n_nodes))) * sl.inter);
                         }
                         Algo::Pat if matches!(func, Func::AllGather | Func::ReduceScatter) => {
-                            lat += f64::from(log2i(u64::from(n_nodes))) * (inter_lat / 3.5)
+                            lat += f64::from(log2i(u64::from(n_nodes))) * (sl.inter / 3.5)
                                 + n_ranks as f64 * 2.8;
                         }
                         _ => {}
@@ -545,6 +521,90 @@ impl Comm {
             }
         }
         m
+    }
+}
+
+/// What NCCL's model charges one algorithm and protocol for latency
+/// (µs): `base` once per collective, `intra` per step between GPUs of
+/// one node, `inter` per step between nodes. Ring broadcast and reduce
+/// charge every step `inter` (the hardware latency of the path the
+/// collective crosses: the network's between nodes, NVLink's or PCI's
+/// inside one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepLatency {
+    /// Once per collective.
+    pub base: f64,
+    /// Per step inside a node.
+    pub intra: f64,
+    /// Per step between nodes.
+    pub inter: f64,
+}
+
+impl Comm {
+    /// The per-step latencies NCCL's model charges `f` with `a` and `p`
+    /// on this communicator (what [`Comm::model`]'s latency sums).
+    pub fn step_latency(&self, f: Func, a: Algo, p: Proto) -> StepLatency {
+        let g = self.graph(a).unwrap_or(&self.ring);
+        let intra_hw = if g.type_intra == PathType::Nvl {
+            HW_NVLINK
+        } else {
+            HW_PCI
+        };
+        let hw = if self.n_nodes.max(1) == 1 {
+            intra_hw
+        } else {
+            HW_NET
+        };
+        self.step_latency_of(f, a, p, g, intra_hw, hw)
+    }
+
+    fn step_latency_of(
+        &self,
+        func: Func,
+        algo: Algo,
+        proto: Proto,
+        g: &Graph,
+        intra_hw: usize,
+        hw: usize,
+    ) -> StepLatency {
+        let (a, p) = (algo.index(), proto.index());
+        let n_nodes = self.n_nodes.max(1);
+        let ppn = f64::from(self.n_ranks.max(1)) / f64::from(n_nodes);
+        let base = BASE_LAT[a][p];
+        let mut intra = HW_LAT[intra_hw][a][p];
+        // With one rank per node the latencies are fully exposed: the
+        // tree's network latency.
+        let mut inter = if ppn == 1.0 {
+            HW_LAT[HW_NET][Algo::Tree.index()][p]
+        } else {
+            HW_LAT[HW_NET][a][p]
+        };
+        inter += g.latency_inter;
+        if proto == Proto::Simple {
+            inter += g.latency_inter;
+        }
+        if algo == Algo::Ring {
+            if matches!(func, Func::Reduce | Func::Broadcast) {
+                let mut hw_lat = HW_LAT[hw][a][p];
+                if !g.same_channels && proto == Proto::Simple {
+                    hw_lat = HW_LAT[hw][Algo::Tree.index()][p];
+                }
+                return StepLatency {
+                    base,
+                    intra: hw_lat,
+                    inter: hw_lat,
+                };
+            }
+            let mut net_overhead = 0.0;
+            if n_nodes > 1 {
+                net_overhead = self.net_overhead();
+                if proto == Proto::Simple {
+                    net_overhead *= 3.0;
+                }
+            }
+            intra = intra.max(net_overhead);
+        }
+        StepLatency { base, intra, inter }
     }
 }
 

@@ -22,7 +22,7 @@ use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::options::{RunOptions, SimError};
 use crate::results::{FlowRateSeries, QueueSeries};
 use crate::topology::{NodeId, NodeKind, Routes, Topology};
-use crate::workload::FlowSpec;
+use crate::workload::{FlowSpec, LocalPath};
 
 impl<'a> World<'a> {
     /// Build the model. Checks the configuration, the topology and the
@@ -71,8 +71,10 @@ impl<'a> World<'a> {
             nics,
             qps: QpTable::default(),
             flow_state: Vec::with_capacity(flows.len()),
+            local_free: Vec::new(),
             paced_by: vec![NONE; flows.len()],
             paced_any: false,
+            landing_any: false,
             dependent_start: Vec::new(),
             dependents: Vec::new(),
             node_port_base,
@@ -147,6 +149,10 @@ impl<'a> World<'a> {
             };
             let src = host(f.src, "source")?;
             let dst = host(f.dst, "destination")?;
+            if let Some(l) = f.local {
+                self.build_local(f, l)?;
+                continue;
+            }
             check_flow_values(f, src, dst)?;
             let rate = |h: u32| self.ports[self.nics[h as usize].port as usize].rate;
             let (rs, rd) = (rate(src), rate(dst));
@@ -220,11 +226,44 @@ impl<'a> World<'a> {
             st.waiting = after.len() as u32;
             self.flow_state.push(st);
             if after.is_empty() {
-                self.q.schedule(f.start, Ev::FlowStart(f.id));
+                self.q.schedule(f.start + f.delay, Ev::FlowStart(f.id));
             }
         }
         (self.dependent_start, self.dependents) = dependents_index(flows);
         self.paced_any = self.paced_by.iter().any(|&p| p != NONE);
+        self.landing_any = flows.iter().any(|f| f.landing && f.local.is_none());
+        Ok(())
+    }
+
+    /// A copy inside a server: no queue pair, a slot on its resource.
+    fn build_local(&mut self, f: &FlowSpec, l: LocalPath) -> Result<(), SimError> {
+        if f.size == 0 || l.rate.bps() == 0 {
+            return Err(SimError::Flow {
+                id: f.id,
+                message: "a local copy needs a positive size and rate".into(),
+            });
+        }
+        if let Some(&a) = f.after.iter().find(|&&a| a >= f.id) {
+            return Err(SimError::Flow {
+                id: f.id,
+                message: format!(
+                    "waits for flow {a}: expected flows with smaller ids (dependencies sort first)"
+                ),
+            });
+        }
+        let r = l.resource as usize;
+        if self.local_free.len() <= r {
+            self.local_free.resize(r + 1, Instant::ZERO);
+        }
+        let mut after = f.after.clone();
+        after.sort_unstable();
+        after.dedup();
+        let mut st = FlowState::new(f, NONE);
+        st.waiting = after.len() as u32;
+        self.flow_state.push(st);
+        if after.is_empty() {
+            self.q.schedule(f.start + f.delay, Ev::FlowStart(f.id));
+        }
         Ok(())
     }
 

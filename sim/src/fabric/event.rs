@@ -21,6 +21,8 @@ pub(crate) enum Ev {
     /// A flow posts its first work requests (at its start, or when the
     /// last flow it waits for completed).
     FlowStart(u32),
+    /// A local copy (NVLink, PCIe) completes.
+    LocalDone(u32),
     /// A queue pair's deadline.
     QpTimer(u32),
     /// A frame a queue pair holds has its payload in the NIC: the QP

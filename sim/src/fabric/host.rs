@@ -41,6 +41,15 @@ impl World<'_> {
     pub(crate) fn flow_start(&mut self, id: u32, now: Instant) {
         self.flow_state[id as usize].posted_at = Some(now);
         let f = &self.flows[id as usize];
+        if let Some(l) = f.local {
+            // In line behind the copies already on its resource.
+            let free = &mut self.local_free[l.resource as usize];
+            let begin = (*free).max(now);
+            *free = begin + l.rate.serialization_time(f.size);
+            let at = *free + l.latency;
+            self.q.schedule(at, Ev::LocalDone(id));
+            return;
+        }
         if let Some(d) = f.post.and_then(|p| p.deadline) {
             // Look at the deadline when it comes, whatever else happens.
             self.q.schedule(now + d, Ev::FlowPost(id));
@@ -52,6 +61,17 @@ impl World<'_> {
         let qp = self.flow_state[id as usize].qp;
         self.post_more(id, now);
         self.after_activity(qp, now);
+    }
+
+    /// Local copy `id` completed.
+    pub(crate) fn local_done(&mut self, id: u32, now: Instant) {
+        let st = &mut self.flow_state[id as usize];
+        st.done = st.msgs;
+        st.posted = st.msgs;
+        st.bytes_acked = self.flows[id as usize].size;
+        st.finish = Some(now);
+        self.flows_open -= 1;
+        self.release_dependents(id, now);
     }
 
     /// The application of flow `id` (with a posting loop) sees what
@@ -296,7 +316,7 @@ impl World<'_> {
     /// shows what got through). Payload bytes, no headers.
     pub(crate) fn delivered(&self, id: u32) -> u64 {
         let st = &self.flow_state[id as usize];
-        if st.failed || st.finish.is_some() {
+        if st.failed || st.finish.is_some() || st.qp == NONE {
             return st.bytes_acked;
         }
         let flows = self.flows;
@@ -525,7 +545,7 @@ impl World<'_> {
             && q.engine.expected_psn() != before
             && q.engine.expected_psn() == psn.next();
         self.after_activity(id, now);
-        if landed && self.paced_any {
+        if landed && (self.paced_any || self.landing_any) {
             self.landed(id ^ 1, psn, host, now);
         }
     }
@@ -543,6 +563,9 @@ impl World<'_> {
             return;
         };
         st.landed += 1;
+        if flows[fid].landing && st.landed == st.msgs {
+            self.release_dependents(fid as u32, now);
+        }
         let pacer = self.paced_by[fid];
         if pacer == NONE {
             return;

@@ -87,12 +87,18 @@ impl World<'_> {
     /// Flow `id` completed at `now`: post every flow that was waiting only
     /// for it, at the later of `now` and its own start.
     pub(crate) fn release_dependents(&mut self, id: u32, now: Instant) {
+        let me = &mut self.flow_state[id as usize];
+        if me.released {
+            return;
+        }
+        me.released = true;
         for k in self.dependents_of(id) {
             let d = self.dependents[k];
             let st = &mut self.flow_state[d as usize];
             st.waiting -= 1;
             if st.waiting == 0 && !st.blocked {
-                let at = now.max(self.flows[d as usize].start);
+                let f = &self.flows[d as usize];
+                let at = now.max(f.start) + f.delay;
                 self.q.schedule(at, Ev::FlowStart(d));
             }
         }
@@ -101,6 +107,10 @@ impl World<'_> {
     /// Flow `id` failed: every flow waiting for it, directly or not, can
     /// never be posted; they stop counting as open.
     pub(crate) fn block_dependents(&mut self, id: u32) {
+        if self.flow_state[id as usize].released {
+            // Its data landed and its waiters went: nothing to block.
+            return;
+        }
         let mut stack = vec![id];
         while let Some(f) = stack.pop() {
             for k in self.dependents_of(f) {
@@ -231,6 +241,7 @@ impl World<'_> {
                 self.send_pfc(port, prio, true, now, true);
             }
             Ev::FlowStart(f) => self.flow_start(f, now),
+            Ev::LocalDone(f) => self.local_done(f, now),
             Ev::QpTimer(qp) => return self.qp_timer(qp, now),
             Ev::HostReady(qp) => self.host_ready(qp, now),
             Ev::FlowPost(f) => self.flow_post(f, now),
@@ -567,18 +578,28 @@ impl World<'_> {
         for (f, st) in self.flows.iter().zip(&self.flow_state) {
             first_start = first_start.min(f.start);
             let acked = self.delivered(f.id);
-            bytes += acked;
             let fct = match (st.finish, st.posted_at) {
                 (Some(t), Some(p)) => Some((t - p).as_ps()),
                 _ => None,
             };
             if let (Some(t), Some(x)) = (st.finish, fct) {
                 completed += 1;
-                fcts.push(x);
                 last_finish = last_finish.max(t);
+                // Copies inside a server are not the fabric's flows: they
+                // count as done but not in FCTs or goodput.
+                if f.local.is_none() {
+                    fcts.push(x);
+                }
+            }
+            if f.local.is_none() {
+                bytes += acked;
             }
             if self.cfg.record.flows {
-                let ideal = self.ideal_fct(f).max(1);
+                let ideal = if f.local.is_some() {
+                    fct.unwrap_or(1).max(1)
+                } else {
+                    self.ideal_fct(f).max(1)
+                };
                 flows.push(FlowRecord {
                     id: f.id,
                     src: name(f.src.0),

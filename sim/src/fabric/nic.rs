@@ -527,6 +527,9 @@ pub(crate) struct FlowState {
     pub cut: Option<(Instant, u64)>,
     /// A flow it waits for (directly or not) failed: it is never posted.
     pub blocked: bool,
+    /// The flows waiting for it were released (at its completion, or
+    /// when its data landed for a [`FlowSpec::landing`] flow).
+    pub released: bool,
 }
 
 impl FlowState {
@@ -548,6 +551,7 @@ impl FlowState {
             landed: 0,
             post_times: Vec::new(),
             cut: None,
+            released: false,
         }
     }
 }

@@ -34,12 +34,16 @@ pub struct World<'a> {
     pub(super) nics: Vec<Nic>,
     pub(super) qps: QpTable,
     pub(super) flow_state: Vec<FlowState>,
+    /// Per local-copy resource (NVLink, PCIe egress): when it is free.
+    pub(super) local_free: Vec<Instant>,
     /// Per flow: the ping-pong flow its landed messages let post
     /// (`NONE`: none).
     pub(super) paced_by: Vec<u32>,
     /// Some flow is paced by another's landed messages (the receive path
     /// then looks for message ends).
     pub(super) paced_any: bool,
+    /// Some flow releases its waiters when its data lands.
+    pub(super) landing_any: bool,
     /// Flows waiting for each flow, as offsets into `dependents` (flow
     /// `i`'s waiters are `dependents[dependent_start[i]..dependent_start[i + 1]]`).
     pub(super) dependent_start: Vec<u32>,

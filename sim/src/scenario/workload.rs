@@ -9,7 +9,7 @@
 //! | `permutation` | `hosts` (default all), `seed` |
 //! | `all-to-all` | `hosts` |
 //! | `ring-allreduce` | `hosts` (ring order) |
-//! | `nccl-tests` | `collective` (required), `hosts` (rank order; rank 0 is the root), `min_bytes` (required), `max_bytes`, `step_factor` |
+//! | `nccl-tests` | `collective` (required), `hosts` (rank order; rank 0 is the root), `min_bytes` (required), `max_bytes`, `step_factor`; on GPU servers `servers`, `gpus`, `channels` instead of `hosts` |
 //! | `poisson` | `hosts`, `cdf` (built-in name) or `cdf_file`, `load` (0-1], `window` (required), `seed` |
 //! | `perftest` | `src`, `dst` (required); `test` and with it `all`, `iters`, `duration`, `tx_depth`, `bidirectional`, `inline`, `cq_mod` |
 //! | `hpcc-flows` | `path` (required), `shift` |
@@ -47,7 +47,8 @@ use serde::Deserialize;
 
 use crate::config::SimConfig;
 use crate::input::{read_file, FileError};
-use crate::topology::{NodeId, NodeKind, Topology};
+use crate::topology::{GpuServers, NodeId, NodeKind, Topology};
+use crate::workload::collectives::Ranks;
 use crate::workload::generate::{self, FlowBuilder, FlowTemplate};
 use crate::workload::perftest::{self as pt, PerftestSpec, PerftestTest};
 use crate::workload::{self as wl, FlowOp, FlowSizeCdf, FlowSpec, GroupSpec};
@@ -154,6 +155,18 @@ pub struct WorkloadDoc {
     /// nccl-tests: the factor between sizes (`-f`; default 2).
     #[serde(default)]
     pub step_factor: Option<u64>,
+    /// nccl-tests on GPU servers: which servers (`"all"`, the first N,
+    /// or a list of server indices).
+    #[serde(default)]
+    pub servers: Option<HostSet>,
+    /// nccl-tests on GPU servers: GPUs per server taking part (`-g`;
+    /// default all).
+    #[serde(default)]
+    pub gpus: Option<u32>,
+    /// nccl-tests on GPU servers: rings run at once (default: one per
+    /// NIC of a server).
+    #[serde(default)]
+    pub channels: Option<u32>,
     /// Congestion control of this workload's flows (a whole `[nic.cc]`
     /// table: keys left out take `[nic.cc]`'s defaults), in place of
     /// their hosts'; any kind.
@@ -365,6 +378,9 @@ fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
             "min_bytes",
             "max_bytes",
             "step_factor",
+            "servers",
+            "gpus",
+            "channels",
         ],
         WorkloadKind::HpccFlows => &["op", "path", "shift"],
         WorkloadKind::Htsim => &["op", "path"],
@@ -410,6 +426,9 @@ impl WorkloadDoc {
         add("min_bytes", self.min_bytes.is_some());
         add("max_bytes", self.max_bytes.is_some());
         add("step_factor", self.step_factor.is_some());
+        add("servers", self.servers.is_some());
+        add("gpus", self.gpus.is_some());
+        add("channels", self.channels.is_some());
         g
     }
 }
@@ -626,10 +645,29 @@ pub(super) fn build(
                 }
             }
             WorkloadKind::NcclTests => {
-                let h = set("hosts", &w.hosts, None)?;
-                two("hosts", &h)?;
-                let spec = nccl_tests_spec(w, h.len()).map_err(|(k, m)| err(k, m))?;
-                generate::nccl_tests(&mut b, &h, &spec, &t, &name);
+                let ranks = match topo.gpu {
+                    None => {
+                        if let Some(k) = [
+                            ("servers", w.servers.is_some()),
+                            ("gpus", w.gpus.is_some()),
+                            ("channels", w.channels.is_some()),
+                        ]
+                        .iter()
+                        .find_map(|&(k, given)| given.then_some(k))
+                        {
+                            return Err(err(
+                                k,
+                                "the topology has no GPU servers: expected a topology with a [gpu] table, or hosts as ranks".into(),
+                            ));
+                        }
+                        let h = set("hosts", &w.hosts, None)?;
+                        two("hosts", &h)?;
+                        Ranks::hosts(&h)
+                    }
+                    Some(g) => gpu_ranks(w, topo, &g).map_err(|(k, m)| err(k, m))?,
+                };
+                let spec = nccl_tests_spec(w, ranks.len()).map_err(|(k, m)| err(k, m))?;
+                generate::nccl_tests(&mut b, &ranks, &spec, &t, &name);
             }
             WorkloadKind::Poisson => {
                 let h = set("hosts", &w.hosts, None)?;
@@ -783,6 +821,79 @@ pub(super) fn build(
 
 /// A perftest workload's parameters, with perftest's defaults; errors
 /// name the key.
+/// The ranks of an `nccl-tests` workload on GPU servers `g`: the GPUs of
+/// its `servers`, or the key that is wrong and why.
+fn gpu_ranks(
+    w: &WorkloadDoc,
+    topo: &Topology,
+    g: &GpuServers,
+) -> Result<Ranks, (&'static str, String)> {
+    if w.hosts.is_some() {
+        return Err((
+            "hosts",
+            "on GPU servers the ranks are GPUs: expected servers (and gpus) instead".into(),
+        ));
+    }
+    let servers: Vec<u32> = match &w.servers {
+        None | Some(HostSet::All) => (0..g.servers).collect(),
+        Some(HostSet::Count(n)) => {
+            if *n > g.servers || *n == 0 {
+                return Err((
+                    "servers",
+                    format!("{n} servers: expected 1 to {}", g.servers),
+                ));
+            }
+            (0..*n).collect()
+        }
+        Some(HostSet::List(l)) => {
+            let mut v = Vec::with_capacity(l.len());
+            for r in l {
+                match r {
+                    HostRef::Index(i) if *i < g.servers && !v.contains(i) => v.push(*i),
+                    HostRef::Index(i) if *i < g.servers => {
+                        return Err(("servers", format!("server {i} is listed twice: expected distinct servers")))
+                    }
+                    HostRef::Index(i) => {
+                        return Err((
+                            "servers",
+                            format!("server {i}: the topology has servers 0-{}", g.servers - 1),
+                        ))
+                    }
+                    HostRef::Name(n) => {
+                        return Err((
+                            "servers",
+                            format!("{n:?}: expected server indices (server s owns hosts s*nics to s*nics+nics-1)"),
+                        ))
+                    }
+                }
+            }
+            v
+        }
+    };
+    let gpus = w.gpus.unwrap_or(g.gpus);
+    if gpus == 0 || gpus > g.gpus {
+        return Err((
+            "gpus",
+            format!("{gpus}: expected 1 to {} (the GPUs of a server)", g.gpus),
+        ));
+    }
+    let channels = w.channels.unwrap_or(g.nics);
+    if channels == 0 || channels > 64 {
+        return Err(("channels", format!("{channels}: expected 1 to 64")));
+    }
+    if servers.len() * (gpus as usize) < 2 {
+        return Err((
+            "servers",
+            format!(
+                "{} rank(s): expected at least 2",
+                servers.len() * gpus as usize
+            ),
+        ));
+    }
+    Ranks::gpus(topo, &servers, gpus, channels)
+        .ok_or_else(|| ("servers", "expected servers of the topology".to_string()))
+}
+
 /// The sizes and collective of an `nccl-tests` workload, or the key that
 /// is wrong and why.
 fn nccl_tests_spec(

@@ -21,10 +21,31 @@
 //!
 //! ```toml
 //! [generator]
-//! kind = "fat-tree"     # or "leaf-spine", "dumbbell", "chain"
+//! kind = "fat-tree"     # or "leaf-spine", "dumbbell", "chain",
+//!                       # "gpu-leaf-spine" (with a [gpu] table)
 //! k = 8
 //! [defaults]
 //! rate = "100Gbps"
+//! ```
+//!
+//! GPU servers (see [`super::gpu`]): a `[gpu]` table makes every
+//! `nics` consecutive hosts one server with `gpus` GPUs:
+//!
+//! ```toml
+//! [gpu]
+//! gpus = 8
+//! nics = 8
+//! nvlink_rate = "3600Gbps"   # per GPU and direction (default)
+//! nvlink_latency = "1us"
+//! nvswitch = true
+//! gpudirect = true
+//! pcie_rate = "512Gbps"
+//! [generator]
+//! kind = "gpu-leaf-spine"
+//! servers = 16
+//! servers_per_leaf = 8
+//! spines = 8
+//! rail_optimised = true
 //! ```
 //!
 //! Link properties resolve from the most specific layer down: the link
@@ -39,8 +60,8 @@ use std::path::Path;
 use roce::time::{Duration, Rate};
 use serde::Deserialize;
 
-use super::generate::{self, LeafSpine};
-use super::{LinkProps, NodeKind, Topology, TopologyError};
+use super::generate::{self, GpuLeafSpine, LeafSpine};
+use super::{GpuServers, LinkProps, NodeKind, NvLink, Topology, TopologyError};
 use crate::input::{decode_str, decode_value, read_file, FileError};
 
 /// Propagation delay per metre of fibre.
@@ -71,6 +92,37 @@ pub struct TopologyDoc {
     /// Links.
     #[serde(default, rename = "link")]
     pub links: Vec<LinkDoc>,
+    /// GPU servers behind the hosts (see [`super::gpu`]).
+    #[serde(default)]
+    pub gpu: Option<GpuDoc>,
+}
+
+/// The `[gpu]` table: what each server of `nics` consecutive hosts holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuDoc {
+    /// GPUs per server.
+    pub gpus: u32,
+    /// NICs (hosts) per server, one per rail.
+    pub nics: u32,
+    /// A GPU's NVLink bandwidth per direction (default 3600 Gbit/s, H100).
+    #[serde(default)]
+    pub nvlink_rate: Option<Rate>,
+    /// Latency of an NVLink transfer (default 1 us).
+    #[serde(default)]
+    pub nvlink_latency: Option<Duration>,
+    /// An NVSwitch joins the GPUs (default true); false: point to point.
+    #[serde(default)]
+    pub nvswitch: Option<bool>,
+    /// GPUDirect RDMA (default true).
+    #[serde(default)]
+    pub gpudirect: Option<bool>,
+    /// A GPU's PCIe rate to host memory (default 512 Gbit/s, Gen5 x16).
+    #[serde(default)]
+    pub pcie_rate: Option<Rate>,
+    /// Latency of a PCIe copy (default 1 us).
+    #[serde(default)]
+    pub pcie_latency: Option<Duration>,
 }
 
 /// Link properties, each optional (unset ones come from the layer below).
@@ -193,6 +245,27 @@ pub enum GeneratorSpec {
         #[serde(default)]
         fabric_link: LinkSpec,
     },
+    /// Leaf-spine of GPU servers (`[gpu]` gives the NICs per server).
+    GpuLeafSpine {
+        /// GPU servers.
+        servers: u32,
+        /// Servers per leaf (per rail leaf when rail-optimised).
+        servers_per_leaf: u32,
+        /// Spine switches.
+        spines: u32,
+        /// NIC `r` of every server on rail `r`'s leaf (default true).
+        #[serde(default)]
+        rail_optimised: Option<bool>,
+        /// Downlink:uplink bandwidth ratio; derives the uplink rate.
+        #[serde(default)]
+        oversubscription: Option<f64>,
+        /// Host (NIC) links.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// Leaf-spine links.
+        #[serde(default)]
+        fabric_link: LinkSpec,
+    },
     /// 3-tier k-ary fat tree.
     FatTree {
         /// Switch radix (even).
@@ -282,6 +355,7 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                 GeneratorSpec::Chain { .. } => "generator",
                 GeneratorSpec::LeafSpine { .. } => "generator",
                 GeneratorSpec::FatTree { .. } => "generator.k",
+                GeneratorSpec::GpuLeafSpine { .. } => "generator",
             };
             let built = match g {
                 GeneratorSpec::Dumbbell {
@@ -326,6 +400,42 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                     host_link,
                     fabric_link,
                 } => generate::fat_tree(*k, l(host_link), l(fabric_link)),
+                GeneratorSpec::GpuLeafSpine {
+                    servers,
+                    servers_per_leaf,
+                    spines,
+                    rail_optimised,
+                    oversubscription,
+                    host_link,
+                    fabric_link,
+                } => {
+                    let Some(gpu) = doc.gpu else {
+                        return Err(FileError::new(
+                            file,
+                            "generator.kind",
+                            "gpu-leaf-spine without a [gpu] table: expected one giving gpus and nics per server",
+                        )
+                        .under(prefix));
+                    };
+                    if oversubscription.is_some() && fabric_link.rate.is_some() {
+                        return Err(FileError::new(
+                            file,
+                            "generator.oversubscription",
+                            "both oversubscription and fabric_link.rate: expected one of them",
+                        )
+                        .under(prefix));
+                    }
+                    generate::gpu_leaf_spine(&GpuLeafSpine {
+                        servers: *servers,
+                        nics: gpu.nics,
+                        servers_per_leaf: *servers_per_leaf,
+                        spines: *spines,
+                        rail_optimised: rail_optimised.unwrap_or(true),
+                        host_link: l(host_link),
+                        fabric_link: l(fabric_link),
+                        oversubscription: *oversubscription,
+                    })
+                }
             };
             built.map_err(|e| match &e {
                 TopologyError::BadParameter { param, .. } => err(&format!("generator.{param}"), e),
@@ -389,6 +499,27 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
             t
         }
     };
+    let mut topo = topo;
+    if let Some(g) = doc.gpu {
+        let nvlink = NvLink {
+            rate: g.nvlink_rate.unwrap_or(NvLink::H100.rate),
+            latency: g.nvlink_latency.unwrap_or(NvLink::H100.latency),
+            switched: g.nvswitch.unwrap_or(true),
+        };
+        let mut servers = GpuServers::new(
+            g.gpus,
+            g.nics,
+            topo.host_count() as u32,
+            nvlink,
+            g.gpudirect.unwrap_or(true),
+            g.pcie_rate.unwrap_or(Rate::from_gbps(512)),
+        )
+        .map_err(|e| FileError::new(file, e.param, e.to_string()).under(prefix))?;
+        if let Some(l) = g.pcie_latency {
+            servers.pcie_latency = l;
+        }
+        topo.gpu = Some(servers);
+    }
     topo.check().map_err(|e| {
         let key = match e {
             TopologyError::NoHosts => "hosts",

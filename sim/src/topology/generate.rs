@@ -1,4 +1,5 @@
-//! Topology generators: dumbbell, chain, leaf-spine and 3-tier fat tree.
+//! Topology generators: dumbbell, chain, leaf-spine, 3-tier fat tree and
+//! leaf-spines of GPU servers (rail-optimised or plain).
 //!
 //! Every generator puts the hosts first (host `i` is `NodeId(i)` and is
 //! named `h{i}`), then the switches, and adds links bottom-up, so a host's
@@ -87,19 +88,13 @@ pub fn leaf_spine(p: &LeafSpine) -> Result<Topology, TopologyError> {
     positive("leaves", p.leaves)?;
     positive("spines", p.spines)?;
     positive("hosts_per_leaf", p.hosts_per_leaf)?;
-    let mut fabric = p.fabric_link;
-    if let Some(o) = p.oversubscription {
-        if !(o.is_finite() && o > 0.0) {
-            return Err(TopologyError::BadParameter {
-                param: "oversubscription",
-                value: o.to_string(),
-                expected: "a positive ratio such as 1.0 or 3.0",
-            });
-        }
-        let down = p.host_link.rate.bps() as f64 * f64::from(p.hosts_per_leaf);
-        let up = (down / (f64::from(p.spines) * o)).round() as u64;
-        fabric.rate = Rate::from_bps(up);
-    }
+    let fabric = uplink(
+        p.host_link,
+        p.fabric_link,
+        p.hosts_per_leaf,
+        p.spines,
+        p.oversubscription,
+    )?;
     let mut t = Topology::new();
     let hosts = p.leaves * p.hosts_per_leaf;
     for i in 0..hosts {
@@ -122,6 +117,125 @@ pub fn leaf_spine(p: &LeafSpine) -> Result<Topology, TopologyError> {
         }
     }
     Ok(t)
+}
+
+/// Parameters of a leaf-spine of GPU servers ([`gpu_leaf_spine`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuLeafSpine {
+    /// GPU servers.
+    pub servers: u32,
+    /// NICs per server (rails).
+    pub nics: u32,
+    /// Servers under one leaf (rail-optimised: under each of a group's
+    /// `nics` leaves).
+    pub servers_per_leaf: u32,
+    /// Spine switches; every leaf links to every spine.
+    pub spines: u32,
+    /// Rail-optimised: NIC `r` of every server of a group goes to the
+    /// group's rail-`r` leaf. Else all of a server's NICs go to one leaf.
+    pub rail_optimised: bool,
+    /// Host (NIC) links.
+    pub host_link: LinkProps,
+    /// Leaf-spine links (rate derived when `oversubscription` is set).
+    pub fabric_link: LinkProps,
+    /// Downlink to uplink ratio of a leaf, as [`LeafSpine::oversubscription`].
+    pub oversubscription: Option<f64>,
+}
+
+/// A leaf-spine of GPU servers: hosts `h{s * nics + r}` (NIC `r` of
+/// server `s`), then the leaves, then spines `spine{j}`. Servers come in
+/// groups of `servers_per_leaf`; rail-optimised, group `g` has leaves
+/// `rail{r}-leaf{g}`, one per rail, each with the group's NICs of that
+/// rail (GPU `i` of every server of the group meets the others' GPU `i`
+/// one switch away); plain, group `g` has one leaf `leaf{g}` with all
+/// its servers' NICs.
+pub fn gpu_leaf_spine(p: &GpuLeafSpine) -> Result<Topology, TopologyError> {
+    positive("servers", p.servers)?;
+    positive("servers_per_leaf", p.servers_per_leaf)?;
+    positive("spines", p.spines)?;
+    positive("gpu.nics", p.nics)?;
+    if p.servers % p.servers_per_leaf != 0 {
+        return Err(TopologyError::BadParameter {
+            param: "servers_per_leaf",
+            value: p.servers_per_leaf.to_string(),
+            expected: "a divisor of servers",
+        });
+    }
+    let groups = p.servers / p.servers_per_leaf;
+    let (leaves, down) = if p.rail_optimised {
+        (groups * p.nics, p.servers_per_leaf)
+    } else {
+        (groups, p.servers_per_leaf * p.nics)
+    };
+    let fabric = uplink(
+        p.host_link,
+        p.fabric_link,
+        down,
+        p.spines,
+        p.oversubscription,
+    )?;
+    let mut t = Topology::new();
+    let hosts = p.servers * p.nics;
+    for i in 0..hosts {
+        t.add_node(format!("h{i}"), NodeKind::Host);
+    }
+    let leaf0 = hosts;
+    for g in 0..groups {
+        if p.rail_optimised {
+            for r in 0..p.nics {
+                t.add_node(format!("rail{r}-leaf{g}"), NodeKind::Switch);
+            }
+        } else {
+            t.add_node(format!("leaf{g}"), NodeKind::Switch);
+        }
+    }
+    let spine0 = leaf0 + leaves;
+    for j in 0..p.spines {
+        t.add_node(format!("spine{j}"), NodeKind::Switch);
+    }
+    for i in 0..hosts {
+        let (server, rail) = (i / p.nics, i % p.nics);
+        let group = server / p.servers_per_leaf;
+        let leaf = if p.rail_optimised {
+            group * p.nics + rail
+        } else {
+            group
+        };
+        t.add_link(NodeId(i), NodeId(leaf0 + leaf), p.host_link)?;
+    }
+    for l in 0..leaves {
+        for j in 0..p.spines {
+            t.add_link(NodeId(leaf0 + l), NodeId(spine0 + j), fabric)?;
+        }
+    }
+    Ok(t)
+}
+
+/// The leaf-spine link of a leaf with `down` host links under `spines`
+/// spines: `fabric` as given, or with its rate derived from
+/// `oversubscription` (`host rate x down / (spines x ratio)`).
+fn uplink(
+    host: LinkProps,
+    fabric: LinkProps,
+    down: u32,
+    spines: u32,
+    oversubscription: Option<f64>,
+) -> Result<LinkProps, TopologyError> {
+    let Some(o) = oversubscription else {
+        return Ok(fabric);
+    };
+    if !(o.is_finite() && o > 0.0) {
+        return Err(TopologyError::BadParameter {
+            param: "oversubscription",
+            value: o.to_string(),
+            expected: "a positive ratio such as 1.0 or 3.0",
+        });
+    }
+    let bps = host.rate.bps() as f64 * f64::from(down) / (f64::from(spines) * o);
+    Ok(LinkProps {
+        rate: Rate::from_bps(bps.round() as u64),
+        ..fabric
+    })
 }
 
 /// A 3-tier k-ary fat tree (Al-Fares et al.): `k` pods of `k/2` edge and

@@ -18,6 +18,7 @@ mod check;
 pub mod ecmp;
 pub mod file;
 pub mod generate;
+pub mod gpu;
 pub mod hpcc;
 mod routes;
 
@@ -27,6 +28,7 @@ use petgraph::graph::{NodeIndex, UnGraph};
 use roce::time::{Duration, Rate};
 
 pub use ecmp::{ecmp_hash, ecmp_select, roce_udp_source_port, FiveTuple};
+pub use gpu::{GpuServers, NvLink};
 pub use routes::Routes;
 
 /// Index of a node in [`Topology::nodes`].
@@ -90,6 +92,9 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// Links, indexed by [`LinkId`].
     pub links: Vec<Link>,
+    /// The GPU servers the hosts belong to (`None`: plain hosts, one
+    /// rank each; see [`gpu`]).
+    pub gpu: Option<GpuServers>,
 }
 
 /// The physical properties of a link, without its ends.

@@ -111,6 +111,9 @@ pub fn parse(
             after: Vec::new(),
             workload: 0,
             post: None,
+            local: None,
+            landing: false,
+            delay: roce::time::Duration::ZERO,
         });
     }
     if flows.len() != count {

@@ -154,6 +154,9 @@ pub fn parse(file: &Path, text: &str, hosts: &[NodeId]) -> Result<Vec<FlowSpec>,
                     after: Vec::new(),
                     workload: 0,
                     post: None,
+                    local: None,
+                    landing: false,
+                    delay: roce::time::Duration::ZERO,
                 });
             }
         }

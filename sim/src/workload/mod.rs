@@ -11,7 +11,9 @@
 //! A flow whose [`FlowSpec::after`] is not empty is posted at the later of
 //! its `start` and the moment the last of the listed flows *completes*: the
 //! instant its requester sees the completion of its last work request
-//! (the flow's recorded `finish`). The simulator has global knowledge, so
+//! (the flow's recorded `finish`), or for a flow marked
+//! [`FlowSpec::landing`], the instant its last message landed in the
+//! destination's memory. The simulator has global knowledge, so
 //! the waiting flow's host need not be the one that saw the completion.
 //! A flow whose dependency never completes (it failed, or the run ended
 //! first) is never posted and counts as not completed. Listed ids are
@@ -24,7 +26,9 @@
 //! index into the [`GroupSpec`] list of the workload; the group's *step
 //! time* is the last finish minus the first post of its flows.
 
+mod builder;
 pub mod cdf;
+pub mod collectives;
 pub mod generate;
 pub mod hpcc;
 pub mod htsim;
@@ -74,6 +78,36 @@ pub struct FlowSpec {
     /// How the application posts its messages (perftest's loops);
     /// `None`: the NIC model keeps a fixed number of work requests posted.
     pub post: Option<PostLoop>,
+    /// A copy inside a GPU server (NVLink, PCIe) instead of RDMA over the
+    /// fabric: `src` and `dst` name the NICs of the two GPUs' server and
+    /// no queue pair carries it (see [`LocalPath`]). `None`: a fabric flow.
+    pub local: Option<LocalPath>,
+    /// Flows waiting for this one are posted when its last message has
+    /// landed in the destination's memory (what a receiver polling its
+    /// buffer sees, as NCCL's ranks do), not when the requester sees the
+    /// completion half a round trip later. WRITE and SEND flows only.
+    pub landing: bool,
+    /// Posted this long after it may go (its `start`, or the release by
+    /// the last flow it waits for): the sender's own latency before the
+    /// bytes move (a collective protocol's per-step cost).
+    pub delay: roce::time::Duration,
+}
+
+/// A copy that never reaches the fabric: GPU to GPU over NVLink, or GPU
+/// to host memory over PCIe.
+///
+/// Contract: copies on one `resource` (a GPU's NVLink or PCIe egress,
+/// numbered by the workload) are serialised in the order they are
+/// posted, each taking `size / rate`; a copy completes `latency` after
+/// its last byte left. Copies on different resources do not interact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalPath {
+    /// The egress the copy occupies (dense, 0-based).
+    pub resource: u32,
+    /// Its rate.
+    pub rate: roce::time::Rate,
+    /// Time from the last byte leaving to the copy's completion.
+    pub latency: roce::time::Duration,
 }
 
 /// The shape of one flow [`generate::FlowBuilder::push_flow`] adds.

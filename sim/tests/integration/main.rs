@@ -11,6 +11,7 @@ mod dependencies;
 mod determinism;
 mod fabric;
 mod faults;
+mod gpu;
 mod hostmodel;
 mod imports;
 mod incast;

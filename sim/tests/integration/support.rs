@@ -70,5 +70,8 @@ pub fn write(id: u32, src: usize, dst: usize, size: u64) -> FlowSpec {
         after: Vec::new(),
         workload: 0,
         post: None,
+        local: None,
+        landing: false,
+        delay: roce::time::Duration::ZERO,
     }
 }
