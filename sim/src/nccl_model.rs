@@ -729,6 +729,13 @@ impl Enabled {
         self.algos[f as usize][a.index()]
     }
 
+    /// Forbid algorithm `a` to every function.
+    pub fn disable_algo(&mut self, a: Algo) {
+        for f in &mut self.algos {
+            f[a.index()] = false;
+        }
+    }
+
     /// Whether `f` may use protocol `p`.
     pub fn proto(&self, f: Func, p: Proto) -> bool {
         self.protos[f as usize][p.index()]

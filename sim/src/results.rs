@@ -370,6 +370,16 @@ pub struct GroupRecord {
     /// nccl-tests sizes: the table's `count` column, elements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// nccl-tests sizes: NCCL's algorithm that ran (`Ring`, `Tree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// nccl-tests sizes: NCCL's protocol (`LL`, `LL128`, `Simple`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// nccl-tests sizes: the time NCCL's tuning model predicts for the
+    /// collective on this topology, picoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_ps: Option<u64>,
 }
 
 /// Counters of one port (one side of a link).

@@ -463,10 +463,12 @@ fn nccl_rows(text: &str) -> Vec<(u64, u64, String, f64, f64, f64)> {
 /// An nccl-tests sweep in the simulator: one line per size with
 /// nccl-tests' sizes, counts and root, busbw = algbw x the program's
 /// factor, bus bandwidth rising with size to the NIC's payload rate
-/// (within 3 % at 16 MB on four ranks; for the pipelined chains of
-/// broadcast and reduce, to the closed form of a chain of 512 KiB chunks:
-/// the buffer plus two chunks' pipeline fill at that rate), for every
-/// collective; the file parses as nccl-tests output.
+/// (for the pipelined chains of broadcast and reduce, to the closed form
+/// of a chain of 512 KiB chunks: the buffer plus two chunks' pipeline
+/// fill at that rate): at 16 MB on four ranks within 3 % for the
+/// point-to-point collectives, within 15 % below it for those NCCL
+/// tunes (they pay its protocol's step latency), for every collective;
+/// the file parses as nccl-tests output.
 #[test]
 fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() {
     for (coll, factor, redop, sizes) in [
@@ -554,8 +556,17 @@ fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() 
             _ => (16_384_000 / 4, 1.0),
         };
         let want = payload_gbs(100e9, step_bytes) * fill;
+        // The collectives NCCL tunes pay its protocol's latency on every
+        // step of their chain (Simple's 14 us between nodes here) on top
+        // of the wire time: at 16 MB on 4 ranks about a tenth. The
+        // point-to-point ones pay none and reach the rate within 3 %.
+        let tuned = matches!(
+            coll,
+            "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" | "reduce"
+        );
+        let (lo, hi) = if tuned { (0.85, 1.0) } else { (0.97, 1.03) };
         assert!(
-            (last_busbw - want).abs() / want < 0.03,
+            last_busbw >= want * lo && last_busbw <= want * hi,
             "{coll}: busbw {last_busbw} GB/s against the payload rate {want:.3}: {text}"
         );
         let parsed = rocelab(&["parse", "--json", "auto", file.to_str().unwrap()]);
@@ -702,9 +713,11 @@ start = "50ms"
     let busbw: Vec<&serde_json::Value> = rows.iter().filter(|r| r["metric"] == "busbw").collect();
     assert_eq!(busbw.len(), 2, "{text}");
     assert_eq!(busbw[0]["size"], 1 << 20, "{text}");
-    // About half the rate behind the slow rank, at the larger size.
+    // About half the rate behind the slow rank, at the larger size: the
+    // wire time doubles, the protocol's per-step latency (the same in
+    // both) does not, so a little over half.
     let ratio = busbw[1]["ratio_permille"].as_u64().unwrap();
-    assert!((450..=560).contains(&ratio), "{text}");
+    assert!((500..=600).contains(&ratio), "{text}");
     assert!(text.contains("reports in-place results"), "{text}");
     let refused = rocelab(&[
         "compare",

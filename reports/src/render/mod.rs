@@ -1026,6 +1026,9 @@ mod tests {
                 collective: None,
                 size: None,
                 count: None,
+                algorithm: None,
+                protocol: None,
+                model_ps: None,
             });
         }
         let doc = ScenarioResults {

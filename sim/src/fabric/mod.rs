@@ -844,6 +844,9 @@ impl World<'_> {
                 }
                 flows += 1;
                 if let Some(p) = st.posted_at {
+                    // A delayed flow's group began when it was released:
+                    // the delay (a protocol's latency) is part of the step.
+                    let p = p.checked_sub(f.delay).unwrap_or(Instant::ZERO);
                     first_post = Some(first_post.map_or(p, |x| x.min(p)));
                 }
                 if let Some(t) = st.finish {
@@ -877,6 +880,9 @@ impl World<'_> {
                 collective: spec.nccl.map(|r| r.collective.name().to_string()),
                 size: spec.nccl.map(|r| r.size),
                 count: spec.nccl.map(|r| r.count),
+                algorithm: spec.nccl.and_then(|r| r.algorithm).map(str::to_string),
+                protocol: spec.nccl.and_then(|r| r.protocol).map(str::to_string),
+                model_ps: spec.nccl.and_then(|r| r.model_ps),
             });
         }
         out

@@ -9,7 +9,7 @@
 //! | `permutation` | `hosts` (default all), `seed` |
 //! | `all-to-all` | `hosts` |
 //! | `ring-allreduce` | `hosts` (ring order) |
-//! | `nccl-tests` | `collective` (required), `hosts` (rank order; rank 0 is the root), `min_bytes` (required), `max_bytes`, `step_factor`; on GPU servers `servers`, `gpus`, `channels` instead of `hosts` |
+//! | `nccl-tests` | `collective` (required), `hosts` (rank order; rank 0 is the root), `min_bytes` (required), `max_bytes`, `step_factor`; on GPU servers `servers`, `gpus`, `channels` instead of `hosts`; `algo`, `proto` (`NCCL_ALGO`, `NCCL_PROTO`) |
 //! | `poisson` | `hosts`, `cdf` (built-in name) or `cdf_file`, `load` (0-1], `window` (required), `seed` |
 //! | `perftest` | `src`, `dst` (required); `test` and with it `all`, `iters`, `duration`, `tx_depth`, `bidirectional`, `inline`, `cq_mod` |
 //! | `hpcc-flows` | `path` (required), `shift` |
@@ -47,6 +47,7 @@ use serde::Deserialize;
 
 use crate::config::SimConfig;
 use crate::input::{read_file, FileError};
+use crate::nccl_model::Enabled;
 use crate::topology::{GpuServers, NodeId, NodeKind, Topology};
 use crate::workload::collectives::Ranks;
 use crate::workload::generate::{self, FlowBuilder, FlowTemplate};
@@ -155,6 +156,15 @@ pub struct WorkloadDoc {
     /// nccl-tests: the factor between sizes (`-f`; default 2).
     #[serde(default)]
     pub step_factor: Option<u64>,
+    /// nccl-tests: the algorithms NCCL may use, as `NCCL_ALGO` gives
+    /// them (`"ring"`, `"tree"`, `"^tree"`, ...; default: its model's
+    /// choice among all).
+    #[serde(default)]
+    pub algo: Option<String>,
+    /// nccl-tests: the protocols, as `NCCL_PROTO` gives them (`"LL"`,
+    /// `"LL128"`, `"Simple"`, `"^LL128"`, ...).
+    #[serde(default)]
+    pub proto: Option<String>,
     /// nccl-tests on GPU servers: which servers (`"all"`, the first N,
     /// or a list of server indices).
     #[serde(default)]
@@ -381,6 +391,8 @@ fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
             "servers",
             "gpus",
             "channels",
+            "algo",
+            "proto",
         ],
         WorkloadKind::HpccFlows => &["op", "path", "shift"],
         WorkloadKind::Htsim => &["op", "path"],
@@ -429,6 +441,8 @@ impl WorkloadDoc {
         add("servers", self.servers.is_some());
         add("gpus", self.gpus.is_some());
         add("channels", self.channels.is_some());
+        add("algo", self.algo.is_some());
+        add("proto", self.proto.is_some());
         g
     }
 }
@@ -667,7 +681,23 @@ pub(super) fn build(
                     Some(g) => gpu_ranks(w, topo, &g).map_err(|(k, m)| err(k, m))?,
                 };
                 let spec = nccl_tests_spec(w, ranks.len()).map_err(|(k, m)| err(k, m))?;
-                generate::nccl_tests(&mut b, &ranks, &spec, &t, &name);
+                let enabled =
+                    Enabled::from_env(w.algo.as_deref(), w.proto.as_deref()).map_err(|e| {
+                        let k = if e.var == "NCCL_ALGO" {
+                            "algo"
+                        } else {
+                            "proto"
+                        };
+                        err(k, format!("{:?}: {}", e.value, e.why))
+                    })?;
+                let ranks = ranks.on(topo);
+                generate::nccl_tests(&mut b, &ranks, &spec, &t, &name, &enabled).map_err(|m| {
+                    let k = match (&w.algo, &w.proto) {
+                        (Some(_), _) => "algo",
+                        _ => "proto",
+                    };
+                    err(k, m)
+                })?;
             }
             WorkloadKind::Poisson => {
                 let h = set("hosts", &w.hosts, None)?;

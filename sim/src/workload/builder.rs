@@ -198,6 +198,15 @@ impl FlowBuilder {
         }
     }
 
+    /// Post `ids` `delay` after they may go (see [`FlowSpec::delay`]).
+    pub fn set_delay(&mut self, ids: &[u32], delay: roce::time::Duration) {
+        for &id in ids {
+            if let Some(f) = self.flows.get_mut(id as usize) {
+                f.delay = delay;
+            }
+        }
+    }
+
     /// Make flow `id`'s posting wait for `partner`'s messages (a
     /// ping-pong; see [`PostLoop::partner`]).
     pub fn set_partner(&mut self, id: u32, partner: u32) {

@@ -33,11 +33,16 @@
 //! and for the chunk rank `i-1` sent it then. Each step's chunk moves
 //! whole (no pipelining inside a step).
 
-use roce::time::Rate;
+use std::collections::HashMap;
+
+use petgraph::algo::dijkstra;
+use petgraph::graph::NodeIndex;
+use roce::time::{Duration, Rate};
 
 use super::builder::{FlowBuilder, FlowTemplate};
 use super::nccl_tests::{Collective, NcclRow, Sweep, ELEMENT_BYTES};
 use super::{GroupSpec, LocalPath, RingShape};
+use crate::nccl_model::{Algo, Comm, Cpu, Enabled, Func, Gpu, Graph, PathType, Proto};
 use crate::topology::{GpuServers, NodeId, Topology};
 
 /// Where a rank lives: its server (an index into the collective's
@@ -64,6 +69,12 @@ pub struct Ranks {
     /// Fabric hops release what waits for them when their data lands
     /// ([`super::FlowSpec::landing`]); else at the sender's completion.
     landing: bool,
+    /// Per NIC (node id) of the ranks: the unloaded one-way latency to
+    /// every node (link delays along the fastest path); empty until
+    /// [`Ranks::on`].
+    reach: HashMap<u32, Vec<Duration>>,
+    /// The slowest NIC link of the ranks (`Rate::from_bps(0)` until [`Ranks::on`]).
+    nic_rate: Rate,
 }
 
 impl Ranks {
@@ -77,6 +88,8 @@ impl Ranks {
             gpu: None,
             channels: 1,
             landing: true,
+            reach: HashMap::new(),
+            nic_rate: Rate::from_bps(0),
         }
     }
 
@@ -122,7 +135,114 @@ impl Ranks {
             gpu: Some(GpuServers { gpus, ..g }),
             channels,
             landing: true,
+            reach: HashMap::new(),
+            nic_rate: Rate::from_bps(0),
         })
+    }
+
+    /// The same ranks, measured on `topo` (which holds their NICs): the
+    /// unloaded latency between NICs and the NICs' rate, which NCCL's
+    /// model ([`Ranks::comm`]) and the protocols' step latencies use.
+    pub fn on(mut self, topo: &Topology) -> Ranks {
+        let g = topo.graph();
+        let mut rate = None::<Rate>;
+        for &nic in self.nics.iter().flatten() {
+            if let Some(&l) = topo.node(nic).ports.first() {
+                let r = topo.link(l).rate;
+                rate = Some(rate.map_or(r, |x| x.min(r)));
+            }
+            if self.reach.contains_key(&nic.0) {
+                continue;
+            }
+            let dist = dijkstra(&g, NodeIndex::new(nic.0 as usize), None, |e| {
+                topo.link(*e.weight()).delay.as_ps()
+            });
+            let mut v = vec![Duration::MAX; topo.nodes.len()];
+            for (n, d) in dist {
+                v[n.index()] = Duration::from_ps(d);
+            }
+            self.reach.insert(nic.0, v);
+        }
+        self.nic_rate = rate.unwrap_or(Rate::from_bps(0));
+        self
+    }
+
+    /// The communicator NCCL's tuning model sees for these ranks: ranks,
+    /// servers (nodes), Hopper GPUs on Intel hosts, and ring and tree
+    /// graphs of `channels` channels whose per-channel bandwidths are
+    /// the servers' NVLink and NICs shared by the channels.
+    pub fn comm(&self) -> Comm {
+        let gbs = |r: Rate| r.bps() as f64 / 8e9;
+        let nch = f64::from(self.channels.max(1));
+        let nic = gbs(self.nic_rate);
+        let (bw_intra, bw_inter, type_intra, type_inter) = match self.gpu {
+            None => (nic / nch, nic / nch, PathType::Pix, PathType::Pix),
+            Some(g) => {
+                let inter = nic * f64::from(g.nics) / nch;
+                let intra = gbs(g.nvlink.rate) / nch;
+                let ty = if !g.gpudirect {
+                    PathType::Phb
+                } else if g.gpus <= g.nics {
+                    PathType::Pix
+                } else {
+                    PathType::Pxb
+                };
+                (intra, inter, PathType::Nvl, ty)
+            }
+        };
+        let graph = Graph {
+            n_channels: self.channels.max(1),
+            bw_intra,
+            bw_inter,
+            type_intra,
+            type_inter,
+            latency_inter: 0.0,
+            same_channels: false,
+        };
+        Comm {
+            n_ranks: self.ranks.len() as u32,
+            n_nodes: self.nics.len() as u32,
+            gpu: Gpu::Hopper,
+            cpu: Cpu::Intel,
+            tree: graph,
+            ring: graph,
+            pat: graph,
+            net_overhead_us: None,
+            plain_tree_pattern: false,
+        }
+    }
+
+    /// What the protocol adds before rank `from` hands a step to `to`:
+    /// the step latency `plan` charges (inside a server or between
+    /// servers) less what the simulation already spends on the way (an
+    /// NVLink copy's latency; the fabric's unloaded one-way latency and,
+    /// without GPUDirect, the two PCIe copies' latency), never below 0.
+    /// Unloaded, a step then takes the latency NCCL's model gives; the
+    /// queueing the fabric adds comes on top.
+    fn step_delay(&self, plan: &Plan, from: usize, to: usize, rail: Option<u32>) -> Duration {
+        let (a, z) = (self.ranks[from], self.ranks[to]);
+        if let Some(g) = self.gpu {
+            if a.server == z.server {
+                return plan.intra.saturating_sub(g.nvlink.latency);
+            }
+        }
+        let (sn, dn) = match (rail, self.gpu) {
+            (Some(r), Some(_)) => (
+                self.nics[a.server as usize][r as usize],
+                self.nics[z.server as usize][r as usize],
+            ),
+            _ => (self.own_nic(from), self.own_nic(to)),
+        };
+        let mut spent = self
+            .reach
+            .get(&sn.0)
+            .and_then(|v| v.get(dn.0 as usize).copied())
+            .filter(|&d| d != Duration::MAX)
+            .unwrap_or(Duration::ZERO);
+        if let Some(g) = self.gpu.filter(|g| !g.gpudirect) {
+            spent += g.pcie_latency + g.pcie_latency;
+        }
+        plan.inter.saturating_sub(spent)
     }
 
     /// Number of ranks.
@@ -173,9 +293,9 @@ impl Ranks {
     }
 
     /// Rank `from` hands `bytes` to rank `to` (see the module docs), after
-    /// `after`; a ring channel's inter-server hop uses `rail` at both
-    /// ends. Returns the flows whose completion means the bytes are in
-    /// `to`'s memory (none for 0 bytes).
+    /// `after` and `delay` more; a ring channel's inter-server hop uses
+    /// `rail` at both ends. Returns the flows whose release means the
+    /// bytes are in `to`'s memory (none for 0 bytes).
     #[allow(clippy::too_many_arguments)]
     pub fn hop(
         &self,
@@ -187,10 +307,38 @@ impl Ranks {
         t: &FlowTemplate,
         group: u32,
         after: &[u32],
+        delay: Duration,
     ) -> Vec<u32> {
         if bytes == 0 {
             return Vec::new();
         }
+        let first = b.len() as u32;
+        let ids = self.hop_flows(b, from, to, rail, bytes, t, group, after);
+        if delay > Duration::ZERO {
+            // The sender's latency comes before its first flow.
+            let made: Vec<u32> = (first..b.len() as u32).collect();
+            let lead: Vec<u32> = made
+                .iter()
+                .copied()
+                .filter(|&id| b.flows()[id as usize].after.iter().all(|a| *a < first))
+                .collect();
+            b.set_delay(&lead, delay);
+        }
+        ids
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hop_flows(
+        &self,
+        b: &mut FlowBuilder,
+        from: usize,
+        to: usize,
+        rail: Option<u32>,
+        bytes: u64,
+        t: &FlowTemplate,
+        group: u32,
+        after: &[u32],
+    ) -> Vec<u32> {
         let (a, z) = (self.ranks[from], self.ranks[to]);
         let Some(g) = self.gpu else {
             let ids = b.pair(
@@ -383,6 +531,7 @@ fn ring_steps(
                 t,
                 g,
                 &after,
+                Duration::ZERO,
             );
             cur.push(ids);
         }
@@ -395,13 +544,129 @@ fn ring_steps(
     by_rank
 }
 
-/// The chunk a rooted chain (broadcast, reduce) forwards at a time: NCCL's
-/// Simple buffer (4 MiB) over its 8 steps, one step per chunk
-/// (`BROADCAST_CHUNKSTEPS`, `REDUCE_CHUNKSTEPS`).
-const ROOTED_CHUNK: u64 = (4 << 20) / NCCL_STEPS as u64;
-/// NCCL's steps per connection buffer (`NCCL_STEPS`): chunks a sender may
-/// have in flight on one hop.
+/// How one size of a collective runs: the algorithm and protocol NCCL's
+/// tuning model picks (or the workload forces), and what they cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    /// Algorithm (Ring or Tree).
+    pub algo: Algo,
+    /// Protocol.
+    pub proto: Proto,
+    /// Latency charged once, before the first step.
+    pub base: Duration,
+    /// Latency of a step between GPUs of one server.
+    pub intra: Duration,
+    /// Latency of a step between servers.
+    pub inter: Duration,
+    /// NCCL's predicted time for the collective, µs.
+    pub model_us: f64,
+    /// The most data one channel's step moves (NCCL's `chunkSize`).
+    pub chunk: u64,
+    /// Chunks a connection holds in flight (NCCL's 8 buffer steps over
+    /// the steps of a chunk).
+    pub slots: usize,
+}
+
+impl Plan {
+    /// The plan NCCL's model `comm` gives collective `f` of `bytes`
+    /// (NCCL's `nBytes`) among `enabled`; `None` when nothing is enabled.
+    pub fn choose(comm: &Comm, f: Func, bytes: u64, enabled: &Enabled) -> Option<Plan> {
+        let c = comm.model().choose(f, bytes, enabled)?;
+        let sl = comm.step_latency(f, c.algo, c.proto);
+        let us = |x: f64| Duration::from_ps((x * 1e6).round() as u64);
+        let (chunk, slots) = chunking(comm, f, c.algo, c.proto, bytes);
+        Some(Plan {
+            algo: c.algo,
+            proto: c.proto,
+            base: us(sl.base),
+            intra: us(sl.intra),
+            inter: us(sl.inter),
+            model_us: c.time_us,
+            chunk,
+            slots,
+        })
+    }
+
+    /// Bytes on the link for `data` bytes: LL carries 8 bytes of data
+    /// and a flag per 16-byte line, LL128 120 bytes per 128, Simple the
+    /// data alone.
+    pub fn wire_bytes(&self, data: u64) -> u64 {
+        match self.proto {
+            Proto::Ll => data.div_ceil(8) * 16,
+            Proto::Ll128 => data.div_ceil(120) * 128,
+            Proto::Simple => data,
+        }
+    }
+
+    fn chunk_max(&self) -> u64 {
+        self.chunk
+    }
+
+    fn slots(&self) -> usize {
+        self.slots
+    }
+}
+
+/// NCCL's chunk size and chunks in flight for `f` of `bytes` with `a`
+/// and `p` (`enqueue.cc`'s `calcCollChunking`): the protocol's connection
+/// buffer (Simple 4 MiB, LL 512 KiB of 16-byte lines, LL128 4,915,200
+/// bytes of 128-byte lines) over NCCL's 8 steps is a step; a chunk is 4
+/// steps for the Simple ring's all-reduce, all-gather and reduce-scatter
+/// and 1 step otherwise, holding half its lines in data with LL and
+/// 120/128 with LL128; the tree's LL128 chunk halves while the buffer
+/// would give each channel too few chunks to fill the tree's pipeline.
+fn chunking(comm: &Comm, f: Func, a: Algo, p: Proto, bytes: u64) -> (u64, usize) {
+    let buff: u64 = match p {
+        Proto::Simple => 4 << 20,
+        Proto::Ll => 8 * 512 * NCCL_STEPS as u64 * 16,
+        Proto::Ll128 => 120 * 640 * NCCL_STEPS as u64 * 8,
+    };
+    let step = buff / NCCL_STEPS as u64;
+    let chunk_steps = if p == Proto::Simple
+        && a == Algo::Ring
+        && matches!(f, Func::AllReduce | Func::AllGather | Func::ReduceScatter)
+    {
+        NCCL_STEPS / 2
+    } else {
+        1
+    };
+    let mut chunk = step * chunk_steps as u64;
+    match p {
+        Proto::Ll => chunk /= 2,
+        Proto::Ll128 => chunk = chunk / 16 * 15,
+        Proto::Simple => {}
+    }
+    if a == Algo::Tree && p == Proto::Ll128 {
+        let nodes = comm.n_nodes.max(1);
+        let ppn = f64::from(comm.n_ranks.max(1)) / f64::from(nodes);
+        let nsteps = 1.0 + f64::from(63 - u64::from(nodes).leading_zeros() as i32) + 0.1 * ppn;
+        let nch = u64::from(comm.ring.n_channels.max(1));
+        let per = |c: u64| (bytes / (nch * c)) as f64;
+        while per(chunk) < nsteps * 64.0 / ppn && chunk > 131_072 {
+            chunk /= 2;
+        }
+        while per(chunk) < nsteps * 16.0 / ppn && chunk > 32_768 {
+            chunk /= 2;
+        }
+    }
+    (chunk, NCCL_STEPS / chunk_steps)
+}
+
+/// NCCL's steps per connection buffer (`NCCL_STEPS`).
 const NCCL_STEPS: usize = 8;
+
+/// The NCCL function a collective is tuned as; `None` for the
+/// point-to-point ones.
+fn func_of(c: Collective) -> Option<Func> {
+    match c {
+        Collective::AllReduce => Some(Func::AllReduce),
+        Collective::AllGather => Some(Func::AllGather),
+        Collective::ReduceScatter => Some(Func::ReduceScatter),
+        Collective::Broadcast => Some(Func::Broadcast),
+        Collective::Reduce => Some(Func::Reduce),
+        _ => None,
+    }
+}
 
 /// `total` bytes split over `parts`: part `c`'s share, in whole elements
 /// (the first parts take the remainder).
@@ -412,38 +677,285 @@ fn share(total: u64, parts: u32, c: u32) -> u64 {
     mine * ELEMENT_BYTES + if c == 0 { total % ELEMENT_BYTES } else { 0 }
 }
 
+/// What every hop of one size shares.
+struct Ctx<'a> {
+    ranks: &'a Ranks,
+    t: &'a FlowTemplate,
+    group: u32,
+    plan: Plan,
+}
+
+impl Ctx<'_> {
+    /// Rank `from` sends `data` bytes of step data to `to` (see
+    /// [`Ranks::hop`]) after `after`, with the protocol's step latency
+    /// (and `extra`) before it and its line format on the wire.
+    fn send(
+        &self,
+        b: &mut FlowBuilder,
+        (from, to): (usize, usize),
+        rail: Option<u32>,
+        data: u64,
+        after: &[u32],
+        extra: Duration,
+    ) -> Vec<u32> {
+        let delay = self.ranks.step_delay(&self.plan, from, to, rail) + extra;
+        let bytes = self.plan.wire_bytes(data);
+        self.ranks
+            .hop(b, from, to, rail, bytes, self.t, self.group, after, delay)
+    }
+}
+
+/// One channel's ring: `rounds` passes of `steps` ring steps over
+/// `order` (ranks by ring position), NCCL's loop over a buffer larger
+/// than one pass holds. In round `r`, step `s`, position `i` sends
+/// `bytes(r, s, i)` to position `i+1`: after the data it forwards (what
+/// position `i-1` sent it in step `s-1` of the round; a round's first
+/// send, which forwards nothing, after a free slot in the receiver's
+/// buffer: the rank's send `slots` sends earlier has landed), and its
+/// first `slots` sends after `first[rank]`, what the rank had to finish
+/// first.
+/// A sender's buffer credits are not modelled beyond that: NCCL's
+/// per-step latencies, which every send carries, are fitted end to end
+/// and hold its credit stalls. The first send of each rank carries the
+/// base latency.
+/// Returns, by rank, its last send and the last send it received.
+fn ring_run(
+    b: &mut FlowBuilder,
+    cx: &Ctx<'_>,
+    (order, rail): (&[usize], Option<u32>),
+    (rounds, steps): (usize, usize),
+    bytes: impl Fn(usize, usize, usize) -> u64,
+    first: &[Vec<u32>],
+) -> Vec<Vec<u32>> {
+    let n = order.len();
+    let slots = cx.plan.slots();
+    // hist[q % (slots + 1)][i]: the flows of send q of position i.
+    let mut hist: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); n]; slots + 1];
+    let total = rounds * steps;
+    for q in 0..total {
+        let (r, s) = (q / steps, q % steps);
+        let mut cur = Vec::with_capacity(n);
+        for i in 0..n {
+            let rank = order[i];
+            // What the rank finished before, for its first sends; later
+            // sends wait only for their data (see `ring_run`'s docs).
+            let mut after = if q < slots {
+                first[rank].clone()
+            } else {
+                Vec::new()
+            };
+            if s == 0 && r > 0 && q >= slots {
+                // A new round's first send needs a free buffer slot on
+                // its connection: the send `slots` earlier has landed.
+                after.extend_from_slice(&hist[(q - slots) % (slots + 1)][i]);
+            }
+            if s > 0 {
+                after.extend_from_slice(&hist[(q - 1) % (slots + 1)][(i + n - 1) % n]);
+            }
+            let extra = if q == 0 { cx.plan.base } else { Duration::ZERO };
+            let ids = cx.send(
+                b,
+                (rank, order[(i + 1) % n]),
+                rail,
+                bytes(r, s, i),
+                &after,
+                extra,
+            );
+            cur.push(ids);
+        }
+        hist[q % (slots + 1)] = cur;
+    }
+    let last = &hist[(total - 1) % (slots + 1)];
+    let mut ends = vec![Vec::new(); cx.ranks.len()];
+    for (i, ids) in last.iter().enumerate() {
+        ends[order[i]].extend_from_slice(ids);
+        ends[order[(i + 1) % n]].extend_from_slice(ids);
+    }
+    ends
+}
+
+/// One channel of NCCL's tree all-reduce over `order` (ranks
+/// server-major, each server's GPUs from the one beside the channel's
+/// rail: the first is the server's head): within a server the GPUs form
+/// a chain to the head, and the heads a binary tree over the servers
+/// (server `k` at heap position `k`, or mirrored, `mirror`, for the
+/// second tree of NCCL's double binary tree). `part` bytes move in
+/// chunks of the plan's size: up the chains and the tree (each rank
+/// sends once it has its children's chunk), then down; a rank's first
+/// sends wait for what it finished before, as the ring's do. Returns, by rank,
+/// the flows of the last chunk it sent or received.
+fn tree_allreduce(
+    b: &mut FlowBuilder,
+    cx: &Ctx<'_>,
+    (order, rail): (&[usize], Option<u32>),
+    (servers, per): (usize, usize),
+    mirror: bool,
+    part: u64,
+    first: &[Vec<u32>],
+) -> Vec<Vec<u32>> {
+    let n = order.len();
+    let cmax = cx.plan.chunk_max();
+    let chunks = part.div_ceil(cmax).max(1) as usize;
+    let slots = cx.plan.slots();
+    // Position of server k's GPU j in `order`; the heap label of server k.
+    let at = |k: usize, j: usize| k * per + j;
+    let label = |k: usize| if mirror { servers - 1 - k } else { k };
+    let server_of = |l: usize| if mirror { servers - 1 - l } else { l };
+    let parent = |k: usize| {
+        let l = label(k);
+        (l > 0).then(|| server_of((l - 1) / 2))
+    };
+    let children = |k: usize| {
+        let l = label(k);
+        [2 * l + 1, 2 * l + 2]
+            .into_iter()
+            .filter(|&c| c < servers)
+            .map(server_of)
+            .collect::<Vec<_>>()
+    };
+    // Per directed hop (from position, to position): its sends by chunk.
+    let mut sent: HashMap<(usize, usize), Vec<Vec<u32>>> = HashMap::new();
+    let mut ends = vec![Vec::new(); cx.ranks.len()];
+    for j in 0..chunks {
+        let len = cmax.min(part - (j as u64 * cmax).min(part));
+        // Up: chain tails first, then each chain toward its head, then
+        // the heads from the leaves of the tree to the root.
+        let mut up_in: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut hop = |b: &mut FlowBuilder,
+                       from: usize,
+                       to: usize,
+                       data_in: &[u32],
+                       up_in: &mut Vec<Vec<u32>>| {
+            let key = (from, to);
+            let past = sent.entry(key).or_default();
+            let mut after = if j < slots {
+                first[order[from]].clone()
+            } else {
+                Vec::new()
+            };
+            after.extend_from_slice(data_in);
+            // The base latency once, before the sends that start the
+            // collective (no data to wait for).
+            let extra = if j == 0 && data_in.is_empty() {
+                cx.plan.base
+            } else {
+                Duration::ZERO
+            };
+            let ids = cx.send(b, (order[from], order[to]), rail, len, &after, extra);
+            past.push(ids.clone());
+            up_in[to].extend_from_slice(&ids);
+            ids
+        };
+        for k in 0..servers {
+            for m in (1..per).rev() {
+                let data = up_in[at(k, m)].clone();
+                hop(b, at(k, m), at(k, m - 1), &data, &mut up_in);
+            }
+        }
+        // Heads in decreasing heap label: children before parents.
+        let mut by_label: Vec<usize> = (0..servers).collect();
+        by_label.sort_by_key(|&k| std::cmp::Reverse(label(k)));
+        for &k in &by_label {
+            if let Some(p) = parent(k) {
+                let data = up_in[at(k, 0)].clone();
+                hop(b, at(k, 0), at(p, 0), &data, &mut up_in);
+            }
+        }
+        // Down: from the root through the tree, then along each chain.
+        let mut down_in: Vec<Vec<u32>> = vec![Vec::new(); n];
+        by_label.reverse();
+        for &k in &by_label {
+            let head = at(k, 0);
+            let data = if parent(k).is_some() {
+                down_in[head].clone()
+            } else {
+                up_in[head].clone()
+            };
+            for c in children(k) {
+                hop(b, head, at(c, 0), &data, &mut down_in);
+            }
+            for m in 1..per {
+                let data = if m == 1 {
+                    data.clone()
+                } else {
+                    down_in[at(k, m - 1)].clone()
+                };
+                hop(b, at(k, m - 1), at(k, m), &data, &mut down_in);
+            }
+        }
+        if j + 1 == chunks {
+            for p in 0..n {
+                ends[order[p]].extend(up_in[p].iter().chain(&down_in[p]).copied());
+            }
+        }
+    }
+    // A rank's own last sends, too.
+    for ((from, _), past) in &sent {
+        if let Some(last) = past.last() {
+            ends[order[*from]].extend_from_slice(last);
+        }
+    }
+    ends
+}
+
 /// nccl-tests' sweep `spec` over `ranks`: one group per size, named
 /// `NAME-SIZE` (the table's size), each size's flows posted by rank as
 /// that rank finishes the size before (its last sends and receives), as
 /// each rank of nccl-tests moves on when its own collective completes.
-/// The collectives, as NCCL's ring runs them step by step:
 ///
-/// * `all_reduce`: 2(N-1) steps of the buffer's N chunks around each
-///   channel's ring (as [`ring_allreduce`]), the buffer split by channel;
-/// * `reduce_scatter`, `all_gather`: N-1 steps of one rank's share;
-/// * `alltoall`: every rank sends its share to every other at once;
-/// * `sendrecv`: every rank sends the buffer to the next;
-/// * `broadcast`, `reduce`: a chain from (to) the root, rank 0, pipelined
-///   in NCCL's 512 KiB chunks;
-/// * `gather`, `scatter`: every other rank's share to (from) the root.
+/// All-reduce, all-gather, reduce-scatter, broadcast and reduce run with
+/// the algorithm and protocol NCCL's tuning model picks for the size on
+/// these ranks ([`Ranks::comm`]) among `enabled`: its per-step latency
+/// before each send (less what the simulation already spends on the
+/// way, [`Ranks::step_delay`]), its base latency before a rank's first
+/// send, its line format on the wire, its chunk size and buffer slots:
 ///
-/// Returns the groups in size order.
+/// * Ring: each channel's ring over its share of the buffer, in rounds
+///   of at most the protocol's chunk per rank; all-reduce 2(N-1) steps
+///   a round, all-gather and reduce-scatter N-1;
+/// * Tree (all-reduce): each channel up and down a chain per server and
+///   a binary tree of servers (mirrored on odd channels: the double
+///   binary tree), chunk by chunk;
+/// * broadcast, reduce: a chain from (to) the root, rank 0, in chunks;
+///
+/// and the rest as NCCL's point-to-point operations, without a
+/// protocol's costs: `alltoall` every rank to every other at once,
+/// `sendrecv` each rank to the next, `gather` (`scatter`) every other
+/// rank's share to (from) the root. PAT is never picked (not
+/// simulated). Fails naming the size when `enabled` leaves NCCL nothing
+/// to run a collective with. Returns the groups in size order.
 pub fn nccl_tests(
     b: &mut FlowBuilder,
     ranks: &Ranks,
     spec: &Sweep,
     t: &FlowTemplate,
     name: &str,
-) -> Vec<u32> {
+    enabled: &Enabled,
+) -> Result<Vec<u32>, String> {
     let n = ranks.len();
     let c = spec.collective;
     let rings = ranks.rings();
     let nch = rings.len() as u32;
+    let comm = ranks.comm();
+    let mut enabled = enabled.clone();
+    enabled.disable_algo(Algo::Pat);
+    let servers = ranks.nics.len();
+    let per = n / servers.max(1);
     let mut groups = Vec::new();
     // Per rank: the flows it must see finished before its next size.
     let mut done: Vec<Vec<u32>> = vec![Vec::new(); n];
     for &size in &spec.sizes {
         let counts = c.byte_counts(size, ELEMENT_BYTES, n as u32);
+        let plan = match func_of(c) {
+            None => None,
+            Some(f) => Some(Plan::choose(&comm, f, counts.size(), &enabled).ok_or_else(|| {
+                format!(
+                    "{} of {} bytes: the algorithms and protocols enabled leave NCCL nothing to run it with",
+                    c.name(),
+                    counts.size()
+                )
+            })?),
+        };
         let g = b.new_group(GroupSpec {
             name: format!("{name}-{}", counts.size()),
             kind: "nccl-tests".into(),
@@ -455,38 +967,80 @@ pub fn nccl_tests(
                 size: counts.size(),
                 count: counts.param / ELEMENT_BYTES,
                 param: counts.param,
+                algorithm: plan.map(|p| p.algo.name()),
+                protocol: plan.map(|p| p.proto.name()),
+                model_ps: plan.map(|p| (p.model_us * 1e6).round() as u64),
             }),
         });
         groups.push(g);
         let mut next: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut p2p = |b: &mut FlowBuilder, src: usize, dst: usize, bytes: u64, after: &[u32]| {
-            let ids = ranks.hop(b, src, dst, None, bytes, t, g, after);
-            next[src].extend_from_slice(&ids);
-            next[dst].extend_from_slice(&ids);
+        let cx = Ctx {
+            ranks,
+            t,
+            group: g,
+            // The point-to-point collectives pay no protocol costs.
+            plan: plan.unwrap_or(Plan {
+                algo: Algo::Ring,
+                proto: Proto::Simple,
+                base: Duration::ZERO,
+                intra: Duration::ZERO,
+                inter: Duration::ZERO,
+                model_us: 0.0,
+                chunk: u64::MAX,
+                slots: NCCL_STEPS,
+            }),
         };
         match c {
-            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
-                let mut ends: Vec<Vec<u32>> = vec![Vec::new(); n];
+            Collective::AllReduce if cx.plan.algo == Algo::Tree => {
                 for (ch, (order, rail)) in rings.iter().enumerate() {
                     let part = share(counts.param, nch, ch as u32);
-                    let last = if c == Collective::AllReduce {
-                        ring_steps(
+                    let ends = tree_allreduce(
+                        b,
+                        &cx,
+                        (order, *rail),
+                        (servers, per),
+                        ch % 2 == 1,
+                        part,
+                        &done,
+                    );
+                    for (r, e) in ends.into_iter().enumerate() {
+                        next[r].extend(e);
+                    }
+                }
+            }
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+                let cmax = cx.plan.chunk_max();
+                for (ch, (order, rail)) in rings.iter().enumerate() {
+                    let part = share(counts.param, nch, ch as u32);
+                    let ends = if c == Collective::AllReduce {
+                        // Each round reduces up to n chunks of cmax.
+                        let per_round = cmax * n as u64;
+                        let rounds = part.div_ceil(per_round).max(1) as usize;
+                        let round_bytes =
+                            move |r: usize| per_round.min(part - (r as u64 * per_round).min(part));
+                        ring_run(
                             b,
-                            ranks,
-                            order,
-                            *rail,
-                            2 * (n - 1),
-                            allreduce_chunk(part, n),
-                            t,
-                            g,
+                            &cx,
+                            (order, *rail),
+                            (rounds, 2 * (n - 1)),
+                            move |r, s, i| allreduce_chunk(round_bytes(r), n)(s, i),
                             &done,
                         )
                     } else {
-                        ring_steps(b, ranks, order, *rail, n - 1, |_, _| part, t, g, &done)
+                        let rounds = part.div_ceil(cmax).max(1) as usize;
+                        ring_run(
+                            b,
+                            &cx,
+                            (order, *rail),
+                            (rounds, n - 1),
+                            move |r, _, _| cmax.min(part - (r as u64 * cmax).min(part)),
+                            &done,
+                        )
                     };
-                    ring_ends(order, &last, &mut ends);
+                    for (r, e) in ends.into_iter().enumerate() {
+                        next[r].extend(e);
+                    }
                 }
-                next = ends;
             }
             Collective::AllToAll | Collective::SendRecv => {
                 for (i, before) in done.iter().enumerate() {
@@ -496,28 +1050,30 @@ pub fn nccl_tests(
                         (0..n).filter(|&j| j != i).collect()
                     };
                     for j in peers {
-                        p2p(b, i, j, counts.param, before);
+                        let ids = cx.send(b, (i, j), None, counts.param, before, Duration::ZERO);
+                        next[i].extend_from_slice(&ids);
+                        next[j].extend_from_slice(&ids);
                     }
                 }
             }
             Collective::Broadcast | Collective::Reduce => {
-                // A chain, pipelined in NCCL's chunks: broadcast from the
-                // root (rank 0) down the ranks, reduce up them to the root
-                // (ranks 1, 2, ..., N-1, then 0). A rank forwards a chunk
-                // once it has it, in order.
+                // A chain in chunks: broadcast from the root (rank 0)
+                // down the ranks, reduce up them to the root (ranks 1,
+                // 2, ..., N-1, then 0). A rank forwards a chunk once it
+                // has it; a hop holds the protocol's slots in flight.
                 let order: Vec<usize> = if c == Collective::Broadcast {
                     (0..n).collect()
                 } else {
                     (1..n).chain([0]).collect()
                 };
                 let p = counts.param;
-                let chunks = p.div_ceil(ROOTED_CHUNK).max(1) as usize;
-                // sent[h][j]: hop h's flows of chunk j. A hop has at most
-                // NCCL's 8 steps in flight: chunk j waits for chunk j-8 of
-                // the same hop (its buffer slot), not for each ACK.
+                // One NCCL step per chunk (BROADCAST_CHUNKSTEPS,
+                // REDUCE_CHUNKSTEPS), 8 in flight.
+                let chunk = cx.plan.chunk_max();
+                let chunks = p.div_ceil(chunk).max(1) as usize;
                 let mut sent: Vec<Vec<Vec<u32>>> = vec![Vec::with_capacity(chunks); n - 1];
                 for j in 0..chunks {
-                    let len = ROOTED_CHUNK.min(p - j as u64 * ROOTED_CHUNK);
+                    let len = chunk.min(p - (j as u64 * chunk).min(p));
                     for h in 0..n - 1 {
                         let (src, dst) = (order[h], order[h + 1]);
                         let mut after = if j < NCCL_STEPS {
@@ -528,7 +1084,12 @@ pub fn nccl_tests(
                         if h > 0 {
                             after.extend_from_slice(&sent[h - 1][j]);
                         }
-                        let ids = ranks.hop(b, src, dst, None, len, t, g, &after);
+                        let extra = if j == 0 && h == 0 {
+                            cx.plan.base
+                        } else {
+                            Duration::ZERO
+                        };
+                        let ids = cx.send(b, (src, dst), None, len, &after, extra);
                         if j + 1 == chunks {
                             next[src].extend_from_slice(&ids);
                             next[dst].extend_from_slice(&ids);
@@ -538,30 +1099,26 @@ pub fn nccl_tests(
                 }
             }
             Collective::Gather | Collective::Scatter => {
-                // Point to point with the root (rank 0), as NCCL runs
-                // them: every other rank's share to it, or from it.
                 for i in 1..n {
                     let (src, dst) = if c == Collective::Gather {
                         (i, 0)
                     } else {
                         (0, i)
                     };
-                    p2p(b, src, dst, counts.param, &done[src]);
+                    let ids = cx.send(
+                        b,
+                        (src, dst),
+                        None,
+                        counts.param,
+                        &done[src],
+                        Duration::ZERO,
+                    );
+                    next[src].extend_from_slice(&ids);
+                    next[dst].extend_from_slice(&ids);
                 }
             }
         }
         done = next;
     }
-    groups
-}
-
-/// What each rank must see finished after a ring's `last` step (by
-/// sending rank; `order` is the ring): its own send and the one it
-/// received, added to `next`.
-fn ring_ends(order: &[usize], last: &[Vec<u32>], next: &mut [Vec<u32>]) {
-    let n = order.len();
-    for (i, &r) in order.iter().enumerate() {
-        next[r].extend_from_slice(&last[r]);
-        next[order[(i + 1) % n]].extend_from_slice(&last[r]);
-    }
+    Ok(groups)
 }

@@ -37,6 +37,13 @@ pub struct NcclRow {
     pub count: u64,
     /// Bytes per rank passed to NCCL (what algbw counts).
     pub param: u64,
+    /// The algorithm that ran (NCCL's name: `Ring`, `Tree`); `None`
+    /// for the point-to-point collectives.
+    pub algorithm: Option<&'static str>,
+    /// The protocol (`LL`, `LL128`, `Simple`); `None` as `algorithm`.
+    pub protocol: Option<&'static str>,
+    /// NCCL's tuning model's time for it, picoseconds.
+    pub model_ps: Option<u64>,
 }
 
 /// The smallest requested size at which every rank of `c` on `nranks`
