@@ -180,6 +180,12 @@ impl World<'_> {
             let wr_id = wr.wr_id;
             let idle = q.wrs.is_empty();
             if q.engine.post_send(wr).is_err() {
+                // The send queue is full of other flows' work: wait for
+                // it to drain (after_activity posts starved flows).
+                if !st.starved {
+                    st.starved = true;
+                    q.starved.push_back(id);
+                }
                 break;
             }
             if let (Some(g), Some(h)) = (q.gate.as_deref_mut(), host) {
@@ -299,6 +305,19 @@ impl World<'_> {
             }
         }
         while self.qps.qps[id as usize].engine.poll_event().is_some() {}
+        // Flows that found the send queue full, in order, while it has
+        // room.
+        while self.qps.qps[id as usize].wrs.len() < POST_AHEAD as usize {
+            let Some(fid) = self.qps.qps[id as usize].starved.pop_front() else {
+                break;
+            };
+            self.flow_state[fid as usize].starved = false;
+            self.post_more(fid, now);
+            if self.flow_state[fid as usize].starved {
+                // Refused again (full, or the QP failed): later.
+                break;
+            }
+        }
         let q = &mut self.qps.qps[id as usize];
         let host = q.host;
         if !q.in_ready {

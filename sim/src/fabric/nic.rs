@@ -224,6 +224,9 @@ pub(crate) struct SimQp {
     pub head_psn: Psn,
     /// Its host side, when its NIC has one.
     pub gate: Option<Box<QpGate>>,
+    /// Requester: flows that found its send queue full (`POST_AHEAD`
+    /// work requests), oldest first; they post again as it drains.
+    pub starved: VecDeque<u32>,
 }
 
 impl SimQp {
@@ -337,6 +340,7 @@ impl QpTable {
                 wrs: VecDeque::new(),
                 head_psn,
                 gate: None,
+                starved: VecDeque::new(),
             });
         }
         self.pairs.insert((src, dst, index, class), a);
@@ -527,6 +531,8 @@ pub(crate) struct FlowState {
     pub cut: Option<(Instant, u64)>,
     /// A flow it waits for (directly or not) failed: it is never posted.
     pub blocked: bool,
+    /// It waits in its queue pair's `starved` list for room.
+    pub starved: bool,
     /// The flows waiting for it were released (at its completion, or
     /// when its data landed for a [`FlowSpec::landing`] flow).
     pub released: bool,
@@ -552,6 +558,7 @@ impl FlowState {
             post_times: Vec::new(),
             cut: None,
             released: false,
+            starved: false,
         }
     }
 }
