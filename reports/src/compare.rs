@@ -283,6 +283,18 @@ pub fn compare_with(
             }
             out
         }
+        (Parsed::NcclTests(n), Parsed::SimResults(j)) => {
+            nccl_vs_model(&side_a, n, &side_b, j, false)?
+                .into_iter()
+                .map(|(t, n, r)| mk(t, n, r))
+                .collect()
+        }
+        (Parsed::SimResults(j), Parsed::NcclTests(n)) => {
+            nccl_vs_model(&side_b, n, &side_a, j, true)?
+                .into_iter()
+                .map(|(t, n, r)| mk(t, n, r))
+                .collect()
+        }
         (Parsed::NcclTests(na), Parsed::NcclTests(nb)) => {
             let (title, notes, rows) = nccl_vs_nccl(&side_a, na, &side_b, nb)?;
             vec![mk(title, notes, rows)]
@@ -502,6 +514,153 @@ fn nccl_vs_nccl(
         .or(b.test.clone())
         .unwrap_or_else(|| "nccl-tests".into());
     Ok((format!("nccl-tests vs nccl-tests: {program}"), notes, rows))
+}
+
+/// An nccl-tests output against the simulator's `nccl-tests` workloads of
+/// the same program in `results.json`: per variant and workload, size by
+/// size, bus bandwidth and time (the real side's out-of-place result
+/// where it printed one), each row with what held the model back at that
+/// size (`latency`, `nic`, `nvlink`, `pcie`, `pause`, `congestion`), the
+/// algorithm and protocol it ran in the notes. When `model_first`, the
+/// model is side A.
+fn nccl_vs_model(
+    real_side: &Labelled<'_>,
+    real: &crate::realnic::tools::NcclTests,
+    model_side: &Labelled<'_>,
+    j: &serde_json::Value,
+    model_first: bool,
+) -> Result<Vec<TableParts>, CompareError> {
+    use sim::workload::nccl_tests::Collective;
+    let program = real.test.clone().unwrap_or_default();
+    let collective = Collective::ALL
+        .into_iter()
+        .find(|c| c.program() == program)
+        .ok_or_else(|| CompareError::Kinds {
+            a: "nccl-tests".into(),
+            b: "results".into(),
+            why: format!(
+                "{} does not say which nccl-tests program it is (its \"Collective test concluded\" line): expected one of them",
+                real_side.name()
+            ),
+        })?;
+    let mut real_rows: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for r in &real.rows {
+        let v = match (r.oop_busbw_mbps, r.oop_time_ns) {
+            (Some(bw), Some(t)) => Some((bw, t)),
+            _ => r.ip_busbw_mbps.zip(r.ip_time_ns),
+        };
+        if let Some(v) = v {
+            real_rows.entry(r.bytes).or_insert(v);
+        }
+    }
+    let mut out = Vec::new();
+    let variants = j["variants"].as_array().cloned().unwrap_or_default();
+    for v in &variants {
+        let vname = v["summary"]["variant"].as_str().unwrap_or("default");
+        // Workload name -> size -> (busbw MB/s, time ns, limit, algo, proto).
+        type ModelRow = (u64, u64, String, String, String);
+        let mut by_workload: BTreeMap<String, (u64, BTreeMap<u64, ModelRow>)> = BTreeMap::new();
+        for g in v["groups"].as_array().into_iter().flatten() {
+            if g["collective"].as_str() != Some(collective.name()) {
+                continue;
+            }
+            let (Some(size), Some(param), Some(ranks), Some(step)) = (
+                g["size"].as_u64(),
+                g["bytes"].as_u64(),
+                g["ranks"].as_u64(),
+                g["step_time_ps"].as_u64(),
+            ) else {
+                continue;
+            };
+            let name = g["name"].as_str().unwrap_or("");
+            let workload = name
+                .strip_suffix(&format!("-{size}"))
+                .unwrap_or(name)
+                .to_string();
+            let secs = step as f64 * 1e-12;
+            let (_, bus) = collective.bandwidths(param, secs, ranks as u32);
+            let text = |k: &str| g[k].as_str().unwrap_or("").to_string();
+            let e = by_workload.entry(workload).or_default();
+            e.0 = ranks;
+            e.1.insert(
+                size,
+                (
+                    (bus * 1000.0).round() as u64,
+                    step / 1000,
+                    text("limit"),
+                    text("algorithm"),
+                    text("protocol"),
+                ),
+            );
+        }
+        for (w, (ranks, sizes)) in by_workload {
+            let mut rows = Vec::new();
+            let mut ran: Vec<String> = Vec::new();
+            for (size, (bw, t, limit, algo, proto)) in &sizes {
+                let Some(&(rbw, rt)) = real_rows.get(size) else {
+                    continue;
+                };
+                let both = |metric: &str, unit: &'static str, real: u64, model: u64| {
+                    let (a, b) = if model_first {
+                        (model, real)
+                    } else {
+                        (real, model)
+                    };
+                    let mut r = Row::new(metric, unit, a, b);
+                    r.size = Some(*size);
+                    if !limit.is_empty() {
+                        r.limit = Some(limit.clone());
+                    }
+                    r
+                };
+                rows.push(both("busbw", "MB/s", rbw, *bw));
+                rows.push(both("time", "ns", rt, *t));
+                if !algo.is_empty() {
+                    let a = format!("{algo}/{proto}");
+                    if !ran.contains(&a) {
+                        ran.push(a);
+                    }
+                }
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            let mut notes = vec![format!(
+                "{} is the simulator's {w} ({ranks} ranks), {} the real run",
+                model_side.name(),
+                real_side.name()
+            )];
+            if !ran.is_empty() {
+                notes.push(format!("the model ran {} (NCCL's tuning model's choice unless the workload forced one)", ran.join(", ")));
+            }
+            if real.ranks.len() as u64 != ranks && !real.ranks.is_empty() {
+                notes.push(format!(
+                    "{} ran {} ranks: bus bandwidth compares across rank counts, times do not",
+                    real_side.name(),
+                    real.ranks.len()
+                ));
+            }
+            out.push((
+                format!("nccl-tests vs model: {program}, variant {vname}, workload {w}"),
+                notes,
+                rows,
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Err(CompareError::Kinds {
+            a: "nccl-tests".into(),
+            b: "results".into(),
+            why: format!(
+                "{} has no nccl-tests workload of {} at the sizes {} printed: add `kind = \"nccl-tests\"` with collective = \"{}\" over the same -b/-e/-f range",
+                model_side.name(),
+                program,
+                real_side.name(),
+                collective.name()
+            ),
+        });
+    }
+    Ok(out)
 }
 
 /// A perftest output against the same test's workload in `results.json`,

@@ -380,6 +380,13 @@ pub struct GroupRecord {
     /// collective on this topology, picoseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_ps: Option<u64>,
+    /// nccl-tests sizes: what held the collective back. `latency` (NCCL's
+    /// latency term is the largest part), `nic`, `nvlink` or `pcie` (the
+    /// busiest such link's bytes at its rate are), `pause` (PAUSE held
+    /// a port during it and it took over 10 % longer than latency plus
+    /// its busiest link) or `congestion` (over 50 % longer, no PAUSE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 /// Counters of one port (one side of a link).

@@ -667,6 +667,99 @@ fabric.pfc.threshold = {{ mode = "static", xoff = "500MB", xon = "400MB" }}
     );
 }
 
+/// `rocelab compare TABLE.txt results.json`: an nccl-tests output beside
+/// the simulator's workload of the same program in a results file (here
+/// the run's own table, so the two agree to the table's rounding), per
+/// size busbw and time with the model's limiting factor: on one 8-GPU
+/// server, NCCL's latency at 1 MiB and NVLink at 64 MiB (nothing else is
+/// in the way); notes name what the model ran. Results without such a
+/// workload are refused with what to add.
+#[test]
+fn compare_puts_a_real_nccl_tests_run_beside_the_model_with_its_limit() {
+    let dir = scratch("nccl-real");
+    let f = dir.join("gpu.toml");
+    std::fs::write(
+        &f,
+        r#"name = "gpu"
+[topology.defaults]
+rate = "400Gbps"
+[topology.gpu]
+gpus = 8
+nics = 8
+[topology.generator]
+kind = "gpu-leaf-spine"
+servers = 1
+servers_per_leaf = 1
+spines = 1
+[[workload]]
+kind = "nccl-tests"
+name = "ar"
+collective = "all_reduce"
+min_bytes = "1MiB"
+max_bytes = "64MiB"
+step_factor = 64
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    run_ok(&f, &out_dir);
+    let real = out_dir.join("nccl-tests/default/ar.txt");
+    let results = out_dir.join("results.json");
+    let out = rocelab(&[
+        "compare",
+        "--json",
+        real.to_str().unwrap(),
+        results.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let text = json.to_string();
+    let t = &json[0];
+    assert!(
+        t["title"].as_str().unwrap().contains("all_reduce_perf"),
+        "{text}"
+    );
+    let rows = t["rows"].as_array().unwrap();
+    let limit = |size: u64| {
+        rows.iter()
+            .find(|r| r["size"] == size && r["metric"] == "busbw")
+            .and_then(|r| r["limit"].as_str())
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    };
+    assert_eq!(limit(1 << 20), "latency", "{text}");
+    assert_eq!(limit(64 << 20), "nvlink", "{text}");
+    let notes = t["notes"].to_string();
+    assert!(notes.contains("the model ran"), "{text}");
+    // The table is the run's: the two sides agree.
+    for r in rows {
+        let ratio = r["ratio_permille"].as_u64().unwrap();
+        assert!((990..=1010).contains(&ratio), "{text}");
+    }
+    // Results without an all-reduce workload do not compare.
+    let other = dir.join("a2a.toml");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(&f)
+            .unwrap()
+            .replace("all_reduce", "alltoall"),
+    )
+    .unwrap();
+    let out2 = dir.join("out2");
+    run_ok(&other, &out2);
+    let refused = rocelab(&[
+        "compare",
+        real.to_str().unwrap(),
+        out2.join("results.json").to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("no nccl-tests workload of all_reduce_perf"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
 /// `rocelab compare` puts two nccl-tests tables of one program side by
 /// side, size by size (bus bandwidth and time, B/A), saying which result
 /// each side printed; two different programs are refused with the

@@ -1029,6 +1029,7 @@ mod tests {
                 algorithm: None,
                 protocol: None,
                 model_ps: None,
+                limit: None,
             });
         }
         let doc = ScenarioResults {

@@ -883,9 +883,86 @@ impl World<'_> {
                 algorithm: spec.nccl.and_then(|r| r.algorithm).map(str::to_string),
                 protocol: spec.nccl.and_then(|r| r.protocol).map(str::to_string),
                 model_ps: spec.nccl.and_then(|r| r.model_ps),
+                limit: match (spec.nccl, step, first_post) {
+                    (Some(row), Some(step), Some(t0)) => {
+                        Some(self.nccl_limit(g as u32, row, step, t0).to_string())
+                    }
+                    _ => None,
+                },
             });
         }
         out
+    }
+
+    /// What held nccl-tests group `g` back (see
+    /// [`GroupRecord::limit`]): its step took `step` ps from `t0`.
+    fn nccl_limit(
+        &self,
+        g: u32,
+        row: crate::workload::nccl_tests::NcclRow,
+        step: u64,
+        t0: Instant,
+    ) -> &'static str {
+        use crate::workload::LocalLink;
+        use std::collections::HashMap;
+        // Bytes per NIC (sent), per NVLink and per PCIe resource.
+        let mut nic: HashMap<u32, u64> = HashMap::new();
+        let mut local: HashMap<u32, (u64, Rate, LocalLink)> = HashMap::new();
+        let mtu = self.cfg.nic.mtu.bytes();
+        for f in self.flows.iter().filter(|f| f.group == Some(g)) {
+            match f.local {
+                Some(l) => {
+                    let e = local.entry(l.resource).or_insert((0, l.rate, l.link));
+                    e.0 += f.size;
+                }
+                None => {
+                    // Payload and RoCE framing per packet.
+                    let wire = f.size + f.size.div_ceil(mtu) * 62;
+                    *nic.entry(self.host_of_node[f.src.0 as usize]).or_default() += wire;
+                }
+            }
+        }
+        let mut bounds: Vec<(&'static str, u64)> =
+            vec![("latency", row.model_latency_ps.unwrap_or(0))];
+        let nic_ps = nic
+            .iter()
+            .map(|(&h, &b)| {
+                let rate = self.ports[self.nics[h as usize].port as usize].rate;
+                rate.serialization_time(b).as_ps()
+            })
+            .max()
+            .unwrap_or(0);
+        bounds.push(("nic", nic_ps));
+        for (name, link) in [("nvlink", LocalLink::NvLink), ("pcie", LocalLink::Pcie)] {
+            let ps = local
+                .values()
+                .filter(|(_, _, k)| *k == link)
+                .map(|&(b, r, _)| r.serialization_time(b).as_ps())
+                .max()
+                .unwrap_or(0);
+            bounds.push((name, ps));
+        }
+        let biggest_link = bounds[1..].iter().map(|b| b.1).max().unwrap_or(0);
+        let expected = bounds[0].1 + biggest_link;
+        let t1 = t0.as_ps() + step;
+        let paused = self.ports.iter().any(|p| {
+            p.pause_log
+                .iter()
+                .any(|&(_, a, b)| a < t1 && b > t0.as_ps())
+        });
+        if paused && step as f64 > 1.1 * expected as f64 {
+            return "pause";
+        }
+        if step as f64 > 1.5 * expected as f64 {
+            return "congestion";
+        }
+        bounds
+            .iter()
+            .fold(
+                ("latency", 0u64),
+                |best, &b| if b.1 > best.1 { b } else { best },
+            )
+            .0
     }
 
     /// What every perftest size measured (groups with a perftest row).

@@ -41,7 +41,7 @@ use roce::time::{Duration, Rate};
 
 use super::builder::{FlowBuilder, FlowTemplate};
 use super::nccl_tests::{Collective, NcclRow, Sweep, ELEMENT_BYTES};
-use super::{GroupSpec, LocalPath, RingShape};
+use super::{GroupSpec, LocalLink, LocalPath, RingShape};
 use crate::nccl_model::{Algo, Comm, Cpu, Enabled, Func, Gpu, Graph, PathType, Proto};
 use crate::topology::{GpuServers, NodeId, Topology};
 
@@ -245,6 +245,21 @@ impl Ranks {
         plan.inter.saturating_sub(spent)
     }
 
+    /// A copy that costs nothing, on a resource no transfer uses: the
+    /// marker a barrier between collectives waits on.
+    fn barrier_path(&self) -> LocalPath {
+        let resource = match self.gpu {
+            Some(g) => Resources::new(&g, self.nics.len() as u32).end(),
+            None => 0,
+        };
+        LocalPath {
+            resource,
+            rate: Rate::from_bps(u64::MAX),
+            latency: Duration::ZERO,
+            link: LocalLink::NvLink,
+        }
+    }
+
     /// Number of ranks.
     pub fn len(&self) -> usize {
         self.ranks.len()
@@ -427,7 +442,13 @@ impl Resources {
             resource,
             rate,
             latency: nv.latency,
+            link: LocalLink::NvLink,
         }
+    }
+
+    /// The first number past every resource.
+    fn end(&self) -> u32 {
+        self.servers * self.g.gpus * self.g.gpus + 2 * self.servers * self.g.gpus
     }
 
     fn pcie(&self, server: u32, gpu: u32, inbound: bool) -> LocalPath {
@@ -438,6 +459,7 @@ impl Resources {
             resource: base + u32::from(inbound) * per_dir + server * gpus + gpu,
             rate: self.g.pcie,
             latency: self.g.pcie_latency,
+            link: LocalLink::Pcie,
         }
     }
 }
@@ -560,6 +582,8 @@ pub struct Plan {
     pub inter: Duration,
     /// NCCL's predicted time for the collective, µs.
     pub model_us: f64,
+    /// Its latency term alone, µs.
+    pub model_latency_us: f64,
     /// The most data one channel's step moves (NCCL's `chunkSize`).
     pub chunk: u64,
     /// Chunks a connection holds in flight (NCCL's 8 buffer steps over
@@ -582,6 +606,7 @@ impl Plan {
             intra: us(sl.intra),
             inter: us(sl.inter),
             model_us: c.time_us,
+            model_latency_us: comm.model().latency(f, c.algo, c.proto),
             chunk,
             slots,
         })
@@ -650,6 +675,11 @@ fn chunking(comm: &Comm, f: Func, a: Algo, p: Proto, bytes: u64) -> (u64, usize)
         }
     }
     (chunk, NCCL_STEPS / chunk_steps)
+}
+
+/// Whether `spec` has a size after `size`.
+fn sizes_left(spec: &Sweep, size: u64) -> bool {
+    spec.sizes.last().is_some_and(|&l| l != size)
 }
 
 /// NCCL's steps per connection buffer (`NCCL_STEPS`).
@@ -781,8 +811,9 @@ fn ring_run(
 /// (server `k` at heap position `k`, or mirrored, `mirror`, for the
 /// second tree of NCCL's double binary tree). `part` bytes move in
 /// chunks of the plan's size: up the chains and the tree (each rank
-/// sends once it has its children's chunk), then down; a rank's first
-/// sends wait for what it finished before, as the ring's do. Returns, by rank,
+/// sends once it has its children's chunk), then down; a hop's chunk
+/// waits for a free slot (its chunk `slots` earlier landed; the first
+/// ones for what the rank finished before). Returns, by rank,
 /// the flows of the last chunk it sent or received.
 fn tree_allreduce(
     b: &mut FlowBuilder,
@@ -828,10 +859,13 @@ fn tree_allreduce(
                        up_in: &mut Vec<Vec<u32>>| {
             let key = (from, to);
             let past = sent.entry(key).or_default();
+            // A free slot in the receiver's buffer: this hop's chunk
+            // `slots` earlier has landed (before that, what the rank had
+            // to finish first).
             let mut after = if j < slots {
                 first[order[from]].clone()
             } else {
-                Vec::new()
+                past[j - slots].clone()
             };
             after.extend_from_slice(data_in);
             // The base latency once, before the sends that start the
@@ -899,9 +933,9 @@ fn tree_allreduce(
 }
 
 /// nccl-tests' sweep `spec` over `ranks`: one group per size, named
-/// `NAME-SIZE` (the table's size), each size's flows posted by rank as
-/// that rank finishes the size before (its last sends and receives), as
-/// each rank of nccl-tests moves on when its own collective completes.
+/// `NAME-SIZE` (the table's size), each size's flows posted once every
+/// rank has finished the size before (nccl-tests times each size on its
+/// own, over many iterations after a warm-up).
 ///
 /// All-reduce, all-gather, reduce-scatter, broadcast and reduce run with
 /// the algorithm and protocol NCCL's tuning model picks for the size on
@@ -970,6 +1004,7 @@ pub fn nccl_tests(
                 algorithm: plan.map(|p| p.algo.name()),
                 protocol: plan.map(|p| p.proto.name()),
                 model_ps: plan.map(|p| (p.model_us * 1e6).round() as u64),
+                model_latency_ps: plan.map(|p| (p.model_latency_us * 1e6).round() as u64),
             }),
         });
         groups.push(g);
@@ -986,6 +1021,7 @@ pub fn nccl_tests(
                 intra: Duration::ZERO,
                 inter: Duration::ZERO,
                 model_us: 0.0,
+                model_latency_us: 0.0,
                 chunk: u64::MAX,
                 slots: NCCL_STEPS,
             }),
@@ -1119,6 +1155,18 @@ pub fn nccl_tests(
             }
         }
         done = next;
+        if sizes_left(spec, size) {
+            // nccl-tests times each size on its own (after warm-up, over
+            // many iterations): the next size starts when every rank has
+            // finished this one, through one marker copy that waits for
+            // all of them.
+            let mut all: Vec<u32> = done.iter().flatten().copied().collect();
+            all.sort_unstable();
+            all.dedup();
+            let at = ranks.nics[0][0];
+            let mark = b.local(at, at, 1, t.start, ranks.barrier_path(), Some(g), &all);
+            done = vec![vec![mark]; n];
+        }
     }
     Ok(groups)
 }

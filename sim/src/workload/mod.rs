@@ -108,6 +108,17 @@ pub struct LocalPath {
     pub rate: roce::time::Rate,
     /// Time from the last byte leaving to the copy's completion.
     pub latency: roce::time::Duration,
+    /// What carries it.
+    pub link: LocalLink,
+}
+
+/// The link a [`LocalPath`] copy crosses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalLink {
+    /// GPU to GPU inside a server.
+    NvLink,
+    /// GPU to or from host memory.
+    Pcie,
 }
 
 /// The shape of one flow [`generate::FlowBuilder::push_flow`] adds.

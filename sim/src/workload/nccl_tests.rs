@@ -44,6 +44,8 @@ pub struct NcclRow {
     pub protocol: Option<&'static str>,
     /// NCCL's tuning model's time for it, picoseconds.
     pub model_ps: Option<u64>,
+    /// The latency term of that time, picoseconds.
+    pub model_latency_ps: Option<u64>,
 }
 
 /// The smallest requested size at which every rank of `c` on `nranks`
