@@ -181,8 +181,10 @@ impl World<'_> {
             let idle = q.wrs.is_empty();
             if q.engine.post_send(wr).is_err() {
                 // The send queue is full of other flows' work: wait for
-                // it to drain (after_activity posts starved flows).
-                if !st.starved {
+                // it to drain (after_activity posts starved flows). An
+                // application's posting loop instead posts again when it
+                // sees its next completion.
+                if !st.starved && lp.is_none() {
                     st.starved = true;
                     q.starved.push_back(id);
                 }
@@ -313,6 +315,10 @@ impl World<'_> {
             };
             self.flow_state[fid as usize].starved = false;
             self.post_more(fid, now);
+            if self.flows[fid as usize].op == FlowOp::Send {
+                // A SEND needs its receive posted at the responder.
+                self.post_recvs(fid, id ^ 1);
+            }
             if self.flow_state[fid as usize].starved {
                 // Refused again (full, or the QP failed): later.
                 break;
