@@ -290,7 +290,9 @@ pub struct Summary {
     pub stop_reason: String,
 }
 
-/// One flow's outcome.
+/// One flow's outcome. Only flows over the fabric have one: copies
+/// inside a GPU server (NVLink, PCIe) count in the summary's flow totals
+/// and their groups' step times, not here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowRecord {
     /// Flow id (as in the workload).

@@ -45,6 +45,7 @@
 //! of a plot. Each summary cell carries the exact value in `data-value`
 //! (integers as written in `results.json`; times in ps, rates in bit/s).
 
+pub mod collectives;
 pub mod context;
 pub mod evidence;
 pub mod explain;
@@ -323,6 +324,7 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     let colors = variant_colors(&doc.variants, &ctx.diagnoses);
     h.push_str(&legend_html(&doc.variants, &ctx.diagnoses));
     h.push_str(&perftest::section_html(&doc.variants, &colors));
+    h.push_str(&collectives::section_html(&doc.variants, &colors));
     h.push_str("<h2>Queue depth</h2>\n");
     h.push_str(
         "<p class=\"note\">All time axes of the report span the same range: the \
@@ -450,6 +452,7 @@ pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
     }
     let colors = variant_colors(&doc.variants, &ctx.diagnoses);
     m.push_str(&perftest::section_markdown(&doc.variants, &colors));
+    m.push_str(&collectives::section_markdown(&doc.variants, &colors));
     for t in fabric_event_tables(&doc.variants) {
         let _ = writeln!(m, "\n## {}\n", t.title);
         if let Some(note) = &t.note {

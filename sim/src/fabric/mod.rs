@@ -594,12 +594,10 @@ impl World<'_> {
             if f.local.is_none() {
                 bytes += acked;
             }
-            if self.cfg.record.flows {
-                let ideal = if f.local.is_some() {
-                    fct.unwrap_or(1).max(1)
-                } else {
-                    self.ideal_fct(f).max(1)
-                };
+            // Copies inside a server are not the fabric's flows: no
+            // record (their FCTs and slowdowns would read as flows').
+            if self.cfg.record.flows && f.local.is_none() {
+                let ideal = self.ideal_fct(f).max(1);
                 flows.push(FlowRecord {
                     id: f.id,
                     src: name(f.src.0),

@@ -173,8 +173,8 @@ pub struct WorkloadDoc {
     /// default all).
     #[serde(default)]
     pub gpus: Option<u32>,
-    /// nccl-tests on GPU servers: rings run at once (default: one per
-    /// NIC of a server).
+    /// nccl-tests on GPU servers: rings (trees) run at once (default: two
+    /// per NIC of a server, as NCCL duplicates them on NVLink systems).
     #[serde(default)]
     pub channels: Option<u32>,
     /// Congestion control of this workload's flows (a whole `[nic.cc]`
@@ -907,7 +907,9 @@ fn gpu_ranks(
             format!("{gpus}: expected 1 to {} (the GPUs of a server)", g.gpus),
         ));
     }
-    let channels = w.channels.unwrap_or(g.nics);
+    // NCCL's search finds a channel per NIC and doubles them on fast
+    // NVLink (ncclTopoPostset's duplicated channels).
+    let channels = w.channels.unwrap_or((2 * g.nics).min(64));
     if channels == 0 || channels > 64 {
         return Err(("channels", format!("{channels}: expected 1 to 64")));
     }

@@ -22,7 +22,7 @@
 //! ```toml
 //! [generator]
 //! kind = "fat-tree"     # or "leaf-spine", "dumbbell", "chain",
-//!                       # "gpu-leaf-spine" (with a [gpu] table)
+//!                       # "gpu-leaf-spine", "gpu-fat-tree" (with a [gpu] table)
 //! k = 8
 //! [defaults]
 //! rate = "100Gbps"
@@ -266,6 +266,22 @@ pub enum GeneratorSpec {
         #[serde(default)]
         fabric_link: LinkSpec,
     },
+    /// 3-tier k-ary fat tree of GPU servers (`[gpu]` gives the NICs per
+    /// server).
+    GpuFatTree {
+        /// Switch radix (even).
+        k: u32,
+        /// NIC `r` of a pod's servers on the pod's edge `r` (default
+        /// true; needs k/2 NICs per server).
+        #[serde(default)]
+        rail_optimised: Option<bool>,
+        /// Host (NIC) links.
+        #[serde(default)]
+        host_link: LinkSpec,
+        /// Switch-to-switch links.
+        #[serde(default)]
+        fabric_link: LinkSpec,
+    },
     /// 3-tier k-ary fat tree.
     FatTree {
         /// Switch radix (even).
@@ -356,6 +372,7 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                 GeneratorSpec::LeafSpine { .. } => "generator",
                 GeneratorSpec::FatTree { .. } => "generator.k",
                 GeneratorSpec::GpuLeafSpine { .. } => "generator",
+                GeneratorSpec::GpuFatTree { .. } => "generator.k",
             };
             let built = match g {
                 GeneratorSpec::Dumbbell {
@@ -400,6 +417,28 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                     host_link,
                     fabric_link,
                 } => generate::fat_tree(*k, l(host_link), l(fabric_link)),
+                GeneratorSpec::GpuFatTree {
+                    k,
+                    rail_optimised,
+                    host_link,
+                    fabric_link,
+                } => {
+                    let Some(gpu) = doc.gpu else {
+                        return Err(FileError::new(
+                            file,
+                            "generator.kind",
+                            "gpu-fat-tree without a [gpu] table: expected one giving gpus and nics per server",
+                        )
+                        .under(prefix));
+                    };
+                    generate::gpu_fat_tree(
+                        *k,
+                        gpu.nics,
+                        rail_optimised.unwrap_or(true),
+                        l(host_link),
+                        l(fabric_link),
+                    )
+                }
                 GeneratorSpec::GpuLeafSpine {
                     servers,
                     servers_per_leaf,
@@ -438,6 +477,10 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                 }
             };
             built.map_err(|e| match &e {
+                // The [gpu] table's keys are named as they are.
+                TopologyError::BadParameter { param, .. } if param.starts_with("gpu.") => {
+                    err(param, e)
+                }
                 TopologyError::BadParameter { param, .. } => err(&format!("generator.{param}"), e),
                 _ => err(key, e),
             })?

@@ -211,6 +211,48 @@ pub fn gpu_leaf_spine(p: &GpuLeafSpine) -> Result<Topology, TopologyError> {
     Ok(t)
 }
 
+/// A 3-tier k-ary fat tree of GPU servers with `nics` NICs each
+/// (`k^3/4` NICs, `k^3/(4 nics)` servers): hosts `h{s * nics + r}`, the
+/// switches named as [`fat_tree`]'s. Each pod holds `k^2/(4 nics)`
+/// servers. Rail-optimised (needs `nics = k/2`): NIC `r` of every server
+/// of a pod goes to the pod's edge switch `r`, so GPU `i` of the pod's
+/// servers meet one switch away and rails meet at the aggregation layer.
+/// Plain: a server's NICs fill edge ports in order.
+pub fn gpu_fat_tree(
+    k: u32,
+    nics: u32,
+    rail_optimised: bool,
+    host_link: LinkProps,
+    fabric_link: LinkProps,
+) -> Result<Topology, TopologyError> {
+    check_k(k)?;
+    let half = k / 2;
+    positive("gpu.nics", nics)?;
+    let per_pod = half * half;
+    if per_pod % nics != 0 || (rail_optimised && nics != half) {
+        return Err(TopologyError::BadParameter {
+            param: "gpu.nics",
+            value: nics.to_string(),
+            expected: if rail_optimised {
+                "k/2 NICs per server for a rail-optimised fat tree (one edge switch per rail in each pod)"
+            } else {
+                "a divisor of a pod's (k/2)^2 host ports"
+            },
+        });
+    }
+    let servers_per_pod = per_pod / nics;
+    let edge_of = |i: u32| {
+        if rail_optimised {
+            // Host i is NIC r of server s: edge r of the server's pod.
+            let (s, r) = (i / nics, i % nics);
+            (s / servers_per_pod) * half + r
+        } else {
+            i / half
+        }
+    };
+    fat_tree_with(k, host_link, fabric_link, edge_of)
+}
+
 /// The leaf-spine link of a leaf with `down` host links under `spines`
 /// spines: `fabric` as given, or with its rate derived from
 /// `oversubscription` (`host rate x down / (spines x ratio)`).
@@ -248,6 +290,11 @@ pub fn fat_tree(
     host_link: LinkProps,
     fabric_link: LinkProps,
 ) -> Result<Topology, TopologyError> {
+    check_k(k)?;
+    fat_tree_with(k, host_link, fabric_link, |i| i / (k / 2))
+}
+
+fn check_k(k: u32) -> Result<(), TopologyError> {
     if k < 2 || k % 2 != 0 || k > 64 {
         return Err(TopologyError::BadParameter {
             param: "k",
@@ -255,6 +302,17 @@ pub fn fat_tree(
             expected: "an even number from 2 to 64",
         });
     }
+    Ok(())
+}
+
+/// [`fat_tree`] with host `i` on edge switch `edge_of(i)` (a global edge
+/// index, `pod * k/2 + j`; each edge must get `k/2` hosts).
+fn fat_tree_with(
+    k: u32,
+    host_link: LinkProps,
+    fabric_link: LinkProps,
+    edge_of: impl Fn(u32) -> u32,
+) -> Result<Topology, TopologyError> {
     let half = k / 2;
     let hosts = k * k * k / 4;
     let mut t = Topology::new();
@@ -278,7 +336,7 @@ pub fn fat_tree(
         t.add_node(format!("core{c}"), NodeKind::Switch);
     }
     for i in 0..hosts {
-        t.add_link(NodeId(i), NodeId(edge0 + i / half), host_link)?;
+        t.add_link(NodeId(i), NodeId(edge0 + edge_of(i)), host_link)?;
     }
     for pod in 0..k {
         for e in 0..half {

@@ -948,8 +948,8 @@ fn tree_allreduce(
 ///   of at most the protocol's chunk per rank; all-reduce 2(N-1) steps
 ///   a round, all-gather and reduce-scatter N-1;
 /// * Tree (all-reduce): each channel up and down a chain per server and
-///   a binary tree of servers (mirrored on odd channels: the double
-///   binary tree), chunk by chunk;
+///   a binary tree of servers (mirrored on the second half of the
+///   channels: the double binary tree), chunk by chunk;
 /// * broadcast, reduce: a chain from (to) the root, rank 0, in chunks;
 ///
 /// and the rest as NCCL's point-to-point operations, without a
@@ -1035,7 +1035,10 @@ pub fn nccl_tests(
                         &cx,
                         (order, *rail),
                         (servers, per),
-                        ch % 2 == 1,
+                        // NCCL's double binary tree: the second half of
+                        // the channels runs the mirrored tree, so with
+                        // two channels per NIC each rail carries both.
+                        nch >= 2 && ch as u32 >= nch / 2,
                         part,
                         &done,
                     );

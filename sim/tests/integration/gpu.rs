@@ -285,3 +285,52 @@ fn the_ring_and_tree_choice_follows_ncclss_model() {
     let (_, ring) = time("256MiB", Some("ring"));
     assert!(ring < tree, "256 MiB: tree {tree} ps, ring {ring} ps");
 }
+
+/// A fat tree of GPU servers: rail-optimised, NIC `r` of every server of
+/// a pod is on the pod's edge `r`, so a ring over one pod's servers never
+/// leaves its edge switches; plain, each server's NICs share one edge and
+/// the same ring climbs to the aggregation layer.
+#[test]
+fn a_rail_optimised_fat_tree_keeps_a_pods_rings_on_its_edges() {
+    let topo = |rail: bool| {
+        format!(
+            "name = \"t\"\n[gpu]\ngpus = 4\nnics = 4\n[generator]\nkind = \"gpu-fat-tree\"\nk = 8\nrail_optimised = {rail}\n"
+        )
+    };
+    let t = sim::topology::file::from_str(Path::new("t.toml"), &topo(true)).unwrap();
+    assert_eq!((t.host_count(), t.gpu.unwrap().servers), (128, 32));
+    // h9 is NIC 1 of server 2 (pod 0): edge0_1. h17: NIC 1 of server 4,
+    // the first of pod 1: edge1_1.
+    for (h, edge) in [("h9", "edge0_1"), ("h17", "edge1_1"), ("h0", "edge0_0")] {
+        let n = t.find(h).unwrap();
+        let peer = t.peer(n, 0).node;
+        assert_eq!(t.node(peer).name, edge, "{h}");
+    }
+    let plain = sim::topology::file::from_str(Path::new("t.toml"), &topo(false)).unwrap();
+    let n = plain.find("h9").unwrap();
+    assert_eq!(plain.node(plain.peer(n, 0).node).name, "edge0_2");
+    let bad =
+        "name = \"t\"\n[gpu]\ngpus = 8\nnics = 8\n[generator]\nkind = \"gpu-fat-tree\"\nk = 8\n";
+    let e = sim::topology::file::from_str(Path::new("t.toml"), bad).unwrap_err();
+    assert_eq!(e.key.as_deref(), Some("gpu.nics"), "{e}");
+
+    let agg_bytes = |rail: bool| {
+        let text = format!(
+            "name = \"t\"\nseed = 1\n[record]\nports = true\n[topology]\n{}\n[[workload]]\nkind = \"nccl-tests\"\nname = \"w\"\ncollective = \"all_reduce\"\nmin_bytes = \"4MiB\"\nservers = 4\nalgo = \"ring\"\n",
+            topo(rail)
+                .replace("[gpu]", "[topology.gpu]")
+                .replace("[generator]", "[topology.generator]")
+                .replace("name = \"t\"\n", "")
+        );
+        let r = run(&text);
+        assert_eq!(r.summary.flows_completed, r.groups[0].flows);
+        r.ports
+            .iter()
+            .filter(|p| p.node.starts_with("agg") || p.node.starts_with("core"))
+            .flat_map(|p| &p.prio)
+            .map(|c| c.tx_bytes)
+            .sum::<u64>()
+    };
+    assert_eq!(agg_bytes(true), 0);
+    assert!(agg_bytes(false) > 0);
+}
