@@ -389,6 +389,15 @@ pub struct GroupRecord {
     /// its busiest link) or `congestion` (over 50 % longer, no PAUSE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
+    /// nccl-tests sizes: the host (NIC) whose transfer of the collective
+    /// finished last, the rank the collective waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_host: Option<String>,
+    /// nccl-tests sizes: ports held off by PAUSE while the collective ran,
+    /// most held first (at most 8, the logged intervals): `NODE:PORT by
+    /// PEER for TIME` (the peer sent the PAUSE).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused: Vec<String>,
 }
 
 /// Counters of one port (one side of a link).

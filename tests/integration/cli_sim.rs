@@ -584,7 +584,8 @@ fn an_nccl_tests_sweep_prints_the_programs_table_and_reaches_the_payload_rate() 
 /// step latency is the same in both). And a 64-rank
 /// all-to-all on a k=8 fat tree whose switches pause at 100 KB sends
 /// PAUSE and gets less bus bandwidth than the same fabric with buffer
-/// enough never to pause.
+/// enough never to pause; its results name PAUSE as the limit and the
+/// ports held off, and by whom.
 #[test]
 fn a_slow_rank_holds_the_ring_to_its_rate_and_pause_costs_an_all_to_all() {
     let busbw = |text: &str| nccl_rows(text)[0].5;
@@ -673,6 +674,20 @@ fabric.pfc.threshold = {{ mode = "static", xoff = "500MB", xon = "400MB" }}
         paused < deep,
         "busbw with PAUSE {paused} against {deep} GB/s"
     );
+    // The results say why, and where: PAUSE held the all-to-all back,
+    // naming the ports held off and who paused them; with deep buffers
+    // nothing was.
+    let group = |i: usize| &json["variants"][i]["groups"][0];
+    assert_eq!(group(0)["limit"], "pause", "{}", group(0));
+    let held = group(0)["paused"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !held.is_empty() && held[0].as_str().unwrap().contains(" by "),
+        "{}",
+        group(0)
+    );
+    assert!(group(1).get("paused").is_none(), "{}", group(1));
+    assert_ne!(group(1)["limit"], "pause", "{}", group(1));
+    assert!(group(0)["last_host"].as_str().is_some(), "{}", group(0));
 }
 
 /// `rocelab compare TABLE.txt results.json`: an nccl-tests output beside

@@ -7,7 +7,8 @@
 //! line with a dot per size for each variant's workload, a dashed line of
 //! the same colour for the bus bandwidth NCCL's model predicts. Then one
 //! table per variant and workload: size, algorithm and protocol, time,
-//! algbw, busbw, the model's time and what held the size back (`limit`).
+//! algbw, busbw, the model's time, what held the size back (`limit`), the
+//! host that finished last and the port PAUSE held longest (and by whom).
 //!
 //! Pure functions of the records: the same results give the same bytes;
 //! an unfinished size shows as `-` and is left out of the lines.
@@ -159,8 +160,9 @@ fn plot(all: &[Series<'_>]) -> String {
 }
 
 /// One table row's cells: size, algorithm/protocol, time (us), algbw,
-/// busbw, model time (us), limit.
-fn cells(s: &Series<'_>, g: &GroupRecord) -> [String; 7] {
+/// busbw, model time (us), limit, the host that finished last, the port
+/// PAUSE held longest (and how many more were held).
+fn cells(s: &Series<'_>, g: &GroupRecord) -> [String; 9] {
     let dash = || "-".to_string();
     let us = |ps: u64| format!("{:.2}", ps as f64 / 1e6);
     let measured = g.step_time_ps.and_then(|t| bandwidths(s.collective, g, t));
@@ -175,10 +177,16 @@ fn cells(s: &Series<'_>, g: &GroupRecord) -> [String; 7] {
         measured.map_or_else(dash, |(_, b)| format!("{b:.2}")),
         g.model_ps.map_or_else(dash, us),
         g.limit.clone().unwrap_or_else(dash),
+        g.last_host.clone().unwrap_or_else(dash),
+        match g.paused.len() {
+            0 => dash(),
+            1 => g.paused[0].clone(),
+            n => format!("{} (+{} more)", g.paused[0], n - 1),
+        },
     ]
 }
 
-const HEADERS: [&str; 7] = [
+const HEADERS: [&str; 9] = [
     "size",
     "algorithm",
     "time (us)",
@@ -186,6 +194,8 @@ const HEADERS: [&str; 7] = [
     "busbw (GB/s)",
     "NCCL model (us)",
     "limit",
+    "last to finish",
+    "held by PAUSE",
 ];
 
 /// The section as HTML; empty without nccl-tests groups.
@@ -200,7 +210,9 @@ pub fn section_html(rs: &[RunResult], colors: &[&'static str]) -> String {
          (solid, one dot per size) beside what NCCL's tuning model predicts for the same \
          ranks, algorithm and protocol (dashed). The tables name the algorithm and protocol \
          that ran and what held each size back: NCCL's latency term, the busiest NIC, NVLink \
-         or PCIe link at its rate, PAUSE, or congestion.</p>\n",
+         or PCIe link at its rate, PAUSE, or congestion; the host whose transfer finished \
+         last; and the port PAUSE held longest while it ran, with the switch or NIC that \
+         sent the PAUSE.</p>\n",
     );
     h.push_str(&plot(&all));
     h.push('\n');
@@ -243,7 +255,7 @@ pub fn section_markdown(rs: &[RunResult], colors: &[&'static str]) -> String {
             md_escape(s.collective.program())
         );
         let _ = writeln!(m, "| {} |", HEADERS.join(" | "));
-        m.push_str("|---:|---|---:|---:|---:|---:|---|\n");
+        m.push_str("|---:|---|---:|---:|---:|---:|---|---|---|\n");
         for g in &s.groups {
             let c = cells(s, g);
             let _ = writeln!(m, "| {} |", c.map(|x| md_escape(&x)).join(" | "));
@@ -276,6 +288,8 @@ mod tests {
             protocol: Some("Simple".into()),
             model_ps: Some(step.unwrap_or(1_000_000)),
             limit: step.map(|_| limit.to_string()),
+            last_host: None,
+            paused: Vec::new(),
         }
     }
 
@@ -286,11 +300,17 @@ mod tests {
     fn sizes_get_rows_with_busbw_model_and_limit() {
         let mut r = empty_run("default");
         // 1 MiB in 100 us: algbw 10.49 GB/s, busbw x 1.75 = 18.35.
-        r.groups.push(group(1 << 20, Some(100_000_000), "latency"));
+        let mut g = group(1 << 20, Some(100_000_000), "latency");
+        g.last_host = Some("h3".into());
+        g.paused = vec![
+            "leaf0:1 by h1 for 2us".into(),
+            "leaf0:2 by h2 for 1us".into(),
+        ];
+        r.groups.push(g);
         r.groups.push(group(1 << 26, None, ""));
         let m = section_markdown(std::slice::from_ref(&r), &["#000"]);
         assert!(
-            m.contains("| 1 MiB | Ring/Simple | 100.00 | 10.49 | 18.35 | 100.00 | latency |"),
+            m.contains("| 1 MiB | Ring/Simple | 100.00 | 10.49 | 18.35 | 100.00 | latency | h3 | leaf0:1 by h1 for 2us (+1 more) |"),
             "{m}"
         );
         assert!(

@@ -1033,6 +1033,8 @@ mod tests {
                 protocol: None,
                 model_ps: None,
                 limit: None,
+                last_host: None,
+                paused: Vec::new(),
             });
         }
         let doc = ScenarioResults {

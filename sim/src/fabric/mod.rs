@@ -836,6 +836,7 @@ impl World<'_> {
             let mut first_post: Option<Instant> = None;
             let mut last_finish: Option<Instant> = None;
             let mut slowest: Option<Rate> = None;
+            let mut last_host: Option<u32> = None;
             for (f, st) in self.flows.iter().zip(&self.flow_state) {
                 if f.group != Some(g as u32) {
                     continue;
@@ -849,6 +850,9 @@ impl World<'_> {
                 }
                 if let Some(t) = st.finish {
                     completed += 1;
+                    if last_finish.map_or(true, |x| t > x) {
+                        last_host = Some(f.dst.0);
+                    }
                     last_finish = Some(last_finish.map_or(t, |x| x.max(t)));
                 }
                 for node in [f.src, f.dst] {
@@ -887,9 +891,52 @@ impl World<'_> {
                     }
                     _ => None,
                 },
+                last_host: match (spec.nccl, last_host) {
+                    (Some(_), Some(h)) => Some(self.topo.nodes[h as usize].name.clone()),
+                    _ => None,
+                },
+                paused: match (spec.nccl, first_post, last_finish) {
+                    (Some(_), Some(a), Some(b)) => self.paused_between(a, b),
+                    _ => Vec::new(),
+                },
             });
         }
         out
+    }
+
+    /// Ports held off by PAUSE between `a` and `b` (see
+    /// [`GroupRecord::paused`]), from the logged intervals.
+    fn paused_between(&self, a: Instant, b: Instant) -> Vec<String> {
+        let (a, b) = (a.as_ps(), b.as_ps());
+        let mut held: Vec<(u64, usize)> = self
+            .ports
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let ps: u64 = p
+                    .pause_log
+                    .iter()
+                    .map(|&(_, s, e)| e.min(b).saturating_sub(s.max(a)))
+                    .sum();
+                (ps > 0).then_some((ps, i))
+            })
+            .collect();
+        held.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        let name = |node: u32| &self.topo.nodes[node as usize].name;
+        held.iter()
+            .take(8)
+            .map(|&(ps, i)| {
+                let p = &self.ports[i];
+                let peer = &self.ports[p.peer as usize];
+                format!(
+                    "{}:{} by {} for {}",
+                    name(p.node),
+                    p.local,
+                    name(peer.node),
+                    Duration::from_ps(ps)
+                )
+            })
+            .collect()
     }
 
     /// What held nccl-tests group `g` back (see
