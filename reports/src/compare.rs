@@ -412,6 +412,16 @@ fn perftest_vs_perftest(
     ))
 }
 
+/// A row of an nccl-tests table as compared: (bus bandwidth MB/s, time
+/// ns, which result), its out-of-place result where it printed one, else
+/// its in-place one.
+fn nccl_result(r: &crate::realnic::tools::NcclTestRow) -> Option<(u64, u64, &'static str)> {
+    match (r.oop_busbw_mbps, r.oop_time_ns) {
+        (Some(bw), Some(t)) => Some((bw, t, "out-of-place")),
+        _ => Some((r.ip_busbw_mbps?, r.ip_time_ns?, "in-place")),
+    }
+}
+
 /// Two nccl-tests outputs of the same program (a real one, and the
 /// simulator's `nccl-tests/<variant>/<workload>.txt`, or two real runs),
 /// size by size: bus bandwidth and time. Each side's out-of-place result
@@ -424,7 +434,6 @@ fn nccl_vs_nccl(
     side_b: &Labelled<'_>,
     b: &crate::realnic::tools::NcclTests,
 ) -> Result<TableParts, CompareError> {
-    use crate::realnic::tools::NcclTestRow;
     if let (Some(ta), Some(tb)) = (&a.test, &b.test) {
         if ta != tb {
             return Err(CompareError::DifferentTest {
@@ -436,17 +445,10 @@ fn nccl_vs_nccl(
             });
         }
     }
-    // (bus bandwidth MB/s, time ns, which result).
-    let pick = |r: &NcclTestRow| -> Option<(u64, u64, &'static str)> {
-        match (r.oop_busbw_mbps, r.oop_time_ns) {
-            (Some(bw), Some(t)) => Some((bw, t, "out-of-place")),
-            _ => Some((r.ip_busbw_mbps?, r.ip_time_ns?, "in-place")),
-        }
-    };
     let values = |n: &crate::realnic::tools::NcclTests| {
         let mut m: BTreeMap<u64, (u64, u64, &'static str)> = BTreeMap::new();
         for r in &n.rows {
-            if let Some(v) = pick(r) {
+            if let Some(v) = nccl_result(r) {
                 // The first line of a size (a pasted output may repeat it).
                 m.entry(r.bytes).or_insert(v);
             }
@@ -545,12 +547,8 @@ fn nccl_vs_model(
         })?;
     let mut real_rows: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for r in &real.rows {
-        let v = match (r.oop_busbw_mbps, r.oop_time_ns) {
-            (Some(bw), Some(t)) => Some((bw, t)),
-            _ => r.ip_busbw_mbps.zip(r.ip_time_ns),
-        };
-        if let Some(v) = v {
-            real_rows.entry(r.bytes).or_insert(v);
+        if let Some((bw, t, _)) = nccl_result(r) {
+            real_rows.entry(r.bytes).or_insert((bw, t));
         }
     }
     let mut out = Vec::new();

@@ -19,7 +19,7 @@ use sim::results::{GroupRecord, RunResult};
 use sim::workload::nccl_tests::Collective;
 
 use super::format::md_escape;
-use super::perftest::size_text;
+use super::perftest::{size_axis_of, size_text, size_tick};
 use super::svg::{escape, num, Axis, Plot};
 
 /// Width of the plot, px.
@@ -116,21 +116,10 @@ impl Series<'_> {
 }
 
 fn plot(all: &[Series<'_>]) -> String {
-    let sizes: Vec<f64> = all
-        .iter()
-        .flat_map(|s| s.groups.iter().map(|g| g.size.unwrap_or(1).max(1) as f64))
-        .collect();
-    let lo = sizes.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = sizes.iter().copied().fold(0.0, f64::max);
-    let x = Axis {
-        min: lo / std::f64::consts::SQRT_2,
-        max: hi * std::f64::consts::SQRT_2,
-        log: true,
-    };
-    let first = x.min.log2().ceil() as i32;
-    let last = x.max.log2().floor() as i32;
-    let step = ((last - first + 1).max(0) as usize).div_ceil(12).max(1);
-    let ticks: Vec<f64> = (first..=last).step_by(step).map(|e| 2f64.powi(e)).collect();
+    let (x, ticks) = size_axis_of(
+        all.iter()
+            .flat_map(|s| s.groups.iter().map(|g| g.size.unwrap_or(1))),
+    );
     let ymax = all
         .iter()
         .flat_map(|s| {
@@ -145,7 +134,7 @@ fn plot(all: &[Series<'_>]) -> String {
         (&ticks, &yticks),
         "size (log scale)",
         "busbw (GB/s)",
-        &|v| size_text(v.round() as u64),
+        &size_tick,
         &num,
     );
     for s in all {

@@ -152,10 +152,12 @@ pub fn size_text(bytes: u64) -> String {
 /// size to half one above the largest, with powers of two as ticks (at
 /// most [`MAX_TICKS`], from the smallest size's up).
 fn size_axis(all: &[Series<'_>]) -> (Axis, Vec<f64>) {
-    let sizes: Vec<u64> = all
-        .iter()
-        .flat_map(|s| s.recs.iter().map(|r| r.size.max(1)))
-        .collect();
+    size_axis_of(all.iter().flat_map(|s| s.recs.iter().map(|r| r.size)))
+}
+
+/// The size axis of a plot of these sizes (bytes): see [`size_axis`].
+pub(super) fn size_axis_of(sizes: impl Iterator<Item = u64>) -> (Axis, Vec<f64>) {
+    let sizes: Vec<u64> = sizes.map(|s| s.max(1)).collect();
     let lo = sizes.iter().copied().min().unwrap_or(1) as f64;
     let hi = sizes.iter().copied().max().unwrap_or(1) as f64;
     let axis = Axis {
@@ -172,7 +174,7 @@ fn size_axis(all: &[Series<'_>]) -> (Axis, Vec<f64>) {
 }
 
 /// A tick label of the size axis.
-fn size_tick(v: f64) -> String {
+pub(super) fn size_tick(v: f64) -> String {
     size_text(v.round() as u64)
 }
 

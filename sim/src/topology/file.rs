@@ -366,6 +366,29 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                 .under(prefix));
             }
             let l = |s: &LinkSpec| s.over(defaults).props();
+            // The GPU generators read the NICs per server from [gpu].
+            let gpu_table = |kind: &str| {
+                doc.gpu.ok_or_else(|| {
+                    FileError::new(
+                        file,
+                        "generator.kind",
+                        format!("{kind} without a [gpu] table: expected one giving gpus and nics per server"),
+                    )
+                    .under(prefix)
+                })
+            };
+            let one_uplink_rate = |o: &Option<f64>, fabric: &LinkSpec| {
+                if o.is_some() && fabric.rate.is_some() {
+                    Err(FileError::new(
+                        file,
+                        "generator.oversubscription",
+                        "both oversubscription and fabric_link.rate: expected one of them",
+                    )
+                    .under(prefix))
+                } else {
+                    Ok(())
+                }
+            };
             let key = match g {
                 GeneratorSpec::Dumbbell { .. } => "generator",
                 GeneratorSpec::Chain { .. } => "generator",
@@ -395,14 +418,7 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                     host_link,
                     fabric_link,
                 } => {
-                    if oversubscription.is_some() && fabric_link.rate.is_some() {
-                        return Err(FileError::new(
-                            file,
-                            "generator.oversubscription",
-                            "both oversubscription and fabric_link.rate: expected one of them",
-                        )
-                        .under(prefix));
-                    }
+                    one_uplink_rate(oversubscription, fabric_link)?;
                     generate::leaf_spine(&LeafSpine {
                         leaves: *leaves,
                         spines: *spines,
@@ -423,14 +439,7 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                     host_link,
                     fabric_link,
                 } => {
-                    let Some(gpu) = doc.gpu else {
-                        return Err(FileError::new(
-                            file,
-                            "generator.kind",
-                            "gpu-fat-tree without a [gpu] table: expected one giving gpus and nics per server",
-                        )
-                        .under(prefix));
-                    };
+                    let gpu = gpu_table("gpu-fat-tree")?;
                     generate::gpu_fat_tree(
                         *k,
                         gpu.nics,
@@ -448,22 +457,8 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                     host_link,
                     fabric_link,
                 } => {
-                    let Some(gpu) = doc.gpu else {
-                        return Err(FileError::new(
-                            file,
-                            "generator.kind",
-                            "gpu-leaf-spine without a [gpu] table: expected one giving gpus and nics per server",
-                        )
-                        .under(prefix));
-                    };
-                    if oversubscription.is_some() && fabric_link.rate.is_some() {
-                        return Err(FileError::new(
-                            file,
-                            "generator.oversubscription",
-                            "both oversubscription and fabric_link.rate: expected one of them",
-                        )
-                        .under(prefix));
-                    }
+                    let gpu = gpu_table("gpu-leaf-spine")?;
+                    one_uplink_rate(oversubscription, fabric_link)?;
                     generate::gpu_leaf_spine(&GpuLeafSpine {
                         servers: *servers,
                         nics: gpu.nics,

@@ -42,7 +42,7 @@ use roce::time::{Duration, Rate};
 use super::builder::{FlowBuilder, FlowTemplate};
 use super::nccl_tests::{Collective, NcclRow, Sweep, ELEMENT_BYTES};
 use super::{GroupSpec, LocalLink, LocalPath, RingShape};
-use crate::nccl_model::{Algo, Comm, Cpu, Enabled, Func, Gpu, Graph, PathType, Proto};
+use crate::nccl_model::{Algo, Comm, Cpu, Enabled, Func, Gpu, Graph, Model, PathType, Proto};
 use crate::topology::{GpuServers, NodeId, Topology};
 
 /// Where a rank lives: its server (an index into the collective's
@@ -327,54 +327,31 @@ impl Ranks {
         if bytes == 0 {
             return Vec::new();
         }
-        let first = b.len() as u32;
-        let ids = self.hop_flows(b, from, to, rail, bytes, t, group, after);
-        if delay > Duration::ZERO {
-            // The sender's latency comes before its first flow.
-            let made: Vec<u32> = (first..b.len() as u32).collect();
-            let lead: Vec<u32> = made
-                .iter()
-                .copied()
-                .filter(|&id| b.flows()[id as usize].after.iter().all(|a| *a < first))
-                .collect();
-            b.set_delay(&lead, delay);
-        }
-        ids
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn hop_flows(
-        &self,
-        b: &mut FlowBuilder,
-        from: usize,
-        to: usize,
-        rail: Option<u32>,
-        bytes: u64,
-        t: &FlowTemplate,
-        group: u32,
-        after: &[u32],
-    ) -> Vec<u32> {
-        let (a, z) = (self.ranks[from], self.ranks[to]);
-        let Some(g) = self.gpu else {
-            let ids = b.pair(
-                self.own_nic(from),
-                self.own_nic(to),
-                bytes,
-                t.start,
-                t,
-                Some(group),
-                after,
-            );
+        // RDMA between two NICs (its waiters go when the data lands, with
+        // `landing`) and a copy inside a server; `delay` goes on the
+        // hop's first flow, the sender's latency before it.
+        let rdma = |b: &mut FlowBuilder, src, dst, after: &[u32], delay| {
+            let ids = b.pair(src, dst, bytes, t.start, t, Some(group), after);
             if self.landing {
                 b.set_landing(&ids);
             }
-            return ids;
+            b.set_delay(&ids, delay);
+            ids
+        };
+        let copy = |b: &mut FlowBuilder, src, dst, path, after: &[u32], delay| {
+            let id = b.local(src, dst, bytes, t.start, path, Some(group), after);
+            b.set_delay(&[id], delay);
+            id
         };
         let (src_nic, dst_nic) = (self.own_nic(from), self.own_nic(to));
+        let Some(g) = self.gpu else {
+            return rdma(b, src_nic, dst_nic, after, delay);
+        };
+        let (a, z) = (self.ranks[from], self.ranks[to]);
         let res = Resources::new(&g, self.nics.len() as u32);
         if a.server == z.server {
             let path = res.nvlink(a.server, a.gpu, z.gpu);
-            return vec![b.local(src_nic, dst_nic, bytes, t.start, path, Some(group), after)];
+            return vec![copy(b, src_nic, dst_nic, path, after, delay)];
         }
         let nic = |r: Rank, own: NodeId| match rail {
             Some(rail) => self.nics[r.server as usize][rail as usize],
@@ -382,33 +359,17 @@ impl Ranks {
         };
         let (sn, dn) = (nic(a, src_nic), nic(z, dst_nic));
         if g.gpudirect {
-            let ids = b.pair(sn, dn, bytes, t.start, t, Some(group), after);
-            if self.landing {
-                b.set_landing(&ids);
-            }
-            return ids;
+            return rdma(b, sn, dn, after, delay);
         }
-        let d2h = b.local(
-            sn,
-            sn,
-            bytes,
-            t.start,
-            res.pcie(a.server, a.gpu, false),
-            Some(group),
-            after,
-        );
-        let sent = b.pair(sn, dn, bytes, t.start, t, Some(group), &[d2h]);
-        if self.landing {
-            b.set_landing(&sent);
-        }
-        let h2d = b.local(
+        let d2h = copy(b, sn, sn, res.pcie(a.server, a.gpu, false), after, delay);
+        let sent = rdma(b, sn, dn, &[d2h], Duration::ZERO);
+        let h2d = copy(
+            b,
             dn,
             dn,
-            bytes,
-            t.start,
             res.pcie(z.server, z.gpu, true),
-            Some(group),
             &sent,
+            Duration::ZERO,
         );
         vec![h2d]
     }
@@ -592,10 +553,17 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan NCCL's model `comm` gives collective `f` of `bytes`
-    /// (NCCL's `nBytes`) among `enabled`; `None` when nothing is enabled.
-    pub fn choose(comm: &Comm, f: Func, bytes: u64, enabled: &Enabled) -> Option<Plan> {
-        let c = comm.model().choose(f, bytes, enabled)?;
+    /// The plan NCCL's model of `comm` (`model`, [`Comm::model`]) gives
+    /// collective `f` of `bytes` (NCCL's `nBytes`) among `enabled`;
+    /// `None` when nothing is enabled.
+    pub fn choose(
+        comm: &Comm,
+        model: &Model,
+        f: Func,
+        bytes: u64,
+        enabled: &Enabled,
+    ) -> Option<Plan> {
+        let c = model.choose(f, bytes, enabled)?;
         let sl = comm.step_latency(f, c.algo, c.proto);
         let us = |x: f64| Duration::from_ps((x * 1e6).round() as u64);
         let (chunk, slots) = chunking(comm, f, c.algo, c.proto, bytes);
@@ -606,7 +574,7 @@ impl Plan {
             intra: us(sl.intra),
             inter: us(sl.inter),
             model_us: c.time_us,
-            model_latency_us: comm.model().latency(f, c.algo, c.proto),
+            model_latency_us: model.latency(f, c.algo, c.proto),
             chunk,
             slots,
         })
@@ -971,6 +939,7 @@ pub fn nccl_tests(
     let rings = ranks.rings();
     let nch = rings.len() as u32;
     let comm = ranks.comm();
+    let model = comm.model();
     let mut enabled = enabled.clone();
     enabled.disable_algo(Algo::Pat);
     let servers = ranks.nics.len();
@@ -982,7 +951,7 @@ pub fn nccl_tests(
         let counts = c.byte_counts(size, ELEMENT_BYTES, n as u32);
         let plan = match func_of(c) {
             None => None,
-            Some(f) => Some(Plan::choose(&comm, f, counts.size(), &enabled).ok_or_else(|| {
+            Some(f) => Some(Plan::choose(&comm, &model, f, counts.size(), &enabled).ok_or_else(|| {
                 format!(
                     "{} of {} bytes: the algorithms and protocols enabled leave NCCL nothing to run it with",
                     c.name(),
