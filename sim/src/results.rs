@@ -384,11 +384,24 @@ pub struct GroupRecord {
     pub model_ps: Option<u64>,
     /// nccl-tests sizes: what held the collective back. `latency` (NCCL's
     /// latency term is the largest part), `nic`, `nvlink` or `pcie` (the
-    /// busiest such link's bytes at its rate are), `pause` (PAUSE held
-    /// a port during it and it took over 10 % longer than latency plus
-    /// its busiest link) or `congestion` (over 50 % longer, no PAUSE).
+    /// busiest such link's bytes at its rate are: a host's link to its
+    /// switch, a GPU's NVLink or PCIe egress), `pause` (PAUSE held a port
+    /// during it and it took over 10 % longer than latency plus its
+    /// busiest link) or `congestion` (a fabric link on its hashed paths
+    /// carries more than any host link, or it took over 50 % longer than
+    /// latency plus its busiest link, no PAUSE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
+    /// nccl-tests sizes: where `limit` acted. A link as `NODE:PORT ->
+    /// PEER` (the egress; for `nic` and `congestion`, the link whose
+    /// bytes at its rate are the most, counted on the paths ECMP hashed
+    /// the collective's flows onto); `pause`: the port PAUSE held
+    /// longest on those paths (else anywhere), `NODE:PORT -> PEER paused`
+    /// (the peer sent the PAUSE); `nvlink`/`pcie`: `server S GPU G NVLink out` (or
+    /// `PCIe to host memory`, `PCIe from host memory`). Absent for
+    /// `latency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<String>,
     /// nccl-tests sizes: the host (NIC) whose transfer of the collective
     /// finished last, the rank the collective waited for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

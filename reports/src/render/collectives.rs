@@ -149,7 +149,7 @@ fn plot(all: &[Series<'_>]) -> String {
 }
 
 /// One table row's cells: size, algorithm/protocol, time (us), algbw,
-/// busbw, model time (us), limit, the host that finished last, the port
+/// busbw, model time (us), limit and where it acted, the host that finished last, the port
 /// PAUSE held longest (and how many more were held).
 fn cells(s: &Series<'_>, g: &GroupRecord) -> [String; 9] {
     let dash = || "-".to_string();
@@ -165,7 +165,11 @@ fn cells(s: &Series<'_>, g: &GroupRecord) -> [String; 9] {
         measured.map_or_else(dash, |(a, _)| format!("{a:.2}")),
         measured.map_or_else(dash, |(_, b)| format!("{b:.2}")),
         g.model_ps.map_or_else(dash, us),
-        g.limit.clone().unwrap_or_else(dash),
+        match (&g.limit, &g.bottleneck) {
+            (Some(l), Some(at)) => format!("{l} at {at}"),
+            (Some(l), None) => l.clone(),
+            _ => dash(),
+        },
         g.last_host.clone().unwrap_or_else(dash),
         match g.paused.len() {
             0 => dash(),
@@ -279,6 +283,7 @@ mod tests {
             limit: step.map(|_| limit.to_string()),
             last_host: None,
             paused: Vec::new(),
+            bottleneck: None,
         }
     }
 
@@ -296,10 +301,17 @@ mod tests {
             "leaf0:2 by h2 for 1us".into(),
         ];
         r.groups.push(g);
+        let mut nic = group(1 << 24, Some(1_000_000_000), "nic");
+        nic.bottleneck = Some("h3:0 -> leaf0".into());
+        r.groups.push(nic);
         r.groups.push(group(1 << 26, None, ""));
         let m = section_markdown(std::slice::from_ref(&r), &["#000"]);
         assert!(
             m.contains("| 1 MiB | Ring/Simple | 100.00 | 10.49 | 18.35 | 100.00 | latency | h3 | leaf0:1 by h1 for 2us (+1 more) |"),
+            "{m}"
+        );
+        assert!(
+            m.contains(r"| 1000.00 | nic at h3:0 -\> leaf0 | - | - |"),
             "{m}"
         );
         assert!(

@@ -1035,6 +1035,7 @@ mod tests {
                 limit: None,
                 last_host: None,
                 paused: Vec::new(),
+                bottleneck: None,
             });
         }
         let doc = ScenarioResults {

@@ -865,6 +865,10 @@ impl World<'_> {
                 (Some(a), Some(b)) if completed == flows && flows > 0 => Some((b - a).as_ps()),
                 _ => None,
             };
+            let limit = match (spec.nccl, step, first_post) {
+                (Some(row), Some(step), Some(t0)) => Some(self.nccl_limit(g as u32, row, step, t0)),
+                _ => None,
+            };
             out.push(GroupRecord {
                 name: spec.name.clone(),
                 kind: spec.kind.clone(),
@@ -885,12 +889,8 @@ impl World<'_> {
                 algorithm: spec.nccl.and_then(|r| r.algorithm).map(str::to_string),
                 protocol: spec.nccl.and_then(|r| r.protocol).map(str::to_string),
                 model_ps: spec.nccl.and_then(|r| r.model_ps),
-                limit: match (spec.nccl, step, first_post) {
-                    (Some(row), Some(step), Some(t0)) => {
-                        Some(self.nccl_limit(g as u32, row, step, t0).to_string())
-                    }
-                    _ => None,
-                },
+                limit: limit.as_ref().map(|l| l.0.to_string()),
+                bottleneck: limit.and_then(|l| l.1),
                 last_host: match (spec.nccl, last_host) {
                     (Some(_), Some(h)) => Some(self.topo.nodes[h as usize].name.clone()),
                     _ => None,
@@ -939,75 +939,156 @@ impl World<'_> {
             .collect()
     }
 
-    /// What held nccl-tests group `g` back (see
-    /// [`GroupRecord::limit`]): its step took `step` ps from `t0`.
+    /// What held nccl-tests group `g` back and where (see
+    /// [`GroupRecord::limit`] and [`GroupRecord::bottleneck`]): its step
+    /// took `step` ps from `t0`.
     fn nccl_limit(
         &self,
         g: u32,
         row: crate::workload::nccl_tests::NcclRow,
         step: u64,
         t0: Instant,
-    ) -> &'static str {
-        use crate::workload::LocalLink;
+    ) -> (&'static str, Option<String>) {
         use std::collections::HashMap;
-        // Bytes per NIC (sent), per NVLink and per PCIe resource.
-        let mut nic: HashMap<u32, u64> = HashMap::new();
-        let mut local: HashMap<u32, (u64, Rate, LocalLink)> = HashMap::new();
+        // Wire bytes per egress port on the hashed paths; bytes per local
+        // resource, with its rate, link and the node that names it.
+        let mut port_bytes: HashMap<u32, u64> = HashMap::new();
+        let mut local: HashMap<u32, (u64, crate::workload::LocalPath, NodeId)> = HashMap::new();
         let mtu = self.cfg.nic.mtu.bytes();
         for f in self.flows.iter().filter(|f| f.group == Some(g)) {
             match f.local {
-                Some(l) => {
-                    let e = local.entry(l.resource).or_insert((0, l.rate, l.link));
-                    e.0 += f.size;
-                }
+                Some(l) => local.entry(l.resource).or_insert((0, l, f.src)).0 += f.size,
                 None => {
                     // Payload and RoCE framing per packet.
                     let wire = f.size + f.size.div_ceil(mtu) * 62;
-                    *nic.entry(self.host_of_node[f.src.0 as usize]).or_default() += wire;
+                    for p in self.path_ports(f) {
+                        *port_bytes.entry(p).or_default() += wire;
+                    }
                 }
             }
         }
-        let mut bounds: Vec<(&'static str, u64)> =
-            vec![("latency", row.model_latency_ps.unwrap_or(0))];
-        let nic_ps = nic
+        let port_ps = |p: u32, bytes: u64| {
+            self.ports[p as usize]
+                .rate
+                .serialization_time(bytes)
+                .as_ps()
+        };
+        let host_link = |p: u32| {
+            let port = &self.ports[p as usize];
+            self.host_of_node[port.node as usize] != NONE
+                || self.host_of_node[self.ports[port.peer as usize].node as usize] != NONE
+        };
+        // The busiest host link and fabric link, ties to the lower port.
+        let busiest = |host: bool| {
+            port_bytes
+                .iter()
+                .filter(|(&p, _)| host_link(p) == host)
+                .map(|(&p, &b)| (port_ps(p, b), std::cmp::Reverse(p)))
+                .max()
+                .map(|(ps, p)| (ps, p.0))
+        };
+        let (nic, fabric) = (busiest(true), busiest(false));
+        let busiest_local = |kind: &str| {
+            local
+                .iter()
+                .filter(|(_, v)| v.1.link.kind() == kind)
+                .map(|(&r, v)| {
+                    (
+                        v.1.rate.serialization_time(v.0).as_ps(),
+                        std::cmp::Reverse(r),
+                    )
+                })
+                .max()
+                .map(|(ps, r)| (ps, r.0))
+        };
+        let (nvlink, pcie) = (busiest_local("nvlink"), busiest_local("pcie"));
+        let link_name = |p: u32| {
+            let port = &self.ports[p as usize];
+            let peer = &self.ports[port.peer as usize];
+            format!(
+                "{}:{} -> {}",
+                self.topo.nodes[port.node as usize].name,
+                port.local,
+                self.topo.nodes[peer.node as usize].name
+            )
+        };
+        let local_name = |r: u32| {
+            let (_, l, node) = local[&r];
+            let host = self.host_of_node[node.0 as usize];
+            match self.topo.gpu {
+                Some(gs) => format!(
+                    "server {} GPU {} {}",
+                    gs.server_of_host(host),
+                    l.gpu,
+                    l.link.text()
+                ),
+                None => format!(
+                    "{} GPU {} {}",
+                    self.topo.nodes[node.0 as usize].name,
+                    l.gpu,
+                    l.link.text()
+                ),
+            }
+        };
+        let latency = row.model_latency_ps.unwrap_or(0);
+        let nic_ps = nic.map_or(0, |x| x.0);
+        // A fabric link is the limit only when it carries more than any
+        // host link can (ECMP put several rings' bytes on it).
+        let fabric = fabric.filter(|f| f.0 > nic_ps);
+        let biggest_link = [nic, fabric, nvlink, pcie]
             .iter()
-            .map(|(&h, &b)| {
-                let rate = self.ports[self.nics[h as usize].port as usize].rate;
-                rate.serialization_time(b).as_ps()
-            })
+            .flatten()
+            .map(|x| x.0)
             .max()
             .unwrap_or(0);
-        bounds.push(("nic", nic_ps));
-        for (name, link) in [("nvlink", LocalLink::NvLink), ("pcie", LocalLink::Pcie)] {
-            let ps = local
-                .values()
-                .filter(|(_, _, k)| *k == link)
-                .map(|&(b, r, _)| r.serialization_time(b).as_ps())
-                .max()
-                .unwrap_or(0);
-            bounds.push((name, ps));
-        }
-        let biggest_link = bounds[1..].iter().map(|b| b.1).max().unwrap_or(0);
-        let expected = bounds[0].1 + biggest_link;
+        let expected = latency + biggest_link;
         let t1 = t0.as_ps() + step;
-        let paused = self.ports.iter().any(|p| {
+        let held = |p: &port::Port| -> u64 {
             p.pause_log
                 .iter()
-                .any(|&(_, a, b)| a < t1 && b > t0.as_ps())
-        });
-        if paused && step as f64 > 1.1 * expected as f64 {
-            return "pause";
+                .map(|&(_, a, b)| b.min(t1).saturating_sub(a.max(t0.as_ps())))
+                .sum()
+        };
+        // The port PAUSE held longest, on the group's paths first.
+        let most_held = |on_path: bool| {
+            self.ports
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !on_path || port_bytes.contains_key(&(*i as u32)))
+                .map(|(i, p)| (held(p), std::cmp::Reverse(i)))
+                .filter(|x| x.0 > 0)
+                .max()
+                .map(|x| x.1 .0 as u32)
+        };
+        if let Some(p) = most_held(true).or_else(|| most_held(false)) {
+            if step as f64 > 1.1 * expected as f64 {
+                return ("pause", Some(format!("{} paused", link_name(p))));
+            }
         }
+        let link_ps = nic.into_iter().chain(fabric).max();
         if step as f64 > 1.5 * expected as f64 {
-            return "congestion";
+            // No PAUSE: queues on the busiest link of its paths.
+            return ("congestion", link_ps.map(|x| link_name(x.1)));
         }
-        bounds
-            .iter()
-            .fold(
-                ("latency", 0u64),
-                |best, &b| if b.1 > best.1 { b } else { best },
-            )
-            .0
+        let mut best: (&'static str, u64, Option<String>) = ("latency", latency, None);
+        if let Some((ps, p)) = nic {
+            if ps > best.1 {
+                best = ("nic", ps, Some(link_name(p)));
+            }
+        }
+        if let Some((ps, p)) = fabric {
+            if ps > best.1 {
+                best = ("congestion", ps, Some(link_name(p)));
+            }
+        }
+        for (kind, x) in [("nvlink", nvlink), ("pcie", pcie)] {
+            if let Some((ps, r)) = x {
+                if ps > best.1 {
+                    best = (kind, ps, Some(local_name(r)));
+                }
+            }
+        }
+        (best.0, best.2)
     }
 
     /// What every perftest size measured (groups with a perftest row).
@@ -1108,24 +1189,21 @@ impl World<'_> {
         out
     }
 
-    /// The path flow `f` takes, as the closed forms see it: its links,
-    /// the slowest rate, the mean propagation delay, the MTU.
-    fn path_shape(&self, f: &FlowSpec) -> crate::hostmodel::PathShape {
+    /// The egress ports flow `f`'s packets leave, in order, on the path
+    /// its hash picks: its NIC's port, then one per switch.
+    fn path_ports(&self, f: &FlowSpec) -> Vec<u32> {
         let st = &self.flow_state[f.id as usize];
         let (src, dst) = (
             self.host_of_node[f.src.0 as usize],
             self.host_of_node[f.dst.0 as usize],
         );
-        let sport = self.qps.sport_of(st.qp);
+        let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), self.qps.sport_of(st.qp));
         let mut p = self.nics[src as usize].port;
-        let (mut links, mut delay) = (0u32, Duration::ZERO);
-        let mut rate = Rate::from_bps(u64::MAX);
+        let mut out = Vec::with_capacity(8);
+        // A path never revisits a node; 64 bounds a malformed table.
         for _ in 0..64 {
-            let port = &self.ports[p as usize];
-            links += 1;
-            delay += port.delay;
-            rate = rate.min(port.rate);
-            let peer = &self.ports[port.peer as usize];
+            out.push(p);
+            let peer = &self.ports[self.ports[p as usize].peer as usize];
             let sw = self.switch_of_node[peer.node as usize];
             if sw == NONE {
                 break;
@@ -1136,10 +1214,24 @@ impl World<'_> {
                 break;
             }
             let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
-            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
             let hop = ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0]);
             p = s.port_base + u32::from(hop);
         }
+        out
+    }
+
+    /// The path flow `f` takes, as the closed forms see it: its links,
+    /// the slowest rate, the mean propagation delay, the MTU.
+    fn path_shape(&self, f: &FlowSpec) -> crate::hostmodel::PathShape {
+        let st = &self.flow_state[f.id as usize];
+        let ports = self.path_ports(f);
+        let (mut delay, mut rate) = (Duration::ZERO, Rate::from_bps(u64::MAX));
+        for &p in &ports {
+            let port = &self.ports[p as usize];
+            delay += port.delay;
+            rate = rate.min(port.rate);
+        }
+        let links = ports.len() as u32;
         crate::hostmodel::PathShape {
             rate,
             links,
@@ -1151,36 +1243,15 @@ impl World<'_> {
     /// Stand-alone FCT of a flow: base RTT over the path its hash picks
     /// plus its wire bytes at the bottleneck rate.
     fn ideal_fct(&self, f: &FlowSpec) -> u64 {
-        let st = &self.flow_state[f.id as usize];
-        let (src, dst) = (
-            self.host_of_node[f.src.0 as usize],
-            self.host_of_node[f.dst.0 as usize],
-        );
-        let sport = self.qps.sport_of(st.qp);
         let mtu = self.cfg.nic.mtu.bytes();
         let frame = mtu + 62 + 16;
-        let mut p = self.nics[src as usize].port;
         let mut rtt = Duration::ZERO;
         let mut bottleneck = Rate::from_bps(u64::MAX);
-        for _ in 0..64 {
+        for p in self.path_ports(f) {
             let port = &self.ports[p as usize];
             bottleneck = bottleneck.min(port.rate);
             rtt += port.delay + port.delay;
             rtt += port.rate.serialization_time(frame) + port.rate.serialization_time(64);
-            let peer = &self.ports[port.peer as usize];
-            let sw = self.switch_of_node[peer.node as usize];
-            if sw == NONE {
-                break;
-            }
-            let s = &self.switches[sw as usize];
-            let (off, cnt) = s.route[dst as usize];
-            if cnt == 0 {
-                break;
-            }
-            let hops = &s.hops[off as usize..(off + u32::from(cnt)) as usize];
-            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
-            let hop = ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0]);
-            p = s.port_base + u32::from(hop);
         }
         let packets = f.size.div_ceil(mtu).max(1);
         let wire = f.size + packets * 62 + 16;

@@ -257,6 +257,7 @@ impl Ranks {
             rate: Rate::from_bps(u64::MAX),
             latency: Duration::ZERO,
             link: LocalLink::NvLink,
+            gpu: 0,
         }
     }
 
@@ -404,6 +405,7 @@ impl Resources {
             rate,
             latency: nv.latency,
             link: LocalLink::NvLink,
+            gpu: from as u16,
         }
     }
 
@@ -420,7 +422,12 @@ impl Resources {
             resource: base + u32::from(inbound) * per_dir + server * gpus + gpu,
             rate: self.g.pcie,
             latency: self.g.pcie_latency,
-            link: LocalLink::Pcie,
+            link: if inbound {
+                LocalLink::PcieFromHost
+            } else {
+                LocalLink::PcieToHost
+            },
+            gpu: gpu as u16,
         }
     }
 }

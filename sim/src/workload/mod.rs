@@ -110,6 +110,10 @@ pub struct LocalPath {
     pub latency: roce::time::Duration,
     /// What carries it.
     pub link: LocalLink,
+    /// The GPU (index within its server) whose egress `resource` is:
+    /// the sender over NVLink, the GPU whose PCIe link it is over PCIe.
+    /// Names the resource in results.
+    pub gpu: u16,
 }
 
 /// The link a [`LocalPath`] copy crosses.
@@ -117,8 +121,30 @@ pub struct LocalPath {
 pub enum LocalLink {
     /// GPU to GPU inside a server.
     NvLink,
-    /// GPU to or from host memory.
-    Pcie,
+    /// GPU to host memory over PCIe.
+    PcieToHost,
+    /// Host memory to GPU over PCIe.
+    PcieFromHost,
+}
+
+impl LocalLink {
+    /// The link's kind as results name it: `nvlink` or `pcie`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            LocalLink::NvLink => "nvlink",
+            LocalLink::PcieToHost | LocalLink::PcieFromHost => "pcie",
+        }
+    }
+
+    /// What a copy on it crosses, in words (`NVLink out`,
+    /// `PCIe to host memory`, `PCIe from host memory`).
+    pub fn text(self) -> &'static str {
+        match self {
+            LocalLink::NvLink => "NVLink out",
+            LocalLink::PcieToHost => "PCIe to host memory",
+            LocalLink::PcieFromHost => "PCIe from host memory",
+        }
+    }
 }
 
 /// The shape of one flow [`generate::FlowBuilder::push_flow`] adds.
