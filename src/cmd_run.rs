@@ -418,8 +418,44 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     for (k, v) in rows {
         println!("  {k:<18} {v}");
     }
-    for g in r.groups.iter().filter(|g| g.kind != "perftest") {
+    for g in r
+        .groups
+        .iter()
+        .filter(|g| g.kind != "perftest" && g.kind != "training")
+    {
         println!("  step time {}: {}", g.name, step_time(g));
+    }
+    for job in &r.training {
+        // A training job: each step's time as compute plus what the
+        // overlap rule exposed, and the collective exposed longest.
+        println!("  training {}:", job.job);
+        for st in &job.steps {
+            let time = st.time_ps.map_or("did not finish".to_string(), ps);
+            let critical = match st
+                .collectives
+                .iter()
+                .find(|c| Some(&c.label) == st.critical.as_ref())
+            {
+                Some(c) => {
+                    let at = match (&c.limit, &c.bottleneck) {
+                        (Some(l), Some(b)) => format!(", {l} at {b}"),
+                        (Some(l), None) => format!(", {l}"),
+                        _ => String::new(),
+                    };
+                    format!("; most exposed: {} ({}{at})", c.label, ps(c.exposed_ps))
+                }
+                None => String::new(),
+            };
+            println!(
+                "    step {}: {time} = compute {} + exposed {}{critical}",
+                st.step,
+                ps(st.compute_ps),
+                ps(st.exposed_ps)
+            );
+        }
+        if let Some(m) = job.mean_step_ps {
+            println!("    mean step {}", ps(m));
+        }
     }
     for (name, t) in reports::nccl_tests::tables(&r.groups) {
         // nccl-tests' table for the collective, as its program prints it

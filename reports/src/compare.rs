@@ -559,7 +559,7 @@ fn nccl_vs_model(
         type ModelRow = (u64, u64, String, String, String);
         let mut by_workload: BTreeMap<String, (u64, BTreeMap<u64, ModelRow>)> = BTreeMap::new();
         for g in v["groups"].as_array().into_iter().flatten() {
-            if g["collective"].as_str() != Some(collective.name()) {
+            if g["kind"] != "nccl-tests" || g["collective"].as_str() != Some(collective.name()) {
                 continue;
             }
             let (Some(size), Some(param), Some(ranks), Some(step)) = (

@@ -54,11 +54,77 @@ pub struct RunResult {
     /// workload and size order (absent when there is none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub perftest: Vec<PerftestRecord>,
+    /// One record per training job, in workload order: its steps (absent
+    /// when there is none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub training: Vec<TrainingRecord>,
     /// The pcap files of the captured link directions (`record.pcap`), in
     /// that order. Never in `results.json`: `rocelab run` writes each to
     /// `pcap/<variant>/<name>.pcap`.
     #[serde(skip)]
     pub captures: Vec<CaptureFile>,
+}
+
+/// What a training job's steps cost (see
+/// [`crate::workload::training`] for the overlap rule).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainingRecord {
+    /// The job (its workload's name).
+    pub job: String,
+    /// Its steps in order.
+    pub steps: Vec<StepRecord>,
+    /// Mean step time when every step completed, picoseconds.
+    pub mean_step_ps: Option<u64>,
+    /// The collective call (by label) with the most exposed time summed
+    /// over the steps (`None`: nothing was exposed): where the step time
+    /// went that compute did not take.
+    pub critical: Option<String>,
+}
+
+/// One step of a training job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Step, from 0.
+    pub step: u32,
+    /// First post of its first forward compute, picoseconds.
+    pub start_ps: Option<u64>,
+    /// End of its last optimizer compute, picoseconds.
+    pub finish_ps: Option<u64>,
+    /// `finish - start` when every part completed.
+    pub time_ps: Option<u64>,
+    /// Compute per rank in the step (forward, backward, optimizer),
+    /// picoseconds.
+    pub compute_ps: u64,
+    /// Communication no compute covered: the sum of `collectives`'
+    /// exposed times, picoseconds.
+    pub exposed_ps: u64,
+    /// The collective exposed longest in the step (its label; `None`:
+    /// nothing was): what set the step time beyond compute.
+    pub critical: Option<String>,
+    /// Its collective calls in the order they were issued.
+    pub collectives: Vec<StepCollective>,
+}
+
+/// One collective call of a training step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepCollective {
+    /// What it is (`backward L3 mlp tp all_reduce`, `dp all_reduce
+    /// bucket 0`).
+    pub label: String,
+    /// First post to last finish over all ranks, picoseconds.
+    pub time_ps: u64,
+    /// Its span that neither compute nor an earlier collective covered,
+    /// picoseconds.
+    pub exposed_ps: u64,
+    /// What held it back (as [`GroupRecord::limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// Where (as [`GroupRecord::bottleneck`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<String>,
+    /// The host whose transfer finished last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_host: Option<String>,
 }
 
 /// What one size of a perftest run measured (what perftest prints is

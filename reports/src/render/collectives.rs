@@ -59,7 +59,7 @@ fn series<'a>(rs: &'a [RunResult], colors: &[&'static str]) -> Vec<Series<'a>> {
     let mut out = Vec::new();
     for (i, r) in rs.iter().enumerate() {
         let mut names: Vec<String> = Vec::new();
-        for g in r.groups.iter().filter(|g| g.collective.is_some()) {
+        for g in r.groups.iter().filter(|g| g.kind == "nccl-tests") {
             let w = workload_of(g);
             if !names.contains(&w) {
                 names.push(w);
@@ -69,7 +69,7 @@ fn series<'a>(rs: &'a [RunResult], colors: &[&'static str]) -> Vec<Series<'a>> {
             let groups: Vec<&GroupRecord> = r
                 .groups
                 .iter()
-                .filter(|g| g.collective.is_some() && workload_of(g) == *w)
+                .filter(|g| g.kind == "nccl-tests" && workload_of(g) == *w)
                 .collect();
             let Some(c) = groups
                 .first()

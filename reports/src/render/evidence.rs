@@ -343,6 +343,7 @@ pub(super) fn empty_run(name: &str) -> RunResult {
         deadlocks: Vec::new(),
         flow_rates: Vec::new(),
         perftest: Vec::new(),
+        training: Vec::new(),
         captures: Vec::new(),
     }
 }

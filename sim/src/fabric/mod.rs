@@ -734,6 +734,7 @@ impl World<'_> {
             stop_reason: self.stop_reason.to_string(),
         };
         let groups = self.group_records();
+        let training = crate::workload::training::steps(&self.opts.groups, &groups);
         let perftest = self.perftest_records();
         // Samples stop with the run: an idle network ends at its last
         // activity, and the sampler may have run on beside stale timers.
@@ -764,6 +765,7 @@ impl World<'_> {
             deadlocks,
             flow_rates,
             perftest,
+            training,
             captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
         }
     }
@@ -830,17 +832,23 @@ impl World<'_> {
     /// The step time of every group in [`crate::options::RunOptions::groups`].
     fn group_records(&self) -> Vec<GroupRecord> {
         let mut out = Vec::with_capacity(self.opts.groups.len());
+        // The flows of each group, in one pass.
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); self.opts.groups.len()];
+        for f in self.flows.iter() {
+            if let Some(m) = f.group.and_then(|g| members.get_mut(g as usize)) {
+                m.push(f.id);
+            }
+        }
         for (g, spec) in self.opts.groups.iter().enumerate() {
+            let members = &members[g];
             let mut flows = 0u64;
             let mut completed = 0u64;
             let mut first_post: Option<Instant> = None;
             let mut last_finish: Option<Instant> = None;
             let mut slowest: Option<Rate> = None;
             let mut last_host: Option<u32> = None;
-            for (f, st) in self.flows.iter().zip(&self.flow_state) {
-                if f.group != Some(g as u32) {
-                    continue;
-                }
+            for &id in members {
+                let (f, st) = (&self.flows[id as usize], &self.flow_state[id as usize]);
                 flows += 1;
                 if let Some(p) = st.posted_at {
                     // A delayed flow's group began when it was released:
@@ -866,7 +874,7 @@ impl World<'_> {
                 _ => None,
             };
             let limit = match (spec.nccl, step, first_post) {
-                (Some(row), Some(step), Some(t0)) => Some(self.nccl_limit(g as u32, row, step, t0)),
+                (Some(row), Some(step), Some(t0)) => Some(self.nccl_limit(members, row, step, t0)),
                 _ => None,
             };
             out.push(GroupRecord {
@@ -939,12 +947,12 @@ impl World<'_> {
             .collect()
     }
 
-    /// What held nccl-tests group `g` back and where (see
-    /// [`GroupRecord::limit`] and [`GroupRecord::bottleneck`]): its step
-    /// took `step` ps from `t0`.
+    /// What held the nccl-tests group of flows `members` back and where
+    /// (see [`GroupRecord::limit`] and [`GroupRecord::bottleneck`]): its
+    /// step took `step` ps from `t0`.
     fn nccl_limit(
         &self,
-        g: u32,
+        members: &[u32],
         row: crate::workload::nccl_tests::NcclRow,
         step: u64,
         t0: Instant,
@@ -955,7 +963,7 @@ impl World<'_> {
         let mut port_bytes: HashMap<u32, u64> = HashMap::new();
         let mut local: HashMap<u32, (u64, crate::workload::LocalPath, NodeId)> = HashMap::new();
         let mtu = self.cfg.nic.mtu.bytes();
-        for f in self.flows.iter().filter(|f| f.group == Some(g)) {
+        for f in members.iter().map(|&id| &self.flows[id as usize]) {
             match f.local {
                 Some(l) => local.entry(l.resource).or_insert((0, l, f.src)).0 += f.size,
                 None => {

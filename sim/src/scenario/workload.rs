@@ -182,6 +182,63 @@ pub struct WorkloadDoc {
     /// their hosts'; any kind.
     #[serde(default)]
     pub cc: Option<crate::config::CcConfig>,
+    /// training: how its servers are picked when `servers` is a count
+    /// (`packed`, `spread`, `random`; default packed), among the servers
+    /// no earlier training job holds.
+    #[serde(default)]
+    pub placement: Option<Placement>,
+    /// training: steps run back to back (default 1).
+    #[serde(default)]
+    pub steps: Option<u32>,
+    /// training: transformer layers (default 1).
+    #[serde(default)]
+    pub layers: Option<u32>,
+    /// training: tensor-parallel degree, GPUs of a server per group
+    /// (default 1).
+    #[serde(default)]
+    pub tp: Option<u32>,
+    /// training: forward compute of a step.
+    #[serde(default)]
+    pub forward: Option<Duration>,
+    /// training: backward compute of a step.
+    #[serde(default)]
+    pub backward: Option<Duration>,
+    /// training: optimizer compute of a step (default 0).
+    #[serde(default)]
+    pub optimizer: Option<Duration>,
+    /// training: floating-point operations per GPU in a step's forward
+    /// and backward (instead of `forward` and `backward`).
+    #[serde(default)]
+    pub step_flops: Option<f64>,
+    /// training: what a GPU sustains, FLOP/s (with `step_flops`).
+    #[serde(default)]
+    pub gpu_flops: Option<f64>,
+    /// training: gradient bytes per rank the data-parallel all-reduce
+    /// reduces each step (default 0: none).
+    #[serde(default)]
+    pub grad_bytes: Option<Size>,
+    /// training: gradient buckets (default 1).
+    #[serde(default)]
+    pub buckets: Option<u32>,
+    /// training: bytes of each tensor-parallel all-reduce.
+    #[serde(default)]
+    pub tp_bytes: Option<Size>,
+    /// training: bytes each rank sends in a MoE layer's all-to-all
+    /// (default 0: no MoE).
+    #[serde(default)]
+    pub moe_bytes: Option<Size>,
+}
+
+/// How a training job's servers are picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// The first free servers, in order (neighbours share leaves).
+    Packed,
+    /// Free servers evenly spaced over the free ones.
+    Spread,
+    /// Free servers drawn at random (the workload's `seed`).
+    Random,
 }
 
 /// Workload kinds.
@@ -202,6 +259,8 @@ pub enum WorkloadKind {
     Poisson,
     /// One flow.
     Perftest,
+    /// A training job's steps on GPU servers.
+    Training,
     /// HPCC ns-3 flow file.
     HpccFlows,
     /// htsim connection matrix.
@@ -394,6 +453,30 @@ fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
             "algo",
             "proto",
         ],
+        WorkloadKind::Training => &[
+            "qps_per_pair",
+            "start",
+            "priority",
+            "servers",
+            "gpus",
+            "channels",
+            "algo",
+            "proto",
+            "seed",
+            "placement",
+            "steps",
+            "layers",
+            "tp",
+            "forward",
+            "backward",
+            "optimizer",
+            "step_flops",
+            "gpu_flops",
+            "grad_bytes",
+            "buckets",
+            "tp_bytes",
+            "moe_bytes",
+        ],
         WorkloadKind::HpccFlows => &["op", "path", "shift"],
         WorkloadKind::Htsim => &["op", "path"],
     }
@@ -443,6 +526,19 @@ impl WorkloadDoc {
         add("channels", self.channels.is_some());
         add("algo", self.algo.is_some());
         add("proto", self.proto.is_some());
+        add("placement", self.placement.is_some());
+        add("steps", self.steps.is_some());
+        add("layers", self.layers.is_some());
+        add("tp", self.tp.is_some());
+        add("forward", self.forward.is_some());
+        add("backward", self.backward.is_some());
+        add("optimizer", self.optimizer.is_some());
+        add("step_flops", self.step_flops.is_some());
+        add("gpu_flops", self.gpu_flops.is_some());
+        add("grad_bytes", self.grad_bytes.is_some());
+        add("buckets", self.buckets.is_some());
+        add("tp_bytes", self.tp_bytes.is_some());
+        add("moe_bytes", self.moe_bytes.is_some());
         g
     }
 }
@@ -464,6 +560,8 @@ pub(super) fn build(
     let hosts = topo.hosts();
     let mut b = FlowBuilder::new();
     let mut names: Vec<String> = Vec::with_capacity(workloads.len());
+    // GPU servers the training jobs so far hold.
+    let mut held: Vec<u32> = Vec::new();
     if workloads.is_empty() {
         return Err(FileError::new(
             file,
@@ -574,6 +672,7 @@ pub(super) fn build(
                 | WorkloadKind::HpccFlows
                 | WorkloadKind::Htsim
                 | WorkloadKind::NcclTests
+                | WorkloadKind::Training
         ) && w.test.is_none();
         let size = match w.size {
             Some(s) if s.bytes() == 0 => {
@@ -695,6 +794,65 @@ pub(super) fn build(
                     let k = match (&w.algo, &w.proto) {
                         (Some(_), _) => "algo",
                         _ => "proto",
+                    };
+                    err(k, m)
+                })?;
+            }
+            WorkloadKind::Training => {
+                let g = topo.gpu.ok_or_else(|| {
+                    err(
+                        "kind",
+                        "\"training\" needs GPU servers: expected a topology with a [gpu] table"
+                            .into(),
+                    )
+                })?;
+                let servers = job_servers(w, &g, &held, &mut rng).map_err(|(k, m)| err(k, m))?;
+                held.extend_from_slice(&servers);
+                let spec = training_spec(w).map_err(|(k, m)| err(k, m))?;
+                let gpus = w.gpus.unwrap_or(g.gpus);
+                if gpus == 0 || gpus > g.gpus {
+                    return Err(err(
+                        "gpus",
+                        format!("{gpus}: expected 1 to {} (the GPUs of a server)", g.gpus),
+                    ));
+                }
+                if gpus % spec.tp != 0 {
+                    return Err(err(
+                        "tp",
+                        format!("{}: expected a divisor of the job's {gpus} GPUs per server (tensor-parallel groups stay inside a server)", spec.tp),
+                    ));
+                }
+                if servers.len() * (gpus as usize) / (spec.tp as usize) < 2
+                    && (spec.grad_bytes > 0 || spec.moe_bytes > 0)
+                {
+                    return Err(err(
+                        "servers",
+                        format!("{} server(s) of {gpus} GPUs with tp = {}: a data-parallel group of 1 has no all-reduce or all-to-all; expected more servers or GPUs", servers.len(), spec.tp),
+                    ));
+                }
+                if servers.len() * (gpus as usize) < 2 {
+                    return Err(err("gpus", "1 GPU: expected at least 2 ranks".into()));
+                }
+                if let Some(c) = w.channels.filter(|&c| c == 0 || c > 64) {
+                    return Err(err("channels", format!("{c}: expected 1 to 64")));
+                }
+                let enabled =
+                    Enabled::from_env(w.algo.as_deref(), w.proto.as_deref()).map_err(|e| {
+                        let k = if e.var == "NCCL_ALGO" {
+                            "algo"
+                        } else {
+                            "proto"
+                        };
+                        err(k, format!("{:?}: {}", e.value, e.why))
+                    })?;
+                wl::training::training(
+                    &mut b, topo, &servers, gpus, w.channels, &spec, &t, &name, &enabled,
+                )
+                .map_err(|m| {
+                    let k = match (&w.algo, &w.proto) {
+                        (Some(_), _) => "algo",
+                        (None, Some(_)) => "proto",
+                        _ => "servers",
                     };
                     err(k, m)
                 })?;
@@ -828,6 +986,7 @@ pub(super) fn build(
                         ring: None,
                         perftest: None,
                         nccl: None,
+                        training: None,
                     });
                     for f in &mut flows {
                         f.group = Some(g);
@@ -853,6 +1012,153 @@ pub(super) fn build(
 /// name the key.
 /// The ranks of an `nccl-tests` workload on GPU servers `g`: the GPUs of
 /// its `servers`, or the key that is wrong and why.
+fn training_spec(w: &WorkloadDoc) -> Result<wl::training::Training, (&'static str, String)> {
+    let positive = |k: &'static str, v: Option<u32>, default: u32| match v {
+        Some(0) => Err((k, "0: expected at least 1".to_string())),
+        Some(x) => Ok(x),
+        None => Ok(default),
+    };
+    let layers = positive("layers", w.layers, 1)?;
+    let buckets = positive("buckets", w.buckets, 1)?;
+    if buckets > layers {
+        return Err((
+            "buckets",
+            format!(
+                "{buckets}: expected at most the {layers} layers (a bucket fills as layers finish)"
+            ),
+        ));
+    }
+    let (forward, backward) = match (w.forward, w.backward, w.step_flops, w.gpu_flops) {
+        (Some(f), Some(b), None, None) => (f, b),
+        (None, None, Some(fl), Some(rate)) => {
+            if !(fl.is_finite() && fl > 0.0) {
+                return Err(("step_flops", format!("{fl}: expected a positive number of FLOPs")));
+            }
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(("gpu_flops", format!("{rate}: expected a positive FLOP/s rate")));
+            }
+            // The backward pass does twice the forward's work.
+            let ps = fl / rate * 1e12;
+            if ps > 1e18 {
+                return Err(("step_flops", format!("{fl} FLOPs at {rate} FLOP/s: over 11 days a step")));
+            }
+            let f = Duration::from_ps((ps / 3.0).round() as u64);
+            (f, Duration::from_ps((ps * 2.0 / 3.0).round() as u64))
+        }
+        (Some(_), _, Some(_), _)
+        | (_, Some(_), Some(_), _)
+        | (Some(_), _, _, Some(_))
+        | (_, Some(_), _, Some(_)) => {
+            return Err((
+                "step_flops",
+                "given with forward or backward: expected the durations or the FLOPs, not both".into(),
+            ))
+        }
+        (_, _, Some(_), None) => {
+            return Err(("gpu_flops", "missing: expected a GPU's sustained FLOP/s with step_flops".into()))
+        }
+        (_, _, None, Some(_)) => {
+            return Err(("step_flops", "missing: expected the FLOPs per GPU of a step with gpu_flops".into()))
+        }
+        (None, _, _, _) => {
+            return Err(("forward", "missing: expected a step's forward compute, e.g. \"20ms\" (or step_flops and gpu_flops)".into()))
+        }
+        (_, None, _, _) => {
+            return Err(("backward", "missing: expected a step's backward compute, e.g. \"40ms\"".into()))
+        }
+    };
+    let tp = positive("tp", w.tp, 1)?;
+    let tp_bytes = w.tp_bytes.map_or(0, |s| s.bytes());
+    if tp > 1 && tp_bytes == 0 && w.tp_bytes.is_some() {
+        return Err((
+            "tp_bytes",
+            "0: expected the bytes of a tensor-parallel all-reduce".into(),
+        ));
+    }
+    if tp == 1 && tp_bytes > 0 {
+        return Err((
+            "tp_bytes",
+            "given with tp = 1: expected tp of 2 or more".into(),
+        ));
+    }
+    Ok(wl::training::Training {
+        steps: positive("steps", w.steps, 1)?,
+        layers,
+        tp,
+        forward,
+        backward,
+        optimizer: w.optimizer.unwrap_or(Duration::ZERO),
+        grad_bytes: w.grad_bytes.map_or(0, |s| s.bytes()),
+        buckets,
+        tp_bytes,
+        moe_bytes: w.moe_bytes.map_or(0, |s| s.bytes()),
+    })
+}
+
+/// The servers of a training job: `servers` as a list (each free), or a
+/// count placed by `placement` among the servers `held` by no earlier
+/// job; default all free servers.
+fn job_servers(
+    w: &WorkloadDoc,
+    g: &GpuServers,
+    held: &[u32],
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<u32>, (&'static str, String)> {
+    use rand::seq::SliceRandom;
+    let free: Vec<u32> = (0..g.servers).filter(|s| !held.contains(s)).collect();
+    let n = match &w.servers {
+        None | Some(HostSet::All) => free.len() as u32,
+        Some(HostSet::Count(n)) => *n,
+        Some(HostSet::List(l)) => {
+            if w.placement.is_some() {
+                return Err((
+                    "placement",
+                    "given with a list of servers: expected a server count to place".into(),
+                ));
+            }
+            let mut v = Vec::with_capacity(l.len());
+            for r in l {
+                match r {
+                    HostRef::Index(i) if *i >= g.servers => {
+                        return Err(("servers", format!("server {i}: the topology has servers 0-{}", g.servers - 1)))
+                    }
+                    HostRef::Index(i) if v.contains(i) => {
+                        return Err(("servers", format!("server {i} is listed twice: expected distinct servers")))
+                    }
+                    HostRef::Index(i) if held.contains(i) => {
+                        return Err(("servers", format!("server {i} belongs to an earlier training job: expected free servers")))
+                    }
+                    HostRef::Index(i) => v.push(*i),
+                    HostRef::Name(n) => {
+                        return Err(("servers", format!("{n:?}: expected server indices (server s owns hosts s*nics to s*nics+nics-1)")))
+                    }
+                }
+            }
+            return Ok(v);
+        }
+    };
+    if n == 0 || n as usize > free.len() {
+        return Err((
+            "servers",
+            format!(
+                "{n} servers: {} of the topology's {} are free of earlier training jobs",
+                free.len(),
+                g.servers
+            ),
+        ));
+    }
+    let k = n as usize;
+    Ok(match w.placement.unwrap_or(Placement::Packed) {
+        Placement::Packed => free[..k].to_vec(),
+        Placement::Spread => (0..k).map(|i| free[i * free.len() / k]).collect(),
+        Placement::Random => {
+            let mut v: Vec<u32> = free.choose_multiple(rng, k).copied().collect();
+            v.sort_unstable();
+            v
+        }
+    })
+}
+
 fn gpu_ranks(
     w: &WorkloadDoc,
     topo: &Topology,
@@ -1095,6 +1401,7 @@ fn kind_name(k: WorkloadKind) -> &'static str {
         WorkloadKind::AllToAll => "all-to-all",
         WorkloadKind::RingAllreduce => "ring-allreduce",
         WorkloadKind::NcclTests => "nccl-tests",
+        WorkloadKind::Training => "training",
         WorkloadKind::Poisson => "poisson",
         WorkloadKind::Perftest => "perftest",
         WorkloadKind::HpccFlows => "hpcc-flows",

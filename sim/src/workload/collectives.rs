@@ -51,7 +51,8 @@ use crate::topology::{GpuServers, NodeId, Topology};
 pub struct Rank {
     /// Server index (dense, in the order the servers were given).
     pub server: u32,
-    /// GPU of the server (0 for a plain host).
+    /// GPU of the server, as the topology numbers them (0 for a plain
+    /// host).
     pub gpu: u32,
 }
 
@@ -62,6 +63,13 @@ pub struct Ranks {
     ranks: Vec<Rank>,
     /// Per server: its NICs by rail.
     nics: Vec<Vec<NodeId>>,
+    /// Per server: its index among the topology's GPU servers (names
+    /// the NVLink and PCIe resources, which every communicator on the
+    /// server shares).
+    server_ids: Vec<u32>,
+    /// The GPUs of each server that are ranks, ascending (the same on
+    /// every server).
+    members: Vec<u32>,
     /// The servers' hardware (`None`: plain hosts).
     gpu: Option<GpuServers>,
     /// Rings run at once (1 on plain hosts).
@@ -85,6 +93,8 @@ impl Ranks {
                 .map(|server| Rank { server, gpu: 0 })
                 .collect(),
             nics: hosts.iter().map(|&h| vec![h]).collect(),
+            server_ids: (0..hosts.len() as u32).collect(),
+            members: vec![0],
             gpu: None,
             channels: 1,
             landing: true,
@@ -108,13 +118,29 @@ impl Ranks {
     /// `None` when the topology has no GPU servers, a server or GPU does
     /// not exist, or `channels` is 0.
     pub fn gpus(topo: &Topology, servers: &[u32], gpus: u32, channels: u32) -> Option<Ranks> {
+        let list: Vec<u32> = (0..gpus).collect();
+        Ranks::members(topo, servers, &list, channels)
+    }
+
+    /// GPUs `gpus` (the same on every server, ascending, distinct) of
+    /// each of `servers`, server-major: rank `k * gpus.len() + j` is GPU
+    /// `gpus[j]` of the `k`-th server listed (a data-parallel group of a
+    /// job whose tensor-parallel groups fill each server). `channels`
+    /// rings at once, spread over the rails of those GPUs' NICs. `None`
+    /// as for [`Ranks::gpus`], or when `gpus` is empty, unsorted or
+    /// repeats a GPU.
+    pub fn members(topo: &Topology, servers: &[u32], gpus: &[u32], channels: u32) -> Option<Ranks> {
         let g = topo.gpu?;
-        if gpus == 0 || gpus > g.gpus || channels == 0 {
+        if gpus.is_empty()
+            || gpus.windows(2).any(|w| w[0] >= w[1])
+            || gpus.iter().any(|&x| x >= g.gpus)
+            || channels == 0
+        {
             return None;
         }
         let hosts = topo.hosts();
         let mut nics = Vec::with_capacity(servers.len());
-        let mut ranks = Vec::with_capacity(servers.len() * gpus as usize);
+        let mut ranks = Vec::with_capacity(servers.len() * gpus.len());
         for (k, &s) in servers.iter().enumerate() {
             if s >= g.servers {
                 return None;
@@ -124,7 +150,7 @@ impl Ranks {
                     .map(|r| hosts[g.host_index(s, r) as usize])
                     .collect(),
             );
-            ranks.extend((0..gpus).map(|gpu| Rank {
+            ranks.extend(gpus.iter().map(|&gpu| Rank {
                 server: k as u32,
                 gpu,
             }));
@@ -132,12 +158,25 @@ impl Ranks {
         Some(Ranks {
             ranks,
             nics,
-            gpu: Some(GpuServers { gpus, ..g }),
+            server_ids: servers.to_vec(),
+            members: gpus.to_vec(),
+            gpu: Some(g),
             channels,
             landing: true,
             reach: HashMap::new(),
             nic_rate: Rate::from_bps(0),
         })
+    }
+
+    /// The rails the member GPUs' NICs are on, ascending (`[0]` on plain
+    /// hosts).
+    fn rails(&self) -> Vec<u32> {
+        let Some(g) = self.gpu else {
+            return vec![0];
+        };
+        let mut r: Vec<u32> = self.members.iter().map(|&x| g.rail_of(x)).collect();
+        r.dedup();
+        r
     }
 
     /// The same ranks, measured on `topo` (which holds their NICs): the
@@ -178,7 +217,7 @@ impl Ranks {
         let (bw_intra, bw_inter, type_intra, type_inter) = match self.gpu {
             None => (nic / nch, nic / nch, PathType::Pix, PathType::Pix),
             Some(g) => {
-                let inter = nic * f64::from(g.nics) / nch;
+                let inter = nic * self.rails().len() as f64 / nch;
                 let intra = gbs(g.nvlink.rate) / nch;
                 let ty = if !g.gpudirect {
                     PathType::Phb
@@ -245,11 +284,30 @@ impl Ranks {
         plan.inter.saturating_sub(spent)
     }
 
+    /// A marker in group `g`: a copy that moves nothing, on a resource no
+    /// transfer uses, posted `delay` after every flow of `after` has
+    /// finished; what waits for it waits for all of them and `delay`
+    /// more (a barrier between collectives, a compute phase). Returns
+    /// its flow.
+    pub fn marker(
+        &self,
+        b: &mut FlowBuilder,
+        t: &FlowTemplate,
+        g: u32,
+        after: &[u32],
+        delay: Duration,
+    ) -> u32 {
+        let at = self.nics[0][0];
+        let id = b.local(at, at, 1, t.start, self.barrier_path(), Some(g), after);
+        b.set_delay(&[id], delay);
+        id
+    }
+
     /// A copy that costs nothing, on a resource no transfer uses: the
     /// marker a barrier between collectives waits on.
     fn barrier_path(&self) -> LocalPath {
         let resource = match self.gpu {
-            Some(g) => Resources::new(&g, self.nics.len() as u32).end(),
+            Some(g) => Resources::new(&g).end(),
             None => 0,
         };
         LocalPath {
@@ -289,12 +347,17 @@ impl Ranks {
         let Some(g) = self.gpu else {
             return vec![((0..self.ranks.len()).collect(), None)];
         };
-        let per = g.gpus as usize;
+        let per = self.members.len();
+        let rails = self.rails();
         (0..self.channels)
             .map(|c| {
-                let rail = c % g.nics;
-                // The first GPU beside the rail's NIC.
-                let first = (0..g.gpus).find(|&x| g.rail_of(x) == rail).unwrap_or(0) as usize;
+                let rail = rails[c as usize % rails.len()];
+                // The first member GPU beside the rail's NIC.
+                let first = self
+                    .members
+                    .iter()
+                    .position(|&x| g.rail_of(x) == rail)
+                    .unwrap_or(0);
                 let order = (0..self.nics.len())
                     .flat_map(|k| (0..per).map(move |j| k * per + (first + j) % per))
                     .collect();
@@ -349,9 +412,13 @@ impl Ranks {
             return rdma(b, src_nic, dst_nic, after, delay);
         };
         let (a, z) = (self.ranks[from], self.ranks[to]);
-        let res = Resources::new(&g, self.nics.len() as u32);
+        let res = Resources::new(&g);
+        let (sa, sz) = (
+            self.server_ids[a.server as usize],
+            self.server_ids[z.server as usize],
+        );
         if a.server == z.server {
-            let path = res.nvlink(a.server, a.gpu, z.gpu);
+            let path = res.nvlink(sa, a.gpu, z.gpu);
             return vec![copy(b, src_nic, dst_nic, path, after, delay)];
         }
         let nic = |r: Rank, own: NodeId| match rail {
@@ -362,31 +429,28 @@ impl Ranks {
         if g.gpudirect {
             return rdma(b, sn, dn, after, delay);
         }
-        let d2h = copy(b, sn, sn, res.pcie(a.server, a.gpu, false), after, delay);
+        let d2h = copy(b, sn, sn, res.pcie(sa, a.gpu, false), after, delay);
         let sent = rdma(b, sn, dn, &[d2h], Duration::ZERO);
-        let h2d = copy(
-            b,
-            dn,
-            dn,
-            res.pcie(z.server, z.gpu, true),
-            &sent,
-            Duration::ZERO,
-        );
+        let h2d = copy(b, dn, dn, res.pcie(sz, z.gpu, true), &sent, Duration::ZERO);
         vec![h2d]
     }
 }
 
-/// Numbering of the local-copy resources of `servers` servers: per
-/// server and GPU, NVLink egresses (per peer when point to point), then
-/// PCIe to host memory, then PCIe from it.
+/// Numbering of the local-copy resources of the topology's GPU servers
+/// (by their index there, so that every communicator on a server shares
+/// them): per server and GPU, NVLink egresses (per peer when point to
+/// point), then PCIe to host memory, then PCIe from it.
 struct Resources {
     g: GpuServers,
     servers: u32,
 }
 
 impl Resources {
-    fn new(g: &GpuServers, servers: u32) -> Resources {
-        Resources { g: *g, servers }
+    fn new(g: &GpuServers) -> Resources {
+        Resources {
+            g: *g,
+            servers: g.servers,
+        }
     }
 
     fn nvlink(&self, server: u32, from: u32, to: u32) -> LocalPath {
@@ -450,6 +514,7 @@ pub fn ring_allreduce(b: &mut FlowBuilder, hosts: &[NodeId], t: &FlowTemplate) -
         }),
         perftest: None,
         nccl: None,
+        training: None,
     });
     if n < 2 {
         return group;
@@ -723,7 +788,10 @@ impl Ctx<'_> {
 /// per-step latencies, which every send carries, are fitted end to end
 /// and hold its credit stalls. The first send of each rank carries the
 /// base latency.
-/// Returns, by rank, its last send and the last send it received.
+/// Returns, by rank, the sends that end a round on it (the last step of
+/// each round, which it sends or receives): no later send waits for
+/// them, and a later round's may finish before them, so the collective
+/// is over for the rank when all of them are.
 fn ring_run(
     b: &mut FlowBuilder,
     cx: &Ctx<'_>,
@@ -737,6 +805,7 @@ fn ring_run(
     // hist[q % (slots + 1)][i]: the flows of send q of position i.
     let mut hist: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); n]; slots + 1];
     let total = rounds * steps;
+    let mut ends = vec![Vec::new(); cx.ranks.len()];
     for q in 0..total {
         let (r, s) = (q / steps, q % steps);
         let mut cur = Vec::with_capacity(n);
@@ -766,15 +835,13 @@ fn ring_run(
                 &after,
                 extra,
             );
+            if s + 1 == steps {
+                ends[rank].extend_from_slice(&ids);
+                ends[order[(i + 1) % n]].extend_from_slice(&ids);
+            }
             cur.push(ids);
         }
         hist[q % (slots + 1)] = cur;
-    }
-    let last = &hist[(total - 1) % (slots + 1)];
-    let mut ends = vec![Vec::new(); cx.ranks.len()];
-    for (i, ids) in last.iter().enumerate() {
-        ends[order[i]].extend_from_slice(ids);
-        ends[order[(i + 1) % n]].extend_from_slice(ids);
     }
     ends
 }
@@ -789,7 +856,8 @@ fn ring_run(
 /// sends once it has its children's chunk), then down; a hop's chunk
 /// waits for a free slot (its chunk `slots` earlier landed; the first
 /// ones for what the rank finished before). Returns, by rank,
-/// the flows of the last chunk it sent or received.
+/// the flows of the last chunk it sent or received and of the last
+/// `slots` chunks it sent on each hop (nothing later waits for those).
 fn tree_allreduce(
     b: &mut FlowBuilder,
     cx: &Ctx<'_>,
@@ -898,13 +966,179 @@ fn tree_allreduce(
             }
         }
     }
-    // A rank's own last sends, too.
+    // A rank's own last sends on each hop, too: the last `slots` chunks
+    // of a hop wait for nothing later (earlier ones hold the slots they
+    // free).
     for ((from, _), past) in &sent {
-        if let Some(last) = past.last() {
-            ends[order[*from]].extend_from_slice(last);
+        for ids in &past[past.len().saturating_sub(slots)..] {
+            ends[order[*from]].extend_from_slice(ids);
         }
     }
     ends
+}
+
+/// One call of collective `c` moving `param` bytes per rank (NCCL's
+/// count times the element size) on `ranks` with `plan` (`None`: a
+/// point-to-point collective, no protocol costs), its flows in group
+/// `g`, each rank's first sends after `done[rank]`. Returns, by rank,
+/// the flows it must see finished before its next call.
+fn call(
+    b: &mut FlowBuilder,
+    ranks: &Ranks,
+    (c, param): (Collective, u64),
+    plan: Option<Plan>,
+    t: &FlowTemplate,
+    g: u32,
+    done: &[Vec<u32>],
+) -> Vec<Vec<u32>> {
+    let n = ranks.len();
+    let rings = ranks.rings();
+    let nch = rings.len() as u32;
+    let servers = ranks.nics.len();
+    let per = n / servers.max(1);
+    let mut next: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let cx = Ctx {
+        ranks,
+        t,
+        group: g,
+        // The point-to-point collectives pay no protocol costs.
+        plan: plan.unwrap_or(Plan {
+            algo: Algo::Ring,
+            proto: Proto::Simple,
+            base: Duration::ZERO,
+            intra: Duration::ZERO,
+            inter: Duration::ZERO,
+            model_us: 0.0,
+            model_latency_us: 0.0,
+            chunk: u64::MAX,
+            slots: NCCL_STEPS,
+        }),
+    };
+    match c {
+        Collective::AllReduce if cx.plan.algo == Algo::Tree => {
+            for (ch, (order, rail)) in rings.iter().enumerate() {
+                let part = share(param, nch, ch as u32);
+                let ends = tree_allreduce(
+                    b,
+                    &cx,
+                    (order, *rail),
+                    (servers, per),
+                    // NCCL's double binary tree: the second half of
+                    // the channels runs the mirrored tree, so with
+                    // two channels per NIC each rail carries both.
+                    nch >= 2 && ch as u32 >= nch / 2,
+                    part,
+                    done,
+                );
+                for (r, e) in ends.into_iter().enumerate() {
+                    next[r].extend(e);
+                }
+            }
+        }
+        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+            let cmax = cx.plan.chunk_max();
+            for (ch, (order, rail)) in rings.iter().enumerate() {
+                let part = share(param, nch, ch as u32);
+                let ends = if c == Collective::AllReduce {
+                    // Each round reduces up to n chunks of cmax.
+                    let per_round = cmax * n as u64;
+                    let rounds = part.div_ceil(per_round).max(1) as usize;
+                    let round_bytes =
+                        move |r: usize| per_round.min(part - (r as u64 * per_round).min(part));
+                    ring_run(
+                        b,
+                        &cx,
+                        (order, *rail),
+                        (rounds, 2 * (n - 1)),
+                        move |r, s, i| allreduce_chunk(round_bytes(r), n)(s, i),
+                        done,
+                    )
+                } else {
+                    let rounds = part.div_ceil(cmax).max(1) as usize;
+                    ring_run(
+                        b,
+                        &cx,
+                        (order, *rail),
+                        (rounds, n - 1),
+                        move |r, _, _| cmax.min(part - (r as u64 * cmax).min(part)),
+                        done,
+                    )
+                };
+                for (r, e) in ends.into_iter().enumerate() {
+                    next[r].extend(e);
+                }
+            }
+        }
+        Collective::AllToAll | Collective::SendRecv => {
+            for (i, before) in done.iter().enumerate() {
+                let peers: Vec<usize> = if c == Collective::SendRecv {
+                    vec![(i + 1) % n]
+                } else {
+                    (0..n).filter(|&j| j != i).collect()
+                };
+                for j in peers {
+                    let ids = cx.send(b, (i, j), None, param, before, Duration::ZERO);
+                    next[i].extend_from_slice(&ids);
+                    next[j].extend_from_slice(&ids);
+                }
+            }
+        }
+        Collective::Broadcast | Collective::Reduce => {
+            // A chain in chunks: broadcast from the root (rank 0)
+            // down the ranks, reduce up them to the root (ranks 1,
+            // 2, ..., N-1, then 0). A rank forwards a chunk once it
+            // has it; a hop holds the protocol's slots in flight.
+            let order: Vec<usize> = if c == Collective::Broadcast {
+                (0..n).collect()
+            } else {
+                (1..n).chain([0]).collect()
+            };
+            let p = param;
+            // One NCCL step per chunk (BROADCAST_CHUNKSTEPS,
+            // REDUCE_CHUNKSTEPS), 8 in flight.
+            let chunk = cx.plan.chunk_max();
+            let chunks = p.div_ceil(chunk).max(1) as usize;
+            let mut sent: Vec<Vec<Vec<u32>>> = vec![Vec::with_capacity(chunks); n - 1];
+            for j in 0..chunks {
+                let len = chunk.min(p - (j as u64 * chunk).min(p));
+                for h in 0..n - 1 {
+                    let (src, dst) = (order[h], order[h + 1]);
+                    let mut after = if j < NCCL_STEPS {
+                        done[src].clone()
+                    } else {
+                        sent[h][j - NCCL_STEPS].clone()
+                    };
+                    if h > 0 {
+                        after.extend_from_slice(&sent[h - 1][j]);
+                    }
+                    let extra = if j == 0 && h == 0 {
+                        cx.plan.base
+                    } else {
+                        Duration::ZERO
+                    };
+                    let ids = cx.send(b, (src, dst), None, len, &after, extra);
+                    if j + 1 == chunks {
+                        next[src].extend_from_slice(&ids);
+                        next[dst].extend_from_slice(&ids);
+                    }
+                    sent[h].push(ids);
+                }
+            }
+        }
+        Collective::Gather | Collective::Scatter => {
+            for i in 1..n {
+                let (src, dst) = if c == Collective::Gather {
+                    (i, 0)
+                } else {
+                    (0, i)
+                };
+                let ids = cx.send(b, (src, dst), None, param, &done[src], Duration::ZERO);
+                next[src].extend_from_slice(&ids);
+                next[dst].extend_from_slice(&ids);
+            }
+        }
+    }
+    next
 }
 
 /// nccl-tests' sweep `spec` over `ranks`: one group per size, named
@@ -942,197 +1176,14 @@ pub fn nccl_tests(
     enabled: &Enabled,
 ) -> Result<Vec<u32>, String> {
     let n = ranks.len();
-    let c = spec.collective;
-    let rings = ranks.rings();
-    let nch = rings.len() as u32;
-    let comm = ranks.comm();
-    let model = comm.model();
-    let mut enabled = enabled.clone();
-    enabled.disable_algo(Algo::Pat);
-    let servers = ranks.nics.len();
-    let per = n / servers.max(1);
+    let comm = Communicator::new(ranks, enabled);
     let mut groups = Vec::new();
     // Per rank: the flows it must see finished before its next size.
     let mut done: Vec<Vec<u32>> = vec![Vec::new(); n];
     for &size in &spec.sizes {
-        let counts = c.byte_counts(size, ELEMENT_BYTES, n as u32);
-        let plan = match func_of(c) {
-            None => None,
-            Some(f) => Some(Plan::choose(&comm, &model, f, counts.size(), &enabled).ok_or_else(|| {
-                format!(
-                    "{} of {} bytes: the algorithms and protocols enabled leave NCCL nothing to run it with",
-                    c.name(),
-                    counts.size()
-                )
-            })?),
-        };
-        let g = b.new_group(GroupSpec {
-            name: format!("{name}-{}", counts.size()),
-            kind: "nccl-tests".into(),
-            ring: None,
-            perftest: None,
-            nccl: Some(NcclRow {
-                collective: c,
-                ranks: n as u32,
-                size: counts.size(),
-                count: counts.param / ELEMENT_BYTES,
-                param: counts.param,
-                algorithm: plan.map(|p| p.algo.name()),
-                protocol: plan.map(|p| p.proto.name()),
-                model_ps: plan.map(|p| (p.model_us * 1e6).round() as u64),
-                model_latency_ps: plan.map(|p| (p.model_latency_us * 1e6).round() as u64),
-            }),
-        });
+        let label = |bytes: u64| format!("{name}-{bytes}");
+        let (g, next) = comm.call(b, spec.collective, size, t, (&label, "nccl-tests"), &done)?;
         groups.push(g);
-        let mut next: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let cx = Ctx {
-            ranks,
-            t,
-            group: g,
-            // The point-to-point collectives pay no protocol costs.
-            plan: plan.unwrap_or(Plan {
-                algo: Algo::Ring,
-                proto: Proto::Simple,
-                base: Duration::ZERO,
-                intra: Duration::ZERO,
-                inter: Duration::ZERO,
-                model_us: 0.0,
-                model_latency_us: 0.0,
-                chunk: u64::MAX,
-                slots: NCCL_STEPS,
-            }),
-        };
-        match c {
-            Collective::AllReduce if cx.plan.algo == Algo::Tree => {
-                for (ch, (order, rail)) in rings.iter().enumerate() {
-                    let part = share(counts.param, nch, ch as u32);
-                    let ends = tree_allreduce(
-                        b,
-                        &cx,
-                        (order, *rail),
-                        (servers, per),
-                        // NCCL's double binary tree: the second half of
-                        // the channels runs the mirrored tree, so with
-                        // two channels per NIC each rail carries both.
-                        nch >= 2 && ch as u32 >= nch / 2,
-                        part,
-                        &done,
-                    );
-                    for (r, e) in ends.into_iter().enumerate() {
-                        next[r].extend(e);
-                    }
-                }
-            }
-            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
-                let cmax = cx.plan.chunk_max();
-                for (ch, (order, rail)) in rings.iter().enumerate() {
-                    let part = share(counts.param, nch, ch as u32);
-                    let ends = if c == Collective::AllReduce {
-                        // Each round reduces up to n chunks of cmax.
-                        let per_round = cmax * n as u64;
-                        let rounds = part.div_ceil(per_round).max(1) as usize;
-                        let round_bytes =
-                            move |r: usize| per_round.min(part - (r as u64 * per_round).min(part));
-                        ring_run(
-                            b,
-                            &cx,
-                            (order, *rail),
-                            (rounds, 2 * (n - 1)),
-                            move |r, s, i| allreduce_chunk(round_bytes(r), n)(s, i),
-                            &done,
-                        )
-                    } else {
-                        let rounds = part.div_ceil(cmax).max(1) as usize;
-                        ring_run(
-                            b,
-                            &cx,
-                            (order, *rail),
-                            (rounds, n - 1),
-                            move |r, _, _| cmax.min(part - (r as u64 * cmax).min(part)),
-                            &done,
-                        )
-                    };
-                    for (r, e) in ends.into_iter().enumerate() {
-                        next[r].extend(e);
-                    }
-                }
-            }
-            Collective::AllToAll | Collective::SendRecv => {
-                for (i, before) in done.iter().enumerate() {
-                    let peers: Vec<usize> = if c == Collective::SendRecv {
-                        vec![(i + 1) % n]
-                    } else {
-                        (0..n).filter(|&j| j != i).collect()
-                    };
-                    for j in peers {
-                        let ids = cx.send(b, (i, j), None, counts.param, before, Duration::ZERO);
-                        next[i].extend_from_slice(&ids);
-                        next[j].extend_from_slice(&ids);
-                    }
-                }
-            }
-            Collective::Broadcast | Collective::Reduce => {
-                // A chain in chunks: broadcast from the root (rank 0)
-                // down the ranks, reduce up them to the root (ranks 1,
-                // 2, ..., N-1, then 0). A rank forwards a chunk once it
-                // has it; a hop holds the protocol's slots in flight.
-                let order: Vec<usize> = if c == Collective::Broadcast {
-                    (0..n).collect()
-                } else {
-                    (1..n).chain([0]).collect()
-                };
-                let p = counts.param;
-                // One NCCL step per chunk (BROADCAST_CHUNKSTEPS,
-                // REDUCE_CHUNKSTEPS), 8 in flight.
-                let chunk = cx.plan.chunk_max();
-                let chunks = p.div_ceil(chunk).max(1) as usize;
-                let mut sent: Vec<Vec<Vec<u32>>> = vec![Vec::with_capacity(chunks); n - 1];
-                for j in 0..chunks {
-                    let len = chunk.min(p - (j as u64 * chunk).min(p));
-                    for h in 0..n - 1 {
-                        let (src, dst) = (order[h], order[h + 1]);
-                        let mut after = if j < NCCL_STEPS {
-                            done[src].clone()
-                        } else {
-                            sent[h][j - NCCL_STEPS].clone()
-                        };
-                        if h > 0 {
-                            after.extend_from_slice(&sent[h - 1][j]);
-                        }
-                        let extra = if j == 0 && h == 0 {
-                            cx.plan.base
-                        } else {
-                            Duration::ZERO
-                        };
-                        let ids = cx.send(b, (src, dst), None, len, &after, extra);
-                        if j + 1 == chunks {
-                            next[src].extend_from_slice(&ids);
-                            next[dst].extend_from_slice(&ids);
-                        }
-                        sent[h].push(ids);
-                    }
-                }
-            }
-            Collective::Gather | Collective::Scatter => {
-                for i in 1..n {
-                    let (src, dst) = if c == Collective::Gather {
-                        (i, 0)
-                    } else {
-                        (0, i)
-                    };
-                    let ids = cx.send(
-                        b,
-                        (src, dst),
-                        None,
-                        counts.param,
-                        &done[src],
-                        Duration::ZERO,
-                    );
-                    next[src].extend_from_slice(&ids);
-                    next[dst].extend_from_slice(&ids);
-                }
-            }
-        }
         done = next;
         if sizes_left(spec, size) {
             // nccl-tests times each size on its own (after warm-up, over
@@ -1142,10 +1193,111 @@ pub fn nccl_tests(
             let mut all: Vec<u32> = done.iter().flatten().copied().collect();
             all.sort_unstable();
             all.dedup();
-            let at = ranks.nics[0][0];
-            let mark = b.local(at, at, 1, t.start, ranks.barrier_path(), Some(g), &all);
-            done = vec![vec![mark]; n];
+            done = vec![vec![ranks.marker(b, t, g, &all, Duration::ZERO)]; n];
         }
     }
     Ok(groups)
+}
+
+/// A communicator: ranks, NCCL's tuning model of them, and the
+/// algorithms and protocols it may pick from (PAT never: not simulated).
+pub struct Communicator<'a> {
+    ranks: &'a Ranks,
+    comm: Comm,
+    model: Model,
+    enabled: Enabled,
+}
+
+impl<'a> Communicator<'a> {
+    /// NCCL's model of `ranks`, picking among `enabled`.
+    pub fn new(ranks: &'a Ranks, enabled: &Enabled) -> Communicator<'a> {
+        let comm = ranks.comm();
+        let model = comm.model();
+        let mut enabled = enabled.clone();
+        enabled.disable_algo(Algo::Pat);
+        Communicator {
+            ranks,
+            comm,
+            model,
+            enabled,
+        }
+    }
+
+    /// Its ranks.
+    pub fn ranks(&self) -> &Ranks {
+        self.ranks
+    }
+
+    /// One call of collective `c` at nccl-tests' size `size` (see
+    /// [`Collective::byte_counts`]), as [`nccl_tests`] runs each size:
+    /// in a new group named `name(bytes)` (NCCL's byte count) of kind
+    /// `kind`, each rank's first sends after `done[rank]`. Returns the
+    /// group and, by rank, the flows it must see finished before its
+    /// next call; fails naming the size when the algorithms and
+    /// protocols enabled leave NCCL nothing to run it with.
+    pub fn call(
+        &self,
+        b: &mut FlowBuilder,
+        c: Collective,
+        size: u64,
+        t: &FlowTemplate,
+        (name, kind): (&dyn Fn(u64) -> String, &str),
+        done: &[Vec<u32>],
+    ) -> Result<(u32, Vec<Vec<u32>>), String> {
+        let counts = c.byte_counts(size, ELEMENT_BYTES, self.ranks.len() as u32);
+        let g = b.new_group(GroupSpec {
+            name: name(counts.size()),
+            kind: kind.into(),
+            ring: None,
+            perftest: None,
+            nccl: None,
+            training: None,
+        });
+        let next = self.call_in(b, c, size, t, g, done)?;
+        Ok((g, next))
+    }
+
+    /// [`Communicator::call`] in group `g`, which it describes (its
+    /// collective, ranks, sizes and NCCL's choice) unless another
+    /// communicator's call did first: several communicators' calls of
+    /// one step of a job (every tensor-parallel group's) share a group.
+    pub fn call_in(
+        &self,
+        b: &mut FlowBuilder,
+        c: Collective,
+        size: u64,
+        t: &FlowTemplate,
+        g: u32,
+        done: &[Vec<u32>],
+    ) -> Result<Vec<Vec<u32>>, String> {
+        let n = self.ranks.len();
+        let counts = c.byte_counts(size, ELEMENT_BYTES, n as u32);
+        let plan = match func_of(c) {
+            None => None,
+            Some(f) => Some(
+                Plan::choose(&self.comm, &self.model, f, counts.size(), &self.enabled)
+                    .ok_or_else(|| {
+                        format!(
+                            "{} of {} bytes: the algorithms and protocols enabled leave NCCL nothing to run it with",
+                            c.name(),
+                            counts.size()
+                        )
+                    })?,
+            ),
+        };
+        if let Some(spec) = b.group_mut(g).filter(|s| s.nccl.is_none()) {
+            spec.nccl = Some(NcclRow {
+                collective: c,
+                ranks: n as u32,
+                size: counts.size(),
+                count: counts.param / ELEMENT_BYTES,
+                param: counts.param,
+                algorithm: plan.map(|p| p.algo.name()),
+                protocol: plan.map(|p| p.proto.name()),
+                model_ps: plan.map(|p| (p.model_us * 1e6).round() as u64),
+                model_latency_ps: plan.map(|p| (p.model_latency_us * 1e6).round() as u64),
+            });
+        }
+        Ok(call(b, self.ranks, (c, counts.param), plan, t, g, done))
+    }
 }

@@ -150,6 +150,7 @@ pub fn perftest(
                 inline: spec.inline,
                 timed: spec.duration.is_some(),
             }),
+            training: None,
         });
         groups.push(g);
         let inline = size <= u64::from(spec.inline) && spec.test.op() != FlowOp::Read;

@@ -35,6 +35,7 @@ pub mod htsim;
 pub mod nccl_tests;
 mod op;
 pub mod perftest;
+pub mod training;
 
 use roce::time::Instant;
 
@@ -202,8 +203,11 @@ pub struct GroupSpec {
     pub ring: Option<RingShape>,
     /// For one size of a perftest run: what it measures.
     pub perftest: Option<perftest::PerftestRow>,
-    /// For one size of an nccl-tests sweep: what it moves.
+    /// For one size of an nccl-tests sweep, or one collective call of a
+    /// training job: what it moves.
     pub nccl: Option<nccl_tests::NcclRow>,
+    /// For a part of a training job's step: which.
+    pub training: Option<training::TrainingPart>,
 }
 
 /// Shape of a ring all-reduce.

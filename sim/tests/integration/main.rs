@@ -19,6 +19,7 @@ mod loss;
 mod pfc;
 mod scenarios;
 mod topology;
+mod training;
 mod units;
 mod watchdog;
 mod workloads;
