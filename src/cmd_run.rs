@@ -233,7 +233,30 @@ pub(crate) fn run_variant(
         ..v.run_options()
     };
     let topo = &scenario.topologies[v.topology];
-    simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)
+    let (mut result, stats) = simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)?;
+    let jobs = v.training_jobs();
+    if jobs.len() >= 2 {
+        // How much the jobs slow each other: each alone on the same
+        // fabric, for its baseline.
+        for w in jobs {
+            let alone = v.alone(w);
+            let (r, _) = simulate(
+                topo,
+                &routes[v.topology],
+                &alone.config,
+                &alone.flows,
+                &alone.run_options(),
+            )?;
+            let job = &v.workloads[w as usize];
+            if let (Some(t), Some(a)) = (
+                result.training.iter_mut().find(|x| x.job == *job),
+                r.training.iter().find(|x| x.job == *job),
+            ) {
+                sim::workload::training::set_alone(t, a);
+            }
+        }
+    }
+    Ok((result, stats))
 }
 
 /// Write a run's files into `out`: the counter dumps of each variant under

@@ -67,7 +67,7 @@ pub struct RunResult {
 
 /// What a training job's steps cost (see
 /// [`crate::workload::training`] for the overlap rule).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainingRecord {
     /// The job (its workload's name).
     pub job: String,
@@ -79,6 +79,26 @@ pub struct TrainingRecord {
     /// over the steps (`None`: nothing was exposed): where the step time
     /// went that compute did not take.
     pub critical: Option<String>,
+    /// With other jobs on the fabric: its mean step time when it runs
+    /// alone on the same fabric (filled by the runner; `None` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone_mean_step_ps: Option<u64>,
+    /// `mean_step_ps / alone_mean_step_ps`: how much the other jobs
+    /// slowed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+    /// With other jobs on the fabric: the links its flows share with
+    /// theirs, as `NODE:PORT -> PEER: X MB of it, Y MB of others`, most
+    /// shared first (at most 8; counted on the paths ECMP hashed the
+    /// flows onto).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_links: Vec<String>,
+    /// Ports on its paths PAUSE held while it ran, most held first (at
+    /// most 8), as `NODE:PORT by PEER for TIME`, with `(also carries
+    /// JOB)` when another job's flows cross the port too: where PAUSE
+    /// crossed between jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused: Vec<String>,
 }
 
 /// One step of a training job.

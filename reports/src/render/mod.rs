@@ -35,8 +35,11 @@
 //! and priority. A run with perftest workloads gets, before the other
 //! plots, bandwidth (or latency) against message size with each size's
 //! bound and limit and a table per variant ([`perftest`]); its sizes are
-//! not listed as steps. The Markdown form has the tables and the
-//! explanation.
+//! not listed as steps. nccl-tests workloads get busbw against size
+//! beside NCCL's model ([`collectives`]); training jobs their steps as
+//! compute and exposed communication, the collective exposed longest and,
+//! with several jobs, what each cost the others ([`training`]). The
+//! Markdown form has the tables and the explanation.
 //!
 //! Contract: the output depends only on the input (no clock, no
 //! environment), so the same results give byte-identical reports. Every
@@ -57,6 +60,7 @@ pub mod rates;
 pub mod svg;
 pub mod sweep;
 pub mod topology;
+pub mod training;
 pub mod unfinished;
 pub mod zoom;
 
@@ -325,6 +329,7 @@ pub fn html_with(doc: &ScenarioResults, ctx: &Context) -> String {
     h.push_str(&legend_html(&doc.variants, &ctx.diagnoses));
     h.push_str(&perftest::section_html(&doc.variants, &colors));
     h.push_str(&collectives::section_html(&doc.variants, &colors));
+    h.push_str(&training::section_html(&doc.variants, &colors));
     h.push_str("<h2>Queue depth</h2>\n");
     h.push_str(
         "<p class=\"note\">All time axes of the report span the same range: the \
@@ -453,6 +458,7 @@ pub fn markdown_with(doc: &ScenarioResults, ctx: &Context) -> String {
     let colors = variant_colors(&doc.variants, &ctx.diagnoses);
     m.push_str(&perftest::section_markdown(&doc.variants, &colors));
     m.push_str(&collectives::section_markdown(&doc.variants, &colors));
+    m.push_str(&training::section_markdown(&doc.variants, &colors));
     for t in fabric_event_tables(&doc.variants) {
         let _ = writeln!(m, "\n## {}\n", t.title);
         if let Some(note) = &t.note {

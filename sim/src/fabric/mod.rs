@@ -733,8 +733,10 @@ impl World<'_> {
             frames_sent: frames,
             stop_reason: self.stop_reason.to_string(),
         };
-        let groups = self.group_records();
-        let training = crate::workload::training::steps(&self.opts.groups, &groups);
+        let jobs = self.job_loads();
+        let groups = self.group_records(&jobs);
+        let mut training = crate::workload::training::steps(&self.opts.groups, &groups);
+        self.job_interference(&jobs, &mut training);
         let perftest = self.perftest_records();
         // Samples stop with the run: an idle network ends at its last
         // activity, and the sampler may have run on beside stale timers.
@@ -830,7 +832,7 @@ impl World<'_> {
     }
 
     /// The step time of every group in [`crate::options::RunOptions::groups`].
-    fn group_records(&self) -> Vec<GroupRecord> {
+    fn group_records(&self, jobs: &JobLoads) -> Vec<GroupRecord> {
         let mut out = Vec::with_capacity(self.opts.groups.len());
         // The flows of each group, in one pass.
         let mut members: Vec<Vec<u32>> = vec![Vec::new(); self.opts.groups.len()];
@@ -874,7 +876,12 @@ impl World<'_> {
                 _ => None,
             };
             let limit = match (spec.nccl, step, first_post) {
-                (Some(row), Some(step), Some(t0)) => Some(self.nccl_limit(members, row, step, t0)),
+                (Some(row), Some(step), Some(t0)) => {
+                    // Other jobs' bytes on the same links while it ran.
+                    let w = members.first().map(|&id| self.flows[id as usize].workload);
+                    let others = jobs.others(w, t0.as_ps(), t0.as_ps() + step);
+                    Some(self.nccl_limit(members, row, step, t0, &others))
+                }
                 _ => None,
             };
             out.push(GroupRecord {
@@ -910,6 +917,154 @@ impl World<'_> {
             });
         }
         out
+    }
+
+    /// Each training job's wire bytes per egress port (on the paths ECMP
+    /// hashed its flows onto) and its span, when two or more ran.
+    fn job_loads(&self) -> JobLoads {
+        use std::collections::HashMap;
+        let mut names: Vec<&str> = Vec::new();
+        for g in &self.opts.groups {
+            if let Some(t) = &g.training {
+                if !names.contains(&t.job.as_str()) {
+                    names.push(&t.job);
+                }
+            }
+        }
+        if names.len() < 2 {
+            return JobLoads::default();
+        }
+        let mut jobs: Vec<JobLoad> = names
+            .iter()
+            .map(|n| JobLoad {
+                name: n.to_string(),
+                workload: self
+                    .opts
+                    .workloads
+                    .iter()
+                    .position(|w| w == n)
+                    .map(|w| w as u32),
+                ports: HashMap::new(),
+                span: None,
+            })
+            .collect();
+        let mtu = self.cfg.nic.mtu.bytes();
+        for (f, st) in self.flows.iter().zip(&self.flow_state) {
+            let Some(j) = jobs.iter_mut().find(|j| j.workload == Some(f.workload)) else {
+                continue;
+            };
+            if let (Some(a), Some(z)) = (st.posted_at, st.finish) {
+                let (a, z) = (a.as_ps(), z.as_ps());
+                j.span = Some(j.span.map_or((a, z), |(x, y)| (x.min(a), y.max(z))));
+            }
+            if f.local.is_some() {
+                continue;
+            }
+            let wire = f.size + f.size.div_ceil(mtu) * 62;
+            for p in self.path_ports(f) {
+                *j.ports.entry(p).or_default() += wire;
+            }
+        }
+        JobLoads { jobs }
+    }
+
+    /// With two or more training jobs: the links each shares with the
+    /// others and the ports on its paths PAUSE held while it ran (see
+    /// [`crate::results::TrainingRecord::shared_links`] and `paused`).
+    fn job_interference(&self, loads: &JobLoads, jobs: &mut [crate::results::TrainingRecord]) {
+        use std::collections::HashMap;
+        if jobs.len() < 2 {
+            return;
+        }
+        // Per port: wire bytes of each job (in `jobs` order).
+        let mut per_port: HashMap<u32, Vec<u64>> = HashMap::new();
+        for (j, r) in jobs.iter().enumerate() {
+            let Some(load) = loads.jobs.iter().find(|l| l.name == r.job) else {
+                continue;
+            };
+            for (&p, &b) in &load.ports {
+                per_port.entry(p).or_insert_with(|| vec![0; jobs.len()])[j] += b;
+            }
+        }
+        let mut ports: Vec<(&u32, &Vec<u64>)> = per_port.iter().collect();
+        ports.sort_by_key(|x| *x.0);
+        let name = |node: u32| &self.topo.nodes[node as usize].name;
+        let link = |p: u32| {
+            let port = &self.ports[p as usize];
+            format!(
+                "{}:{} -> {}",
+                name(port.node),
+                port.local,
+                name(self.ports[port.peer as usize].node)
+            )
+        };
+        let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+        for j in 0..jobs.len() {
+            let mut shared: Vec<(u64, u32, u64, u64)> = ports
+                .iter()
+                .filter_map(|(&p, b)| {
+                    let others: u64 = b
+                        .iter()
+                        .enumerate()
+                        .filter(|x| x.0 != j)
+                        .map(|x| *x.1)
+                        .sum();
+                    (b[j] > 0 && others > 0).then_some((b[j].min(others), p, b[j], others))
+                })
+                .collect();
+            shared.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            jobs[j].shared_links = shared
+                .iter()
+                .take(8)
+                .map(|&(_, p, mine, others)| {
+                    format!("{}: {} of it, {} of others", link(p), mb(mine), mb(others))
+                })
+                .collect();
+            let span = (
+                jobs[j].steps.iter().filter_map(|s| s.start_ps).min(),
+                jobs[j].steps.iter().filter_map(|s| s.finish_ps).max(),
+            );
+            let (Some(a), Some(z)) = span else { continue };
+            let mut held: Vec<(u64, u32)> = ports
+                .iter()
+                .filter(|(_, b)| b[j] > 0)
+                .filter_map(|(&p, _)| {
+                    let ps: u64 = self.ports[p as usize]
+                        .pause_log
+                        .iter()
+                        .map(|&(_, s, e)| e.min(z).saturating_sub(s.max(a)))
+                        .sum();
+                    (ps > 0).then_some((ps, p))
+                })
+                .collect();
+            held.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+            let names: Vec<String> = jobs.iter().map(|r| r.job.clone()).collect();
+            jobs[j].paused = held
+                .iter()
+                .take(8)
+                .map(|&(ps, p)| {
+                    let port = &self.ports[p as usize];
+                    let peer = name(self.ports[port.peer as usize].node);
+                    let also: Vec<&str> = per_port[&p]
+                        .iter()
+                        .enumerate()
+                        .filter(|&(k, &b)| k != j && b > 0)
+                        .map(|(k, _)| names[k].as_str())
+                        .collect();
+                    let also = if also.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (also carries {})", also.join(", "))
+                    };
+                    format!(
+                        "{}:{} by {peer} for {}{also}",
+                        name(port.node),
+                        port.local,
+                        Duration::from_ps(ps)
+                    )
+                })
+                .collect();
+        }
     }
 
     /// Ports held off by PAUSE between `a` and `b` (see
@@ -956,6 +1111,7 @@ impl World<'_> {
         row: crate::workload::nccl_tests::NcclRow,
         step: u64,
         t0: Instant,
+        others: &std::collections::HashMap<u32, u64>,
     ) -> (&'static str, Option<String>) {
         use std::collections::HashMap;
         // Wire bytes per egress port on the hashed paths; bytes per local
@@ -974,6 +1130,11 @@ impl World<'_> {
                     }
                 }
             }
+        }
+        // Other jobs share the links of its paths (their bytes while it
+        // ran; links off its paths do not hold it back).
+        for (p, b) in port_bytes.iter_mut() {
+            *b += others.get(p).copied().unwrap_or(0);
         }
         let port_ps = |p: u32, bytes: u64| {
             self.ports[p as usize]
@@ -1264,6 +1425,44 @@ impl World<'_> {
         let packets = f.size.div_ceil(mtu).max(1);
         let wire = f.size + packets * 62 + 16;
         (rtt + bottleneck.serialization_time(wire)).as_ps()
+    }
+}
+
+/// One training job's load on the fabric (see `World::job_loads`).
+struct JobLoad {
+    name: String,
+    /// Its workload index.
+    workload: Option<u32>,
+    /// Wire bytes per egress port.
+    ports: std::collections::HashMap<u32, u64>,
+    /// First post to last finish of its flows, ps.
+    span: Option<(u64, u64)>,
+}
+
+/// The training jobs' loads; empty with fewer than two jobs.
+#[derive(Default)]
+struct JobLoads {
+    jobs: Vec<JobLoad>,
+}
+
+impl JobLoads {
+    /// Per port, the bytes the jobs other than workload `w` sent over it
+    /// between `t0` and `t1` (ps): each job's bytes there spread evenly
+    /// over its span (a job's traffic is steady at this scale).
+    fn others(&self, w: Option<u32>, t0: u64, t1: u64) -> std::collections::HashMap<u32, u64> {
+        let mut out = std::collections::HashMap::new();
+        for j in self.jobs.iter().filter(|j| j.workload != w) {
+            let Some((a, z)) = j.span else { continue };
+            let overlap = t1.min(z).saturating_sub(t0.max(a));
+            if overlap == 0 || z <= a {
+                continue;
+            }
+            let share = overlap as f64 / (z - a) as f64;
+            for (&p, &b) in &j.ports {
+                *out.entry(p).or_default() += (b as f64 * share) as u64;
+            }
+        }
+        out
     }
 }
 

@@ -180,6 +180,51 @@ pub struct Variant {
 }
 
 impl Variant {
+    /// The workloads (indices into `workloads`) that are training jobs,
+    /// in file order.
+    pub fn training_jobs(&self) -> Vec<u32> {
+        let mut jobs: Vec<u32> = Vec::new();
+        for g in &self.groups {
+            let Some(t) = &g.training else { continue };
+            if let Some(w) = self.workloads.iter().position(|n| *n == t.job) {
+                if !jobs.contains(&(w as u32)) {
+                    jobs.push(w as u32);
+                }
+            }
+        }
+        jobs.sort_unstable();
+        jobs
+    }
+
+    /// This variant with workload `w`'s flows only (renumbered densely in
+    /// the same order, their dependencies kept), on the same fabric and
+    /// settings: what that workload does alone. The groups stay; those of
+    /// other workloads have no flows.
+    pub fn alone(&self, w: u32) -> Variant {
+        let mut map = vec![u32::MAX; self.flows.len()];
+        let mut flows = Vec::new();
+        for f in &self.flows {
+            if f.workload != w {
+                continue;
+            }
+            map[f.id as usize] = flows.len() as u32;
+            let mut g = f.clone();
+            g.id = flows.len() as u32;
+            // A workload's flows wait only for its own.
+            g.after = f
+                .after
+                .iter()
+                .map(|&a| map[a as usize])
+                .filter(|&a| a != u32::MAX)
+                .collect();
+            flows.push(g);
+        }
+        Variant {
+            flows,
+            ..self.clone()
+        }
+    }
+
     /// The options that run this variant as the file says: its name,
     /// seed, stop time, event budget, groups and workload names (no
     /// progress observer).

@@ -207,7 +207,34 @@ pub struct GroupSpec {
     /// training job: what it moves.
     pub nccl: Option<nccl_tests::NcclRow>,
     /// For a part of a training job's step: which.
-    pub training: Option<training::TrainingPart>,
+    pub training: Option<TrainingPart>,
+}
+
+/// What a group of a training job is: a compute phase or a collective
+/// call of one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrainingPart {
+    /// The job (its workload's name).
+    pub job: String,
+    /// Step, from 0.
+    pub step: u32,
+    /// Part label (`forward L0 attention`, `dp all_reduce bucket 1`).
+    pub label: String,
+    /// What it is.
+    pub kind: PartKind,
+}
+
+/// What a part of a training step is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartKind {
+    /// A compute phase of this duration per rank.
+    Compute(roce::time::Duration),
+    /// A collective the compute that follows waits for (tensor-parallel
+    /// all-reduce, MoE all-to-all).
+    Blocking,
+    /// A collective on its own stream, overlapping compute (the
+    /// data-parallel all-reduce of a bucket).
+    Background,
 }
 
 /// Shape of a ring all-reduce.

@@ -48,7 +48,7 @@ use roce::time::Duration;
 use super::builder::{FlowBuilder, FlowTemplate};
 use super::collectives::{Communicator, Ranks};
 use super::nccl_tests::Collective;
-use super::GroupSpec;
+use super::{GroupSpec, PartKind, TrainingPart};
 use crate::nccl_model::Enabled;
 use crate::results::{GroupRecord, StepRecord, TrainingRecord};
 use crate::topology::Topology;
@@ -78,33 +78,6 @@ pub struct Training {
     pub tp_bytes: u64,
     /// Bytes each rank sends in a MoE layer's all-to-all (0: no MoE).
     pub moe_bytes: u64,
-}
-
-/// What a group of a training job is: a compute phase or a collective
-/// call of one step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrainingPart {
-    /// The job (its workload's name).
-    pub job: String,
-    /// Step, from 0.
-    pub step: u32,
-    /// Part label (`forward L0 attention`, `dp all_reduce bucket 1`).
-    pub label: String,
-    /// What it is.
-    pub kind: PartKind,
-}
-
-/// What a part of a training step is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PartKind {
-    /// A compute phase of this duration per rank.
-    Compute(Duration),
-    /// A collective the compute that follows waits for (tensor-parallel
-    /// all-reduce, MoE all-to-all).
-    Blocking,
-    /// A collective on its own stream, overlapping compute (the
-    /// data-parallel all-reduce of a bucket).
-    Background,
 }
 
 /// Ranks that run one collective call, and their global rank numbers.
@@ -351,6 +324,10 @@ pub fn steps(specs: &[GroupSpec], records: &[GroupRecord]) -> Vec<TrainingRecord
                     steps: Vec::new(),
                     mean_step_ps: None,
                     critical: None,
+                    alone_mean_step_ps: None,
+                    slowdown: None,
+                    shared_links: Vec::new(),
+                    paused: Vec::new(),
                 });
                 parts.push(Vec::new());
                 jobs.len() - 1
@@ -388,6 +365,16 @@ pub fn steps(specs: &[GroupSpec], records: &[GroupRecord]) -> Vec<TrainingRecord
             .map(|x| x.0.to_string());
     }
     jobs
+}
+
+/// Fill `together`'s baseline from the same job's record when it ran
+/// alone (`alone`): its mean step time there and the slowdown.
+pub fn set_alone(together: &mut TrainingRecord, alone: &TrainingRecord) {
+    together.alone_mean_step_ps = alone.mean_step_ps;
+    together.slowdown = match (together.mean_step_ps, alone.mean_step_ps) {
+        (Some(t), Some(a)) if a > 0 => Some(t as f64 / a as f64),
+        _ => None,
+    };
 }
 
 /// One step's record from its groups (in the order they were built):

@@ -225,3 +225,98 @@ fn bad_jobs_name_the_key() {
     let e = scenario::from_str(Path::new("t.toml"), &plain).unwrap_err();
     assert!(e.to_string().contains("GPU servers"), "{e}");
 }
+
+/// Runs every variant's jobs together and each alone: the together
+/// result with each job's slowdown filled (as `rocelab run` does).
+fn run_jobs(text: &str) -> RunResult {
+    let s = scenario::from_str(Path::new("t.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+    let v = &s.variants[0];
+    let topo = &s.topologies[v.topology];
+    let routes = Routes::compute(topo);
+    let go = |v: &scenario::Variant| {
+        simulate(topo, &routes, &v.config, &v.flows, &v.run_options())
+            .unwrap()
+            .0
+    };
+    let mut r = go(v);
+    let jobs = v.training_jobs();
+    assert_eq!(jobs.len(), 2);
+    for w in jobs {
+        let alone = go(&v.alone(w));
+        let name = &v.workloads[w as usize];
+        let a = alone.training.iter().find(|x| x.job == *name).unwrap();
+        let t = r.training.iter_mut().find(|x| x.job == *name).unwrap();
+        sim::workload::training::set_alone(t, a);
+    }
+    r
+}
+
+/// Two data-parallel jobs of two servers each on a leaf-spine whose
+/// leaves (one per rail and pair of servers) have one uplink as fast as
+/// a NIC. Placed on their own leaves, their all-reduces never leave them
+/// and neither job slows (within 1 %), with no shared link. Placed
+/// across the leaves, each job's ring crosses the uplink the other's
+/// crosses too: the fair-share estimate is that each gets half of it, so
+/// the communication part of a step (step alone less compute) takes
+/// twice as long; each job's slowdown is within 10 % of that, the
+/// shared links are named, and each step's exposed all-reduce is held
+/// back by congestion on a shared uplink.
+#[test]
+fn two_jobs_share_a_link_fairly_and_disjoint_ones_do_not_meet() {
+    let fabric = "[topology.defaults]\nrate = \"400Gbps\"\ndelay = \"1us\"\nmtu = 4096\n\
+         [topology.gpu]\ngpus = 8\nnics = 8\n\
+         [topology.generator]\nkind = \"gpu-leaf-spine\"\nservers = 4\nservers_per_leaf = 2\nspines = 1\n\
+         [nic]\nmtu = 4096\n";
+    let jobs = |a: &str, b: &str| {
+        let job = |name: &str, servers: &str| {
+            format!(
+                "[[workload]]\nkind = \"training\"\nname = \"{name}\"\nservers = {servers}\nsteps = 2\ntp = 8\n\
+                 forward = \"10us\"\nbackward = \"20us\"\ngrad_bytes = \"32MiB\"\nchannels = 2\n"
+            )
+        };
+        format!(
+            "name = \"t\"\nseed = 1\n{fabric}{}{}",
+            job("a", a),
+            job("b", b)
+        )
+    };
+    let r = run_jobs(&jobs("[0, 1]", "[2, 3]"));
+    for j in &r.training {
+        let s = j.slowdown.unwrap();
+        assert!((s - 1.0).abs() < 0.01, "{}: slowdown {s}", j.job);
+        assert!(j.shared_links.is_empty(), "{:?}", j.shared_links);
+    }
+    let r = run_jobs(&jobs("[0, 2]", "[1, 3]"));
+    let compute = 30_000_000u64;
+    for j in &r.training {
+        let alone = j.alone_mean_step_ps.unwrap();
+        let fair = compute + 2 * (alone - compute);
+        let want = fair as f64 / alone as f64;
+        let got = j.slowdown.unwrap();
+        assert!(
+            (got - want).abs() / want < 0.10,
+            "{}: slowdown {got:.3} against the fair share's {want:.3}",
+            j.job
+        );
+        assert!(
+            j.shared_links.iter().any(|l| l.contains("-> spine0")),
+            "{:?}",
+            j.shared_links
+        );
+        // What held each step back: the uplink both jobs cross, counted
+        // with the other job's bytes (not the PAUSE it pushes back to the
+        // NICs, which is the symptom).
+        for s in &j.steps {
+            let c = s
+                .collectives
+                .iter()
+                .find(|c| Some(&c.label) == s.critical.as_ref())
+                .unwrap();
+            assert_eq!(c.limit.as_deref(), Some("congestion"), "{c:?}");
+            assert!(
+                c.bottleneck.as_deref().unwrap_or("").ends_with("-> spine0"),
+                "{c:?}"
+            );
+        }
+    }
+}
