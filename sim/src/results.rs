@@ -493,8 +493,8 @@ pub struct GroupRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_host: Option<String>,
     /// nccl-tests sizes: ports held off by PAUSE while the collective ran,
-    /// most held first (at most 8, the logged intervals): `NODE:PORT by
-    /// PEER for TIME` (the peer sent the PAUSE).
+    /// most held first (at most 8; held time from 10 us bins of every
+    /// interval): `NODE:PORT by PEER for TIME` (the peer sent the PAUSE).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<String>,
 }

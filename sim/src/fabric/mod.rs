@@ -735,7 +735,8 @@ impl World<'_> {
         };
         let jobs = self.job_loads();
         let groups = self.group_records(&jobs);
-        let mut training = crate::workload::training::steps(&self.opts.groups, &groups);
+        let mut training =
+            crate::workload::training::steps(&self.opts.groups, &groups, &self.compute_times());
         self.job_interference(&jobs, &mut training);
         let perftest = self.perftest_records();
         // Samples stop with the run: an idle network ends at its last
@@ -919,6 +920,42 @@ impl World<'_> {
         out
     }
 
+    /// Per compute group of a training job: each rank's release and end
+    /// of its phase (see [`crate::workload::training::ComputeTimes`]).
+    fn compute_times(
+        &self,
+    ) -> std::collections::HashMap<u32, crate::workload::training::ComputeTimes> {
+        use crate::workload::PartKind;
+        let mut out: std::collections::HashMap<u32, crate::workload::training::ComputeTimes> =
+            std::collections::HashMap::new();
+        let Some(gs) = self.topo.gpu else {
+            return out;
+        };
+        for (f, st) in self.flows.iter().zip(&self.flow_state) {
+            let (Some(g), Some(path)) = (f.group, f.local) else {
+                continue;
+            };
+            let is_compute = self.opts.groups.get(g as usize).is_some_and(|s| {
+                s.training
+                    .as_ref()
+                    .is_some_and(|p| matches!(p.kind, PartKind::Compute(_)))
+            });
+            let (Some(posted), Some(end)) = (st.posted_at, st.finish) else {
+                continue;
+            };
+            if !is_compute {
+                continue;
+            }
+            let host = self.host_of_node[f.src.0 as usize];
+            let key = u64::from(gs.server_of_host(host)) * u64::from(gs.gpus) + u64::from(path.gpu);
+            let rel = posted.checked_sub(f.delay).unwrap_or(Instant::ZERO);
+            out.entry(g)
+                .or_default()
+                .push((key, rel.as_ps(), end.as_ps()));
+        }
+        out
+    }
+
     /// Each training job's wire bytes per egress port (on the paths ECMP
     /// hashed its flows onto) and its span, when two or more ran.
     fn job_loads(&self) -> JobLoads {
@@ -1029,11 +1066,7 @@ impl World<'_> {
                 .iter()
                 .filter(|(_, b)| b[j] > 0)
                 .filter_map(|(&p, _)| {
-                    let ps: u64 = self.ports[p as usize]
-                        .pause_log
-                        .iter()
-                        .map(|&(_, s, e)| e.min(z).saturating_sub(s.max(a)))
-                        .sum();
+                    let ps = self.ports[p as usize].paused_between(a, z);
                     (ps > 0).then_some((ps, p))
                 })
                 .collect();
@@ -1076,11 +1109,7 @@ impl World<'_> {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| {
-                let ps: u64 = p
-                    .pause_log
-                    .iter()
-                    .map(|&(_, s, e)| e.min(b).saturating_sub(s.max(a)))
-                    .sum();
+                let ps = p.paused_between(a, b);
                 (ps > 0).then_some((ps, i))
             })
             .collect();
@@ -1212,12 +1241,7 @@ impl World<'_> {
             .unwrap_or(0);
         let expected = latency + biggest_link;
         let t1 = t0.as_ps() + step;
-        let held = |p: &port::Port| -> u64 {
-            p.pause_log
-                .iter()
-                .map(|&(_, a, b)| b.min(t1).saturating_sub(a.max(t0.as_ps())))
-                .sum()
-        };
+        let held = |p: &port::Port| -> u64 { p.paused_between(t0.as_ps(), t1) };
         // The port PAUSE held longest, on the group's paths first.
         let most_held = |on_path: bool| {
             self.ports

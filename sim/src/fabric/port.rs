@@ -81,6 +81,10 @@ pub struct Port {
     pub pause_log_cap: usize,
     /// Intervals not kept because the log was full, per priority.
     pub pause_log_dropped: [u64; 8],
+    /// Held-off time of all priorities per [`PAUSE_BIN_PS`] bin, kept for
+    /// every interval (the log stops at its cap): `(bin, ps held in it)`,
+    /// in the order the intervals closed (a bin may repeat).
+    pub pause_bins: Vec<(u32, u32)>,
     /// Priorities whose PAUSE the transmitter ignores (PFC watchdog storm
     /// action `forward` or `drop`), as a bit set.
     pub wd_ignore: u8,
@@ -88,6 +92,9 @@ pub struct Port {
     /// arriving on it (watchdog action `drop`), as a bit set.
     pub wd_drop: u8,
 }
+
+/// Width of a [`Port::pause_bins`] bin: 10 us.
+pub const PAUSE_BIN_PS: u64 = 10_000_000;
 
 impl Port {
     /// A port of `node` number `local` towards `peer`.
@@ -123,6 +130,7 @@ impl Port {
             pause_log: Vec::new(),
             pause_log_cap: 0,
             pause_log_dropped: [0; 8],
+            pause_bins: Vec::new(),
             wd_ignore: 0,
             wd_drop: 0,
         }
@@ -131,11 +139,42 @@ impl Port {
     /// A held-off interval of priority `p` ended: count it and log it.
     fn close_pause(&mut self, p: usize, began: Instant, end: Instant) {
         self.prio[p].rx_pause_duration_ps += (end - began).as_ps();
+        let (a, z) = (began.as_ps(), end.as_ps());
+        let mut bin = a / PAUSE_BIN_PS;
+        while bin * PAUSE_BIN_PS < z {
+            let lo = a.max(bin * PAUSE_BIN_PS);
+            let hi = z.min((bin + 1) * PAUSE_BIN_PS);
+            let b = u32::try_from(bin).unwrap_or(u32::MAX);
+            match self.pause_bins.last_mut() {
+                Some(last) if last.0 == b => last.1 += (hi - lo) as u32,
+                _ => self.pause_bins.push((b, (hi - lo) as u32)),
+            }
+            bin += 1;
+        }
         if self.pause_log.len() < self.pause_log_cap {
             self.pause_log.push((p as u8, began.as_ps(), end.as_ps()));
         } else if self.pause_log_cap > 0 {
             self.pause_log_dropped[p] += 1;
         }
+    }
+
+    /// Picoseconds this transmitter was held off (any priority, summed)
+    /// between `a` and `b` (ps), from [`Port::pause_bins`]: exact for
+    /// whole bins, the edge bins' time taken as spread evenly.
+    pub fn paused_between(&self, a: u64, b: u64) -> u64 {
+        if b <= a {
+            return 0;
+        }
+        let mut total = 0.0;
+        for &(bin, ps) in &self.pause_bins {
+            let lo = u64::from(bin) * PAUSE_BIN_PS;
+            let hi = lo + PAUSE_BIN_PS;
+            let overlap = b.min(hi).saturating_sub(a.max(lo));
+            if overlap > 0 {
+                total += f64::from(ps) * overlap as f64 / PAUSE_BIN_PS as f64;
+            }
+        }
+        total as u64
     }
 
     /// Priorities whose transmitter is held off at `now`, as a bit set.

@@ -303,6 +303,28 @@ impl Ranks {
         id
     }
 
+    /// A [`Ranks::marker`] that names a GPU: on `node` (a NIC of the
+    /// GPU's server) with its path's `gpu` set, so results can tell whose
+    /// it is (a compute phase of one GPU).
+    #[allow(clippy::too_many_arguments)]
+    pub fn marker_on(
+        &self,
+        b: &mut FlowBuilder,
+        t: &FlowTemplate,
+        g: u32,
+        (node, gpu): (NodeId, u32),
+        after: &[u32],
+        delay: Duration,
+    ) -> u32 {
+        let path = LocalPath {
+            gpu: gpu as u16,
+            ..self.barrier_path()
+        };
+        let id = b.local(node, node, 1, t.start, path, Some(g), after);
+        b.set_delay(&[id], delay);
+        id
+    }
+
     /// A copy that costs nothing, on a resource no transfer uses: the
     /// marker a barrier between collectives waits on.
     fn barrier_path(&self) -> LocalPath {

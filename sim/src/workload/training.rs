@@ -36,12 +36,15 @@
 //!
 //! # The overlap rule
 //!
-//! A step starts at its first forward compute and ends when its last
-//! optimizer compute does. Its compute time is the compute phases'
-//! union; a collective's **exposed** time is the part of its span
-//! (first post to last finish, over all ranks) that neither a compute
-//! phase of the step nor an earlier collective's exposed part covers:
-//! with no contention, step time = compute + the exposed parts.
+//! Each rank runs its compute phases one after another; the time between
+//! one phase's end and the next one's start is time it waited, and is
+//! **exposed** communication of what that phase waited for: the blocking
+//! collectives issued since the phase before, and for the optimizer also
+//! the step's bucket all-reduces (split in issue order, each up to its
+//! finish). A bucket's all-reduce that ends while the backward still
+//! computes is hidden: nothing waits for it. A step's record is the rank
+//! that finished it last, over its span from its previous step's end:
+//! step time = compute + the exposed parts, exactly, contention or not.
 
 use roce::time::Duration;
 
@@ -172,11 +175,20 @@ pub fn training(
             kind,
         }),
     };
+    // Where each rank's compute markers go: its server's first NIC and
+    // its GPU.
+    let hosts = topo.hosts();
+    let at: Vec<(crate::topology::NodeId, u32)> = (0..n)
+        .map(|r| {
+            let s = servers[r / per];
+            (hosts[g.host_index(s, 0) as usize], (r % per) as u32)
+        })
+        .collect();
     // A compute phase of `d` on every rank, after what each waits for.
     let compute = |b: &mut FlowBuilder, cur: &mut Vec<Vec<u32>>, step, label: String, d| {
         let gid = b.new_group(tag(step, label, PartKind::Compute(d)));
-        for c in cur.iter_mut() {
-            let m = marker_ranks.marker(b, t, gid, c, d);
+        for (r, c) in cur.iter_mut().enumerate() {
+            let m = marker_ranks.marker_on(b, t, gid, at[r], c, d);
             *c = vec![m];
         }
     };
@@ -293,7 +305,7 @@ pub fn training(
         for (c, q) in cur.iter_mut().zip(dpq.iter_mut()) {
             c.append(q);
         }
-        compute(b, &mut cur, step, "optimizer".into(), spec.optimizer);
+        compute(b, &mut cur, step, OPTIMIZER.into(), spec.optimizer);
     }
     Ok(())
 }
@@ -307,65 +319,266 @@ fn bucket_bytes(total: u64, buckets: u32, k: u32) -> u64 {
     ((per + extra) * 16).max(16)
 }
 
+/// When each rank ran one compute phase: per rank (its key: the
+/// topology's GPU number, `server * gpus + gpu`), the phase's release
+/// and end, picoseconds.
+pub type ComputeTimes = Vec<(u64, u64, u64)>;
+
 /// The steps of every training job among `specs` (the run's groups,
-/// `records` their results in the same order), by job in the order the
-/// jobs first appear; see the module docs for the overlap rule.
-pub fn steps(specs: &[GroupSpec], records: &[GroupRecord]) -> Vec<TrainingRecord> {
-    let mut jobs: Vec<TrainingRecord> = Vec::new();
-    // Per job and step: its groups' parts and results.
-    let mut parts: Vec<Vec<Vec<(&TrainingPart, &GroupRecord)>>> = Vec::new();
-    for (s, r) in specs.iter().zip(records) {
-        let Some(p) = &s.training else { continue };
-        let j = match jobs.iter().position(|x| x.job == p.job) {
-            Some(j) => j,
-            None => {
-                jobs.push(TrainingRecord {
-                    job: p.job.clone(),
-                    steps: Vec::new(),
-                    mean_step_ps: None,
-                    critical: None,
-                    alone_mean_step_ps: None,
-                    slowdown: None,
-                    shared_links: Vec::new(),
-                    paused: Vec::new(),
-                });
-                parts.push(Vec::new());
-                jobs.len() - 1
-            }
-        };
-        let st = p.step as usize;
-        if parts[j].len() <= st {
-            parts[j].resize_with(st + 1, Vec::new);
-        }
-        parts[j][st].push((p, r));
-    }
-    for (job, steps) in jobs.iter_mut().zip(parts) {
-        for (i, groups) in steps.into_iter().enumerate() {
-            job.steps.push(step_record(i as u32, &groups));
-        }
-        let done: Vec<u64> = job.steps.iter().filter_map(|s| s.time_ps).collect();
-        if done.len() == job.steps.len() && !done.is_empty() {
-            job.mean_step_ps = Some(done.iter().sum::<u64>() / done.len() as u64);
-        }
-        // The collective exposed longest over all steps (by label).
-        let mut total: Vec<(&str, u64)> = Vec::new();
-        for c in job.steps.iter().flat_map(|s| &s.collectives) {
-            match total.iter_mut().find(|x| x.0 == c.label) {
-                Some(x) => x.1 += c.exposed_ps,
-                None => total.push((&c.label, c.exposed_ps)),
+/// `records` their results in the same order, `times` each compute
+/// group's per-rank times by group index), by job in the order the jobs
+/// first appear; see the module docs for the overlap rule.
+pub fn steps(
+    specs: &[GroupSpec],
+    records: &[GroupRecord],
+    times: &std::collections::HashMap<u32, ComputeTimes>,
+) -> Vec<TrainingRecord> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in specs {
+        if let Some(p) = &s.training {
+            if !names.contains(&p.job.as_str()) {
+                names.push(&p.job);
             }
         }
-        job.critical = total
-            .iter()
-            .filter(|x| x.1 > 0)
-            .fold(None::<(&str, u64)>, |best, &x| match best {
-                Some(b) if b.1 >= x.1 => Some(b),
-                _ => Some(x),
-            })
-            .map(|x| x.0.to_string());
     }
-    jobs
+    names
+        .into_iter()
+        .map(|job| {
+            let groups: Vec<(u32, &TrainingPart, &GroupRecord)> = specs
+                .iter()
+                .zip(records)
+                .enumerate()
+                .filter_map(|(i, (s, r))| {
+                    let p = s.training.as_ref().filter(|p| p.job == job)?;
+                    Some((i as u32, p, r))
+                })
+                .collect();
+            job_record(job, &groups, times)
+        })
+        .collect()
 }
+
+/// One rank's time line: its compute phases and the gaps between them,
+/// each gap split over the collectives it waited for, end to end; and
+/// the end of its optimizer in each step.
+#[derive(Default, Clone)]
+struct RankLine {
+    /// (from, to, `None` for compute or `Some(position)` of the
+    /// collective the time was exposed to), picoseconds.
+    spans: Vec<(u64, u64, Option<usize>)>,
+    /// Per step: when its optimizer ended.
+    ends: Vec<Option<u64>>,
+}
+
+/// A job's record from its groups (index, part, result) in build order.
+///
+/// Per rank, the compute phases run one after another; the gap before a
+/// phase (from the end of the one before, or the job's start) is time
+/// the rank waited, split over what the phase waited for in issue
+/// order: the blocking collectives issued since the phase before, and
+/// for the optimizer also the step's background all-reduces; each takes
+/// the gap up to its finish, the last the rest. Step `s` ends when the
+/// last rank's optimizer does (`T_s`); its time is `T_s - T_{s-1}` (the
+/// first from the job's start), broken down along the rank that ended it
+/// last: its compute and exposed spans inside that window, which tile
+/// it.
+fn job_record(
+    job: &str,
+    groups: &[(u32, &TrainingPart, &GroupRecord)],
+    times: &std::collections::HashMap<u32, ComputeTimes>,
+) -> TrainingRecord {
+    use std::collections::BTreeMap;
+    let steps_n = groups.iter().map(|g| g.1.step + 1).max().unwrap_or(0) as usize;
+    let mut lines: BTreeMap<u64, RankLine> = BTreeMap::new();
+    for (gi, p, _) in groups {
+        if matches!(p.kind, PartKind::Compute(_)) {
+            for &(k, _, _) in times.get(gi).map(Vec::as_slice).unwrap_or(&[]) {
+                lines.entry(k).or_insert_with(|| RankLine {
+                    spans: Vec::new(),
+                    ends: vec![None; steps_n],
+                });
+            }
+        }
+    }
+    let job_start = groups
+        .iter()
+        .filter(|g| matches!(g.1.kind, PartKind::Compute(_)))
+        .find_map(|g| times.get(&g.0))
+        .and_then(|t| t.iter().map(|x| x.1).min())
+        .unwrap_or(0);
+    for (&key, line) in lines.iter_mut() {
+        let mut prev_end = job_start;
+        let mut pending: Vec<usize> = Vec::new();
+        let mut background: Vec<usize> = Vec::new();
+        for (pos, (gi, p, _)) in groups.iter().enumerate() {
+            match p.kind {
+                PartKind::Blocking => pending.push(pos),
+                PartKind::Background => background.push(pos),
+                PartKind::Compute(_) => {
+                    let mine = times
+                        .get(gi)
+                        .and_then(|t| t.iter().find(|x| x.0 == key))
+                        .map(|x| (x.1, x.2));
+                    // A phase that never ran: the rest of the line is
+                    // unknown.
+                    let Some((rel, end)) = mine else { break };
+                    let optimizer = p.label == OPTIMIZER;
+                    let mut waited = std::mem::take(&mut pending);
+                    if optimizer {
+                        waited.append(&mut background);
+                    }
+                    let mut cursor = prev_end;
+                    let last = waited.len().saturating_sub(1);
+                    for (i, &w) in waited.iter().enumerate() {
+                        let until = if i == last {
+                            rel
+                        } else {
+                            groups[w].2.finish_ps.unwrap_or(rel).clamp(cursor, rel)
+                        };
+                        if until > cursor {
+                            line.spans.push((cursor, until, Some(w)));
+                        }
+                        cursor = cursor.max(until);
+                    }
+                    if rel > cursor {
+                        // Waiting on nothing it issued (a late start).
+                        line.spans.push((cursor, rel, Some(UNATTRIBUTED)));
+                    }
+                    // The phase's duration; the marker's own few
+                    // picoseconds after it are nobody's.
+                    let d = match p.kind {
+                        PartKind::Compute(d) => d.as_ps(),
+                        _ => 0,
+                    };
+                    let done = (rel + d).min(end);
+                    line.spans.push((rel, done, None));
+                    if end > done {
+                        line.spans.push((done, end, Some(UNATTRIBUTED)));
+                    }
+                    prev_end = end;
+                    if optimizer {
+                        line.ends[p.step as usize] = Some(end);
+                    }
+                }
+            }
+        }
+    }
+    let mut steps = Vec::with_capacity(steps_n);
+    let mut t_prev = Some(job_start);
+    for s in 0..steps_n {
+        // The rank that ended the step last (ties: the lowest key).
+        let all_done = !lines.is_empty() && lines.values().all(|l| l.ends[s].is_some());
+        let last = lines
+            .iter()
+            .filter_map(|(&k, l)| Some((l.ends[s]?, std::cmp::Reverse(k))))
+            .max();
+        let window = match (t_prev, last) {
+            (Some(a), Some((z, _))) if all_done => Some((a, z)),
+            _ => None,
+        };
+        let mut exposed = vec![0u64; groups.len()];
+        let mut compute_ps = 0u64;
+        let mut unattributed = 0u64;
+        if let (Some((a, z)), Some((_, k))) = (window, last) {
+            for &(x, y, what) in &lines[&k.0].spans {
+                let d = y.min(z).saturating_sub(x.max(a));
+                match what {
+                    Some(UNATTRIBUTED) => unattributed += d,
+                    Some(pos) => exposed[pos] += d,
+                    None => compute_ps += d,
+                }
+            }
+        } else {
+            // Unfinished: the compute the step holds.
+            compute_ps = groups
+                .iter()
+                .filter(|g| g.1.step as usize == s)
+                .filter_map(|g| match g.1.kind {
+                    PartKind::Compute(d) => Some(d.as_ps()),
+                    _ => None,
+                })
+                .sum();
+        }
+        // A collective's exposed time counts in the step it belongs to
+        // when the window caught it (a rank behind still finishing the
+        // step before counts there).
+        let collectives: Vec<crate::results::StepCollective> = groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.1.step as usize == s && !matches!(g.1.kind, PartKind::Compute(_)))
+            .map(|(i, &(_, p, r))| crate::results::StepCollective {
+                label: p.label.clone(),
+                time_ps: r.step_time_ps.unwrap_or(0),
+                exposed_ps: exposed[i],
+                limit: r.limit.clone(),
+                bottleneck: r.bottleneck.clone(),
+                last_host: r.last_host.clone(),
+            })
+            .collect();
+        // Exposed time of another step's collectives inside this window.
+        let carried: u64 = exposed
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| groups[*i].1.step as usize != s)
+            .map(|(_, &e)| e)
+            .sum();
+        let critical = collectives
+            .iter()
+            .max_by_key(|c| c.exposed_ps)
+            .filter(|c| c.exposed_ps > 0)
+            .map(|c| c.label.clone());
+        steps.push(StepRecord {
+            step: s as u32,
+            start_ps: window.map(|w| w.0),
+            finish_ps: window.map(|w| w.1),
+            time_ps: window.map(|(a, z)| z - a),
+            compute_ps,
+            exposed_ps: collectives.iter().map(|c| c.exposed_ps).sum::<u64>()
+                + carried
+                + unattributed,
+            critical,
+            collectives,
+        });
+        t_prev = window.map(|w| w.1);
+    }
+    let mut rec = TrainingRecord {
+        job: job.to_string(),
+        steps,
+        mean_step_ps: None,
+        critical: None,
+        alone_mean_step_ps: None,
+        slowdown: None,
+        shared_links: Vec::new(),
+        paused: Vec::new(),
+    };
+    let done: Vec<u64> = rec.steps.iter().filter_map(|s| s.time_ps).collect();
+    if done.len() == rec.steps.len() && !done.is_empty() {
+        rec.mean_step_ps = Some(done.iter().sum::<u64>() / done.len() as u64);
+    }
+    // The collective exposed longest over all steps (by label).
+    let mut total: Vec<(&str, u64)> = Vec::new();
+    for c in rec.steps.iter().flat_map(|s| &s.collectives) {
+        match total.iter_mut().find(|x| x.0 == c.label) {
+            Some(x) => x.1 += c.exposed_ps,
+            None => total.push((&c.label, c.exposed_ps)),
+        }
+    }
+    rec.critical = total
+        .iter()
+        .filter(|x| x.1 > 0)
+        .fold(None::<(&str, u64)>, |best, &x| match best {
+            Some(b) if b.1 >= x.1 => Some(b),
+            _ => Some(x),
+        })
+        .map(|x| x.0.to_string());
+    rec
+}
+
+/// The position standing for waiting on nothing the rank issued.
+const UNATTRIBUTED: usize = usize::MAX;
+
+/// The optimizer phase's label.
+const OPTIMIZER: &str = "optimizer";
 
 /// Fill `together`'s baseline from the same job's record when it ran
 /// alone (`alone`): its mean step time there and the slowdown.
@@ -377,119 +590,9 @@ pub fn set_alone(together: &mut TrainingRecord, alone: &TrainingRecord) {
     };
 }
 
-/// One step's record from its groups (in the order they were built):
-/// blocking collectives are exposed where compute does not cover them,
-/// background ones where neither compute nor a blocking collective nor
-/// an earlier exposed part does (see the module docs).
-fn step_record(step: u32, groups: &[(&TrainingPart, &GroupRecord)]) -> StepRecord {
-    let span = |r: &GroupRecord| r.start_ps.zip(r.finish_ps);
-    let complete = groups.iter().all(|(_, r)| r.step_time_ps.is_some());
-    let spans_of = |want: fn(PartKind) -> bool| -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = groups
-            .iter()
-            .filter(|(p, _)| want(p.kind))
-            .filter_map(|(_, r)| span(r))
-            .collect();
-        v.sort_unstable();
-        merge(v)
-    };
-    let mut covered = spans_of(|k| matches!(k, PartKind::Compute(_)));
-    let start = groups.iter().filter_map(|(_, r)| r.start_ps).min();
-    let finish = groups.iter().filter_map(|(_, r)| r.finish_ps).max();
-    // Exposed parts, by group index: blocking collectives first (they
-    // hold the compute stream), then the background ones.
-    let mut exposed = vec![0u64; groups.len()];
-    for pass in [PartKind::Blocking, PartKind::Background] {
-        for (i, (p, r)) in groups.iter().enumerate() {
-            if p.kind != pass {
-                continue;
-            }
-            let Some((a, z)) = span(r) else { continue };
-            exposed[i] = uncovered((a, z), &covered);
-            covered.push((a, z));
-            covered.sort_unstable();
-            covered = merge(std::mem::take(&mut covered));
-        }
-    }
-    let mut collectives = Vec::new();
-    for (i, (p, r)) in groups.iter().enumerate() {
-        if matches!(p.kind, PartKind::Compute(_)) {
-            continue;
-        }
-        let Some((a, z)) = span(r) else { continue };
-        collectives.push(crate::results::StepCollective {
-            label: p.label.clone(),
-            time_ps: z - a,
-            exposed_ps: exposed[i],
-            limit: r.limit.clone(),
-            bottleneck: r.bottleneck.clone(),
-            last_host: r.last_host.clone(),
-        });
-    }
-    let compute_ps: u64 = groups
-        .iter()
-        .filter_map(|(p, _)| match p.kind {
-            PartKind::Compute(d) => Some(d.as_ps()),
-            _ => None,
-        })
-        .sum();
-    let time = match (start, finish) {
-        (Some(a), Some(z)) if complete => Some(z - a),
-        _ => None,
-    };
-    let critical = collectives
-        .iter()
-        .max_by_key(|c| c.exposed_ps)
-        .filter(|c| c.exposed_ps > 0)
-        .map(|c| c.label.clone());
-    StepRecord {
-        step,
-        start_ps: start,
-        finish_ps: finish,
-        time_ps: time,
-        compute_ps,
-        exposed_ps: collectives.iter().map(|c| c.exposed_ps).sum(),
-        critical,
-        collectives,
-    }
-}
-
-/// Sorted intervals merged where they touch or overlap.
-fn merge(v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (a, z) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(z),
-            _ => out.push((a, z)),
-        }
-    }
-    out
-}
-
-/// The length of `(a, z)` that no interval of `covered` (sorted,
-/// disjoint) covers.
-fn uncovered((a, z): (u64, u64), covered: &[(u64, u64)]) -> u64 {
-    let hidden: u64 = covered
-        .iter()
-        .map(|&(x, y)| y.min(z).saturating_sub(x.max(a)))
-        .sum();
-    (z - a).saturating_sub(hidden)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Intervals merge where they meet; the uncovered part of a span is
-    /// what no merged interval covers.
-    #[test]
-    fn exposed_time_is_what_compute_does_not_cover() {
-        let m = merge(vec![(0, 10), (5, 20), (20, 25), (30, 40)]);
-        assert_eq!(m, vec![(0, 25), (30, 40)]);
-        assert_eq!(uncovered((20, 35), &m), 5);
-        assert_eq!(uncovered((26, 29), &m), 3);
-        assert_eq!(uncovered((0, 40), &m), 5);
-    }
 
     /// Buckets split the gradients in 16-byte units, the first taking
     /// the remainder, and never go below one unit.
