@@ -295,7 +295,7 @@ fn gbps(v: &Value) -> f64 {
 }
 
 #[test]
-fn lessons_lists_eleven_with_title_and_question() {
+fn lessons_lists_every_lesson_with_title_and_question() {
     let o = rocelab(&["lessons"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}");
@@ -304,7 +304,8 @@ fn lessons_lists_eleven_with_title_and_question() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 11, "{files:?}");
+    let last = files.len();
+    assert!(last >= 13, "{files:?}");
     for (i, f) in files.iter().enumerate() {
         let n = i + 1;
         assert!(f.starts_with(&format!("{n:02}-")), "{f}");
@@ -326,10 +327,19 @@ fn lessons_lists_eleven_with_title_and_question() {
             "{title} in {text}"
         );
     }
-    let o = rocelab(&["lesson", "12"]);
+    // Every lesson is listed, and one past the last is refused.
+    assert_eq!(
+        text.lines().filter(|l| l.contains(": ")).count(),
+        last,
+        "{text}"
+    );
+    let o = rocelab(&["lesson", &(last + 1).to_string()]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no lesson 12: expected 1 to 11"), "{err}");
+    assert!(
+        err.contains(&format!("no lesson {}: expected 1 to {last}", last + 1)),
+        "{err}"
+    );
 }
 
 /// `rocelab lesson N` is `rocelab run` of the lesson's file: the same
@@ -911,6 +921,185 @@ fn lesson_11_why_my_nic_does_not_reach_line_rate() {
     for limit in ["message rate", "PCIe", "window", "wire"] {
         assert!(html.contains(&format!(">{limit}</text>")), "{limit}");
     }
+}
+
+/// The nccl-tests groups of a variant: (size, busbw GB/s, limit, time
+/// ps, NCCL's model ps), in size order.
+fn nccl_sizes(v: &Value) -> Vec<(u64, f64, String, u64, u64)> {
+    v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["kind"] == "nccl-tests")
+        .map(|g| {
+            let ps = g["step_time_ps"].as_u64().expect("the size completed");
+            let (bytes, n) = (g["bytes"].as_u64().unwrap(), g["ranks"].as_u64().unwrap());
+            let alg = bytes as f64 / (ps as f64 * 1e-12) / 1e9;
+            let bus = alg * 2.0 * (n as f64 - 1.0) / n as f64;
+            (
+                g["size"].as_u64().unwrap(),
+                bus,
+                g["limit"].as_str().unwrap_or("").to_string(),
+                ps,
+                g["model_ps"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn lesson_12_allreduce_bus_bandwidth_and_its_ceiling() {
+    let (j, _) = lesson(12);
+    // The eight NICs' payload rate in LL128's lines: 8 x 400 Gbit/s x
+    // 4096/4158 x 120/128, GB/s; NVLink's 450 GB/s.
+    let nic = 8.0 * 400.0 / 8.0 * 4096.0 / 4158.0 * 120.0 / 128.0;
+    for (name, ceiling, top_limit, tol) in [
+        ("four-servers", nic, "nic", 0.03),
+        ("one-server", 450.0, "nvlink", 0.02),
+    ] {
+        let v = variant(&j, name);
+        let sizes = nccl_sizes(v);
+        assert_eq!(sizes.len(), 7, "{name}: 64 KiB to 256 MiB by 4");
+        for w in sizes.windows(2) {
+            assert!(
+                w[1].1 > w[0].1,
+                "{name}: busbw falls from {:?} to {:?}",
+                w[0],
+                w[1]
+            );
+        }
+        let last = sizes.last().unwrap();
+        near(
+            &format!("{name} busbw at 256 MiB (GB/s)"),
+            last.1,
+            ceiling,
+            tol,
+        );
+        assert!(
+            (last.3 as f64 - last.4 as f64).abs() <= 0.10 * last.4 as f64,
+            "{name}: 256 MiB in {} ps, NCCL's model {}",
+            last.3,
+            last.4
+        );
+        for s in sizes.iter().filter(|s| s.0 >= 64 << 20) {
+            assert_eq!(s.2, top_limit, "{name} {s:?}");
+        }
+        if name == "four-servers" {
+            for s in sizes.iter().filter(|s| s.0 <= 4 << 20) {
+                assert_eq!(s.2, "latency", "{name} {s:?}");
+            }
+        } else {
+            let nic_bytes: u64 = v["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["is_nic"] == true)
+                .flat_map(|p| p["prio"].as_array().cloned().unwrap_or_default())
+                .map(|c| c["tx_bytes"].as_u64().unwrap_or(0))
+                .sum();
+            assert_eq!(nic_bytes, 0, "one server: nothing reaches a NIC");
+        }
+    }
+}
+
+/// A training job's steps in a variant: (time, compute, exposed, the
+/// most exposed collective with its limit and bottleneck).
+fn job_steps(v: &Value) -> Vec<(u64, u64, u64, Value)> {
+    v["training"][0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let label = s["critical"].clone();
+            let top = s["collectives"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["label"] == label)
+                .cloned()
+                .unwrap_or(Value::Null);
+            (
+                s["time_ps"].as_u64().expect("the step finished"),
+                s["compute_ps"].as_u64().unwrap(),
+                s["exposed_ps"].as_u64().unwrap(),
+                top,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn lesson_13_one_slow_nic_drags_the_job() {
+    let (j, out) = lesson(13);
+    let ms = 1e9;
+    for v in j["variants"].as_array().unwrap() {
+        for (t, c, e, _) in job_steps(v) {
+            assert_eq!(
+                t,
+                c + e,
+                "{}: step = compute + exposed",
+                v["summary"]["variant"]
+            );
+        }
+    }
+    let healthy = job_steps(variant(&j, "healthy"));
+    // 2(n-1)/n x 64 MiB at a 400 (100) Gbit/s NIC's payload rate.
+    let bytes = 1.5 * (64u64 << 20) as f64;
+    let payload = |gbps: f64| gbps * 1e9 / 8.0 * 4096.0 / 4158.0;
+    let ar = bytes / payload(400.0) * 1e12;
+    let slow_ar = bytes / payload(100.0) * 1e12;
+    for (t, _, _, top) in &healthy {
+        assert_eq!(top["label"], "dp all_reduce bucket 0", "{top}");
+        assert!(top["exposed_ps"].as_u64().unwrap() as f64 >= ar, "{top}");
+        near(
+            "healthy step (ps)",
+            *t as f64,
+            0.7 * ms + 8.0 * 30e6 + ar,
+            0.10,
+        );
+    }
+    let h = healthy[0].0 as f64;
+    for (t, _, _, top) in job_steps(variant(&j, "slow-nic")) {
+        assert!(
+            t as f64 >= slow_ar,
+            "slow-nic step {t} ps under the slow ring's {slow_ar}"
+        );
+        assert_eq!(top["label"], "dp all_reduce bucket 0", "{top}");
+        let at = top["bottleneck"].as_str().unwrap_or("");
+        assert!(at.contains("h0"), "{top}");
+    }
+    let storm_v = variant(&j, "storm");
+    assert_eq!(storm_v["summary"]["drops"], 0);
+    // h0's NIC counted one storm warning (85 ms held) and no error.
+    let dump = std::fs::read_to_string(out.join("counters/storm/nics.txt")).expect("nics.txt");
+    let h0: Vec<&str> = dump
+        .split("==> ")
+        .find(|s| s.starts_with("h0.ethtool.txt"))
+        .expect("h0's ethtool dump")
+        .lines()
+        .collect();
+    let count = |name: &str| {
+        h0.iter()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+            .unwrap_or_else(|| panic!("{name} in h0's dump"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(count("tx_pause_storm_warning_events"), "1");
+    assert_eq!(count("tx_pause_storm_error_events"), "0");
+    let storm = job_steps(storm_v);
+    let s0 = storm[0].0 as f64;
+    assert!(
+        s0 >= h + 90.0 * ms && s0 <= 1.10 * (h + 90.0 * ms),
+        "storm step 0: {s0}"
+    );
+
+    near(
+        "storm step 1 (ps)",
+        storm[1].0 as f64,
+        healthy[1].0 as f64,
+        0.02,
+    );
 }
 
 /// `scenarios/websearch-poisson.toml` shows the contrast it promises: the

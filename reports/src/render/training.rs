@@ -73,13 +73,23 @@ fn plot(all: &[Job<'_>]) -> String {
         .fold(0.0, f64::max);
     let row = 26.0;
     let height = 80 + (row * all.len() as f64) as u32;
+    // Room right of the longest bar for its label.
+    let x = Axis::zero_to((max * 1.25).max(1e-6));
+    let xticks = x.ticks();
     let mut p = Plot::with_margin(
         WIDTH,
         height,
         "Mean step: compute and exposed communication",
-        Axis::zero_to(max.max(1e-6)),
+        x,
         Axis::linear(0.0, 1.0),
         220.0,
+    );
+    p.axes_with_ticks(
+        (&xticks, &[]),
+        "mean step (ms)",
+        "job",
+        &|v| num(v),
+        &|_| String::new(),
     );
     let (l, t, _, _) = p.area();
     for (i, j) in all.iter().enumerate() {
@@ -91,7 +101,7 @@ fn plot(all: &[Job<'_>]) -> String {
                 p.span(0.0, c, y0, y0 + 18.0, j.color);
                 p.span(c, c + e, y0, y0 + 18.0, EXPOSED);
                 let x = p.px(c + e) + 4.0;
-                p.label(x, y0 + 14.0, "start", &format!("{} ms", num(c + e)));
+                p.label(x, y0 + 14.0, "start", &format!("{:.3} ms", c + e));
             }
             None => p.label(l + 4.0, y0 + 14.0, "start", "did not finish"),
         }
