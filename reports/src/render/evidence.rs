@@ -344,6 +344,7 @@ pub(super) fn empty_run(name: &str) -> RunResult {
         flow_rates: Vec::new(),
         perftest: Vec::new(),
         training: Vec::new(),
+        fluid: None,
         captures: Vec::new(),
     }
 }

@@ -66,8 +66,12 @@ pub fn variant_colors(rs: &[RunResult], truth: &[Option<Diagnosis>]) -> Vec<&'st
     let mut spare = SPARE.iter().chain(PALETTE.iter()).cycle();
     for (i, r) in rs.iter().enumerate() {
         let mut c = kind_of(&r.summary.variant, truth_of(truth, i)).1;
-        while used.contains(&c) && used.len() < SPARE.len() + PALETTE.len() {
+        // One pass over the spare colours at most: with more variants
+        // than distinct colours (the lists share some), colours repeat.
+        let mut tries = SPARE.len() + PALETTE.len();
+        while used.contains(&c) && tries > 0 {
             c = spare.next().copied().unwrap_or(c);
+            tries -= 1;
         }
         used.push(c);
     }
@@ -100,6 +104,21 @@ pub fn legend_html(rs: &[RunResult], truth: &[Option<Diagnosis>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// More variants than distinct colours: colours repeat, and the
+    /// call returns (it once looped for ever past about ten variants).
+    #[test]
+    fn many_variants_get_a_colour_each() {
+        let rs: Vec<RunResult> = (0..40)
+            .map(|i| crate::render::evidence::empty_run(&format!("v{i}")))
+            .collect();
+        let c = variant_colors(&rs, &[]);
+        assert_eq!(c.len(), 40);
+        assert!(
+            c[..8].iter().enumerate().all(|(i, x)| !c[..i].contains(x)),
+            "{c:?}"
+        );
+    }
 
     fn truth(cause: &str, role: Option<Role>) -> Diagnosis {
         Diagnosis {
