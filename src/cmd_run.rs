@@ -234,6 +234,19 @@ pub(crate) fn run_variant(
     };
     let topo = &scenario.topologies[v.topology];
     let (mut result, stats) = simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)?;
+    if v.fidelity_check && v.fidelity == sim::run::Fidelity::Fluid {
+        // The same variant frame by frame: fluid mode's error, stated.
+        let packet_opts = RunOptions {
+            fidelity: sim::run::Fidelity::Packet,
+            ..v.run_options()
+        };
+        let (packet, pst) = simulate(topo, &routes[v.topology], &v.config, &v.flows, &packet_opts)?;
+        let check =
+            sim::results::FluidCheck::compare(&result, &packet, stats.run_secs, pst.run_secs);
+        if let Some(fl) = result.fluid.as_mut() {
+            fl.check = Some(check);
+        }
+    }
     let jobs = v.training_jobs();
     if jobs.len() >= 2 {
         // How much the jobs slow each other: each alone on the same
@@ -440,6 +453,23 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
     ];
     for (k, v) in rows {
         println!("  {k:<18} {v}");
+    }
+    if let Some(fl) = &r.fluid {
+        println!(
+            "  fidelity           fluid (flows as max-min rates; no buffers, PFC, ECN or loss)"
+        );
+        if let Some(c) = &fl.check {
+            println!(
+                "  against packets    mean FCT {:+.1} %, p99 FCT {:+.1} %, makespan {:+.1} %; {:.0}x faster ({:.3} s against {:.3} s)",
+                c.fct_mean_error * 100.0,
+                c.fct_p99_error * 100.0,
+                c.makespan_error * 100.0,
+                c.speedup,
+                c.fluid_wall_s,
+                c.packet_wall_s
+            );
+            println!("                     {}", c.verdict);
+        }
     }
     for g in r
         .groups

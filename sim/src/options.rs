@@ -32,6 +32,19 @@ pub struct Progress<'a> {
 /// A progress observer: called from the event loop, so it must be cheap.
 pub type ProgressFn = Arc<dyn Fn(&Progress<'_>) + Send + Sync>;
 
+/// How a run moves its flows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fidelity {
+    /// Frame by frame through queues, PFC and the transport engine (the
+    /// default).
+    #[default]
+    Packet,
+    /// Flows as max-min fair rates over their paths, for large sweeps
+    /// (see `crate::fabric` fluid mode for what it leaves out).
+    Fluid,
+}
+
 /// How long to run and what to call the run.
 #[derive(Clone)]
 pub struct RunOptions {
@@ -55,6 +68,8 @@ pub struct RunOptions {
     /// Workload names by [`FlowSpec::workload`](crate::workload::FlowSpec::workload) index, for the flow
     /// records; an index without a name is called `workload-<index>`.
     pub workloads: Vec<String>,
+    /// Frames or rates.
+    pub fidelity: Fidelity,
 }
 
 impl Default for RunOptions {
@@ -67,6 +82,7 @@ impl Default for RunOptions {
             progress: None,
             groups: Vec::new(),
             workloads: Vec::new(),
+            fidelity: Fidelity::Packet,
         }
     }
 }
@@ -81,6 +97,7 @@ impl fmt::Debug for RunOptions {
             .field("progress", &self.progress.is_some())
             .field("groups", &self.groups)
             .field("workloads", &self.workloads)
+            .field("fidelity", &self.fidelity)
             .finish()
     }
 }

@@ -58,11 +58,185 @@ pub struct RunResult {
     /// when there is none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub training: Vec<TrainingRecord>,
+    /// Fluid mode's account of itself (`fidelity = "fluid"`): what it
+    /// leaves out, and its error against the packet model when the
+    /// scenario asked for the check (absent in packet mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fluid: Option<FluidRecord>,
     /// The pcap files of the captured link directions (`record.pcap`), in
     /// that order. Never in `results.json`: `rocelab run` writes each to
     /// `pcap/<variant>/<name>.pcap`.
     #[serde(skip)]
     pub captures: Vec<CaptureFile>,
+}
+
+/// What a fluid-mode run says of itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FluidRecord {
+    /// What fluid mode does not model.
+    pub leaves_out: Vec<String>,
+    /// The same variant run in packet mode beside it
+    /// (`fidelity_check = true`): the error of fluid mode's numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<FluidCheck>,
+}
+
+/// Fluid mode against the packet model on the same variant. Errors are
+/// relative, (fluid - packet) / packet; `_abs` means are of their
+/// absolute values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FluidCheck {
+    /// Wall-clock seconds of the packet run's event loop.
+    pub packet_wall_s: f64,
+    /// Wall-clock seconds of the fluid run's loop.
+    pub fluid_wall_s: f64,
+    /// `packet_wall_s / fluid_wall_s`.
+    pub speedup: f64,
+    /// Fabric flows that completed in both.
+    pub flows: u64,
+    /// Error of their mean FCT.
+    pub fct_mean_error: f64,
+    /// Error of their 99th percentile FCT.
+    pub fct_p99_error: f64,
+    /// Mean absolute FCT error over those flows, flow by flow (a FIFO
+    /// queue serves flows unequally where fluid mode shares fairly, so
+    /// single flows differ more than the distribution).
+    pub fct_error_mean_abs: f64,
+    /// The largest absolute FCT error.
+    pub fct_error_max_abs: f64,
+    /// Error of the makespan (last completion).
+    pub makespan_error: f64,
+    /// Groups (collective sizes, training phases) timed in both.
+    pub groups: u64,
+    /// The largest absolute error of a group's time (`None`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_error_max_abs: Option<f64>,
+    /// Training steps timed in both.
+    pub steps: u64,
+    /// The largest absolute error of a step time (`None`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_error_max_abs: Option<f64>,
+    /// PAUSE frames the packet run sent.
+    pub packet_pause_frames: u64,
+    /// Frames the packet run dropped.
+    pub packet_drops: u64,
+    /// What the numbers mean: whether PFC or loss, which fluid mode does
+    /// not model, was at work in the packet run.
+    pub verdict: String,
+}
+
+/// The tolerance fluid mode is held to where the packet run neither
+/// paused nor dropped: 10 % on flow, group and step times.
+pub const FLUID_TOLERANCE: f64 = 0.10;
+
+impl FluidCheck {
+    /// Compare a fluid run with the packet run of the same variant.
+    pub fn compare(
+        fluid: &RunResult,
+        packet: &RunResult,
+        fluid_wall_s: f64,
+        packet_wall_s: f64,
+    ) -> FluidCheck {
+        let rel = |a: u64, b: u64| {
+            if b == 0 {
+                0.0
+            } else {
+                (a as f64 - b as f64) / b as f64
+            }
+        };
+        let mut errs = Vec::new();
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        for (f, p) in fluid.flows.iter().zip(&packet.flows) {
+            if let (Some(a), Some(b), true) = (f.fct_ps, p.fct_ps, f.id == p.id) {
+                errs.push(rel(a, b).abs());
+                fa.push(a);
+                fb.push(b);
+            }
+        }
+        let mean = |v: &[u64]| v.iter().sum::<u64>() / (v.len() as u64).max(1);
+        let fct_mean_error = rel(mean(&fa), mean(&fb));
+        fa.sort_unstable();
+        fb.sort_unstable();
+        let p99 = |v: &[u64]| if v.is_empty() { 0 } else { percentile(v, 99) };
+        let fct_p99_error = rel(p99(&fa), p99(&fb));
+        let max_abs = |v: &[f64]| {
+            v.iter()
+                .copied()
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+        };
+        let mut gerr = Vec::new();
+        for (f, p) in fluid.groups.iter().zip(&packet.groups) {
+            if let (Some(a), Some(b)) = (f.step_time_ps, p.step_time_ps) {
+                gerr.push(rel(a, b).abs());
+            }
+        }
+        let mut serr = Vec::new();
+        for (f, p) in fluid.training.iter().zip(&packet.training) {
+            for (a, b) in f.steps.iter().zip(&p.steps) {
+                if let (Some(a), Some(b)) = (a.time_ps, b.time_ps) {
+                    serr.push(rel(a, b).abs());
+                }
+            }
+        }
+        let pauses = packet.summary.pause_frames_sent;
+        let drops = packet.summary.drops;
+        let makespan_error = rel(fluid.summary.makespan_ps, packet.summary.makespan_ps);
+        // Judged on what the run is about: collective and step times
+        // where it has them (their flows are chunks a queue pair serves
+        // in turn), else the flows' FCT distribution and the makespan.
+        let worst = if gerr.is_empty() && serr.is_empty() {
+            [fct_mean_error, fct_p99_error, makespan_error]
+                .iter()
+                .fold(0.0, |m: f64, x| m.max(x.abs()))
+        } else {
+            [max_abs(&gerr), max_abs(&serr)]
+                .into_iter()
+                .flatten()
+                .fold(0.0, f64::max)
+        };
+        let verdict = if pauses == 0 && drops == 0 {
+            if worst <= FLUID_TOLERANCE {
+                format!(
+                    "no PAUSE and no drop in packet mode: fluid mode is within {:.0} % (worst {:.1} %)",
+                    FLUID_TOLERANCE * 100.0,
+                    worst * 100.0
+                )
+            } else {
+                format!(
+                    "no PAUSE and no drop in packet mode, yet fluid mode is off by up to {:.1} %: outside its {:.0} % tolerance",
+                    worst * 100.0,
+                    FLUID_TOLERANCE * 100.0
+                )
+            }
+        } else {
+            format!(
+                "packet mode sent {pauses} PAUSE frames and dropped {drops}: fluid mode models neither, and is off by up to {:.1} %",
+                worst * 100.0
+            )
+        };
+        FluidCheck {
+            packet_wall_s,
+            fluid_wall_s,
+            speedup: packet_wall_s / fluid_wall_s.max(1e-9),
+            flows: errs.len() as u64,
+            fct_mean_error,
+            fct_p99_error,
+            fct_error_mean_abs: if errs.is_empty() {
+                0.0
+            } else {
+                errs.iter().sum::<f64>() / errs.len() as f64
+            },
+            fct_error_max_abs: max_abs(&errs).unwrap_or(0.0),
+            makespan_error,
+            groups: gerr.len() as u64,
+            group_error_max_abs: max_abs(&gerr),
+            steps: serr.len() as u64,
+            step_error_max_abs: max_abs(&serr),
+            packet_pause_frames: pauses,
+            packet_drops: drops,
+            verdict,
+        }
+    }
 }
 
 /// What a training job's steps cost (see

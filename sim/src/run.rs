@@ -5,12 +5,15 @@
 //! duration is reached or the event budget is spent, and returns the
 //! deterministic [`RunResult`] together with wall-clock [`RunStats`].
 //!
+//! `options.fidelity` picks the packet model or fluid mode (flows as
+//! max-min fair rates; see the fabric's `fluid` module).
+//!
 //! Flows are posted at their `start`, or, when they wait for other flows
 //! ([`FlowSpec::after`]), at the later of `start` and the completion of
 //! the last flow they wait for (see [`crate::workload`]).
 
 use crate::config::SimConfig;
-pub use crate::options::{Progress, ProgressFn, RunOptions, SimError};
+pub use crate::options::{Fidelity, Progress, ProgressFn, RunOptions, SimError};
 use crate::results::{RunResult, RunStats};
 use crate::topology::{Routes, Topology};
 use crate::workload::FlowSpec;
@@ -23,5 +26,9 @@ pub fn simulate(
     flows: &[FlowSpec],
     options: &RunOptions,
 ) -> Result<(RunResult, RunStats), SimError> {
-    crate::fabric::World::build(topology, routes, config, flows, options)?.run()
+    let world = crate::fabric::World::build(topology, routes, config, flows, options)?;
+    match options.fidelity {
+        Fidelity::Packet => world.run(),
+        Fidelity::Fluid => world.run_fluid(),
+    }
 }

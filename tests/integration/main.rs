@@ -6,6 +6,7 @@ mod cli_reports;
 mod cli_sim;
 mod cli_sweep;
 mod devices;
+mod fluid;
 mod ibverbs_shim;
 mod interview;
 mod lessons;

@@ -51,4 +51,8 @@ pub(crate) enum Ev {
     /// A fault or timed override changes the state of an element (index
     /// into the world's actions).
     Action(u32),
+    /// Fluid mode: a flow's last byte lands at its destination.
+    FluidLand(u32),
+    /// Fluid mode: a flow's requester sees its completion.
+    FluidDone(u32),
 }

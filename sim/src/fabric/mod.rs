@@ -47,6 +47,7 @@ mod build;
 mod capture;
 pub mod deadlock;
 mod event;
+mod fluid;
 mod host;
 pub mod impairments;
 mod monitors;
@@ -247,6 +248,8 @@ impl World<'_> {
             Ev::FlowPost(f) => self.flow_post(f, now),
             Ev::Drain(nic) => self.drain(nic, now),
             Ev::Action(a) => self.run_action(a, now),
+            // Fluid mode's own events; the packet model never schedules them.
+            Ev::FluidLand(_) | Ev::FluidDone(_) => return false,
             Ev::Sample => {
                 self.sample_queues(now);
                 return false;
@@ -769,6 +772,7 @@ impl World<'_> {
             flow_rates,
             perftest,
             training,
+            fluid: None,
             captures: self.taps.take().map(|t| t.finish()).unwrap_or_default(),
         }
     }

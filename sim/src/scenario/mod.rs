@@ -12,6 +12,8 @@
 //! seed = 1                            # root seed (default 1)
 //! duration = "10ms"                   # stop time (default: until idle)
 //! max_events = 2_000_000_000          # runaway guard (default 2e9)
+//! fidelity = "packet"                 # or "fluid": flows as rates
+//! fidelity_check = false              # fluid: also run packets, state the error
 //! topology = "../topologies/leaf-spine-4x2.toml"   # relative to this file
 //! # or an inline topology table ([topology] with [topology.generator] ...)
 //! # or an import: topology = { format = "hpcc", path = "topo.txt" }
@@ -65,7 +67,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{FabricConfig, FaultConfig, NicConfig, RecordConfig, SimConfig};
 use crate::faults::FaultPlan;
 use crate::input::{decode_str, decode_value, read_file, FileError};
-use crate::options::RunOptions;
+use crate::options::{Fidelity, RunOptions};
 use crate::overrides::OverrideDoc;
 use crate::results::RunResult;
 use crate::topology::{self, NodeId, NodeKind, Topology};
@@ -98,6 +100,13 @@ pub struct ScenarioDoc {
     /// Event budget per variant.
     #[serde(default)]
     pub max_events: Option<u64>,
+    /// `packet` (default) or `fluid`.
+    #[serde(default)]
+    pub fidelity: Fidelity,
+    /// In fluid mode, also run the packet model and state fluid mode's
+    /// error in results.json (`fluid.check`).
+    #[serde(default)]
+    pub fidelity_check: bool,
     /// Topology: a path, an inline table or an import table.
     pub topology: toml::Value,
     /// Switch settings.
@@ -175,6 +184,10 @@ pub struct Variant {
     pub duration: Option<Duration>,
     /// Event budget.
     pub max_events: u64,
+    /// Frames or rates.
+    pub fidelity: Fidelity,
+    /// Fluid mode checked against the packet model.
+    pub fidelity_check: bool,
     /// The variant's ground truth, when the scenario states one.
     pub diagnosis: Option<Diagnosis>,
 }
@@ -237,6 +250,7 @@ impl Variant {
             progress: None,
             groups: self.groups.clone(),
             workloads: self.workloads.clone(),
+            fidelity: self.fidelity,
         }
     }
 }
@@ -524,6 +538,8 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
         let (flows, groups, workloads) =
             workload::build(path, topo, &doc.workloads, doc.seed, &config)
                 .map_err(|e| e.with_variant_if(&prefix, &vname))?;
+        check_fidelity(path, &doc, &config, &flows)
+            .map_err(|e| e.with_variant_if(&prefix, &vname))?;
         scenario.variants.push(Variant {
             name: vname,
             description: vdesc,
@@ -535,10 +551,53 @@ fn load_text(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, FileEr
             seed: doc.seed,
             duration: doc.duration,
             max_events: doc.max_events.unwrap_or(DEFAULT_MAX_EVENTS),
+            fidelity: doc.fidelity,
+            fidelity_check: doc.fidelity_check,
             diagnosis: doc.diagnosis.clone(),
         });
     }
     Ok(scenario)
+}
+
+/// Fluid mode moves flows as rates: what needs frames is refused here,
+/// so that what `validate` accepts, `run` runs.
+fn check_fidelity(
+    path: &Path,
+    doc: &ScenarioDoc,
+    config: &SimConfig,
+    flows: &[FlowSpec],
+) -> Result<(), FileError> {
+    if doc.fidelity_check && doc.fidelity != Fidelity::Fluid {
+        return Err(FileError::new(
+            path,
+            "fidelity_check",
+            "true: expected it only with fidelity = \"fluid\" (it runs the packet model beside fluid mode)",
+        ));
+    }
+    if doc.fidelity != Fidelity::Fluid {
+        return Ok(());
+    }
+    let why = if !config.faults.is_empty() {
+        Some("faults act on frames and links in time")
+    } else if config.overrides.iter().any(|o| !o.window.always()) {
+        Some("timed overrides change elements during the run")
+    } else if flows.iter().any(|f| f.post.is_some()) {
+        Some("perftest's posting loops are per message")
+    } else if config.nic.host.is_some() {
+        Some("a host model (nic.host) paces frames through PCIe")
+    } else if !config.record.pcap.is_empty() {
+        Some("captures (record.pcap) need frames")
+    } else {
+        None
+    };
+    match why {
+        Some(w) => Err(FileError::new(
+            path,
+            "fidelity",
+            format!("\"fluid\": {w}; expected \"packet\" for this scenario"),
+        )),
+        None => Ok(()),
+    }
 }
 
 impl FileError {
