@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 13] = [
+pub const LESSONS: [Lesson; 14] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -52,6 +52,7 @@ pub const LESSONS: [Lesson; 13] = [
     lesson!("11-why-my-nic-does-not-reach-line-rate.toml"),
     lesson!("12-allreduce-bus-bandwidth-and-its-ceiling.toml"),
     lesson!("13-one-slow-nic-drags-the-job.toml"),
+    lesson!("14-moe-alltoall-is-an-incast.toml"),
 ];
 
 impl Lesson {

@@ -1102,6 +1102,108 @@ fn lesson_13_one_slow_nic_drags_the_job() {
     );
 }
 
+/// The time of the single nccl-tests size of a variant, ps, and its group.
+fn only_size(v: &Value) -> (f64, &Value) {
+    let g = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "nccl-tests")
+        .expect("an nccl-tests size");
+    (
+        g["step_time_ps"].as_u64().expect("the size completed") as f64,
+        g,
+    )
+}
+
+#[test]
+fn lesson_14_moe_alltoall_is_an_incast() {
+    let (j, _) = lesson(14);
+    let us = 1e6;
+    // Each rank's 24 off-server shares of 512 KiB at a 400 Gbit/s NIC's
+    // payload rate (4096 of each 4158 bytes on the wire).
+    let payload = 400e9 / 8.0 * 4096.0 / 4158.0;
+    let floor = 24.0 * (512u64 << 10) as f64 / payload * 1e12;
+    for v in j["variants"].as_array().unwrap() {
+        let (t, _) = only_size(v);
+        assert!(
+            t >= floor,
+            "{}: {t} ps under the NIC floor {floor}",
+            v["summary"]["variant"]
+        );
+    }
+    let deep = variant(&j, "deep-buffer");
+    assert_eq!(sum(deep, "pause_frames_sent"), 0);
+    assert_eq!(sum(deep, "drops"), 0);
+    let (t_deep, g) = only_size(deep);
+    assert_eq!(g["limit"], "congestion", "{g}");
+    let at = g["bottleneck"].as_str().unwrap();
+    assert!(
+        at.starts_with("spine") && at.contains("-> rail"),
+        "a spine's link to a leaf: {at}"
+    );
+    // The busiest fabric link's bytes (on the wire) at 50 GB/s.
+    let busiest = deep["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["is_nic"] == false)
+        .map(|p| {
+            p["prio"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["tx_bytes"].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap();
+    near(
+        "deep-buffer all-to-all (ps)",
+        t_deep,
+        busiest as f64 / 50e9 * 1e12,
+        0.05,
+    );
+
+    let pfc = variant(&j, "pfc");
+    assert!(sum(pfc, "pause_frames_sent") > 0);
+    assert_eq!(sum(pfc, "drops"), 0);
+    let (t_pfc, g) = only_size(pfc);
+    assert!(t_pfc > t_deep, "pfc {t_pfc} ps, deep buffers {t_deep}");
+    let held: Vec<&str> = g["paused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(held.iter().any(|p| p.starts_with('h')), "a NIC: {held:?}");
+    assert!(
+        held.iter()
+            .any(|p| p.starts_with("rail") && p.contains(" by spine")),
+        "a leaf's uplink: {held:?}"
+    );
+
+    let dcqcn = variant(&j, "dcqcn");
+    assert_eq!(sum(dcqcn, "pause_frames_sent"), 0);
+    assert!(sum(dcqcn, "cnps_sent") > 0);
+    near(
+        "dcqcn all-to-all (ps)",
+        only_size(dcqcn).0,
+        2.0 * floor,
+        0.25,
+    );
+
+    let lossy = variant(&j, "lossy");
+    assert!(sum(lossy, "drops") > 0);
+    // One ACK timeout: 4.096 us x 2^14.
+    let timeout = 4.096 * us * f64::from(1u32 << 14);
+    let t = only_size(lossy).0;
+    assert!(
+        t >= timeout && t <= timeout + 1000.0 * us,
+        "lossy all-to-all {t} ps, one ACK timeout {timeout}"
+    );
+}
+
 /// `scenarios/websearch-poisson.toml` shows the contrast it promises: the
 /// same flows drop nothing under PFC, and without it drop, resend and
 /// wait for ACK timeouts in the tail.
