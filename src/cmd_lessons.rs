@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 14] = [
+pub const LESSONS: [Lesson; 15] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -53,6 +53,7 @@ pub const LESSONS: [Lesson; 14] = [
     lesson!("12-allreduce-bus-bandwidth-and-its-ceiling.toml"),
     lesson!("13-one-slow-nic-drags-the-job.toml"),
     lesson!("14-moe-alltoall-is-an-incast.toml"),
+    lesson!("15-ecmp-collisions-rails-against-plain.toml"),
 ];
 
 impl Lesson {

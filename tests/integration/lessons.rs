@@ -1204,6 +1204,95 @@ fn lesson_14_moe_alltoall_is_an_incast() {
     );
 }
 
+/// The bytes a port sent, all priorities.
+fn port_bytes(p: &Value) -> u64 {
+    p["prio"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tx_bytes"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// The most bytes any NIC sent, and any port on a link to or from a
+/// spine sent, in a variant.
+fn nic_and_spine_bytes(v: &Value) -> (u64, u64) {
+    let ports = v["ports"].as_array().unwrap();
+    let nic = ports
+        .iter()
+        .filter(|p| p["is_nic"] == true)
+        .map(port_bytes)
+        .max()
+        .unwrap();
+    let spine = ports
+        .iter()
+        .filter(|p| {
+            let (a, b) = (
+                p["node"].as_str().unwrap(),
+                p["peer"].as_str().unwrap_or(""),
+            );
+            a.starts_with("spine") || b.starts_with("spine")
+        })
+        .map(port_bytes)
+        .max()
+        .unwrap_or(0);
+    (nic, spine)
+}
+
+#[test]
+fn lesson_15_ecmp_collisions_rails_against_plain() {
+    let (j, _) = lesson(15);
+    // Lesson 12's ceiling: eight 400 Gbit/s NICs less headers, in LL128's
+    // lines, GB/s; a ring all-reduce moves 2(n-1)/n of the buffer.
+    let ceiling = 8.0 * 400.0 / 8.0 * 4096.0 / 4158.0 * 120.0 / 128.0;
+    let want = 2.0 * 31.0 / 32.0 * (64u64 << 20) as f64 / (ceiling * 1e9) * 1e12;
+    let rails = variant(&j, "rails");
+    let (t_rails, g) = only_size(rails);
+    near("rails all-reduce (ps)", t_rails, want, 0.10);
+    assert_eq!(g["limit"], "nic", "{g}");
+    assert_eq!(nic_and_spine_bytes(rails).1, 0, "rails: no byte on a spine");
+    assert_eq!(sum(rails, "pause_frames_sent"), 0);
+
+    let plain = variant(&j, "plain");
+    let (t_plain, g) = only_size(plain);
+    assert_eq!(g["limit"], "congestion", "{g}");
+    let at = g["bottleneck"].as_str().unwrap();
+    assert!(
+        at.starts_with("leaf") && at.contains("-> spine"),
+        "a leaf's uplink: {at}"
+    );
+    let (nic, spine) = nic_and_spine_bytes(plain);
+    // Four rings of two NICs, give or take the acknowledgements each way.
+    near("busiest uplink (B)", spine as f64, 2.0 * nic as f64, 0.01);
+    assert!(
+        t_plain >= 1.8 * t_rails,
+        "plain {t_plain} ps, rails {t_rails}"
+    );
+    near(
+        "plain all-reduce (ps)",
+        t_plain,
+        spine as f64 / 50e9 * 1e12,
+        0.05,
+    );
+    assert!(sum(plain, "pause_frames_sent") > 0);
+    assert_eq!(sum(plain, "drops"), 0);
+
+    let fat = variant(&j, "plain-fat-uplinks");
+    let (nic, spine) = nic_and_spine_bytes(fat);
+    // At most eight rings: four NICs' bytes, its 1600 Gbit/s.
+    assert!(
+        spine as f64 <= 1.01 * 4.0 * nic as f64,
+        "busiest uplink {spine} B, a NIC {nic} B"
+    );
+    assert_eq!(sum(fat, "pause_frames_sent"), 0);
+    near(
+        "plain-fat-uplinks all-reduce (ps)",
+        only_size(fat).0,
+        t_rails,
+        0.02,
+    );
+}
+
 /// `scenarios/websearch-poisson.toml` shows the contrast it promises: the
 /// same flows drop nothing under PFC, and without it drop, resend and
 /// wait for ACK timeouts in the tail.
