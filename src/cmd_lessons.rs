@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 15] = [
+pub const LESSONS: [Lesson; 16] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -54,6 +54,7 @@ pub const LESSONS: [Lesson; 15] = [
     lesson!("13-one-slow-nic-drags-the-job.toml"),
     lesson!("14-moe-alltoall-is-an-incast.toml"),
     lesson!("15-ecmp-collisions-rails-against-plain.toml"),
+    lesson!("16-two-jobs-who-pays-for-whose-incast.toml"),
 ];
 
 impl Lesson {

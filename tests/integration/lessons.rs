@@ -1293,6 +1293,115 @@ fn lesson_15_ecmp_collisions_rails_against_plain() {
     );
 }
 
+/// The training record of job `name` in a variant.
+fn job<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["training"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["job"] == name)
+        .unwrap_or_else(|| panic!("no job {name}"))
+}
+
+/// A job's slowdown against itself alone on the same fabric.
+fn slowdown(v: &Value, name: &str) -> f64 {
+    job(v, name)["slowdown"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{name}'s slowdown"))
+}
+
+/// A job's list of strings under `key` (`shared_links`, `paused`).
+fn job_list<'a>(v: &'a Value, name: &str, key: &str) -> Vec<&'a str> {
+    job(v, name)[key]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn lesson_16_two_jobs_who_pays_for_whose_incast() {
+    let (j, _) = lesson(16);
+    let us = 1e6;
+    for v in j["variants"].as_array().unwrap() {
+        for t in v["training"].as_array().unwrap() {
+            for s in t["steps"].as_array().unwrap() {
+                assert_eq!(
+                    s["time_ps"].as_u64().unwrap(),
+                    s["compute_ps"].as_u64().unwrap() + s["exposed_ps"].as_u64().unwrap(),
+                    "{} {}: step = compute + exposed",
+                    v["summary"]["variant"],
+                    t["job"]
+                );
+            }
+        }
+    }
+    // A 400 Gbit/s NIC's payload rate, bytes per second.
+    let payload = 400e9 / 8.0 * 4096.0 / 4158.0;
+    let apart = variant(&j, "apart");
+    assert_eq!(sum(apart, "pause_frames_sent"), 0);
+    for name in ["moe", "dense"] {
+        near(
+            &format!("apart {name} slowdown"),
+            slowdown(apart, name),
+            1.0,
+            0.01,
+        );
+        assert!(job_list(apart, name, "shared_links").is_empty());
+    }
+    let step = |v: &Value, name: &str| job(v, name)["mean_step_ps"].as_u64().unwrap() as f64;
+    // 0.7 ms of compute; moe: 8 all-to-alls of 8 x 512 KiB through each
+    // NIC; dense: 8 tensor-parallel all-reduces of about 30 us and 64 MiB
+    // through each NIC.
+    let a2a = 8.0 * (512u64 << 10) as f64 / payload * 1e12;
+    near(
+        "apart moe step (ps)",
+        step(apart, "moe"),
+        700.0 * us + 8.0 * a2a,
+        0.03,
+    );
+    let ar = (64u64 << 20) as f64 / payload * 1e12;
+    near(
+        "apart dense step (ps)",
+        step(apart, "dense"),
+        700.0 * us + 8.0 * 30.0 * us + ar,
+        0.03,
+    );
+
+    let shared = variant(&j, "shared");
+    assert!(sum(shared, "pause_frames_sent") > 0);
+    assert_eq!(sum(shared, "drops"), 0);
+    for (name, other) in [("moe", "dense"), ("dense", "moe")] {
+        let s = slowdown(shared, name);
+        assert!(s > 1.03, "shared: {name} slowed {s}");
+        let links = job_list(shared, name, "shared_links");
+        assert!(
+            !links.is_empty() && links.iter().all(|l| l.contains("spine")),
+            "{name}: {links:?}"
+        );
+        let paused = job_list(shared, name, "paused");
+        assert!(
+            paused
+                .iter()
+                .any(|p| p.contains(&format!("(also carries {other})"))),
+            "{name}: {paused:?}"
+        );
+    }
+
+    let first = variant(&j, "dense-first");
+    near(
+        "dense-first dense slowdown",
+        slowdown(first, "dense"),
+        1.0,
+        0.01,
+    );
+    assert!(
+        slowdown(first, "moe") > slowdown(shared, "moe"),
+        "moe pays more when dense goes first: {} against {}",
+        slowdown(first, "moe"),
+        slowdown(shared, "moe")
+    );
+}
+
 /// `scenarios/websearch-poisson.toml` shows the contrast it promises: the
 /// same flows drop nothing under PFC, and without it drop, resend and
 /// wait for ACK timeouts in the tail.
