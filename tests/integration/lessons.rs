@@ -1388,11 +1388,20 @@ fn lesson_16_two_jobs_who_pays_for_whose_incast() {
     }
 
     let first = variant(&j, "dense-first");
+    assert_eq!(sum(first, "pause_frames_sent"), 0);
     near(
         "dense-first dense slowdown",
         slowdown(first, "dense"),
         1.0,
         0.01,
+    );
+    // At worst one all-to-all a step waits out dense's whole gradient
+    // all-reduce.
+    let alone = job(first, "moe")["alone_mean_step_ps"].as_u64().unwrap() as f64;
+    assert!(
+        step(first, "moe") <= 1.02 * (alone + ar),
+        "dense-first moe step {} ps, alone {alone} + dense's all-reduce {ar}",
+        step(first, "moe")
     );
     assert!(
         slowdown(first, "moe") > slowdown(shared, "moe"),
