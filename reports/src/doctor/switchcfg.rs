@@ -418,7 +418,13 @@ fn ecn_not_marking(
             Symptom::EcnNotMarking,
             s.name.clone(),
         );
-        f.origin = Some(s.name.clone());
+        // ECN off is a misconfiguration named as the origin (ranked
+        // before the PAUSE it leaves to PFC) when marks would count here:
+        // off everywhere with nothing answering marks is how this fabric
+        // is run, a warning that ranks after what the counters measure.
+        if on || would_count {
+            f.origin = Some(s.name.clone());
+        }
         if !on {
             f.title = format!(
                 "ECN is off on switch {}'s queue {q}: the congested queue never marks, so DCQCN cannot slow the senders and PFC does all the work",
