@@ -56,6 +56,13 @@ struct Live {
     rem: f64,
     /// Its max-min rate, bytes per ps.
     rate: f64,
+    /// When `rem` was taken, ps.
+    t_upd: f64,
+    /// When its transfer began, ps.
+    t0: f64,
+    /// Set at each new rate from a run-wide counter (a slot is reused
+    /// by later flows): older finish times in the heap are stale.
+    ver: u64,
     /// Egress ports of its path.
     path: Vec<u32>,
     /// Last byte out to landing, and landing to the completion, ps.
@@ -142,6 +149,205 @@ impl Share {
     }
 }
 
+/// Flows closer together than this finish together (ps): a batch of
+/// equal transfers that started a few ns apart is one rate change, not
+/// one per flow.
+const FINISH_WINDOW_PS: f64 = 5_000.0;
+/// ... or closer than this share of the first one's transfer time: a
+/// flow may end up to 0.5 % of its transfer early, so that the hundreds
+/// of transfers of an all-to-all that end close together cost one rate
+/// change instead of one each.
+const FINISH_WINDOW_SHARE: f64 = 0.005;
+
+/// The flows in transfer and their rates, recomputed only for the
+/// flows that share a port, directly or through others, with a flow
+/// that started or ended: max-min shares of separate components do not
+/// depend on each other.
+struct Rates {
+    /// Capacity per port, bytes per ps.
+    cap: Vec<f64>,
+    /// Live flows by slot.
+    slab: Vec<Option<Live>>,
+    free: Vec<u32>,
+    /// Slots of the live flows on each port.
+    on_port: Vec<Vec<u32>>,
+    /// Ports whose flows changed since the last settle.
+    touched: Vec<u32>,
+    /// Finish times (bits of a positive f64), slot, version.
+    finish: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    /// The last version handed out.
+    ver: u64,
+    share: Share,
+    /// Scratch of the component search: stamps per port and slot.
+    port_mark: Vec<u32>,
+    slot_mark: Vec<u32>,
+    stamp: u32,
+}
+
+impl Rates {
+    fn new(cap: Vec<f64>) -> Rates {
+        let n = cap.len();
+        Rates {
+            cap,
+            slab: Vec::new(),
+            free: Vec::new(),
+            on_port: vec![Vec::new(); n],
+            touched: Vec::new(),
+            finish: BinaryHeap::new(),
+            ver: 0,
+            share: Share::default(),
+            port_mark: vec![0; n],
+            slot_mark: Vec::new(),
+            stamp: 0,
+        }
+    }
+
+    /// A flow begins its transfer at `t`.
+    fn add(&mut self, mut f: Live, t: f64) {
+        f.t_upd = t;
+        f.t0 = t;
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slab.push(None);
+                self.slot_mark.push(0);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        for &p in &f.path {
+            self.on_port[p as usize].push(slot);
+            self.touched.push(p);
+        }
+        self.slab[slot as usize] = Some(f);
+    }
+
+    /// When the first live flow finishes at today's rates.
+    fn next_finish(&mut self) -> Option<f64> {
+        while let Some(&Reverse((bits, slot, ver))) = self.finish.peek() {
+            match &self.slab[slot as usize] {
+                Some(f) if f.ver == ver => return Some(f64::from_bits(bits)),
+                _ => {
+                    self.finish.pop();
+                }
+            }
+        }
+        None
+    }
+
+    /// Take every flow due to finish by `t` (and those within
+    /// [`FINISH_WINDOW_PS`] of it), in finish order.
+    fn take_finished(&mut self, t: f64) -> Vec<Live> {
+        let mut out = Vec::new();
+        let mut window = FINISH_WINDOW_PS;
+        while let Some(&Reverse((bits, slot, ver))) = self.finish.peek() {
+            if f64::from_bits(bits) > t + window {
+                break;
+            }
+            self.finish.pop();
+            let fresh = self.slab[slot as usize]
+                .as_ref()
+                .is_some_and(|f| f.ver == ver);
+            if !fresh {
+                continue;
+            }
+            let Some(f) = self.slab[slot as usize].take() else {
+                continue;
+            };
+            for &p in &f.path {
+                let list = &mut self.on_port[p as usize];
+                if let Some(i) = list.iter().position(|&s| s == slot) {
+                    list.swap_remove(i);
+                }
+                self.touched.push(p);
+            }
+            self.free.push(slot);
+            if out.is_empty() {
+                window = window.max(FINISH_WINDOW_SHARE * (t - f.t0));
+            }
+            out.push(f);
+        }
+        out
+    }
+
+    /// New rates at `t` for the flows connected to the touched ports.
+    fn settle(&mut self, t: f64) {
+        if self.touched.is_empty() {
+            return;
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.port_mark.iter_mut().for_each(|m| *m = 0);
+            self.slot_mark.iter_mut().for_each(|m| *m = 0);
+            self.stamp = 1;
+        }
+        let stamp = self.stamp;
+        // The component: flows reachable from the touched ports through
+        // the ports they cross.
+        let mut ports = std::mem::take(&mut self.touched);
+        for &p in &ports {
+            self.port_mark[p as usize] = stamp;
+        }
+        let mut comp: Vec<u32> = Vec::new();
+        let mut i = 0;
+        while i < ports.len() {
+            let p = ports[i] as usize;
+            i += 1;
+            for k in 0..self.on_port[p].len() {
+                let slot = self.on_port[p][k];
+                if self.slot_mark[slot as usize] == stamp {
+                    continue;
+                }
+                self.slot_mark[slot as usize] = stamp;
+                comp.push(slot);
+                if let Some(f) = &self.slab[slot as usize] {
+                    for &q in &f.path {
+                        if self.port_mark[q as usize] != stamp {
+                            self.port_mark[q as usize] = stamp;
+                            ports.push(q);
+                        }
+                    }
+                }
+            }
+        }
+        ports.clear();
+        self.touched = ports;
+        let mut flows: Vec<Live> = comp
+            .iter()
+            .filter_map(|&s| self.slab[s as usize].take())
+            .collect();
+        for f in &mut flows {
+            f.rem = (f.rem - f.rate * (t - f.t_upd)).max(0.0);
+            f.t_upd = t;
+        }
+        self.share.assign(&mut flows, &self.cap);
+        for (&slot, mut f) in comp.iter().zip(flows) {
+            self.ver += 1;
+            f.ver = self.ver;
+            if f.rate > 0.0 {
+                let at = t + f.rem / f.rate;
+                self.finish.push(Reverse((at.to_bits(), slot, f.ver)));
+            }
+            self.slab[slot as usize] = Some(f);
+        }
+        // Stale finish times pile up under frequent recomputes: start
+        // the heap afresh when most of it is stale.
+        let live = self.slab.len() - self.free.len();
+        if self.finish.len() > 4 * live + 1024 {
+            let fresh: Vec<Reverse<(u64, u32, u64)>> = self
+                .slab
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, f)| {
+                    let f = f.as_ref().filter(|f| f.rate > 0.0)?;
+                    let at = f.t_upd + f.rem / f.rate;
+                    Some(Reverse((at.to_bits(), slot as u32, f.ver)))
+                })
+                .collect();
+            self.finish = BinaryHeap::from(fresh);
+        }
+    }
+}
+
 impl World<'_> {
     /// Why this run cannot be moved as rates, if it cannot.
     fn fluid_refusal(&self) -> Option<String> {
@@ -192,19 +398,14 @@ impl World<'_> {
                 cap[into] = cap[into].min(r.bps() as f64 / 8e12);
             }
         }
-        let mut live: Vec<Live> = Vec::new();
-        let mut share = Share::default();
+        let mut rates = Rates::new(cap);
         let mut qp_busy = vec![false; self.qps.qps.len()];
         // Flows waiting for their queue pair, first posted first (ties
         // by id).
         let mut qp_wait: std::collections::HashMap<u32, BinaryHeap<Reverse<(u64, u32)>>> =
             std::collections::HashMap::new();
         let mut starting: Vec<u32> = Vec::new();
-        // Rates hold from `t_set` on, where every live flow's `rem` was
-        // taken; `next_fin` is when the first of them will finish.
         let mut t = 0f64;
-        let mut t_set = 0f64;
-        let mut next_fin: Option<f64> = None;
         let mut steps = 0u64;
         let mut last_check = 0u64;
         loop {
@@ -217,7 +418,7 @@ impl World<'_> {
                 break;
             }
             let next_q = self.q.peek_time().map(|x| x.as_ps() as f64);
-            let (at, finishing) = match (next_fin, next_q) {
+            let (at, finishing) = match (rates.next_finish(), next_q) {
                 (Some(a), Some(b)) if a < b => (a, true),
                 (Some(a), None) => (a, true),
                 (_, Some(b)) => (b, false),
@@ -226,43 +427,26 @@ impl World<'_> {
                     break;
                 }
             };
-            if end.is_some_and(|e| at > e as f64) {
+            if let Some(e) = end.filter(|&e| at > e as f64) {
                 self.stop_reason = "duration";
-                let e = end.unwrap_or(0) as f64;
-                advance(&mut live, e - t_set);
-                t = e;
+                t = e as f64;
                 break;
             }
             t = at;
-            let mut dirty = false;
             let now = Instant::from_ps(t.round() as u64).max(self.q.now());
             steps += 1;
             if finishing {
-                advance(&mut live, t - t_set);
-                t_set = t;
-                dirty = true;
-                // Every flow whose last byte left now (rates are equal
-                // for flows that tie, so they finish together).
-                let mut i = 0;
-                while i < live.len() {
-                    let f = &live[i];
-                    if f.rem <= 1e-6 * (f.wire as f64) + 1e-3 {
-                        let f = live.swap_remove(i);
-                        self.fluid_sent(&f);
-                        self.q
-                            .schedule(now + Duration::from_ps(f.land), Ev::FluidLand(f.id));
-                        self.q
-                            .schedule(now + Duration::from_ps(f.land + f.ack), Ev::FluidDone(f.id));
-                        let qp = self.flow_state[f.id as usize].qp;
-                        qp_busy[qp as usize] = false;
-                        if let Some(Reverse((_, n))) =
-                            qp_wait.get_mut(&qp).and_then(BinaryHeap::pop)
-                        {
-                            qp_busy[qp as usize] = true;
-                            live.push(self.fluid_live(n));
-                        }
-                    } else {
-                        i += 1;
+                for f in rates.take_finished(t) {
+                    self.fluid_sent(&f);
+                    self.q
+                        .schedule(now + Duration::from_ps(f.land), Ev::FluidLand(f.id));
+                    self.q
+                        .schedule(now + Duration::from_ps(f.land + f.ack), Ev::FluidDone(f.id));
+                    let qp = self.flow_state[f.id as usize].qp;
+                    qp_busy[qp as usize] = false;
+                    if let Some(Reverse((_, n))) = qp_wait.get_mut(&qp).and_then(BinaryHeap::pop) {
+                        qp_busy[qp as usize] = true;
+                        rates.add(self.fluid_live(n), t);
                     }
                 }
                 self.last_active = now;
@@ -303,10 +487,6 @@ impl World<'_> {
                 // Flows posted at one instant take their queue pairs in
                 // post (id) order, whichever release came first.
                 starting.sort_unstable();
-                if !starting.is_empty() {
-                    advance(&mut live, t - t_set);
-                    t_set = t;
-                }
                 for id in starting.drain(..) {
                     let qp = self.flow_state[id as usize].qp;
                     if qp_busy[qp as usize] {
@@ -316,21 +496,11 @@ impl World<'_> {
                             .push(Reverse((now.as_ps(), id)));
                     } else {
                         qp_busy[qp as usize] = true;
-                        live.push(self.fluid_live(id));
-                        dirty = true;
+                        rates.add(self.fluid_live(id), t);
                     }
                 }
             }
-            if dirty {
-                share.assign(&mut live, &cap);
-                next_fin = None;
-                for f in &live {
-                    if f.rate > 0.0 {
-                        let at = t_set + f.rem / f.rate;
-                        next_fin = Some(next_fin.map_or(at, |x: f64| x.min(at)));
-                    }
-                }
-            }
+            rates.settle(t);
             if let Some(observe) = &self.opts.progress {
                 if steps - last_check >= 1 << 14 {
                     last_check = steps;
@@ -391,6 +561,9 @@ impl World<'_> {
             id,
             rem: wire as f64,
             rate: 0.0,
+            t_upd: 0.0,
+            t0: 0.0,
+            ver: 0,
             path,
             land: land.as_ps(),
             ack: ack.as_ps(),
@@ -414,16 +587,6 @@ impl World<'_> {
     }
 }
 
-/// Move every live flow `dt` ps at its rate.
-fn advance(live: &mut [Live], dt: f64) {
-    if dt <= 0.0 {
-        return;
-    }
-    for f in live {
-        f.rem = (f.rem - f.rate * dt).max(0.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +596,9 @@ mod tests {
             id: 0,
             rem: 1.0,
             rate: 0.0,
+            t_upd: 0.0,
+            t0: 0.0,
+            ver: 0,
             path: path.to_vec(),
             land: 0,
             ack: 0,
@@ -453,6 +619,35 @@ mod tests {
         assert!((r[0] - 0.3).abs() < 1e-12, "{r:?}");
         assert!((r[1] - 0.7).abs() < 1e-12, "{r:?}");
         assert!((r[2] - 5.0).abs() < 1e-12, "{r:?}");
+    }
+
+    /// A slot freed by a finished flow and taken by a new one: a finish
+    /// time left in the heap from the old flow's earlier, slower rate
+    /// must not end the new flow (it once did when versions counted per
+    /// flow).
+    #[test]
+    fn a_reused_slot_never_takes_an_older_flows_finish_time() {
+        let mut r = Rates::new(vec![1.0; 2]);
+        let (mut a, mut b) = (flow(&[0]), flow(&[0]));
+        (a.id, a.rem, b.id, b.rem) = (1, 1e8, 2, 1e7);
+        r.add(a, 0.0);
+        r.add(b, 0.0);
+        r.settle(0.0);
+        // Both at 0.5: b ends at 2e7 ps, a would end at 2e8.
+        assert_eq!(r.next_finish(), Some(2e7));
+        let done: Vec<u32> = r.take_finished(2e7).iter().map(|f| f.id).collect();
+        assert_eq!(done, [2]);
+        r.settle(2e7);
+        // a alone at 1.0: 9e7 left, ends at 1.1e8.
+        assert_eq!(r.next_finish(), Some(1.1e8));
+        let done: Vec<u32> = r.take_finished(1.1e8).iter().map(|f| f.id).collect();
+        assert_eq!(done, [1]);
+        r.settle(1.1e8);
+        let mut c = flow(&[1]);
+        (c.id, c.rem) = (3, 1e9);
+        r.add(c, 1.1e8);
+        r.settle(1.1e8);
+        assert_eq!(r.next_finish(), Some(1.11e9));
     }
 
     /// An incast: n flows into one link share it equally, and no link
