@@ -248,6 +248,22 @@ pub(crate) fn run_variant(
         }
     }
     let jobs = v.training_jobs();
+    if !jobs.is_empty() && !v.config.faults.is_empty() {
+        // What the faults cost each step: the same jobs without them.
+        let healthy = v.without_faults();
+        let (r, _) = simulate(
+            topo,
+            &routes[v.topology],
+            &healthy.config,
+            &healthy.flows,
+            &healthy.run_options(),
+        )?;
+        for t in &mut result.training {
+            if let Some(h) = r.training.iter().find(|x| x.job == t.job) {
+                sim::workload::training::set_healthy(t, h);
+            }
+        }
+    }
     if jobs.len() >= 2 {
         // How much the jobs slow each other: each alone on the same
         // fabric, for its baseline.
@@ -499,15 +515,23 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
                 }
                 None => String::new(),
             };
+            let cost = match st.fault_cost_ps {
+                Some(c) if c >= 0 => format!("; the faults cost it {}", ps(c as u64)),
+                Some(c) => format!("; {} faster than without the faults", ps(c.unsigned_abs())),
+                None => String::new(),
+            };
             println!(
-                "    step {}: {time} = compute {} + exposed {}{critical}",
+                "    step {}: {time} = compute {} + exposed {}{critical}{cost}",
                 st.step,
                 ps(st.compute_ps),
                 ps(st.exposed_ps)
             );
         }
         if let Some(m) = job.mean_step_ps {
-            println!("    mean step {}", ps(m));
+            match job.healthy_mean_step_ps {
+                Some(h) => println!("    mean step {} ({} without the faults)", ps(m), ps(h)),
+                None => println!("    mean step {}", ps(m)),
+            }
         }
     }
     for (name, t) in reports::nccl_tests::tables(&r.groups) {

@@ -273,6 +273,10 @@ pub struct TrainingRecord {
     /// crossed between jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<String>,
+    /// In a variant with faults: its mean step time with the faults
+    /// taken out, on the same fabric (filled by the runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_mean_step_ps: Option<u64>,
 }
 
 /// One step of a training job.
@@ -297,6 +301,14 @@ pub struct StepRecord {
     pub critical: Option<String>,
     /// Its collective calls in the order they were issued.
     pub collectives: Vec<StepCollective>,
+    /// In a variant with faults: the same step's time with the faults
+    /// taken out, on the same fabric (filled by the runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_time_ps: Option<u64>,
+    /// `time_ps - healthy_time_ps`: what the faults cost this step
+    /// (negative when the step ran faster with them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_cost_ps: Option<i64>,
 }
 
 /// One collective call of a training step.

@@ -1100,6 +1100,25 @@ fn lesson_13_one_slow_nic_drags_the_job() {
         healthy[1].0 as f64,
         0.02,
     );
+    // Each faulty variant states what its faults cost each step, against
+    // the same job run without them.
+    let cost = |v: &Value| -> Vec<f64> {
+        v["training"][0]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["fault_cost_ps"].as_i64().expect("fault_cost_ps") as f64)
+            .collect()
+    };
+    assert!(variant(&j, "healthy")["training"][0]["steps"][0]
+        .get("fault_cost_ps")
+        .is_none());
+    let c = cost(storm_v);
+    assert!(c[0] >= 90.0 * ms && c[0] <= 1.1 * 90.0 * ms, "{c:?}");
+    assert!(c[1].abs() <= 0.02 * h, "{c:?}");
+    for c in cost(variant(&j, "slow-nic")) {
+        assert!(c >= slow_ar - 1.02 * h, "slow-nic cost {c}");
+    }
 }
 
 /// The time of the single nccl-tests size of a variant, ps, and its group.

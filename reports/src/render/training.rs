@@ -164,6 +164,25 @@ fn notes(rec: &TrainingRecord) -> Vec<String> {
             rec.paused.join("; ")
         ));
     }
+    if let Some(h) = rec.healthy_mean_step_ps {
+        let costs: Vec<String> = rec
+            .steps
+            .iter()
+            .filter_map(|s| {
+                let c = s.fault_cost_ps?;
+                Some(format!("step {} {:+.3} ms", s.step, c as f64 / 1e9))
+            })
+            .collect();
+        v.push(format!(
+            "Without this variant's faults its mean step is {} ms; what the faults cost each step: {}.",
+            ms(h),
+            if costs.is_empty() {
+                "unknown (a step did not finish)".to_string()
+            } else {
+                costs.join(", ")
+            }
+        ));
+    }
     v
 }
 
@@ -244,6 +263,8 @@ mod tests {
             compute_ps: 10_000_000_000,
             exposed_ps: 2_000_000_000,
             critical: Some("dp all_reduce bucket 3".into()),
+            healthy_time_ps: None,
+            fault_cost_ps: None,
             collectives: vec![StepCollective {
                 label: "dp all_reduce bucket 3".into(),
                 time_ps: 2_500_000_000,
@@ -270,6 +291,7 @@ mod tests {
             slowdown: Some(1.2),
             shared_links: vec!["leaf0:9 -> spine0: 1.0 MB of it, 2.0 MB of others".into()],
             paused: Vec::new(),
+            healthy_mean_step_ps: None,
         });
         let m = section_markdown(std::slice::from_ref(&r), &["#000"]);
         assert!(

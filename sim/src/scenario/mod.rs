@@ -209,6 +209,14 @@ impl Variant {
         jobs
     }
 
+    /// This variant with its faults taken out: the same fabric, settings
+    /// and flows, what the job would have done without them.
+    pub fn without_faults(&self) -> Variant {
+        let mut v = self.clone();
+        v.config.faults.clear();
+        v
+    }
+
     /// This variant with workload `w`'s flows only (renumbered densely in
     /// the same order, their dependencies kept), on the same fabric and
     /// settings: what that workload does alone. The groups stay; those of

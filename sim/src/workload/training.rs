@@ -538,6 +538,8 @@ fn job_record(
                 + unattributed,
             critical,
             collectives,
+            healthy_time_ps: None,
+            fault_cost_ps: None,
         });
         t_prev = window.map(|w| w.1);
     }
@@ -550,6 +552,7 @@ fn job_record(
         slowdown: None,
         shared_links: Vec::new(),
         paused: Vec::new(),
+        healthy_mean_step_ps: None,
     };
     let done: Vec<u64> = rec.steps.iter().filter_map(|s| s.time_ps).collect();
     if done.len() == rec.steps.len() && !done.is_empty() {
@@ -588,6 +591,20 @@ pub fn set_alone(together: &mut TrainingRecord, alone: &TrainingRecord) {
         (Some(t), Some(a)) if a > 0 => Some(t as f64 / a as f64),
         _ => None,
     };
+}
+
+/// Fill `faulty`'s fault-free baseline from `healthy`, the same job
+/// in the same variant with its faults taken out: each step's time
+/// there and what the faults cost it.
+pub fn set_healthy(faulty: &mut TrainingRecord, healthy: &TrainingRecord) {
+    faulty.healthy_mean_step_ps = healthy.mean_step_ps;
+    for (s, h) in faulty.steps.iter_mut().zip(&healthy.steps) {
+        s.healthy_time_ps = h.time_ps;
+        s.fault_cost_ps = match (s.time_ps, h.time_ps) {
+            (Some(t), Some(b)) => Some(t as i64 - b as i64),
+            _ => None,
+        };
+    }
 }
 
 #[cfg(test)]
