@@ -93,7 +93,12 @@ impl Switch<'_> {
         let pgs: Vec<_> = m.profiles.iter().filter(|p| p.is_lossless_pg()).collect();
         let pg = pgs.first()?;
         let headroom = pgs.iter().filter_map(|p| p.xoff).max();
-        let speed_mbps = pgs.iter().filter_map(|p| p.speed_mbps).max();
+        // Several lossless profiles name a switch with ports of several
+        // speeds (host ports and faster uplinks): the slowest is the
+        // host ports' and the safe one to count every port at, where the
+        // fastest would claim a capacity the switch does not have and
+        // call a normal buffer too small.
+        let speed_mbps = pgs.iter().filter_map(|p| p.speed_mbps).min();
         let pause_at = match (pg.static_th, pg.dynamic_th) {
             (Some(t), _) => PauseAt::Static(t),
             (None, Some(th)) => {

@@ -1488,3 +1488,43 @@ fn storm_events_and_a_slow_receivers_pause_on_one_host_are_one_storm() {
         d.render_text()
     );
 }
+
+/// A leaf whose host ports run at 400G and uplinks at 1600G lists a
+/// lossless profile per speed. Its pool is judged per Gbit/s of the
+/// slower ports: counted at 1600G each, a 21 MB pool for 20 ports reads
+/// as 663 bytes per Gbit/s, too small; at 400G it is 2,654, a normal
+/// buffer. With only the fast profile the rule still fires.
+#[test]
+fn a_mixed_speed_switch_is_not_judged_at_its_fastest_ports() {
+    let profile = |speed: u32| {
+        format!(
+            "Profile: pg_lossless_{speed}_200m_profile\n----------  ---------------------\ndynamic_th  -3\npool        ingress_lossless_pool\nsize        4000\nxoff        304391\nxon_offset  3000\n----------  ---------------------\n\n"
+        )
+    };
+    let mmu = |speeds: &[u32]| {
+        let mut t = String::from(
+            "Pool: ingress_lossless_pool\n----  --------\nmode  dynamic\nsize  21235488\ntype  ingress\nxoff  9740512\n----  --------\n\n",
+        );
+        for &s in speeds {
+            t.push_str(&profile(s));
+        }
+        t
+    };
+    let port = "# time_ps: 1000000000\nNIC statistics:\n     rx_packets_phy: 1000\n     rx_prio3_packets: 1000\n     tx_prio3_pause: 0\n     tx_prio3_pause_duration: 0\n";
+    let run = |speeds: &[u32]| {
+        let mut inputs = vec![input("leaf0.mmuconfig.txt", &mmu(speeds))];
+        for p in 0..20 {
+            inputs.push(input(&format!("leaf0-p{p}.ethtool.txt"), port));
+        }
+        doctor(&inputs)
+    };
+    let small = |d: &Diagnosis| {
+        d.findings
+            .iter()
+            .any(|f| f.symptom == Symptom::BufferTooSmall)
+    };
+    let d = run(&[1600000]);
+    assert!(small(&d), "{}", d.render_text());
+    let d = run(&[400000, 1600000]);
+    assert!(!small(&d), "{}", d.render_text());
+}
