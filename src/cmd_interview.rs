@@ -5,6 +5,13 @@
 //! feels, what to touch first), then the answer: the fault as it was
 //! injected, and what the doctor made of the same dumps.
 //!
+//! With `--job` the fault is hidden inside a 32-GPU training job
+//! instead: one variant of `scenarios/interview/training-job.toml` other
+//! than the healthy one, its `[variant.diagnosis]` the written answer.
+//! Besides the dumps the user gets the job's step times as its training
+//! log prints them, with the same job's step on a healthy day (the run
+//! without the fault), in `DIR/job-steps.txt`.
+//!
 //! # Contract
 //!
 //! * The fault files and the topology files they name are built into the
@@ -54,21 +61,55 @@ use reports::doctor::{self, Diagnosis, Options};
 use sim::engine::splitmix;
 use sim::scenario::{Overrides, Scenario, ScenarioResults};
 
-/// One fault scenario of `scenarios/faults/`, built in.
+/// One fault scenario, built in: a file of `scenarios/faults/` (its
+/// first variant), or one variant of the training job's faults.
+#[derive(Clone)]
 struct Fault {
-    /// File name under `scenarios/faults/`.
+    /// The folder of the file (`scenarios/faults`).
+    dir: &'static str,
+    /// File name in `dir`.
     file: &'static str,
     /// The file's text.
     text: &'static str,
+    /// The variant to play (`None`: the file's first).
+    variant: Option<String>,
 }
 
 macro_rules! fault {
     ($file:literal) => {
         Fault {
+            dir: "scenarios/faults",
             file: $file,
             text: include_str!(concat!("../scenarios/faults/", $file)),
+            variant: None,
         }
     };
+}
+
+/// The training job `--job` hides its faults in: every variant but the
+/// healthy one is a fault, its `[variant.diagnosis]` the answer.
+const JOB: (&str, &str) = (
+    "training-job.toml",
+    include_str!("../scenarios/interview/training-job.toml"),
+);
+
+/// The faults of [`JOB`], one per variant with a cause other than
+/// healthy, in file order.
+fn job_faults() -> Result<Vec<Fault>, String> {
+    let file = Path::new("scenarios/interview").join(JOB.0);
+    let scenario = sim::scenario::from_str_with(&file, JOB.1, &Overrides::default())
+        .map_err(|e| e.to_string())?;
+    Ok(scenario
+        .variants
+        .iter()
+        .filter(|v| v.diagnosis.as_ref().is_some_and(|d| !d.is_healthy()))
+        .map(|v| Fault {
+            dir: "scenarios/interview",
+            file: JOB.0,
+            text: JOB.1,
+            variant: Some(v.name.clone()),
+        })
+        .collect())
 }
 
 /// The faults an interview draws from: every fault of `scenarios/faults/`.
@@ -125,7 +166,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub seed: Option<u64>,
     /// Play this fault (a file name of scenarios/faults/ without .toml,
-    /// e.g. pause-storm) instead of the one the seed picks.
+    /// e.g. pause-storm; with --job a variant of the training job's
+    /// faults, e.g. storm) instead of the one the seed picks.
     #[arg(long, value_name = "NAME")]
     pub fault: Option<String>,
     /// Output directory (default: out/interview-<seed>). Its `dumps/` and
@@ -142,6 +184,11 @@ pub struct Args {
     /// and nothing else.
     #[arg(long)]
     pub json: bool,
+    /// Hide the fault inside a 32-GPU training job instead (the faults
+    /// of scenarios/interview/training-job.toml); its step times are
+    /// among the clues.
+    #[arg(long)]
+    pub job: bool,
 }
 
 /// A fault's written answer: its first variant's `[diagnosis]`.
@@ -208,9 +255,13 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// The stem of a fault's file name (`pause-storm`).
-fn stem(fault: &Fault) -> &'static str {
-    fault.file.strip_suffix(".toml").unwrap_or(fault.file)
+/// The fault's name: its variant's, else its file name's stem
+/// (`pause-storm`).
+fn stem(fault: &Fault) -> &str {
+    match &fault.variant {
+        Some(v) => v,
+        None => fault.file.strip_suffix(".toml").unwrap_or(fault.file),
+    }
 }
 
 fn interview(args: &Args) -> Result<(), String> {
@@ -226,14 +277,19 @@ fn interview(args: &Args) -> Result<(), String> {
         Some(a) => Some(parse_answers(a)?),
         None => None,
     };
+    let faults: Vec<Fault> = if args.job {
+        job_faults()?
+    } else {
+        FAULTS.to_vec()
+    };
     let pick = match &args.fault {
-        Some(name) => FAULTS.iter().position(|f| stem(f) == name).ok_or_else(|| {
-            let names: Vec<&str> = FAULTS.iter().map(stem).collect();
+        Some(name) => faults.iter().position(|f| stem(f) == name).ok_or_else(|| {
+            let names: Vec<&str> = faults.iter().map(stem).collect();
             format!("--fault {name:?}: expected one of {}", names.join(", "))
         })?,
-        None => (splitmix(seed) % FAULTS.len() as u64) as usize,
+        None => (splitmix(seed) % faults.len() as u64) as usize,
     };
-    let written: Vec<Written> = FAULTS.iter().map(written).collect::<Result<_, _>>()?;
+    let written: Vec<Written> = faults.iter().map(written).collect::<Result<_, _>>()?;
     let out = args
         .out
         .clone()
@@ -245,7 +301,19 @@ fn interview(args: &Args) -> Result<(), String> {
             std::fs::remove_dir_all(d).map_err(|e| format!("removing {}: {e}", d.display()))?;
         }
     }
-    let main = run_fault(&FAULTS[pick], seed, &dumps)?;
+    let main = run_fault(&faults[pick], seed, &dumps)?;
+    // With --job, the job's own clue: its step times, as its training
+    // log prints them, beside its usual step.
+    let job_log = if args.job {
+        job_log(&main.results)
+    } else {
+        Vec::new()
+    };
+    if !job_log.is_empty() {
+        let f = out.join("job-steps.txt");
+        std::fs::write(&f, job_log.join("\n") + "\n")
+            .map_err(|e| format!("writing {}: {e}", f.display()))?;
+    }
     let truth = &written[pick];
     let distractors = draw_distractors(seed, pick, &written)?;
     let questions: Vec<Question> = QUESTIONS
@@ -294,6 +362,16 @@ fn interview(args: &Args) -> Result<(), String> {
              of every host, mmuconfig -l and ecnconfig -l of every switch; \
              `# time_ps:` is the time the counts cover)"
         );
+        if !job_log.is_empty() {
+            println!();
+            println!(
+                "And the job's own log ({}):",
+                out.join("job-steps.txt").display()
+            );
+            for l in &job_log {
+                println!("  {l}");
+            }
+        }
     }
     let mut stdin = std::io::stdin().lock();
     let mut answers = Vec::new();
@@ -371,7 +449,7 @@ fn interview(args: &Args) -> Result<(), String> {
             "questions": qs,
             "verdict": verdict(all_right),
             "fault": {
-                "name": stem(&FAULTS[pick]),
+                "name": stem(&faults[pick]),
                 "scenario": scenario.name,
                 "description": scenario.description,
                 "variant": variant,
@@ -379,6 +457,7 @@ fn interview(args: &Args) -> Result<(), String> {
                 "at": truth.at,
                 "summary": truth.summary,
             },
+            "job_steps": job_log,
             "doctor": doctor_first,
             "doctor_rank": rank,
             "doctor_named_cause": rank == Some(1),
@@ -459,6 +538,27 @@ fn verdict(right: bool) -> &'static str {
     } else {
         "wrong"
     }
+}
+
+/// A training job's step times as its training log shows them, with
+/// the same job's step on a healthy day (the run's fault-free
+/// baseline): the clue a user of the job has. Empty without a job.
+fn job_log(results: &ScenarioResults) -> Vec<String> {
+    let Some(job) = results.variants.first().and_then(|v| v.training.first()) else {
+        return Vec::new();
+    };
+    let ms = |ps: u64| format!("{:.3} ms", ps as f64 / 1e9);
+    let mut out = vec![format!("training log of job {:?}: time per step", job.job)];
+    for s in &job.steps {
+        out.push(match s.time_ps {
+            Some(t) => format!("step {}: {}", s.step, ms(t)),
+            None => format!("step {}: no progress (the step never finished)", s.step),
+        });
+    }
+    if let Some(h) = job.healthy_mean_step_ps {
+        out.push(format!("(the same job's step on a healthy day: {})", ms(h)));
+    }
+    out
 }
 
 /// `A`, `B`, ... for option `i`.
@@ -552,7 +652,7 @@ fn draw_distractors(seed: u64, pick: usize, written: &[Written]) -> Result<Vec<u
 /// topology (files name one under `topologies/`) and its first variant
 /// only.
 fn overrides(fault: &Fault) -> Result<Overrides, String> {
-    let file = Path::new("scenarios/faults").join(fault.file);
+    let file = Path::new(fault.dir).join(fault.file);
     let doc: toml::Table = fault
         .text
         .parse()
@@ -571,20 +671,21 @@ fn overrides(fault: &Fault) -> Result<Overrides, String> {
             .map_err(|e| format!("topologies/{name}: {e}"))?;
         set.push(("topology".to_string(), toml::Value::Table(table)));
     }
-    let variant = doc
-        .get("variant")
-        .and_then(|v| v.as_array())
-        .and_then(|a| a.first())
-        .and_then(|v| v.get("name"))
-        .and_then(|n| n.as_str())
-        .map(str::to_string);
+    let variant = fault.variant.clone().or_else(|| {
+        doc.get("variant")
+            .and_then(|v| v.as_array())
+            .and_then(|a| a.first())
+            .and_then(|v| v.get("name"))
+            .and_then(|n| n.as_str())
+            .map(str::to_string)
+    });
     Ok(Overrides { set, variant })
 }
 
 /// The written answer of `fault`: its first variant's `[diagnosis]`, which
 /// must state a cause, `feels` and `first`.
 fn written(fault: &Fault) -> Result<Written, String> {
-    let file = Path::new("scenarios/faults").join(fault.file);
+    let file = Path::new(fault.dir).join(fault.file);
     let ov = overrides(fault)?;
     let scenario =
         sim::scenario::from_str_with(&file, fault.text, &ov).map_err(|e| e.to_string())?;
@@ -620,7 +721,7 @@ fn written(fault: &Fault) -> Result<Written, String> {
 fn run_fault(fault: &Fault, seed: u64, dir: &Path) -> Result<Run, String> {
     let ov = overrides(fault)?;
     let args = crate::cmd_run::Args {
-        file: Path::new("scenarios/faults").join(fault.file),
+        file: Path::new(fault.dir).join(fault.file),
         out: None,
         changes: crate::cmd_run::Changes {
             seed: Some(seed),

@@ -364,3 +364,76 @@ fn bad_answers_are_refused_with_what_was_expected() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// `--job` hides each fault of the training job's file inside the job:
+/// it is graded against the cause its variant writes, no distractor has
+/// that cause, and the job's step times come with the dumps as its
+/// training log prints them, beside its healthy step (the baseline run
+/// without the fault): a 90 ms stall adds about 90 ms to one step, a
+/// refused MTU leaves every step unfinished.
+#[test]
+fn a_fault_inside_a_training_job_comes_with_its_step_times() {
+    let dir = scratch("interview-job");
+    let written = [
+        ("slow-nic", "slow-receiver"),
+        ("storm", "pfc-storm"),
+        ("lossy-link", "packet-loss"),
+        ("mtu", "mtu-mismatch"),
+    ];
+    let text = std::fs::read_to_string(
+        crate::cli_sim::repo().join("scenarios/interview/training-job.toml"),
+    )
+    .unwrap();
+    for (name, cause) in written {
+        assert!(
+            text.contains(&format!("name = \"{name}\""))
+                && text.contains(&format!("cause = \"{cause}\"")),
+            "{name}: {cause} is not what the file writes"
+        );
+        let j = json(&interview(
+            &dir,
+            7,
+            &["--job", "--fault", name, "--answer", "A,A", "--json"],
+            "",
+        ));
+        assert_eq!(j["fault"]["name"], name);
+        assert_eq!(j["fault"]["cause"], cause);
+        for q in 0..2 {
+            let causes = j["questions"][q]["causes"].as_array().unwrap();
+            assert_eq!(causes.len(), 4);
+            assert_eq!(causes[correct(&j, q) as usize], cause);
+            assert_eq!(causes.iter().filter(|c| *c == cause).count(), 1);
+        }
+        let log: Vec<String> = j["job_steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect();
+        let ms =
+            |l: &str| -> Option<f64> { l.split(": ").nth(1)?.strip_suffix(" ms")?.parse().ok() };
+        let healthy = log
+            .last()
+            .and_then(|l| l.strip_prefix("(the same job's step on a healthy day: "))
+            .and_then(|l| l.strip_suffix(" ms)"))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name}: {log:?}"));
+        let steps: Vec<&String> = log.iter().filter(|l| l.starts_with("step ")).collect();
+        assert_eq!(steps.len(), 2, "{log:?}");
+        match name {
+            "storm" => {
+                let s0 = ms(steps[0]).unwrap();
+                assert!(s0 >= healthy + 89.0 && s0 <= healthy + 95.0, "{log:?}");
+                assert!(ms(steps[1]).unwrap() <= 1.05 * healthy, "{log:?}");
+            }
+            "mtu" => assert!(steps.iter().all(|l| l.contains("no progress")), "{log:?}"),
+            _ => assert!(
+                steps.iter().all(|l| ms(l).unwrap() > 1.1 * healthy),
+                "{log:?}"
+            ),
+        }
+        let file = std::fs::read_to_string(dir.join("out/job-steps.txt")).unwrap();
+        assert_eq!(file.lines().count(), log.len());
+        assert!(!dir.join("out/dumps/job-steps.txt").exists());
+    }
+}
