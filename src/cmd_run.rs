@@ -247,17 +247,22 @@ pub(crate) fn run_variant(
             fl.check = Some(check);
         }
     }
+    // A variant derived from this one (without its faults, one job
+    // alone), run on the same fabric as its file says.
+    let run_other = |o: &scenario::Variant| {
+        simulate(
+            topo,
+            &routes[v.topology],
+            &o.config,
+            &o.flows,
+            &o.run_options(),
+        )
+        .map(|r| r.0)
+    };
     let jobs = v.training_jobs();
     if !jobs.is_empty() && !v.config.faults.is_empty() {
         // What the faults cost each step: the same jobs without them.
-        let healthy = v.without_faults();
-        let (r, _) = simulate(
-            topo,
-            &routes[v.topology],
-            &healthy.config,
-            &healthy.flows,
-            &healthy.run_options(),
-        )?;
+        let r = run_other(&v.without_faults())?;
         for t in &mut result.training {
             if let Some(h) = r.training.iter().find(|x| x.job == t.job) {
                 sim::workload::training::set_healthy(t, h);
@@ -268,14 +273,7 @@ pub(crate) fn run_variant(
         // How much the jobs slow each other: each alone on the same
         // fabric, for its baseline.
         for w in jobs {
-            let alone = v.alone(w);
-            let (r, _) = simulate(
-                topo,
-                &routes[v.topology],
-                &alone.config,
-                &alone.flows,
-                &alone.run_options(),
-            )?;
+            let r = run_other(&v.alone(w))?;
             let job = &v.workloads[w as usize];
             if let (Some(t), Some(a)) = (
                 result.training.iter_mut().find(|x| x.job == *job),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use roce::time::{Duration, Instant};
 
-use crate::config::ConfigError;
-use crate::workload::GroupSpec;
+use crate::config::{ConfigError, OverrideSetting, SimConfig};
+use crate::workload::{FlowSpec, GroupSpec};
 
 /// How far a run has got: what a progress observer is handed.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +43,33 @@ pub enum Fidelity {
     /// Flows as max-min fair rates over their paths, for large sweeps
     /// (see `crate::fabric` fluid mode for what it leaves out).
     Fluid,
+}
+
+impl Fidelity {
+    /// Why `flows` under `config` cannot run as rates, if they cannot:
+    /// what needs frames or time-driven state. The one check both the
+    /// scenario loader (so `validate` refuses it) and fluid mode itself
+    /// apply.
+    pub fn fluid_refusal(config: &SimConfig, flows: &[FlowSpec]) -> Option<&'static str> {
+        let host_model = config.nic.host.is_some()
+            || config
+                .overrides
+                .iter()
+                .any(|o| matches!(&o.setting, OverrideSetting::Nic(n) if n.host.is_some()));
+        if !config.faults.is_empty() {
+            Some("faults act on frames and links in time")
+        } else if config.overrides.iter().any(|o| !o.window.always()) {
+            Some("timed overrides change elements during the run")
+        } else if flows.iter().any(|f| f.post.is_some()) {
+            Some("perftest's posting loops are per message")
+        } else if host_model {
+            Some("a host model (nic.host) paces frames through PCIe")
+        } else if !config.record.pcap.is_empty() {
+            Some("captures (record.pcap) need frames")
+        } else {
+            None
+        }
+    }
 }
 
 /// How long to run and what to call the run.

@@ -1002,6 +1002,24 @@ fn lesson_12_allreduce_bus_bandwidth_and_its_ceiling() {
     }
 }
 
+/// Every step of every training job in every variant finished, and its
+/// time is its compute plus its exposed communication, exactly.
+fn every_step_is_compute_plus_exposed(j: &Value) {
+    for v in j["variants"].as_array().unwrap() {
+        for t in v["training"].as_array().unwrap() {
+            for s in t["steps"].as_array().unwrap() {
+                assert_eq!(
+                    s["time_ps"].as_u64().expect("the step finished"),
+                    s["compute_ps"].as_u64().unwrap() + s["exposed_ps"].as_u64().unwrap(),
+                    "{} {}: step = compute + exposed",
+                    v["summary"]["variant"],
+                    t["job"]
+                );
+            }
+        }
+    }
+}
+
 /// A training job's steps in a variant: (time, compute, exposed, the
 /// most exposed collective with its limit and bottleneck).
 fn job_steps(v: &Value) -> Vec<(u64, u64, u64, Value)> {
@@ -1032,16 +1050,7 @@ fn job_steps(v: &Value) -> Vec<(u64, u64, u64, Value)> {
 fn lesson_13_one_slow_nic_drags_the_job() {
     let (j, out) = lesson(13);
     let ms = 1e9;
-    for v in j["variants"].as_array().unwrap() {
-        for (t, c, e, _) in job_steps(v) {
-            assert_eq!(
-                t,
-                c + e,
-                "{}: step = compute + exposed",
-                v["summary"]["variant"]
-            );
-        }
-    }
+    every_step_is_compute_plus_exposed(&j);
     let healthy = job_steps(variant(&j, "healthy"));
     // 2(n-1)/n x 64 MiB at a 400 (100) Gbit/s NIC's payload rate.
     let bytes = 1.5 * (64u64 << 20) as f64;
@@ -1341,19 +1350,7 @@ fn job_list<'a>(v: &'a Value, name: &str, key: &str) -> Vec<&'a str> {
 fn lesson_16_two_jobs_who_pays_for_whose_incast() {
     let (j, _) = lesson(16);
     let us = 1e6;
-    for v in j["variants"].as_array().unwrap() {
-        for t in v["training"].as_array().unwrap() {
-            for s in t["steps"].as_array().unwrap() {
-                assert_eq!(
-                    s["time_ps"].as_u64().unwrap(),
-                    s["compute_ps"].as_u64().unwrap() + s["exposed_ps"].as_u64().unwrap(),
-                    "{} {}: step = compute + exposed",
-                    v["summary"]["variant"],
-                    t["job"]
-                );
-            }
-        }
-    }
+    every_step_is_compute_plus_exposed(&j);
     // A 400 Gbit/s NIC's payload rate, bytes per second.
     let payload = 400e9 / 8.0 * 4096.0 / 4158.0;
     let apart = variant(&j, "apart");

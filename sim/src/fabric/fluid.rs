@@ -36,7 +36,7 @@ use roce::time::{Duration, Instant};
 use super::event::Ev;
 use super::World;
 use crate::config::ConfigError;
-use crate::options::{Progress, SimError};
+use crate::options::{Fidelity, Progress, SimError};
 use crate::results::{FluidRecord, RunResult, RunStats};
 use crate::workload::FlowOp;
 
@@ -349,38 +349,13 @@ impl Rates {
 }
 
 impl World<'_> {
-    /// Why this run cannot be moved as rates, if it cannot.
-    fn fluid_refusal(&self) -> Option<String> {
-        if !self.cfg.faults.is_empty() || self.cfg.overrides.iter().any(|o| !o.window.always()) {
-            return Some(
-                "faults and timed overrides act on frames and links in time: run them in packet mode"
-                    .into(),
-            );
-        }
-        if let Some(f) = self.flows.iter().find(|f| f.post.is_some()) {
-            return Some(format!(
-                "flow {} follows perftest's posting loop (latency and message rate are per packet): run it in packet mode",
-                f.id
-            ));
-        }
-        if self.nics.iter().any(|n| n.host_side.is_some()) {
-            return Some(
-                "a host model (nic.host) paces frames through PCIe: run it in packet mode".into(),
-            );
-        }
-        if self.taps.is_some() {
-            return Some("captures (record.pcap) need frames: run it in packet mode".into());
-        }
-        None
-    }
-
     /// Run the flows as rates (see the module docs) and collect the same
     /// results as [`World::run`], with `fluid` saying what was left out.
     pub fn run_fluid(mut self) -> Result<(RunResult, RunStats), SimError> {
-        if let Some(why) = self.fluid_refusal() {
+        if let Some(why) = Fidelity::fluid_refusal(self.cfg, self.flows) {
             return Err(SimError::Config(ConfigError::new(
                 "fidelity",
-                format!("fluid: {why}"),
+                format!("fluid: {why}; run it in packet mode"),
             )));
         }
         let wall = std::time::Instant::now();
@@ -523,18 +498,11 @@ impl World<'_> {
         let run_secs = wall.elapsed().as_secs_f64();
         let events = self.q.processed() + steps;
         let mut result = self.collect(now);
+        let stats = self.run_stats(run_secs, events, now);
         result.fluid = Some(FluidRecord {
             leaves_out: LEAVES_OUT.iter().map(|s| s.to_string()).collect(),
             check: None,
         });
-        let stats = RunStats {
-            setup_secs: self.setup_secs,
-            run_secs,
-            events,
-            events_per_sec: events as f64 / run_secs.max(1e-9),
-            sim_secs_per_wall_sec: now.since_zero().as_secs_f64() / run_secs.max(1e-9),
-            peak_rss_bytes: super::peak_rss(),
-        };
         Ok((result, stats))
     }
 

@@ -185,15 +185,21 @@ impl World<'_> {
         let run_secs = wall.elapsed().as_secs_f64();
         let events = self.q.processed();
         let result = self.collect(now);
-        let stats = RunStats {
+        let stats = self.run_stats(run_secs, events, now);
+        Ok((result, stats))
+    }
+
+    /// Wall-clock statistics of a run whose loop took `run_secs` for
+    /// `events` events and ended at simulated time `now`.
+    fn run_stats(&self, run_secs: f64, events: u64, now: Instant) -> RunStats {
+        RunStats {
             setup_secs: self.setup_secs,
             run_secs,
             events,
             events_per_sec: events as f64 / run_secs.max(1e-9),
             sim_secs_per_wall_sec: now.since_zero().as_secs_f64() / run_secs.max(1e-9),
             peak_rss_bytes: peak_rss(),
-        };
-        Ok((result, stats))
+        }
     }
 
     /// Run one event; false when it found nothing to do (a stale timer or

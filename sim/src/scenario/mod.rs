@@ -585,19 +585,7 @@ fn check_fidelity(
     if doc.fidelity != Fidelity::Fluid {
         return Ok(());
     }
-    let why = if !config.faults.is_empty() {
-        Some("faults act on frames and links in time")
-    } else if config.overrides.iter().any(|o| !o.window.always()) {
-        Some("timed overrides change elements during the run")
-    } else if flows.iter().any(|f| f.post.is_some()) {
-        Some("perftest's posting loops are per message")
-    } else if config.nic.host.is_some() {
-        Some("a host model (nic.host) paces frames through PCIe")
-    } else if !config.record.pcap.is_empty() {
-        Some("captures (record.pcap) need frames")
-    } else {
-        None
-    };
+    let why = Fidelity::fluid_refusal(config, flows);
     match why {
         Some(w) => Err(FileError::new(
             path,
