@@ -518,8 +518,13 @@ fn print_variant(r: &RunResult, st: &RunStats, pre_secs: f64) {
                 Some(c) => format!("; {} faster than without the faults", ps(c.unsigned_abs())),
                 None => String::new(),
             };
+            let bubble = if st.bubble_ps > 0 {
+                format!(" + pipeline bubble {}", ps(st.bubble_ps))
+            } else {
+                String::new()
+            };
             println!(
-                "    step {}: {time} = compute {} + exposed {}{critical}{cost}",
+                "    step {}: {time} = compute {} + exposed {}{bubble}{critical}{cost}",
                 st.step,
                 ps(st.compute_ps),
                 ps(st.exposed_ps)

@@ -303,6 +303,12 @@ pub struct StepRecord {
     /// Communication no compute covered: the sum of `collectives`'
     /// exposed times, picoseconds.
     pub exposed_ps: u64,
+    /// With pipeline stages: the time the step's last rank waited for
+    /// another stage to send it activations or gradients (the
+    /// pipeline's bubble), picoseconds; step = compute + exposed +
+    /// bubble. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bubble_ps: u64,
     /// The collective exposed longest in the step (its label; `None`:
     /// nothing was): what set the step time beyond compute.
     pub critical: Option<String>,
@@ -917,6 +923,11 @@ impl RunResult {
         // Serialising plain structs of numbers and strings cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
+}
+
+/// Serde's test for counts left out of the file when 0.
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// Percentile by nearest rank of sorted `v` (`p` in 0..=100); 0 for empty.

@@ -25,6 +25,8 @@ const WIDTH: u32 = 880;
 
 /// Colour of the exposed part of a bar.
 const EXPOSED: &str = "#999";
+/// The colour of a pipeline's bubble.
+const BUBBLE: &str = "#d8d8d8";
 
 /// One job of one variant.
 struct Job<'a> {
@@ -52,9 +54,9 @@ fn ms(ps: u64) -> String {
     format!("{:.3}", ps as f64 / 1e9)
 }
 
-/// The mean step of a job split as the records do: compute and exposed
-/// per step, averaged over the finished steps (ps).
-fn mean_split(rec: &TrainingRecord) -> Option<(u64, u64)> {
+/// The mean step of a job split as the records do: compute, exposed
+/// and pipeline bubble per step, averaged over the finished steps (ps).
+fn mean_split(rec: &TrainingRecord) -> Option<(u64, u64, u64)> {
     let done: Vec<&StepRecord> = rec.steps.iter().filter(|s| s.time_ps.is_some()).collect();
     if done.is_empty() {
         return None;
@@ -62,14 +64,15 @@ fn mean_split(rec: &TrainingRecord) -> Option<(u64, u64)> {
     let n = done.len() as u64;
     let c = done.iter().map(|s| s.compute_ps).sum::<u64>() / n;
     let e = done.iter().map(|s| s.exposed_ps).sum::<u64>() / n;
-    Some((c, e))
+    let w = done.iter().map(|s| s.bubble_ps).sum::<u64>() / n;
+    Some((c, e, w))
 }
 
 fn plot(all: &[Job<'_>]) -> String {
     let max = all
         .iter()
         .filter_map(|j| mean_split(j.rec))
-        .map(|(c, e)| (c + e) as f64 / 1e9)
+        .map(|(c, e, w)| (c + e + w) as f64 / 1e9)
         .fold(0.0, f64::max);
     let row = 26.0;
     let height = 80 + (row * all.len() as f64) as u32;
@@ -96,17 +99,27 @@ fn plot(all: &[Job<'_>]) -> String {
         let y0 = t + 6.0 + row * i as f64;
         p.label(l - 6.0, y0 + 14.0, "end", &j.name);
         match mean_split(j.rec) {
-            Some((c, e)) => {
-                let (c, e) = (c as f64 / 1e9, e as f64 / 1e9);
+            Some((c, e, w)) => {
+                let (c, e, w) = (c as f64 / 1e9, e as f64 / 1e9, w as f64 / 1e9);
                 p.span(0.0, c, y0, y0 + 18.0, j.color);
                 p.span(c, c + e, y0, y0 + 18.0, EXPOSED);
-                let x = p.px(c + e) + 4.0;
-                p.label(x, y0 + 14.0, "start", &format!("{:.3} ms", c + e));
+                if w > 0.0 {
+                    p.span(c + e, c + e + w, y0, y0 + 18.0, BUBBLE);
+                }
+                let x = p.px(c + e + w) + 4.0;
+                p.label(x, y0 + 14.0, "start", &format!("{:.3} ms", c + e + w));
             }
             None => p.label(l + 4.0, y0 + 14.0, "start", "did not finish"),
         }
     }
-    p.legend(&[("exposed".to_string(), EXPOSED)]);
+    let mut legend = vec![("exposed".to_string(), EXPOSED)];
+    if all
+        .iter()
+        .any(|j| j.rec.steps.iter().any(|s| s.bubble_ps > 0))
+    {
+        legend.push(("pipeline bubble".to_string(), BUBBLE));
+    }
+    p.legend(&legend);
     p.finish()
 }
 
@@ -150,6 +163,13 @@ fn notes(rec: &TrainingRecord) -> Vec<String> {
         v.push(format!(
             "Alone on the same fabric its mean step is {} ms: the other jobs slow it {s:.2}x.",
             ms(a)
+        ));
+    }
+    if let Some((_, e, w)) = mean_split(rec).filter(|x| x.2 > 0) {
+        v.push(format!(
+            "Pipeline bubble: its slowest rank waits {} ms a step for other stages to send it activations or gradients, beside {} ms of exposed communication; more microbatches shrink it.",
+            ms(w),
+            ms(e)
         ));
     }
     if !rec.shared_links.is_empty() {
@@ -262,6 +282,7 @@ mod tests {
             time_ps: time,
             compute_ps: 10_000_000_000,
             exposed_ps: 2_000_000_000,
+            bubble_ps: 0,
             critical: Some("dp all_reduce bucket 3".into()),
             healthy_time_ps: None,
             fault_cost_ps: None,
@@ -307,5 +328,32 @@ mod tests {
             "{h}"
         );
         assert!(section_html(&[empty_run("x")], &["#000"]).is_empty());
+    }
+
+    /// A pipeline's bubble gets its own bar segment and legend entry and
+    /// a note; a job without one gets neither.
+    #[test]
+    fn a_pipeline_bubble_is_drawn_and_said() {
+        let mut r = empty_run("default");
+        let mut s = step(0, Some(15_000_000_000));
+        s.bubble_ps = 3_000_000_000;
+        r.training.push(TrainingRecord {
+            job: "pp".into(),
+            steps: vec![s],
+            mean_step_ps: Some(15_000_000_000),
+            critical: None,
+            alone_mean_step_ps: None,
+            slowdown: None,
+            shared_links: Vec::new(),
+            paused: Vec::new(),
+            healthy_mean_step_ps: None,
+        });
+        let h = section_html(std::slice::from_ref(&r), &["#000"]);
+        assert!(h.contains("pipeline bubble") && h.contains(BUBBLE), "{h}");
+        let m = section_markdown(std::slice::from_ref(&r), &["#000"]);
+        assert!(m.contains("waits 3.000 ms a step"), "{m}");
+        r.training[0].steps[0].bubble_ps = 0;
+        let h = section_html(std::slice::from_ref(&r), &["#000"]);
+        assert!(!h.contains("pipeline bubble") && !h.contains(BUBBLE), "{h}");
     }
 }

@@ -227,6 +227,16 @@ pub struct WorkloadDoc {
     /// (default 0: no MoE).
     #[serde(default)]
     pub moe_bytes: Option<Size>,
+    /// training: pipeline-parallel stages (default 1: none).
+    #[serde(default)]
+    pub pp: Option<u32>,
+    /// training: microbatches per step (default 1).
+    #[serde(default)]
+    pub microbatches: Option<u32>,
+    /// training: bytes a rank sends the next pipeline stage per
+    /// microbatch (and receives back as gradients).
+    #[serde(default)]
+    pub pp_bytes: Option<Size>,
 }
 
 /// How a training job's servers are picked.
@@ -476,6 +486,9 @@ fn allowed(kind: WorkloadKind) -> &'static [&'static str] {
             "buckets",
             "tp_bytes",
             "moe_bytes",
+            "pp",
+            "microbatches",
+            "pp_bytes",
         ],
         WorkloadKind::HpccFlows => &["op", "path", "shift"],
         WorkloadKind::Htsim => &["op", "path"],
@@ -539,6 +552,9 @@ impl WorkloadDoc {
         add("buckets", self.buckets.is_some());
         add("tp_bytes", self.tp_bytes.is_some());
         add("moe_bytes", self.moe_bytes.is_some());
+        add("pp", self.pp.is_some());
+        add("microbatches", self.microbatches.is_some());
+        add("pp_bytes", self.pp_bytes.is_some());
         g
     }
 }
@@ -822,12 +838,19 @@ pub(super) fn build(
                         format!("{}: expected a divisor of the job's {gpus} GPUs per server (tensor-parallel groups stay inside a server)", spec.tp),
                     ));
                 }
-                if servers.len() * (gpus as usize) / (spec.tp as usize) < 2
+                if servers.len() % spec.pp as usize != 0 {
+                    return Err(err(
+                        "pp",
+                        format!("{}: expected a divisor of the job's {} servers (a pipeline stage is whole servers)", spec.pp, servers.len()),
+                    ));
+                }
+                let stage = servers.len() / spec.pp as usize;
+                if stage * (gpus as usize) / (spec.tp as usize) < 2
                     && (spec.grad_bytes > 0 || spec.moe_bytes > 0)
                 {
                     return Err(err(
                         "servers",
-                        format!("{} server(s) of {gpus} GPUs with tp = {}: a data-parallel group of 1 has no all-reduce or all-to-all; expected more servers or GPUs", servers.len(), spec.tp),
+                        format!("{stage} server(s) a stage of {gpus} GPUs with tp = {}: a data-parallel group of 1 has no all-reduce or all-to-all; expected more servers or GPUs", spec.tp),
                     ));
                 }
                 if servers.len() * (gpus as usize) < 2 {
@@ -1008,10 +1031,7 @@ pub(super) fn build(
     Ok((flows, groups, names))
 }
 
-/// A perftest workload's parameters, with perftest's defaults; errors
-/// name the key.
-/// The ranks of an `nccl-tests` workload on GPU servers `g`: the GPUs of
-/// its `servers`, or the key that is wrong and why.
+/// A training workload's shape, with its defaults; errors name the key.
 fn training_spec(w: &WorkloadDoc) -> Result<wl::training::Training, (&'static str, String)> {
     let positive = |k: &'static str, v: Option<u32>, default: u32| match v {
         Some(0) => Err((k, "0: expected at least 1".to_string())),
@@ -1019,13 +1039,35 @@ fn training_spec(w: &WorkloadDoc) -> Result<wl::training::Training, (&'static st
         None => Ok(default),
     };
     let layers = positive("layers", w.layers, 1)?;
+    let pp = positive("pp", w.pp, 1)?;
+    if pp > layers {
+        return Err((
+            "pp",
+            format!("{pp}: expected at most the {layers} layers (a stage holds at least one)"),
+        ));
+    }
     let buckets = positive("buckets", w.buckets, 1)?;
-    if buckets > layers {
+    if buckets > layers / pp {
         return Err((
             "buckets",
             format!(
-                "{buckets}: expected at most the {layers} layers (a bucket fills as layers finish)"
+                "{buckets}: expected at most the {} layers of a stage (a bucket fills as layers finish)",
+                layers / pp
             ),
+        ));
+    }
+    let pp_bytes = w.pp_bytes.map_or(0, |s| s.bytes());
+    if pp > 1 && pp_bytes == 0 {
+        return Err((
+            "pp_bytes",
+            "missing or 0: expected the bytes a rank sends the next pipeline stage per microbatch"
+                .into(),
+        ));
+    }
+    if pp == 1 && w.pp_bytes.is_some() {
+        return Err((
+            "pp_bytes",
+            "given with pp = 1: expected pp of 2 or more".into(),
         ));
     }
     let (forward, backward) = match (w.forward, w.backward, w.step_flops, w.gpu_flops) {
@@ -1092,6 +1134,9 @@ fn training_spec(w: &WorkloadDoc) -> Result<wl::training::Training, (&'static st
         buckets,
         tp_bytes,
         moe_bytes: w.moe_bytes.map_or(0, |s| s.bytes()),
+        pp,
+        microbatches: positive("microbatches", w.microbatches, 1)?,
+        pp_bytes,
     })
 }
 

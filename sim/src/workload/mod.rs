@@ -222,6 +222,10 @@ pub struct TrainingPart {
     pub label: String,
     /// What it is.
     pub kind: PartKind,
+    /// The pipeline stage whose ranks run it (0 without pipeline
+    /// parallelism); a transfer between stages belongs to the stage
+    /// that receives it.
+    pub stage: u32,
 }
 
 /// What a part of a training step is.
@@ -235,6 +239,11 @@ pub enum PartKind {
     /// A collective on its own stream, overlapping compute (the
     /// data-parallel all-reduce of a bucket).
     Background,
+    /// What a pipeline stage receives from the one before (activations)
+    /// or after (gradients): the compute that follows waits for it,
+    /// and the wait before the sender posted it is the pipeline's
+    /// bubble, not communication.
+    Recv,
 }
 
 /// Shape of a ring all-reduce.

@@ -192,7 +192,8 @@ fn compute_follows_from_flops_and_the_gpus_rate() {
 
 /// Bad jobs name the key: tensor parallelism that does not divide the
 /// GPUs, more buckets than layers, servers held by an earlier job, both
-/// durations and FLOPs, a plain topology.
+/// durations and FLOPs, pipeline stages that do not divide the servers
+/// or the layers or send nothing, a plain topology.
 #[test]
 fn bad_jobs_name_the_key() {
     let err = |w: &str| {
@@ -209,6 +210,28 @@ fn bad_jobs_name_the_key() {
             "not both",
         ),
         ("servers = 5", "workload[0].servers", "free"),
+        (
+            "pp = 3\nlayers = 3\npp_bytes = \"1MiB\"",
+            "workload[0].pp",
+            "divisor",
+        ),
+        (
+            "pp = 2\nlayers = 2",
+            "workload[0].pp_bytes",
+            "next pipeline stage",
+        ),
+        (
+            "pp = 4\nlayers = 2\npp_bytes = \"1MiB\"",
+            "workload[0].pp",
+            "at most",
+        ),
+        ("pp_bytes = \"1MiB\"", "workload[0].pp_bytes", "pp of 2"),
+        (
+            "pp = 2\nlayers = 4\nbuckets = 3\npp_bytes = \"1MiB\"",
+            "workload[0].buckets",
+            "of a stage",
+        ),
+        ("microbatches = 0", "workload[0].microbatches", "at least 1"),
         (
             "placement = \"spread\"\nservers = [0, 1]",
             "workload[0].placement",
@@ -230,6 +253,54 @@ fn bad_jobs_name_the_key() {
     );
     let e = scenario::from_str(Path::new("t.toml"), &plain).unwrap_err();
     assert!(e.to_string().contains("GPU servers"), "{e}");
+}
+
+/// A pipeline of `p` stages with `m` microbatches in the
+/// one-forward-one-backward order: with transfers between stages small
+/// beside the compute, a step takes `(m + p - 1) / m` of a rank's
+/// compute plus the optimizer (the textbook bubble, `(p - 1) / m` of
+/// the compute); the record adds up to compute + exposed + bubble, the
+/// bubble shrinks as microbatches grow, and the wait for the gradients
+/// on the wire (not the bubble) is what the step exposes.
+#[test]
+fn a_pipeline_step_pays_the_one_f_one_b_bubble() {
+    let (f, b, o) = (4_000_000_000u64, 8_000_000_000u64, 500_000_000u64);
+    let p = 4u64;
+    let mut bubbles = Vec::new();
+    for m in [2u64, 8] {
+        let r = run(&format!(
+            "[[workload]]\nkind = \"training\"\nname = \"job\"\nsteps = 2\nlayers = 8\ntp = 8\n\
+             pp = {p}\nmicrobatches = {m}\npp_bytes = \"64KiB\"\n\
+             forward = \"4ms\"\nbackward = \"8ms\"\noptimizer = \"0.5ms\"\n"
+        ));
+        let want = (m + p - 1) * (f + b) / m + o;
+        let want_bubble = (p - 1) * (f + b) / m;
+        for s in &r.training[0].steps {
+            let got = s.time_ps.expect("the step completed");
+            assert!(within(got, want, 0.01), "m = {m}: {got} ps against {want}");
+            assert_eq!(s.compute_ps, f + b + o, "m = {m}");
+            assert_eq!(
+                s.compute_ps + s.exposed_ps + s.bubble_ps,
+                got,
+                "m = {m}: {s:?}"
+            );
+            assert!(
+                within(s.bubble_ps, want_bubble, 0.03),
+                "m = {m}: bubble {} ps against {want_bubble}",
+                s.bubble_ps
+            );
+            // What is exposed is the stages' transfers, a few
+            // microseconds each.
+            assert!(
+                s.exposed_ps > 0 && s.exposed_ps < want / 100,
+                "m = {m}: {s:?}"
+            );
+            let top = s.critical.as_deref().unwrap_or_default();
+            assert!(top.contains("pp gradients 1->0"), "m = {m}: {top}");
+        }
+        bubbles.push(r.training[0].steps[1].bubble_ps);
+    }
+    assert!(bubbles[1] * 3 < bubbles[0], "{bubbles:?}");
 }
 
 /// Runs every variant's jobs together and each alone: the together
