@@ -65,6 +65,7 @@ impl<'a> World<'a> {
             opts,
             q: EventQueue::new(),
             ports,
+            pkts: Default::default(),
             switch_of_node,
             switches,
             host_of_node,

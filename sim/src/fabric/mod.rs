@@ -74,7 +74,7 @@ use crate::workload::FlowSpec;
 
 use event::{Ev, NONE};
 use impairments::Verdict;
-use packet::{Packet, PFC_FRAME};
+use packet::PFC_FRAME;
 pub(crate) use settings::switch_mmu;
 use switch::{Admit, PfcChange};
 pub use world::World;
@@ -346,15 +346,15 @@ impl World<'_> {
                 return;
             }
             let prio = self.pick(pi, eligible);
-            let pkt = if !self.ports[pi].queues[prio].is_empty() {
+            let h = if !self.ports[pi].queues[prio].is_empty() {
                 self.dequeue(pi, prio, now)
             } else {
                 match self.nic_pull(host, prio as u8, now) {
-                    Some(pkt) => pkt,
+                    Some(pkt) => self.pkts.put(pkt),
                     None => continue,
                 }
             };
-            self.transmit(p, pkt, now);
+            self.transmit(p, h, now);
             return;
         }
     }
@@ -375,7 +375,9 @@ impl World<'_> {
                 loop {
                     let p = usize::from(port.rr);
                     if eligible & (1 << p) != 0 {
-                        let head = port.queues[p].front().map_or(4096, |x| u64::from(x.wire));
+                        let head = port.queues[p]
+                            .front()
+                            .map_or(4096, |&x| u64::from(self.pkts.get(x).wire));
                         if port.deficit[p] >= head {
                             port.deficit[p] -= head;
                             return p;
@@ -391,12 +393,14 @@ impl World<'_> {
     }
 
     /// Take the head frame of queue `prio` of port `pi`: release its
-    /// buffer at a switch (maybe sending XON), mark ECN.
-    fn dequeue(&mut self, pi: usize, prio: usize, now: Instant) -> Packet {
+    /// buffer at a switch (maybe sending XON), mark ECN. Returns its
+    /// handle.
+    fn dequeue(&mut self, pi: usize, prio: usize, now: Instant) -> u32 {
         let port = &mut self.ports[pi];
-        let Some(mut pkt) = port.queues[prio].pop_front() else {
+        let Some(h) = port.queues[prio].pop_front() else {
             unreachable!("dequeue from an empty queue: callers check first");
         };
+        let pkt = self.pkts.get_mut(h);
         port.qbytes[prio] -= u64::from(pkt.wire);
         let node = port.node as usize;
         let sw = self.switch_of_node[node];
@@ -417,13 +421,14 @@ impl World<'_> {
                 self.send_pfc(ing, prio as u8, false, now, false);
             }
         }
-        pkt
+        h
     }
 
-    /// Serialise `pkt` on port `p` from `now`.
-    pub(crate) fn transmit(&mut self, p: u32, pkt: Packet, now: Instant) {
+    /// Serialise the frame of handle `h` on port `p` from `now`.
+    pub(crate) fn transmit(&mut self, p: u32, h: u32, now: Instant) {
+        let pkt = self.pkts.get(h);
         if let Some(t) = self.taps.as_deref_mut() {
-            t.roce(p, &pkt, now);
+            t.roce(p, pkt, now);
         }
         let port = &mut self.ports[p as usize];
         let ser = port.rate.serialization_time(u64::from(pkt.wire));
@@ -434,44 +439,50 @@ impl World<'_> {
         c.tx_bytes += u64::from(pkt.wire);
         self.q.schedule(now + ser, Ev::TxDone(p));
         if let Some(f) = &mut port.impairments {
-            let v = f.judge(&pkt);
+            let v = f.judge(pkt);
             if v != Verdict::Pass {
+                self.pkts.free(h);
                 self.wire_stopped(p, v);
                 return;
             }
         }
-        port.inflight.push_back(pkt);
+        port.inflight.push_back(h);
         self.q.schedule(now + ser + port.delay, Ev::Arrive(p));
     }
 
     /// The oldest frame on the wire leaving `p` arrives at its peer.
     fn arrive(&mut self, p: u32, now: Instant) {
-        let Some(mut pkt) = self.ports[p as usize].inflight.pop_front() else {
+        let Some(h) = self.ports[p as usize].inflight.pop_front() else {
             return;
         };
+        let pkt = self.pkts.get(h);
+        let (in_prio, wire, src, dst, sport) = (pkt.prio, pkt.wire, pkt.src, pkt.dst, pkt.sport);
         let rx = self.ports[p as usize].peer;
         let rport = &mut self.ports[rx as usize];
-        let c = &mut rport.prio[usize::from(pkt.prio)];
+        let c = &mut rport.prio[usize::from(in_prio)];
         c.rx_packets += 1;
-        c.rx_bytes += u64::from(pkt.wire);
+        c.rx_bytes += u64::from(wire);
         let node = rport.node as usize;
         let sw = self.switch_of_node[node];
         if sw == NONE {
             let host = self.host_of_node[node];
+            let pkt = self.pkts.take(h);
             self.nic_receive(host, pkt, now);
             return;
         }
         // Watchdog drop actions exist only with a watchdog.
         let wd = self.wd.is_some();
-        if wd && self.ports[rx as usize].wd_drop & (1 << pkt.prio) != 0 {
-            self.wd_drop_frame(rx, pkt.prio, false);
+        if wd && self.ports[rx as usize].wd_drop & (1 << in_prio) != 0 {
+            self.pkts.free(h);
+            self.wd_drop_frame(rx, in_prio, false);
             return;
         }
         let s = &mut self.switches[sw as usize];
-        let (off, cnt) = s.route[pkt.dst as usize];
+        let (off, cnt) = s.route[dst as usize];
         if cnt == 0 {
+            self.pkts.free(h);
             self.ports[rx as usize].rx_discards += 1;
-            self.ports[rx as usize].prio[usize::from(pkt.prio)].rx_discards += 1;
+            self.ports[rx as usize].prio[usize::from(in_prio)].rx_discards += 1;
             self.drops += 1;
             return;
         }
@@ -479,7 +490,7 @@ impl World<'_> {
         let hop = if cnt == 1 {
             hops[0]
         } else {
-            let tuple = FiveTuple::roce(host_ip(pkt.src), host_ip(pkt.dst), pkt.sport);
+            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
             ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0])
         };
         let out = s.port_base + u32::from(hop);
@@ -487,20 +498,21 @@ impl World<'_> {
         // Ingress classification: the class the frame is queued and
         // accounted in, and leaves with.
         let prio = match s.classify.get(usize::from(local_in)) {
-            Some(map) => map[usize::from(pkt.prio) & 7],
-            None => pkt.prio,
+            Some(map) => map[usize::from(in_prio) & 7],
+            None => in_prio,
         };
-        pkt.prio = prio;
         if wd && self.ports[out as usize].wd_drop & (1 << prio) != 0 {
+            self.pkts.free(h);
             self.wd_drop_frame(out, prio, true);
             return;
         }
         let egress_q = self.ports[out as usize].qbytes[usize::from(prio)];
-        let (adm, ch) = s.mmu.arrive(local_in, prio, u64::from(pkt.wire), egress_q);
+        let (adm, ch) = s.mmu.arrive(local_in, prio, u64::from(wire), egress_q);
         if ch == PfcChange::Pause {
             self.send_pfc(rx, prio, true, now, false);
         }
         if adm == Admit::Drop {
+            self.pkts.free(h);
             let lossless = self.switches[sw as usize].mmu.is_lossless(local_in, prio);
             let r = &mut self.ports[rx as usize];
             r.rx_discards += 1;
@@ -511,10 +523,12 @@ impl World<'_> {
             self.drops += 1;
             return;
         }
+        let pkt = self.pkts.get_mut(h);
+        pkt.prio = prio;
         pkt.ingress = local_in;
         let o = &mut self.ports[out as usize];
-        o.qbytes[usize::from(prio)] += u64::from(pkt.wire);
-        o.queues[usize::from(prio)].push_back(pkt);
+        o.qbytes[usize::from(prio)] += u64::from(wire);
+        o.queues[usize::from(prio)].push_back(h);
         let tq = o.total_queued();
         o.max_queue = o.max_queue.max(tq);
         self.kick(out, now);

@@ -40,3 +40,54 @@ pub fn frame_len(headers: &RoceHeaders, payload: u32) -> u32 {
     let pad = payload.wrapping_neg() & 3;
     ETH_OVERHEAD + IP_UDP_ICRC + headers.header_len() as u32 + payload + pad
 }
+
+/// Where the frames on links and in egress queues live while the fabric
+/// moves them: a slab, so that queues and wires hold 4-byte handles and
+/// a frame's 160 bytes are written once when it leaves a NIC, not copied
+/// at every queue and wire it passes.
+///
+/// Contract: a handle is valid from [`Packets::put`] until
+/// [`Packets::take`] or [`Packets::free`]; each handle is held by
+/// exactly one queue or wire at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Packets {
+    slots: Vec<Packet>,
+    free: Vec<u32>,
+}
+
+impl Packets {
+    /// Store `pkt`; its handle.
+    pub fn put(&mut self, pkt: Packet) -> u32 {
+        match self.free.pop() {
+            Some(h) => {
+                self.slots[h as usize] = pkt;
+                h
+            }
+            None => {
+                self.slots.push(pkt);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The frame of handle `h`.
+    pub fn get(&self, h: u32) -> &Packet {
+        &self.slots[h as usize]
+    }
+
+    /// The frame of handle `h`, to change.
+    pub fn get_mut(&mut self, h: u32) -> &mut Packet {
+        &mut self.slots[h as usize]
+    }
+
+    /// Take the frame of handle `h` out; the handle is free.
+    pub fn take(&mut self, h: u32) -> Packet {
+        self.free.push(h);
+        self.slots[h as usize]
+    }
+
+    /// Drop the frame of handle `h`.
+    pub fn free(&mut self, h: u32) {
+        self.free.push(h);
+    }
+}

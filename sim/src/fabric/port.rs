@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use roce::time::{Duration, Instant, Rate};
 
 use super::impairments::Impairments;
-use super::packet::Packet;
 use crate::results::{PortErrors, PrioCounters};
 
 /// One port.
@@ -27,16 +26,17 @@ pub struct Port {
     pub rate: Rate,
     /// One-way propagation delay.
     pub delay: Duration,
-    /// Egress queues per priority.
-    pub queues: [VecDeque<Packet>; 8],
+    /// Egress queues per priority (handles into the world's
+    /// [`super::packet::Packets`]).
+    pub queues: [VecDeque<u32>; 8],
     /// Bytes queued per priority.
     pub qbytes: [u64; 8],
     /// PFC frames waiting: (priority, quanta).
     pub ctrl: VecDeque<(u8, u16)>,
     /// A frame is being serialised.
     pub busy: bool,
-    /// Frames on the wire towards the peer, in arrival order.
-    pub inflight: VecDeque<Packet>,
+    /// Frames on the wire towards the peer, in arrival order (handles).
+    pub inflight: VecDeque<u32>,
     /// Transmitter held off for each priority until this time.
     pub paused_until: [Instant; 8],
     /// Start of the current held-off interval, per priority.

@@ -207,7 +207,8 @@ impl World<'_> {
                 self.ports[p as usize].wd_ignore |= bit;
                 self.ports[p as usize].wd_drop |= bit;
                 let mut dropped = 0;
-                while let Some(pkt) = self.ports[p as usize].queues[usize::from(prio)].pop_front() {
+                while let Some(h) = self.ports[p as usize].queues[usize::from(prio)].pop_front() {
+                    let pkt = self.pkts.take(h);
                     self.ports[p as usize].qbytes[usize::from(prio)] -= u64::from(pkt.wire);
                     depart_and_signal(self, p, pkt.ingress, prio, pkt.wire, now);
                     dropped += 1;

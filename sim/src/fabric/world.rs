@@ -28,6 +28,8 @@ pub struct World<'a> {
     pub(super) opts: &'a RunOptions,
     pub(super) q: EventQueue<Ev>,
     pub(super) ports: Vec<Port>,
+    /// The frames the ports' queues and wires hold.
+    pub(super) pkts: super::packet::Packets,
     pub(super) switch_of_node: Vec<u32>,
     pub(super) switches: Vec<Switch>,
     pub(super) host_of_node: Vec<u32>,
