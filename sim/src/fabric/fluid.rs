@@ -315,17 +315,20 @@ impl Rates {
             .iter()
             .filter_map(|&s| self.slab[s as usize].take())
             .collect();
-        for f in &mut flows {
-            f.rem = (f.rem - f.rate * (t - f.t_upd)).max(0.0);
-            f.t_upd = t;
-        }
+        let old: Vec<f64> = flows.iter().map(|f| f.rate).collect();
         self.share.assign(&mut flows, &self.cap);
-        for (&slot, mut f) in comp.iter().zip(flows) {
-            self.ver += 1;
-            f.ver = self.ver;
-            if f.rate > 0.0 {
-                let at = t + f.rem / f.rate;
-                self.finish.push(Reverse((at.to_bits(), slot, f.ver)));
+        for ((&slot, mut f), was) in comp.iter().zip(flows).zip(old) {
+            // A flow whose rate did not change keeps its progress
+            // stamp and its finish time in the heap.
+            if f.rate != was || f.ver == 0 {
+                f.rem = (f.rem - was * (t - f.t_upd)).max(0.0);
+                f.t_upd = t;
+                self.ver += 1;
+                f.ver = self.ver;
+                if f.rate > 0.0 {
+                    let at = t + f.rem / f.rate;
+                    self.finish.push(Reverse((at.to_bits(), slot, f.ver)));
+                }
             }
             self.slab[slot as usize] = Some(f);
         }
