@@ -1162,6 +1162,7 @@ fn doctor_reads_every_scenario_and_healthy_lessons_stay_at_info() {
         "imports/htsim-import",
         "nccl-tests-allreduce",
         "nccl-tests-gpu-rails",
+        "training-pipeline",
     ];
     // Runs the model's default NIC (no congestion control) under switches
     // that mark ECN: the marks go unanswered, which the doctor must name
