@@ -66,6 +66,13 @@ impl Fidelity {
             Some("a host model (nic.host) paces frames through PCIe")
         } else if !config.record.pcap.is_empty() {
             Some("captures (record.pcap) need frames")
+        } else if config.fabric.load_balancing != crate::config::LoadBalancingConfig::Ecmp
+            || config.overrides.iter().any(|o| {
+                matches!(&o.setting, OverrideSetting::Fabric(f)
+                    if f.load_balancing != crate::config::LoadBalancingConfig::Ecmp)
+            })
+        {
+            Some("load balancing other than ECMP picks a path per frame")
         } else {
             None
         }

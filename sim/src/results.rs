@@ -748,6 +748,13 @@ pub struct PortRecord {
     /// mark, and in files written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<Vec<EcnSetting>>,
+    /// Switch ports whose switch picks a next hop per frame: its
+    /// `fabric.load_balancing` mode (`spray`, `spray_round_robin`,
+    /// `flowlet`, `adaptive`), which reorders a queue pair's frames.
+    /// `None` (absent) under per-flow ECMP, for NIC ports and in files
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancing: Option<String>,
 }
 
 /// The ECN (RED) marking settings of one priority of a switch, as the

@@ -378,6 +378,7 @@ mod tests {
             errors: Default::default(),
             pfc_priorities: pfc,
             ecn: None,
+            load_balancing: None,
         }
     }
 

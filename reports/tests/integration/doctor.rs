@@ -474,6 +474,7 @@ fn simulator_counter_dumps_feed_the_doctor() {
             errors: Default::default(),
             pfc_priorities: Some(vec![3]),
             ecn: None,
+            load_balancing: None,
         }
     };
     // A sender held off 60 % of the run; the switch port facing it sends

@@ -94,6 +94,8 @@ pub struct FabricConfig {
     pub scheduler: SchedulerConfig,
     /// How a switch classifies arriving frames into priorities.
     pub qos: QosConfig,
+    /// How a switch spreads frames over equal-cost next hops.
+    pub load_balancing: LoadBalancingConfig,
 }
 
 impl Default for FabricConfig {
@@ -104,8 +106,40 @@ impl Default for FabricConfig {
             ecn: vec![EcnConfig::default()],
             scheduler: SchedulerConfig::default(),
             qos: QosConfig::default(),
+            load_balancing: LoadBalancingConfig::default(),
         }
     }
+}
+
+/// How a switch picks among the equal-cost next hops towards a
+/// destination, per frame. Only ECMP keeps every frame of a queue pair
+/// on one path; the others reorder frames, which a receiver without
+/// out-of-order placement sees as sequence errors (go-back-N resends).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "mode")]
+pub enum LoadBalancingConfig {
+    /// Per-flow ECMP: a hash of the 5-tuple, salted per switch (the UDP
+    /// source port carries each queue pair's entropy).
+    #[default]
+    Ecmp,
+    /// Per-packet spraying: each frame to a next hop drawn at random
+    /// (the switch's own random stream).
+    Spray,
+    /// Per-packet spraying in turn: each destination's frames go round
+    /// robin over its next hops.
+    SprayRoundRobin,
+    /// Flowlets: a flow (5-tuple) keeps its next hop while its frames
+    /// come less than `gap` apart; after a longer gap its next frame
+    /// draws a next hop at random (LetFlow).
+    Flowlet {
+        /// The idle time that ends a flowlet.
+        gap: Duration,
+    },
+    /// Adaptive routing: each frame to the next hop whose egress holds
+    /// the fewest bytes queued, over all priorities; ties go to the
+    /// first in the flow's ECMP order, so an idle fabric routes as
+    /// ECMP does.
+    Adaptive,
 }
 
 /// Ingress classification of a switch (or one of its ports): the priority
@@ -779,6 +813,14 @@ fn check_probability(key: &str, p: f64) -> Result<(), ConfigError> {
 fn check_fabric(f: &FabricConfig) -> Result<(), ConfigError> {
     for &p in &f.pfc.priorities {
         check_priority("fabric.pfc.priorities", p)?;
+    }
+    if let LoadBalancingConfig::Flowlet { gap } = f.load_balancing {
+        if gap == Duration::ZERO {
+            return Err(ConfigError::new(
+                "fabric.load_balancing.gap",
+                "0: expected the idle time that ends a flowlet, e.g. \"50us\"",
+            ));
+        }
     }
     match f.pfc.threshold {
         PfcThreshold::Static { xoff, xon } => {

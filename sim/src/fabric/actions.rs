@@ -14,7 +14,7 @@ use super::settings::{
     classify_table, ecn_table, pfc_mask, static_fabric, static_nic, switch_table,
 };
 use super::switch::PfcChange;
-use super::world::World;
+use super::world::{Balancer, World};
 use crate::config::OverrideSetting;
 use crate::engine::{derive_rng, StreamKind};
 use crate::faults::{FaultPlan, WireFault};
@@ -408,6 +408,9 @@ impl World<'_> {
         for s in &mut self.switches {
             let (route, hops) = switch_table(routes, s.node, n_hosts);
             s.route = route;
+            if let Balancer::RoundRobin(turn) = &mut s.lb {
+                *turn = vec![0; hops.len()];
+            }
             s.hops = hops;
         }
         for &(sw, host, port, on) in &self.static_routes {

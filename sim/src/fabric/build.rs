@@ -16,7 +16,7 @@ use super::port::Port;
 use super::settings::{
     classify_table, ecn_table, pfc_mask, static_fabric, static_nic, switch_mmu, switch_table,
 };
-use super::world::{Switch, World};
+use super::world::{Balancer, Switch, World};
 use crate::config::{CcConfig, SimConfig};
 use crate::engine::{derive_rng, EventQueue, StreamKind};
 use crate::options::{RunOptions, SimError};
@@ -435,6 +435,7 @@ fn build_switches(
             mmu.set_lossless(pi as u16, ports[base as usize + pi].pfc_mask);
         }
         let (route, hops) = switch_table(routes, ni as u32, n_hosts);
+        let hops_len = hops.len();
         if let Some(&p) = hops.iter().find(|&&p| usize::from(p) >= node.ports.len()) {
             return Err(SimError::Topology(format!(
                 "routes: switch {} via port {p}, it has {} ports",
@@ -465,6 +466,7 @@ fn build_switches(
             classify,
             fab: NONE,
             port_fab: vec![NONE; node.ports.len()],
+            lb: Balancer::new(&fab.load_balancing, hops_len),
         });
     }
     Ok((switch_of_node, switches))

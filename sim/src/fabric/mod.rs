@@ -12,10 +12,12 @@
 //!   before queued data, and takes effect at the peer after propagation
 //!   plus the configured response time.
 //! * **Switches** route by destination host over the equal-cost next hops
-//!   of [`crate::topology::Routes`], picking one per flow with
+//!   of [`crate::topology::Routes`], by default picking one per flow with
 //!   [`crate::topology::ecmp::ecmp_select`] on the 5-tuple (host addresses
 //!   from [`crate::topology::host_ip`]; the UDP source port carries QP
-//!   entropy, from the two QPNs as the Linux stack derives it). Buffering, PFC and
+//!   entropy, from the two QPNs as the Linux stack derives it); or per
+//!   frame (spraying, flowlets, adaptive routing:
+//!   [`crate::config::LoadBalancingConfig`]). Buffering, PFC and
 //!   drops follow [`switch::Mmu`]; ECN marking is RED on the egress queue
 //!   when a frame leaves. Within a priority the egress queue is one FIFO:
 //!   fairness between ingress ports comes from per-ingress PFC accounting.
@@ -68,15 +70,17 @@ use crate::results::{
     percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PerftestRecord,
     PortRecord, RunResult, RunStats, Summary,
 };
-use crate::topology::ecmp::{ecmp_select, FiveTuple};
+use crate::topology::ecmp::{ecmp_hash, ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId};
 use crate::workload::FlowSpec;
 
 use event::{Ev, NONE};
 use impairments::Verdict;
 use packet::PFC_FRAME;
+use rand::Rng;
 pub(crate) use settings::switch_mmu;
 use switch::{Admit, PfcChange};
+use world::Balancer;
 pub use world::World;
 
 impl World<'_> {
@@ -490,8 +494,39 @@ impl World<'_> {
         let hop = if cnt == 1 {
             hops[0]
         } else {
-            let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
-            ecmp_select(hops, &tuple, NodeId(s.node)).unwrap_or(hops[0])
+            let n = usize::from(cnt);
+            let hashed = || {
+                let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
+                ecmp_hash(&tuple, s.node) as usize % n
+            };
+            match &mut s.lb {
+                Balancer::Ecmp => hops[hashed()],
+                Balancer::Spray => hops[s.rng.gen_range(0..n)],
+                Balancer::RoundRobin(turn) => {
+                    let k = &mut turn[off as usize];
+                    let h = hops[usize::from(*k) % n];
+                    *k = ((usize::from(*k) + 1) % n) as u16;
+                    h
+                }
+                Balancer::Flowlet { gap, flows } => {
+                    let e = flows.entry((src, dst, sport)).or_insert((now, u16::MAX));
+                    if e.1 == u16::MAX || now - e.0 > *gap {
+                        e.1 = s.rng.gen_range(0..n) as u16;
+                    }
+                    e.0 = now;
+                    hops[usize::from(e.1) % n]
+                }
+                Balancer::Adaptive => {
+                    let first = hashed();
+                    let base = s.port_base;
+                    let queued = |k: usize| {
+                        let h = hops[(first + k) % n];
+                        self.ports[(base + u32::from(h)) as usize].total_queued()
+                    };
+                    let best = (0..n).min_by_key(|&k| (queued(k), k)).unwrap_or(0);
+                    hops[(first + best) % n]
+                }
+            }
         };
         let out = s.port_base + u32::from(hop);
         let local_in = self.ports[rx as usize].local;
@@ -721,6 +756,10 @@ impl World<'_> {
                                 })
                                 .collect(),
                         ),
+                    },
+                    load_balancing: match self.switch_of_node[p.node as usize] {
+                        NONE => None,
+                        sw => self.switches[sw as usize].lb.per_frame().map(String::from),
                     },
                 });
             }

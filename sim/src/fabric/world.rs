@@ -121,4 +121,56 @@ pub(super) struct Switch {
     pub(super) fab: u32,
     /// Override entry in force per port (`NONE`: without windows).
     pub(super) port_fab: Vec<u32>,
+    /// How it picks among equal-cost next hops, with its state.
+    pub(super) lb: Balancer,
+}
+
+/// A switch's load balancing ([`crate::config::LoadBalancingConfig`])
+/// and what it remembers.
+#[derive(Debug)]
+pub(super) enum Balancer {
+    /// Per-flow hash.
+    Ecmp,
+    /// A random next hop per frame.
+    Spray,
+    /// Per route entry (by its offset into the switch's `hops`): the
+    /// next hop's turn.
+    RoundRobin(Vec<u16>),
+    /// Per flow (source, destination, UDP source port): when its last
+    /// frame passed and the position of its next hop in the route.
+    Flowlet {
+        gap: roce::time::Duration,
+        flows: std::collections::HashMap<(u32, u32, u16), (roce::time::Instant, u16)>,
+    },
+    /// The least-queued next hop.
+    Adaptive,
+}
+
+impl Balancer {
+    /// The mode's name in files when it picks a next hop per frame
+    /// (`None`: per-flow ECMP).
+    pub(super) fn per_frame(&self) -> Option<&'static str> {
+        match self {
+            Balancer::Ecmp => None,
+            Balancer::Spray => Some("spray"),
+            Balancer::RoundRobin(_) => Some("spray_round_robin"),
+            Balancer::Flowlet { .. } => Some("flowlet"),
+            Balancer::Adaptive => Some("adaptive"),
+        }
+    }
+
+    /// The state for `cfg` on a switch with `hops` route entries.
+    pub(super) fn new(cfg: &crate::config::LoadBalancingConfig, hops: usize) -> Balancer {
+        use crate::config::LoadBalancingConfig as L;
+        match *cfg {
+            L::Ecmp => Balancer::Ecmp,
+            L::Spray => Balancer::Spray,
+            L::SprayRoundRobin => Balancer::RoundRobin(vec![0; hops]),
+            L::Flowlet { gap } => Balancer::Flowlet {
+                gap,
+                flows: std::collections::HashMap::new(),
+            },
+            L::Adaptive => Balancer::Adaptive,
+        }
+    }
 }

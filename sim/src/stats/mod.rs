@@ -338,6 +338,7 @@ mod tests {
             errors: Default::default(),
             pfc_priorities: None,
             ecn: None,
+            load_balancing: None,
         };
         let s = ethtool_dump(&p, &[3]);
         assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));

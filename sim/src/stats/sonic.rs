@@ -234,6 +234,7 @@ mod tests {
             errors: Default::default(),
             pfc_priorities: Some(vec![3]),
             ecn,
+            load_balancing: None,
         }
     }
 

@@ -5,9 +5,7 @@ use std::path::Path;
 
 use sim::nccl_model::{Algo, Func, Proto};
 use sim::results::RunResult;
-use sim::run::simulate;
 use sim::scenario;
-use sim::topology::Routes;
 use sim::workload::collectives::Ranks;
 use sim::workload::nccl_tests::Collective;
 
@@ -22,18 +20,7 @@ fn text(gpu: &str, generator: &str, workload: &str) -> String {
 }
 
 fn run(text: &str) -> RunResult {
-    let s = scenario::from_str(Path::new("t.toml"), text).unwrap_or_else(|e| panic!("{e}"));
-    let v = &s.variants[0];
-    let topo = &s.topologies[v.topology];
-    simulate(
-        topo,
-        &Routes::compute(topo),
-        &v.config,
-        &v.flows,
-        &v.run_options(),
-    )
-    .unwrap()
-    .0
+    crate::support::run_text(text)
 }
 
 /// busbw (GB/s) of the one size a run swept.

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod balancing;
 mod capture;
 mod dcqcn;
 mod deadlock;

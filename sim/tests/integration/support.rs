@@ -75,3 +75,22 @@ pub fn write(id: u32, src: usize, dst: usize, size: u64) -> FlowSpec {
         delay: roce::time::Duration::ZERO,
     }
 }
+
+/// Run the first variant of the scenario `text` (as file `t.toml`, on
+/// its own routes) and return its result; a scenario that does not load
+/// panics with the loader's error.
+pub fn run_text(text: &str) -> sim::results::RunResult {
+    let s = sim::scenario::from_str(std::path::Path::new("t.toml"), text)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v = &s.variants[0];
+    let topo = &s.topologies[v.topology];
+    sim::run::simulate(
+        topo,
+        &Routes::compute(topo),
+        &v.config,
+        &v.flows,
+        &v.run_options(),
+    )
+    .unwrap()
+    .0
+}

@@ -18,19 +18,7 @@ const FABRIC: &str = "[topology.defaults]\nrate = \"400Gbps\"\ndelay = \"1us\"\n
      [nic]\nmtu = 4096\n";
 
 fn run(workloads: &str) -> RunResult {
-    let text = format!("name = \"t\"\nseed = 1\n{FABRIC}{workloads}");
-    let s = scenario::from_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
-    let v = &s.variants[0];
-    let topo = &s.topologies[v.topology];
-    simulate(
-        topo,
-        &Routes::compute(topo),
-        &v.config,
-        &v.flows,
-        &v.run_options(),
-    )
-    .unwrap()
-    .0
+    crate::support::run_text(&format!("name = \"t\"\nseed = 1\n{FABRIC}{workloads}"))
 }
 
 /// The time of one collective measured alone: nccl-tests of `bytes` on
