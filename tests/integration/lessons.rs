@@ -1321,6 +1321,116 @@ fn lesson_15_ecmp_collisions_rails_against_plain() {
     );
 }
 
+/// Bytes leaf0 sent to each spine in a variant, by spine.
+fn leaf0_uplinks(v: &Value) -> Vec<u64> {
+    let mut u: Vec<(String, u64)> = v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["node"] == "leaf0" && p["peer"].as_str().unwrap().starts_with("spine"))
+        .map(|p| (p["peer"].as_str().unwrap().to_string(), port_bytes(p)))
+        .collect();
+    u.sort();
+    assert_eq!(u.len(), 4, "{u:?}");
+    u.into_iter().map(|x| x.1).collect()
+}
+
+/// A NIC counter summed over the hosts of a variant.
+fn nic_total(v: &Value, key: &str) -> u64 {
+    v["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n[key].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// The slowest flow of a variant (ps); every flow completed.
+fn slowest(v: &Value) -> f64 {
+    v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["fct_ps"].as_u64().expect("completed") as f64)
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn lesson_17_ecmp_collisions_against_spraying() {
+    let (j, out) = lesson(17);
+    // 8 MB at 100 Gbit/s in 4096-byte frames with 62 bytes of headers
+    // (and a RETH on the first), plus a round trip.
+    let frames = 8_000_000f64 / 4096.0;
+    let line = (8_000_000.0 + frames.ceil() * 62.0 + 16.0) * 8.0 / 100e9 * 1e12;
+    let ecmp = variant(&j, "ecmp");
+    let per_flow = {
+        let u = leaf0_uplinks(ecmp);
+        u.iter().sum::<u64>() / 4
+    };
+    // Per-flow schemes: each uplink carries whole flows.
+    let whole_flows = |name: &str, v: &Value| {
+        for b in leaf0_uplinks(v) {
+            let flows = (b as f64 / per_flow as f64).round();
+            let off = (b as f64 - flows * per_flow as f64).abs();
+            assert!(
+                off <= 0.01 * per_flow as f64,
+                "{name}: an uplink carries {b} B, not whole flows of {per_flow}"
+            );
+        }
+    };
+    whole_flows("ecmp", ecmp);
+    assert!(
+        slowest(ecmp) >= 1.8 * line,
+        "{} against {line}",
+        slowest(ecmp)
+    );
+    assert_eq!(nic_total(ecmp, "out_of_sequence"), 0);
+
+    let spray = variant(&j, "spray");
+    let u = leaf0_uplinks(spray);
+    let mean = u.iter().sum::<u64>() as f64 / 4.0;
+    for &b in &u {
+        near("spray uplink (B)", b as f64, mean, 0.05);
+    }
+    assert!(nic_total(spray, "out_of_sequence") > 1000);
+    assert!(nic_total(spray, "retransmitted_packets") > 1000);
+    assert!(slowest(spray) > slowest(ecmp));
+    assert_eq!(sum(spray, "drops"), 0);
+    // The doctor reads the sequence errors with no drop as reordering at
+    // a spraying switch, first in that variant.
+    let o = rocelab(&[
+        "doctor",
+        "--json",
+        out.join("results.json").to_str().unwrap(),
+    ]);
+    let d: Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
+    let first = d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["scope"] == "spray")
+        .expect("a finding for spray");
+    assert_eq!(first["id"], "reordering", "{first}");
+    assert_eq!(first["severity"], "error", "{first}");
+    assert!(
+        first["origin"].as_str().unwrap().starts_with("leaf"),
+        "{first}"
+    );
+
+    for name in ["spray-round-robin", "adaptive"] {
+        let v = variant(&j, name);
+        let u = leaf0_uplinks(v);
+        let mean = u.iter().sum::<u64>() as f64 / 4.0;
+        for &b in &u {
+            near(&format!("{name} uplink (B)"), b as f64, mean, 0.01);
+        }
+        near(&format!("{name} slowest flow (ps)"), slowest(v), line, 0.10);
+    }
+    let flowlet = variant(&j, "flowlet");
+    whole_flows("flowlet", flowlet);
+    assert_eq!(nic_total(flowlet, "out_of_sequence"), 0);
+}
+
 /// The training record of job `name` in a variant.
 fn job<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["training"]

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::context::Context;
-use super::counters::{prio_names, tags, CounterView};
+use super::counters::{prio_names, tags, CounterView, Entity};
 use super::finding::{Finding, Severity, Symptom};
 use super::names::host_from_path;
 use super::wording::{mtu_cost, pct, SENDS_NO_PAUSE};
@@ -507,6 +507,36 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         }
         out.push(f);
     }
+    // Sequence errors from frames that overtook others, not from loss:
+    // a simulated fabric known to pick next hops per frame, or the
+    // signature of late frames: duplicates at the responders beyond what
+    // ACK timeouts resent (a go-back-N resend of a frame that arrived
+    // late is a duplicate; the resend of a lost one never is; a timeout
+    // resends at most a window, bounded here by TIMEOUT_WINDOW_FRAMES)
+    // and no drop counted anywhere.
+    let discards = ctx.eth.iter().any(|v| {
+        v.get("rx_discards_phy") > 0
+            || v.get("tx_discards_phy") > 0
+            || v.get("rx_crc_errors_phy") > 0
+            || (0..8).any(|p| v.get(&format!("rx_prio{p}_discards")) > 0)
+    });
+    let no_drops = !discards && ctx.sim.iter().all(|v| v.drops == 0);
+    let rdma_total = |k: &str| {
+        ctx.rdma
+            .iter()
+            .fold(0u64, |a, v| a.saturating_add(v.get(k)))
+    };
+    let late = no_drops
+        && rdma_total("out_of_sequence") > 0
+        && rdma_total("duplicate_request")
+            > rdma_total("local_ack_timeout_err").saturating_mul(TIMEOUT_WINDOW_FRAMES);
+    let spraying = spraying_switches(ctx);
+    if late || !spraying.is_empty() {
+        let fired = reordering(ctx, &spraying, no_drops, out);
+        if fired && no_drops {
+            return;
+        }
+    }
     for v in &ctx.rdma {
         let names = [
             "out_of_sequence",
@@ -528,8 +558,141 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
         f.evidence = ev;
         f.evidence.push(v.how());
         fill_loss_text(&mut f);
+        if !discards && !ctx.eth.is_empty() {
+            f.title = "RoCE packets arrive out of sequence (go-back-N retransmissions): lost where no port of the capture counts a drop, or reordered".into();
+            f.why = "out_of_sequence (responder) and packet_seq_err / duplicate_request (requester) grow when a packet goes missing or when a later one overtakes it; no port of the capture counted a discard or a CRC error, so the loss is on a port not captured (a switch's queue drops), or the fabric reorders: per-packet spraying or adaptive routing towards NICs that do not place frames out of order".into();
+            f.check_first = format!(
+                "the drop counters of the switches on the path (queue drops, `show queue counters`); then whether the switches spray packets or route adaptively while the NICs lack out-of-order placement. {}",
+                f.check_first
+            );
+        }
         out.push(f);
     }
+}
+
+/// The most frames one ACK timeout makes a go-back-N requester resend, as
+/// a bound: its window in flight, at most 16 MB in 4 KB frames (400 Gbit/s
+/// over a 300 us round trip).
+const TIMEOUT_WINDOW_FRAMES: u64 = 4096;
+
+/// The switches of a simulated run that pick a next hop per frame, with
+/// their mode (`leaf0 (spray)`), in name order.
+fn spraying_switches(ctx: &Context) -> Vec<String> {
+    let mut v: Vec<String> = ctx
+        .sim
+        .iter()
+        .flat_map(|s| &s.ports)
+        .filter_map(|p| Some(format!("{} ({})", p.node, p.load_balancing.as_deref()?)))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Sequence errors where the fabric reorders: switches known to pick
+/// next hops per frame (`switches`), or (none known) late frames with no
+/// drop anywhere (`no_drops`). A queue pair's frames take paths of
+/// different queueing delay and arrive out of order; go-back-N NICs
+/// discard what overtook and resend from the missing frame. True when it
+/// reported.
+fn reordering(ctx: &Context, switches: &[String], no_drops: bool, out: &mut Vec<Finding>) -> bool {
+    let total = |k: &str| {
+        ctx.rdma
+            .iter()
+            .fold(0u64, |a, v| a.saturating_add(v.get(k)))
+    };
+    let oos = total("out_of_sequence");
+    let resent = total("roce_adp_retrans");
+    if oos == 0 && total("packet_seq_err") == 0 {
+        return false;
+    }
+    let hosts: Vec<String> = ctx
+        .rdma
+        .iter()
+        .filter(|v| v.get("out_of_sequence") > 0)
+        .map(CounterView::label)
+        .collect();
+    // What the resends cost, against what the NICs sent: a few frames
+    // out of order are the price of spreading, not a fault.
+    let sent = ctx
+        .eth
+        .iter()
+        .filter(|v| v.entity == Entity::HostPort)
+        .fold(0u64, |a, v| a.saturating_add(v.get("tx_packets_phy")));
+    let ppm =
+        u64::try_from(u128::from(resent) * 1_000_000 / u128::from(sent.max(1))).unwrap_or(u64::MAX);
+    let severity = match ppm {
+        x if x >= 50_000 => Severity::Error,
+        x if x >= 10_000 => Severity::Warning,
+        _ => Severity::Info,
+    };
+    let first = match switches.first() {
+        Some(s) => s.split(' ').next().unwrap_or_default().to_string(),
+        None => "fabric".to_string(),
+    };
+    let mut f = Finding::new(severity, Symptom::Reordering, first.clone());
+    f.origin = (!switches.is_empty()).then_some(first);
+    f.affects = switches
+        .iter()
+        .map(|s| s.split(' ').next().unwrap_or_default().to_string())
+        .chain(hosts.iter().cloned())
+        .collect();
+    let named = if switches.len() > 4 {
+        format!(
+            "{} and {} more",
+            switches[..4].join(", "),
+            switches.len() - 4
+        )
+    } else {
+        switches.join(", ")
+    };
+    if switches.is_empty() {
+        f.title = "frames arrive late, not lost: the fabric reorders a queue pair's frames and the NICs' go-back-N resends what overtook".into();
+        f.evidence.push(format!(
+            "duplicate_request +{} with {} ACK timeout(s), each resending at most a window of {TIMEOUT_WINDOW_FRAMES} frames: responders received again frames they already had, which a frame that arrived after a later one (and was resent on its NAK) produces; a lost frame's resend is its first copy",
+            total("duplicate_request"),
+            total("local_ack_timeout_err")
+        ));
+        f.evidence.push(format!(
+            "no discard, buffer drop or CRC error on any of the {} ports captured",
+            ctx.eth.len()
+        ));
+    } else {
+        f.title = format!(
+            "{named} pick a next hop per frame: a queue pair's frames arrive out of order and the NICs' go-back-N resends what overtook"
+        );
+        f.evidence
+            .push(format!("per-frame load balancing: {named}"));
+    }
+    f.evidence.push(format!(
+        "out_of_sequence +{oos} at {} host(s), packet_seq_err +{}, frames resent +{resent} ({} of the {sent} frames the NICs sent)",
+        hosts.len(),
+        total("packet_seq_err"),
+        pct(ppm)
+    ));
+    if no_drops && !switches.is_empty() {
+        f.evidence
+            .push("no frame was dropped anywhere in the run: every sequence error is a frame that overtook another".into());
+    }
+    f.impact = if severity == Severity::Info {
+        format!(
+            "a few frames overtook others: {resent} resent, {} of what the NICs sent; the flows hardly feel it",
+            pct(ppm)
+        )
+    } else {
+        format!(
+            "each frame that overtakes another costs the window behind it: {resent} frames resent for {oos} out of sequence, {} of what the NICs sent; flows across these switches can finish later than under per-flow ECMP's collisions",
+            pct(ppm)
+        )
+    };
+    f.check_first = if switches.is_empty() {
+        "the switches' load balancing (per-packet spraying, adaptive routing) and whether the NICs place frames out of order; if the capture misses switch ports on the path, their drop counters first".into()
+    } else {
+        "per-frame load balancing needs NICs that place frames out of order (and their adaptive-routing setting on); without them use per-flow ECMP, or flowlets whose gap is longer than the paths' delay difference".into()
+    };
+    f.why = "with nothing dropped, out_of_sequence only grows when a later frame arrives before an earlier one; a switch that picks a path per frame sends consecutive frames through queues of different depth, and a go-back-N responder NAKs every such arrival".into();
+    out.push(f);
+    true
 }
 
 /// Drops on a lossless priority at a port that paused on it: the PFC

@@ -106,6 +106,10 @@ pub enum Symptom {
     /// ECN thresholds so low that a switch marks while its queue is a few
     /// frames deep: DCQCN throttles the senders and links run underused.
     EcnTooEarly,
+    /// Switches that pick a next hop per frame (spraying, adaptive
+    /// routing) reorder a queue pair's frames, which go-back-N NICs
+    /// count as out of sequence and resend.
+    Reordering,
 }
 
 impl Symptom {
@@ -168,6 +172,7 @@ impl Symptom {
             Symptom::LinkDown => "link-down",
             Symptom::SwitchCongestion => "switch-congestion",
             Symptom::EcnTooEarly => "ecn-too-early",
+            Symptom::Reordering => "reordering",
         }
     }
 
@@ -205,6 +210,8 @@ impl Symptom {
             Symptom::SwitchCongestion => 4,
             // A misconfigured switch explains the throttled senders.
             Symptom::EcnTooEarly => 1,
+            // The fabric's setting explains the sequence errors.
+            Symptom::Reordering => 3,
         }
     }
 }

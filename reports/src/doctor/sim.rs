@@ -46,6 +46,10 @@ pub struct SimPort {
     /// run (empty: it marks nothing); `None` for NIC ports and files that
     /// do not say.
     pub ecn: Option<Vec<SimEcn>>,
+    /// Switch ports: the switch's per-frame load balancing mode
+    /// (`spray`, `adaptive`, ...); `None` under per-flow ECMP, for NIC
+    /// ports and files that do not say.
+    pub load_balancing: Option<String>,
 }
 
 /// One priority's ECN marking thresholds on a switch (bytes).
@@ -311,6 +315,10 @@ fn variant(sum: &Value, v: &Value, index: usize) -> SimVariant {
             ecn_marked: u(p, "ecn_marked"),
             pfc_priorities,
             ecn,
+            load_balancing: p
+                .get("load_balancing")
+                .and_then(Value::as_str)
+                .map(String::from),
         });
     }
     for n in arr("nics") {
