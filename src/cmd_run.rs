@@ -5,7 +5,11 @@
 //! into the files). A variant that left flows unfinished says so first in
 //! its table (how many, of which workloads, why the run stopped), and its
 //! FCT percentiles and makespan carry the count of flows they cover;
-//! `--fail-on-unfinished` then exits with [`UNFINISHED_EXIT`].
+//! `--fail-on-unfinished` then exits with [`UNFINISHED_EXIT`]. Ctrl-C ends
+//! the variant in progress: its results as they stand (`stop_reason`
+//! `interrupted`) and those of the variants before it are written, and
+//! the command exits with [`INTERRUPTED_EXIT`]; a second Ctrl-C quits at
+//! once.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,6 +56,10 @@ pub struct RunArgs {
 /// flows unfinished (1 stays for errors).
 pub const UNFINISHED_EXIT: u8 = 3;
 
+/// Exit status of `rocelab run` ended by Ctrl-C after writing what it
+/// measured (the shell's 128 + SIGINT).
+pub const INTERRUPTED_EXIT: u8 = 130;
+
 /// Command-line changes to a scenario, shared by `run` and `validate`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Changes {
@@ -87,11 +95,19 @@ impl Changes {
 
 /// Run the scenario; the exit status says whether every variant ran and
 /// the files were written, and, with `--fail-on-unfinished`, whether
-/// every flow finished ([`UNFINISHED_EXIT`] when not).
+/// every flow finished ([`UNFINISHED_EXIT`] when not); after Ctrl-C,
+/// [`INTERRUPTED_EXIT`].
 pub fn run(args: &RunArgs) -> ExitCode {
-    let Some((_, unfinished)) = execute_with(&args.run, None) else {
+    let Some((out, unfinished)) = execute_with(&args.run, None) else {
         return ExitCode::FAILURE;
     };
+    if crate::progress::interrupted() {
+        eprintln!(
+            "interrupted: {} holds what was measured until then (stop_reason \"interrupted\"); variants after it did not run",
+            out.join("results.json").display()
+        );
+        return ExitCode::from(INTERRUPTED_EXIT);
+    }
     if args.fail_on_unfinished && !unfinished.is_empty() {
         eprintln!(
             "error: --fail-on-unfinished: flows left unfinished: {}",
@@ -195,12 +211,16 @@ pub fn simulate_all(
     }
     let mut results: Vec<RunResult> = Vec::new();
     for v in &scenario.variants {
-        match run_variant(&scenario, &routes, v, !quiet) {
+        match run_variant(&scenario, &routes, v, !quiet, crate::progress::interrupt()) {
             Ok((result, stats)) => {
                 if !quiet {
                     print_variant(&result, &stats, load_secs + routes_secs);
                 }
                 results.push(result);
+                if crate::progress::interrupted() {
+                    // Ctrl-C: the variants so far are what there is.
+                    break;
+                }
             }
             Err(e) => {
                 eprintln!("error: {}: variant {:?}: {e}", args.file.display(), v.name);
@@ -226,18 +246,25 @@ pub(crate) fn run_variant(
     routes: &[Routes],
     v: &scenario::Variant,
     progress: bool,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<(RunResult, RunStats), sim::run::SimError> {
     let bar = crate::progress::RunBar::new(progress);
     let opts = RunOptions {
         progress: bar.as_ref().map(crate::progress::RunBar::observer),
+        stop: stop.clone(),
         ..v.run_options()
     };
     let topo = &scenario.topologies[v.topology];
     let (mut result, stats) = simulate(topo, &routes[v.topology], &v.config, &v.flows, &opts)?;
+    if opts.stopped() {
+        // What was measured so far, without the comparison runs.
+        return Ok((result, stats));
+    }
     if v.fidelity_check && v.fidelity == sim::run::Fidelity::Fluid {
         // The same variant frame by frame: fluid mode's error, stated.
         let packet_opts = RunOptions {
             fidelity: sim::run::Fidelity::Packet,
+            stop,
             ..v.run_options()
         };
         let (packet, pst) = simulate(topo, &routes[v.topology], &v.config, &v.flows, &packet_opts)?;

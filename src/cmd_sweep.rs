@@ -217,7 +217,7 @@ fn run_point(
     let routes: Vec<Routes> = scenario.topologies.iter().map(Routes::compute).collect();
     let mut results = Vec::new();
     for v in &scenario.variants {
-        let (r, _) = run_variant(&scenario, &routes, v, false).map_err(|e| {
+        let (r, _) = run_variant(&scenario, &routes, v, false, None).map_err(|e| {
             format!(
                 "{}: point {} ({}): variant {:?}: {e}",
                 file.display(),

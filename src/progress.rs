@@ -1,12 +1,43 @@
 //! The progress bar of `rocelab run`: the simulator reports how far a run
 //! has got ([`sim::run::Progress`]); this draws it on stderr once the run
-//! has taken two wall seconds, and only when stderr is a terminal.
+//! has taken two wall seconds, and only when stderr is a terminal. And
+//! Ctrl-C ([`interrupt`]): the first ends the run in progress, whose
+//! results are written as they stand; a second quits at once.
 
 use std::io::IsTerminal;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sim::run::{Progress, ProgressFn};
+
+/// The flag Ctrl-C sets, with its handler installed on first use; `None`
+/// when no handler could be installed (Ctrl-C then ends the process as
+/// usual).
+pub(crate) fn interrupt() -> Option<Arc<AtomicBool>> {
+    static FLAG: OnceLock<Option<Arc<AtomicBool>>> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = Arc::clone(&flag);
+        ctrlc::set_handler(move || {
+            if f.swap(true, Ordering::SeqCst) {
+                // The second Ctrl-C: quit now (the shell's 128 + SIGINT).
+                std::process::exit(130);
+            }
+            eprintln!(
+                "\ninterrupted: ending the run and writing what it measured so far (Ctrl-C again to quit at once)"
+            );
+        })
+        .ok()
+        .map(|()| flag)
+    })
+    .clone()
+}
+
+/// True once Ctrl-C was pressed.
+pub(crate) fn interrupted() -> bool {
+    interrupt().is_some_and(|f| f.load(Ordering::SeqCst))
+}
 
 /// The bar of one run; cleared when dropped.
 pub(crate) struct RunBar {

@@ -104,6 +104,19 @@ pub struct RunOptions {
     pub workloads: Vec<String>,
     /// Frames or rates.
     pub fidelity: Fidelity,
+    /// Set from outside (the CLI's Ctrl-C) to end the run at its next
+    /// check, within 2^14 events: the results are collected as they
+    /// stand, with `stop_reason` `interrupted` (`None`: nobody can).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl RunOptions {
+    /// True once [`RunOptions::stop`] has been set.
+    pub fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl Default for RunOptions {
@@ -117,6 +130,7 @@ impl Default for RunOptions {
             groups: Vec::new(),
             workloads: Vec::new(),
             fidelity: Fidelity::Packet,
+            stop: None,
         }
     }
 }
@@ -132,6 +146,7 @@ impl fmt::Debug for RunOptions {
             .field("groups", &self.groups)
             .field("workloads", &self.workloads)
             .field("fidelity", &self.fidelity)
+            .field("stop", &self.stopped())
             .finish()
     }
 }

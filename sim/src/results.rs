@@ -571,7 +571,8 @@ pub struct Summary {
     pub frames_sent: u64,
     /// Why the run stopped: `flows_done` (every flow completed or failed,
     /// before the duration if one is set), `idle` (nothing left to do),
-    /// `duration` or `event_budget`.
+    /// `duration`, `event_budget`, `deadlock` (`on_deadlock = "stop"`)
+    /// or `interrupted` (Ctrl-C: what was measured so far).
     pub stop_reason: String,
 }
 

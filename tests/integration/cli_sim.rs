@@ -1353,3 +1353,54 @@ fn a_run_that_leaves_flows_unfinished_says_so_first_and_can_fail() {
         "{stdout}"
     );
 }
+
+/// Ctrl-C during a long run: the variant in progress ends, its results
+/// as they stand are written with `stop_reason` `interrupted`, the
+/// variants after it do not run, and the command exits 130.
+#[test]
+fn ctrl_c_writes_what_was_measured_so_far() {
+    let dir = scratch("ctrl-c");
+    let file = dir.join("long.toml");
+    let topo = repo().join("topologies/fat-tree-k16.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"long\"\nseed = 1\ntopology = {:?}\n[nic]\nmtu = 4096\n\
+             [[workload]]\nkind = \"permutation\"\nsize = \"64MB\"\nop = \"write\"\npriority = 3\n\
+             [[variant]]\nname = \"first\"\n[[variant]]\nname = \"second\"\n",
+            topo.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_rocelab"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Well into the first variant (64 MB per host takes minutes).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let v = j["variants"].as_array().unwrap();
+    assert_eq!(v.len(), 1, "the second variant did not run");
+    assert_eq!(v[0]["summary"]["stop_reason"], "interrupted");
+    assert!(v[0]["summary"]["flows_completed"].as_u64().unwrap() < 1024);
+    assert!(out.join("report.html").exists() && out.join("counters/first").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

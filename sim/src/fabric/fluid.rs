@@ -395,6 +395,10 @@ impl World<'_> {
                 self.stop_reason = "event_budget";
                 break;
             }
+            if steps & ((1 << 14) - 1) == 0 && self.opts.stopped() {
+                self.stop_reason = "interrupted";
+                break;
+            }
             let next_q = self.q.peek_time().map(|x| x.as_ps() as f64);
             let (at, finishing) = match (rates.next_finish(), next_q) {
                 (Some(a), Some(b)) if a < b => (a, true),

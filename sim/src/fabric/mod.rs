@@ -164,6 +164,10 @@ impl World<'_> {
                 self.stop_reason = "deadlock";
                 break;
             }
+            if self.q.processed() & ((1 << 14) - 1) == 0 && self.opts.stopped() {
+                self.stop_reason = "interrupted";
+                break;
+            }
             if let Some(observe) = &self.opts.progress {
                 if self.q.processed() - last_check >= 1 << 18 {
                     last_check = self.q.processed();

@@ -259,6 +259,7 @@ impl Variant {
             groups: self.groups.clone(),
             workloads: self.workloads.clone(),
             fidelity: self.fidelity,
+            stop: None,
         }
     }
 }
