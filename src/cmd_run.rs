@@ -56,6 +56,28 @@ pub struct RunArgs {
 /// flows unfinished (1 stays for errors).
 pub const UNFINISHED_EXIT: u8 = 3;
 
+/// A run expected to need this much memory or more says so before it
+/// starts ([`sim::run::memory_estimate`]).
+const LARGE_RUN_BYTES: u64 = 1 << 30;
+
+/// `N MB` or `N.N GB`.
+pub(crate) fn megabytes(b: u64) -> String {
+    if b >= 1_000_000_000 {
+        format!("{:.1} GB", b as f64 / 1e9)
+    } else {
+        format!("{} MB", b.div_ceil(1_000_000))
+    }
+}
+
+/// Memory this machine has available now (`MemAvailable`), when the OS
+/// tells.
+fn available_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// Exit status of `rocelab run` ended by Ctrl-C after writing what it
 /// measured (the shell's 128 + SIGINT).
 pub const INTERRUPTED_EXIT: u8 = 130;
@@ -211,6 +233,26 @@ pub fn simulate_all(
     }
     let mut results: Vec<RunResult> = Vec::new();
     for v in &scenario.variants {
+        let topo = &scenario.topologies[v.topology];
+        let need = sim::run::memory_estimate(topo, &v.flows, v.config.record.flows);
+        if need >= LARGE_RUN_BYTES {
+            // A very large run: say what it will take before it starts.
+            let free = available_memory();
+            eprintln!(
+                "variant {}: {} flows, expect about {} of memory{}",
+                v.name,
+                v.flows.len(),
+                megabytes(need),
+                match free {
+                    Some(f) if f < need => format!(
+                        "; this machine has {} available: expect swapping or an out-of-memory kill (fewer steps, sizes or `record.flows = false` need less)",
+                        megabytes(f)
+                    ),
+                    Some(f) => format!(" ({} available)", megabytes(f)),
+                    None => String::new(),
+                }
+            );
+        }
         match run_variant(&scenario, &routes, v, !quiet, crate::progress::interrupt()) {
             Ok((result, stats)) => {
                 if !quiet {

@@ -44,11 +44,14 @@ pub fn run(args: &Args) -> ExitCode {
         Ok(CheckedFile::Scenario(s)) => {
             println!("{}: scenario {:?}, seed {}", file.display(), s.name, s.seed);
             for v in &s.variants {
+                let topo = &s.topologies[v.topology];
+                let mem = sim::run::memory_estimate(topo, &v.flows, v.config.record.flows);
                 println!(
-                    "  variant {:<12} {} flows on {}",
+                    "  variant {:<12} {} flows on {}; about {} of memory",
                     v.name,
                     v.flows.len(),
-                    describe(&s.topologies[v.topology])
+                    describe(topo),
+                    crate::cmd_run::megabytes(mem)
                 );
             }
             // Every point of a [sweep] loads as its single run would.

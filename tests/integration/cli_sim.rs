@@ -1404,3 +1404,42 @@ fn ctrl_c_writes_what_was_measured_so_far() {
     assert!(out.join("report.html").exists() && out.join("counters/first").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `validate` states the memory a run will need; against what the run
+/// then reports as its peak (a 64-GPU MoE training job of 73 K flows,
+/// where flows dominate) it is within a third.
+#[test]
+fn validate_estimates_the_memory_a_run_takes() {
+    let dir = scratch("memory-estimate");
+    let text = std::fs::read_to_string(repo().join("scenarios/scale/training-64x8.toml"))
+        .unwrap()
+        .replace("servers = 64", "servers = 8")
+        .replace("servers_per_leaf = 32", "servers_per_leaf = 4")
+        .replace("spines = 16", "spines = 4")
+        .replace("steps = 10", "steps = 2");
+    let file = dir.join("job.toml");
+    std::fs::write(&file, text).unwrap();
+    let v = ok(&rocelab(&["validate", file.to_str().unwrap()]));
+    let mb = |s: &str, after: &str| -> f64 {
+        let at = s.find(after).unwrap_or_else(|| panic!("{after:?} in {s}")) + after.len();
+        s[at..]
+            .split(" MB")
+            .next()
+            .and_then(|x| x.trim().parse().ok())
+            .unwrap_or_else(|| panic!("a size in MB after {after:?}: {s}"))
+    };
+    let estimate = mb(&v, "about ");
+    let out = dir.join("out");
+    let r = ok(&rocelab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let peak = mb(&r, "peak memory ");
+    assert!(
+        estimate > 0.7 * peak && estimate < 1.4 * peak,
+        "estimate {estimate} MB against a peak of {peak} MB"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
