@@ -521,15 +521,10 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
             || (0..8).any(|p| v.get(&format!("rx_prio{p}_discards")) > 0)
     });
     let no_drops = !discards && ctx.sim.iter().all(|v| v.drops == 0);
-    let rdma_total = |k: &str| {
-        ctx.rdma
-            .iter()
-            .fold(0u64, |a, v| a.saturating_add(v.get(k)))
-    };
     let late = no_drops
-        && rdma_total("out_of_sequence") > 0
-        && rdma_total("duplicate_request")
-            > rdma_total("local_ack_timeout_err").saturating_mul(TIMEOUT_WINDOW_FRAMES);
+        && rdma_total(ctx, "out_of_sequence") > 0
+        && rdma_total(ctx, "duplicate_request")
+            > rdma_total(ctx, "local_ack_timeout_err").saturating_mul(TIMEOUT_WINDOW_FRAMES);
     let spraying = spraying_switches(ctx);
     if late || !spraying.is_empty() {
         let fired = reordering(ctx, &spraying, no_drops, out);
@@ -575,16 +570,21 @@ fn loss(ctx: &Context, out: &mut Vec<Finding>) {
 /// over a 300 us round trip).
 const TIMEOUT_WINDOW_FRAMES: u64 = 4096;
 
+/// A counter summed over the RDMA views of the scope.
+fn rdma_total(ctx: &Context, k: &str) -> u64 {
+    saturating_sum(ctx.rdma.iter().map(|v| v.get(k)))
+}
+
 /// The switches of a simulated run that pick a next hop per frame, with
-/// their mode (`leaf0 (spray)`), in name order.
-fn spraying_switches(ctx: &Context) -> Vec<String> {
-    let mut v: Vec<String> = ctx
+/// their mode (`("leaf0", "spray")`), in name order.
+fn spraying_switches(ctx: &Context) -> Vec<(&str, &str)> {
+    let mut v: Vec<(&str, &str)> = ctx
         .sim
         .iter()
         .flat_map(|s| &s.ports)
-        .filter_map(|p| Some(format!("{} ({})", p.node, p.load_balancing.as_deref()?)))
+        .filter_map(|p| Some((p.node.as_str(), p.load_balancing.as_deref()?)))
         .collect();
-    v.sort();
+    v.sort_unstable();
     v.dedup();
     v
 }
@@ -595,12 +595,13 @@ fn spraying_switches(ctx: &Context) -> Vec<String> {
 /// different queueing delay and arrive out of order; go-back-N NICs
 /// discard what overtook and resend from the missing frame. True when it
 /// reported.
-fn reordering(ctx: &Context, switches: &[String], no_drops: bool, out: &mut Vec<Finding>) -> bool {
-    let total = |k: &str| {
-        ctx.rdma
-            .iter()
-            .fold(0u64, |a, v| a.saturating_add(v.get(k)))
-    };
+fn reordering(
+    ctx: &Context,
+    switches: &[(&str, &str)],
+    no_drops: bool,
+    out: &mut Vec<Finding>,
+) -> bool {
+    let total = |k: &str| rdma_total(ctx, k);
     let oos = total("out_of_sequence");
     let resent = total("roce_adp_retrans");
     if oos == 0 && total("packet_seq_err") == 0 {
@@ -614,11 +615,12 @@ fn reordering(ctx: &Context, switches: &[String], no_drops: bool, out: &mut Vec<
         .collect();
     // What the resends cost, against what the NICs sent: a few frames
     // out of order are the price of spreading, not a fault.
-    let sent = ctx
-        .eth
-        .iter()
-        .filter(|v| v.entity == Entity::HostPort)
-        .fold(0u64, |a, v| a.saturating_add(v.get("tx_packets_phy")));
+    let sent = saturating_sum(
+        ctx.eth
+            .iter()
+            .filter(|v| v.entity == Entity::HostPort)
+            .map(|v| v.get("tx_packets_phy")),
+    );
     let ppm =
         u64::try_from(u128::from(resent) * 1_000_000 / u128::from(sent.max(1))).unwrap_or(u64::MAX);
     let severity = match ppm {
@@ -626,25 +628,22 @@ fn reordering(ctx: &Context, switches: &[String], no_drops: bool, out: &mut Vec<
         x if x >= 10_000 => Severity::Warning,
         _ => Severity::Info,
     };
-    let first = match switches.first() {
-        Some(s) => s.split(' ').next().unwrap_or_default().to_string(),
-        None => "fabric".to_string(),
-    };
+    let first = switches.first().map_or("fabric", |s| s.0).to_string();
     let mut f = Finding::new(severity, Symptom::Reordering, first.clone());
     f.origin = (!switches.is_empty()).then_some(first);
     f.affects = switches
         .iter()
-        .map(|s| s.split(' ').next().unwrap_or_default().to_string())
+        .map(|s| s.0.to_string())
         .chain(hosts.iter().cloned())
         .collect();
-    let named = if switches.len() > 4 {
-        format!(
-            "{} and {} more",
-            switches[..4].join(", "),
-            switches.len() - 4
-        )
-    } else {
-        switches.join(", ")
+    let shown: Vec<String> = switches
+        .iter()
+        .take(4)
+        .map(|(node, mode)| format!("{node} ({mode})"))
+        .collect();
+    let named = match switches.len() {
+        n if n > 4 => format!("{} and {} more", shown.join(", "), n - 4),
+        _ => shown.join(", "),
     };
     if switches.is_empty() {
         f.title = "frames arrive late, not lost: the fabric reorders a queue pair's frames and the NICs' go-back-N resends what overtook".into();

@@ -70,7 +70,7 @@ use crate::results::{
     percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PerftestRecord,
     PortRecord, RunResult, RunStats, Summary,
 };
-use crate::topology::ecmp::{ecmp_hash, ecmp_select, FiveTuple};
+use crate::topology::ecmp::{ecmp_index, ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId};
 use crate::workload::FlowSpec;
 
@@ -501,7 +501,7 @@ impl World<'_> {
             let n = usize::from(cnt);
             let hashed = || {
                 let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
-                ecmp_hash(&tuple, s.node) as usize % n
+                ecmp_index(n, &tuple, NodeId(s.node))
             };
             match &mut s.lb {
                 Balancer::Ecmp => hops[hashed()],
@@ -513,8 +513,10 @@ impl World<'_> {
                     h
                 }
                 Balancer::Flowlet { gap, flows } => {
-                    let e = flows.entry((src, dst, sport)).or_insert((now, u16::MAX));
-                    if e.1 == u16::MAX || now - e.0 > *gap {
+                    let e = flows
+                        .entry((src, dst, sport))
+                        .or_insert_with(|| (now, s.rng.gen_range(0..n) as u16));
+                    if now - e.0 > *gap {
                         e.1 = s.rng.gen_range(0..n) as u16;
                     }
                     e.0 = now;

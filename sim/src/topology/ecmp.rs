@@ -89,8 +89,15 @@ pub fn ecmp_select(next_hops: &[u16], tuple: &FiveTuple, switch: NodeId) -> Opti
     match next_hops.len() {
         0 => None,
         1 => Some(next_hops[0]),
-        n => Some(next_hops[ecmp_hash(tuple, switch.0) as usize % n]),
+        n => Some(next_hops[ecmp_index(n, tuple, switch)]),
     }
+}
+
+/// The position among `n` (at least 1) equal-cost next hops that switch
+/// `switch` hashes `tuple` to: what [`ecmp_select`] picks, for callers
+/// that need the position (adaptive routing's tie order).
+pub fn ecmp_index(n: usize, tuple: &FiveTuple, switch: NodeId) -> usize {
+    ecmp_hash(tuple, switch.0) as usize % n.max(1)
 }
 
 /// The UDP source port a Linux RDMA stack gives a RoCEv2 QP: the flow

@@ -322,6 +322,14 @@ pub fn training(
         Ok(out)
     };
     let moe = spec.moe_bytes > 0 && dp.iter().all(|d| !d.is_empty());
+    // The label prefix of microbatch `i`'s parts (none with one).
+    let mb_label = |i: usize| {
+        if mbs > 1 {
+            format!("mb {i} ")
+        } else {
+            String::new()
+        }
+    };
     // The forward or backward of microbatch `i` on stage `s`: its
     // layers in order (reversed backward), each in two halves with the
     // tensor-parallel and MoE collectives around them; the last
@@ -347,11 +355,7 @@ pub fn training(
         } else {
             range.rev().collect()
         };
-        let mb = if mbs > 1 {
-            format!("mb {i} ")
-        } else {
-            String::new()
-        };
+        let mb = mb_label(i);
         let st = if pp > 1 {
             format!("stage {s} ")
         } else {
@@ -457,14 +461,7 @@ pub fn training(
                             break;
                         };
                         let what = if fwd { "activations" } else { "gradients" };
-                        let label = format!(
-                            "{mb}pp {what} {from}->{s}",
-                            mb = if mbs > 1 {
-                                format!("mb {i} ")
-                            } else {
-                                String::new()
-                            }
-                        );
+                        let label = format!("{}pp {what} {from}->{s}", mb_label(i));
                         let gid = b.new_group(tag(step, label, PartKind::Recv, s));
                         let (src, dst) = if fwd { (0, 1) } else { (1, 0) };
                         let base = s * k * per;
@@ -503,8 +500,7 @@ pub fn training(
         }
         for s in 0..pp {
             for r in stage_ranks(s) {
-                let mut q = std::mem::take(&mut dpq[r]);
-                cur[r].append(&mut q);
+                cur[r].append(&mut dpq[r]);
             }
             compute(b, &mut cur, s, step, OPTIMIZER.into(), spec.optimizer);
         }
