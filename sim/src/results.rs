@@ -850,6 +850,23 @@ pub struct NicRecord {
     pub rx_read_requests: u64,
     /// WQEs completed in error on the requester.
     pub req_cqe_error: u64,
+    /// Requests past a gap held and placed out of order by the responder
+    /// (`nic.reorder_window`; not in `out_of_sequence`, which counts the
+    /// ones dropped). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_ooo_placed: u64,
+    /// Requests past a gap the responder dropped although it has a
+    /// reorder window (beyond it, or not placeable before the gap fills).
+    /// Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_ooo_dropped: u64,
+    /// Selective acknowledgements sent (responder). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tx_sacks: u64,
+    /// Packets resent by selective repeat, holes only (requester; also
+    /// in `retransmitted_packets`). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub selective_retransmits: u64,
 }
 
 /// Depth of one egress queue over time.

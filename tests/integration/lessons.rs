@@ -1429,6 +1429,16 @@ fn lesson_17_ecmp_collisions_against_spraying() {
     let flowlet = variant(&j, "flowlet");
     whole_flows("flowlet", flowlet);
     assert_eq!(nic_total(flowlet, "out_of_sequence"), 0);
+
+    // The same spraying towards NICs that place out of order: the frames
+    // still overtake each other, and are held, not dropped: nothing is
+    // resent.
+    let ooo = variant(&j, "spray-ooo-nic");
+    assert!(nic_total(ooo, "rx_ooo_placed") > 1000);
+    assert_eq!(nic_total(ooo, "out_of_sequence"), 0);
+    assert_eq!(nic_total(ooo, "retransmitted_packets"), 0);
+    assert_eq!(sum(ooo, "drops"), 0);
+    near("spray-ooo-nic slowest flow (ps)", slowest(ooo), line, 0.10);
 }
 
 /// The training record of job `name` in a variant.
@@ -1579,4 +1589,48 @@ fn websearch_poisson_contrasts_lossless_and_lossy_tails() {
     assert!(sum(ll, "pause_frames_sent") > 1000);
     assert!(sum(ly, "drops") > 0 && sum(ly, "retransmitted_packets") > 0);
     assert!(sum(ly, "fct_p99_ps") > 10 * sum(ll, "fct_p99_ps"));
+}
+
+#[test]
+fn lesson_18_lossy_selective_repeat_vs_lossless_pfc() {
+    let (j, _) = lesson(18);
+    let p99 = |v: &Value| sum(v, "fct_p99_ps") as f64 / 1e6;
+    let ll = variant(&j, "lossless-go-back-n");
+    assert_eq!(sum(ll, "drops"), 0);
+    assert!(sum(ll, "pause_frames_sent") > 0);
+    // 16 MB x 8 / 100 Gbit/s = 1.28 ms, plus a round trip.
+    near("lossless p99 FCT (us)", p99(ll), 1310.0, 0.05);
+
+    let gbn = variant(&j, "lossy-go-back-n");
+    assert!(sum(gbn, "drops") > 0);
+    assert!(
+        sum(gbn, "fct_p99_ps") >= 4_096_000 << 14,
+        "{}",
+        gbn["summary"]
+    );
+
+    let sr = variant(&j, "lossy-selective-repeat");
+    let drops = sum(sr, "drops");
+    let resent = sum(sr, "retransmitted_packets");
+    assert!(drops > 0);
+    assert_eq!(nic_total(sr, "selective_retransmits"), resent);
+    assert!(
+        resent >= drops && resent * 2 <= drops * 3,
+        "{resent} resent for {drops} drops"
+    );
+    assert!(nic_total(sr, "rx_ooo_placed") > 0 && nic_total(sr, "tx_sacks") > 0);
+    assert!(p99(sr) < 3000.0, "selective repeat p99 {} us", p99(sr));
+    assert!(p99(gbn) > 20.0 * p99(sr));
+    assert_eq!(nic_total(gbn, "tx_sacks"), 0);
+
+    let irn = variant(&j, "lossy-irn");
+    assert_eq!(sum(irn, "drops"), 0);
+    assert_eq!(sum(irn, "pause_frames_sent"), 0);
+    assert_eq!(sum(irn, "retransmitted_packets"), 0);
+    near("lossy IRN p99 FCT (us)", p99(irn), p99(ll), 0.05);
+
+    let both = variant(&j, "lossless-irn");
+    assert_eq!(sum(both, "pause_frames_sent"), 0);
+    assert_eq!(sum(both, "fct_p99_ps"), sum(irn, "fct_p99_ps"));
+    assert_eq!(sum(both, "fct_p50_ps"), sum(irn, "fct_p50_ps"));
 }

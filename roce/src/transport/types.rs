@@ -762,7 +762,7 @@ impl Default for QpAttr {
 }
 
 /// Where a retransmission starts (a NIC transport setting). In files:
-/// `"go_back_n"` or `"go_back0"`.
+/// `"go_back_n"`, `"go_back0"` or `"selective_repeat"`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]
@@ -778,6 +778,32 @@ pub enum RetransmitMode {
     /// (the early NICs of Guo et al. 2016; livelocks under steady loss).
     /// Both ends of a connection must use the same mode.
     GoBack0,
+    /// Selective repeat as IRN does it (Mittal et al., SIGCOMM 2018): the
+    /// responder holds and places packets past a gap (within
+    /// [`QpConfig::reorder_window`]) and answers each with a sequence NAK
+    /// whose BTH PSN is the first missing PSN, as any NAK's, and whose AETH
+    /// MSN field carries the PSN just received (the selective
+    /// acknowledgement; equal to the BTH PSN when there is none). The
+    /// requester resends only the PSNs below the highest one acknowledged
+    /// that were not, once each, and a resend again only when a packet
+    /// sent after it has arrived first. Timeouts resend every
+    /// unacknowledged PSN; READ responses and RNR NAKs still go back N.
+    /// Both ends of a connection must use the same mode: a go-back-N peer
+    /// reads the MSN of such a NAK as an MSN.
+    SelectiveRepeat,
+}
+
+/// IRN's two retransmission timeouts (RTO_low when few packets are
+/// outstanding, RTO_high otherwise), which replace the Local ACK Timeout
+/// of [`QpAttr::timeout`] when configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetransmitTimeouts {
+    /// The timeout when at most `few` PSNs are outstanding (IRN: 100 µs).
+    pub low: Duration,
+    /// The timeout otherwise (IRN: 320 µs).
+    pub high: Duration,
+    /// The outstanding PSNs up to which `low` applies (IRN: N = 3).
+    pub few: u32,
 }
 
 /// Creation-time configuration of a QP: the `ibv_qp_init_attr` part and
@@ -804,6 +830,16 @@ pub struct QpConfig {
     /// what the window allows and then waits for ACKs like a first try, as
     /// rxe does.
     pub max_unacked_psns: u32,
+    /// PSNs past the expected one that the responder may hold and place
+    /// out of order (its bitmap; 0: none, every packet past a gap is
+    /// dropped, as a NIC without out-of-order placement does). A held
+    /// packet's data is placed at once; its completion, ACK and MSN wait
+    /// for the gap to fill. With go-back-N the responder NAKs only what it
+    /// cannot hold; with selective repeat it NAKs every held packet.
+    pub reorder_window: u32,
+    /// Retransmission timeouts replacing the Local ACK Timeout (`None`:
+    /// 4.096 µs × 2^timeout).
+    pub rto: Option<RetransmitTimeouts>,
     /// rxe quirk: treat `retry_cnt == 7` as infinite (spec: 7 retries).
     pub rxe_retry_cnt7_infinite: bool,
     /// Local status for a receive buffer too small for the SEND
@@ -856,6 +892,8 @@ impl QpConfig {
             retransmit: RetransmitMode::GoBackN,
             ack_req_every: 64,
             max_unacked_psns: 128,
+            reorder_window: 0,
+            rto: None,
             rxe_retry_cnt7_infinite: false,
             recv_too_small_status: WcStatus::LocLenErr,
             ecn: Ecn::Ect0,
@@ -1098,8 +1136,10 @@ pub struct QpStats {
     /// READ responses carrying more bytes than their READ had room left
     /// for: the READ completed with LOC_PROT_ERR at once (rxe's do_read).
     pub rx_read_overruns: u64,
-    /// Requests the responder received past its expected PSN (each packet
-    /// of a gap; one NAK per gap is sent, `tx_nak_seq`).
+    /// Requests the responder received past its expected PSN and dropped
+    /// (each packet of a gap; one NAK per gap is sent, `tx_nak_seq`).
+    /// Requests held in the reorder window are counted in `rx_ooo_held`
+    /// instead: nothing was lost or NAKed for them.
     pub rx_out_of_sequence: u64,
     /// PSN sequence error NAKs received.
     pub rx_nak_seq: u64,
@@ -1113,6 +1153,22 @@ pub struct QpStats {
     /// CNPs received (counted in `rx_cnps`) that changed nothing: the QP
     /// has no congestion control algorithm, or is not sending.
     pub rx_cnps_ignored: u64,
+    /// Requests past the expected PSN held and placed out of order
+    /// ([`QpConfig::reorder_window`]).
+    pub rx_ooo_held: u64,
+    /// Requests past the expected PSN dropped because they fell beyond
+    /// the reorder window or could not be placed before the gap filled
+    /// (a SEND's first packet, a READ or atomic request).
+    pub rx_ooo_dropped: u64,
+    /// Held requests that completed in order when their gap filled.
+    pub ooo_drained: u64,
+    /// Selective acknowledgements sent (sequence NAKs naming a held PSN).
+    pub tx_sacks: u64,
+    /// Selective acknowledgements received.
+    pub rx_sacks: u64,
+    /// Request packets resent by selective repeat (also counted in
+    /// `tx_retransmits`).
+    pub sr_retransmits: u64,
 }
 
 /// How many transport counters [`QpStats::hw_counters`] lists.
@@ -1130,7 +1186,7 @@ impl QpStats {
     ///
     /// | name | side | counts |
     /// | --- | --- | --- |
-    /// | `out_of_sequence` | responder | requests past the expected PSN (each packet of a gap) |
+    /// | `out_of_sequence` | responder | requests past the expected PSN dropped (each packet of a gap; not those held in a reorder window) |
     /// | `duplicate_request` | responder | requests already executed, received again |
     /// | `out_of_buffer` | responder | RNR NAKs sent: no receive WQE was posted |
     /// | `resp_remote_access_errors` | responder | remote access error NAKs (0x62) sent |

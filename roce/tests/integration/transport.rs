@@ -148,7 +148,13 @@ enum Expect {
 
 /// Post a random mix of every operation, with SGE lists, and check
 /// exactly-once, in-order delivery with intact bytes.
-fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<ByteMemory> {
+fn random_workload(
+    seed: u64,
+    loss: f64,
+    psn_start: u32,
+    n_wr: usize,
+    tweak: fn(&mut QpConfig),
+) -> Pair<ByteMemory> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let wire = |s: u64| WireConfig {
         loss: Loss::Random(loss),
@@ -168,7 +174,7 @@ fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<By
         max_rd_atomic: 4,
         ..ConnectAttrs::default()
     };
-    let mut s = setup(attrs, wire(seed * 2 + 1), wire(seed * 2 + 2), |_| {});
+    let mut s = setup(attrs, wire(seed * 2 + 1), wire(seed * 2 + 2), tweak);
     let (ka, kb, rkb) = (s.a.lkey, s.b.lkey, s.b.rkey);
     fill(&mut s.pair.a.mem, ka, BASE, REGION / 2, seed ^ 0xA);
     fill(
@@ -352,8 +358,16 @@ fn random_workload(seed: u64, loss: f64, psn_start: u32, n_wr: usize) -> Pair<By
         p.a.qp.send_queue_len() == 0 && p.b.completions.len() == n_recv
     });
     if let Err(e) = res {
+        let failed: Vec<_> = s
+            .pair
+            .a
+            .completions
+            .iter()
+            .filter(|c| c.status != WcStatus::Success && c.status != WcStatus::WrFlushErr)
+            .map(|c| (c.wr_id, c.status, c.opcode))
+            .collect();
         panic!(
-            "seed {seed} loss {loss}: {e}; A {:?} B {:?} sq {} a-state {} b-state {} ab {:?}",
+            "seed {seed} loss {loss}: {e}; A failed {failed:?}; A {:?} B {:?} sq {} a-state {} b-state {} ab {:?}",
             s.pair.a.qp.stats(),
             s.pair.b.qp.stats(),
             s.pair.a.qp.send_queue_len(),
@@ -431,7 +445,7 @@ fn every_operation_is_delivered_exactly_once_in_order_under_loss_reorder_and_dup
             } else {
                 (seed * 7919) as u32 & 0xFF_FFFF
             };
-            let p = random_workload(seed + 100 * li as u64, loss, psn, 100);
+            let p = random_workload(seed + 100 * li as u64, loss, psn, 100, |_| {});
             retransmits += p.a.qp.stats().tx_retransmits;
         }
         // Reordering alone forces some retransmissions; loss forces many.
@@ -440,8 +454,56 @@ fn every_operation_is_delivered_exactly_once_in_order_under_loss_reorder_and_dup
 }
 
 #[test]
+fn held_out_of_order_writes_keep_every_operation_exactly_once_and_in_order() {
+    // The same mix with a reorder window: selective repeat, and go-back-N
+    // over a responder that places out of order. Bytes, completions and
+    // atomics must come out as they do in order, across the PSN wrap.
+    fn sr(c: &mut QpConfig) {
+        c.retransmit = RetransmitMode::SelectiveRepeat;
+        c.reorder_window = 256;
+    }
+    fn ooo(c: &mut QpConfig) {
+        c.reorder_window = 64;
+    }
+    for (name, tweak) in [
+        ("selective repeat", sr as fn(&mut QpConfig)),
+        ("go-back-n", ooo),
+    ] {
+        let (mut held, mut sacks, mut resent) = (0, 0, 0);
+        for (li, loss) in [0.0, 1e-2, 5e-2].into_iter().enumerate() {
+            for seed in 0..20u64 {
+                let psn = if seed % 3 == 0 {
+                    0xFF_FFF0
+                } else {
+                    (seed * 7919) as u32 & 0xFF_FFFF
+                };
+                let p = random_workload(seed + 1000 * li as u64, loss, psn, 100, tweak);
+                let (a, b) = (p.a.qp.stats(), p.b.qp.stats());
+                held += b.rx_ooo_held;
+                sacks += a.rx_sacks;
+                resent += a.sr_retransmits;
+                assert_eq!(
+                    a.rx_ooo_held, 0,
+                    "{name}: nothing flows B to A but responses"
+                );
+            }
+        }
+        eprintln!("{name}: held {held}, selective acks {sacks}, holes resent {resent}");
+        assert!(held > 0, "{name}: the reorder window was used");
+        if name == "selective repeat" {
+            assert!(
+                sacks > 0 && resent > 0,
+                "{name}: holes were reported and resent"
+            );
+        } else {
+            assert_eq!(sacks + resent, 0, "{name}: no selective acknowledgements");
+        }
+    }
+}
+
+#[test]
 fn psn_wraps_around_2_pow_24_mid_message() {
-    let p = random_workload(4242, 1e-2, 0xFF_FFFE, 80);
+    let p = random_workload(4242, 1e-2, 0xFF_FFFE, 80, |_| {});
     let next = p.a.qp.next_psn().value();
     assert!(next < 0x10_0000, "the PSN wrapped: next {next:#x}");
 }
@@ -1106,6 +1168,10 @@ fn long_flow(
     ca.max_send_wr = n_msgs as u32 + 1;
     let mut cb = QpConfig::new(Qpn::new(2));
     cb.retransmit = mode;
+    if mode == RetransmitMode::SelectiveRepeat {
+        // The responder's bitmap covers the window.
+        cb.reorder_window = ca.max_unacked_psns;
+    }
     let attrs = ConnectAttrs {
         timeout: 4,
         retry_cnt: 7,
@@ -1161,6 +1227,30 @@ fn go_back_n_goodput_matches_the_arq_formula_under_iid_loss() {
         assert!(
             (eta - expect).abs() < 0.03,
             "p {p}: goodput {eta:.3}, formula {expect:.3} (W {w:.1})"
+        );
+    }
+}
+
+#[test]
+fn selective_repeat_goodput_is_one_minus_p_under_iid_loss() {
+    // VALIDATION.md AN-7: eta_SR = 1 - p where go-back-N falls to
+    // (1-p)/(1+(W-1)p); same link, same loss draws.
+    for (p, n_msgs) in [(1e-3, 2500u64), (1e-2, 1500)] {
+        let (eta, w, done, res) = long_flow(
+            RetransmitMode::SelectiveRepeat,
+            Loss::Random(p),
+            64 * 1024,
+            n_msgs,
+            Limits::default(),
+        );
+        res.unwrap();
+        assert_eq!(done, n_msgs);
+        let gbn = (1.0 - p) / (1.0 + (w - 1.0) * p);
+        eprintln!("AN-7 selective repeat p={p}: goodput {eta:.4} (go-back-N formula {gbn:.4})");
+        assert!(
+            (eta - (1.0 - p)).abs() < 0.03,
+            "p {p}: goodput {eta:.3}, 1 - p = {:.3}",
+            1.0 - p
         );
     }
 }

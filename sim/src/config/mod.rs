@@ -464,6 +464,23 @@ pub struct NicConfig {
     /// sent and not acknowledged is bounded by the rate and the 24-bit
     /// PSN space only.
     pub window: Option<u32>,
+    /// PSNs past a gap the responder holds and places out of order (its
+    /// reorder window, IRN's bitmap). `None`: 0 under go-back-N and
+    /// go-back-0 (every packet past a gap is dropped and resent, as on a
+    /// NIC without out-of-order placement), 4096 under selective repeat.
+    /// Set under go-back-N, the responder holds what it can and NAKs only
+    /// what it cannot: the NIC that adaptive routing and spraying need.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reorder_window: Option<u32>,
+    /// IRN's low retransmission timeout, used while at most three packets
+    /// are outstanding (with `rto_high`, replacing `ack_timeout`).
+    /// `None`: 100 us under selective repeat, else `ack_timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rto_low: Option<Duration>,
+    /// IRN's high retransmission timeout, used otherwise. `None`: 320 us
+    /// under selective repeat, else `ack_timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rto_high: Option<Duration>,
     /// PFC storm prevention of the NIC (ConnectX device stall watermarks).
     pub pause_storm: PauseStormConfig,
     /// The NIC's host side (PCIe, message path; see
@@ -539,6 +556,9 @@ impl Default for NicConfig {
             cnp_priority: 6,
             qps_per_pair: 1,
             window: None,
+            reorder_window: None,
+            rto_low: None,
+            rto_high: None,
             pause_storm: PauseStormConfig::default(),
             host: None,
         }
@@ -554,6 +574,33 @@ pub enum RetransmitMode {
     /// Restart from the first packet of the message (early NICs).
     #[serde(rename = "go-back-0")]
     GoBack0,
+    /// Resend only what was lost (IRN): the responder holds packets past
+    /// a gap and acknowledges each selectively; both ends of every
+    /// connection use it.
+    SelectiveRepeat,
+}
+
+impl NicConfig {
+    /// The responder's reorder window in PSNs (see `reorder_window`).
+    pub fn effective_reorder_window(&self) -> u32 {
+        self.reorder_window.unwrap_or(match self.retransmit {
+            RetransmitMode::SelectiveRepeat => 4096,
+            RetransmitMode::GoBackN | RetransmitMode::GoBack0 => 0,
+        })
+    }
+
+    /// IRN's (low, high) timeouts when they replace `ack_timeout`.
+    pub fn effective_rto(&self) -> Option<(Duration, Duration)> {
+        match (self.rto_low, self.rto_high, self.retransmit) {
+            (Some(l), Some(h), _) => Some((l, h)),
+            (None, None, RetransmitMode::SelectiveRepeat) => {
+                Some((Duration::from_us(100), Duration::from_us(320)))
+            }
+            (Some(l), None, RetransmitMode::SelectiveRepeat) => Some((l, Duration::from_us(320))),
+            (None, Some(h), RetransmitMode::SelectiveRepeat) => Some((Duration::from_us(100), h)),
+            _ => None,
+        }
+    }
 }
 
 /// Congestion control of the NIC.
@@ -959,6 +1006,40 @@ fn check_nic(n: &NicConfig) -> Result<(), ConfigError> {
     }
     if let Some(0) = n.window {
         return Err(ConfigError::new("nic.window", "0: expected at least 1"));
+    }
+    if let Some(w) = n.reorder_window {
+        if w > 1 << 22 {
+            return Err(ConfigError::new(
+                "nic.reorder_window",
+                format!("{w}: expected at most 4194304 PSNs (a quarter of the PSN space)"),
+            ));
+        }
+        if w == 0 && n.retransmit == RetransmitMode::SelectiveRepeat {
+            return Err(ConfigError::new(
+                "nic.reorder_window",
+                "0: selective repeat needs a responder that holds packets past a gap",
+            ));
+        }
+    }
+    if n.retransmit != RetransmitMode::SelectiveRepeat
+        && n.rto_low.is_some() != n.rto_high.is_some()
+    {
+        return Err(ConfigError::new(
+            if n.rto_low.is_some() {
+                "nic.rto_high"
+            } else {
+                "nic.rto_low"
+            },
+            "missing: rto_low and rto_high replace ack_timeout together",
+        ));
+    }
+    if let Some((l, h)) = n.effective_rto() {
+        if l == Duration::ZERO || l > h {
+            return Err(ConfigError::new(
+                "nic.rto_low",
+                format!("{l}: expected a positive duration at most rto_high ({h})"),
+            ));
+        }
     }
     if let Some(h) = &n.host {
         h.validate("nic.host")?;

@@ -362,7 +362,12 @@ impl QpTable {
         let mut r = nic.counters.clone();
         r.node = name;
         for q in self.qps.iter().filter(|q| q.host == nic.host) {
-            for (counter, v) in q.engine.stats().hw_counters() {
+            let st = q.engine.stats();
+            r.rx_ooo_placed += st.rx_ooo_held;
+            r.rx_ooo_dropped += st.rx_ooo_dropped;
+            r.tx_sacks += st.tx_sacks;
+            r.selective_retransmits += st.sr_retransmits;
+            for (counter, v) in st.hw_counters() {
                 let field = match counter {
                     "out_of_sequence" => &mut r.out_of_sequence,
                     "duplicate_request" => &mut r.duplicate_request,
@@ -404,9 +409,19 @@ fn new_qp(
     qc.retransmit = match n.retransmit {
         RetransmitMode::GoBackN => EngineRetransmit::GoBackN,
         RetransmitMode::GoBack0 => EngineRetransmit::GoBack0,
+        RetransmitMode::SelectiveRepeat => EngineRetransmit::SelectiveRepeat,
     };
+    qc.reorder_window = n.effective_reorder_window();
+    qc.rto = n
+        .effective_rto()
+        .map(|(low, high)| roce::transport::RetransmitTimeouts { low, high, few: 3 });
     // No window unless the NIC configures one: a ConnectX QP has none.
     qc.max_unacked_psns = n.window.unwrap_or(u32::MAX);
+    // AckReq at least every half window, so that a small window (IRN's
+    // BDP cap) is reopened by ACKs, not by the timeout.
+    if let Some(w) = n.window.filter(|&w| w < 2 * qc.ack_req_every) {
+        qc.ack_req_every = (w / 2).max(1);
+    }
     if n.cc.algorithm == CcAlgorithm::Dcqcn {
         let p = dcqcn_params(cfg, line_rate);
         qc.cc = EngineCc::Dcqcn(p);

@@ -157,3 +157,73 @@ fn losses_show_in_the_counters_real_nics_use() {
     let req = nic(&r, "h0");
     assert!(req.implied_nak_seq_err > 0, "{req:?}");
 }
+
+fn selective(loss: Option<f64>, every: Option<u64>) -> SimConfig {
+    let mut cfg = lossy(loss, every);
+    cfg.nic.retransmit = RetransmitMode::SelectiveRepeat;
+    cfg
+}
+
+/// AN-7 for selective repeat: the same link and loss as go-back-N above,
+/// goodput 1 - p; the responder holds what follows each gap and only the
+/// lost packets go again.
+#[test]
+fn an7_selective_repeat_goodput_is_one_minus_p() {
+    let size = 200_000_000;
+    let clean = run(&SimConfig::default(), flow(size, 4 << 20), None, 3);
+    let w = window();
+    for p in [1e-2, 1e-3] {
+        let hit = run(&selective(Some(p), None), flow(size, 4 << 20), None, 3);
+        assert_eq!(hit.summary.flows_completed, 1);
+        let got = clean.flows[0].fct_ps.unwrap() as f64 / hit.flows[0].fct_ps.unwrap() as f64;
+        let gbn = (1.0 - p) / (1.0 + (w - 1.0) * p);
+        eprintln!("AN-7 selective repeat p={p}: goodput/C {got:.4} (go-back-N: {gbn:.4})");
+        assert!(
+            (got - (1.0 - p)).abs() <= 0.03,
+            "p={p}: goodput/C {got:.4}, expected {:.4}",
+            1.0 - p
+        );
+        let (req, resp) = (&hit.nics[1], &hit.nics[0]);
+        assert_eq!((req.node.as_str(), resp.node.as_str()), ("h1", "h0"));
+        // Only holes go again: about one resend per drop, where go-back-N
+        // resends a window per drop.
+        let drops = hit.summary.drops;
+        assert!(
+            req.retransmitted_packets >= drops && req.retransmitted_packets < drops * 3 / 2 + 8,
+            "p={p}: {} resent for {drops} drops",
+            req.retransmitted_packets
+        );
+        assert_eq!(req.selective_retransmits, req.retransmitted_packets);
+        assert!(resp.rx_ooo_placed > 0 && resp.tx_sacks == resp.rx_ooo_placed);
+    }
+}
+
+/// A lost last packet has nothing behind it to reveal the gap: only the
+/// timer recovers it, and under selective repeat that is one of IRN's two
+/// timeouts, not the Local ACK Timeout: RTO_low (100 us) while at most
+/// three PSNs are unacknowledged, RTO_high (320 us) otherwise. ACKs are
+/// coalesced (AckReq on message ends and every 64th packet), so the tail
+/// of a 100-packet message waits RTO_high, a 3-packet message RTO_low.
+#[test]
+fn an7_selective_repeat_recovers_a_tail_loss_after_irn_timeouts() {
+    for (packets, rto) in [(100u64, 320_000_000u64), (3, 100_000_000)] {
+        let size = packets * 4096;
+        let clean = run(&SimConfig::default(), flow(size, size), None, 1);
+        let mut cfg = selective(None, Some(packets));
+        cfg.nic.ack_timeout = 20; // 4.3 s: were it used, the run would show it
+        let hit = run(&cfg, flow(size, size), None, 1);
+        assert_eq!(hit.summary.flows_completed, 1);
+        // Nothing was acknowledged before the tail, so the timeout resends
+        // the message's unacknowledged packets; for 3 packets the third
+        // frame after it (the tail again) is dropped too, and a second
+        // timeout, with one PSN left, resends only that.
+        let drops = hit.summary.drops;
+        assert_eq!(drops, if packets == 3 { 2 } else { 1 });
+        let added = hit.flows[0].fct_ps.unwrap() - clean.flows[0].fct_ps.unwrap();
+        assert!(
+            added >= drops * rto && added <= drops * (rto + clean.flows[0].fct_ps.unwrap()),
+            "{packets} packets: added {added} ps, expected {drops} x the {rto} ps timeout"
+        );
+        assert_eq!(hit.nics[1].local_ack_timeout_err, drops);
+    }
+}

@@ -102,7 +102,15 @@ impl Qp {
                                 if progress {
                                     self.on_progress(now);
                                 }
-                                self.retry_or_fail(now);
+                                if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+                                    // Selective acknowledgements come one
+                                    // per held packet: one retry for the
+                                    // READ or atomic they pass, as for
+                                    // ACKs.
+                                    self.implied_retry(now);
+                                } else {
+                                    self.retry_or_fail(now);
+                                }
                                 return;
                             }
                             self.on_progress(now);
@@ -120,6 +128,11 @@ impl Qp {
                                 if self.rnr_deadline.is_some() && p == self.comp_psn =>
                             {
                                 self.stats.stale_responses += 1;
+                            }
+                            NakCode::PsnSequenceError
+                                if self.cfg.retransmit == RetransmitMode::SelectiveRepeat =>
+                            {
+                                self.on_selective_nak(now, p, Psn::new(aeth.msn.value()));
                             }
                             NakCode::PsnSequenceError => self.retry_or_fail(now),
                             NakCode::InvalidRequest => self.fail_head(WcStatus::RemInvReqErr),
@@ -315,7 +328,7 @@ impl Qp {
         self.rnr_left = self.attr.rnr_retry;
         self.gap_retried = false;
         self.rto_deadline = if self.has_outstanding() && self.rnr_deadline.is_none() {
-            local_ack_timeout(self.attr.timeout).map(|d| now + d)
+            self.ack_timeout().map(|d| now + d)
         } else {
             None
         };
@@ -326,7 +339,7 @@ impl Qp {
         if !self.has_outstanding() {
             self.rto_deadline = None;
         } else if self.rto_deadline.is_none() && self.rnr_deadline.is_none() {
-            self.rto_deadline = local_ack_timeout(self.attr.timeout).map(|d| now + d);
+            self.rto_deadline = self.ack_timeout().map(|d| now + d);
         }
         self.check_drained();
     }

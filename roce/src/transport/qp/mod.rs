@@ -7,6 +7,8 @@
 //! * [`completer`]: ACKs, NAKs, READ responses and atomic ACKs against the
 //!   send queue (`rxe_comp.c`);
 //! * [`timers`]: the Local ACK and RNR timers and the retry decisions;
+//! * [`selective`]: out-of-order placement (the responder's reorder
+//!   window) and selective repeat (the requester's scoreboard);
 //! * [`state`]: `modify` (the attribute validator and transition table),
 //!   RESET and ERR (`rxe_qp.c`).
 //!
@@ -20,6 +22,7 @@
 mod completer;
 mod requester;
 mod responder;
+mod selective;
 mod state;
 mod timers;
 
@@ -221,6 +224,12 @@ pub struct Qp {
     write_len: u32,
     /// The peer's last advertised credits (`None`: not advertised).
     peer_credits: Option<u32>,
+    /// Requests held past a gap (only with a reorder window, once one
+    /// arrives out of order).
+    rx_window: Option<Box<selective::RecvWindow>>,
+    /// Selective repeat's record of what the responder holds (once a
+    /// selective acknowledgement arrives).
+    sack: Option<Box<selective::Scoreboard>>,
 }
 
 /// Outcome of acknowledging requests up to a PSN.
@@ -288,6 +297,8 @@ impl Qp {
             last_cnp: None,
             write_len: 0,
             peer_credits: None,
+            rx_window: None,
+            sack: None,
         }
     }
 
@@ -425,14 +436,15 @@ impl Qp {
                 return true;
             }
         }
-        if !self.state_runs_requester() || self.sq.len() <= self.send_idx {
+        let holes = self.sack.as_ref().is_some_and(|s| s.may_have_hole());
+        if !self.state_runs_requester() || (self.sq.len() <= self.send_idx && !holes) {
             if self.resp_q.is_empty() {
                 // Nothing waits: the sender is idle, not behind.
                 self.pacer_held = false;
             }
             return false;
         }
-        if self.send_idx == 0 && self.sq[0].wr.op.is_local() {
+        if self.send_idx == 0 && self.sq.front().is_some_and(|w| w.wr.op.is_local()) {
             // A memory window bind or local invalidation at the head runs
             // here, sending nothing; what follows it may then go out.
             self.run_local_ops(mem);
@@ -450,7 +462,10 @@ impl Qp {
             self.pacer_held = true;
             return false;
         }
-        if self.poll_request(now, mem, out) {
+        if holes && self.poll_hole(now, out) {
+            return true;
+        }
+        if self.sq.len() > self.send_idx && self.poll_request(now, mem, out) {
             return true;
         }
         // Held by something else (the window, a fence): the time until it

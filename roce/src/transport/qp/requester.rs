@@ -143,6 +143,15 @@ impl Qp {
                 return false;
             }
         }
+        if started && self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+            // Held requests drained at the responder can acknowledge past
+            // a rewound cursor: what is acknowledged is not sent again.
+            let w = &self.sq[idx];
+            let k = self.comp_psn.distance_from(w.first_psn);
+            if self.send_pkt < k && k < w.npsn {
+                self.send_pkt = k;
+            }
+        }
         let psn = if started {
             self.sq[idx].first_psn.add(self.send_pkt)
         } else {
@@ -163,13 +172,79 @@ impl Qp {
             }
             self.send_pkt = 0;
         }
+        let k = self.send_pkt;
+        // Counted as a retransmission only when this PSN went out before.
+        let retransmit = psn.is_before(self.retx_until) && psn.is_before(self.sent_psn);
+        let (plen, msg_done) = self.build_request(idx, k, psn, out);
+        let w_ud = self.sq[idx].wr.ud;
+        if out.headers.bth.ack_req {
+            self.pkts_since_ackreq = 0;
+        } else {
+            self.pkts_since_ackreq += 1;
+        }
+        // Advance the cursor.
+        if msg_done {
+            self.send_idx += 1;
+            self.send_pkt = 0;
+        } else {
+            self.send_pkt += 1;
+        }
+        if retransmit {
+            self.stats.tx_retransmits += 1;
+        } else {
+            self.stats.tx_requests += 1;
+        }
+        // A READ request stands for its response PSNs, the rest of the
+        // READ from this one on; anything else for its own PSN.
+        let covered = if matches!(op, SendOp::Read { .. }) {
+            self.sq[idx].last_psn().next()
+        } else {
+            psn.next()
+        };
+        if covered.is_after(self.sent_psn) {
+            self.sent_psn = covered;
+        }
+        self.paced(now, &out.headers, plen);
+        let dest = match (qp_type, w_ud) {
+            (QpType::Ud, Some(ud)) => ud.ah,
+            _ => self.attr.ah,
+        };
+        match qp_type {
+            QpType::Rc => {
+                if self.rto_deadline.is_none() && self.rnr_deadline.is_none() {
+                    self.rto_deadline = self.ack_timeout().map(|d| now + d);
+                }
+            }
+            QpType::Uc | QpType::Ud => {
+                if msg_done {
+                    // Unreliable: complete when the last packet leaves.
+                    let wqe = self.pop_head().expect("the WQE just sent is queued");
+                    self.comp_psn = self.next_psn;
+                    self.retx_until = self.next_psn;
+                    self.complete_send(&wqe, WcStatus::Success);
+                    self.check_drained();
+                }
+            }
+        }
+        out.dest = dest;
+        out.ecn = self.cfg.ecn;
+        true
+    }
+
+    /// Build packet `k` of send WQE `idx`, with PSN `psn`, into `out`
+    /// (headers and payload; not its destination or ECN): its payload
+    /// length, and whether it is the message's last. Changes nothing.
+    #[inline(always)]
+    fn build_request(&self, idx: usize, k: u32, psn: Psn, out: &mut Transmit) -> (u32, bool) {
+        let qp_type = self.cfg.qp_type;
+        let (flags, op) = {
+            let w = &self.sq[idx];
+            (w.wr.flags, w.wr.op)
+        };
         let (w_len, w_npsn, w_ud) = {
             let w = &self.sq[idx];
             (w.len, w.npsn, w.wr.ud)
         };
-        let k = self.send_pkt;
-        // Counted as a retransmission only when this PSN went out before.
-        let retransmit = psn.is_before(self.retx_until) && psn.is_before(self.sent_psn);
         out.payload.clear();
         let mut plen = 0;
         let msg_done;
@@ -267,56 +342,26 @@ impl Qp {
                 msg_done = last;
             }
         }
-        if out.headers.bth.ack_req {
-            self.pkts_since_ackreq = 0;
-        } else {
-            self.pkts_since_ackreq += 1;
-        }
-        // Advance the cursor.
-        if msg_done {
-            self.send_idx += 1;
-            self.send_pkt = 0;
-        } else {
-            self.send_pkt += 1;
-        }
-        if retransmit {
-            self.stats.tx_retransmits += 1;
-        } else {
-            self.stats.tx_requests += 1;
-        }
-        // A READ request stands for its response PSNs, the rest of the
-        // READ from this one on; anything else for its own PSN.
-        let covered = if matches!(op, SendOp::Read { .. }) {
-            self.sq[idx].last_psn().next()
-        } else {
-            psn.next()
+        (plen, msg_done)
+    }
+
+    /// Resend the next hole selective repeat knows of, if any (with
+    /// AckReq, so that the responder reports at once how far the resend
+    /// took it).
+    pub(super) fn poll_hole(&mut self, now: Instant, out: &mut Transmit) -> bool {
+        let Some((idx, k, psn)) = self.next_hole() else {
+            return false;
         };
-        if covered.is_after(self.sent_psn) {
-            self.sent_psn = covered;
-        }
+        let (plen, _) = self.build_request(idx, k, psn, out);
+        out.headers.bth.ack_req = true;
+        self.pkts_since_ackreq = 0;
+        self.stats.tx_retransmits += 1;
+        self.stats.sr_retransmits += 1;
         self.paced(now, &out.headers, plen);
-        let dest = match (qp_type, w_ud) {
-            (QpType::Ud, Some(ud)) => ud.ah,
-            _ => self.attr.ah,
-        };
-        match qp_type {
-            QpType::Rc => {
-                if self.rto_deadline.is_none() && self.rnr_deadline.is_none() {
-                    self.rto_deadline = local_ack_timeout(self.attr.timeout).map(|d| now + d);
-                }
-            }
-            QpType::Uc | QpType::Ud => {
-                if msg_done {
-                    // Unreliable: complete when the last packet leaves.
-                    let wqe = self.pop_head().expect("the WQE just sent is queued");
-                    self.comp_psn = self.next_psn;
-                    self.retx_until = self.next_psn;
-                    self.complete_send(&wqe, WcStatus::Success);
-                    self.check_drained();
-                }
-            }
+        if self.rto_deadline.is_none() && self.rnr_deadline.is_none() {
+            self.rto_deadline = self.ack_timeout().map(|d| now + d);
         }
-        out.dest = dest;
+        out.dest = self.attr.ah;
         out.ecn = self.cfg.ecn;
         true
     }

@@ -4,6 +4,7 @@
 //! handling, and the response queue (ACK/NAK, atomic ACKs, READ
 //! responses) that [`Qp::poll_transmit`] drains first.
 
+use super::selective::Hold;
 use super::*;
 
 impl Qp {
@@ -289,14 +290,31 @@ impl Qp {
     }
 
     pub(super) fn rc_request<M: Memory + ?Sized>(&mut self, pkt: &Received<'_>, mem: &mut M) {
-        let h = &pkt.headers;
-        let op = h.bth.opcode;
-        let psn = h.bth.psn;
+        let psn = pkt.headers.bth.psn;
         let d = psn.diff(self.epsn);
         if d > 0 {
+            if self.cfg.reorder_window > 0 {
+                match self.hold_out_of_order(pkt, mem, d as u32) {
+                    Hold::Held => {
+                        self.stats.rx_ooo_held += 1;
+                        if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+                            self.push_sack(psn);
+                        }
+                        return;
+                    }
+                    Hold::Duplicate => {
+                        self.stats.rx_duplicates += 1;
+                        if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+                            self.push_sack(psn);
+                        }
+                        return;
+                    }
+                    Hold::Refused => self.stats.rx_ooo_dropped += 1,
+                }
+            }
             // Out of sequence: one NAK per gap.
-            self.stats.rx_dropped += 1;
             self.stats.rx_out_of_sequence += 1;
+            self.stats.rx_dropped += 1;
             if !self.nak_sent {
                 self.nak_sent = true;
                 self.stats.tx_nak_seq += 1;
@@ -307,7 +325,17 @@ impl Qp {
                     self.in_msg = InMsg::None;
                 }
                 let e = self.epsn;
-                self.push_nak(e, AethSyndrome::Nak(NakCode::PsnSequenceError));
+                if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+                    // No selective acknowledgement: the MSN field repeats
+                    // the PSN, and the requester goes back N.
+                    self.resp_q.push_back(RespItem::Ack {
+                        psn: e,
+                        syndrome: AethSyndrome::Nak(NakCode::PsnSequenceError),
+                        msn: Msn::new(e.value()),
+                    });
+                } else {
+                    self.push_nak(e, AethSyndrome::Nak(NakCode::PsnSequenceError));
+                }
             }
             return;
         }
@@ -316,6 +344,25 @@ impl Qp {
             self.rc_duplicate(pkt, mem);
             return;
         }
+        self.rc_execute(pkt, mem, false);
+        if self.rx_window.is_some() {
+            self.drain_held(pkt.src, mem);
+        }
+    }
+
+    /// Check and execute the request at the expected PSN (IBA C9-*:
+    /// opcode sequence, access, resources, length, keys). `placed`: its
+    /// data was placed when it arrived out of order and was held; it is
+    /// not written again.
+    pub(super) fn rc_execute<M: Memory + ?Sized>(
+        &mut self,
+        pkt: &Received<'_>,
+        mem: &mut M,
+        placed: bool,
+    ) {
+        let h = &pkt.headers;
+        let op = h.bth.opcode;
+        let psn = h.bth.psn;
         self.nak_sent = false;
         let kind = op_kind(op);
         // 2. Opcode sequence.
@@ -387,7 +434,7 @@ impl Qp {
         }
         match kind {
             OpKind::Send => self.rc_send(pkt, mem),
-            OpKind::Write => self.rc_write(pkt, mem),
+            OpKind::Write => self.rc_write(pkt, mem, placed),
             OpKind::Read => {
                 let Some(reth) = h.reth else {
                     self.responder_fatal(psn, NakCode::InvalidRequest, None);
@@ -563,7 +610,12 @@ impl Qp {
         }
     }
 
-    pub(super) fn rc_write<M: Memory + ?Sized>(&mut self, pkt: &Received<'_>, mem: &mut M) {
+    pub(super) fn rc_write<M: Memory + ?Sized>(
+        &mut self,
+        pkt: &Received<'_>,
+        mem: &mut M,
+        placed: bool,
+    ) {
         let h = &pkt.headers;
         let op = h.bth.opcode;
         let psn = h.bth.psn;
@@ -607,7 +659,7 @@ impl Qp {
             self.responder_fatal(psn, NakCode::InvalidRequest, None);
             return;
         }
-        if plen > 0 && mem.write(MemKey::Remote(rkey), va, pkt.payload).is_err() {
+        if plen > 0 && !placed && mem.write(MemKey::Remote(rkey), va, pkt.payload).is_err() {
             self.responder_fatal(psn, NakCode::RemoteAccessError, None);
             return;
         }

@@ -1,7 +1,8 @@
 //! Retransmission and timers (rxe: the retransmit and RNR timers of
 //! `rxe_comp.c`/`rxe_req.c`): the RNR NAK delay table and the Local ACK
-//! Timeout, the deadline the caller must wake at, and the retry decisions
-//! (retry counters, go-back-N / go-back-0 rewinds).
+//! Timeout (or IRN's two timeouts), the deadline the caller must wake at,
+//! and the retry decisions (retry counters, go-back-N / go-back-0 rewinds;
+//! a selective repeat timeout resends what was not reported held).
 //!
 //! Units: [`Duration`] and [`Instant`] are integer picoseconds.
 
@@ -59,7 +60,7 @@ impl Qp {
                 self.rnr_deadline = None;
                 // The RNR wait had priority; restart the ACK timer now.
                 if self.has_outstanding() {
-                    self.rto_deadline = local_ack_timeout(self.attr.timeout).map(|d| now + d);
+                    self.rto_deadline = self.ack_timeout().map(|d| now + d);
                 }
             } else if self.rto_deadline.is_some_and(|r| r <= now) {
                 // An RNR wait takes priority over the retransmission timer.
@@ -72,13 +73,31 @@ impl Qp {
                 if self.has_outstanding() {
                     self.stats.timeouts += 1;
                     if self.take_retry() {
-                        self.rewind(self.comp_psn);
-                        self.rto_deadline = local_ack_timeout(self.attr.timeout).map(|d| now + d);
+                        if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+                            self.selective_timeout();
+                        } else {
+                            self.rewind(self.comp_psn);
+                        }
+                        self.rto_deadline = self.ack_timeout().map(|d| now + d);
                     } else {
                         self.fail_head(WcStatus::RetryExcErr);
                     }
                 }
             }
+        }
+    }
+
+    /// The retransmission timeout to arm now: the configured low or high
+    /// one ([`QpConfig::rto`]) by the PSNs outstanding, else the Local
+    /// ACK Timeout of the `timeout` attribute (`None`: no timer).
+    pub(super) fn ack_timeout(&self) -> Option<Duration> {
+        match self.cfg.rto {
+            Some(r) => Some(if self.sent_psn.distance_from(self.comp_psn) <= r.few {
+                r.low
+            } else {
+                r.high
+            }),
+            None => local_ack_timeout(self.attr.timeout),
         }
     }
 
@@ -115,7 +134,7 @@ impl Qp {
         if self.take_retry() {
             self.stats.retries += 1;
             self.rewind(self.comp_psn);
-            self.rto_deadline = local_ack_timeout(self.attr.timeout).map(|d| now + d);
+            self.rto_deadline = self.ack_timeout().map(|d| now + d);
         } else {
             self.fail_head(WcStatus::RetryExcErr);
         }
@@ -128,6 +147,9 @@ impl Qp {
         if !w.started {
             return;
         }
+        // Everything from `from` goes again: what selective repeat knew of
+        // the responder's holdings no longer matters.
+        self.sack = None;
         // Only the PSNs that went out before (below `sent_psn`) count as
         // retransmissions.
         if self.next_psn.is_after(self.retx_until) {
@@ -136,7 +158,7 @@ impl Qp {
         self.send_idx = 0;
         self.pkts_since_ackreq = 0;
         match self.cfg.retransmit {
-            RetransmitMode::GoBackN => {
+            RetransmitMode::GoBackN | RetransmitMode::SelectiveRepeat => {
                 let k = from.distance_from(w.first_psn);
                 self.send_pkt = if k < w.npsn { k } else { 0 };
             }

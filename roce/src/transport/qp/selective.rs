@@ -1,0 +1,450 @@
+//! Out-of-order placement and selective repeat (IRN: Mittal et al.,
+//! "Revisiting Network Support for RDMA", SIGCOMM 2018), both halves:
+//!
+//! * the responder's reorder window ([`RecvWindow`]): a request past a gap
+//!   whose data can be placed at once is placed and held. A WRITE packet
+//!   can be placed when its message's RETH is known: its own (a FIRST or
+//!   ONLY), the message in progress at the expected PSN, or a held FIRST.
+//!   SEND packets, READ and atomic requests are not held: which receive
+//!   WQE a SEND lands in, or what a READ reads, depends on what the gap
+//!   holds (IRN adds a receive WQE number to SENDs; RoCE has none). When
+//!   the gap fills, held requests run through the in-order checks again,
+//!   without placing twice, so that completions, MSNs and ACKs keep
+//!   request order, and a request the checks refuse fails exactly as it
+//!   would have in order;
+//! * the requester's scoreboard ([`Scoreboard`]): which outstanding PSNs
+//!   the responder reported held, and which were resent. A PSN below the
+//!   highest one reported and not reported itself is lost: it is resent
+//!   once, and again only when a packet first sent after that resend is
+//!   reported before it (the resend was lost too).
+//!
+//! Contract: nothing is allocated until a packet arrives out of order or a
+//! selective acknowledgement arrives, so a QP that never sees either pays
+//! one pointer each. The responder holds at most `reorder_window` slots and
+//! the requester tracks at most the PSNs it has outstanding, whatever a
+//! hostile peer sends.
+
+use std::collections::VecDeque;
+
+use super::*;
+
+/// What [`Qp::hold_out_of_order`] did with a request past the gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Hold {
+    /// Placed and held until the gap fills.
+    Held,
+    /// Already held: a duplicate.
+    Duplicate,
+    /// Not held (beyond the window, not placeable now, or refused by a
+    /// check the in-order path will report when it arrives in order).
+    Refused,
+}
+
+/// A held request: its headers and payload length, what the in-order
+/// checks need again (the data is already in place).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    headers: RoceHeaders,
+    len: u32,
+}
+
+/// Where a WRITE message whose first packet was held puts its data.
+#[derive(Debug, Clone, Copy)]
+struct WriteCtx {
+    start: Psn,
+    npsn: u32,
+    rkey: Rkey,
+    va: u64,
+    len: u32,
+}
+
+/// The responder's reorder window: slots for the PSNs from the expected
+/// one on.
+#[derive(Debug, Clone)]
+pub(super) struct RecvWindow {
+    /// The PSN of `slots[0]`.
+    base: Psn,
+    slots: VecDeque<Option<Held>>,
+    writes: Vec<WriteCtx>,
+}
+
+impl RecvWindow {
+    fn new(base: Psn) -> RecvWindow {
+        RecvWindow {
+            base,
+            slots: VecDeque::new(),
+            writes: Vec::new(),
+        }
+    }
+
+    /// Forget the slots and messages before `epsn`.
+    fn advance(&mut self, epsn: Psn) {
+        let k = epsn.diff(self.base);
+        if k < 0 || k as usize >= self.slots.len() {
+            self.slots.clear();
+        } else {
+            self.slots.drain(..k as usize);
+        }
+        self.base = epsn;
+        self.writes.retain(|w| w.start.add(w.npsn).is_after(epsn));
+    }
+
+    fn is_held(&self, d: u32) -> bool {
+        self.slots.get(d as usize).is_some_and(Option::is_some)
+    }
+
+    /// Where the WRITE packet at `psn` goes, from a held first packet:
+    /// (R_Key, address, bytes left in the message from there).
+    fn write_target(&self, psn: Psn, pmtu: u32) -> Option<(Rkey, u64, u32)> {
+        self.writes.iter().find_map(|w| {
+            let k = psn.distance_from(w.start);
+            (k > 0 && k < w.npsn).then(|| {
+                let off = k as u64 * pmtu as u64;
+                (w.rkey, w.va.wrapping_add(off), w.len - off as u32)
+            })
+        })
+    }
+}
+
+/// How the requester last sent an outstanding PSN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// Sent once; lost if a later PSN is reported held.
+    Out,
+    /// Reported held by the responder.
+    Sacked,
+    /// Resent while the first new PSN not yet sent was this one.
+    Resent(Psn),
+}
+
+/// The requester's view of its outstanding PSNs under selective repeat.
+#[derive(Debug, Clone)]
+pub(super) struct Scoreboard {
+    /// The PSN of `marks[0]` (the oldest unacknowledged, when synced).
+    base: Psn,
+    marks: VecDeque<Mark>,
+    /// One past the highest PSN reported held or known lost: PSNs below it
+    /// marked `Out` are holes.
+    high: Psn,
+    /// The next PSN to look at for a hole.
+    cursor: Psn,
+}
+
+impl Scoreboard {
+    fn new(base: Psn) -> Scoreboard {
+        Scoreboard {
+            base,
+            marks: VecDeque::new(),
+            high: base,
+            cursor: base,
+        }
+    }
+
+    /// Drop what `comp_psn` acknowledged.
+    fn sync(&mut self, comp_psn: Psn) {
+        let k = comp_psn.diff(self.base);
+        if k <= 0 {
+            return;
+        }
+        if k as usize >= self.marks.len() {
+            self.marks.clear();
+        } else {
+            self.marks.drain(..k as usize);
+        }
+        self.base = comp_psn;
+        if self.high.is_before(comp_psn) {
+            self.high = comp_psn;
+        }
+        if self.cursor.is_before(comp_psn) {
+            self.cursor = comp_psn;
+        }
+    }
+
+    /// The mark of `psn`, created as `Out` (with those before it).
+    fn mark(&mut self, psn: Psn) -> &mut Mark {
+        let i = psn.distance_from(self.base) as usize;
+        if self.marks.len() <= i {
+            self.marks.resize(i + 1, Mark::Out);
+        }
+        &mut self.marks[i]
+    }
+
+    fn raise_high(&mut self, psn: Psn) {
+        if psn.next().is_after(self.high) {
+            self.high = psn.next();
+        }
+    }
+
+    /// Whether a hole may be waiting to be resent.
+    pub(super) fn may_have_hole(&self) -> bool {
+        self.cursor.is_before(self.high)
+    }
+}
+
+impl Qp {
+    /// A request `d` PSNs past the expected one: place and hold it if the
+    /// reorder window and its message allow. Every check that can fail
+    /// here is also made in order, so a refused request fails there, when
+    /// it arrives again in sequence.
+    pub(super) fn hold_out_of_order<M: Memory + ?Sized>(
+        &mut self,
+        pkt: &Received<'_>,
+        mem: &mut M,
+        d: u32,
+    ) -> Hold {
+        if d >= self.cfg.reorder_window {
+            return Hold::Refused;
+        }
+        if self.rx_window.as_ref().is_some_and(|w| {
+            let k = self.epsn.diff(w.base);
+            k >= 0 && w.is_held(d + k as u32)
+        }) {
+            return Hold::Duplicate;
+        }
+        let h = &pkt.headers;
+        let op = h.bth.opcode;
+        let psn = h.bth.psn;
+        let plen = pkt.payload.len();
+        let pmtu = self.pmtu;
+        use Opcode::*;
+        let write = matches!(
+            op,
+            RcWriteFirst
+                | RcWriteMiddle
+                | RcWriteLast
+                | RcWriteLastImm
+                | RcWriteOnly
+                | RcWriteOnlyImm
+        );
+        if !write
+            || !self
+                .attr
+                .qp_access_flags
+                .contains(AccessFlags::REMOTE_WRITE)
+        {
+            return Hold::Refused;
+        }
+        let len_ok = if op.is_first() || op.is_middle() {
+            plen == pmtu
+        } else if op.is_last() {
+            plen >= 1 && plen <= pmtu
+        } else {
+            plen <= pmtu
+        };
+        if !len_ok {
+            return Hold::Refused;
+        }
+        let mut ctx = None;
+        let (rkey, va, left) = if op.is_first() || op.is_only() {
+            let Some(reth) = h.reth else {
+                return Hold::Refused;
+            };
+            if reth.dma_len as u64 > MAX_MESSAGE {
+                return Hold::Refused;
+            }
+            if op.is_first() {
+                ctx = Some(WriteCtx {
+                    start: psn,
+                    npsn: reth.dma_len.div_ceil(pmtu).max(1),
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    len: reth.dma_len,
+                });
+            }
+            (reth.rkey, reth.va, reth.dma_len)
+        } else {
+            // The message in progress at the expected PSN, if this packet
+            // lies within it (its length is known from its RETH) ...
+            let in_progress = match self.in_msg {
+                InMsg::Write {
+                    rkey,
+                    va,
+                    remaining,
+                    ..
+                } => {
+                    let off = d as u64 * pmtu as u64;
+                    (off < remaining as u64)
+                        .then(|| (rkey, va.wrapping_add(off), remaining - off as u32))
+                }
+                _ => None,
+            };
+            // ... or a message whose first packet is held.
+            let target = in_progress.or_else(|| {
+                self.rx_window
+                    .as_ref()
+                    .and_then(|w| w.write_target(psn, pmtu))
+            });
+            let Some(t) = target else {
+                return Hold::Refused;
+            };
+            t
+        };
+        let end = op.is_last() || op.is_only();
+        if (end && plen != left) || (!end && plen >= left) {
+            return Hold::Refused;
+        }
+        if self.foreign_window(mem, rkey)
+            || (plen > 0 && mem.write(MemKey::Remote(rkey), va, pkt.payload).is_err())
+        {
+            return Hold::Refused;
+        }
+        let epsn = self.epsn;
+        let w = self
+            .rx_window
+            .get_or_insert_with(|| Box::new(RecvWindow::new(epsn)));
+        w.advance(epsn);
+        let i = d as usize;
+        if w.slots.len() <= i {
+            w.slots.resize(i + 1, None);
+        }
+        w.slots[i] = Some(Held {
+            headers: *h,
+            len: plen,
+        });
+        if let Some(c) = ctx {
+            w.writes.push(c);
+        }
+        Hold::Held
+    }
+
+    /// Run the held requests that the last in-order one made next, in
+    /// order, until the next gap (or until one fails or must wait), then
+    /// acknowledge how far the responder got.
+    pub(super) fn drain_held<M: Memory + ?Sized>(&mut self, src: AddressHandle, mem: &mut M) {
+        let mut drained = false;
+        loop {
+            let epsn = self.epsn;
+            let Some(w) = self.rx_window.as_mut() else {
+                break;
+            };
+            w.advance(epsn);
+            let Some(held) = w.slots.front_mut().and_then(Option::take) else {
+                break;
+            };
+            if !matches!(
+                self.state,
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+            ) {
+                break;
+            }
+            let pkt = Received {
+                headers: held.headers,
+                ecn: Ecn::NotEct,
+                payload: Payload::Len(held.len),
+                grh: None,
+                src,
+            };
+            self.rc_execute(&pkt, mem, true);
+            if self.epsn == epsn {
+                // Refused or waiting (an RNR NAK): it is sent again.
+                break;
+            }
+            self.stats.ooo_drained += 1;
+            drained = true;
+        }
+        if self.state == QpState::Err {
+            self.rx_window = None;
+        } else if drained {
+            self.push_ack(self.epsn.sub(1));
+        }
+    }
+
+    /// Queue a selective acknowledgement of the held request at `psn`: a
+    /// sequence NAK for the expected PSN whose MSN field names `psn`.
+    pub(super) fn push_sack(&mut self, psn: Psn) {
+        self.stats.tx_nak_seq += 1;
+        self.stats.tx_sacks += 1;
+        self.resp_q.push_back(RespItem::Ack {
+            psn: self.epsn,
+            syndrome: AethSyndrome::Nak(NakCode::PsnSequenceError),
+            msn: Msn::new(psn.value()),
+        });
+    }
+
+    /// A sequence NAK for `p` under selective repeat, reporting `held`
+    /// (equal to `p`: nothing held, the responder dropped what followed
+    /// the gap and the requester goes back N).
+    pub(super) fn on_selective_nak(&mut self, now: Instant, p: Psn, held: Psn) {
+        if held == p || !held.is_after(p) || !held.is_before(self.sent_psn) {
+            self.sack = None;
+            self.retry_or_fail(now);
+            return;
+        }
+        self.stats.rx_sacks += 1;
+        let comp = self.comp_psn;
+        let sb = self
+            .sack
+            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
+        sb.sync(comp);
+        *sb.mark(held) = Mark::Sacked;
+        sb.raise_high(held);
+        // The first missing PSN: a resend of it that packets first sent
+        // after it overtook was lost too.
+        if let Mark::Resent(frontier) = *sb.mark(p) {
+            if !held.is_before(frontier) {
+                *sb.mark(p) = Mark::Out;
+                if p.is_before(sb.cursor) {
+                    sb.cursor = p;
+                }
+            }
+        }
+    }
+
+    /// A timeout under selective repeat: every unacknowledged PSN not
+    /// reported held is resent once more.
+    pub(super) fn selective_timeout(&mut self) {
+        let comp = self.comp_psn;
+        let sent = self.sent_psn;
+        let sb = self
+            .sack
+            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
+        sb.sync(comp);
+        if sent.is_after(comp) {
+            sb.mark(sent.sub(1));
+            sb.raise_high(sent.sub(1));
+        }
+        for m in sb.marks.iter_mut() {
+            if let Mark::Resent(_) = m {
+                *m = Mark::Out;
+            }
+        }
+        sb.cursor = comp;
+    }
+
+    /// The next hole to resend, marking it (and, for a READ, the rest of
+    /// its response PSNs) resent: (send queue index, packet of the WQE,
+    /// PSN).
+    pub(super) fn next_hole(&mut self) -> Option<(usize, u32, Psn)> {
+        let comp = self.comp_psn;
+        let frontier = self.sent_psn;
+        let sb = self.sack.as_mut()?;
+        sb.sync(comp);
+        while sb.cursor.is_before(sb.high) {
+            let q = sb.cursor;
+            sb.cursor = q.next();
+            if *sb.mark(q) != Mark::Out {
+                continue;
+            }
+            let Some(idx) = self.sq.iter().position(|w| w.contains(q)) else {
+                continue;
+            };
+            let w = &self.sq[idx];
+            let k = q.distance_from(w.first_psn);
+            *sb.mark(q) = Mark::Resent(frontier);
+            if matches!(w.wr.op, SendOp::Read { .. }) {
+                // One READ request stands for the rest of its responses.
+                let last = w.last_psn();
+                let mut r = q.next();
+                while !r.is_after(last) {
+                    *sb.mark(r) = Mark::Resent(frontier);
+                    r = r.next();
+                }
+                if last.next().is_after(sb.cursor) {
+                    sb.cursor = last.next();
+                }
+            }
+            return Some((idx, k, q));
+        }
+        None
+    }
+}
