@@ -9,6 +9,7 @@ mod devices;
 mod fluid;
 mod ibverbs_shim;
 mod interview;
+mod irn;
 mod lessons;
 mod newcomer;
 mod perftest;
