@@ -840,6 +840,14 @@ pub struct QpConfig {
     /// Retransmission timeouts replacing the Local ACK Timeout (`None`:
     /// 4.096 µs × 2^timeout).
     pub rto: Option<RetransmitTimeouts>,
+    /// Send each packet of a plain RDMA WRITE as a WRITE ONLY with its own
+    /// RETH (address, key and its own length), as IRN puts a RETH in every
+    /// WRITE packet: a responder that places out of order can then place
+    /// every packet on arrival, not only those whose message's first
+    /// packet it has seen. Any RoCE responder accepts it (16 bytes more
+    /// per packet; the responder's MSN counts packets). WRITE with
+    /// immediate keeps its one message: its completion needs the total.
+    pub write_reth_every_packet: bool,
     /// rxe quirk: treat `retry_cnt == 7` as infinite (spec: 7 retries).
     pub rxe_retry_cnt7_infinite: bool,
     /// Local status for a receive buffer too small for the SEND
@@ -894,6 +902,7 @@ impl QpConfig {
             max_unacked_psns: 128,
             reorder_window: 0,
             rto: None,
+            write_reth_every_packet: false,
             rxe_retry_cnt7_infinite: false,
             recv_too_small_status: WcStatus::LocLenErr,
             ecn: Ecn::Ect0,

@@ -461,12 +461,19 @@ fn held_out_of_order_writes_keep_every_operation_exactly_once_and_in_order() {
     fn sr(c: &mut QpConfig) {
         c.retransmit = RetransmitMode::SelectiveRepeat;
         c.reorder_window = 256;
+        c.write_reth_every_packet = true;
+    }
+    fn sr_one_reth(c: &mut QpConfig) {
+        c.retransmit = RetransmitMode::SelectiveRepeat;
+        c.reorder_window = 256;
     }
     fn ooo(c: &mut QpConfig) {
         c.reorder_window = 64;
+        c.write_reth_every_packet = true;
     }
     for (name, tweak) in [
         ("selective repeat", sr as fn(&mut QpConfig)),
+        ("selective repeat, one RETH per WRITE", sr_one_reth),
         ("go-back-n", ooo),
     ] {
         let (mut held, mut sacks, mut resent) = (0, 0, 0);
@@ -490,7 +497,7 @@ fn held_out_of_order_writes_keep_every_operation_exactly_once_and_in_order() {
         }
         eprintln!("{name}: held {held}, selective acks {sacks}, holes resent {resent}");
         assert!(held > 0, "{name}: the reorder window was used");
-        if name == "selective repeat" {
+        if name.starts_with("selective repeat") {
             assert!(
                 sacks > 0 && resent > 0,
                 "{name}: holes were reported and resent"

@@ -412,6 +412,9 @@ fn new_qp(
         RetransmitMode::SelectiveRepeat => EngineRetransmit::SelectiveRepeat,
     };
     qc.reorder_window = n.effective_reorder_window();
+    // A NIC that places out of order gets a RETH in every WRITE packet
+    // (IRN): both ends of every connection share the NIC settings.
+    qc.write_reth_every_packet = qc.reorder_window > 0;
     qc.rto = n
         .effective_rto()
         .map(|(low, high)| roce::transport::RetransmitTimeouts { low, high, few: 3 });

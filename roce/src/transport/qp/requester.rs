@@ -295,7 +295,21 @@ impl Qp {
                 plen = (w_len - off.min(w_len)).min(self.pmtu);
                 let first = k == 0;
                 let last = k + 1 == n;
-                let opcode = data_opcode(qp_type, op, first, last);
+                // Each packet of a plain WRITE its own WRITE ONLY with its
+                // own RETH (IRN's RETH in every WRITE packet, in standard
+                // opcodes): a responder can place any of them on arrival.
+                let split = self.cfg.write_reth_every_packet
+                    && qp_type != QpType::Ud
+                    && matches!(op, SendOp::Write { .. });
+                let opcode = if split {
+                    pick(
+                        qp_type == QpType::Uc,
+                        Opcode::RcWriteOnly,
+                        Opcode::UcWriteOnly,
+                    )
+                } else {
+                    data_opcode(qp_type, op, first, last)
+                };
                 let se = last
                     && flags.contains(SendFlags::SOLICITED)
                     && !matches!(op, SendOp::Write { .. } | SendOp::AtomicWrite { .. });
@@ -313,10 +327,18 @@ impl Qp {
                         } => (remote_addr, rkey),
                         _ => (0, Rkey::new(0)),
                     };
-                    out.headers.reth = Some(RethRepr {
-                        va,
-                        rkey,
-                        dma_len: w_len,
+                    out.headers.reth = Some(if split {
+                        RethRepr {
+                            va: va.wrapping_add(off as u64),
+                            rkey,
+                            dma_len: plen,
+                        }
+                    } else {
+                        RethRepr {
+                            va,
+                            rkey,
+                            dma_len: w_len,
+                        }
                     });
                 }
                 if opcode.has_immdt() {
