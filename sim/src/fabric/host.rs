@@ -566,12 +566,29 @@ impl World<'_> {
         let before = q.engine.expected_psn();
         q.engine.handle_packet(now, &rx, &mut nic.mem);
         let psn = pkt.headers.bth.psn;
-        let landed = ends_request(op)
-            && q.engine.expected_psn() != before
-            && q.engine.expected_psn() == psn.next();
+        let after = q.engine.expected_psn();
+        let landed = ends_request(op) && after != before && after == psn.next();
+        // A request that filled a gap in a reorder window also completed
+        // the held ones behind it: every message ending up to `after`.
+        let drained = after != before
+            && after.is_after(psn.next())
+            && op != Opcode::RcReadRequest
+            && self.qps.qps[id as usize].engine.config().reorder_window > 0;
         self.after_activity(id, now);
-        if landed && (self.paced_any || self.landing_any) {
-            self.landed(id ^ 1, psn, host, now);
+        if self.paced_any || self.landing_any {
+            if landed {
+                self.landed(id ^ 1, psn, host, now);
+            } else if drained {
+                let flows = self.flows;
+                let ends = self.qps.qps[(id ^ 1) as usize].wr_ends_within(
+                    psn,
+                    after.distance_from(psn),
+                    |w| wr_len(flows, w),
+                );
+                for last in ends {
+                    self.landed(id ^ 1, last, host, now);
+                }
+            }
         }
     }
 

@@ -272,6 +272,27 @@ impl SimQp {
         None
     }
 
+    /// Requester: the last PSNs of the work requests of `wrs` that end in
+    /// the `count` PSNs from `from` on, in order.
+    pub fn wr_ends_within(&self, from: Psn, count: u32, len: impl Fn(u64) -> u32) -> Vec<Psn> {
+        let mut out = Vec::new();
+        let mut first = self.head_psn;
+        for &wr in &self.wrs {
+            let last = first.add(self.npsn(len(wr)) - 1);
+            let k = last.distance_from(from);
+            if last.is_before(from) {
+                first = last.next();
+                continue;
+            }
+            if k >= count {
+                break;
+            }
+            out.push(last);
+            first = last.next();
+        }
+        out
+    }
+
     /// Requester: work request `wr` (of `len` bytes) left the send queue;
     /// the next one starts `npsn(len)` PSNs later when it succeeded.
     pub(super) fn retire(&mut self, wr: u64, len: u32, success: bool) {
