@@ -13,6 +13,7 @@
 
 mod control;
 pub mod dcqcn;
+pub mod hpcc;
 pub mod pacer;
 
 use crate::time::{Duration, Instant, Rate};
@@ -21,10 +22,12 @@ pub use control::CongestionControl;
 pub use dcqcn::{
     Dcqcn, DcqcnModel, DcqcnOverrides, DcqcnParams, CONNECTX_CNP_INTERVAL, PAPER_CNP_INTERVAL,
 };
+pub use hpcc::{Hpcc, HpccParams, IntHop, IntRecord, INT_HEADER_BYTES, INT_MAX_HOPS};
 pub use pacer::Pacer;
 
 /// Which algorithm a QP uses, with its parameters. In files:
-/// `{ algorithm = "none" }` or `{ algorithm = "dcqcn", model = ..., ... }`.
+/// `{ algorithm = "none" }`, `{ algorithm = "dcqcn", model = ..., ... }`
+/// or `{ algorithm = "hpcc", ... }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "algorithm", rename_all = "snake_case")]
 pub enum CcConfig {
@@ -33,18 +36,23 @@ pub enum CcConfig {
     None,
     /// DCQCN reaction point.
     Dcqcn(DcqcnParams),
+    /// HPCC reaction point, fed by INT records in ACKs
+    /// ([`Hpcc::on_telemetry`]).
+    Hpcc(HpccParams),
 }
 
 /// The built-in algorithms, as one type.
 // One per QP, held inline on purpose: boxing the DCQCN state would cost a
 // pointer chase on every packet.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AnyCc {
     /// `none`.
     None(NoCc),
     /// `dcqcn`.
     Dcqcn(Dcqcn),
+    /// `hpcc`.
+    Hpcc(Hpcc),
 }
 
 impl AnyCc {
@@ -53,6 +61,7 @@ impl AnyCc {
         match config {
             CcConfig::None => AnyCc::None(NoCc),
             CcConfig::Dcqcn(p) => AnyCc::Dcqcn(Dcqcn::new(p)),
+            CcConfig::Hpcc(p) => AnyCc::Hpcc(Hpcc::new(p)),
         }
     }
 }
@@ -68,6 +77,10 @@ impl AnyCc {
                 let rc = d.current_rate();
                 (rc < d.params().line_rate).then_some(rc)
             }
+            AnyCc::Hpcc(h) => {
+                let r = h.current_rate();
+                (r < h.params().line_rate).then_some(r)
+            }
         }
     }
 }
@@ -77,30 +90,35 @@ impl CongestionControl for AnyCc {
         match self {
             AnyCc::None(c) => c.rate(),
             AnyCc::Dcqcn(c) => c.rate(),
+            AnyCc::Hpcc(c) => c.rate(),
         }
     }
     fn on_cnp(&mut self, now: Instant) {
         match self {
             AnyCc::None(c) => c.on_cnp(now),
             AnyCc::Dcqcn(c) => c.on_cnp(now),
+            AnyCc::Hpcc(c) => c.on_cnp(now),
         }
     }
     fn on_transmit(&mut self, now: Instant, bytes: u64) {
         match self {
             AnyCc::None(c) => c.on_transmit(now, bytes),
             AnyCc::Dcqcn(c) => c.on_transmit(now, bytes),
+            AnyCc::Hpcc(c) => c.on_transmit(now, bytes),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             AnyCc::None(c) => c.poll_timeout(),
             AnyCc::Dcqcn(c) => c.poll_timeout(),
+            AnyCc::Hpcc(c) => c.poll_timeout(),
         }
     }
     fn handle_timeout(&mut self, now: Instant) {
         match self {
             AnyCc::None(c) => c.handle_timeout(now),
             AnyCc::Dcqcn(c) => c.handle_timeout(now),
+            AnyCc::Hpcc(c) => c.handle_timeout(now),
         }
     }
 }

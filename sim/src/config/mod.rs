@@ -613,6 +613,9 @@ pub struct CcConfig {
     pub preset: DcqcnPreset,
     /// DCQCN parameters that override the preset.
     pub dcqcn: DcqcnOverrides,
+    /// HPCC settings (used with `algorithm = "hpcc"`).
+    #[serde(skip_serializing_if = "HpccSettings::is_default")]
+    pub hpcc: HpccSettings,
 }
 
 impl CcConfig {
@@ -621,7 +624,57 @@ impl CcConfig {
     pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
         self.dcqcn
             .validate()
-            .map_err(|(k, why)| ConfigError::new(&format!("{key}.dcqcn.{k}"), why))
+            .map_err(|(k, why)| ConfigError::new(&format!("{key}.dcqcn.{k}"), why))?;
+        let h = &self.hpcc;
+        if !(h.eta > 0.0 && h.eta <= 1.0) {
+            return Err(ConfigError::new(
+                &format!("{key}.hpcc.eta"),
+                format!("{}: expected a target utilisation in (0, 1]", h.eta),
+            ));
+        }
+        if h.min_rate.bps() == 0 {
+            return Err(ConfigError::new(
+                &format!("{key}.hpcc.min_rate"),
+                "0: expected a positive rate",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// HPCC's settings (`nic.cc.hpcc`): the HPCC artifact's by default. The
+/// base RTT of each QP is its path's, computed from the topology; the
+/// line rate is its NIC's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HpccSettings {
+    /// Target utilisation η of the busiest hop (0.95).
+    pub eta: f64,
+    /// Additive steps before a multiplicative one below η (`maxStage`;
+    /// the artifact 0, the paper 5).
+    pub max_stage: u32,
+    /// Additive increase per step, as a rate (`W_AI / T`; 50 Mbit/s, the
+    /// artifact's web results' "ai50").
+    pub ai: Rate,
+    /// Floor of the rate (100 Mbit/s).
+    pub min_rate: Rate,
+}
+
+impl Default for HpccSettings {
+    fn default() -> Self {
+        HpccSettings {
+            eta: 0.95,
+            max_stage: 0,
+            ai: Rate::from_bps(50_000_000),
+            min_rate: Rate::from_bps(100_000_000),
+        }
+    }
+}
+
+impl HpccSettings {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == HpccSettings::default()
     }
 }
 
@@ -631,6 +684,7 @@ impl Default for CcConfig {
             algorithm: CcAlgorithm::None,
             preset: DcqcnPreset::Firmware,
             dcqcn: DcqcnOverrides::default(),
+            hpcc: HpccSettings::default(),
         }
     }
 }
@@ -643,6 +697,10 @@ pub enum CcAlgorithm {
     None,
     /// DCQCN reaction and notification points.
     Dcqcn,
+    /// HPCC: switches stamp in-band telemetry on data packets, ACKs echo
+    /// it (one ACK per packet), the sender sets its rate from the busiest
+    /// hop's utilisation.
+    Hpcc,
 }
 
 /// DCQCN parameter presets (VALIDATION.md DCQCN-0).

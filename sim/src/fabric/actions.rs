@@ -371,6 +371,7 @@ impl World<'_> {
         for prio in 0..8 {
             while let Some(h) = self.ports[p as usize].queues[prio].pop_front() {
                 let pkt = self.pkts.take(h);
+                self.pkts.free_int(pkt.int);
                 self.ports[p as usize].qbytes[prio] -= u64::from(pkt.wire);
                 lost += 1;
                 if sw != NONE {

@@ -178,6 +178,7 @@ impl<'a> World<'a> {
                 Some((a, b)) => (a, b),
                 None => (host_cfg(src), host_cfg(dst)),
             };
+            let known = self.qps.qps.len();
             let qp = self
                 .qps
                 .connect(
@@ -194,6 +195,9 @@ impl<'a> World<'a> {
                     id: f.id,
                     message: m,
                 })?;
+            if self.qps.qps.len() > known {
+                self.set_hpcc_base_rtt(qp, src, dst);
+            }
             let mut after = f.after.clone();
             after.sort_unstable();
             after.dedup();

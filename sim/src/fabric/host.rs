@@ -23,6 +23,7 @@
 //! [`Qp::poll_transmit`]: roce::transport::Qp::poll_transmit
 //! [`Qp::poll_timeout`]: roce::transport::Qp::poll_timeout
 
+use roce::cc::{IntRecord, INT_HEADER_BYTES};
 use roce::time::{Duration, Instant};
 use roce::transport::{
     AddressHandle, Payload, Received, RecvWr, SendOp, SendWr, Sge, SgeList, WcStatus,
@@ -31,7 +32,7 @@ use roce::wire::{Opcode, Psn};
 
 use super::event::{Ev, NONE};
 use super::nic::{message_len, wr_len, HostSide, QpGate, SimQp, POST_AHEAD, QPN_BASE};
-use super::packet::{frame_len, Packet};
+use super::packet::{frame_len, Packet, NO_INT};
 use super::world::World;
 use crate::engine::EventQueue;
 use crate::workload::FlowOp;
@@ -398,7 +399,7 @@ impl World<'_> {
                 Some(tx) => {
                     let payload = tx.payload.len();
                     let cnp = tx.headers.bth.opcode == Opcode::Cnp;
-                    let pkt = Packet {
+                    let mut pkt = Packet {
                         headers: tx.headers,
                         payload,
                         wire: frame_len(&tx.headers, payload),
@@ -408,7 +409,25 @@ impl World<'_> {
                         prio: if cnp { nic.cnp_priority } else { q.prio },
                         ecn: tx.ecn,
                         ingress: 0,
+                        int: NO_INT,
                     };
+                    if q.int {
+                        // HPCC: requests collect the switches' hops, ACKs
+                        // echo the last request's record; both carry the
+                        // INT header.
+                        let op = tx.headers.bth.opcode;
+                        let rec = if op.is_request() {
+                            Some(IntRecord::default())
+                        } else if op == Opcode::RcAcknowledge {
+                            q.echo.as_deref().copied()
+                        } else {
+                            None
+                        };
+                        if let Some(r) = rec {
+                            pkt.int = self.pkts.new_int(r);
+                            pkt.wire += INT_HEADER_BYTES;
+                        }
+                    }
                     arm(q, id, &mut self.q);
                     if let (Some(hs), Some(g)) =
                         (nic.host_side.as_deref_mut(), q.gate.as_deref_mut())
@@ -481,6 +500,7 @@ impl World<'_> {
             }
         }
         if nic.rx.bytes + u64::from(pkt.wire) > nic.rx_buffer {
+            self.pkts.free_int(pkt.int);
             let p = &mut self.ports[port as usize];
             p.rx_discards += 1;
             p.prio[usize::from(pkt.prio)].rx_discards += 1;
@@ -534,6 +554,7 @@ impl World<'_> {
 
     /// Hand a received frame to its QP's engine.
     fn deliver(&mut self, host: u32, pkt: Packet, now: Instant) {
+        let int = self.pkts.take_int(pkt.int);
         let qpn = pkt.headers.bth.dest_qp.value();
         let id = qpn.wrapping_sub(QPN_BASE);
         let nic = &mut self.nics[host as usize];
@@ -566,6 +587,13 @@ impl World<'_> {
         let before = q.engine.expected_psn();
         q.engine.handle_packet(now, &rx, &mut nic.mem);
         let psn = pkt.headers.bth.psn;
+        if let Some(rec) = int {
+            if op.is_request() {
+                q.echo = Some(Box::new(rec));
+            } else if op == Opcode::RcAcknowledge {
+                q.engine.on_telemetry(psn, &rec);
+            }
+        }
         let after = q.engine.expected_psn();
         let landed = ends_request(op) && after != before && after == psn.next();
         // A request that filled a gap in a reorder window also completed

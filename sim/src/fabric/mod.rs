@@ -61,6 +61,7 @@ pub mod switch;
 pub mod watchdog;
 mod world;
 
+use roce::cc::IntHop;
 use roce::time::{Duration, Instant, Rate};
 use roce::wire::Ecn;
 
@@ -76,7 +77,7 @@ use crate::workload::FlowSpec;
 
 use event::{Ev, NONE};
 use impairments::Verdict;
-use packet::PFC_FRAME;
+use packet::{NO_INT, PFC_FRAME};
 use rand::Rng;
 pub(crate) use settings::switch_mmu;
 use switch::{Admit, PfcChange};
@@ -445,6 +446,19 @@ impl World<'_> {
         let c = &mut port.prio[usize::from(pkt.prio)];
         c.tx_packets += 1;
         c.tx_bytes += u64::from(pkt.wire);
+        if pkt.int != NO_INT && self.switch_of_node[port.node as usize] != NONE {
+            // HPCC: this egress's hop in the frame's INT record.
+            let hop = IntHop {
+                rate: port.rate,
+                ts: now,
+                tx_bytes: port.prio.iter().map(|c| c.tx_bytes).sum(),
+                qlen: port.qbytes.iter().sum(),
+            };
+            let int = pkt.int;
+            self.pkts.int_mut(int).push(hop);
+        }
+        let pkt = self.pkts.get(h);
+        let port = &mut self.ports[p as usize];
         self.q.schedule(now + ser, Ev::TxDone(p));
         if let Some(f) = &mut port.impairments {
             let v = f.judge(pkt);
@@ -1459,7 +1473,13 @@ impl World<'_> {
             self.host_of_node[f.src.0 as usize],
             self.host_of_node[f.dst.0 as usize],
         );
-        let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), self.qps.sport_of(st.qp));
+        self.path_ports_between(src, dst, self.qps.sport_of(st.qp))
+    }
+
+    /// The egress ports, in order, that per-flow ECMP takes from host
+    /// `src` to host `dst` for UDP source port `sport`.
+    fn path_ports_between(&self, src: u32, dst: u32, sport: u16) -> Vec<u32> {
+        let tuple = FiveTuple::roce(host_ip(src), host_ip(dst), sport);
         let mut p = self.nics[src as usize].port;
         let mut out = Vec::with_capacity(8);
         // A path never revisits a node; 64 bounds a malformed table.
@@ -1506,18 +1526,41 @@ impl World<'_> {
     /// plus its wire bytes at the bottleneck rate.
     fn ideal_fct(&self, f: &FlowSpec) -> u64 {
         let mtu = self.cfg.nic.mtu.bytes();
-        let frame = mtu + 62 + 16;
-        let mut rtt = Duration::ZERO;
+        let ports = self.path_ports(f);
+        let rtt = self.base_rtt(&ports);
         let mut bottleneck = Rate::from_bps(u64::MAX);
-        for p in self.path_ports(f) {
-            let port = &self.ports[p as usize];
-            bottleneck = bottleneck.min(port.rate);
-            rtt += port.delay + port.delay;
-            rtt += port.rate.serialization_time(frame) + port.rate.serialization_time(64);
+        for &p in &ports {
+            bottleneck = bottleneck.min(self.ports[p as usize].rate);
         }
         let packets = f.size.div_ceil(mtu).max(1);
         let wire = f.size + packets * 62 + 16;
         (rtt + bottleneck.serialization_time(wire)).as_ps()
+    }
+
+    /// The base RTT over egress ports `ports`: each link's propagation
+    /// both ways, a full frame forward and an ACK back at its rate.
+    pub(crate) fn base_rtt(&self, ports: &[u32]) -> Duration {
+        let frame = self.cfg.nic.mtu.bytes() + 62 + 16;
+        let mut rtt = Duration::ZERO;
+        for &p in ports {
+            let port = &self.ports[p as usize];
+            rtt += port.delay + port.delay;
+            rtt += port.rate.serialization_time(frame) + port.rate.serialization_time(64);
+        }
+        rtt
+    }
+
+    /// HPCC: give the new QP pair from `qp` (requester, from host `src` to
+    /// `dst`) its path's base RTT.
+    pub(crate) fn set_hpcc_base_rtt(&mut self, qp: u32, src: u32, dst: u32) {
+        if !self.qps.qps[qp as usize].int {
+            return;
+        }
+        let ports = self.path_ports_between(src, dst, self.qps.sport_of(qp));
+        let rtt = self.base_rtt(&ports);
+        for id in [qp, qp ^ 1] {
+            self.qps.qps[id as usize].engine.set_base_rtt(rtt);
+        }
     }
 }
 

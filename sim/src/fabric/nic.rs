@@ -227,6 +227,12 @@ pub(crate) struct SimQp {
     /// Requester: flows that found its send queue full (`POST_AHEAD`
     /// work requests), oldest first; they post again as it drains.
     pub starved: VecDeque<u32>,
+    /// HPCC: the QP's packets carry INT records (data packets collect the
+    /// switches' hops, ACKs echo them).
+    pub int: bool,
+    /// HPCC responder: the INT record of the last request received, which
+    /// its next ACK echoes.
+    pub echo: Option<Box<roce::cc::IntRecord>>,
 }
 
 impl SimQp {
@@ -349,6 +355,7 @@ impl QpTable {
         for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
             let pmtu = engine.attr().path_mtu.bytes();
             let head_psn = engine.next_psn();
+            let int = matches!(engine.config().cc, EngineCc::Hpcc(_));
             self.qps.push(SimQp {
                 engine,
                 host,
@@ -362,6 +369,8 @@ impl QpTable {
                 head_psn,
                 gate: None,
                 starved: VecDeque::new(),
+                int,
+                echo: None,
             });
         }
         self.pairs.insert((src, dst, index, class), a);
@@ -453,6 +462,21 @@ fn new_qp(
             DcqcnPreset::Paper => roce::cc::PAPER_CNP_INTERVAL,
             DcqcnPreset::Firmware | DcqcnPreset::Hpcc => roce::cc::CONNECTX_CNP_INTERVAL,
         }));
+    }
+    if n.cc.algorithm == CcAlgorithm::Hpcc {
+        let h = &n.cc.hpcc;
+        // The base RTT is the path's, set once the path is known
+        // (`QpTable::connect`'s caller); 10 us until then.
+        qc.cc = EngineCc::Hpcc(roce::cc::HpccParams {
+            line_rate,
+            min_rate: h.min_rate.min(line_rate),
+            base_rtt: Duration::from_us(10),
+            target_ppm: (h.eta * 1e6).round() as u32,
+            max_stage: h.max_stage,
+            additive: h.ai,
+        });
+        // The artifact's per-packet ACK: every packet's telemetry returns.
+        qc.ack_req_every = 1;
     }
     let mut qp = Qp::new(qc);
     let psn = |id: u32| (splitmix(seed ^ 0x5053_4E00 ^ u64::from(id)) & 0xFF_FFFF) as u32;

@@ -1,6 +1,7 @@
 //! Frames as the fabric moves them: small `Copy` values with transport
 //! headers and lengths, never payload bytes.
 
+use roce::cc::IntRecord;
 use roce::wire::{Ecn, RoceHeaders};
 
 /// Ethernet header (14) and FCS (4).
@@ -31,7 +32,12 @@ pub struct Packet {
     pub ecn: Ecn,
     /// Port number the frame entered the current switch on.
     pub ingress: u16,
+    /// Its INT record's slot in [`Packets`] (HPCC), or [`NO_INT`].
+    pub int: u32,
 }
+
+/// [`Packet::int`] of a frame without an INT record.
+pub const NO_INT: u32 = u32::MAX;
 
 /// Bytes of the Ethernet frame carrying `headers` and `payload` bytes over
 /// IPv4: Ethernet, IP, UDP, BTH and extension headers, payload, pad, ICRC,
@@ -53,6 +59,12 @@ pub fn frame_len(headers: &RoceHeaders, payload: u32) -> u32 {
 pub(crate) struct Packets {
     slots: Vec<Packet>,
     free: Vec<u32>,
+    /// INT records (HPCC), by [`Packet::int`]: a frame's record outlives
+    /// its handle (the receiving NIC reads it after taking the frame) and
+    /// is freed by [`Packets::free_int`], or with the frame by
+    /// [`Packets::free`].
+    ints: Vec<IntRecord>,
+    free_ints: Vec<u32>,
 }
 
 impl Packets {
@@ -86,8 +98,46 @@ impl Packets {
         self.slots[h as usize]
     }
 
-    /// Drop the frame of handle `h`.
+    /// Drop the frame of handle `h` (and its INT record).
     pub fn free(&mut self, h: u32) {
+        let int = self.slots[h as usize].int;
+        self.free_int(int);
         self.free.push(h);
+    }
+
+    /// A new INT record holding `rec`: its slot, for [`Packet::int`].
+    pub fn new_int(&mut self, rec: IntRecord) -> u32 {
+        match self.free_ints.pop() {
+            Some(i) => {
+                self.ints[i as usize] = rec;
+                i
+            }
+            None => {
+                self.ints.push(rec);
+                (self.ints.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The INT record in slot `i`, to append a hop to.
+    pub fn int_mut(&mut self, i: u32) -> &mut IntRecord {
+        &mut self.ints[i as usize]
+    }
+
+    /// Take the INT record of slot `i` out (`None` for [`NO_INT`]); the
+    /// slot is free.
+    pub fn take_int(&mut self, i: u32) -> Option<IntRecord> {
+        if i == NO_INT {
+            return None;
+        }
+        self.free_ints.push(i);
+        Some(self.ints[i as usize])
+    }
+
+    /// Free INT slot `i` (nothing for [`NO_INT`]).
+    pub fn free_int(&mut self, i: u32) {
+        if i != NO_INT {
+            self.free_ints.push(i);
+        }
     }
 }

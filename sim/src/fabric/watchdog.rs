@@ -209,6 +209,7 @@ impl World<'_> {
                 let mut dropped = 0;
                 while let Some(h) = self.ports[p as usize].queues[usize::from(prio)].pop_front() {
                     let pkt = self.pkts.take(h);
+                    self.pkts.free_int(pkt.int);
                     self.ports[p as usize].qbytes[usize::from(prio)] -= u64::from(pkt.wire);
                     depart_and_signal(self, p, pkt.ingress, prio, pkt.wire, now);
                     dropped += 1;

@@ -14,6 +14,7 @@ mod fabric;
 mod faults;
 mod gpu;
 mod hostmodel;
+mod hpcc;
 mod imports;
 mod incast;
 mod loss;

@@ -8,7 +8,8 @@
 //!   send queue (`rxe_comp.c`);
 //! * [`timers`]: the Local ACK and RNR timers and the retry decisions;
 //! * [`selective`]: out-of-order placement (the responder's reorder
-//!   window) and selective repeat (the requester's scoreboard);
+//!   window) and selective repeat (the requester's scoreboard), over the
+//!   data structures of [`window`];
 //! * [`state`]: `modify` (the attribute validator and transition table),
 //!   RESET and ERR (`rxe_qp.c`).
 //!
@@ -25,6 +26,7 @@ mod responder;
 mod selective;
 mod state;
 mod timers;
+mod window;
 
 pub use state::{check_modify, transition_masks};
 pub use timers::{local_ack_timeout, rnr_timer};
@@ -226,10 +228,10 @@ pub struct Qp {
     peer_credits: Option<u32>,
     /// Requests held past a gap (only with a reorder window, once one
     /// arrives out of order).
-    rx_window: Option<Box<selective::RecvWindow>>,
+    rx_window: Option<Box<window::RecvWindow>>,
     /// Selective repeat's record of what the responder holds (once a
     /// selective acknowledgement arrives).
-    sack: Option<Box<selective::Scoreboard>>,
+    sack: Option<Box<window::Scoreboard>>,
 }
 
 /// Outcome of acknowledging requests up to a PSN.
@@ -340,6 +342,30 @@ impl Qp {
     /// The congestion control state.
     pub fn cc(&self) -> &AnyCc {
         &self.cc
+    }
+
+    /// An ACK for `acked` carried the INT record `rec` (the switches' hops
+    /// of the data packet it acknowledges, echoed by the responder): HPCC
+    /// sets its rate from it; other algorithms ignore it. The caller
+    /// delivers the ACK itself through [`handle_packet`](Self::handle_packet)
+    /// first, as a NIC processes the transport before the telemetry.
+    pub fn on_telemetry(&mut self, acked: Psn, rec: &crate::cc::IntRecord) {
+        let sent = self.sent_psn;
+        if let AnyCc::Hpcc(h) = &mut self.cc {
+            h.on_telemetry(acked, sent, rec);
+        }
+    }
+
+    /// Tell HPCC the base RTT of the QP's path (see
+    /// [`HpccParams::base_rtt`](crate::cc::HpccParams)); other algorithms
+    /// have none.
+    pub fn set_base_rtt(&mut self, rtt: Duration) {
+        if let AnyCc::Hpcc(h) = &mut self.cc {
+            h.set_base_rtt(rtt);
+        }
+        if let crate::cc::CcConfig::Hpcc(p) = &mut self.cfg.cc {
+            p.base_rtt = rtt;
+        }
     }
 
     /// The requester's next new PSN.

@@ -162,6 +162,13 @@ impl Qp {
         {
             return false;
         }
+        if let AnyCc::Hpcc(h) = &self.cc {
+            // HPCC's window, in packets of a full frame.
+            let frame = self.pmtu + WIRE_OVERHEAD + 12;
+            if psn.distance_from(self.comp_psn) >= h.window_packets(frame) {
+                return false;
+            }
+        }
         if !started {
             let wq = &mut self.sq[idx];
             wq.started = true;
