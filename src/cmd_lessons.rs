@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 18] = [
+pub const LESSONS: [Lesson; 19] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -57,6 +57,7 @@ pub const LESSONS: [Lesson; 18] = [
     lesson!("16-two-jobs-who-pays-for-whose-incast.toml"),
     lesson!("17-ecmp-collisions-against-spraying.toml"),
     lesson!("18-lossy-selective-repeat-vs-lossless-pfc.toml"),
+    lesson!("19-hpcc-against-dcqcn.toml"),
 ];
 
 impl Lesson {

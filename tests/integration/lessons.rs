@@ -1634,3 +1634,56 @@ fn lesson_18_lossy_selective_repeat_vs_lossless_pfc() {
     assert_eq!(sum(both, "fct_p99_ps"), sum(irn, "fct_p99_ps"));
     assert_eq!(sum(both, "fct_p50_ps"), sum(irn, "fct_p50_ps"));
 }
+
+#[test]
+fn lesson_19_hpcc_against_dcqcn() {
+    let (j, _) = lesson(19);
+    // Leaf0's queue to h0 while the incast runs, and the incast's end.
+    let during = |v: &Value| {
+        let end = v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["workload"] == "incast")
+            .map(|f| f["fct_ps"].as_u64().expect("completed"))
+            .max()
+            .unwrap();
+        let q: Vec<f64> = v["queues"][0]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s[0].as_u64().unwrap() <= end)
+            .map(|s| s[1].as_f64().unwrap())
+            .collect();
+        (q.iter().sum::<f64>() / q.len() as f64, end as f64)
+    };
+    let lat = |v: &Value| {
+        let mut l: Vec<u64> = v["perftest"][0]["latency_samples_ps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        l.sort_unstable();
+        let p99 = l[(l.len() * 99).div_ceil(100) - 1] as f64 / 1e6;
+        (p99, *l.last().unwrap() as f64 / 1e6)
+    };
+    let d = variant(&j, "dcqcn");
+    let h = variant(&j, "hpcc");
+    let (dq, dend) = during(d);
+    let (hq, hend) = during(h);
+    let (dp99, _) = lat(d);
+    let (_, hmax) = lat(h);
+    eprintln!("dcqcn queue {dq:.0} B, end {dend} ps, probe p99 {dp99} us; hpcc queue {hq:.0} B, end {hend} ps, probe max {hmax} us");
+    assert!(dq > 500_000.0, "dcqcn mean queue {dq}");
+    assert!(sum(d, "cnps_sent") > 0);
+    assert!(dp99 > 20.0, "dcqcn probe p99 {dp99} us");
+    assert!(hq < 50_000.0, "hpcc mean queue {hq}");
+    assert_eq!(sum(h, "cnps_sent"), 0);
+    assert_eq!(sum(h, "pause_frames_sent"), 0);
+    assert!(hmax < 5.0, "hpcc probe worst {hmax} us");
+    assert!(
+        hend <= 0.9 * dend,
+        "incast end: hpcc {hend} vs dcqcn {dend}"
+    );
+}
