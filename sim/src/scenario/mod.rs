@@ -57,6 +57,7 @@
 
 mod changes;
 pub mod diagnosis;
+pub mod hpcc_config;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -318,6 +319,11 @@ pub fn load(path: &Path) -> Result<Scenario, FileError> {
 /// Load, resolve and check a scenario file with command-line changes.
 pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Scenario, FileError> {
     let text = read_file(path)?;
+    if hpcc_config::looks_like(&text) {
+        // The HPCC artifact's run file: as the scenario it describes.
+        let doc = hpcc_config::to_scenario(path, &text)?;
+        return from_str_with(path, &doc, overrides);
+    }
     from_str_with(path, &text, overrides)
 }
 
@@ -908,6 +914,9 @@ pub fn check_file(path: &Path) -> Result<CheckedFile, FileError> {
 /// topology file with overrides is an error).
 pub fn check_file_with(path: &Path, ov: &Overrides) -> Result<CheckedFile, FileError> {
     let text = read_file(path)?;
+    if hpcc_config::looks_like(&text) {
+        return load_with(path, ov).map(CheckedFile::Scenario);
+    }
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
         Err(e) => {

@@ -51,6 +51,10 @@ pub use points::{Point, Sweep, MAX_POINTS};
 /// swept key. Returns the number of points.
 pub fn check_points(path: &Path, base: &Overrides) -> Result<usize, FileError> {
     let text = crate::input::read_file(path)?;
+    if scenario::hpcc_config::looks_like(&text) {
+        // Another simulator's run file: no [sweep] in it.
+        return Ok(0);
+    }
     let Some(sweep) = Sweep::from_text(path, &text)? else {
         return Ok(0);
     };
