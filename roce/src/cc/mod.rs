@@ -15,6 +15,7 @@ mod control;
 pub mod dcqcn;
 pub mod hpcc;
 pub mod pacer;
+pub mod swift;
 
 use crate::time::{Duration, Instant, Rate};
 
@@ -24,6 +25,7 @@ pub use dcqcn::{
 };
 pub use hpcc::{Hpcc, HpccParams, IntHop, IntRecord, INT_HEADER_BYTES, INT_MAX_HOPS};
 pub use pacer::Pacer;
+pub use swift::{Swift, SwiftParams};
 
 /// Which algorithm a QP uses, with its parameters. In files:
 /// `{ algorithm = "none" }`, `{ algorithm = "dcqcn", model = ..., ... }`
@@ -39,6 +41,9 @@ pub enum CcConfig {
     /// HPCC reaction point, fed by INT records in ACKs
     /// ([`Hpcc::on_telemetry`]).
     Hpcc(HpccParams),
+    /// Swift: a delay-based window, fed by the round trips the requester
+    /// times ([`Swift::on_rtt`]).
+    Swift(SwiftParams),
 }
 
 /// The built-in algorithms, as one type.
@@ -53,6 +58,8 @@ pub enum AnyCc {
     Dcqcn(Dcqcn),
     /// `hpcc`.
     Hpcc(Hpcc),
+    /// `swift`.
+    Swift(Swift),
 }
 
 impl AnyCc {
@@ -62,6 +69,7 @@ impl AnyCc {
             CcConfig::None => AnyCc::None(NoCc),
             CcConfig::Dcqcn(p) => AnyCc::Dcqcn(Dcqcn::new(p)),
             CcConfig::Hpcc(p) => AnyCc::Hpcc(Hpcc::new(p)),
+            CcConfig::Swift(p) => AnyCc::Swift(Swift::new(p)),
         }
     }
 }
@@ -81,6 +89,7 @@ impl AnyCc {
                 let r = h.current_rate();
                 (r < h.params().line_rate).then_some(r)
             }
+            AnyCc::Swift(s) => s.rate().filter(|&r| r < s.params().line_rate),
         }
     }
 }
@@ -91,6 +100,7 @@ impl CongestionControl for AnyCc {
             AnyCc::None(c) => c.rate(),
             AnyCc::Dcqcn(c) => c.rate(),
             AnyCc::Hpcc(c) => c.rate(),
+            AnyCc::Swift(c) => c.rate(),
         }
     }
     fn on_cnp(&mut self, now: Instant) {
@@ -98,6 +108,7 @@ impl CongestionControl for AnyCc {
             AnyCc::None(c) => c.on_cnp(now),
             AnyCc::Dcqcn(c) => c.on_cnp(now),
             AnyCc::Hpcc(c) => c.on_cnp(now),
+            AnyCc::Swift(c) => c.on_cnp(now),
         }
     }
     fn on_transmit(&mut self, now: Instant, bytes: u64) {
@@ -105,6 +116,7 @@ impl CongestionControl for AnyCc {
             AnyCc::None(c) => c.on_transmit(now, bytes),
             AnyCc::Dcqcn(c) => c.on_transmit(now, bytes),
             AnyCc::Hpcc(c) => c.on_transmit(now, bytes),
+            AnyCc::Swift(c) => c.on_transmit(now, bytes),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -112,6 +124,7 @@ impl CongestionControl for AnyCc {
             AnyCc::None(c) => c.poll_timeout(),
             AnyCc::Dcqcn(c) => c.poll_timeout(),
             AnyCc::Hpcc(c) => c.poll_timeout(),
+            AnyCc::Swift(c) => c.poll_timeout(),
         }
     }
     fn handle_timeout(&mut self, now: Instant) {
@@ -119,6 +132,7 @@ impl CongestionControl for AnyCc {
             AnyCc::None(c) => c.handle_timeout(now),
             AnyCc::Dcqcn(c) => c.handle_timeout(now),
             AnyCc::Hpcc(c) => c.handle_timeout(now),
+            AnyCc::Swift(c) => c.handle_timeout(now),
         }
     }
 }

@@ -616,6 +616,9 @@ pub struct CcConfig {
     /// HPCC settings (used with `algorithm = "hpcc"`).
     #[serde(skip_serializing_if = "HpccSettings::is_default")]
     pub hpcc: HpccSettings,
+    /// Swift settings (used with `algorithm = "swift"`).
+    #[serde(skip_serializing_if = "SwiftSettings::is_default")]
+    pub swift: SwiftSettings,
 }
 
 impl CcConfig {
@@ -638,7 +641,63 @@ impl CcConfig {
                 "0: expected a positive rate",
             ));
         }
+        let w = &self.swift;
+        for (k, v, lo, hi) in [
+            ("ai", w.ai, 0.0, 1000.0),
+            ("beta", w.beta, 0.0, 1.0),
+            ("max_mdf", w.max_mdf, 0.0, 1.0),
+        ] {
+            if !(v > lo && v <= hi) {
+                return Err(ConfigError::new(
+                    &format!("{key}.swift.{k}"),
+                    format!("{v}: expected a number in ({lo}, {hi}]"),
+                ));
+            }
+        }
+        if w.max_cwnd == 0 {
+            return Err(ConfigError::new(
+                &format!("{key}.swift.max_cwnd"),
+                "0: expected at least 1 packet",
+            ));
+        }
         Ok(())
+    }
+}
+
+/// Swift's settings (`nic.cc.swift`): the paper's by default. The target
+/// delay of each QP is its path's base RTT, computed from the topology,
+/// plus `queueing`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwiftSettings {
+    /// Queueing delay aimed for above the base RTT (10 us).
+    pub queueing: Duration,
+    /// Additive increase, packets per window of ACKs (1).
+    pub ai: f64,
+    /// Multiplicative decrease per unit of relative overshoot (0.8).
+    pub beta: f64,
+    /// The largest cut at once (0.5).
+    pub max_mdf: f64,
+    /// The window's ceiling, packets (1024).
+    pub max_cwnd: u32,
+}
+
+impl Default for SwiftSettings {
+    fn default() -> Self {
+        SwiftSettings {
+            queueing: Duration::from_us(10),
+            ai: 1.0,
+            beta: 0.8,
+            max_mdf: 0.5,
+            max_cwnd: 1024,
+        }
+    }
+}
+
+impl SwiftSettings {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == SwiftSettings::default()
     }
 }
 
@@ -685,6 +744,7 @@ impl Default for CcConfig {
             preset: DcqcnPreset::Firmware,
             dcqcn: DcqcnOverrides::default(),
             hpcc: HpccSettings::default(),
+            swift: SwiftSettings::default(),
         }
     }
 }
@@ -701,6 +761,9 @@ pub enum CcAlgorithm {
     /// it (one ACK per packet), the sender sets its rate from the busiest
     /// hop's utilisation.
     Hpcc,
+    /// Swift: a delay-based window aiming for the base RTT plus a
+    /// queueing budget (one ACK per packet, each timed).
+    Swift,
 }
 
 /// DCQCN parameter presets (VALIDATION.md DCQCN-0).

@@ -196,7 +196,7 @@ impl<'a> World<'a> {
                     message: m,
                 })?;
             if self.qps.qps.len() > known {
-                self.set_hpcc_base_rtt(qp, src, dst);
+                self.set_base_rtt_of_pair(qp, src, dst);
             }
             let mut after = f.after.clone();
             after.sort_unstable();

@@ -1550,10 +1550,13 @@ impl World<'_> {
         rtt
     }
 
-    /// HPCC: give the new QP pair from `qp` (requester, from host `src` to
-    /// `dst`) its path's base RTT.
-    pub(crate) fn set_hpcc_base_rtt(&mut self, qp: u32, src: u32, dst: u32) {
-        if !self.qps.qps[qp as usize].int {
+    /// HPCC and Swift: give the new QP pair from `qp` (requester, from
+    /// host `src` to `dst`) its path's base RTT.
+    pub(crate) fn set_base_rtt_of_pair(&mut self, qp: u32, src: u32, dst: u32) {
+        if !matches!(
+            self.qps.qps[qp as usize].engine.config().cc,
+            roce::cc::CcConfig::Hpcc(_) | roce::cc::CcConfig::Swift(_)
+        ) {
             return;
         }
         let ports = self.path_ports_between(src, dst, self.qps.sport_of(qp));

@@ -478,6 +478,24 @@ fn new_qp(
         // The artifact's per-packet ACK: every packet's telemetry returns.
         qc.ack_req_every = 1;
     }
+    if n.cc.algorithm == CcAlgorithm::Swift {
+        let w = &n.cc.swift;
+        let ppm = |x: f64| (x * 1e6).round() as u32;
+        // The base RTT is the path's, set once the path is known; 10 us
+        // until then.
+        qc.cc = EngineCc::Swift(roce::cc::SwiftParams {
+            line_rate,
+            base_rtt: Duration::from_us(10),
+            queueing: w.queueing,
+            ai_ppm: ppm(w.ai),
+            beta_ppm: ppm(w.beta),
+            max_mdf_ppm: ppm(w.max_mdf),
+            max_cwnd: w.max_cwnd,
+            frame: n.mtu.bytes() as u32 + 62,
+        });
+        // Every packet timed by its own ACK.
+        qc.ack_req_every = 1;
+    }
     let mut qp = Qp::new(qc);
     let psn = |id: u32| (splitmix(seed ^ 0x5053_4E00 ^ u64::from(id)) & 0xFF_FFFF) as u32;
     let mut attr = QpAttr {

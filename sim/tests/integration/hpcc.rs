@@ -1,8 +1,10 @@
-//! HPCC (Li et al., SIGCOMM 2019) over the fabric's in-band telemetry:
-//! under a 2:1 and a 16:1 incast the bottleneck runs at the target
-//! utilisation η (0.95) with a queue near empty, where DCQCN holds
-//! hundreds of kilobytes (VALIDATION.md HPCC, the paper's incast
-//! results).
+//! Congestion control beside DCQCN. HPCC (Li et al., SIGCOMM 2019) over
+//! the fabric's in-band telemetry: under a 2:1 and a 16:1 incast the
+//! bottleneck runs at the target utilisation η (0.95) with a queue near
+//! empty, where DCQCN holds hundreds of kilobytes (VALIDATION.md HPCC,
+//! the paper's incast results), also through the artifact's own run
+//! file. Swift (Kumar et al., SIGCOMM 2020): the queue settles at its
+//! delay budget.
 
 use sim::results::RunResult;
 
@@ -213,4 +215,26 @@ fn the_artifacts_run_file_runs_unchanged_with_hpcc_selected() {
     assert_eq!(e.key.as_deref(), Some("CC_MODE"));
     assert_eq!(e.position.map(|p| p.0), Some(15), "{e}");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Swift (delay-based, SIGCOMM 2020) on the same incasts: the queue at
+/// the bottleneck settles near the queueing budget of the target delay
+/// (10 us at 100 Gbit/s: 125 KB), the link stays busy, and nothing needs
+/// PFC.
+#[test]
+fn swift_holds_the_queue_near_its_delay_budget() {
+    for (n, size) in [(2, "16MB"), (16, "4MB")] {
+        let r = incast(n, size, r#"{ algorithm = "swift" }"#);
+        assert_eq!(r.summary.flows_completed, n as u64);
+        assert_eq!(r.summary.drops, 0);
+        let (q, util) = steady(&r, 1086.0);
+        eprintln!("Swift {n}:1: mean queue {q:.0} B, utilisation {util:.3}");
+        // The budget: 10 us at 100 Gbit/s is 125 KB.
+        assert!(
+            (62_500.0..187_500.0).contains(&q),
+            "{n}:1: mean queue {q} B against 125 KB"
+        );
+        assert!(util > 0.9, "{n}:1: utilisation {util}");
+        assert_eq!(r.summary.pause_frames_sent, 0, "{n}:1 stays below XOFF");
+    }
 }

@@ -36,6 +36,9 @@ impl Qp {
                             self.stats.stale_responses += 1;
                             return;
                         }
+                        if self.sent_times.is_some() {
+                            self.swift_sample(now, p);
+                        }
                         match self.ack_through(p) {
                             AckOutcome::Done { progress } => {
                                 if progress {

@@ -232,6 +232,12 @@ pub struct Qp {
     /// Selective repeat's record of what the responder holds (once a
     /// selective acknowledgement arrives).
     sack: Option<Box<window::Scoreboard>>,
+    /// Swift: the first transmissions not yet acknowledged, with their send
+    /// times, oldest first (`None` for other algorithms).
+    // Boxed on purpose: one pointer per QP when unused (a simulation holds
+    // millions of QPs), where an inline VecDeque would take four words.
+    #[allow(clippy::box_collection)]
+    sent_times: Option<Box<VecDeque<(Psn, Instant)>>>,
 }
 
 /// Outcome of acknowledging requests up to a PSN.
@@ -301,6 +307,7 @@ impl Qp {
             peer_credits: None,
             rx_window: None,
             sack: None,
+            sent_times: matches!(cfg.cc, crate::cc::CcConfig::Swift(_)).then(Box::default),
         }
     }
 
@@ -360,11 +367,37 @@ impl Qp {
     /// [`HpccParams::base_rtt`](crate::cc::HpccParams)); other algorithms
     /// have none.
     pub fn set_base_rtt(&mut self, rtt: Duration) {
-        if let AnyCc::Hpcc(h) = &mut self.cc {
-            h.set_base_rtt(rtt);
+        match &mut self.cc {
+            AnyCc::Hpcc(h) => h.set_base_rtt(rtt),
+            AnyCc::Swift(w) => w.set_base_rtt(rtt),
+            _ => {}
         }
-        if let crate::cc::CcConfig::Hpcc(p) = &mut self.cfg.cc {
-            p.base_rtt = rtt;
+        match &mut self.cfg.cc {
+            crate::cc::CcConfig::Hpcc(p) => p.base_rtt = rtt,
+            crate::cc::CcConfig::Swift(p) => p.base_rtt = rtt,
+            _ => {}
+        }
+    }
+
+    /// Swift: the ACK for `acked` arrived at `now`; time the newest first
+    /// transmission it acknowledges (retransmitted PSNs are not timed, as
+    /// Karn's rule has it).
+    pub(super) fn swift_sample(&mut self, now: Instant, acked: Psn) {
+        let Some(times) = self.sent_times.as_deref_mut() else {
+            return;
+        };
+        let mut newest = None;
+        let mut n = 0u32;
+        while let Some(&(p, t)) = times.front() {
+            if p.is_after(acked) {
+                break;
+            }
+            times.pop_front();
+            newest = Some(t);
+            n += 1;
+        }
+        if let (Some(t), AnyCc::Swift(w)) = (newest, &mut self.cc) {
+            w.on_rtt(now, now - t, n);
         }
     }
 

@@ -162,12 +162,14 @@ impl Qp {
         {
             return false;
         }
-        if let AnyCc::Hpcc(h) = &self.cc {
+        let cc_window = match &self.cc {
             // HPCC's window, in packets of a full frame.
-            let frame = self.pmtu + WIRE_OVERHEAD + 12;
-            if psn.distance_from(self.comp_psn) >= h.window_packets(frame) {
-                return false;
-            }
+            AnyCc::Hpcc(h) => Some(h.window_packets(self.pmtu + WIRE_OVERHEAD + 12)),
+            AnyCc::Swift(w) => Some(w.window_packets()),
+            _ => None,
+        };
+        if cc_window.is_some_and(|w| psn.distance_from(self.comp_psn) >= w) {
+            return false;
         }
         if !started {
             let wq = &mut self.sq[idx];
@@ -200,6 +202,11 @@ impl Qp {
             self.stats.tx_retransmits += 1;
         } else {
             self.stats.tx_requests += 1;
+            if let Some(times) = self.sent_times.as_deref_mut() {
+                if qp_type == QpType::Rc && !psn.is_before(self.sent_psn) {
+                    times.push_back((psn, now));
+                }
+            }
         }
         // A READ request stands for its response PSNs, the rest of the
         // READ from this one on; anything else for its own PSN.

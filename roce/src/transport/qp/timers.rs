@@ -148,8 +148,12 @@ impl Qp {
             return;
         }
         // Everything from `from` goes again: what selective repeat knew of
-        // the responder's holdings no longer matters.
+        // the responder's holdings no longer matters, and no resent PSN is
+        // timed (Karn's rule).
         self.sack = None;
+        if let Some(t) = self.sent_times.as_deref_mut() {
+            t.clear();
+        }
         // Only the PSNs that went out before (below `sent_psn`) count as
         // retransmissions.
         if self.next_psn.is_after(self.retx_until) {
