@@ -257,16 +257,10 @@ impl Hpcc {
 }
 
 impl CongestionControl for Hpcc {
+    /// The rate; HPCC takes no CNPs and has no timers.
     fn rate(&self) -> Option<Rate> {
         Some(self.rate)
     }
-    /// HPCC does not use CNPs.
-    fn on_cnp(&mut self, _now: Instant) {}
-    fn on_transmit(&mut self, _now: Instant, _bytes: u64) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn handle_timeout(&mut self, _now: Instant) {}
 }
 
 #[cfg(test)]

@@ -145,12 +145,6 @@ impl CongestionControl for NoCc {
     fn rate(&self) -> Option<Rate> {
         None
     }
-    fn on_cnp(&mut self, _now: Instant) {}
-    fn on_transmit(&mut self, _now: Instant, _bytes: u64) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn handle_timeout(&mut self, _now: Instant) {}
 }
 
 /// Congestion control as a user names it: `rocelab perftest --cc

@@ -174,12 +174,6 @@ impl CongestionControl for Swift {
             ((bits / secs) as u64).clamp(1, self.p.line_rate.bps()),
         ))
     }
-    fn on_cnp(&mut self, _now: Instant) {}
-    fn on_transmit(&mut self, _now: Instant, _bytes: u64) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn handle_timeout(&mut self, _now: Instant) {}
 }
 
 #[cfg(test)]

@@ -411,7 +411,7 @@ impl World<'_> {
                         ingress: 0,
                         int: NO_INT,
                     };
-                    if q.int {
+                    if q.carries_int() {
                         // HPCC: requests collect the switches' hops, ACKs
                         // echo the last request's record; both carry the
                         // INT header.

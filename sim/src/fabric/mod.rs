@@ -446,19 +446,18 @@ impl World<'_> {
         let c = &mut port.prio[usize::from(pkt.prio)];
         c.tx_packets += 1;
         c.tx_bytes += u64::from(pkt.wire);
-        if pkt.int != NO_INT && self.switch_of_node[port.node as usize] != NONE {
-            // HPCC: this egress's hop in the frame's INT record.
-            let hop = IntHop {
-                rate: port.rate,
-                ts: now,
-                tx_bytes: port.prio.iter().map(|c| c.tx_bytes).sum(),
-                qlen: port.qbytes.iter().sum(),
-            };
-            let int = pkt.int;
-            self.pkts.int_mut(int).push(hop);
-        }
-        let pkt = self.pkts.get(h);
-        let port = &mut self.ports[p as usize];
+        // HPCC: this egress's hop for the frame's INT record, appended
+        // once the frame is on the wire.
+        let stamp =
+            (pkt.int != NO_INT && self.switch_of_node[port.node as usize] != NONE).then(|| {
+                let hop = IntHop {
+                    rate: port.rate,
+                    ts: now,
+                    tx_bytes: port.prio.iter().map(|c| c.tx_bytes).sum(),
+                    qlen: port.qbytes.iter().sum(),
+                };
+                (pkt.int, hop)
+            });
         self.q.schedule(now + ser, Ev::TxDone(p));
         if let Some(f) = &mut port.impairments {
             let v = f.judge(pkt);
@@ -470,6 +469,9 @@ impl World<'_> {
         }
         port.inflight.push_back(h);
         self.q.schedule(now + ser + port.delay, Ev::Arrive(p));
+        if let Some((int, hop)) = stamp {
+            self.pkts.int_mut(int).push(hop);
+        }
     }
 
     /// The oldest frame on the wire leaving `p` arrives at its peer.

@@ -227,15 +227,18 @@ pub(crate) struct SimQp {
     /// Requester: flows that found its send queue full (`POST_AHEAD`
     /// work requests), oldest first; they post again as it drains.
     pub starved: VecDeque<u32>,
-    /// HPCC: the QP's packets carry INT records (data packets collect the
-    /// switches' hops, ACKs echo them).
-    pub int: bool,
     /// HPCC responder: the INT record of the last request received, which
     /// its next ACK echoes.
     pub echo: Option<Box<roce::cc::IntRecord>>,
 }
 
 impl SimQp {
+    /// HPCC: the QP's packets carry INT records (requests collect the
+    /// switches' hops, ACKs echo them).
+    pub fn carries_int(&self) -> bool {
+        matches!(self.engine.config().cc, EngineCc::Hpcc(_))
+    }
+
     /// PSNs a message of `len` bytes takes (as the engine counts them:
     /// one per packet for WRITE and SEND, one per response for READ).
     fn npsn(&self, len: u32) -> u32 {
@@ -355,7 +358,6 @@ impl QpTable {
         for (id, other, engine, host, peer) in [(a, b, qa, src, dst), (b, a, qb, dst, src)] {
             let pmtu = engine.attr().path_mtu.bytes();
             let head_psn = engine.next_psn();
-            let int = matches!(engine.config().cc, EngineCc::Hpcc(_));
             self.qps.push(SimQp {
                 engine,
                 host,
@@ -369,7 +371,6 @@ impl QpTable {
                 head_psn,
                 gate: None,
                 starved: VecDeque::new(),
-                int,
                 echo: None,
             });
         }

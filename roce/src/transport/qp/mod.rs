@@ -695,6 +695,48 @@ impl Qp {
     }
 }
 
+/// Whether a request packet's payload of `plen` bytes has the length its
+/// opcode allows at path MTU `pmtu` (IBA C9-*, the length check): FIRST
+/// and MIDDLE exactly the MTU, LAST one byte to the MTU, ONLY up to it.
+pub(super) fn payload_fits(op: Opcode, plen: u32, pmtu: u32) -> bool {
+    if op.is_first() || op.is_middle() {
+        plen == pmtu
+    } else if op.is_last() {
+        plen >= 1 && plen <= pmtu
+    } else {
+        plen <= pmtu
+    }
+}
+
+/// What a request opcode asks the responder to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OpKind {
+    Send,
+    Write,
+    Read,
+    Atomic,
+    /// ATOMIC WRITE (IBTA 1.5): executed at once, answered as a READ of
+    /// nothing (RDMA READ RESPONSE ONLY), counted as a READ resource.
+    AtomicWrite,
+    Other,
+}
+
+pub(super) fn op_kind(op: Opcode) -> OpKind {
+    use Opcode::*;
+    match op {
+        RcSendFirst | RcSendMiddle | RcSendLast | RcSendLastImm | RcSendOnly | RcSendOnlyImm
+        | RcSendLastInv | RcSendOnlyInv | UcSendFirst | UcSendMiddle | UcSendLast
+        | UcSendLastImm | UcSendOnly | UcSendOnlyImm | UdSendOnly | UdSendOnlyImm => OpKind::Send,
+        RcWriteFirst | RcWriteMiddle | RcWriteLast | RcWriteLastImm | RcWriteOnly
+        | RcWriteOnlyImm | UcWriteFirst | UcWriteMiddle | UcWriteLast | UcWriteLastImm
+        | UcWriteOnly | UcWriteOnlyImm => OpKind::Write,
+        RcAtomicWrite => OpKind::AtomicWrite,
+        RcReadRequest => OpKind::Read,
+        RcCompareSwap | RcFetchAdd => OpKind::Atomic,
+        _ => OpKind::Other,
+    }
+}
+
 fn headers(bth: BthRepr) -> RoceHeaders {
     RoceHeaders {
         bth,

@@ -413,16 +413,8 @@ impl Qp {
             return;
         }
         // 5. Length.
-        let plen = pkt.payload.len();
         let pmtu = self.pmtu;
-        let len_ok = if op.is_first() || op.is_middle() {
-            plen == pmtu
-        } else if op.is_last() {
-            plen >= 1 && plen <= pmtu
-        } else {
-            plen <= pmtu
-        };
-        if !len_ok {
+        if !payload_fits(op, pkt.payload.len(), pmtu) {
             self.responder_fatal(psn, NakCode::InvalidRequest, None);
             return;
         }
@@ -867,14 +859,7 @@ impl Qp {
             InMsg::Write { .. } => kind == OpKind::Write && (op.is_middle() || op.is_last()),
         };
         let plen = pkt.payload.len();
-        let len_ok = if op.is_first() || op.is_middle() {
-            plen == self.pmtu
-        } else if op.is_last() {
-            plen >= 1 && plen <= self.pmtu
-        } else {
-            plen <= self.pmtu
-        };
-        if !seq_ok || !len_ok {
+        if !seq_ok || !payload_fits(op, plen, self.pmtu) {
             self.in_msg = InMsg::None;
             self.stats.rx_dropped += 1;
             return;
@@ -1029,34 +1014,6 @@ impl Qp {
             grh: true,
             solicited: h.bth.solicited,
         });
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum OpKind {
-    Send,
-    Write,
-    Read,
-    Atomic,
-    /// ATOMIC WRITE (IBTA 1.5): executed at once, answered as a READ of
-    /// nothing (RDMA READ RESPONSE ONLY), counted as a READ resource.
-    AtomicWrite,
-    Other,
-}
-
-pub(super) fn op_kind(op: Opcode) -> OpKind {
-    use Opcode::*;
-    match op {
-        RcSendFirst | RcSendMiddle | RcSendLast | RcSendLastImm | RcSendOnly | RcSendOnlyImm
-        | RcSendLastInv | RcSendOnlyInv | UcSendFirst | UcSendMiddle | UcSendLast
-        | UcSendLastImm | UcSendOnly | UcSendOnlyImm | UdSendOnly | UdSendOnlyImm => OpKind::Send,
-        RcWriteFirst | RcWriteMiddle | RcWriteLast | RcWriteLastImm | RcWriteOnly
-        | RcWriteOnlyImm | UcWriteFirst | UcWriteMiddle | UcWriteLast | UcWriteLastImm
-        | UcWriteOnly | UcWriteOnlyImm => OpKind::Write,
-        RcAtomicWrite => OpKind::AtomicWrite,
-        RcReadRequest => OpKind::Read,
-        RcCompareSwap | RcFetchAdd => OpKind::Atomic,
-        _ => OpKind::Other,
     }
 }
 

@@ -64,32 +64,13 @@ impl Qp {
         let psn = h.bth.psn;
         let plen = pkt.payload.len();
         let pmtu = self.pmtu;
-        use Opcode::*;
-        let write = matches!(
-            op,
-            RcWriteFirst
-                | RcWriteMiddle
-                | RcWriteLast
-                | RcWriteLastImm
-                | RcWriteOnly
-                | RcWriteOnlyImm
-        );
-        if !write
+        if op_kind(op) != OpKind::Write
             || !self
                 .attr
                 .qp_access_flags
                 .contains(AccessFlags::REMOTE_WRITE)
+            || !payload_fits(op, plen, pmtu)
         {
-            return Hold::Refused;
-        }
-        let len_ok = if op.is_first() || op.is_middle() {
-            plen == pmtu
-        } else if op.is_last() {
-            plen >= 1 && plen <= pmtu
-        } else {
-            plen <= pmtu
-        };
-        if !len_ok {
             return Hold::Refused;
         }
         let mut ctx = None;
