@@ -867,6 +867,10 @@ pub struct NicRecord {
     /// in `retransmitted_packets`). Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub selective_retransmits: u64,
+    /// Times a QP started avoiding one of its paths after a loss on it
+    /// (`[nic.multipath]`). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub path_failovers: u64,
 }
 
 /// Depth of one egress queue over time.

@@ -806,6 +806,44 @@ pub struct RetransmitTimeouts {
     pub few: u32,
 }
 
+/// Multipath ([`QpConfig::multipath`]): one QP's request packets spread
+/// over several paths by entropy, with a lost packet's path avoided for a
+/// while. Needs selective repeat and a responder that places out of order
+/// (`reorder_window` at least the window) to pay off: paths reorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultipathConfig {
+    /// Paths (entropy values) per QP, numbered 0..paths: the packet's
+    /// [`Transmit::path`]. The network maps a path to a plane and a UDP
+    /// source port.
+    pub paths: u16,
+    /// How long the path of a lost packet is avoided.
+    pub avoid: Duration,
+    /// How much later than a hole a reported packet must have been sent
+    /// for the hole to count as lost (the reordering paths may cause).
+    pub reorder: Duration,
+}
+
+/// Which of a multipath QP's paths a transmit opportunity may use: those
+/// whose number `i` has `i % count == index` (a NIC port of `count` asks
+/// for its own paths; [`Lane::ANY`]: every path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    /// This lane's number, below `count`.
+    pub index: u16,
+    /// Lanes in all (at least 1).
+    pub count: u16,
+}
+
+impl Lane {
+    /// Every path.
+    pub const ANY: Lane = Lane { index: 0, count: 1 };
+
+    /// Whether path `path` belongs to this lane.
+    pub fn holds(self, path: u16) -> bool {
+        path % self.count.max(1) == self.index
+    }
+}
+
 /// Creation-time configuration of a QP: the `ibv_qp_init_attr` part and
 /// the implementation policies of ROCEV2.md §8.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -848,6 +886,9 @@ pub struct QpConfig {
     /// per packet; the responder's MSN counts packets). WRITE with
     /// immediate keeps its one message: its completion needs the total.
     pub write_reth_every_packet: bool,
+    /// Spread request packets over paths ([`MultipathConfig`]; `None`: one
+    /// path, the QP's own entropy).
+    pub multipath: Option<MultipathConfig>,
     /// rxe quirk: treat `retry_cnt == 7` as infinite (spec: 7 retries).
     pub rxe_retry_cnt7_infinite: bool,
     /// Local status for a receive buffer too small for the SEND
@@ -903,6 +944,7 @@ impl QpConfig {
             reorder_window: 0,
             rto: None,
             write_reth_every_packet: false,
+            multipath: None,
             rxe_retry_cnt7_infinite: false,
             recv_too_small_status: WcStatus::LocLenErr,
             ecn: Ecn::Ect0,
@@ -961,6 +1003,9 @@ pub struct Transmit {
     pub ecn: Ecn,
     /// The payload (length and where its bytes live).
     pub payload: PayloadDesc,
+    /// The path a multipath request takes ([`MultipathConfig::paths`]);
+    /// `None` for everything else, which takes the QP's own.
+    pub path: Option<u16>,
 }
 
 impl Transmit {
@@ -993,6 +1038,7 @@ impl Transmit {
         },
         ecn: Ecn::NotEct,
         payload: PayloadDesc::EMPTY,
+        path: None,
     };
 }
 
@@ -1178,6 +1224,8 @@ pub struct QpStats {
     /// Request packets resent by selective repeat (also counted in
     /// `tx_retransmits`).
     pub sr_retransmits: u64,
+    /// Times multipath started avoiding a path after a loss on it.
+    pub path_failovers: u64,
 }
 
 /// How many transport counters [`QpStats::hw_counters`] lists.

@@ -481,6 +481,11 @@ pub struct NicConfig {
     /// under selective repeat, else `ack_timeout`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rto_high: Option<Duration>,
+    /// Spread each QP's packets over several paths and planes
+    /// (`[nic.multipath]`; `None`: one path per QP, its UDP source port).
+    /// Needs selective repeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multipath: Option<MultipathConfig>,
     /// PFC storm prevention of the NIC (ConnectX device stall watermarks).
     pub pause_storm: PauseStormConfig,
     /// The NIC's host side (PCIe, message path; see
@@ -488,6 +493,36 @@ pub struct NicConfig {
     /// rate from the first byte.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<HostConfig>,
+}
+
+/// Multipath (`[nic.multipath]`): each request packet of a QP takes one
+/// of `paths` paths in turn, each with its own UDP source port (the
+/// entropy switches hash); path `i` leaves by NIC port `i mod ports`, so
+/// on a multi-plane fabric (one NIC port per plane) the paths spread over
+/// the planes. A packet lost on a path makes the QP avoid that path for
+/// `avoid`; it is resent on another. Responses (ACKs, READ data) leave by
+/// the port their request arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MultipathConfig {
+    /// Paths (entropy values) per QP.
+    pub paths: u16,
+    /// How long a path that lost a packet is avoided.
+    pub avoid: Duration,
+    /// How much later than a missing packet a delivered one must have been
+    /// sent for the missing one to count as lost (paths reorder by less).
+    pub reorder: Duration,
+}
+
+impl Default for MultipathConfig {
+    /// 16 paths, avoided for 1 ms after a loss, 20 us of reordering.
+    fn default() -> Self {
+        MultipathConfig {
+            paths: 16,
+            avoid: Duration::from_ms(1),
+            reorder: Duration::from_us(20),
+        }
+    }
 }
 
 /// ConnectX PFC storm prevention (`ethtool --set-tunable DEV
@@ -559,6 +594,7 @@ impl Default for NicConfig {
             reorder_window: None,
             rto_low: None,
             rto_high: None,
+            multipath: None,
             pause_storm: PauseStormConfig::default(),
             host: None,
         }
@@ -1159,6 +1195,26 @@ fn check_nic(n: &NicConfig) -> Result<(), ConfigError> {
             return Err(ConfigError::new(
                 "nic.rto_low",
                 format!("{l}: expected a positive duration at most rto_high ({h})"),
+            ));
+        }
+    }
+    if let Some(m) = &n.multipath {
+        if m.paths == 0 {
+            return Err(ConfigError::new(
+                "nic.multipath.paths",
+                "0: expected at least 1",
+            ));
+        }
+        if m.avoid == Duration::ZERO {
+            return Err(ConfigError::new(
+                "nic.multipath.avoid",
+                "0: expected a positive duration",
+            ));
+        }
+        if n.retransmit != RetransmitMode::SelectiveRepeat {
+            return Err(ConfigError::new(
+                "nic.multipath",
+                "needs nic.retransmit = \"selective-repeat\": paths reorder packets, which go-back-N resends",
             ));
         }
     }

@@ -155,9 +155,21 @@ impl<'a> World<'a> {
                 continue;
             }
             check_flow_values(f, src, dst)?;
-            let rate = |h: u32| self.ports[self.nics[h as usize].port as usize].rate;
-            let (rs, rd) = (rate(src), rate(dst));
             let host_cfg = |h: u32| own_cfg[h as usize].as_ref().unwrap_or(self.cfg);
+            // A QP's line rate: its port's, or with multipath the ports
+            // its paths spread over together.
+            let rate = |h: u32| {
+                let nic = &self.nics[h as usize];
+                let r = self.ports[nic.port as usize].rate;
+                match &host_cfg(h).nic.multipath {
+                    Some(m) => {
+                        let k = u64::from(nic.ports.min(m.paths).max(1));
+                        roce::time::Rate::from_bps(r.bps().saturating_mul(k))
+                    }
+                    None => r,
+                }
+            };
+            let (rs, rd) = (rate(src), rate(dst));
             // A workload with congestion control of its own runs its flows
             // on queue pairs of their own, both ends under its settings.
             let flow_cc = self
@@ -408,7 +420,15 @@ fn build_nics(
             }
             host_of_node[ni] = hi;
             let nic_cfg = static_nic(cfg, &node.name).0;
-            nics.push(Nic::new(ni as u32, hi, node_port_base[ni], nic_cfg));
+            let ports = u16::try_from(node.ports.len()).map_err(|_| {
+                SimError::Topology(format!("host {} has more than 65535 ports", node.name))
+            })?;
+            nics.push(Nic::new(
+                ni as u32,
+                hi,
+                (node_port_base[ni], ports),
+                nic_cfg,
+            ));
         }
     }
     Ok((host_of_node, nics))

@@ -26,12 +26,12 @@
 use roce::cc::{IntRecord, INT_HEADER_BYTES};
 use roce::time::{Duration, Instant};
 use roce::transport::{
-    AddressHandle, Payload, Received, RecvWr, SendOp, SendWr, Sge, SgeList, WcStatus,
+    AddressHandle, Payload, Received, RecvWr, SendOp, SendWr, Sge, SgeList, Transmit, WcStatus,
 };
 use roce::wire::{Opcode, Psn};
 
 use super::event::{Ev, NONE};
-use super::nic::{message_len, wr_len, HostSide, QpGate, SimQp, POST_AHEAD, QPN_BASE};
+use super::nic::{lane, message_len, wr_len, HostSide, QpGate, SimQp, POST_AHEAD, QPN_BASE};
 use super::packet::{frame_len, Packet, NO_INT};
 use super::world::World;
 use crate::engine::EventQueue;
@@ -332,8 +332,16 @@ impl World<'_> {
             self.nics[host as usize].ready[usize::from(q.prio)].push_back(id);
         }
         self.arm_timer(id);
-        let port = self.nics[host as usize].port;
-        self.kick(port, now);
+        self.kick_nic(host, now);
+    }
+
+    /// Start transmitting on every idle port of host `host`'s NIC.
+    pub(crate) fn kick_nic(&mut self, host: u32, now: Instant) {
+        let nic = &self.nics[host as usize];
+        let (first, n) = (nic.port, u32::from(nic.ports));
+        for p in first..first + n.max(1) {
+            self.kick(p, now);
+        }
     }
 
     /// Bytes of flow `id` the receiver acknowledged: its completed
@@ -375,40 +383,74 @@ impl World<'_> {
     }
 
     /// The next frame of priority `prio` from host `host`'s QPs, round
-    /// robin. With a host model, a frame whose payload is not in the NIC
-    /// yet is held by its QP (out of the ring) until it is.
-    pub(crate) fn nic_pull(&mut self, host: u32, prio: u8, now: Instant) -> Option<Packet> {
+    /// robin, with the NIC port (local number) it leaves by. With a host
+    /// model, a frame whose payload is not in the NIC yet is held by its
+    /// QP (out of the ring) until it is.
+    ///
+    /// `port` (local number) asks: on a NIC of several ports, a QP whose
+    /// frames cannot leave by it ([`SimQp::lane_ok`]) stays in the ring
+    /// for another port.
+    pub(crate) fn nic_pull(
+        &mut self,
+        host: u32,
+        prio: u8,
+        port: u16,
+        now: Instant,
+    ) -> Option<(Packet, u16)> {
         let nic = &mut self.nics[host as usize];
         let n = nic.ready[usize::from(prio)].len();
+        let multi = nic.ports > 1;
         for _ in 0..n {
             let id = nic.ready[usize::from(prio)].pop_front()?;
             let q = &mut self.qps.qps[id as usize];
+            if multi && !q.lane_ok(port, nic.ports, now) {
+                nic.ready[usize::from(prio)].push_back(id);
+                continue;
+            }
             if let Some(g) = q.gate.as_deref_mut() {
                 if let Some((pkt, at)) = g.staged {
                     if at <= now {
                         g.staged = None;
                         nic.ready[usize::from(prio)].push_back(id);
-                        return Some(pkt);
+                        let k = nic.port_of(&pkt);
+                        return Some((pkt, k));
                     }
                     // Back in the ring early: `HostReady` returns it.
                     q.in_ready = false;
                     continue;
                 }
             }
-            match q.engine.poll_transmit(now, &nic.mem) {
-                Some(tx) => {
+            let mut tx = Transmit::EMPTY;
+            let lane = lane(port, nic.ports);
+            let responses = q.engine.pending_responses();
+            match q.engine.poll_transmit_on(now, &nic.mem, lane, &mut tx) {
+                true => {
                     let payload = tx.payload.len();
                     let cnp = tx.headers.bth.opcode == Opcode::Cnp;
+                    let (k, sport) = if cnp {
+                        (q.rx_port.min(nic.ports.saturating_sub(1)), q.sport)
+                    } else {
+                        q.egress(tx.path, nic.ports)
+                    };
+                    if q.engine.pending_responses() < responses {
+                        // That response is sent in full: the next one's
+                        // port is next.
+                        if let Some(r) = q.resp_ports.as_deref_mut() {
+                            r.pop_front();
+                        }
+                    }
                     let mut pkt = Packet {
                         headers: tx.headers,
                         payload,
                         wire: frame_len(&tx.headers, payload),
                         src: host,
                         dst: tx.dest.0 as u32,
-                        sport: q.sport,
+                        sport,
                         prio: if cnp { nic.cnp_priority } else { q.prio },
                         ecn: tx.ecn,
-                        ingress: 0,
+                        // At a NIC: the port it leaves by (a switch
+                        // rewrites it on arrival).
+                        ingress: k,
                         int: NO_INT,
                     };
                     if q.carries_int() {
@@ -441,9 +483,9 @@ impl World<'_> {
                         }
                     }
                     nic.ready[usize::from(prio)].push_back(id);
-                    return Some(pkt);
+                    return Some((pkt, k));
                 }
-                None => {
+                false => {
                     q.in_ready = false;
                     arm(q, id, &mut self.q);
                 }
@@ -468,8 +510,7 @@ impl World<'_> {
             q.in_ready = true;
             self.nics[host as usize].ready[usize::from(q.prio)].push_back(id);
         }
-        let port = self.nics[host as usize].port;
-        self.kick(port, now);
+        self.kick_nic(host, now);
     }
 
     /// A frame reached host `host`'s port.
@@ -565,6 +606,10 @@ impl World<'_> {
             return;
         };
         let op = pkt.headers.bth.opcode;
+        if op.is_request() {
+            q.rx_port = pkt.ingress;
+        }
+        let responses = q.engine.pending_responses();
         match op {
             Opcode::RcWriteFirst | Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm => {
                 nic.counters.rx_write_requests += 1
@@ -586,6 +631,16 @@ impl World<'_> {
         };
         let before = q.engine.expected_psn();
         q.engine.handle_packet(now, &rx, &mut nic.mem);
+        if nic.ports > 1 && q.engine.config().multipath.is_some() {
+            // Each response this request queued leaves by the port it
+            // came in on (one coalesced into a queued ACK keeps that
+            // ACK's).
+            let added = q.engine.pending_responses().saturating_sub(responses);
+            if added > 0 {
+                let r = q.resp_ports.get_or_insert_with(Box::default);
+                r.extend(std::iter::repeat(pkt.ingress).take(added));
+            }
+        }
         let psn = pkt.headers.bth.psn;
         if let Some(rec) = int {
             if op.is_request() {

@@ -328,11 +328,13 @@ impl World<'_> {
         }
         let node = self.ports[pi].node;
         let host = self.host_of_node[node as usize];
+        // NIC priorities whose ready QPs had nothing for this port.
+        let mut dry = 0u8;
         loop {
             let port = &self.ports[pi];
             let mut have = port.queued_mask();
             if host != NONE {
-                have |= self.nics[host as usize].ready_mask();
+                have |= self.nics[host as usize].ready_mask() & !dry;
             }
             if have == 0 {
                 return;
@@ -358,9 +360,27 @@ impl World<'_> {
             let h = if !self.ports[pi].queues[prio].is_empty() {
                 self.dequeue(pi, prio, now)
             } else {
-                match self.nic_pull(host, prio as u8, now) {
-                    Some(pkt) => self.pkts.put(pkt),
-                    None => continue,
+                let local = self.ports[pi].local;
+                match self.nic_pull(host, prio as u8, local, now) {
+                    Some((pkt, k)) => {
+                        let out = self.nics[host as usize].port + u32::from(k);
+                        let wire = pkt.wire;
+                        let h = self.pkts.put(pkt);
+                        if out != p {
+                            // Another port's (another plane's) frame: in
+                            // its queue, and that port started.
+                            let o = &mut self.ports[out as usize];
+                            o.qbytes[prio] += u64::from(wire);
+                            o.queues[prio].push_back(h);
+                            self.kick(out, now);
+                            continue;
+                        }
+                        h
+                    }
+                    None => {
+                        dry |= 1 << prio;
+                        continue;
+                    }
                 }
             };
             self.transmit(p, h, now);
@@ -490,7 +510,9 @@ impl World<'_> {
         let sw = self.switch_of_node[node];
         if sw == NONE {
             let host = self.host_of_node[node];
-            let pkt = self.pkts.take(h);
+            let local = self.ports[rx as usize].local;
+            let mut pkt = self.pkts.take(h);
+            pkt.ingress = local;
             self.nic_receive(host, pkt, now);
             return;
         }

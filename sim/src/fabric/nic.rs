@@ -20,6 +20,14 @@ use crate::results::NicRecord;
 use crate::topology::ecmp::roce_udp_source_port;
 use crate::workload::FlowSpec;
 
+/// The lane of NIC port `port` of `ports`: the paths that leave by it.
+pub(super) fn lane(port: u16, ports: u16) -> roce::transport::Lane {
+    roce::transport::Lane {
+        index: port,
+        count: ports.max(1),
+    }
+}
+
 /// QPN of queue pair 0; QP `i` has QPN `QPN_BASE + i`.
 pub(super) const QPN_BASE: u32 = 0x100;
 /// Work requests a flow keeps posted at once.
@@ -34,8 +42,11 @@ pub(crate) struct Nic {
     pub node: u32,
     /// Host index.
     pub host: u32,
-    /// Global id of its port (port 0 of the host).
+    /// Global id of its port 0; its other ports follow.
     pub port: u32,
+    /// Its ports (one per link of the host; one per plane on a
+    /// multi-plane fabric).
+    pub ports: u16,
     /// Length-only registered memory.
     pub mem: LengthMemory,
     /// The region all work requests use.
@@ -129,9 +140,15 @@ pub(crate) struct QpGate {
 }
 
 impl Nic {
+    /// The port (local number) a frame this NIC built leaves by: the one
+    /// [`SimQp::egress`] gave it, kept in its `ingress` until it leaves.
+    pub fn port_of(&self, pkt: &Packet) -> u16 {
+        pkt.ingress.min(self.ports.saturating_sub(1))
+    }
+
     /// The NIC of host `host` at node `node`, whose port 0 has global id
-    /// `port`.
-    pub fn new(node: u32, host: u32, port: u32, cfg: &NicConfig) -> Nic {
+    /// `port`, of `ports` ports.
+    pub fn new(node: u32, host: u32, (port, ports): (u32, u16), cfg: &NicConfig) -> Nic {
         let mut mem = LengthMemory::new();
         // A fresh memory accepts a well-formed registration; fall back to an
         // empty key (every access then fails visibly) if it ever does not.
@@ -147,6 +164,7 @@ impl Nic {
             node,
             host,
             port,
+            ports,
             mem,
             reg,
             ready: Default::default(),
@@ -230,9 +248,66 @@ pub(crate) struct SimQp {
     /// HPCC responder: the INT record of the last request received, which
     /// its next ACK echoes.
     pub echo: Option<Box<roce::cc::IntRecord>>,
+    /// The NIC port (local number) its last request arrived on: with
+    /// multipath, where its CNPs leave.
+    pub rx_port: u16,
+    /// Multipath: the port each queued response leaves by, the one its
+    /// request arrived on, oldest first (so that the responses to one
+    /// path's packets come back in order on one plane).
+    // Boxed on purpose: one pointer per QP without multipath (a
+    // simulation holds millions), where a VecDeque would take four words.
+    #[allow(clippy::box_collection)]
+    pub resp_ports: Option<Box<VecDeque<u16>>>,
 }
 
 impl SimQp {
+    /// Whether NIC port `port` of `ports` may take this QP's next frame:
+    /// with multipath, while one of the port's paths is not avoided; else
+    /// only its own port ([`SimQp::pinned_port`]).
+    pub fn lane_ok(&self, port: u16, ports: u16, now: Instant) -> bool {
+        if self.engine.config().multipath.is_some() {
+            self.engine.lane_usable(lane(port, ports), now)
+        } else {
+            port == self.pinned_port(ports)
+        }
+    }
+
+    /// The port a QP without multipath uses on a NIC of `ports` ports: its
+    /// UDP source port's hash picks one, as a bond's layer-3+4 transmit
+    /// hash would (0 on a one-port NIC).
+    pub fn pinned_port(&self, ports: u16) -> u16 {
+        if ports <= 1 {
+            return 0;
+        }
+        let h = u32::from(self.sport).wrapping_mul(0x9E37_79B1) >> 16;
+        (h % u32::from(ports)) as u16
+    }
+
+    /// The NIC port (local number, below `ports`) and UDP source port of
+    /// a packet this QP sends on `path` (`None`: a response or a QP without
+    /// multipath): path `i` leaves by port `i mod ports` with its own
+    /// source port; a response by the port its request came in on; a QP
+    /// without multipath by its pinned port with its own source port.
+    pub fn egress(&self, path: Option<u16>, ports: u16) -> (u16, u16) {
+        match path {
+            Some(i) => {
+                let n = ports.max(1);
+                // Distinct, in the range RoCE NICs draw from (49152..).
+                let sport = 0xC000 | (self.sport.wrapping_add(i.wrapping_mul(0x2F1)) & 0x3FFF);
+                (i % n, sport)
+            }
+            None if self.engine.config().multipath.is_some() => {
+                let k = self
+                    .resp_ports
+                    .as_deref()
+                    .and_then(|r| r.front().copied())
+                    .unwrap_or(self.rx_port);
+                (k.min(ports.saturating_sub(1)), self.sport)
+            }
+            None => (self.pinned_port(ports), self.sport),
+        }
+    }
+
     /// HPCC: the QP's packets carry INT records (requests collect the
     /// switches' hops, ACKs echo them).
     pub fn carries_int(&self) -> bool {
@@ -372,6 +447,8 @@ impl QpTable {
                 gate: None,
                 starved: VecDeque::new(),
                 echo: None,
+                rx_port: 0,
+                resp_ports: None,
             });
         }
         self.pairs.insert((src, dst, index, class), a);
@@ -398,6 +475,7 @@ impl QpTable {
             r.rx_ooo_dropped += st.rx_ooo_dropped;
             r.tx_sacks += st.tx_sacks;
             r.selective_retransmits += st.sr_retransmits;
+            r.path_failovers += st.path_failovers;
             for (counter, v) in st.hw_counters() {
                 let field = match counter {
                     "out_of_sequence" => &mut r.out_of_sequence,
@@ -446,6 +524,11 @@ fn new_qp(
     // A NIC that places out of order gets a RETH in every WRITE packet
     // (IRN): both ends of every connection share the NIC settings.
     qc.write_reth_every_packet = qc.reorder_window > 0;
+    qc.multipath = n.multipath.map(|m| roce::transport::MultipathConfig {
+        paths: m.paths,
+        avoid: m.avoid,
+        reorder: m.reorder,
+    });
     qc.rto = n
         .effective_rto()
         .map(|(low, high)| roce::transport::RetransmitTimeouts { low, high, few: 3 });

@@ -24,6 +24,8 @@
 //! kind = "fat-tree"     # or "leaf-spine", "dumbbell", "chain",
 //!                       # "gpu-leaf-spine", "gpu-fat-tree" (with a [gpu] table)
 //! k = 8
+//! planes = 1            # fat-tree, leaf-spine: independent copies, each
+//!                       # host with one port per plane (switches p{k}-...)
 //! [defaults]
 //! rate = "100Gbps"
 //! ```
@@ -238,6 +240,10 @@ pub enum GeneratorSpec {
         /// Downlink:uplink bandwidth ratio; derives the uplink rate.
         #[serde(default)]
         oversubscription: Option<f64>,
+        /// Independent planes, each a copy of the leaf-spine, every host
+        /// with one port in each (default 1).
+        #[serde(default)]
+        planes: Option<u32>,
         /// Host links.
         #[serde(default)]
         host_link: LinkSpec,
@@ -286,6 +292,10 @@ pub enum GeneratorSpec {
     FatTree {
         /// Switch radix (even).
         k: u32,
+        /// Independent planes, each a copy of the fat tree, every host
+        /// with one port in each (default 1).
+        #[serde(default)]
+        planes: Option<u32>,
         /// Host links.
         #[serde(default)]
         host_link: LinkSpec,
@@ -415,6 +425,7 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                     spines,
                     hosts_per_leaf,
                     oversubscription,
+                    planes,
                     host_link,
                     fabric_link,
                 } => {
@@ -427,12 +438,15 @@ pub fn build(doc: &TopologyDoc, file: &Path, prefix: &str) -> Result<Topology, F
                         fabric_link: l(fabric_link),
                         oversubscription: *oversubscription,
                     })
+                    .and_then(|t| generate::planes(t, planes.unwrap_or(1)))
                 }
                 GeneratorSpec::FatTree {
                     k,
+                    planes,
                     host_link,
                     fabric_link,
-                } => generate::fat_tree(*k, l(host_link), l(fabric_link)),
+                } => generate::fat_tree(*k, l(host_link), l(fabric_link))
+                    .and_then(|t| generate::planes(t, planes.unwrap_or(1))),
                 GeneratorSpec::GpuFatTree {
                     k,
                     rail_optimised,

@@ -3,7 +3,9 @@
 //!
 //! Every generator puts the hosts first (host `i` is `NodeId(i)` and is
 //! named `h{i}`), then the switches, and adds links bottom-up, so a host's
-//! only port is 0 and switch ports count from the hosts upwards.
+//! only port is 0 and switch ports count from the hosts upwards. [`planes`]
+//! makes any of them a multi-plane fabric, where host port `k` is plane
+//! `k`'s.
 
 use roce::time::Rate;
 
@@ -360,6 +362,67 @@ fn fat_tree_with(
             }
         }
     }
+    Ok(t)
+}
+
+/// `planes` independent copies of `base`'s switches and links, with each
+/// host linked to all of them: host port `k` attaches where the host's
+/// one link attached, in plane `k` (a multi-plane fabric: one NIC port
+/// per plane, the planes never joined). Hosts keep their names; plane
+/// `k`'s switches are named `p{k}-{name}`. Every host of `base` must have
+/// exactly one link; `planes` is 1 to 16 (1 gives `base` back).
+pub fn planes(base: Topology, planes: u32) -> Result<Topology, TopologyError> {
+    if !(1..=16).contains(&planes) {
+        return Err(TopologyError::BadParameter {
+            param: "planes",
+            value: planes.to_string(),
+            expected: "a number of planes from 1 to 16",
+        });
+    }
+    if planes == 1 {
+        return Ok(base);
+    }
+    if let Some(h) = base
+        .nodes
+        .iter()
+        .find(|n| n.kind == NodeKind::Host && n.ports.len() != 1)
+    {
+        return Err(TopologyError::BadParameter {
+            param: "planes",
+            value: format!("{planes} (host {} has {} links)", h.name, h.ports.len()),
+            expected: "hosts with one link each in the plane the generator builds",
+        });
+    }
+    let mut t = Topology::new();
+    // Node ids: the hosts first, as in `base`, then each plane's switches.
+    let mut id_in = vec![Vec::with_capacity(base.nodes.len()); planes as usize];
+    let hosts: Vec<usize> = (0..base.nodes.len())
+        .filter(|&i| base.nodes[i].kind == NodeKind::Host)
+        .collect();
+    let mut host_id = vec![NodeId(u32::MAX); base.nodes.len()];
+    for &i in &hosts {
+        host_id[i] = t.add_node(base.nodes[i].name.clone(), NodeKind::Host);
+    }
+    for (k, ids) in id_in.iter_mut().enumerate() {
+        for (i, n) in base.nodes.iter().enumerate() {
+            ids.push(match n.kind {
+                NodeKind::Host => host_id[i],
+                NodeKind::Switch => t.add_node(format!("p{k}-{}", n.name), NodeKind::Switch),
+            });
+        }
+    }
+    for ids in &id_in {
+        for l in &base.links {
+            let props = LinkProps {
+                rate: l.rate,
+                delay: l.delay,
+                cable_m: l.cable_m,
+                mtu: l.mtu,
+            };
+            t.add_link(ids[l.a.node.0 as usize], ids[l.b.node.0 as usize], props)?;
+        }
+    }
+    t.gpu = base.gpu;
     Ok(t)
 }
 

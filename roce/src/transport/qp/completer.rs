@@ -97,6 +97,13 @@ impl Qp {
                         let lower = if go_back0 { head_first } else { self.comp_psn };
                         if p.is_before(lower) {
                             self.stats.stale_responses += 1;
+                            if code == NakCode::PsnSequenceError
+                                && self.cfg.retransmit == RetransmitMode::SelectiveRepeat
+                            {
+                                // Overtaken by a later acknowledgement, a
+                                // selective one still says what is held.
+                                self.on_stale_sack(Psn::new(aeth.msn.value()));
+                            }
                             return;
                         }
                         if p.is_after(self.comp_psn) {

@@ -21,6 +21,7 @@
 //! clock or touches a socket, payload moves only through [`Memory`].
 
 mod completer;
+mod paths;
 mod requester;
 mod responder;
 mod selective;
@@ -238,6 +239,8 @@ pub struct Qp {
     // millions of QPs), where an inline VecDeque would take four words.
     #[allow(clippy::box_collection)]
     sent_times: Option<Box<VecDeque<(Psn, Instant)>>>,
+    /// Multipath's paths and which packet took which (`None`: one path).
+    paths: Option<Box<paths::PathSet>>,
 }
 
 /// Outcome of acknowledging requests up to a PSN.
@@ -308,7 +311,29 @@ impl Qp {
             rx_window: None,
             sack: None,
             sent_times: matches!(cfg.cc, crate::cc::CcConfig::Swift(_)).then(Box::default),
+            paths: cfg.multipath.map(|m| Box::new(paths::PathSet::new(m))),
         }
+    }
+
+    /// Responses (ACKs, NAKs, READ responses, atomic ACKs) queued and not
+    /// sent in full yet; a READ's is one until its last packet leaves.
+    pub fn pending_responses(&self) -> usize {
+        self.resp_q.len()
+    }
+
+    /// Multipath: whether a request sent at `now` may take a path of
+    /// `lane` (one is not avoided, or all of every lane are and each
+    /// probes). True for every lane without multipath.
+    pub fn lane_usable(&self, lane: Lane, now: Instant) -> bool {
+        self.paths
+            .as_deref()
+            .map_or(true, |p| p.usable_in(lane, now))
+    }
+
+    /// Multipath: how many of this QP's paths are avoided at `now` after
+    /// a loss (0 without multipath).
+    pub fn paths_avoided(&self, now: Instant) -> usize {
+        self.paths.as_deref().map_or(0, |p| p.avoided(now))
     }
 
     /// This QP's number.
@@ -483,6 +508,23 @@ impl Qp {
         mem: &M,
         out: &mut Transmit,
     ) -> bool {
+        self.poll_transmit_on(now, mem, Lane::ANY, out)
+    }
+
+    /// [`poll_transmit_into`](Self::poll_transmit_into) for a transmit
+    /// opportunity of `lane` (a NIC port of several): a multipath request
+    /// takes one of the lane's paths, or, when [`lane_usable`] says none
+    /// is, still one of the lane's paths as a probe. Responses and QPs
+    /// without multipath ignore the lane.
+    ///
+    /// [`lane_usable`]: Self::lane_usable
+    pub fn poll_transmit_on<M: Memory + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &M,
+        lane: Lane,
+        out: &mut Transmit,
+    ) -> bool {
         if self.cnp_pending > 0 {
             self.cnp_pending -= 1;
             self.stats.tx_cnps += 1;
@@ -521,10 +563,10 @@ impl Qp {
             self.pacer_held = true;
             return false;
         }
-        if holes && self.poll_hole(now, out) {
+        if holes && self.poll_hole(now, lane, out) {
             return true;
         }
-        if self.sq.len() > self.send_idx && self.poll_request(now, mem, out) {
+        if self.sq.len() > self.send_idx && self.poll_request(now, mem, lane, out) {
             return true;
         }
         // Held by something else (the window, a fence): the time until it
@@ -555,6 +597,7 @@ impl Qp {
             headers: h,
             ecn: self.cfg.ecn,
             payload: PayloadDesc::EMPTY,
+            path: None,
         }
     }
 

@@ -100,6 +100,7 @@ impl Qp {
         &mut self,
         now: Instant,
         mem: &M,
+        lane: Lane,
         out: &mut Transmit,
     ) -> bool {
         let qp_type = self.cfg.qp_type;
@@ -218,6 +219,16 @@ impl Qp {
         if covered.is_after(self.sent_psn) {
             self.sent_psn = covered;
         }
+        out.path = match self.paths.as_deref_mut() {
+            Some(ps) if qp_type == QpType::Rc => {
+                let last = covered.sub(1);
+                ps.sync(self.comp_psn);
+                let path = ps.pick(lane, now);
+                ps.record(psn, last, path, now);
+                Some(path)
+            }
+            _ => None,
+        };
         self.paced(now, &out.headers, plen);
         let dest = match (qp_type, w_ud) {
             (QpType::Ud, Some(ud)) => ud.ah,
@@ -384,11 +395,32 @@ impl Qp {
     /// Resend the next hole selective repeat knows of, if any (with
     /// AckReq, so that the responder reports at once how far the resend
     /// took it).
-    pub(super) fn poll_hole(&mut self, now: Instant, out: &mut Transmit) -> bool {
+    pub(super) fn poll_hole(&mut self, now: Instant, lane: Lane, out: &mut Transmit) -> bool {
         let Some((idx, k, psn)) = self.next_hole() else {
             return false;
         };
         let (plen, _) = self.build_request(idx, k, psn, out);
+        out.path = None;
+        if let Some(ps) = self.paths.as_deref_mut() {
+            // The hole's path lost it: avoid that path, resend on another.
+            if ps.on_lost(psn, now) {
+                self.stats.path_failovers += 1;
+            }
+            let last = match self.sq[idx].wr.op {
+                SendOp::Read { .. } => self.sq[idx].last_psn(),
+                _ => psn,
+            };
+            ps.sync(self.comp_psn);
+            // The lane may have just lost its last usable path.
+            let lane = if ps.usable_in(lane, now) {
+                lane
+            } else {
+                Lane::ANY
+            };
+            let path = ps.pick(lane, now);
+            ps.record(psn, last, path, now);
+            out.path = Some(path);
+        }
         out.headers.bth.ack_req = true;
         self.pkts_since_ackreq = 0;
         self.stats.tx_retransmits += 1;

@@ -54,6 +54,7 @@ impl Qp {
                     headers: h,
                     ecn: self.cfg.ecn,
                     payload: PayloadDesc::EMPTY,
+                    path: None,
                 })
             }
             RespItem::AtomicAck { psn, orig, msn, .. } => {
@@ -70,6 +71,7 @@ impl Qp {
                     headers: h,
                     ecn: self.cfg.ecn,
                     payload: PayloadDesc::EMPTY,
+                    path: None,
                 })
             }
             RespItem::Read {
@@ -167,6 +169,7 @@ impl Qp {
                     headers: h,
                     ecn: self.cfg.ecn,
                     payload,
+                    path: None,
                 })
             }
         }

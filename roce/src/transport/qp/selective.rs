@@ -217,6 +217,10 @@ impl Qp {
         sb.sync(comp);
         *sb.mark(held) = Mark::Sacked;
         sb.raise_high(held);
+        if let Some(ps) = self.paths.as_deref_mut() {
+            ps.sync(comp);
+            ps.on_reported(held);
+        }
         // The first missing PSN: a resend of it that packets first sent
         // after it overtook was lost too.
         if let Mark::Resent(frontier) = *sb.mark(p) {
@@ -226,6 +230,26 @@ impl Qp {
                     sb.cursor = p;
                 }
             }
+        }
+    }
+
+    /// A selective acknowledgement whose expected PSN is already
+    /// acknowledged (a later acknowledgement overtook it): the PSN it
+    /// reports held, if still outstanding, is held.
+    pub(super) fn on_stale_sack(&mut self, held: Psn) {
+        let comp = self.comp_psn;
+        if !held.is_after(comp) || !held.is_before(self.sent_psn) {
+            return;
+        }
+        let Some(sb) = self.sack.as_mut() else {
+            return;
+        };
+        sb.sync(comp);
+        *sb.mark(held) = Mark::Sacked;
+        sb.raise_high(held);
+        if let Some(ps) = self.paths.as_deref_mut() {
+            ps.sync(comp);
+            ps.on_reported(held);
         }
     }
 
@@ -248,6 +272,7 @@ impl Qp {
             }
         }
         sb.cursor = comp;
+        sb.forced = sent;
     }
 
     /// The next hole to resend, marking it (and, for a READ, the rest of
@@ -258,11 +283,21 @@ impl Qp {
         let frontier = self.sent_psn;
         let sb = self.sack.as_mut()?;
         sb.sync(comp);
+        let paths = self.paths.as_deref();
+        // With multipath, the first hole not yet known lost: the scan
+        // starts there again, as later reports may prove it lost.
+        let mut pending: Option<Psn> = None;
         while sb.cursor.is_before(sb.high) {
             let q = sb.cursor;
             sb.cursor = q.next();
             if *sb.mark(q) != Mark::Out {
                 continue;
+            }
+            if let Some(ps) = paths {
+                if !q.is_before(sb.forced) && !ps.is_lost(q) {
+                    pending.get_or_insert(q);
+                    continue;
+                }
             }
             let Some(idx) = self.sq.iter().position(|w| w.contains(q)) else {
                 continue;
@@ -282,7 +317,13 @@ impl Qp {
                     sb.cursor = last.next();
                 }
             }
+            if let Some(p) = pending {
+                sb.cursor = p;
+            }
             return Some((idx, k, q));
+        }
+        if let Some(p) = pending {
+            sb.cursor = p;
         }
         None
     }

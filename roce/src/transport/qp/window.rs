@@ -103,6 +103,9 @@ pub(super) struct Scoreboard {
     pub(super) high: Psn,
     /// The next PSN to look at for a hole.
     pub(super) cursor: Psn,
+    /// PSNs before this one, outstanding at the last timeout, are lost
+    /// whatever multipath's rules say.
+    pub(super) forced: Psn,
 }
 
 impl Scoreboard {
@@ -112,6 +115,7 @@ impl Scoreboard {
             marks: VecDeque::new(),
             high: base,
             cursor: base,
+            forced: base,
         }
     }
 
