@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 19] = [
+pub const LESSONS: [Lesson; 20] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -58,6 +58,7 @@ pub const LESSONS: [Lesson; 19] = [
     lesson!("17-ecmp-collisions-against-spraying.toml"),
     lesson!("18-lossy-selective-repeat-vs-lossless-pfc.toml"),
     lesson!("19-hpcc-against-dcqcn.toml"),
+    lesson!("20-a-failed-plane.toml"),
 ];
 
 impl Lesson {

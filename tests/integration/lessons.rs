@@ -1687,3 +1687,100 @@ fn lesson_19_hpcc_against_dcqcn() {
         "incast end: hpcc {hend} vs dcqcn {dend}"
     );
 }
+
+#[test]
+fn lesson_20_a_failed_plane() {
+    let (j, _) = lesson(20);
+    let fcts = |v: &Value| -> Vec<(String, String, Option<f64>)> {
+        v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["src"].as_str().unwrap().to_string(),
+                    f["dst"].as_str().unwrap().to_string(),
+                    f["fct_ps"].as_u64().map(|t| t as f64 / 1e6),
+                )
+            })
+            .collect()
+    };
+    let delivered_all =
+        |v: &Value| {
+            v["flows"].as_array().unwrap().iter().all(|f| {
+                f["failed"] == false && f["bytes_acked"] == f["size"] && f["fct_ps"].is_u64()
+            })
+        };
+    // 16 MB (10^6 bytes) at 4 x 100 Gbit/s: 320 us of payload.
+    let mh = variant(&j, "multipath-healthy");
+    assert!(delivered_all(mh));
+    assert_eq!(sum(mh, "drops"), 0);
+    let worst = |v: &Value| fcts(v).iter().filter_map(|f| f.2).fold(0.0f64, f64::max);
+    near("multipath healthy worst FCT (us)", worst(mh), 340.0, 0.05);
+
+    // Plane 1 dies at 50 us: every flow completes with all its bytes, and
+    // each flow between racks runs at 3/4 of its healthy rate from then
+    // on: FCT = 50 us + (healthy FCT - 50 us) / (3/4), within 5 %.
+    let mf = variant(&j, "multipath-failed-plane");
+    assert!(delivered_all(mf), "nothing lost");
+    let leaf = |h: &str| h[1..].parse::<u32>().unwrap() / 4;
+    let healthy: Vec<_> = fcts(mh);
+    let mut cross = 0;
+    for (src, dst, t) in fcts(mf) {
+        let h = healthy
+            .iter()
+            .find(|f| f.0 == src && f.1 == dst)
+            .and_then(|f| f.2)
+            .unwrap();
+        let t = t.unwrap();
+        if leaf(&src) == leaf(&dst) {
+            // Plane 1 still joins hosts under one leaf.
+            near(&format!("{src} -> {dst} within a rack"), t, h, 0.02);
+        } else {
+            cross += 1;
+            near(
+                &format!("{src} -> {dst} FCT (us)"),
+                t,
+                50.0 + (h - 50.0) / 0.75,
+                0.05,
+            );
+        }
+    }
+    assert!(cross > 0);
+    let drops = sum(mf, "drops");
+    let resent = sum(mf, "retransmitted_packets");
+    assert!(
+        drops > 0 && resent <= drops * 3 / 2,
+        "{resent} resent, {drops} drops"
+    );
+    assert_eq!(nic_total(mf, "path_failovers"), 4 * cross);
+
+    // Pinned: a quarter of the NIC; on the failed plane, retry exceeded.
+    let ph = variant(&j, "pinned-healthy");
+    assert!(delivered_all(ph));
+    near(
+        "pinned healthy worst FCT (us)",
+        worst(ph),
+        4.0 * 320.0 * 1.025,
+        0.05,
+    );
+    let pf = variant(&j, "pinned-failed-plane");
+    let failed = pf["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["failed"] == true)
+        .count();
+    assert!(failed > 0 && failed < 16, "{failed} flows failed");
+    assert_eq!(nic_total(pf, "req_cqe_error"), failed as u64);
+    for (src, dst, t) in fcts(pf) {
+        if let Some(t) = t {
+            let h = fcts(ph)
+                .into_iter()
+                .find(|f| f.0 == src && f.1 == dst)
+                .and_then(|f| f.2)
+                .unwrap();
+            near(&format!("pinned {src} -> {dst}"), t, h, 0.02);
+        }
+    }
+}

@@ -18,6 +18,7 @@ mod hpcc;
 mod imports;
 mod incast;
 mod loss;
+mod multipath;
 mod pfc;
 mod scenarios;
 mod topology;
