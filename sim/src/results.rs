@@ -541,6 +541,10 @@ pub struct Summary {
     /// Frames dropped anywhere (buffer overflow, headroom overflow, link
     /// faults, bad FCS, oversize, link down).
     pub drops: u64,
+    /// Data frames switches cut to their headers instead of dropping them
+    /// (`[fabric.trim]`; not in `drops`). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trimmed: u64,
     /// PFC frames sent by all ports (XOFF and XON).
     pub pause_frames_sent: u64,
     /// Time transmitters were held off by PAUSE, summed over ports and
@@ -871,6 +875,10 @@ pub struct NicRecord {
     /// (`[nic.multipath]`). Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub path_failovers: u64,
+    /// Trimmed requests received, answered with a NAK at once under
+    /// selective repeat (`[fabric.trim]`). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_trimmed: u64,
 }
 
 /// Depth of one egress queue over time.

@@ -319,6 +319,7 @@ pub(super) fn empty_run(name: &str) -> RunResult {
             flows_total: 0,
             goodput_bps: 0.0,
             drops: 0,
+            trimmed: 0,
             pause_frames_sent: 0,
             pause_time_ps: 0,
             ecn_marked: 0,

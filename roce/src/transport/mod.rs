@@ -71,6 +71,6 @@ pub use memory::{
 };
 pub use qp::{
     check_modify, local_ack_timeout, rnr_timer, transition_masks, wire_time, Qp, QpEvent,
-    MAX_MESSAGE, WIRE_OVERHEAD,
+    MAX_MESSAGE, TRIMMED_NAK, WIRE_OVERHEAD,
 };
 pub use types::*;

@@ -1226,6 +1226,12 @@ pub struct QpStats {
     pub sr_retransmits: u64,
     /// Times multipath started avoiding a path after a loss on it.
     pub path_failovers: u64,
+    /// Trimmed requests received (headers only: a switch cut the payload).
+    pub rx_trimmed: u64,
+    /// NAKs sent for trimmed requests.
+    pub tx_trim_naks: u64,
+    /// NAKs for trimmed requests received (each PSN resent at once).
+    pub rx_trim_naks: u64,
 }
 
 /// How many transport counters [`QpStats::hw_counters`] lists.

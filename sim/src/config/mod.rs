@@ -96,6 +96,27 @@ pub struct FabricConfig {
     pub qos: QosConfig,
     /// How a switch spreads frames over equal-cost next hops.
     pub load_balancing: LoadBalancingConfig,
+    /// Packet trimming (`[fabric.trim]`; `None`: a full queue drops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trim: Option<TrimConfig>,
+}
+
+/// Packet trimming (Ultra Ethernet): a data frame a full queue would drop
+/// is cut to its headers, which go on, on `priority`, so that the
+/// receiver learns of the loss at once and NAKs it (under selective
+/// repeat; a receiver without it drops the headers).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrimConfig {
+    /// The priority trimmed headers are queued and sent on (default 7,
+    /// the highest under strict priority).
+    pub priority: u8,
+}
+
+impl Default for TrimConfig {
+    fn default() -> Self {
+        TrimConfig { priority: 7 }
+    }
 }
 
 impl Default for FabricConfig {
@@ -107,6 +128,7 @@ impl Default for FabricConfig {
             scheduler: SchedulerConfig::default(),
             qos: QosConfig::default(),
             load_balancing: LoadBalancingConfig::default(),
+            trim: None,
         }
     }
 }
@@ -1017,6 +1039,9 @@ fn check_probability(key: &str, p: f64) -> Result<(), ConfigError> {
 fn check_fabric(f: &FabricConfig) -> Result<(), ConfigError> {
     for &p in &f.pfc.priorities {
         check_priority("fabric.pfc.priorities", p)?;
+    }
+    if let Some(t) = &f.trim {
+        check_priority("fabric.trim.priority", t.priority)?;
     }
     if let LoadBalancingConfig::Flowlet { gap } = f.load_balancing {
         if gap == Duration::ZERO {

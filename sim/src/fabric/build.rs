@@ -97,6 +97,7 @@ impl<'a> World<'a> {
             samplers_pending: 0,
             taps,
             drops: 0,
+            trims: 0,
             flows_open: flows.len(),
             last_active: Instant::ZERO,
             setup_secs: 0.0,
@@ -491,6 +492,7 @@ fn build_switches(
             fab: NONE,
             port_fab: vec![NONE; node.ports.len()],
             lb: Balancer::new(&fab.load_balancing, hops_len),
+            trim: fab.trim.map(|t| t.priority),
         });
     }
     Ok((switch_of_node, switches))

@@ -452,6 +452,7 @@ impl World<'_> {
                         // rewrites it on arrival).
                         ingress: k,
                         int: NO_INT,
+                        trimmed: false,
                     };
                     if q.carries_int() {
                         // HPCC: requests collect the switches' hops, ACKs
@@ -611,6 +612,7 @@ impl World<'_> {
         }
         let responses = q.engine.pending_responses();
         match op {
+            _ if pkt.trimmed => {}
             Opcode::RcWriteFirst | Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm => {
                 nic.counters.rx_write_requests += 1
             }
@@ -630,7 +632,11 @@ impl World<'_> {
             src: AddressHandle(u64::from(pkt.src)),
         };
         let before = q.engine.expected_psn();
-        q.engine.handle_packet(now, &rx, &mut nic.mem);
+        if pkt.trimmed {
+            q.engine.handle_trimmed(&rx);
+        } else {
+            q.engine.handle_packet(now, &rx, &mut nic.mem);
+        }
         if nic.ports > 1 && q.engine.config().multipath.is_some() {
             // Each response this request queued leaves by the port it
             // came in on (one coalesced into a queued ACK keeps that

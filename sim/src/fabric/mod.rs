@@ -590,7 +590,11 @@ impl World<'_> {
         if ch == PfcChange::Pause {
             self.send_pfc(rx, prio, true, now, false);
         }
-        if adm == Admit::Drop {
+        let (mut prio, mut wire) = (prio, wire);
+        if adm == Admit::Drop && self.trim(sw, h, rx, out, now) {
+            let pkt = self.pkts.get(h);
+            (prio, wire) = (pkt.prio, pkt.wire);
+        } else if adm == Admit::Drop {
             self.pkts.free(h);
             let lossless = self.switches[sw as usize].mmu.is_lossless(local_in, prio);
             let r = &mut self.ports[rx as usize];
@@ -611,6 +615,40 @@ impl World<'_> {
         let tq = o.total_queued();
         o.max_queue = o.max_queue.max(tq);
         self.kick(out, now);
+    }
+
+    /// Switch `sw` would drop frame `h` (arrived on global port `rx`, for
+    /// egress `out`): with trimming, a data frame is cut to its headers,
+    /// which are admitted on the trim priority if the buffer takes them.
+    /// True when trimmed and admitted (the frame's priority and length
+    /// are the trimmed ones); false: drop it.
+    fn trim(&mut self, sw: u32, h: u32, rx: u32, out: u32, now: Instant) -> bool {
+        let Some(tp) = self.switches[sw as usize].trim else {
+            return false;
+        };
+        let pkt = self.pkts.get(h);
+        if pkt.payload == 0 || pkt.trimmed || !pkt.headers.bth.opcode.is_request() {
+            return false;
+        }
+        let cut = pkt.wire - pkt.payload - (pkt.payload.wrapping_neg() & 3);
+        let local_in = self.ports[rx as usize].local;
+        let q = self.ports[out as usize].qbytes[usize::from(tp)];
+        let (adm, ch) = self.switches[sw as usize]
+            .mmu
+            .arrive(local_in, tp, u64::from(cut), q);
+        if ch == PfcChange::Pause {
+            self.send_pfc(rx, tp, true, now, false);
+        }
+        if adm == Admit::Drop {
+            return false;
+        }
+        let pkt = self.pkts.get_mut(h);
+        pkt.payload = 0;
+        pkt.wire = cut;
+        pkt.trimmed = true;
+        pkt.prio = tp;
+        self.trims += 1;
+        true
     }
 
     /// Port `p` tells its peer to stop (`xoff`) or resume priority `prio`.
@@ -822,6 +860,7 @@ impl World<'_> {
             flows_total: self.flows.len() as u64,
             goodput_bps: goodput,
             drops,
+            trimmed: self.trims,
             pause_frames_sent: pause_frames,
             pause_time_ps: pause_time,
             ecn_marked,

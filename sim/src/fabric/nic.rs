@@ -476,6 +476,7 @@ impl QpTable {
             r.tx_sacks += st.tx_sacks;
             r.selective_retransmits += st.sr_retransmits;
             r.path_failovers += st.path_failovers;
+            r.rx_trimmed += st.rx_trimmed;
             for (counter, v) in st.hw_counters() {
                 let field = match counter {
                     "out_of_sequence" => &mut r.out_of_sequence,

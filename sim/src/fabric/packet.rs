@@ -34,6 +34,8 @@ pub struct Packet {
     pub ingress: u16,
     /// Its INT record's slot in [`Packets`] (HPCC), or [`NO_INT`].
     pub int: u32,
+    /// A switch cut its payload off (packet trimming): headers only.
+    pub trimmed: bool,
 }
 
 /// [`Packet::int`] of a frame without an INT record.

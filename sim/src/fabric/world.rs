@@ -83,6 +83,8 @@ pub struct World<'a> {
     /// Packet capture of the `record.pcap` link directions (`None`: none).
     pub(super) taps: Option<Box<Taps>>,
     pub(super) drops: u64,
+    /// Data frames trimmed to their headers.
+    pub(super) trims: u64,
     pub(super) flows_open: usize,
     pub(super) last_active: Instant,
     pub(super) setup_secs: f64,
@@ -123,6 +125,9 @@ pub(super) struct Switch {
     pub(super) port_fab: Vec<u32>,
     /// How it picks among equal-cost next hops, with its state.
     pub(super) lb: Balancer,
+    /// Packet trimming: the priority of trimmed headers (`None`: a full
+    /// queue drops).
+    pub(super) trim: Option<u8>,
 }
 
 /// A switch's load balancing ([`crate::config::LoadBalancingConfig`])

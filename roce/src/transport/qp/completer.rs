@@ -93,6 +93,14 @@ impl Qp {
                             NakCode::RemoteAccessError => self.stats.rx_nak_remote_access += 1,
                             _ => {}
                         }
+                        if code == NakCode::Reserved(TRIMMED_NAK)
+                            && self.cfg.retransmit == RetransmitMode::SelectiveRepeat
+                        {
+                            // A trimmed request: that PSN is lost, nothing
+                            // is acknowledged.
+                            self.on_trim_nak(p);
+                            return;
+                        }
                         let go_back0 = self.cfg.retransmit == RetransmitMode::GoBack0;
                         let lower = if go_back0 { head_first } else { self.comp_psn };
                         if p.is_before(lower) {

@@ -243,6 +243,11 @@ pub struct Qp {
     paths: Option<Box<paths::PathSet>>,
 }
 
+/// The AETH NAK code (one of the reserved ones) of a NAK answering a
+/// trimmed request under selective repeat: its BTH PSN is the request's,
+/// which is lost; it acknowledges nothing.
+pub const TRIMMED_NAK: u8 = 0x05;
+
 /// Outcome of acknowledging requests up to a PSN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AckOutcome {
@@ -720,6 +725,53 @@ impl Qp {
 }
 
 impl Qp {
+    /// A request a switch trimmed (Ultra Ethernet's packet trimming): its
+    /// headers arrived, its payload was cut off where a queue was full.
+    /// Under selective repeat the responder answers at once with a NAK
+    /// naming the PSN ([`TRIMMED_NAK`]), and the requester resends it
+    /// without waiting for later packets or a timeout. Otherwise, and for
+    /// anything but an RC request in sequence or past it, it is dropped,
+    /// as a NIC drops a packet shorter than its headers say.
+    pub fn handle_trimmed(&mut self, pkt: &Received<'_>) {
+        self.stats.rx_packets += 1;
+        self.stats.rx_trimmed += 1;
+        let h = &pkt.headers;
+        let ok = h.bth.dest_qp == self.cfg.qpn
+            && h.bth.opcode.is_request()
+            && h.bth.opcode.transport() == crate::wire::Transport::Rc
+            && self.cfg.qp_type == QpType::Rc
+            && self.cfg.retransmit == RetransmitMode::SelectiveRepeat
+            && matches!(
+                self.state,
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+            );
+        if !ok || !self.admitted(pkt) {
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        let psn = h.bth.psn;
+        let d = psn.diff(self.epsn);
+        if d < 0 || d as u32 >= self.cfg.reorder_window.max(1) {
+            // Delivered already, or beyond what the responder tracks.
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        if self.rx_window.as_ref().is_some_and(|w| {
+            let k = self.epsn.diff(w.base);
+            k >= 0 && w.is_held(d as u32 + k as u32)
+        }) {
+            // Held already: a resend's trimmed copy.
+            self.stats.rx_dropped += 1;
+            return;
+        }
+        self.stats.tx_trim_naks += 1;
+        self.resp_q.push_back(RespItem::Ack {
+            psn,
+            syndrome: AethSyndrome::Nak(NakCode::Reserved(TRIMMED_NAK)),
+            msn: self.msn,
+        });
+    }
+
     /// Admission, as a NIC does it (ROCEV2.md §7 item 2), for every packet
     /// and CNP: a connected QP hears only its peer, and everyone must be in
     /// its partition. Failures are silent drops, counted by cause.

@@ -396,14 +396,16 @@ impl Qp {
     /// AckReq, so that the responder reports at once how far the resend
     /// took it).
     pub(super) fn poll_hole(&mut self, now: Instant, lane: Lane, out: &mut Transmit) -> bool {
-        let Some((idx, k, psn)) = self.next_hole() else {
+        let Some((idx, k, psn, trimmed)) = self.next_hole() else {
             return false;
         };
         let (plen, _) = self.build_request(idx, k, psn, out);
         out.path = None;
         if let Some(ps) = self.paths.as_deref_mut() {
             // The hole's path lost it: avoid that path, resend on another.
-            if ps.on_lost(psn, now) {
+            // A trimmed packet's path works: a queue on it was full, which
+            // congestion control answers.
+            if !trimmed && ps.on_lost(psn, now) {
                 self.stats.path_failovers += 1;
             }
             let last = match self.sq[idx].wr.op {

@@ -233,6 +233,25 @@ impl Qp {
         }
     }
 
+    /// A NAK for a trimmed request at `psn`: lost, to be resent first.
+    pub(super) fn on_trim_nak(&mut self, psn: Psn) {
+        let comp = self.comp_psn;
+        if psn.is_before(comp) || !psn.is_before(self.sent_psn) {
+            self.stats.stale_responses += 1;
+            return;
+        }
+        self.stats.rx_trim_naks += 1;
+        let sb = self
+            .sack
+            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
+        sb.sync(comp);
+        *sb.mark(psn) = Mark::Trimmed;
+        sb.raise_high(psn);
+        if psn.is_before(sb.cursor) {
+            sb.cursor = psn;
+        }
+    }
+
     /// A selective acknowledgement whose expected PSN is already
     /// acknowledged (a later acknowledgement overtook it): the PSN it
     /// reports held, if still outstanding, is held.
@@ -277,8 +296,8 @@ impl Qp {
 
     /// The next hole to resend, marking it (and, for a READ, the rest of
     /// its response PSNs) resent: (send queue index, packet of the WQE,
-    /// PSN).
-    pub(super) fn next_hole(&mut self) -> Option<(usize, u32, Psn)> {
+    /// PSN, whether it was trimmed rather than lost).
+    pub(super) fn next_hole(&mut self) -> Option<(usize, u32, Psn, bool)> {
         let comp = self.comp_psn;
         let frontier = self.sent_psn;
         let sb = self.sack.as_mut()?;
@@ -290,10 +309,12 @@ impl Qp {
         while sb.cursor.is_before(sb.high) {
             let q = sb.cursor;
             sb.cursor = q.next();
-            if *sb.mark(q) != Mark::Out {
-                continue;
-            }
-            if let Some(ps) = paths {
+            let trimmed = match *sb.mark(q) {
+                Mark::Out => false,
+                Mark::Trimmed => true,
+                _ => continue,
+            };
+            if let (Some(ps), false) = (paths, trimmed) {
                 if !q.is_before(sb.forced) && !ps.is_lost(q) {
                     pending.get_or_insert(q);
                     continue;
@@ -320,7 +341,7 @@ impl Qp {
             if let Some(p) = pending {
                 sb.cursor = p;
             }
-            return Some((idx, k, q));
+            return Some((idx, k, q, trimmed));
         }
         if let Some(p) = pending {
             sb.cursor = p;

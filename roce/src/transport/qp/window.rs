@@ -90,6 +90,8 @@ pub(super) enum Mark {
     Sacked,
     /// Resent while the first new PSN not yet sent was this one.
     Resent(Psn),
+    /// Known lost (the responder got its trimmed headers): resent next.
+    Trimmed,
 }
 
 /// The requester's view of its outstanding PSNs under selective repeat.
