@@ -854,9 +854,10 @@ pub struct NicRecord {
     pub rx_read_requests: u64,
     /// WQEs completed in error on the requester.
     pub req_cqe_error: u64,
-    /// Requests past a gap held and placed out of order by the responder
-    /// (`nic.reorder_window`; not in `out_of_sequence`, which counts the
-    /// ones dropped). Absent when 0.
+    /// Requests past a gap held and placed out of order by the responder,
+    /// and READ responses past a gap placed by the requester under
+    /// selective repeat (`nic.reorder_window`; not in `out_of_sequence`,
+    /// which counts the ones dropped). Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rx_ooo_placed: u64,
     /// Requests past a gap the responder dropped although it has a

@@ -1226,6 +1226,9 @@ pub struct QpStats {
     pub sr_retransmits: u64,
     /// Times multipath started avoiding a path after a loss on it.
     pub path_failovers: u64,
+    /// READ responses past a gap placed at their address at once
+    /// (requester, selective repeat with a reorder window).
+    pub rx_read_ooo_placed: u64,
     /// Trimmed requests received (headers only: a switch cut the payload).
     pub rx_trimmed: u64,
     /// NAKs sent for trimmed requests.

@@ -471,7 +471,7 @@ impl QpTable {
         r.node = name;
         for q in self.qps.iter().filter(|q| q.host == nic.host) {
             let st = q.engine.stats();
-            r.rx_ooo_placed += st.rx_ooo_held;
+            r.rx_ooo_placed += st.rx_ooo_held + st.rx_read_ooo_placed;
             r.rx_ooo_dropped += st.rx_ooo_dropped;
             r.tx_sacks += st.tx_sacks;
             r.selective_retransmits += st.sr_retransmits;

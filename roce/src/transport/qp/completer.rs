@@ -3,6 +3,7 @@
 //! in local memory and completes send WQEs in order.
 
 use super::responder::scatter;
+use super::window::{Mark, Scoreboard};
 use super::*;
 
 impl Qp {
@@ -173,6 +174,15 @@ impl Qp {
                     self.stats.stale_responses += 1;
                     return;
                 }
+                if p.is_after(self.comp_psn)
+                    && self.cfg.retransmit == RetransmitMode::SelectiveRepeat
+                    && self.cfg.reorder_window > 0
+                    && self.place_read_out_of_order(pkt, mem)
+                {
+                    // Past a gap, placed: the gap is a hole selective
+                    // repeat asks for again.
+                    return;
+                }
                 // Responses come in order: earlier SENDs and WRITEs are done.
                 let mut progress = false;
                 loop {
@@ -218,14 +228,11 @@ impl Qp {
                 };
                 let expect = room.min(self.pmtu);
                 let last = p == w.last_psn();
-                let shape_ok = if last {
-                    matches!(op, Opcode::RcReadResponseLast | Opcode::RcReadResponseOnly)
-                } else {
-                    matches!(
-                        op,
-                        Opcode::RcReadResponseFirst | Opcode::RcReadResponseMiddle
-                    )
-                };
+                let shape_ok = read_response_shape_ok(
+                    op,
+                    last,
+                    self.cfg.retransmit == RetransmitMode::SelectiveRepeat,
+                );
                 if pkt.payload.len() > room {
                     // More bytes than the READ has room left for: they
                     // cannot be placed. rxe's do_read() (rxe_comp.c) fails
@@ -250,6 +257,10 @@ impl Qp {
                     let w = self.pop_head().expect("front exists");
                     self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
                     self.complete_send(&w, WcStatus::Success);
+                    if self.sack.is_some() {
+                        // The READs behind it may be placed already.
+                        self.skip_placed_reads();
+                    }
                     self.after_completion(now);
                 }
             }
@@ -342,6 +353,9 @@ impl Qp {
     }
 
     pub(super) fn on_progress(&mut self, now: Instant) {
+        if self.sack.is_some() {
+            self.skip_placed_reads();
+        }
         self.retries_left = self.attr.retry_cnt;
         self.rnr_left = self.attr.rnr_retry;
         self.gap_retried = false;
@@ -403,5 +417,93 @@ impl Qp {
             grh: false,
             solicited: false,
         });
+    }
+}
+
+impl Qp {
+    /// A READ response at `psn`, past the first one missing (`comp_psn`),
+    /// under selective repeat with a reorder window: placed at its address
+    /// at once if it is one of a started READ's, whole and of the right
+    /// shape. True when placed (or placed already); false: not a response
+    /// this can place, for the in-order path to judge.
+    pub(super) fn place_read_out_of_order<M: Memory + ?Sized>(
+        &mut self,
+        pkt: &Received<'_>,
+        mem: &mut M,
+    ) -> bool {
+        let p = pkt.headers.bth.psn;
+        let op = pkt.headers.bth.opcode;
+        if p.distance_from(self.comp_psn) >= self.cfg.reorder_window || !p.is_before(self.sent_psn)
+        {
+            return false;
+        }
+        let Some(w) = self
+            .sq
+            .iter()
+            .find(|w| w.contains(p) && matches!(w.wr.op, SendOp::Read { .. }))
+            .copied()
+        else {
+            return false;
+        };
+        let comp = self.comp_psn;
+        let sb = self
+            .sack
+            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
+        sb.sync(comp);
+        if *sb.mark(p) == Mark::Placed {
+            self.stats.rx_duplicates += 1;
+            return true;
+        }
+        let k = p.distance_from(w.first_psn);
+        let off = k * self.pmtu;
+        let room = w.len - off.min(w.len);
+        let last = p == w.last_psn();
+        let shape_ok = read_response_shape_ok(op, last, true);
+        if pkt.payload.len() != room.min(self.pmtu) || !shape_ok {
+            self.stats.rx_dropped += 1;
+            return true;
+        }
+        if scatter(mem, w.wr.sges.as_slice(), off as u64, pkt.payload).is_err() {
+            self.fail_head(WcStatus::LocProtErr);
+            return true;
+        }
+        let sb = self.sack.as_mut().expect("created above");
+        *sb.mark(p) = Mark::Placed;
+        sb.raise_high(p);
+        self.stats.rx_read_ooo_placed += 1;
+        true
+    }
+
+    /// `comp_psn` moved: past the READ responses placed out of order that
+    /// now follow it, completing each READ they finish.
+    pub(super) fn skip_placed_reads(&mut self) {
+        while let (Some(sb), Some(w)) = (self.sack.as_mut(), self.sq.front()) {
+            if !matches!(w.wr.op, SendOp::Read { .. }) || !w.contains(self.comp_psn) {
+                return;
+            }
+            sb.sync(self.comp_psn);
+            if *sb.mark(self.comp_psn) != Mark::Placed {
+                return;
+            }
+            self.comp_psn = self.comp_psn.next();
+            if self.comp_psn == w.last_psn().next() {
+                let w = self.pop_head().expect("front exists");
+                self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
+                self.complete_send(&w, WcStatus::Success);
+            }
+        }
+    }
+}
+
+/// Whether a READ response's opcode fits its place: the READ's last PSN
+/// takes a LAST or ONLY. Before it, a FIRST or MIDDLE; under selective
+/// repeat also a LAST or ONLY, which ends the replay of a run of missing
+/// responses the requester asked for again (its payload is still checked
+/// to be a full path MTU).
+pub(super) fn read_response_shape_ok(op: Opcode, last: bool, runs: bool) -> bool {
+    match op {
+        Opcode::RcReadResponseLast | Opcode::RcReadResponseOnly => last || runs,
+        Opcode::RcReadResponseFirst | Opcode::RcReadResponseMiddle => !last,
+        _ => false,
     }
 }

@@ -185,7 +185,7 @@ impl Qp {
         let k = self.send_pkt;
         // Counted as a retransmission only when this PSN went out before.
         let retransmit = psn.is_before(self.retx_until) && psn.is_before(self.sent_psn);
-        let (plen, msg_done) = self.build_request(idx, k, psn, out);
+        let (plen, msg_done) = self.build_request(idx, k, psn, u32::MAX, out);
         let w_ud = self.sq[idx].wr.ud;
         if out.headers.bth.ack_req {
             self.pkts_since_ackreq = 0;
@@ -258,9 +258,17 @@ impl Qp {
 
     /// Build packet `k` of send WQE `idx`, with PSN `psn`, into `out`
     /// (headers and payload; not its destination or ECN): its payload
-    /// length, and whether it is the message's last. Changes nothing.
+    /// length, and whether it is the message's last. A READ request asks
+    /// for at most `span` responses. Changes nothing.
     #[inline(always)]
-    fn build_request(&self, idx: usize, k: u32, psn: Psn, out: &mut Transmit) -> (u32, bool) {
+    fn build_request(
+        &self,
+        idx: usize,
+        k: u32,
+        psn: Psn,
+        span: u32,
+        out: &mut Transmit,
+    ) -> (u32, bool) {
         let qp_type = self.cfg.qp_type;
         let (flags, op) = {
             let w = &self.sq[idx];
@@ -276,7 +284,10 @@ impl Qp {
         match op {
             SendOp::Read { remote_addr, rkey } => {
                 let off = k as u64 * self.pmtu as u64;
-                let len = (w_len as u64).saturating_sub(off) as u32;
+                let len = (w_len as u64)
+                    .saturating_sub(off)
+                    .min(u64::from(span).saturating_mul(u64::from(self.pmtu)))
+                    as u32;
                 out.headers = headers(self.bth(Opcode::RcReadRequest, psn, true, false, 0));
                 out.headers.reth = Some(RethRepr {
                     va: remote_addr.wrapping_add(off),
@@ -396,10 +407,10 @@ impl Qp {
     /// AckReq, so that the responder reports at once how far the resend
     /// took it).
     pub(super) fn poll_hole(&mut self, now: Instant, lane: Lane, out: &mut Transmit) -> bool {
-        let Some((idx, k, psn, trimmed)) = self.next_hole() else {
+        let Some((idx, k, psn, trimmed, span)) = self.next_hole() else {
             return false;
         };
-        let (plen, _) = self.build_request(idx, k, psn, out);
+        let (plen, _) = self.build_request(idx, k, psn, span, out);
         out.path = None;
         if let Some(ps) = self.paths.as_deref_mut() {
             // The hole's path lost it: avoid that path, resend on another.
@@ -408,10 +419,7 @@ impl Qp {
             if !trimmed && ps.on_lost(psn, now) {
                 self.stats.path_failovers += 1;
             }
-            let last = match self.sq[idx].wr.op {
-                SendOp::Read { .. } => self.sq[idx].last_psn(),
-                _ => psn,
-            };
+            let last = psn.add(span - 1);
             ps.sync(self.comp_psn);
             // The lane may have just lost its last usable path.
             let lane = if ps.usable_in(lane, now) {

@@ -783,6 +783,32 @@ impl Qp {
                     return;
                 };
                 let _ = mem;
+                if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
+                    // Selective repeat asks again only for the responses it
+                    // misses (the RETH's length says how many), while those
+                    // still queued are owed as they are: the replay goes
+                    // behind them. One replay per READ waits at a time (a
+                    // later duplicate replaces it), so duplicates cannot
+                    // grow the queue.
+                    if let Some(i) = self.resp_q.iter().position(|i| {
+                        matches!(i, RespItem::Read { request_psn, started: false, new: false, .. }
+                            if *request_psn == first_psn)
+                    }) {
+                        self.resp_q.remove(i);
+                    }
+                    self.resp_q.push_back(RespItem::Read {
+                        request_psn: first_psn,
+                        rkey: reth.rkey,
+                        va: reth.va,
+                        remaining: reth.dma_len,
+                        psn,
+                        fresh: psn == first_psn,
+                        started: false,
+                        msn: self.msn,
+                        new: false,
+                    });
+                    return;
+                }
                 // Re-execute from memory, responses from the request's PSN.
                 // The requester resends every request from this one on
                 // (go-back-N), so the responses still queued for this READ

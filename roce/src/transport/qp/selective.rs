@@ -294,10 +294,11 @@ impl Qp {
         sb.forced = sent;
     }
 
-    /// The next hole to resend, marking it (and, for a READ, the rest of
-    /// its response PSNs) resent: (send queue index, packet of the WQE,
-    /// PSN, whether it was trimmed rather than lost).
-    pub(super) fn next_hole(&mut self) -> Option<(usize, u32, Psn, bool)> {
+    /// The next hole to resend, marking it (and, for a READ, its response
+    /// PSNs up to the next one placed) resent: (send queue index, packet
+    /// of the WQE, PSN, whether it was trimmed rather than lost, the PSNs
+    /// the resend asks for: 1, or a READ's run of missing responses).
+    pub(super) fn next_hole(&mut self) -> Option<(usize, u32, Psn, bool, u32)> {
         let comp = self.comp_psn;
         let frontier = self.sent_psn;
         let sb = self.sack.as_mut()?;
@@ -326,22 +327,25 @@ impl Qp {
             let w = &self.sq[idx];
             let k = q.distance_from(w.first_psn);
             *sb.mark(q) = Mark::Resent(frontier);
+            let mut span = 1;
             if matches!(w.wr.op, SendOp::Read { .. }) {
-                // One READ request stands for the rest of its responses.
+                // One READ request stands for its responses up to the next
+                // one placed: asked for again as one run.
                 let last = w.last_psn();
                 let mut r = q.next();
-                while !r.is_after(last) {
+                while !r.is_after(last) && *sb.mark(r) != Mark::Placed {
                     *sb.mark(r) = Mark::Resent(frontier);
                     r = r.next();
                 }
-                if last.next().is_after(sb.cursor) {
-                    sb.cursor = last.next();
+                span = r.distance_from(q);
+                if r.is_after(sb.cursor) {
+                    sb.cursor = r;
                 }
             }
             if let Some(p) = pending {
                 sb.cursor = p;
             }
-            return Some((idx, k, q, trimmed));
+            return Some((idx, k, q, trimmed, span));
         }
         if let Some(p) = pending {
             sb.cursor = p;

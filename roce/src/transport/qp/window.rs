@@ -92,6 +92,9 @@ pub(super) enum Mark {
     Resent(Psn),
     /// Known lost (the responder got its trimmed headers): resent next.
     Trimmed,
+    /// A READ response the requester placed past a gap (only the
+    /// requester's own placement sets it: nothing a peer sends does).
+    Placed,
 }
 
 /// The requester's view of its outstanding PSNs under selective repeat.
