@@ -16,6 +16,7 @@ pub mod dcqcn;
 pub mod hpcc;
 pub mod pacer;
 pub mod swift;
+pub mod timely;
 
 use crate::time::{Duration, Instant, Rate};
 
@@ -26,6 +27,7 @@ pub use dcqcn::{
 pub use hpcc::{Hpcc, HpccParams, IntHop, IntRecord, INT_HEADER_BYTES, INT_MAX_HOPS};
 pub use pacer::Pacer;
 pub use swift::{Swift, SwiftParams};
+pub use timely::{Timely, TimelyParams};
 
 /// Which algorithm a QP uses, with its parameters. In files:
 /// `{ algorithm = "none" }`, `{ algorithm = "dcqcn", model = ..., ... }`
@@ -44,6 +46,9 @@ pub enum CcConfig {
     /// Swift: a delay-based window, fed by the round trips the requester
     /// times ([`Swift::on_rtt`]).
     Swift(SwiftParams),
+    /// TIMELY: a rate from the round trip and its gradient, fed as Swift
+    /// is ([`Timely::on_rtt`]).
+    Timely(TimelyParams),
 }
 
 /// The built-in algorithms, as one type.
@@ -60,6 +65,8 @@ pub enum AnyCc {
     Hpcc(Hpcc),
     /// `swift`.
     Swift(Swift),
+    /// `timely`.
+    Timely(Timely),
 }
 
 impl AnyCc {
@@ -70,6 +77,7 @@ impl AnyCc {
             CcConfig::Dcqcn(p) => AnyCc::Dcqcn(Dcqcn::new(p)),
             CcConfig::Hpcc(p) => AnyCc::Hpcc(Hpcc::new(p)),
             CcConfig::Swift(p) => AnyCc::Swift(Swift::new(p)),
+            CcConfig::Timely(p) => AnyCc::Timely(Timely::new(p)),
         }
     }
 }
@@ -90,6 +98,10 @@ impl AnyCc {
                 (r < h.params().line_rate).then_some(r)
             }
             AnyCc::Swift(s) => s.rate().filter(|&r| r < s.params().line_rate),
+            AnyCc::Timely(t) => {
+                let r = t.current_rate();
+                (r < t.params().line_rate).then_some(r)
+            }
         }
     }
 }
@@ -101,6 +113,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Dcqcn(c) => c.rate(),
             AnyCc::Hpcc(c) => c.rate(),
             AnyCc::Swift(c) => c.rate(),
+            AnyCc::Timely(c) => c.rate(),
         }
     }
     fn on_cnp(&mut self, now: Instant) {
@@ -109,6 +122,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Dcqcn(c) => c.on_cnp(now),
             AnyCc::Hpcc(c) => c.on_cnp(now),
             AnyCc::Swift(c) => c.on_cnp(now),
+            AnyCc::Timely(c) => c.on_cnp(now),
         }
     }
     fn on_transmit(&mut self, now: Instant, bytes: u64) {
@@ -117,6 +131,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Dcqcn(c) => c.on_transmit(now, bytes),
             AnyCc::Hpcc(c) => c.on_transmit(now, bytes),
             AnyCc::Swift(c) => c.on_transmit(now, bytes),
+            AnyCc::Timely(c) => c.on_transmit(now, bytes),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -125,6 +140,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Dcqcn(c) => c.poll_timeout(),
             AnyCc::Hpcc(c) => c.poll_timeout(),
             AnyCc::Swift(c) => c.poll_timeout(),
+            AnyCc::Timely(c) => c.poll_timeout(),
         }
     }
     fn handle_timeout(&mut self, now: Instant) {
@@ -133,6 +149,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Dcqcn(c) => c.handle_timeout(now),
             AnyCc::Hpcc(c) => c.handle_timeout(now),
             AnyCc::Swift(c) => c.handle_timeout(now),
+            AnyCc::Timely(c) => c.handle_timeout(now),
         }
     }
 }

@@ -677,6 +677,9 @@ pub struct CcConfig {
     /// Swift settings (used with `algorithm = "swift"`).
     #[serde(skip_serializing_if = "SwiftSettings::is_default")]
     pub swift: SwiftSettings,
+    /// TIMELY settings (used with `algorithm = "timely"`).
+    #[serde(skip_serializing_if = "TimelySettings::is_default")]
+    pub timely: TimelySettings,
 }
 
 impl CcConfig {
@@ -718,7 +721,72 @@ impl CcConfig {
                 "0: expected at least 1 packet",
             ));
         }
+        let t = &self.timely;
+        for (k, v) in [("beta", t.beta), ("alpha", t.alpha)] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(ConfigError::new(
+                    &format!("{key}.timely.{k}"),
+                    format!("{v}: expected a number in (0, 1]"),
+                ));
+            }
+        }
+        if t.t_low >= t.t_high {
+            return Err(ConfigError::new(
+                &format!("{key}.timely.t_low"),
+                format!("{}: expected less than t_high ({})", t.t_low, t.t_high),
+            ));
+        }
+        if t.min_rate.bps() == 0 {
+            return Err(ConfigError::new(
+                &format!("{key}.timely.min_rate"),
+                "0: expected a positive rate",
+            ));
+        }
         Ok(())
+    }
+}
+
+/// TIMELY's settings (`nic.cc.timely`): the paper's thresholds and
+/// decrease with the HPCC artifact's increases. The gradient is
+/// normalised by each QP's path base RTT, computed from the topology.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimelySettings {
+    /// Below this RTT the rate grows (50 us).
+    pub t_low: Duration,
+    /// Above this RTT the rate falls (500 us).
+    pub t_high: Duration,
+    /// Additive increase per RTT sample (100 Mbit/s).
+    pub ai: Rate,
+    /// Hyper-active increase after five samples of a falling RTT (500
+    /// Mbit/s).
+    pub hai: Rate,
+    /// Multiplicative decrease factor (0.8).
+    pub beta: f64,
+    /// Weight of a new RTT difference in its moving average (0.875).
+    pub alpha: f64,
+    /// Floor of the rate (100 Mbit/s).
+    pub min_rate: Rate,
+}
+
+impl Default for TimelySettings {
+    fn default() -> Self {
+        TimelySettings {
+            t_low: Duration::from_us(50),
+            t_high: Duration::from_us(500),
+            ai: Rate::from_bps(100_000_000),
+            hai: Rate::from_bps(500_000_000),
+            beta: 0.8,
+            alpha: 0.875,
+            min_rate: Rate::from_bps(100_000_000),
+        }
+    }
+}
+
+impl TimelySettings {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == TimelySettings::default()
     }
 }
 
@@ -803,6 +871,7 @@ impl Default for CcConfig {
             dcqcn: DcqcnOverrides::default(),
             hpcc: HpccSettings::default(),
             swift: SwiftSettings::default(),
+            timely: TimelySettings::default(),
         }
     }
 }
@@ -822,6 +891,9 @@ pub enum CcAlgorithm {
     /// Swift: a delay-based window aiming for the base RTT plus a
     /// queueing budget (one ACK per packet, each timed).
     Swift,
+    /// TIMELY: a rate from the RTT and its gradient between two
+    /// thresholds (one ACK per packet, each timed).
+    Timely,
 }
 
 /// DCQCN parameter presets (VALIDATION.md DCQCN-0).

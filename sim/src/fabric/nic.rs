@@ -581,6 +581,24 @@ fn new_qp(
         // Every packet timed by its own ACK.
         qc.ack_req_every = 1;
     }
+    if n.cc.algorithm == CcAlgorithm::Timely {
+        let t = &n.cc.timely;
+        let ppm = |x: f64| (x * 1e6).round() as u32;
+        // The minimum RTT is the path's, set once the path is known;
+        // 10 us until then.
+        qc.cc = EngineCc::Timely(roce::cc::TimelyParams {
+            line_rate,
+            t_low: t.t_low,
+            t_high: t.t_high,
+            min_rtt: Duration::from_us(10),
+            ai: t.ai,
+            hai: t.hai,
+            beta_ppm: ppm(t.beta),
+            alpha_ppm: ppm(t.alpha),
+            min_rate: t.min_rate.min(line_rate),
+        });
+        qc.ack_req_every = 1;
+    }
     let mut qp = Qp::new(qc);
     let psn = |id: u32| (splitmix(seed ^ 0x5053_4E00 ^ u64::from(id)) & 0xFF_FFFF) as u32;
     let mut attr = QpAttr {

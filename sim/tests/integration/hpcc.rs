@@ -238,3 +238,25 @@ fn swift_holds_the_queue_near_its_delay_budget() {
         assert_eq!(r.summary.pause_frames_sent, 0, "{n}:1 stays below XOFF");
     }
 }
+
+#[test]
+fn timely_keeps_the_rtt_between_its_thresholds() {
+    // TIMELY grows below T_low (50 us) and cuts above T_high (500 us);
+    // between them it follows the gradient, so the queue settles anywhere
+    // in that band (its fixed point is not unique: Zhu et al., CoNEXT
+    // 2016). At 100 Gbit/s the band is about 0.5 MB to 6.2 MB of queue
+    // on top of a base RTT of about 8 us.
+    for (n, size) in [(2, "16MB"), (16, "4MB")] {
+        let r = incast(n, size, r#"{ algorithm = "timely" }"#);
+        assert_eq!(r.summary.flows_completed, n as u64);
+        assert_eq!(r.summary.drops, 0);
+        let (q, util) = steady(&r, 1086.0);
+        eprintln!("TIMELY {n}:1: mean queue {q:.0} B, utilisation {util:.3}");
+        let (low, high) = (42e-6 * 12.5e9, 492e-6 * 12.5e9);
+        assert!(
+            (low * 0.8..high).contains(&q),
+            "{n}:1: mean queue {q} B against the band {low:.0}-{high:.0} B"
+        );
+        assert!(util > 0.9, "{n}:1: utilisation {util}");
+    }
+}

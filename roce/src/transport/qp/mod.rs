@@ -315,7 +315,11 @@ impl Qp {
             peer_credits: None,
             rx_window: None,
             sack: None,
-            sent_times: matches!(cfg.cc, crate::cc::CcConfig::Swift(_)).then(Box::default),
+            sent_times: matches!(
+                cfg.cc,
+                crate::cc::CcConfig::Swift(_) | crate::cc::CcConfig::Timely(_)
+            )
+            .then(Box::default),
             paths: cfg.multipath.map(|m| Box::new(paths::PathSet::new(m))),
         }
     }
@@ -393,18 +397,20 @@ impl Qp {
         }
     }
 
-    /// Tell HPCC the base RTT of the QP's path (see
-    /// [`HpccParams::base_rtt`](crate::cc::HpccParams)); other algorithms
-    /// have none.
+    /// Tell HPCC, Swift and TIMELY the base RTT of the QP's path (see
+    /// [`HpccParams::base_rtt`](crate::cc::HpccParams); TIMELY normalises
+    /// its gradient by it); other algorithms have none.
     pub fn set_base_rtt(&mut self, rtt: Duration) {
         match &mut self.cc {
             AnyCc::Hpcc(h) => h.set_base_rtt(rtt),
             AnyCc::Swift(w) => w.set_base_rtt(rtt),
+            AnyCc::Timely(t) => t.set_min_rtt(rtt),
             _ => {}
         }
         match &mut self.cfg.cc {
             crate::cc::CcConfig::Hpcc(p) => p.base_rtt = rtt,
             crate::cc::CcConfig::Swift(p) => p.base_rtt = rtt,
+            crate::cc::CcConfig::Timely(p) => p.min_rtt = rtt,
             _ => {}
         }
     }
@@ -426,8 +432,10 @@ impl Qp {
             newest = Some(t);
             n += 1;
         }
-        if let (Some(t), AnyCc::Swift(w)) = (newest, &mut self.cc) {
-            w.on_rtt(now, now - t, n);
+        match (newest, &mut self.cc) {
+            (Some(t), AnyCc::Swift(w)) => w.on_rtt(now, now - t, n),
+            (Some(t), AnyCc::Timely(c)) => c.on_rtt(now, now - t),
+            _ => {}
         }
     }
 
