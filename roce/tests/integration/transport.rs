@@ -2251,6 +2251,14 @@ fn selective_repeat_asks_again_only_for_the_read_responses_it_missed() {
                 "{} responses for {packets}",
                 b.tx_responses
             );
+            // One request per run lost, and no timeout waited for.
+            assert!(
+                a.tx_retransmits <= 2 * (b.tx_responses - packets).max(1),
+                "{} READ requests resent for {} responses lost",
+                a.tx_retransmits,
+                b.tx_responses - packets
+            );
+            assert_eq!(a.timeouts, 0);
         } else {
             assert_eq!(a.rx_read_ooo_placed, 0);
         }

@@ -7,6 +7,10 @@
 use super::selective::Hold;
 use super::*;
 
+/// Replays of runs of one READ's responses a selective-repeat responder
+/// holds queued at once.
+const MAX_READ_REPLAYS: usize = 32;
+
 impl Qp {
     /// True when `rkey` names a type 2 memory window bound to another QP:
     /// only the QP that bound it may use it or invalidate it remotely
@@ -784,17 +788,26 @@ impl Qp {
                 };
                 let _ = mem;
                 if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
-                    // Selective repeat asks again only for the responses it
-                    // misses (the RETH's length says how many), while those
-                    // still queued are owed as they are: the replay goes
-                    // behind them. One replay per READ waits at a time (a
-                    // later duplicate replaces it), so duplicates cannot
-                    // grow the queue.
-                    if let Some(i) = self.resp_q.iter().position(|i| {
+                    // Selective repeat asks again only for the runs of
+                    // responses it misses (the RETH's length says how
+                    // many), while those still queued are owed as they
+                    // are: each replay goes behind them. A replay of the
+                    // same run replaces the one waiting, and at most
+                    // MAX_READ_REPLAYS wait per READ (the oldest goes), so
+                    // duplicates cannot grow the queue without bound.
+                    let waiting = |i: &RespItem| {
                         matches!(i, RespItem::Read { request_psn, started: false, new: false, .. }
                             if *request_psn == first_psn)
+                    };
+                    if let Some(i) = self.resp_q.iter().position(|i| {
+                        waiting(i) && matches!(i, RespItem::Read { psn: p, .. } if *p == psn)
                     }) {
                         self.resp_q.remove(i);
+                    } else if self.resp_q.iter().filter(|i| waiting(i)).count() >= MAX_READ_REPLAYS
+                    {
+                        if let Some(i) = self.resp_q.iter().position(waiting) {
+                            self.resp_q.remove(i);
+                        }
                     }
                     self.resp_q.push_back(RespItem::Read {
                         request_psn: first_psn,
