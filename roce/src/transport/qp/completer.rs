@@ -356,6 +356,7 @@ impl Qp {
         if self.sack.is_some() {
             self.skip_placed_reads();
         }
+        self.resend_owed = false;
         self.retries_left = self.attr.retry_cnt;
         self.rnr_left = self.attr.rnr_retry;
         self.gap_retried = false;

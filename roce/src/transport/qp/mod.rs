@@ -207,6 +207,9 @@ pub struct Qp {
     /// A retry started by an implied NAK or a READ response gap; cleared by
     /// progress.
     gap_retried: bool,
+    /// Selective repeat: a timeout's resends have not left yet (the pacer
+    /// or the window held them); the next timeout uses no retry.
+    resend_owed: bool,
 
     // Responder.
     rq: VecDeque<RecvWr>,
@@ -300,6 +303,7 @@ impl Qp {
             pacing_blocked: false,
             pacer_held: false,
             gap_retried: false,
+            resend_owed: false,
             rq: VecDeque::with_capacity(cfg.max_recv_wr.min(4096) as usize),
             epsn: Psn::new(0),
             msn: Msn::new(0),

@@ -435,6 +435,7 @@ impl Qp {
         self.pkts_since_ackreq = 0;
         self.stats.tx_retransmits += 1;
         self.stats.sr_retransmits += 1;
+        self.resend_owed = false;
         self.paced(now, &out.headers, plen);
         if self.rto_deadline.is_none() && self.rnr_deadline.is_none() {
             self.rto_deadline = self.ack_timeout().map(|d| now + d);

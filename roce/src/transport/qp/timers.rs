@@ -72,9 +72,17 @@ impl Qp {
                 self.rto_deadline = None;
                 if self.has_outstanding() {
                     self.stats.timeouts += 1;
+                    if self.resend_owed && self.pacing_blocked {
+                        // Nothing went again since the last timeout: the
+                        // congestion control's rate held it. A retry is
+                        // used by a resend that left, not by waiting.
+                        self.rto_deadline = self.ack_timeout().map(|d| now + d);
+                        return;
+                    }
                     if self.take_retry() {
                         if self.cfg.retransmit == RetransmitMode::SelectiveRepeat {
                             self.selective_timeout();
+                            self.resend_owed = true;
                         } else {
                             self.rewind(self.comp_psn);
                         }
