@@ -563,9 +563,10 @@ fn new_qp(
         // The artifact's per-packet ACK: every packet's telemetry returns.
         qc.ack_req_every = 1;
     }
+    // Fractions in the engine's millionths.
+    let ppm = |x: f64| (x * 1e6).round() as u32;
     if n.cc.algorithm == CcAlgorithm::Swift {
         let w = &n.cc.swift;
-        let ppm = |x: f64| (x * 1e6).round() as u32;
         // The base RTT is the path's, set once the path is known; 10 us
         // until then.
         qc.cc = EngineCc::Swift(roce::cc::SwiftParams {
@@ -583,7 +584,6 @@ fn new_qp(
     }
     if n.cc.algorithm == CcAlgorithm::Timely {
         let t = &n.cc.timely;
-        let ppm = |x: f64| (x * 1e6).round() as u32;
         // The minimum RTT is the path's, set once the path is known;
         // 10 us until then.
         qc.cc = EngineCc::Timely(roce::cc::TimelyParams {

@@ -235,35 +235,10 @@ fn a_timeout_whose_resends_the_rate_holds_uses_no_retry() {
     // IRN's 320 us timeout. A timeout that finds its resends still held by
     // the rate is no retry (the transport waited, it did not retry), so
     // every flow completes instead of ending in retry exceeded.
-    let senders: Vec<String> = (8..24).map(|i| format!("\"h{i}\"")).collect();
-    let r = crate::support::run_text(&format!(
-        r#"
-name = "incast"
-seed = 1
-duration = "300ms"
-[topology]
-name = "ls"
-defaults = {{ rate = "100Gbps", delay = "1us", mtu = 4096 }}
-generator = {{ kind = "leaf-spine", leaves = 4, spines = 2, hosts_per_leaf = 8, oversubscription = 1.0 }}
-[fabric.buffer]
-size = "12MB"
-[fabric.pfc]
-enabled = false
-[nic]
-retransmit = "selective-repeat"
-cc = {{ algorithm = "dcqcn" }}
-[record]
-flows = true
-[[workload]]
-kind = "incast"
-receiver = "h0"
-senders = [{}]
-size = "1MB"
-op = "write"
-priority = 3
-"#,
-        senders.join(", ")
-    ));
+    let r = crate::support::lossy_incast(
+        "buffer = { size = \"12MB\" }",
+        "retransmit = \"selective-repeat\"\ncc = { algorithm = \"dcqcn\" }",
+    );
     let timeouts: u64 = r.nics.iter().map(|n| n.local_ack_timeout_err).sum();
     assert!(timeouts > 0, "the timeouts the rate holds up happen");
     for f in &r.flows {

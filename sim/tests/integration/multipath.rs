@@ -10,7 +10,7 @@
 use sim::results::RunResult;
 use sim::topology::{generate, LinkProps, NodeKind, Routes};
 
-use crate::support::run_text;
+use crate::support::{lossy_incast, run_text};
 
 /// A permutation of `size` per host on a 4-plane leaf-spine (4 leaves of
 /// 4 hosts, 2 spines per plane), PFC off, no congestion control (the
@@ -204,36 +204,12 @@ fn a_dead_plane_costs_a_quarter_of_the_rate_and_nothing_else() {
 /// selective repeat with a window of 32 packets (more than the
 /// bottleneck's share: the queue overflows), with or without trimming.
 fn incast_run(trim: bool) -> RunResult {
-    run_text(&format!(
-        r#"
-name = "trim"
-seed = 1
-duration = "300ms"
-[topology]
-name = "ls"
-defaults = {{ rate = "100Gbps", delay = "1us", mtu = 4096 }}
-generator = {{ kind = "leaf-spine", leaves = 4, spines = 2, hosts_per_leaf = 8, oversubscription = 1.0 }}
-[fabric.buffer]
-size = "1MB"
-[fabric.pfc]
-enabled = false
-{}
-[nic]
-retransmit = "selective-repeat"
-window = 32
-[record]
-flows = true
-[[workload]]
-kind = "incast"
-receiver = "h0"
-senders = ["h8", "h9", "h10", "h11", "h12", "h13", "h14", "h15",
-           "h16", "h17", "h18", "h19", "h20", "h21", "h22", "h23"]
-size = "1MB"
-op = "write"
-priority = 3
-"#,
-        if trim { "[fabric.trim]" } else { "" }
-    ))
+    let fabric = if trim {
+        "buffer = { size = \"1MB\" }\ntrim = {}"
+    } else {
+        "buffer = { size = \"1MB\" }"
+    };
+    lossy_incast(fabric, "retransmit = \"selective-repeat\"\nwindow = 32")
 }
 
 #[test]

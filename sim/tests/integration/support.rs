@@ -94,3 +94,37 @@ pub fn run_text(text: &str) -> sim::results::RunResult {
     .unwrap()
     .0
 }
+
+/// A lossy 16:1 incast: hosts h8-h23 (two other racks of a 4-leaf,
+/// 2-spine leaf-spine at 100 Gbit/s) each WRITE 1 MB to h0 at once, PFC
+/// off, flows recorded; `fabric` and `nic` are TOML lines added to those
+/// tables (the switch buffer, the transport, congestion control).
+pub fn lossy_incast(fabric: &str, nic: &str) -> sim::results::RunResult {
+    run_text(&format!(
+        r#"
+name = "incast"
+seed = 1
+duration = "300ms"
+[topology]
+name = "ls"
+defaults = {{ rate = "100Gbps", delay = "1us", mtu = 4096 }}
+generator = {{ kind = "leaf-spine", leaves = 4, spines = 2, hosts_per_leaf = 8, oversubscription = 1.0 }}
+[fabric]
+{fabric}
+[fabric.pfc]
+enabled = false
+[nic]
+{nic}
+[record]
+flows = true
+[[workload]]
+kind = "incast"
+receiver = "h0"
+senders = ["h8", "h9", "h10", "h11", "h12", "h13", "h14", "h15",
+           "h16", "h17", "h18", "h19", "h20", "h21", "h22", "h23"]
+size = "1MB"
+op = "write"
+priority = 3
+"#
+    ))
+}

@@ -3,7 +3,7 @@
 //! in local memory and completes send WQEs in order.
 
 use super::responder::scatter;
-use super::window::{Mark, Scoreboard};
+use super::window::Mark;
 use super::*;
 
 impl Qp {
@@ -446,12 +446,7 @@ impl Qp {
         else {
             return false;
         };
-        let comp = self.comp_psn;
-        let sb = self
-            .sack
-            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
-        sb.sync(comp);
-        if *sb.mark(p) == Mark::Placed {
+        if *self.scoreboard().mark(p) == Mark::Placed {
             self.stats.rx_duplicates += 1;
             return true;
         }

@@ -160,6 +160,23 @@ impl PathSet {
         p
     }
 
+    /// The path for request PSN `psn` (with, for a READ request, its
+    /// response PSNs up to `last`) leaving at `now` in `lane`, recorded;
+    /// `comp_psn` is the requester's, to forget what it acknowledged.
+    pub(super) fn take(
+        &mut self,
+        comp_psn: Psn,
+        psn: Psn,
+        last: Psn,
+        lane: Lane,
+        now: Instant,
+    ) -> u16 {
+        self.sync(comp_psn);
+        let path = self.pick(lane, now);
+        self.record(psn, last, path, now);
+        path
+    }
+
     /// PSN `psn` (and, for a READ request, the response PSNs up to
     /// `last`) left on `path` at `now`.
     pub(super) fn record(&mut self, psn: Psn, last: Psn, path: u16, now: Instant) {
@@ -245,9 +262,8 @@ impl PathSet {
 
     /// Paths avoided at `now`.
     pub(super) fn avoided(&self, now: Instant) -> usize {
-        self.paths
-            .iter()
-            .filter(|p| p.avoid_until.is_some_and(|t| t > now))
+        (0..self.paths.len() as u16)
+            .filter(|&p| self.is_avoided(p, now))
             .count()
     }
 }

@@ -221,11 +221,7 @@ impl Qp {
         }
         out.path = match self.paths.as_deref_mut() {
             Some(ps) if qp_type == QpType::Rc => {
-                let last = covered.sub(1);
-                ps.sync(self.comp_psn);
-                let path = ps.pick(lane, now);
-                ps.record(psn, last, path, now);
-                Some(path)
+                Some(ps.take(self.comp_psn, psn, covered.sub(1), lane, now))
             }
             _ => None,
         };
@@ -419,17 +415,13 @@ impl Qp {
             if !trimmed && ps.on_lost(psn, now) {
                 self.stats.path_failovers += 1;
             }
-            let last = psn.add(span - 1);
-            ps.sync(self.comp_psn);
             // The lane may have just lost its last usable path.
             let lane = if ps.usable_in(lane, now) {
                 lane
             } else {
                 Lane::ANY
             };
-            let path = ps.pick(lane, now);
-            ps.record(psn, last, path, now);
-            out.path = Some(path);
+            out.path = Some(ps.take(self.comp_psn, psn, psn.add(span - 1), lane, now));
         }
         out.headers.bth.ack_req = true;
         self.pkts_since_ackreq = 0;

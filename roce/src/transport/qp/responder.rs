@@ -809,31 +809,21 @@ impl Qp {
                             self.resp_q.remove(i);
                         }
                     }
-                    self.resp_q.push_back(RespItem::Read {
-                        request_psn: first_psn,
-                        rkey: reth.rkey,
-                        va: reth.va,
-                        remaining: reth.dma_len,
-                        psn,
-                        fresh: psn == first_psn,
-                        started: false,
-                        msn: self.msn,
-                        new: false,
+                } else {
+                    // Re-execute from memory, responses from the request's
+                    // PSN. The requester resends every request from this
+                    // one on (go-back-N), so the responses still queued for
+                    // this READ and the ones after it are owed again by
+                    // those resends: they go, and this READ restarts from
+                    // the requested PSN, as rxe's replay of a resource
+                    // does. What a responder holds per READ stays one
+                    // descriptor, so duplicates cannot grow the queue, and
+                    // responses keep request order.
+                    self.resp_q.retain(|i| {
+                        !matches!(i, RespItem::Read { request_psn, .. }
+                            if !request_psn.is_before(first_psn))
                     });
-                    return;
                 }
-                // Re-execute from memory, responses from the request's PSN.
-                // The requester resends every request from this one on
-                // (go-back-N), so the responses still queued for this READ
-                // and the ones after it are owed again by those resends:
-                // they go, and this READ restarts from the requested PSN, as
-                // rxe's replay of a resource does. What a responder holds
-                // per READ stays one descriptor, so duplicates cannot grow
-                // the queue, and responses keep request order.
-                self.resp_q.retain(|i| {
-                    !matches!(i, RespItem::Read { request_psn, .. }
-                        if !request_psn.is_before(first_psn))
-                });
                 self.resp_q.push_back(RespItem::Read {
                     request_psn: first_psn,
                     rkey: reth.rkey,

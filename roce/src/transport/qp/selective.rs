@@ -210,19 +210,10 @@ impl Qp {
             return;
         }
         self.stats.rx_sacks += 1;
-        let comp = self.comp_psn;
-        let sb = self
-            .sack
-            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
-        sb.sync(comp);
-        *sb.mark(held) = Mark::Sacked;
-        sb.raise_high(held);
-        if let Some(ps) = self.paths.as_deref_mut() {
-            ps.sync(comp);
-            ps.on_reported(held);
-        }
+        self.record_held(held);
         // The first missing PSN: a resend of it that packets first sent
         // after it overtook was lost too.
+        let sb = self.scoreboard();
         if let Mark::Resent(frontier) = *sb.mark(p) {
             if !held.is_before(frontier) {
                 *sb.mark(p) = Mark::Out;
@@ -241,10 +232,7 @@ impl Qp {
             return;
         }
         self.stats.rx_trim_naks += 1;
-        let sb = self
-            .sack
-            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
-        sb.sync(comp);
+        let sb = self.scoreboard();
         *sb.mark(psn) = Mark::Trimmed;
         sb.raise_high(psn);
         if psn.is_before(sb.cursor) {
@@ -257,15 +245,29 @@ impl Qp {
     /// reports held, if still outstanding, is held.
     pub(super) fn on_stale_sack(&mut self, held: Psn) {
         let comp = self.comp_psn;
-        if !held.is_after(comp) || !held.is_before(self.sent_psn) {
+        if !held.is_after(comp) || !held.is_before(self.sent_psn) || self.sack.is_none() {
             return;
         }
-        let Some(sb) = self.sack.as_mut() else {
-            return;
-        };
+        self.record_held(held);
+    }
+
+    /// The scoreboard, created at the first need, synced to `comp_psn`.
+    pub(super) fn scoreboard(&mut self) -> &mut Scoreboard {
+        let comp = self.comp_psn;
+        let sb = self
+            .sack
+            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
         sb.sync(comp);
+        sb
+    }
+
+    /// The responder reported the outstanding PSN `held` held: on the
+    /// scoreboard and, with multipath, as evidence about its path.
+    fn record_held(&mut self, held: Psn) {
+        let sb = self.scoreboard();
         *sb.mark(held) = Mark::Sacked;
         sb.raise_high(held);
+        let comp = self.comp_psn;
         if let Some(ps) = self.paths.as_deref_mut() {
             ps.sync(comp);
             ps.on_reported(held);
@@ -277,10 +279,7 @@ impl Qp {
     pub(super) fn selective_timeout(&mut self) {
         let comp = self.comp_psn;
         let sent = self.sent_psn;
-        let sb = self
-            .sack
-            .get_or_insert_with(|| Box::new(Scoreboard::new(comp)));
-        sb.sync(comp);
+        let sb = self.scoreboard();
         if sent.is_after(comp) {
             sb.mark(sent.sub(1));
             sb.raise_high(sent.sub(1));
