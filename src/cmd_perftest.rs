@@ -191,15 +191,18 @@ pub struct PerftestArgs {
     #[arg(long = "busy-poll")]
     busy_poll: Option<bool>,
     /// Congestion control of this side's QPs: none, dcqcn (the firmware
-    /// preset), dcqcn:paper or dcqcn:firmware. DCQCN starts at the link's
-    /// speed (100 Gbit/s on loopback) and paces only below it, as a NIC's
-    /// rate limiter; --cc-param line_rate=RATE sets a link of that speed,
-    /// which the sender is then held to.
+    /// preset), dcqcn:paper, dcqcn:firmware, swift or timely (delay-based,
+    /// from the round trips the sender times). The algorithm starts at the
+    /// link's speed (100 Gbit/s on loopback) and paces only below it, as a
+    /// NIC's rate limiter; --cc-param line_rate=RATE sets a link of that
+    /// speed, which the sender is then held to.
     #[arg(long = "cc", default_value = "none")]
     cc: String,
-    /// A DCQCN parameter over the preset, KEY=VALUE with the keys of a
+    /// A parameter of the algorithm, KEY=VALUE with the keys of a
     /// scenario's [nic.cc.dcqcn] table (rate_ai=40Mbps, g=0.00390625,
-    /// rate_increase_timer=55us, ...) or line_rate; repeatable.
+    /// rate_increase_timer=55us, ...), [nic.cc.swift] (queueing=300us, ...)
+    /// or [nic.cc.timely] (t_low=1ms, t_high=3ms, ...), or line_rate;
+    /// repeatable.
     #[arg(long = "cc-param", value_name = "KEY=VALUE")]
     cc_param: Vec<String>,
     /// The notification point's minimum time between two CNPs of one QP

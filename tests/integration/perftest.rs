@@ -867,8 +867,20 @@ fn the_end_of_run_counters_go_through_parse_and_doctor() {
 fn congestion_control_flags_are_checked_and_name_what_they_expect() {
     for (flags, want) in [
         (
-            &["--cc", "timely"][..],
-            "--cc \"timely\": expected none, dcqcn, dcqcn:paper or dcqcn:firmware",
+            &["--cc", "cubic"][..],
+            "--cc \"cubic\": expected none, dcqcn, dcqcn:paper, dcqcn:firmware, swift or timely",
+        ),
+        (
+            &["--cc", "hpcc"][..],
+            "HPCC needs INT telemetry from every switch",
+        ),
+        (
+            &["--cc", "timely", "--cc-param", "t_low=1ms"][..],
+            "--cc timely: t_low = 1ms: expected less than t_high (500us)",
+        ),
+        (
+            &["--cc", "swift", "--cc-param", "rate_ai=40Mbps"][..],
+            "unknown Swift parameter \"rate_ai\": expected one of queueing, ai",
         ),
         (&["--cc", "dcqcn:hpcc"][..], "unknown DCQCN preset \"hpcc\""),
         (

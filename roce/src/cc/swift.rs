@@ -70,6 +70,91 @@ impl SwiftParams {
     }
 }
 
+/// Swift's settings as users write them (`[nic.cc.swift]` in scenario
+/// files, `--cc-param` with `--cc swift`): the paper's by default. What a
+/// QP runs is [`SwiftSettings::params`]: its target delay is its path's
+/// base RTT plus `queueing`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwiftSettings {
+    /// Queueing delay aimed for above the base RTT (10 us).
+    pub queueing: Duration,
+    /// Additive increase, packets per window of ACKs (1).
+    pub ai: f64,
+    /// Multiplicative decrease per unit of relative overshoot (0.8).
+    pub beta: f64,
+    /// The largest cut at once (0.5).
+    pub max_mdf: f64,
+    /// The window's ceiling, packets (1024).
+    pub max_cwnd: u32,
+}
+
+impl Default for SwiftSettings {
+    fn default() -> Self {
+        let p = SwiftParams::defaults(Rate::from_bps(1), Duration::ZERO, 1);
+        SwiftSettings {
+            queueing: p.queueing,
+            ai: f64::from(p.ai_ppm) / 1e6,
+            beta: f64::from(p.beta_ppm) / 1e6,
+            max_mdf: f64::from(p.max_mdf_ppm) / 1e6,
+            max_cwnd: p.max_cwnd,
+        }
+    }
+}
+
+/// The keys of [`SwiftSettings`], in the order of the table.
+pub const SWIFT_KEYS: [&str; 5] = ["queueing", "ai", "beta", "max_mdf", "max_cwnd"];
+
+impl SwiftSettings {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == SwiftSettings::default()
+    }
+
+    /// Check the values a type cannot: `Err((key, what was expected))`,
+    /// the key as the table names it.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (k, v, lo, hi) in [
+            ("ai", self.ai, 0.0, 1000.0),
+            ("beta", self.beta, 0.0, 1.0),
+            ("max_mdf", self.max_mdf, 0.0, 1.0),
+        ] {
+            if !(v > lo && v <= hi) {
+                return Err((k, format!("{v}: expected a number in ({lo}, {hi}]")));
+            }
+        }
+        if self.max_cwnd == 0 {
+            return Err(("max_cwnd", "0: expected at least 1 packet".into()));
+        }
+        Ok(())
+    }
+
+    /// Set one key from its text, as `KEY=VALUE` on a command line
+    /// (durations with their unit, the rest as numbers); the error names
+    /// the key and what was expected. Ranges are
+    /// [`SwiftSettings::validate`]'s, once every key is set.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        super::set_key(self, "Swift", &SWIFT_KEYS, key, value)
+    }
+
+    /// What a QP of `line_rate` runs with packets of `frame` wire bytes;
+    /// `base_rtt` is its path's, or zero where it is not known in advance
+    /// (the smallest RTT measured stands in for it).
+    pub fn params(&self, line_rate: Rate, base_rtt: Duration, frame: u32) -> SwiftParams {
+        let ppm = |x: f64| (x * 1e6).round() as u32;
+        SwiftParams {
+            line_rate,
+            base_rtt,
+            queueing: self.queueing,
+            ai_ppm: ppm(self.ai),
+            beta_ppm: ppm(self.beta),
+            max_mdf_ppm: ppm(self.max_mdf),
+            max_cwnd: self.max_cwnd,
+            frame,
+        }
+    }
+}
+
 /// One QP's Swift state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Swift {

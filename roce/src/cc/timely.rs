@@ -34,7 +34,8 @@ pub struct TimelyParams {
     /// Above this RTT the rate falls whatever the gradient.
     pub t_high: Duration,
     /// The minimum RTT the gradient is normalised by (the path's
-    /// propagation round trip).
+    /// propagation round trip); zero: the smallest RTT measured so far,
+    /// as on a real network whose paths are not known in advance.
     pub min_rtt: Duration,
     /// Additive increase δ per sample.
     pub ai: Rate,
@@ -70,6 +71,105 @@ impl TimelyParams {
     }
 }
 
+/// TIMELY's settings as users write them (`[nic.cc.timely]` in scenario
+/// files, `--cc-param` with `--cc timely`): the paper's thresholds and
+/// decrease with the HPCC artifact's increases. What a QP runs is
+/// [`TimelySettings::params`] at its line rate and path.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimelySettings {
+    /// Below this RTT the rate grows (50 us).
+    pub t_low: Duration,
+    /// Above this RTT the rate falls (500 us).
+    pub t_high: Duration,
+    /// Additive increase per RTT sample (100 Mbit/s).
+    pub ai: Rate,
+    /// Hyper-active increase after five samples of a falling RTT (500
+    /// Mbit/s).
+    pub hai: Rate,
+    /// Multiplicative decrease factor (0.8).
+    pub beta: f64,
+    /// Weight of a new RTT difference in its moving average (0.875).
+    pub alpha: f64,
+    /// Floor of the rate (100 Mbit/s).
+    pub min_rate: Rate,
+}
+
+impl Default for TimelySettings {
+    fn default() -> Self {
+        let p = TimelyParams::defaults(Rate::from_bps(1), Duration::ZERO);
+        TimelySettings {
+            t_low: p.t_low,
+            t_high: p.t_high,
+            ai: p.ai,
+            hai: p.hai,
+            beta: f64::from(p.beta_ppm) / 1e6,
+            alpha: f64::from(p.alpha_ppm) / 1e6,
+            min_rate: p.min_rate,
+        }
+    }
+}
+
+/// The keys of [`TimelySettings`], in the order of the table.
+pub const TIMELY_KEYS: [&str; 7] = ["t_low", "t_high", "ai", "hai", "beta", "alpha", "min_rate"];
+
+impl TimelySettings {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == TimelySettings::default()
+    }
+
+    /// Check the values a type cannot: `Err((key, what was expected))`,
+    /// the key as the table names it.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (k, v) in [("beta", self.beta), ("alpha", self.alpha)] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err((k, format!("{v}: expected a number in (0, 1]")));
+            }
+        }
+        if self.t_low >= self.t_high {
+            return Err((
+                "t_low",
+                format!(
+                    "{}: expected less than t_high ({})",
+                    self.t_low, self.t_high
+                ),
+            ));
+        }
+        if self.min_rate.bps() == 0 {
+            return Err(("min_rate", "0: expected a positive rate".into()));
+        }
+        Ok(())
+    }
+
+    /// Set one key from its text, as `KEY=VALUE` on a command line
+    /// (durations and rates with their unit, fractions as numbers); the
+    /// error names the key and what was expected. Ranges and the order of
+    /// the thresholds are [`TimelySettings::validate`]'s, once every key is
+    /// set.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        super::set_key(self, "TIMELY", &TIMELY_KEYS, key, value)
+    }
+
+    /// What a QP of `line_rate` runs; `min_rtt` is its path's propagation
+    /// round trip, or zero where it is not known in advance (the smallest
+    /// RTT measured stands in for it, [`TimelyParams::min_rtt`]).
+    pub fn params(&self, line_rate: Rate, min_rtt: Duration) -> TimelyParams {
+        let ppm = |x: f64| (x * 1e6).round() as u32;
+        TimelyParams {
+            line_rate,
+            t_low: self.t_low,
+            t_high: self.t_high,
+            min_rtt,
+            ai: self.ai,
+            hai: self.hai,
+            beta_ppm: ppm(self.beta),
+            alpha_ppm: ppm(self.alpha),
+            min_rate: self.min_rate.min(line_rate),
+        }
+    }
+}
+
 /// One QP's TIMELY state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timely {
@@ -82,6 +182,9 @@ pub struct Timely {
     rtt_diff: f64,
     /// Samples in a row with a gradient at or below zero.
     negative: u32,
+    /// The smallest RTT sample, picoseconds (stands in for a zero
+    /// [`TimelyParams::min_rtt`]).
+    measured_min: f64,
 }
 
 impl Timely {
@@ -93,6 +196,7 @@ impl Timely {
             prev_rtt: None,
             rtt_diff: 0.0,
             negative: 0,
+            measured_min: f64::INFINITY,
         }
     }
 
@@ -118,7 +222,13 @@ impl Timely {
         let alpha = f64::from(self.p.alpha_ppm) / 1e6;
         self.rtt_diff = (1.0 - alpha) * self.rtt_diff + alpha * (r - prev);
         let beta = f64::from(self.p.beta_ppm) / 1e6;
-        let min_rtt = (self.p.min_rtt.as_ps() as f64).max(1.0);
+        self.measured_min = self.measured_min.min(r);
+        let min_rtt = if self.p.min_rtt > Duration::ZERO {
+            self.p.min_rtt.as_ps() as f64
+        } else {
+            self.measured_min
+        }
+        .max(1.0);
         let gradient = self.rtt_diff / min_rtt;
         if rtt < self.p.t_low {
             self.negative = 0;

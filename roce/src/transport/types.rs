@@ -1266,7 +1266,7 @@ impl QpStats {
     /// | `np_ecn_marked_roce_packets` | notification point | packets received with CE |
     /// | `np_cnp_sent` | notification point | CNPs sent |
     /// | `rp_cnp_handled` | reaction point | CNPs received and acted on |
-    /// | `rp_cnp_ignored` | reaction point | CNPs received, no algorithm to act |
+    /// | `rp_cnp_ignored` | reaction point | CNPs received, no algorithm that acts on them |
     pub fn hw_counters(&self) -> [(&'static str, u64); HW_COUNTERS] {
         [
             ("out_of_sequence", self.rx_out_of_sequence),

@@ -2268,3 +2268,45 @@ fn selective_repeat_asks_again_only_for_the_read_responses_it_missed() {
         "go-back-N resends far more: {sent:?}"
     );
 }
+
+/// A delay-based window smaller than the stretch between ACK requests (the
+/// emulator asks for one every 128 packets) must not wait for the ACK
+/// timer: the packet that fills the window asks for the ACK that opens it.
+#[test]
+fn a_swift_window_below_the_ack_request_stride_asks_for_its_ack() {
+    let swift = roce::cc::SwiftSettings {
+        max_cwnd: 4,
+        ..Default::default()
+    };
+    let mut s = setup(ConnectAttrs::default(), link(), link(), |c| {
+        c.ack_req_every = 128;
+        c.cc = CcConfig::Swift(swift.params(Rate::from_gbps(100), Duration::ZERO, 1100));
+    });
+    let len = 64 * 1024;
+    s.pair
+        .a
+        .qp
+        .post_send(SendWr::new(
+            1,
+            SendOp::Write {
+                remote_addr: BASE,
+                rkey: s.b.rkey,
+            },
+            Sge {
+                addr: BASE,
+                length: len,
+                lkey: s.a.lkey,
+            },
+        ))
+        .unwrap();
+    s.pair
+        .run_until(Limits::default(), |p| p.a.completions.len() == 1)
+        .unwrap();
+    assert_eq!(s.pair.a.completions[0].status, WcStatus::Success);
+    let st = s.pair.a.qp.stats();
+    assert_eq!((st.timeouts, st.tx_retransmits), (0, 0));
+    // 64 packets of 1 KiB, 4 a round trip of about 4 us: 16 round trips,
+    // far below one ACK timeout.
+    let took = s.pair.now.saturating_duration_since(Instant::ZERO);
+    assert!(took < Duration::from_us(200), "{took}");
+}

@@ -11,10 +11,10 @@ use verbs_emu::wire::ROCE_UDP_PORT;
 pub const DEVICES_ENV: &str = "ROCELAB_IBV_DEVICES";
 
 /// The environment variable naming every device's congestion control:
-/// `none`, `dcqcn`, `dcqcn:paper` or `dcqcn:firmware`, then optional
-/// `,KEY=VALUE` parameters as `rocelab perftest --cc-param` takes them
-/// (the `[nic.cc.dcqcn]` keys, `min_time_between_cnps` for the CNP
-/// interval, `line_rate`).
+/// `none`, `dcqcn`, `dcqcn:paper`, `dcqcn:firmware`, `swift` or `timely`,
+/// then optional `,KEY=VALUE` parameters as `rocelab perftest --cc-param`
+/// takes them (the keys of the algorithm's `[nic.cc.*]` table,
+/// `min_time_between_cnps` for the CNP interval, `line_rate`).
 pub const CC_ENV: &str = "ROCELAB_IBV_CC";
 
 /// The environment variable naming every device's receive ICRC check:

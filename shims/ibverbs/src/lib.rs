@@ -45,10 +45,12 @@
 //!
 //! `ROCELAB_IBV_CC` sets every device's congestion control as `rocelab
 //! perftest --cc` and `--cc-param` do: `none` (unset), `dcqcn`,
-//! `dcqcn:paper` or `dcqcn:firmware`, then optional `,KEY=VALUE`
-//! parameters with the keys of a scenario's `[nic.cc.dcqcn]` table
-//! (`min_time_between_cnps` is the CNP interval) and `line_rate`, e.g.
-//! `ROCELAB_IBV_CC=dcqcn:paper,rate_ai=40Mbps`. DCQCN starts at the
+//! `dcqcn:paper`, `dcqcn:firmware`, `swift` or `timely`, then optional
+//! `,KEY=VALUE` parameters with the keys of the algorithm's table in a
+//! scenario (`[nic.cc.dcqcn]`, `[nic.cc.swift]`, `[nic.cc.timely]`;
+//! `min_time_between_cnps` is the CNP interval) and `line_rate`, e.g.
+//! `ROCELAB_IBV_CC=dcqcn:paper,rate_ai=40Mbps` or
+//! `ROCELAB_IBV_CC=swift,queueing=300us`. The algorithm starts at the
 //! interface's speed (100 Gbit/s on loopback). The notification point is
 //! on either way: CE-marked packets are answered with CNPs, at most one
 //! per QP per 4 µs (ConnectX's `min_time_between_cnps`) unless set. A bad

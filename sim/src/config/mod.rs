@@ -28,7 +28,7 @@ pub use error::ConfigError;
 pub use host::{HostConfig, HostParams, NicModel};
 /// DCQCN parameters over a preset (`[nic.cc.dcqcn]`): the emulation's
 /// table, shared so that both read the same keys.
-pub use roce::cc::DcqcnOverrides;
+pub use roce::cc::{DcqcnOverrides, SwiftSettings, TimelySettings};
 
 /// Everything a run needs besides the topology and the flows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -702,128 +702,13 @@ impl CcConfig {
                 "0: expected a positive rate",
             ));
         }
-        let w = &self.swift;
-        for (k, v, lo, hi) in [
-            ("ai", w.ai, 0.0, 1000.0),
-            ("beta", w.beta, 0.0, 1.0),
-            ("max_mdf", w.max_mdf, 0.0, 1.0),
+        for (table, check) in [
+            ("swift", self.swift.validate()),
+            ("timely", self.timely.validate()),
         ] {
-            if !(v > lo && v <= hi) {
-                return Err(ConfigError::new(
-                    &format!("{key}.swift.{k}"),
-                    format!("{v}: expected a number in ({lo}, {hi}]"),
-                ));
-            }
-        }
-        if w.max_cwnd == 0 {
-            return Err(ConfigError::new(
-                &format!("{key}.swift.max_cwnd"),
-                "0: expected at least 1 packet",
-            ));
-        }
-        let t = &self.timely;
-        for (k, v) in [("beta", t.beta), ("alpha", t.alpha)] {
-            if !(v > 0.0 && v <= 1.0) {
-                return Err(ConfigError::new(
-                    &format!("{key}.timely.{k}"),
-                    format!("{v}: expected a number in (0, 1]"),
-                ));
-            }
-        }
-        if t.t_low >= t.t_high {
-            return Err(ConfigError::new(
-                &format!("{key}.timely.t_low"),
-                format!("{}: expected less than t_high ({})", t.t_low, t.t_high),
-            ));
-        }
-        if t.min_rate.bps() == 0 {
-            return Err(ConfigError::new(
-                &format!("{key}.timely.min_rate"),
-                "0: expected a positive rate",
-            ));
+            check.map_err(|(k, why)| ConfigError::new(&format!("{key}.{table}.{k}"), why))?;
         }
         Ok(())
-    }
-}
-
-/// TIMELY's settings (`nic.cc.timely`): the paper's thresholds and
-/// decrease with the HPCC artifact's increases. The gradient is
-/// normalised by each QP's path base RTT, computed from the topology.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TimelySettings {
-    /// Below this RTT the rate grows (50 us).
-    pub t_low: Duration,
-    /// Above this RTT the rate falls (500 us).
-    pub t_high: Duration,
-    /// Additive increase per RTT sample (100 Mbit/s).
-    pub ai: Rate,
-    /// Hyper-active increase after five samples of a falling RTT (500
-    /// Mbit/s).
-    pub hai: Rate,
-    /// Multiplicative decrease factor (0.8).
-    pub beta: f64,
-    /// Weight of a new RTT difference in its moving average (0.875).
-    pub alpha: f64,
-    /// Floor of the rate (100 Mbit/s).
-    pub min_rate: Rate,
-}
-
-impl Default for TimelySettings {
-    fn default() -> Self {
-        TimelySettings {
-            t_low: Duration::from_us(50),
-            t_high: Duration::from_us(500),
-            ai: Rate::from_bps(100_000_000),
-            hai: Rate::from_bps(500_000_000),
-            beta: 0.8,
-            alpha: 0.875,
-            min_rate: Rate::from_bps(100_000_000),
-        }
-    }
-}
-
-impl TimelySettings {
-    /// All defaults (left out when a configuration is written back).
-    pub fn is_default(&self) -> bool {
-        *self == TimelySettings::default()
-    }
-}
-
-/// Swift's settings (`nic.cc.swift`): the paper's by default. The target
-/// delay of each QP is its path's base RTT, computed from the topology,
-/// plus `queueing`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SwiftSettings {
-    /// Queueing delay aimed for above the base RTT (10 us).
-    pub queueing: Duration,
-    /// Additive increase, packets per window of ACKs (1).
-    pub ai: f64,
-    /// Multiplicative decrease per unit of relative overshoot (0.8).
-    pub beta: f64,
-    /// The largest cut at once (0.5).
-    pub max_mdf: f64,
-    /// The window's ceiling, packets (1024).
-    pub max_cwnd: u32,
-}
-
-impl Default for SwiftSettings {
-    fn default() -> Self {
-        SwiftSettings {
-            queueing: Duration::from_us(10),
-            ai: 1.0,
-            beta: 0.8,
-            max_mdf: 0.5,
-            max_cwnd: 1024,
-        }
-    }
-}
-
-impl SwiftSettings {
-    /// All defaults (left out when a configuration is written back).
-    pub fn is_default(&self) -> bool {
-        *self == SwiftSettings::default()
     }
 }
 

@@ -563,40 +563,18 @@ fn new_qp(
         // The artifact's per-packet ACK: every packet's telemetry returns.
         qc.ack_req_every = 1;
     }
-    // Fractions in the engine's millionths.
-    let ppm = |x: f64| (x * 1e6).round() as u32;
     if n.cc.algorithm == CcAlgorithm::Swift {
-        let w = &n.cc.swift;
         // The base RTT is the path's, set once the path is known; 10 us
         // until then.
-        qc.cc = EngineCc::Swift(roce::cc::SwiftParams {
-            line_rate,
-            base_rtt: Duration::from_us(10),
-            queueing: w.queueing,
-            ai_ppm: ppm(w.ai),
-            beta_ppm: ppm(w.beta),
-            max_mdf_ppm: ppm(w.max_mdf),
-            max_cwnd: w.max_cwnd,
-            frame: n.mtu.bytes() as u32 + 62,
-        });
+        let frame = n.mtu.bytes() as u32 + 62;
+        qc.cc = EngineCc::Swift(n.cc.swift.params(line_rate, Duration::from_us(10), frame));
         // Every packet timed by its own ACK.
         qc.ack_req_every = 1;
     }
     if n.cc.algorithm == CcAlgorithm::Timely {
-        let t = &n.cc.timely;
         // The minimum RTT is the path's, set once the path is known;
         // 10 us until then.
-        qc.cc = EngineCc::Timely(roce::cc::TimelyParams {
-            line_rate,
-            t_low: t.t_low,
-            t_high: t.t_high,
-            min_rtt: Duration::from_us(10),
-            ai: t.ai,
-            hai: t.hai,
-            beta_ppm: ppm(t.beta),
-            alpha_ppm: ppm(t.alpha),
-            min_rate: t.min_rate.min(line_rate),
-        });
+        qc.cc = EngineCc::Timely(n.cc.timely.params(line_rate, Duration::from_us(10)));
         qc.ack_req_every = 1;
     }
     let mut qp = Qp::new(qc);

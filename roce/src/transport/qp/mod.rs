@@ -687,12 +687,10 @@ impl Qp {
                 return;
             }
             self.stats.rx_cnps += 1;
-            // A CNP is acted on by a QP that sends and has an algorithm to
-            // cut its rate; otherwise it is ignored (mlx5's rp_cnp_ignored:
-            // the reaction point is off for the QP).
-            if matches!(self.state, QpState::Rts | QpState::Sqd)
-                && !matches!(self.cc, AnyCc::None(_))
-            {
+            // A CNP is acted on by a QP that sends and whose algorithm
+            // cuts its rate on CNPs; otherwise it is ignored (mlx5's
+            // rp_cnp_ignored: the reaction point is off for the QP).
+            if matches!(self.state, QpState::Rts | QpState::Sqd) && self.cc.reacts_to_cnp() {
                 self.cc.on_cnp(now);
             } else {
                 self.stats.rx_cnps_ignored += 1;

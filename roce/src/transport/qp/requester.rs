@@ -172,6 +172,11 @@ impl Qp {
         if cc_window.is_some_and(|w| psn.distance_from(self.comp_psn) >= w) {
             return false;
         }
+        // The packet that fills the congestion window asks for the ACK that
+        // will open it: with ACKs asked for only every `ack_req_every`
+        // packets, a window smaller than that would otherwise wait for the
+        // retransmission timer.
+        let fills_window = cc_window.is_some_and(|w| psn.distance_from(self.comp_psn) + 1 >= w);
         if !started {
             let wq = &mut self.sq[idx];
             wq.started = true;
@@ -187,6 +192,9 @@ impl Qp {
         let retransmit = psn.is_before(self.retx_until) && psn.is_before(self.sent_psn);
         let (plen, msg_done) = self.build_request(idx, k, psn, u32::MAX, out);
         let w_ud = self.sq[idx].wr.ud;
+        if fills_window && qp_type == QpType::Rc {
+            out.headers.bth.ack_req = true;
+        }
         if out.headers.bth.ack_req {
             self.pkts_since_ackreq = 0;
         } else {

@@ -180,10 +180,12 @@ impl UdpConfig {
     /// to as a link of that speed would: [`UdpConfig::pace_at_line_rate`])
     /// and the CNP interval.
     pub fn set_cc(&mut self, spec: &roce::cc::CcSpec) {
-        let (cc, cnp) = spec.resolve(self.link_rate);
+        // Swift's window counts packets of the port's RoCE MTU on the wire.
+        let frame = tp::Mtu::for_link_mtu(self.link_mtu).bytes() + tp::WIRE_OVERHEAD;
+        let (cc, cnp) = spec.resolve(self.link_rate, frame);
         self.cc = cc;
         self.min_time_between_cnps = cnp;
-        self.pace_at_line_rate = spec.dcqcn.is_some() && spec.line_rate.is_some();
+        self.pace_at_line_rate = spec.is_on() && spec.line_rate.is_some();
     }
 }
 
