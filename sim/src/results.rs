@@ -760,6 +760,25 @@ pub struct PortRecord {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balancing: Option<String>,
+    /// InfiniBand links (`fabric.link_layer = "infiniband"`): the port's
+    /// credit counters. `None` (absent) on Ethernet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infiniband: Option<IbPortRecord>,
+}
+
+/// One InfiniBand port's credit counters over a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IbPortRecord {
+    /// `PortXmitWait`: ticks the port had frames to send but no credit
+    /// for any of them and sent nothing; a tick is the time one 64-byte
+    /// block takes at the port's rate.
+    pub xmit_wait: u64,
+    /// Flow-control packets the port sent (credit updates to its peer).
+    pub fcps_sent: u64,
+    /// Most 64-byte blocks its receive buffer held on any one lane.
+    pub max_blocks_held: u64,
+    /// The blocks of receive buffer it advertises per lane.
+    pub blocks_per_lane: u64,
 }
 
 /// The ECN (RED) marking settings of one priority of a switch, as the

@@ -380,6 +380,7 @@ mod tests {
             pfc_priorities: pfc,
             ecn: None,
             load_balancing: None,
+            infiniband: None,
         }
     }
 

@@ -475,6 +475,7 @@ fn simulator_counter_dumps_feed_the_doctor() {
             pfc_priorities: Some(vec![3]),
             ecn: None,
             load_balancing: None,
+            infiniband: None,
         }
     };
     // A sender held off 60 % of the run; the switch port facing it sends

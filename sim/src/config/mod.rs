@@ -99,7 +99,77 @@ pub struct FabricConfig {
     /// Packet trimming (`[fabric.trim]`; `None`: a full queue drops).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trim: Option<TrimConfig>,
+    /// The link layer every link runs: Ethernet (PFC, the shared buffer
+    /// and its drops) or InfiniBand (credit-based flow control per
+    /// virtual lane: nothing is ever sent that the receiver has no buffer
+    /// for).
+    #[serde(skip_serializing_if = "LinkLayer::is_ethernet")]
+    pub link_layer: LinkLayer,
+    /// InfiniBand's link-level flow control (`[fabric.infiniband]`; used
+    /// with `link_layer = "infiniband"`).
+    #[serde(skip_serializing_if = "InfinibandConfig::is_default")]
+    pub infiniband: InfinibandConfig,
 }
+
+/// A fabric's link layer (`fabric.link_layer`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkLayer {
+    /// Ethernet: PFC and ECN on a shared switch buffer.
+    #[default]
+    Ethernet,
+    /// InfiniBand: credits per link and virtual lane.
+    Infiniband,
+}
+
+impl LinkLayer {
+    /// The default, left out when a configuration is written back.
+    pub fn is_ethernet(&self) -> bool {
+        *self == LinkLayer::Ethernet
+    }
+}
+
+/// InfiniBand's link-level flow control (IBA vol. 1, 7.9): each receiving
+/// port advertises, per data virtual lane, the 64-byte blocks of buffer it
+/// has free; a transmitter sends a packet only when its blocks fit. The
+/// receiver returns freed blocks in flow-control packets (FCPs) carrying a
+/// 12-bit credit limit; a transmitter compares it with its 12-bit count of
+/// blocks sent, modulo 4096, so at most 2,048 blocks (128 KiB) can be
+/// outstanding per lane. Frames keep their priority as their lane (the
+/// SL-to-VL map is the identity; a switch does not reclassify).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InfinibandConfig {
+    /// Receive buffer of every port per virtual lane (64 KiB): the credit
+    /// limit it advertises. It must hold a full frame and at most 2,048
+    /// blocks (128 KiB). At full rate a lane needs it to cover the credit
+    /// round trip: two propagation delays, a frame and an FCP period.
+    pub vl_buffer: Size,
+    /// The longest a port waits to send an FCP after blocks free (1 us):
+    /// freed blocks are returned together, at most one FCP per period.
+    pub fc_period: Duration,
+}
+
+impl Default for InfinibandConfig {
+    fn default() -> Self {
+        InfinibandConfig {
+            vl_buffer: Size::from_bytes(64 * 1024),
+            fc_period: Duration::from_us(1),
+        }
+    }
+}
+
+impl InfinibandConfig {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == InfinibandConfig::default()
+    }
+}
+
+/// Bytes of one InfiniBand credit block.
+pub const IB_BLOCK: u64 = 64;
+/// The most blocks a lane can have outstanding: half the 12-bit space.
+pub const IB_MAX_CREDITS: u64 = 2048;
 
 /// Packet trimming (Ultra Ethernet): a data frame a full queue would drop
 /// is cut to its headers, which go on, on `priority`, so that the
@@ -129,6 +199,8 @@ impl Default for FabricConfig {
             qos: QosConfig::default(),
             load_balancing: LoadBalancingConfig::default(),
             trim: None,
+            link_layer: LinkLayer::Ethernet,
+            infiniband: InfinibandConfig::default(),
         }
     }
 }
@@ -999,6 +1071,33 @@ fn check_fabric(f: &FabricConfig) -> Result<(), ConfigError> {
     }
     if let Some(t) = &f.trim {
         check_priority("fabric.trim.priority", t.priority)?;
+        if f.link_layer == LinkLayer::Infiniband {
+            return Err(ConfigError::new(
+                "fabric.trim",
+                "an InfiniBand fabric never drops for lack of buffer, so there is nothing to \
+                 trim: expected link_layer = \"ethernet\" with [fabric.trim]",
+            ));
+        }
+    }
+    if f.link_layer == LinkLayer::Infiniband {
+        let ib = &f.infiniband;
+        let blocks = ib.vl_buffer.bytes().div_ceil(IB_BLOCK);
+        if ib.vl_buffer.bytes() < 4096 + 128 || blocks > IB_MAX_CREDITS {
+            return Err(ConfigError::new(
+                "fabric.infiniband.vl_buffer",
+                format!(
+                    "{}: expected a full 4 KiB frame's room (4224 B) up to 128 KiB, the 2048 \
+                     blocks of 64 B the 12-bit credit counters can keep outstanding",
+                    ib.vl_buffer
+                ),
+            ));
+        }
+        if ib.fc_period == Duration::ZERO {
+            return Err(ConfigError::new(
+                "fabric.infiniband.fc_period",
+                "0: expected the longest wait before a flow-control packet, e.g. \"1us\"",
+            ));
+        }
     }
     if let LoadBalancingConfig::Flowlet { gap } = f.load_balancing {
         if gap == Duration::ZERO {

@@ -8,6 +8,7 @@
 use roce::time::Instant;
 
 use super::capture::Taps;
+use super::credits::IbPort;
 use super::event::{Ev, NONE};
 use super::impairments::Action;
 use super::monitors::{Detector, Watchdog};
@@ -105,6 +106,8 @@ impl<'a> World<'a> {
             wd: None,
             deadlock: None,
             halt: false,
+            fc_period: (cfg.fabric.link_layer == crate::config::LinkLayer::Infiniband)
+                .then_some(cfg.fabric.infiniband.fc_period),
         };
         world.install_monitors();
         world.install_faults()?;
@@ -385,6 +388,18 @@ fn build_ports(
                 NodeKind::Switch => pfc_mask(static_fabric(cfg, &node.name, Some(pi as u16)).0),
                 NodeKind::Host => pfc_mask(&cfg.fabric),
             };
+            if cfg.fabric.link_layer == crate::config::LinkLayer::Infiniband {
+                // Credits replace PFC: every port's buffer per lane is
+                // the same, so each transmitter starts with its peer's.
+                let limit = cfg
+                    .fabric
+                    .infiniband
+                    .vl_buffer
+                    .bytes()
+                    .div_ceil(crate::config::IB_BLOCK) as u16;
+                port.pfc_mask = 0;
+                port.ib = Some(Box::new(IbPort::new(limit, limit)));
+            }
             ports.push(port);
         }
     }

@@ -23,6 +23,12 @@
 //!
 //! `formed_ps` of a report is the latest start of the members' held-off
 //! intervals: the moment the cycle closed.
+//!
+//! On InfiniBand links the same graph holds with credits in place of
+//! PAUSE: a queue is held when its head frame lacks the peer switch's
+//! credits, which return only as frames of that ingress leave the peer
+//! (a credit loop). Checks are armed by a switch port starting to wait
+//! for credits and repeat while any switch port waits.
 
 use petgraph::algo::{is_cyclic_directed, tarjan_scc};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -100,6 +106,26 @@ impl World<'_> {
             let n = self.topo.nodes[s.node as usize].ports.len() as u32;
             for p in s.port_base..s.port_base + n {
                 let port = &self.ports[p as usize];
+                if port.ib.is_some() {
+                    // InfiniBand: a lane is held when its head frame lacks
+                    // the peer switch's credits, which come back only as
+                    // the peer's frames of that ingress leave.
+                    let mut mask = self.ib_starved(p as usize);
+                    any |= mask != 0;
+                    let peer = &self.ports[port.peer as usize];
+                    let peer_switch = self.switch_of_node[peer.node as usize];
+                    while mask != 0 && peer_switch != NONE {
+                        let prio = mask.trailing_zeros() as u8;
+                        mask &= mask - 1;
+                        held.push(Held {
+                            port: p,
+                            prio,
+                            peer_switch,
+                            peer_local: peer.local,
+                        });
+                    }
+                    continue;
+                }
                 let mut mask = port.pfc_mask;
                 while mask != 0 {
                     let prio = mask.trailing_zeros() as u8;
@@ -220,7 +246,13 @@ impl World<'_> {
         let name = |n: u32| self.topo.nodes[n as usize].name.clone();
         let formed = members
             .iter()
-            .filter_map(|&p| self.ports[p as usize].pause_began[usize::from(prio)])
+            .filter_map(|&p| {
+                let port = &self.ports[p as usize];
+                match port.ib.as_deref() {
+                    Some(ib) => ib.wait_since,
+                    None => port.pause_began[usize::from(prio)],
+                }
+            })
             .max()
             .unwrap_or(now);
         DeadlockRecord {

@@ -55,4 +55,9 @@ pub(crate) enum Ev {
     FluidLand(u32),
     /// Fluid mode: a flow's requester sees its completion.
     FluidDone(u32),
+    /// InfiniBand: this (receiving) port sends a flow-control packet.
+    FcpSend(u32),
+    /// InfiniBand: the oldest flow-control packet towards this
+    /// (transmitting) port arrives.
+    FcpArrive(u32),
 }

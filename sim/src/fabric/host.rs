@@ -518,6 +518,12 @@ impl World<'_> {
     pub(crate) fn nic_receive(&mut self, host: u32, pkt: Packet, now: Instant) {
         let nic = &mut self.nics[host as usize];
         let port = nic.port;
+        let ib = self.fc_period.is_some();
+        if ib && nic.drain.is_none() && nic.host_side.is_none() {
+            // InfiniBand: the frame leaves the port's buffer at once.
+            self.ib_freed(port + u32::from(pkt.ingress), pkt.prio, pkt.wire, now);
+        }
+        let nic = &mut self.nics[host as usize];
         if nic.drain.is_none() {
             match nic.host_side.as_deref_mut() {
                 None => {
@@ -535,13 +541,17 @@ impl World<'_> {
                         if pkt.payload > 0 {
                             hs.write(u64::from(pkt.payload), now);
                         }
+                        if ib {
+                            self.ib_freed(port + u32::from(pkt.ingress), pkt.prio, pkt.wire, now);
+                        }
                         self.deliver(host, pkt, now);
                         return;
                     }
                 }
             }
         }
-        if nic.rx.bytes + u64::from(pkt.wire) > nic.rx_buffer {
+        // InfiniBand's credits never let more in than the buffer holds.
+        if !ib && nic.rx.bytes + u64::from(pkt.wire) > nic.rx_buffer {
             self.pkts.free_int(pkt.int);
             let p = &mut self.ports[port as usize];
             p.rx_discards += 1;
@@ -575,6 +585,10 @@ impl World<'_> {
         };
         nic.rx.bytes -= u64::from(pkt.wire);
         let port = nic.port;
+        if self.fc_period.is_some() {
+            self.ib_freed(port + u32::from(pkt.ingress), pkt.prio, pkt.wire, now);
+        }
+        let nic = &mut self.nics[host as usize];
         let below = nic.rx.bytes <= nic.rx_xon;
         match nic.rx.frames.front().copied() {
             Some(next) => {

@@ -47,10 +47,12 @@
 mod actions;
 mod build;
 mod capture;
+pub mod credits;
 pub mod deadlock;
 mod event;
 mod fluid;
 mod host;
+mod ib;
 pub mod impairments;
 mod monitors;
 pub mod nic;
@@ -68,8 +70,8 @@ use roce::wire::Ecn;
 use crate::config::SchedulerConfig;
 use crate::options::{Progress, SimError};
 use crate::results::{
-    percentile, EcnSetting, FlowRecord, GroupRecord, NicRecord, PauseSeries, PerftestRecord,
-    PortRecord, RunResult, RunStats, Summary,
+    percentile, EcnSetting, FlowRecord, GroupRecord, IbPortRecord, NicRecord, PauseSeries,
+    PerftestRecord, PortRecord, RunResult, RunStats, Summary,
 };
 use crate::topology::ecmp::{ecmp_index, ecmp_select, FiveTuple};
 use crate::topology::{host_ip, NodeId};
@@ -265,6 +267,8 @@ impl World<'_> {
             Ev::Action(a) => self.run_action(a, now),
             // Fluid mode's own events; the packet model never schedules them.
             Ev::FluidLand(_) | Ev::FluidDone(_) => return false,
+            Ev::FcpSend(rx) => self.fcp_send(rx, now),
+            Ev::FcpArrive(p) => self.fcp_arrive(p, now),
             Ev::Sample => {
                 self.sample_queues(now);
                 return false;
@@ -340,7 +344,20 @@ impl World<'_> {
                 return;
             }
             let paused = port.paused_mask(now) & !port.wd_ignore;
-            let eligible = have & !paused;
+            let starved = if port.ib.is_some() {
+                // A lane goes when its head frame fits the peer's credits;
+                // a NIC pulls a frame only for a lane with some credit.
+                let queued = port.queued_mask();
+                self.ib_starved(pi) | (self.ib_empty(pi) & !queued)
+            } else {
+                0
+            };
+            let eligible = have & !paused & !starved;
+            if eligible == 0 && starved != 0 {
+                // Frames wait for credits, which an FCP brings.
+                self.ib_wait(pi, now);
+                return;
+            }
             if eligible == 0 {
                 // Everything waiting is paused: wake when the first pause
                 // expires (a refresh or XON may come earlier).
@@ -366,7 +383,13 @@ impl World<'_> {
                         let out = self.nics[host as usize].port + u32::from(k);
                         let wire = pkt.wire;
                         let h = self.pkts.put(pkt);
-                        if out != p {
+                        let port = &self.ports[pi];
+                        if out != p
+                            || port
+                                .ib
+                                .as_deref()
+                                .is_some_and(|ib| !ib.fits(prio, credits::blocks(wire)))
+                        {
                             // Another port's (another plane's) frame: in
                             // its queue, and that port started.
                             let o = &mut self.ports[out as usize];
@@ -444,9 +467,15 @@ impl World<'_> {
                     }
                 }
             }
+            let ing = s.port_base + u32::from(pkt.ingress);
+            if self.fc_period.is_some() {
+                // InfiniBand: the frame's blocks leave its ingress buffer.
+                let wire = pkt.wire;
+                self.ib_freed(ing, prio as u8, wire, now);
+                return h;
+            }
             let ch = s.mmu.depart(pkt.ingress, prio as u8, u64::from(pkt.wire));
             if ch == PfcChange::Resume {
-                let ing = s.port_base + u32::from(pkt.ingress);
                 self.send_pfc(ing, prio as u8, false, now, false);
             }
         }
@@ -459,6 +488,11 @@ impl World<'_> {
         if let Some(t) = self.taps.as_deref_mut() {
             t.roce(p, pkt, now);
         }
+        if self.fc_period.is_some() {
+            let (lane, wire) = (pkt.prio, pkt.wire);
+            self.ib_sent(p as usize, lane, wire, now);
+        }
+        let pkt = self.pkts.get(h);
         let port = &mut self.ports[p as usize];
         let ser = port.rate.serialization_time(u64::from(pkt.wire));
         port.busy = true;
@@ -482,6 +516,10 @@ impl World<'_> {
         if let Some(f) = &mut port.impairments {
             let v = f.judge(pkt);
             if v != Verdict::Pass {
+                if self.fc_period.is_some() {
+                    let (lane, wire) = (pkt.prio, pkt.wire);
+                    self.ib_lost(p, lane, wire, now);
+                }
                 self.pkts.free(h);
                 self.wire_stopped(p, v);
                 return;
@@ -507,6 +545,10 @@ impl World<'_> {
         c.rx_packets += 1;
         c.rx_bytes += u64::from(wire);
         let node = rport.node as usize;
+        let ib = self.fc_period.is_some();
+        if ib {
+            self.ib_received(rx, in_prio, wire);
+        }
         let sw = self.switch_of_node[node];
         if sw == NONE {
             let host = self.host_of_node[node];
@@ -527,6 +569,9 @@ impl World<'_> {
         let (off, cnt) = s.route[dst as usize];
         if cnt == 0 {
             self.pkts.free(h);
+            if ib {
+                self.ib_freed(rx, in_prio, wire, now);
+            }
             self.ports[rx as usize].rx_discards += 1;
             self.ports[rx as usize].prio[usize::from(in_prio)].rx_discards += 1;
             self.drops += 1;
@@ -577,8 +622,9 @@ impl World<'_> {
         // Ingress classification: the class the frame is queued and
         // accounted in, and leaves with.
         let prio = match s.classify.get(usize::from(local_in)) {
-            Some(map) => map[usize::from(in_prio) & 7],
-            None => in_prio,
+            // InfiniBand keeps a frame's lane: its blocks are the lane's.
+            Some(map) if !ib => map[usize::from(in_prio) & 7],
+            _ => in_prio,
         };
         if wd && self.ports[out as usize].wd_drop & (1 << prio) != 0 {
             self.pkts.free(h);
@@ -586,7 +632,12 @@ impl World<'_> {
             return;
         }
         let egress_q = self.ports[out as usize].qbytes[usize::from(prio)];
-        let (adm, ch) = s.mmu.arrive(local_in, prio, u64::from(wire), egress_q);
+        // InfiniBand: credits admitted the frame before it was sent.
+        let (adm, ch) = if ib {
+            (Admit::Accept, PfcChange::None)
+        } else {
+            s.mmu.arrive(local_in, prio, u64::from(wire), egress_q)
+        };
         if ch == PfcChange::Pause {
             self.send_pfc(rx, prio, true, now, false);
         }
@@ -843,6 +894,23 @@ impl World<'_> {
                         NONE => None,
                         sw => self.switches[sw as usize].lb.per_frame().map(String::from),
                     },
+                    infiniband: p.ib.as_deref().map(|ib| {
+                        // A wait still open at the end counts up to now.
+                        let open = ib
+                            .wait_since
+                            .map_or(0, |t| now.saturating_duration_since(t).as_ps());
+                        let tick = p
+                            .rate
+                            .serialization_time(crate::config::IB_BLOCK)
+                            .as_ps()
+                            .max(1);
+                        IbPortRecord {
+                            xmit_wait: (ib.wait_ps + open) / tick,
+                            fcps_sent: ib.fcps,
+                            max_blocks_held: ib.max_held.iter().copied().max().map_or(0, u64::from),
+                            blocks_per_lane: u64::from(ib.limit),
+                        }
+                    }),
                 });
             }
         }

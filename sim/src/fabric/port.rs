@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use roce::time::{Duration, Instant, Rate};
 
+use super::credits::IbPort;
 use super::impairments::Impairments;
 use crate::results::{PortErrors, PrioCounters};
 
@@ -91,6 +92,8 @@ pub struct Port {
     /// Priorities whose frames are dropped at this port, queued for it or
     /// arriving on it (watchdog action `drop`), as a bit set.
     pub wd_drop: u8,
+    /// InfiniBand credit state (`None`: an Ethernet link).
+    pub ib: Option<Box<IbPort>>,
 }
 
 /// Width of a [`Port::pause_bins`] bin: 10 us.
@@ -133,6 +136,7 @@ impl Port {
             pause_bins: Vec::new(),
             wd_ignore: 0,
             wd_drop: 0,
+            ib: None,
         }
     }
 

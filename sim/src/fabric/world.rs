@@ -95,6 +95,8 @@ pub struct World<'a> {
     pub(super) deadlock: Option<Box<Detector>>,
     /// End the run after this event (`on_deadlock = "stop"`).
     pub(super) halt: bool,
+    /// InfiniBand's FCP period (`None`: an Ethernet fabric).
+    pub(super) fc_period: Option<roce::time::Duration>,
 }
 
 /// One switch.

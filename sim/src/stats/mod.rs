@@ -339,6 +339,7 @@ mod tests {
             pfc_priorities: None,
             ecn: None,
             load_balancing: None,
+            infiniband: None,
         };
         let s = ethtool_dump(&p, &[3]);
         assert!(s.starts_with("NIC statistics:\n     rx_packets_phy: 0\n"));

@@ -235,6 +235,7 @@ mod tests {
             pfc_priorities: Some(vec![3]),
             ecn,
             load_balancing: None,
+            infiniband: None,
         }
     }
 

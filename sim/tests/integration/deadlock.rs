@@ -28,6 +28,11 @@ fn bounce() -> Scenario {
 }
 
 fn run(s: &Scenario, variant: &str, until: Duration) -> RunResult {
+    run_on(s, variant, until, false)
+}
+
+/// `run`, on InfiniBand's credits instead of PFC when `ib`.
+fn run_on(s: &Scenario, variant: &str, until: Duration, ib: bool) -> RunResult {
     let v = s.variants.iter().find(|v| v.name == variant).unwrap();
     let t = &s.topologies[v.topology];
     let r = Routes::compute(t);
@@ -37,7 +42,11 @@ fn run(s: &Scenario, variant: &str, until: Duration) -> RunResult {
         duration: Some(until),
         ..RunOptions::default()
     };
-    simulate(t, &r, &v.config, &v.flows, &opts).unwrap().0
+    let mut cfg = v.config.clone();
+    if ib {
+        cfg.fabric.link_layer = sim::config::LinkLayer::Infiniband;
+    }
+    simulate(t, &r, &cfg, &v.flows, &opts).unwrap().0
 }
 
 /// The one deadlock `r` reports: on priority 3, detected within a
@@ -102,6 +111,40 @@ fn ring_deadlocks_and_the_cycle_is_reported_within_a_millisecond() {
     assert_eq!(c.summary.stop_reason, "deadlock");
     assert_eq!(c.summary.sim_time_ps, d.detected_ps);
     assert_eq!(c.deadlocks, a.deadlocks);
+}
+
+/// A credit loop deadlocks as a PFC loop does: the same ring on
+/// InfiniBand's credits freezes with nothing dropped and no PAUSE sent,
+/// and the detector reports the five ring queues, each waiting for
+/// credits the next switch returns only as its own stuck frames leave.
+#[test]
+fn a_credit_loop_deadlocks_on_infiniband_and_is_reported() {
+    let s = ring();
+    let a = run_on(&s, "deadlock", Duration::from_ms(3), true);
+    let (_, members) = one_deadlock(&a);
+    assert_eq!(
+        members,
+        [
+            ("s0", "s1"),
+            ("s1", "s2"),
+            ("s2", "s3"),
+            ("s3", "s4"),
+            ("s4", "s0")
+        ]
+    );
+    assert_eq!(a.summary.pause_frames_sent, 0);
+    let b = run_on(&s, "deadlock", Duration::from_ms(6), true);
+    assert_stuck(&a, &b);
+    assert_eq!(b.summary.drops, 0);
+    // The ring ports wait on credits from the report on.
+    for m in &b.deadlocks[0].members {
+        let p = b
+            .ports
+            .iter()
+            .find(|p| p.node == m.node && p.port == m.port)
+            .unwrap();
+        assert!(p.infiniband.as_ref().unwrap().xmit_wait > 0, "{p:?}");
+    }
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod hostmodel;
 mod hpcc;
 mod imports;
 mod incast;
+mod infiniband;
 mod loss;
 mod multipath;
 mod pfc;

@@ -1,0 +1,178 @@
+//! InfiniBand's link layer: credit-based flow control per virtual lane
+//! (`fabric.link_layer = "infiniband"`).
+
+use super::support::run_text;
+use sim::results::RunResult;
+
+/// One WRITE of `size` to h0 through a chain of `switches` switches, from
+/// the host on the last (h1 beside h0 when there is one switch), every link `rate` with a
+/// `delay` of cable, on InfiniBand with `ib` in `[fabric.infiniband]`.
+fn one_flow(switches: u32, rate: &str, delay: &str, size: &str, ib: &str) -> RunResult {
+    run_text(&format!(
+        r#"
+name = "ib-one-flow"
+seed = 1
+duration = "100ms"
+[topology]
+name = "chain"
+defaults = {{ rate = "{rate}", delay = "{delay}", mtu = 4096 }}
+generator = {{ kind = "chain", switches = {switches}, hosts_per_switch = {per} }}
+[fabric]
+link_layer = "infiniband"
+[fabric.infiniband]
+{ib}
+[record]
+flows = true
+[[workload]]
+kind = "incast"
+receiver = "h0"
+senders = ["h{last}"]
+size = "{size}"
+op = "write"
+priority = 3
+"#,
+        per = if switches == 1 { 2 } else { 1 },
+        last = switches.max(2) - 1
+    ))
+}
+
+/// Wire bytes of a full frame of the 4096-byte MTU, and its blocks of
+/// 64 B: 66 (4,224 B of credit).
+const FRAME_WIRE: f64 = 4178.0;
+const FRAME_BLOCKS: u64 = 66;
+
+/// The credit round trip of one link of `delay_us` at 100 Gbit/s with
+/// FCPs sent at once: the frame's serialisation, the frame's propagation
+/// to the switch (which forwards it at once, freeing its blocks), and
+/// the FCP's propagation back.
+fn credit_rtt_us(delay_us: f64) -> f64 {
+    FRAME_WIRE * 8.0 / 100e3 + 2.0 * delay_us
+}
+
+/// Closed form: a lane whose credit limit is short of the credit round
+/// trip carries `credits x 64 B / round trip` (credits counted in whole
+/// frames: a frame is sent only when all its blocks fit), and one whose
+/// limit covers it runs at line rate; its transmitter's idle wait is
+/// `PortXmitWait`.
+#[test]
+fn a_lane_short_of_credits_carries_its_credits_per_round_trip() {
+    let delay_us = 5.0; // 1 km of cable
+    let rtt = credit_rtt_us(delay_us);
+    let frames = 3907.0; // 16 MB in 4096-byte payloads
+    for k in [1u64, 2, 4, 8] {
+        let bytes = k * FRAME_BLOCKS * 64;
+        let r = one_flow(
+            1,
+            "100Gbps",
+            "5us",
+            "16MB",
+            &format!("vl_buffer = \"{bytes}B\"\nfc_period = \"1ns\""),
+        );
+        assert_eq!(r.summary.drops, 0);
+        assert_eq!(r.summary.pause_frames_sent, 0, "no PFC on InfiniBand");
+        let fct_us = r.flows[0].fct_ps.expect("finished") as f64 / 1e6;
+        // k frames a round trip; the first round trip also carries the
+        // data to the receiver, so the flow takes frames / k of them.
+        let want = frames / k as f64 * rtt;
+        assert!(
+            (fct_us / want - 1.0).abs() < 0.02,
+            "{k} frames of credit: FCT {fct_us} us, closed form {want} us"
+        );
+        let gbps = k as f64 * FRAME_BLOCKS as f64 * 64.0 * 8.0 / rtt / 1e3;
+        eprintln!("{bytes} B of credit: {gbps:.1} Gbit/s of credit, FCT {fct_us:.0} us");
+        // The sender's port waited for credits nearly all the time it
+        // did not send: ticks of one block at 100 Gbit/s (5.12 ns).
+        let h1 = r.ports.iter().find(|p| p.node == "h1").unwrap();
+        let wait_us = h1.infiniband.as_ref().unwrap().xmit_wait as f64 * 5.12e-3;
+        let sending_us = frames * FRAME_WIRE * 8.0 / 100e3;
+        assert!(
+            wait_us > 0.9 * (fct_us - sending_us) && wait_us < fct_us - sending_us + 1.0,
+            "PortXmitWait {wait_us} us against {} us idle",
+            fct_us - sending_us
+        );
+    }
+    // A limit above the round trip's 129 KB, bar the 128 KiB the 12-bit
+    // counters allow: close to line rate, no wait to speak of.
+    let r = one_flow(
+        1,
+        "100Gbps",
+        "5us",
+        "16MB",
+        "vl_buffer = \"128KiB\"\nfc_period = \"1ns\"",
+    );
+    let fct_us = r.flows[0].fct_ps.unwrap() as f64 / 1e6;
+    let line_us = frames * FRAME_WIRE * 8.0 / 100e3;
+    assert!(
+        fct_us < 1.02 * (line_us + rtt),
+        "{fct_us} against {line_us}"
+    );
+}
+
+/// A single flow across a chain of three switches reaches line rate when
+/// each lane's limit covers its link's credit round trip (64 KiB against
+/// 2 x 1 us of cable and a frame: 29 KB), with the default FCP period.
+#[test]
+fn a_flow_through_a_chain_of_switches_reaches_line_rate_when_the_limit_suffices() {
+    let r = one_flow(3, "100Gbps", "1us", "16MB", "vl_buffer = \"64KiB\"");
+    assert_eq!(r.summary.drops, 0);
+    let fct_us = r.flows[0].fct_ps.unwrap() as f64 / 1e6;
+    // Line rate for the frames, plus the path's latency: 4 links.
+    let want = 3907.0 * FRAME_WIRE * 8.0 / 100e3 + 4.0 * (1.0 + FRAME_WIRE * 8.0 / 100e3);
+    assert!(
+        (fct_us / want - 1.0).abs() < 0.01,
+        "FCT {fct_us} us, line rate {want} us"
+    );
+    for p in &r.ports {
+        let ib = p.infiniband.as_ref().expect("every port runs credits");
+        assert!(ib.max_blocks_held <= ib.blocks_per_lane, "{p:?}");
+    }
+}
+
+/// Credits never let a frame in that the receiver has no buffer for: a
+/// 16:1 incast and a permutation drop nothing, where the same fabric
+/// without PFC drops (the lossy incast) and every flow still completes.
+#[test]
+fn credits_drop_nothing_under_incast_and_permutation() {
+    let lossy = super::support::lossy_incast("buffer = { size = \"1MB\" }", "");
+    assert!(lossy.summary.drops > 0, "the Ethernet baseline drops");
+    let ib = super::support::lossy_incast(
+        "buffer = { size = \"1MB\" }\nlink_layer = \"infiniband\"",
+        "",
+    );
+    assert_eq!(ib.summary.drops, 0);
+    assert_eq!(ib.summary.flows_completed, 16);
+    assert_eq!(ib.summary.retransmitted_packets, 0);
+    // The congested port is the receiver's leaf downlink; its upstream
+    // ports wait for credits, the leaf's downlink itself never does.
+    let waiting: u64 = ib
+        .ports
+        .iter()
+        .filter_map(|p| p.infiniband.as_ref())
+        .map(|i| i.xmit_wait)
+        .sum();
+    assert!(waiting > 0);
+    for p in &ib.ports {
+        let i = p.infiniband.as_ref().unwrap();
+        assert!(i.max_blocks_held <= i.blocks_per_lane, "{p:?}");
+    }
+    let perm = run_text(
+        r#"
+name = "ib-permutation"
+seed = 3
+duration = "100ms"
+[topology]
+name = "ft"
+defaults = { rate = "100Gbps", delay = "1us", mtu = 4096 }
+generator = { kind = "fat-tree", k = 4 }
+[fabric]
+link_layer = "infiniband"
+[[workload]]
+kind = "permutation"
+size = "4MB"
+op = "write"
+priority = 3
+"#,
+    );
+    assert_eq!(perm.summary.drops, 0);
+    assert_eq!(perm.summary.flows_completed, perm.summary.flows_total);
+}
