@@ -38,7 +38,7 @@ macro_rules! lesson {
 }
 
 /// The library, in lesson order (lesson N is `LESSONS[N - 1]`).
-pub const LESSONS: [Lesson; 20] = [
+pub const LESSONS: [Lesson; 21] = [
     lesson!("01-incast-lossless-vs-lossy.toml"),
     lesson!("02-pfc-head-of-line-blocking.toml"),
     lesson!("03-congestion-spreading-and-pfc-unfairness.toml"),
@@ -59,6 +59,7 @@ pub const LESSONS: [Lesson; 20] = [
     lesson!("18-lossy-selective-repeat-vs-lossless-pfc.toml"),
     lesson!("19-hpcc-against-dcqcn.toml"),
     lesson!("20-a-failed-plane.toml"),
+    lesson!("21-credits-against-pfc.toml"),
 ];
 
 impl Lesson {

@@ -66,6 +66,8 @@ impl Fidelity {
             Some("a host model (nic.host) paces frames through PCIe")
         } else if !config.record.pcap.is_empty() {
             Some("captures (record.pcap) need frames")
+        } else if config.fabric.link_layer == crate::config::LinkLayer::Infiniband {
+            Some("InfiniBand's credits act per frame and lane")
         } else if config.fabric.load_balancing != crate::config::LoadBalancingConfig::Ecmp
             || config.overrides.iter().any(|o| {
                 matches!(&o.setting, OverrideSetting::Fabric(f)

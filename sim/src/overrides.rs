@@ -452,6 +452,12 @@ fn check_scope(
                     "the same on every switch: expected it only in [fabric]",
                 );
             }
+            if f.link_layer != g.link_layer || f.infiniband != g.infiniband {
+                return differs(
+                    "fabric.link_layer",
+                    "the whole fabric's, with its [fabric.infiniband]: expected it only in [fabric]",
+                );
+            }
             let OverrideSetting::Fabric(r) = reference else {
                 return Ok(());
             };

@@ -1784,3 +1784,59 @@ fn lesson_20_a_failed_plane() {
         }
     }
 }
+
+#[test]
+fn lesson_21_credits_against_pfc() {
+    let (j, out) = lesson(21);
+    let victim_us = |name: &str| fct_us(variant(&j, name), "h15", "h1");
+    // Alone: 8 MB at 100 Gbit/s with headers, about 0.66 ms.
+    let alone = 660.0;
+    for name in ["roce-pfc", "infiniband"] {
+        let v = variant(&j, name);
+        assert_eq!(sum(v, "drops"), 0, "{name}");
+        assert_eq!(sum(v, "flows_completed"), 15, "{name}");
+        // Sharing the incast's class, the victim waits behind it.
+        let t = victim_us(name);
+        assert!(t > 3.0 * alone, "{name}: victim {t} us");
+    }
+    for name in ["infiniband-victim-own-vl", "roce-pfc-victim-own-priority"] {
+        let t = victim_us(name);
+        assert!(t < 1.5 * alone, "{name}: victim {t} us");
+    }
+    // The same tree, told by different counters: PAUSE on Ethernet,
+    // PortXmitWait on InfiniBand, where no PAUSE exists.
+    assert!(sum(variant(&j, "roce-pfc"), "pause_frames_sent") > 1000);
+    let ib = variant(&j, "infiniband");
+    assert_eq!(sum(ib, "pause_frames_sent"), 0);
+    let wait = |node: &str, p: u64| {
+        port(ib, node, p)["infiniband"]["xmit_wait"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(wait("leaf0", 0), 0, "the root sends, it never waits");
+    assert!(wait("spine0", 0) > 0 && wait("spine1", 0) > 0);
+    assert!(
+        wait("leaf1", 8) + wait("leaf1", 9) > 0,
+        "leaf1 waits in turn"
+    );
+    assert_eq!(wait("leaf0", 1), 0, "the victim's last hop is idle");
+    // The perfquery -x dumps parse, and the doctor ranks the credit wait
+    // first, rooted at leaf0's port to h0.
+    let dumps = out.join("counters/infiniband/switches.txt");
+    let o = rocelab(&["parse", "rdma", dumps.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && text.contains("host spine0-p0"),
+        "{text}"
+    );
+    let o = rocelab(&["doctor", "--json", out.to_str().unwrap()]);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("doctor JSON");
+    let first = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["scope"] == "infiniband")
+        .expect("a finding for the InfiniBand variant");
+    assert_eq!(first["id"], "ib-credit-wait", "{first}");
+    assert_eq!(first["subject"], "leaf0-p0", "{first}");
+}

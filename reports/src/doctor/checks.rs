@@ -31,6 +31,7 @@ pub(super) fn run(ctx: &Context) -> Vec<Finding> {
     for v in &ctx.rdma {
         corruption_rdma(v, &mut out);
     }
+    credit_wait(ctx, &mut out);
     priority_remap(ctx, &mut out);
     loss(ctx, &mut out);
     ack_timeout(ctx, &mut out);
@@ -1265,6 +1266,140 @@ fn corruption_rdma(v: &CounterView, out: &mut Vec<Finding>) {
         .push(format!("rx_icrc_encapsulated +{n} {}", v.how()));
     fill_corruption_text(&mut f);
     out.push(f);
+}
+
+/// InfiniBand: `PortXmitWait` (perfquery) climbing. A port waits when it
+/// has data and its peer granted no credits: the peer's buffer for the
+/// lane is full behind a congested port further on. One finding names the
+/// port that waited most, with every waiting port as the congestion tree
+/// it belongs to. Severity: an error when the top port waited longer than
+/// it sent, reading a tick as one 64-byte block's time (the simulator's
+/// tick; hardware ticks vary, so the evidence says what was assumed); a
+/// warning otherwise; since-boot totals say nothing about now (info).
+fn credit_wait(ctx: &Context, out: &mut Vec<Finding>) {
+    let mut waiting: Vec<&CounterView> = ctx
+        .rdma
+        .iter()
+        .filter(|v| v.get("PortXmitWait") > 0)
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    waiting.sort_by(|a, b| {
+        b.get("PortXmitWait")
+            .cmp(&a.get("PortXmitWait"))
+            .then(a.label().cmp(&b.label()))
+    });
+    let top = waiting[0];
+    let wait = top.get("PortXmitWait");
+    let words = top.get("PortXmitData");
+    // Ticks of 64 B against 4-byte words: waited longer than it sent.
+    let long = u128::from(wait) * 16 > u128::from(words);
+    let severity = if top.since_boot {
+        Severity::Info
+    } else if long {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
+    let root = credit_tree_root(ctx, top);
+    let subject = root
+        .as_ref()
+        .map_or_else(|| top.label(), |(r, _)| r.clone());
+    let mut f = Finding::new(severity, Symptom::CreditWait, subject.clone());
+    f.origin = Some(match &root {
+        Some((r, _)) => super::names::node_of(r),
+        None => top.node(),
+    });
+    f.affects = vec![subject.clone()];
+    f.affects
+        .extend(waiting.iter().map(|v| v.label()).filter(|l| *l != subject));
+    f.title = match &root {
+        Some((r, _)) => format!(
+            "congestion tree on credits rooted at {r}: PortXmitWait climbing on {} port(s) upstream of it, {} most",
+            waiting.len(),
+            top.label()
+        ),
+        None => format!(
+            "PortXmitWait climbing on {}: it has data to send and no credits from its peer",
+            top.label()
+        ),
+    };
+    if let Some((_, path)) = &root {
+        f.evidence.push(path.clone());
+    }
+    for v in waiting.iter().take(4) {
+        f.evidence.push(format!(
+            "{}: PortXmitWait +{}, PortXmitData +{} words {}",
+            v.label(),
+            v.get("PortXmitWait"),
+            v.get("PortXmitData"),
+            v.how()
+        ));
+    }
+    if waiting.len() > 4 {
+        f.evidence.push(format!(
+            "{} more ports waited for credits",
+            waiting.len() - 4
+        ));
+    }
+    f.evidence.push(format!(
+        "{}: waited {} it sent (ticks read as one 64-byte block's time each, the simulator's tick; a switch's or HCA's own tick may differ)",
+        top.label(),
+        if long { "longer than" } else { "less than" }
+    ));
+    f.impact = "frames wait at these ports for buffer downstream: the flows through them run at what the congested port behind them drains, and the wait spreads hop by hop upstream (a congestion tree) to victim flows that share a port with them; no frame is dropped".into();
+    f.check_first = format!(
+        "where {}'s credits go: its peer's egress ports; the one busy sending with no PortXmitWait of its own is the congested port (an incast's last hop, a slow HCA). Then the traffic pattern (fan-in), the SL-to-VL mapping (a victim on its own VL keeps its own credits) and InfiniBand congestion control (FECN/BECN)",
+        top.label()
+    );
+    f.why = "PortXmitWait counts ticks a port had data but no flow-control credits for it: the receiver's buffer for that virtual lane was full. It is InfiniBand's PAUSE received: credits never drop a frame, the wait is the whole cost".into();
+    out.push(f);
+}
+
+/// The port at the root of the credit wait `top` belongs to, when a run's
+/// results give each port's peer: from `top`, to its peer node's port
+/// that waited most, and so on, until a node none of whose ports wait;
+/// its port that sent the most is the congested one. Returns it with the
+/// path walked, as evidence. `None` without results or a peer to follow.
+fn credit_tree_root(ctx: &Context, top: &CounterView) -> Option<(String, String)> {
+    let ports = &ctx.sim.iter().find(|v| !v.ports.is_empty())?.ports;
+    let view = |src: &str| ctx.rdma.iter().find(|v| v.label() == src);
+    let wait = |src: &str| view(src).map_or(0, |v| v.get("PortXmitWait"));
+    let sent = |src: &str| view(src).map_or(0, |v| v.get("PortXmitData"));
+    let mut at = top.label();
+    let mut path = vec![at.clone()];
+    for _ in 0..ports.len() {
+        let peer = &ports.iter().find(|p| p.source == at)?.peer;
+        let on_peer: Vec<&str> = ports
+            .iter()
+            .filter(|p| &p.node == peer)
+            .map(|p| p.source.as_str())
+            .collect();
+        let next = on_peer
+            .iter()
+            .filter(|s| wait(s) > 0 && !path.iter().any(|p| p == *s))
+            .max_by_key(|s| (wait(s), std::cmp::Reverse(**s)));
+        match next {
+            Some(s) => {
+                at = s.to_string();
+                path.push(at.clone());
+            }
+            None => {
+                let root = on_peer
+                    .iter()
+                    .max_by_key(|s| (sent(s), std::cmp::Reverse(**s)))?
+                    .to_string();
+                let text = format!(
+                    "{} wait(s) for credits in turn; {root} sent {} words without waiting: the congested port the credits queue behind",
+                    path.join(" -> "),
+                    sent(&root)
+                );
+                return Some((root, text));
+            }
+        }
+    }
+    None
 }
 
 fn fill_corruption_text(f: &mut Finding) {

@@ -110,6 +110,9 @@ pub enum Symptom {
     /// routing) reorder a queue pair's frames, which go-back-N NICs
     /// count as out of sequence and resend.
     Reordering,
+    /// InfiniBand: ports waiting for flow-control credits
+    /// (`PortXmitWait` climbing), IB's "pause frames climbing".
+    CreditWait,
 }
 
 impl Symptom {
@@ -132,6 +135,8 @@ impl Symptom {
             // queue sending PAUSE (#2), drops on a lossless priority
             // (#6), a link that went down (#8).
             Symptom::SwitchCongestion => 2,
+            // The peer holds our transmitter, by credits instead of PAUSE.
+            Symptom::CreditWait => 1,
             Symptom::HeadroomShort => 6,
             Symptom::LinkDown => 8,
             _ => return None,
@@ -173,6 +178,7 @@ impl Symptom {
             Symptom::SwitchCongestion => "switch-congestion",
             Symptom::EcnTooEarly => "ecn-too-early",
             Symptom::Reordering => "reordering",
+            Symptom::CreditWait => "ib-credit-wait",
         }
     }
 
@@ -187,7 +193,7 @@ impl Symptom {
             | Symptom::AckTimeout
             | Symptom::Corruption
             | Symptom::CompletionError => 3,
-            Symptom::RxPause | Symptom::TxPause => 4,
+            Symptom::RxPause | Symptom::TxPause | Symptom::CreditWait => 4,
             Symptom::EcnNotMarking | Symptom::CnpNotHandled => 5,
             Symptom::LinkDegraded
             | Symptom::MtuMismatch

@@ -134,7 +134,7 @@ impl SwiftSettings {
     /// the key and what was expected. Ranges are
     /// [`SwiftSettings::validate`]'s, once every key is set.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        super::set_key(self, "Swift", &SWIFT_KEYS, key, value)
+        super::settings::set_key(self, "Swift", &SWIFT_KEYS, key, value)
     }
 
     /// What a QP of `line_rate` runs with packets of `frame` wire bytes;

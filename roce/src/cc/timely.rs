@@ -148,7 +148,7 @@ impl TimelySettings {
     /// the thresholds are [`TimelySettings::validate`]'s, once every key is
     /// set.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        super::set_key(self, "TIMELY", &TIMELY_KEYS, key, value)
+        super::settings::set_key(self, "TIMELY", &TIMELY_KEYS, key, value)
     }
 
     /// What a QP of `line_rate` runs; `min_rtt` is its path's propagation

@@ -15,6 +15,10 @@
 //!   `link DEV/1 name value name value ...`.
 //!   NIC ports end with the ConnectX stall counters
 //!   `tx_pause_storm_warning_events` and `tx_pause_storm_error_events`.
+//! * [`perfquery_dump`]: `perfquery -x` of an InfiniBand port (on a
+//!   fabric with `link_layer = "infiniband"`, in place of `ethtool -S`):
+//!   `<host>.perfquery.txt` and `<switch>-p<port>.perfquery.txt`, each
+//!   after a `# host: NODE` line, one LID per node.
 //! * [`pfcwd_show_stats`]: SONiC's `pfcwd show stats` table (tabulate
 //!   `simple` format, right-aligned) of one switch's watchdog queues.
 //! * [`write_counter_dumps`] writes two files into a directory, one per
@@ -193,6 +197,63 @@ pub fn time_line(sim_time_ps: u64) -> String {
     format!("# time_ps: {sim_time_ps}\n")
 }
 
+/// The `perfquery -x` text of one InfiniBand port: LID `lid`, port
+/// number `port_num` (1-based, as IB numbers ports). The extended block
+/// (64-bit data and packet counters, then the error counters) ends with
+/// `PortXmitWait`, the ticks the port had data but no credit (one tick:
+/// one 64-byte block's time at the port's rate). Data counts 4-byte
+/// words, as perfquery prints it. `None` for an Ethernet port.
+pub fn perfquery_dump(lid: u32, port_num: u16, p: &PortRecord) -> Option<String> {
+    let ib = p.infiniband.as_ref()?;
+    let sum = |f: fn(&crate::results::PrioCounters) -> u64| p.prio.iter().map(f).sum::<u64>();
+    let (tx_pkts, rx_pkts) = (sum(|c| c.tx_packets), sum(|c| c.rx_packets));
+    let mut out = format!(
+        "# Port extended counters: Lid {lid} port {port_num} (CapMask: 0x5A00 CapMask2: 0x0000000)\n"
+    );
+    let mut line = |name: &str, v: String| {
+        let dots = 33usize.saturating_sub(name.len() + 1).max(1);
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "{name}:{}{v}", ".".repeat(dots));
+    };
+    line("PortSelect", port_num.to_string());
+    line("CounterSelect", "0x0000".into());
+    for (name, v) in [
+        ("PortXmitData", sum(|c| c.tx_bytes) / 4),
+        ("PortRcvData", sum(|c| c.rx_bytes) / 4),
+        ("PortXmitPkts", tx_pkts),
+        ("PortRcvPkts", rx_pkts),
+        ("PortUnicastXmitPkts", tx_pkts),
+        ("PortUnicastRcvPkts", rx_pkts),
+        ("PortMulticastXmitPkts", 0),
+        ("PortMulticastRcvPkts", 0),
+    ] {
+        line(name, v.to_string());
+    }
+    line("CounterSelect2", "0x00000000".into());
+    for (name, v) in [
+        ("SymbolErrorCounter", p.errors.rx_crc_errors),
+        ("LinkErrorRecoveryCounter", 0),
+        ("LinkDownedCounter", p.errors.link_down_events),
+        (
+            "PortRcvErrors",
+            p.errors.rx_crc_errors + p.errors.rx_oversize,
+        ),
+        ("PortRcvRemotePhysicalErrors", 0),
+        // Frames a switch had no route for.
+        ("PortRcvSwitchRelayErrors", p.rx_discards),
+        ("PortXmitDiscards", p.errors.tx_discards),
+        ("PortXmitConstraintErrors", 0),
+        ("PortRcvConstraintErrors", 0),
+        ("LocalLinkIntegrityErrors", 0),
+        ("ExcessiveBufferOverrunErrors", 0),
+        ("VL15Dropped", 0),
+        ("PortXmitWait", ib.xmit_wait),
+    ] {
+        line(name, v.to_string());
+    }
+    Some(out)
+}
+
 /// The file of NIC dumps [`write_counter_dumps`] writes.
 pub const NICS_FILE: &str = "nics.txt";
 /// The file of switch dumps [`write_counter_dumps`] writes.
@@ -267,7 +328,33 @@ pub fn write_counter_dumps(
     let rdma: std::collections::HashMap<&str, &NicRecord> =
         result.nics.iter().map(|n| (n.node.as_str(), n)).collect();
     let mut done: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    // InfiniBand ports: one LID per node, in the order nodes first appear.
+    let mut lids: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
     for p in &result.ports {
+        let next = lids.len() as u32 + 1;
+        let lid = *lids.entry(p.node.as_str()).or_insert(next);
+        if let Some(pq) = perfquery_dump(lid, p.port + 1, p) {
+            // Named as the ethtool dumps are: a switch port by its port.
+            let name = if p.is_nic {
+                p.node.clone()
+            } else {
+                format!("{}-p{}", p.node, p.port)
+            };
+            let dump = format!("{time}# host: {name}\n{pq}");
+            if p.is_nic {
+                nics.push((format!("{}.perfquery.txt", p.node), dump));
+            } else {
+                switches.push((format!("{}-p{}.perfquery.txt", p.node, p.port), dump));
+            }
+            if let Some(n) = rdma.get(p.node.as_str()).filter(|_| p.is_nic) {
+                nics.push((
+                    format!("{}.rdma.txt", n.node),
+                    format!("{time}{}", rdma_statistic("mlx5_0", n)),
+                ));
+                done.insert(n.node.as_str());
+            }
+            continue;
+        }
         let dump = format!(
             "{time}{}",
             ethtool_dump(p, p.pfc_priorities.as_deref().unwrap_or(pfc_prios))

@@ -176,3 +176,36 @@ priority = 3
     assert_eq!(perm.summary.drops, 0);
     assert_eq!(perm.summary.flows_completed, perm.summary.flows_total);
 }
+
+/// Settings the 12-bit credit counters or the link layer cannot honour are
+/// refused, naming the key and what was expected.
+#[test]
+fn infiniband_settings_are_checked() {
+    let load = |fabric: &str| {
+        let text = format!(
+            "name = \"x\"\n[topology]\nname = \"c\"\ngenerator = {{ kind = \"chain\", switches = 2, hosts_per_switch = 1 }}\n[fabric]\nlink_layer = \"infiniband\"\n{fabric}\n[[workload]]\nkind = \"incast\"\nreceiver = \"h0\"\nsenders = [\"h1\"]\nsize = \"1MB\"\n"
+        );
+        sim::scenario::from_str(std::path::Path::new("t.toml"), &text).map(|_| ())
+    };
+    load("").unwrap();
+    let e = load("infiniband = { vl_buffer = \"256KiB\" }")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("fabric.infiniband.vl_buffer") && e.contains("2048 blocks"),
+        "{e}"
+    );
+    let e = load("infiniband = { vl_buffer = \"2KiB\" }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a full 4 KiB frame"), "{e}");
+    let e = load("infiniband = { fc_period = \"0ns\" }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fabric.infiniband.fc_period"), "{e}");
+    let e = load("trim = {}").unwrap_err().to_string();
+    assert!(
+        e.contains("fabric.trim") && e.contains("never drops"),
+        "{e}"
+    );
+}
