@@ -135,9 +135,11 @@ impl LinkLayer {
 /// receiver returns freed blocks in flow-control packets (FCPs) carrying a
 /// 12-bit credit limit; a transmitter compares it with its 12-bit count of
 /// blocks sent, modulo 4096, so at most 2,048 blocks (128 KiB) can be
-/// outstanding per lane. Frames keep their priority as their lane (the
-/// SL-to-VL map is the identity; a switch does not reclassify).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// outstanding per lane. A flow's priority is its service level (SL); a
+/// QP sends on the data virtual lane `sl_to_vl` maps it to, and its frames
+/// keep that lane on every hop (one map for the whole fabric; a switch
+/// does not reclassify). VL15, management's, carries no data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InfinibandConfig {
     /// Receive buffer of every port per virtual lane (64 KiB): the credit
@@ -148,6 +150,59 @@ pub struct InfinibandConfig {
     /// The longest a port waits to send an FCP after blocks free (1 us):
     /// freed blocks are returned together, at most one FCP per period.
     pub fc_period: Duration,
+    /// The data virtual lane (0-7) of each service level 0-7 (default:
+    /// the identity).
+    pub sl_to_vl: [u8; 8],
+    /// VL arbitration at every port (`None`: `fabric.scheduler` picks
+    /// among the lanes, as among Ethernet's priorities).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arbitration: Option<VlArbitration>,
+}
+
+/// InfiniBand's VL arbitration (IBA vol. 1, 7.6.9): a high- and a
+/// low-priority table of (lane, weight) entries, each served weighted
+/// round robin (an entry sends while it has weight left, a weight unit
+/// being 64 bytes; a frame may overdraw it), the high table first, but
+/// once it has sent `high_limit` x 4,096 bytes while a low-priority frame
+/// waits, one low-priority frame goes (`high_limit` 0: one high frame at
+/// a time; 255: no limit). A lane in neither table, or only with weight
+/// 0, never sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VlArbitration {
+    /// High-priority entries, in table order.
+    #[serde(default)]
+    pub high: Vec<VlWeight>,
+    /// Low-priority entries, in table order.
+    #[serde(default)]
+    pub low: Vec<VlWeight>,
+    /// LimitOfHighPriority, in 4,096-byte units (255: unlimited).
+    #[serde(default = "VlArbitration::unlimited")]
+    pub high_limit: u8,
+}
+
+impl VlArbitration {
+    fn unlimited() -> u8 {
+        255
+    }
+
+    /// Whether some entry with a weight above 0 serves lane `vl`.
+    pub fn serves(&self, vl: u8) -> bool {
+        self.high
+            .iter()
+            .chain(&self.low)
+            .any(|e| e.vl == vl && e.weight > 0)
+    }
+}
+
+/// One entry of a VL arbitration table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VlWeight {
+    /// The data lane, 0-7.
+    pub vl: u8,
+    /// Its weight, 0-255, in units of 64 bytes.
+    pub weight: u8,
 }
 
 impl Default for InfinibandConfig {
@@ -155,6 +210,8 @@ impl Default for InfinibandConfig {
         InfinibandConfig {
             vl_buffer: Size::from_bytes(64 * 1024),
             fc_period: Duration::from_us(1),
+            sl_to_vl: [0, 1, 2, 3, 4, 5, 6, 7],
+            arbitration: None,
         }
     }
 }
@@ -163,6 +220,11 @@ impl InfinibandConfig {
     /// All defaults (left out when a configuration is written back).
     pub fn is_default(&self) -> bool {
         *self == InfinibandConfig::default()
+    }
+
+    /// The virtual lane of service level `sl`.
+    pub fn vl_of(&self, sl: u8) -> u8 {
+        self.sl_to_vl[usize::from(sl & 7)]
     }
 }
 
@@ -1091,6 +1153,30 @@ fn check_fabric(f: &FabricConfig) -> Result<(), ConfigError> {
                     ib.vl_buffer
                 ),
             ));
+        }
+        if let Some(a) = &ib.arbitration {
+            if a.high.len() > 64 || a.low.len() > 64 {
+                return Err(ConfigError::new(
+                    "fabric.infiniband.arbitration",
+                    "more than 64 entries in a table: expected at most 64",
+                ));
+            }
+            for e in a.high.iter().chain(&a.low) {
+                if e.vl > 7 {
+                    return Err(ConfigError::new(
+                        "fabric.infiniband.arbitration.vl",
+                        format!("{}: expected a data lane 0-7", e.vl),
+                    ));
+                }
+            }
+        }
+        for &vl in &ib.sl_to_vl {
+            if vl > 7 {
+                return Err(ConfigError::new(
+                    "fabric.infiniband.sl_to_vl",
+                    format!("lane {vl}: expected a data lane 0-7 (VL15 is management's)"),
+                ));
+            }
         }
         if ib.fc_period == Duration::ZERO {
             return Err(ConfigError::new(

@@ -194,6 +194,22 @@ impl<'a> World<'a> {
                 Some((a, b)) => (a, b),
                 None => (host_cfg(src), host_cfg(dst)),
             };
+            if let (Some(_), Some(arb)) = (
+                self.fc_period,
+                self.cfg.fabric.infiniband.arbitration.as_ref(),
+            ) {
+                let vl = self.cfg.fabric.infiniband.vl_of(f.priority);
+                if !arb.serves(vl) {
+                    return Err(SimError::Flow {
+                        id: f.id,
+                        message: format!(
+                            "service level {} is lane {vl}, which no entry of \
+                             fabric.infiniband.arbitration serves: its frames would never be sent",
+                            f.priority
+                        ),
+                    });
+                }
+            }
             let known = self.qps.qps.len();
             let qp = self
                 .qps
@@ -201,7 +217,12 @@ impl<'a> World<'a> {
                     src,
                     dst,
                     (f.qp_index, class),
-                    f.priority,
+                    if self.fc_period.is_some() {
+                        // InfiniBand: the flow's service level picks its lane.
+                        self.cfg.fabric.infiniband.vl_of(f.priority)
+                    } else {
+                        f.priority
+                    },
                     ends,
                     self.opts.seed,
                     rs,

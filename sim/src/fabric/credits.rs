@@ -29,7 +29,7 @@
 
 use roce::time::{Duration, Instant};
 
-use crate::config::IB_BLOCK;
+use crate::config::{VlArbitration, VlWeight, IB_BLOCK};
 
 /// The 12-bit counters' modulus.
 const MOD: u16 = 4096;
@@ -69,6 +69,12 @@ pub struct IbPort {
     pub fcp_last: Option<Instant>,
     /// Receiver: FCPs sent.
     pub fcps: u64,
+    /// VL arbitration: the high table's and the low table's current
+    /// entry and the bytes it may still send (`None`: not started).
+    pub arb: [(usize, Option<i64>); 2],
+    /// VL arbitration: high-priority bytes sent since a low-priority
+    /// frame last went.
+    pub high_sent: u64,
 }
 
 impl IbPort {
@@ -89,6 +95,8 @@ impl IbPort {
             fcp_pending: false,
             fcp_last: None,
             fcps: 0,
+            arb: [(0, None); 2],
+            high_sent: 0,
         }
     }
 
@@ -156,6 +164,75 @@ impl IbPort {
     }
 }
 
+/// VL arbitration (IBA 7.6.9) at a port with `state`: the lane to send
+/// next among `eligible` (a bit set), `size(lane)` the bytes of its next
+/// frame. The high table goes first unless it has sent `high_limit` x
+/// 4,096 bytes while a low-priority lane waits; within a table, entries
+/// in turn, each sending while its weight (64-byte units) lasts. `None`:
+/// no entry serves an eligible lane.
+pub fn vl_pick(
+    arb: &VlArbitration,
+    state: &mut IbPort,
+    eligible: u8,
+    size: impl Fn(usize) -> u64,
+) -> Option<usize> {
+    let mask = |t: &[VlWeight]| {
+        t.iter()
+            .filter(|e| e.weight > 0)
+            .fold(0u8, |m, e| m | 1 << e.vl)
+    };
+    let (hi, lo) = (mask(&arb.high) & eligible, mask(&arb.low) & eligible);
+    let limit = if arb.high_limit == 255 {
+        u64::MAX
+    } else {
+        u64::from(arb.high_limit) * 4096
+    };
+    // Limit 0 still lets one high-priority frame go at a time.
+    let high_turn = hi != 0 && (lo == 0 || state.high_sent == 0 || state.high_sent < limit);
+    let (table, which) = if high_turn {
+        (&arb.high, 0)
+    } else if lo != 0 {
+        (&arb.low, 1)
+    } else {
+        return None;
+    };
+    let lane = weighted_turn(table, &mut state.arb[which], eligible, &size)?;
+    if which == 0 {
+        state.high_sent += size(lane);
+    } else {
+        state.high_sent = 0;
+    }
+    Some(lane)
+}
+
+/// One table's weighted round robin: the current entry sends while its
+/// weight lasts; an exhausted entry, or one whose lane cannot send, passes
+/// the turn to the next.
+fn weighted_turn(
+    table: &[VlWeight],
+    cur: &mut (usize, Option<i64>),
+    eligible: u8,
+    size: &impl Fn(usize) -> u64,
+) -> Option<usize> {
+    for _ in 0..=table.len() {
+        let Some(e) = table.get(cur.0) else {
+            *cur = (0, None);
+            continue;
+        };
+        let lane = usize::from(e.vl);
+        if e.weight > 0 && eligible & (1 << lane) != 0 {
+            let left = cur.1.get_or_insert(i64::from(e.weight) * 64);
+            *left -= size(lane) as i64;
+            if *left <= 0 {
+                *cur = ((cur.0 + 1) % table.len(), None);
+            }
+            return Some(lane);
+        }
+        *cur = ((cur.0 + 1) % table.len(), None);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +282,52 @@ mod tests {
         assert_eq!(p.available(0), 0);
         let q = IbPort::new(4095, 2048);
         assert_eq!(q.available(0), 2048);
+    }
+
+    fn arb(high: &[(u8, u8)], low: &[(u8, u8)], limit: u8) -> VlArbitration {
+        let t = |v: &[(u8, u8)]| {
+            v.iter()
+                .map(|&(vl, weight)| VlWeight { vl, weight })
+                .collect()
+        };
+        VlArbitration {
+            high: t(high),
+            low: t(low),
+            high_limit: limit,
+        }
+    }
+
+    /// Lanes sent in `n` picks with every lane of `eligible` always ready
+    /// with 4,096-byte frames.
+    fn picks(a: &VlArbitration, eligible: u8, n: usize) -> [usize; 8] {
+        let mut st = IbPort::new(1, 1);
+        let mut count = [0; 8];
+        for _ in 0..n {
+            count[vl_pick(a, &mut st, eligible, |_| 4096).unwrap()] += 1;
+        }
+        count
+    }
+
+    #[test]
+    fn weights_share_a_table_and_the_high_limit_lets_low_through() {
+        // Weights 64 and 192 (4 KiB and 12 KiB per turn): 1 to 3.
+        let c = picks(&arb(&[], &[(1, 64), (3, 192)], 255), 0b1010, 400);
+        assert_eq!((c[1], c[3]), (100, 300));
+        // High first without limit: low starves while high has frames.
+        let c = picks(&arb(&[(1, 255)], &[(3, 255)], 255), 0b1010, 100);
+        assert_eq!((c[1], c[3]), (100, 0));
+        // A limit of 4 x 4 KiB: four high frames, then one low.
+        let c = picks(&arb(&[(1, 255)], &[(3, 255)], 4), 0b1010, 100);
+        assert_eq!((c[1], c[3]), (80, 20));
+        // Limit 0: one high frame at a time.
+        let c = picks(&arb(&[(1, 255)], &[(3, 255)], 0), 0b1010, 100);
+        assert_eq!((c[1], c[3]), (50, 50));
+        // A lane in no table never goes.
+        let mut st = IbPort::new(1, 1);
+        assert_eq!(
+            vl_pick(&arb(&[], &[(1, 1)], 255), &mut st, 0b1000, |_| 64),
+            None
+        );
     }
 
     #[test]

@@ -334,6 +334,7 @@ impl World<'_> {
         let host = self.host_of_node[node as usize];
         // NIC priorities whose ready QPs had nothing for this port.
         let mut dry = 0u8;
+        let ib_fabric = self.fc_period.is_some();
         loop {
             let port = &self.ports[pi];
             let mut have = port.queued_mask();
@@ -344,7 +345,7 @@ impl World<'_> {
                 return;
             }
             let paused = port.paused_mask(now) & !port.wd_ignore;
-            let starved = if port.ib.is_some() {
+            let starved = if ib_fabric {
                 // A lane goes when its head frame fits the peer's credits;
                 // a NIC pulls a frame only for a lane with some credit.
                 let queued = port.queued_mask();
@@ -353,7 +354,7 @@ impl World<'_> {
                 0
             };
             let eligible = have & !paused & !starved;
-            if eligible == 0 && starved != 0 {
+            if starved != 0 && eligible == 0 {
                 // Frames wait for credits, which an FCP brings.
                 self.ib_wait(pi, now);
                 return;
@@ -385,10 +386,11 @@ impl World<'_> {
                         let h = self.pkts.put(pkt);
                         let port = &self.ports[pi];
                         if out != p
-                            || port
-                                .ib
-                                .as_deref()
-                                .is_some_and(|ib| !ib.fits(prio, credits::blocks(wire)))
+                            || (ib_fabric
+                                && port
+                                    .ib
+                                    .as_deref()
+                                    .is_some_and(|ib| !ib.fits(prio, credits::blocks(wire))))
                         {
                             // Another port's (another plane's) frame: in
                             // its queue, and that port started.
@@ -413,6 +415,21 @@ impl World<'_> {
 
     /// Scheduler: which eligible priority goes next.
     fn pick(&mut self, pi: usize, eligible: u8) -> usize {
+        let cfg = self.cfg;
+        if let (Some(_), Some(arb)) = (self.fc_period, cfg.fabric.infiniband.arbitration.as_ref()) {
+            let pkts = &self.pkts;
+            let port::Port { queues, ib, .. } = &mut self.ports[pi];
+            if let Some(ib) = ib.as_deref_mut() {
+                let size = |l: usize| {
+                    queues[l]
+                        .front()
+                        .map_or(4096, |&h| u64::from(pkts.get(h).wire))
+                };
+                if let Some(l) = credits::vl_pick(arb, ib, eligible, size) {
+                    return l;
+                }
+            }
+        }
         match &self.sched {
             SchedulerConfig::Strict => 7 - eligible.leading_zeros() as usize,
             SchedulerConfig::Dwrr { weights, quantum } => {
@@ -488,11 +505,13 @@ impl World<'_> {
         if let Some(t) = self.taps.as_deref_mut() {
             t.roce(p, pkt, now);
         }
-        if self.fc_period.is_some() {
+        let pkt = if self.fc_period.is_some() {
             let (lane, wire) = (pkt.prio, pkt.wire);
             self.ib_sent(p as usize, lane, wire, now);
-        }
-        let pkt = self.pkts.get(h);
+            self.pkts.get(h)
+        } else {
+            pkt
+        };
         let port = &mut self.ports[p as usize];
         let ser = port.rate.serialization_time(u64::from(pkt.wire));
         port.busy = true;

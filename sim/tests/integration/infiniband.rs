@@ -203,9 +203,154 @@ fn infiniband_settings_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("fabric.infiniband.fc_period"), "{e}");
+    let e = load("[fabric.infiniband.arbitration]\nlow = [{ vl = 9, weight = 1 }]")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("arbitration.vl") && e.contains("0-7"), "{e}");
     let e = load("trim = {}").unwrap_err().to_string();
     assert!(
         e.contains("fabric.trim") && e.contains("never drops"),
         "{e}"
+    );
+}
+
+/// The SL-to-VL map decides which credits a flow uses: lesson 21's victim
+/// on service level 1 passes the incast on its own lane; mapped onto the
+/// incast's lane 3, it waits behind it as on a shared priority.
+#[test]
+fn the_sl_to_vl_map_decides_whose_credits_a_flow_waits_for() {
+    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/lessons/21-credits-against-pfc.toml");
+    let s = sim::scenario::load(&f).unwrap();
+    let v = s
+        .variants
+        .iter()
+        .find(|v| v.name == "infiniband-victim-own-vl")
+        .unwrap();
+    let t = &s.topologies[v.topology];
+    let victim_us = |sl1_lane: u8| {
+        let mut cfg = v.config.clone();
+        cfg.fabric.infiniband.sl_to_vl[1] = sl1_lane;
+        let r = sim::run::simulate(
+            t,
+            &sim::topology::Routes::compute(t),
+            &cfg,
+            &v.flows,
+            &v.run_options(),
+        )
+        .unwrap()
+        .0;
+        let f = r.flows.iter().find(|f| f.src == "h15").unwrap();
+        assert_eq!(r.summary.drops, 0);
+        f.fct_ps.unwrap() as f64 / 1e6
+    };
+    let own = victim_us(1);
+    let shared = victim_us(3);
+    assert!(own < 1000.0, "own lane: {own} us");
+    assert!(
+        shared > 3.0 * own,
+        "lane 3 shared: {shared} us against {own}"
+    );
+    // A lane outside the data lanes is refused.
+    let mut cfg = v.config.clone();
+    cfg.fabric.infiniband.sl_to_vl[2] = 15;
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("sl_to_vl") && e.contains("VL15"), "{e}");
+    // A lane no arbitration entry serves would never send: refused.
+    let mut cfg = v.config.clone();
+    cfg.fabric.infiniband.arbitration = Some(sim::config::VlArbitration {
+        high: vec![],
+        low: vec![sim::config::VlWeight { vl: 3, weight: 8 }],
+        high_limit: 255,
+    });
+    let Err(e) = sim::run::simulate(
+        t,
+        &sim::topology::Routes::compute(t),
+        &cfg,
+        &v.flows,
+        &v.run_options(),
+    ) else {
+        panic!("a flow on an unserved lane was accepted");
+    };
+    let e = e.to_string();
+    assert!(e.contains("lane 1") && e.contains("never be sent"), "{e}");
+}
+
+/// Two 8 MB flows from h1, to h0 on service level 1 and to h2 on 3 (two
+/// QPs sharing h1's port), under the VL
+/// arbitration `arb` (TOML of `[fabric.infiniband.arbitration]`): each
+/// flow's FCT in microseconds, (SL 1, SL 3).
+fn two_lanes(arb: &str) -> (f64, f64) {
+    let r = run_text(&format!(
+        r#"
+name = "ib-arbitration"
+seed = 1
+duration = "100ms"
+[topology]
+name = "chain"
+defaults = {{ rate = "100Gbps", delay = "1us", mtu = 4096 }}
+generator = {{ kind = "chain", switches = 1, hosts_per_switch = 3 }}
+[fabric]
+link_layer = "infiniband"
+[fabric.infiniband.arbitration]
+{arb}
+[record]
+flows = true
+[[workload]]
+name = "sl1"
+kind = "incast"
+receiver = "h0"
+senders = ["h1"]
+size = "8MB"
+op = "write"
+priority = 1
+[[workload]]
+name = "sl3"
+kind = "incast"
+receiver = "h2"
+senders = ["h1"]
+size = "8MB"
+op = "write"
+priority = 3
+"#
+    ));
+    assert_eq!(r.summary.drops, 0);
+    let fct = |w: &str| {
+        let f = r.flows.iter().find(|f| f.workload == w).unwrap();
+        f.fct_ps.unwrap() as f64 / 1e6
+    };
+    (fct("sl1"), fct("sl3"))
+}
+
+/// VL arbitration at the sender's port: weights share the link, the high
+/// table goes first, and its limit lets the low table through.
+#[test]
+fn vl_arbitration_shares_the_link_by_weight_and_priority() {
+    let frame_us = FRAME_WIRE * 8.0 / 100e3;
+    let frames = 1954.0; // 8 MB in 4096-byte payloads
+                         // Weights 64 and 192 (1:3): SL 3 runs at 3/4 of the link until done;
+                         // SL 1 finishes when both are, at the link's rate.
+    let (sl1, sl3) = two_lanes("low = [{ vl = 1, weight = 64 }, { vl = 3, weight = 192 }]");
+    let both = 2.0 * frames * frame_us;
+    assert!(
+        (sl3 / (frames / 0.75 * frame_us) - 1.0).abs() < 0.03,
+        "SL 3: {sl3} us"
+    );
+    assert!((sl1 / both - 1.0).abs() < 0.03, "SL 1: {sl1} us");
+    // Lane 1 high, no limit: it runs alone first.
+    let (sl1, sl3) =
+        two_lanes("high = [{ vl = 1, weight = 255 }]\nlow = [{ vl = 3, weight = 255 }]");
+    assert!(
+        (sl1 / (frames * frame_us) - 1.0).abs() < 0.03,
+        "SL 1: {sl1} us"
+    );
+    assert!((sl3 / both - 1.0).abs() < 0.03, "SL 3: {sl3} us");
+    // Limit 0: one high frame, then a low one: an even share.
+    let (sl1, sl3) = two_lanes(
+        "high = [{ vl = 1, weight = 255 }]\nlow = [{ vl = 3, weight = 255 }]\nhigh_limit = 0",
+    );
+    assert!(
+        (sl1 / both - 1.0).abs() < 0.03 && (sl3 / both - 1.0).abs() < 0.03,
+        "{sl1} {sl3}"
     );
 }
