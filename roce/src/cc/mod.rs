@@ -14,6 +14,7 @@
 mod control;
 pub mod dcqcn;
 pub mod hpcc;
+pub mod ibcc;
 pub mod pacer;
 mod settings;
 pub mod swift;
@@ -26,6 +27,7 @@ pub use dcqcn::{
     Dcqcn, DcqcnModel, DcqcnOverrides, DcqcnParams, CONNECTX_CNP_INTERVAL, PAPER_CNP_INTERVAL,
 };
 pub use hpcc::{Hpcc, HpccParams, IntHop, IntRecord, INT_HEADER_BYTES, INT_MAX_HOPS};
+pub use ibcc::{IbCc, IbCcParams};
 pub use pacer::Pacer;
 pub use swift::{Swift, SwiftParams, SwiftSettings, SWIFT_KEYS};
 pub use timely::{Timely, TimelyParams, TimelySettings, TIMELY_KEYS};
@@ -50,6 +52,9 @@ pub enum CcConfig {
     /// TIMELY: a rate from the round trip and its gradient, fed as Swift
     /// is ([`Timely::on_rtt`]).
     Timely(TimelyParams),
+    /// InfiniBand's congestion control: BECNs (CNPs) climb a table of
+    /// inter-packet delays, a timer walks it back.
+    IbCc(IbCcParams),
 }
 
 /// The built-in algorithms, as one type.
@@ -68,6 +73,8 @@ pub enum AnyCc {
     Swift(Swift),
     /// `timely`.
     Timely(Timely),
+    /// `ib_cc`.
+    IbCc(IbCc),
 }
 
 impl AnyCc {
@@ -79,16 +86,18 @@ impl AnyCc {
             CcConfig::Hpcc(p) => AnyCc::Hpcc(Hpcc::new(p)),
             CcConfig::Swift(p) => AnyCc::Swift(Swift::new(p)),
             CcConfig::Timely(p) => AnyCc::Timely(Timely::new(p)),
+            CcConfig::IbCc(p) => AnyCc::IbCc(IbCc::new(p)),
         }
     }
 }
 
 impl AnyCc {
-    /// Whether CNPs drive the algorithm: DCQCN's alone. HPCC reads
+    /// Whether CNPs drive the algorithm: DCQCN's and InfiniBand's (whose
+    /// BECNs the CNPs stand for). HPCC reads
     /// telemetry and Swift and TIMELY round trips; a CNP to their QP is
     /// ignored, as to a QP without congestion control.
     pub fn reacts_to_cnp(&self) -> bool {
-        matches!(self, AnyCc::Dcqcn(_))
+        matches!(self, AnyCc::Dcqcn(_) | AnyCc::IbCc(_))
     }
 
     /// The rate when it is below the line rate, `None` otherwise: what a
@@ -110,6 +119,10 @@ impl AnyCc {
                 let r = t.current_rate();
                 (r < t.params().line_rate).then_some(r)
             }
+            AnyCc::IbCc(c) => {
+                let r = c.current_rate();
+                (r < c.params().line_rate).then_some(r)
+            }
         }
     }
 }
@@ -122,6 +135,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Hpcc(c) => c.rate(),
             AnyCc::Swift(c) => c.rate(),
             AnyCc::Timely(c) => c.rate(),
+            AnyCc::IbCc(c) => c.rate(),
         }
     }
     fn on_cnp(&mut self, now: Instant) {
@@ -131,6 +145,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Hpcc(c) => c.on_cnp(now),
             AnyCc::Swift(c) => c.on_cnp(now),
             AnyCc::Timely(c) => c.on_cnp(now),
+            AnyCc::IbCc(c) => c.on_cnp(now),
         }
     }
     fn on_transmit(&mut self, now: Instant, bytes: u64) {
@@ -140,6 +155,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Hpcc(c) => c.on_transmit(now, bytes),
             AnyCc::Swift(c) => c.on_transmit(now, bytes),
             AnyCc::Timely(c) => c.on_transmit(now, bytes),
+            AnyCc::IbCc(c) => c.on_transmit(now, bytes),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -149,6 +165,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Hpcc(c) => c.poll_timeout(),
             AnyCc::Swift(c) => c.poll_timeout(),
             AnyCc::Timely(c) => c.poll_timeout(),
+            AnyCc::IbCc(c) => c.poll_timeout(),
         }
     }
     fn handle_timeout(&mut self, now: Instant) {
@@ -158,6 +175,7 @@ impl CongestionControl for AnyCc {
             AnyCc::Hpcc(c) => c.handle_timeout(now),
             AnyCc::Swift(c) => c.handle_timeout(now),
             AnyCc::Timely(c) => c.handle_timeout(now),
+            AnyCc::IbCc(c) => c.handle_timeout(now),
         }
     }
 }

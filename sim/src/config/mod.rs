@@ -814,6 +814,52 @@ pub struct CcConfig {
     /// TIMELY settings (used with `algorithm = "timely"`).
     #[serde(skip_serializing_if = "TimelySettings::is_default")]
     pub timely: TimelySettings,
+    /// InfiniBand congestion control settings (used with `algorithm =
+    /// "ib_cc"`).
+    #[serde(skip_serializing_if = "IbCcSettings::is_default")]
+    pub ib_cc: IbCcSettings,
+}
+
+/// InfiniBand congestion control at the source (`nic.cc.ib_cc`): switches
+/// mark FECN where `fabric.ecn` marks, the destination returns BECN (its
+/// CNP), and each BECN raises the source's index into a table of
+/// inter-packet delays by `ccti_increase`, up to `ccti_limit`; every
+/// `ccti_timer` the index falls by one, down to `ccti_min`. Entry `i`
+/// delays each frame by `i x ipd_step`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IbCcSettings {
+    /// Index steps per BECN (1).
+    pub ccti_increase: u16,
+    /// The table's last index (127).
+    pub ccti_limit: u16,
+    /// The lowest index the timer lowers to (0).
+    pub ccti_min: u16,
+    /// The period of one step down (10 us).
+    pub ccti_timer: Duration,
+    /// Delay added per table entry (`None`: an eighth of a full frame's
+    /// time at the NIC's rate, so index 8 halves the rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipd_step: Option<Duration>,
+}
+
+impl Default for IbCcSettings {
+    fn default() -> Self {
+        IbCcSettings {
+            ccti_increase: 1,
+            ccti_limit: 127,
+            ccti_min: 0,
+            ccti_timer: Duration::from_us(10),
+            ipd_step: None,
+        }
+    }
+}
+
+impl IbCcSettings {
+    /// All defaults (left out when a configuration is written back).
+    pub fn is_default(&self) -> bool {
+        *self == IbCcSettings::default()
+    }
 }
 
 impl CcConfig {
@@ -834,6 +880,22 @@ impl CcConfig {
             return Err(ConfigError::new(
                 &format!("{key}.hpcc.min_rate"),
                 "0: expected a positive rate",
+            ));
+        }
+        let ib = &self.ib_cc;
+        if ib.ccti_min > ib.ccti_limit {
+            return Err(ConfigError::new(
+                &format!("{key}.ib_cc.ccti_min"),
+                format!(
+                    "{}: expected at most ccti_limit ({})",
+                    ib.ccti_min, ib.ccti_limit
+                ),
+            ));
+        }
+        if ib.ccti_timer == Duration::ZERO {
+            return Err(ConfigError::new(
+                &format!("{key}.ib_cc.ccti_timer"),
+                "0: expected the period of one step down, e.g. \"10us\"",
             ));
         }
         for (table, check) in [
@@ -891,6 +953,7 @@ impl Default for CcConfig {
             hpcc: HpccSettings::default(),
             swift: SwiftSettings::default(),
             timely: TimelySettings::default(),
+            ib_cc: IbCcSettings::default(),
         }
     }
 }
@@ -913,6 +976,9 @@ pub enum CcAlgorithm {
     /// TIMELY: a rate from the RTT and its gradient between two
     /// thresholds (one ACK per packet, each timed).
     Timely,
+    /// InfiniBand congestion control: FECN marks, BECNs (CNPs), a table
+    /// of inter-packet delays.
+    IbCc,
 }
 
 /// DCQCN parameter presets (VALIDATION.md DCQCN-0).

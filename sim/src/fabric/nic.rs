@@ -577,6 +577,24 @@ fn new_qp(
         qc.cc = EngineCc::Timely(n.cc.timely.params(line_rate, Duration::from_us(10)));
         qc.ack_req_every = 1;
     }
+    if n.cc.algorithm == CcAlgorithm::IbCc {
+        let c = &n.cc.ib_cc;
+        let frame = n.mtu.bytes() as u32 + 62;
+        qc.cc = EngineCc::IbCc(roce::cc::IbCcParams {
+            line_rate,
+            frame,
+            ccti_increase: c.ccti_increase,
+            ccti_limit: c.ccti_limit,
+            ccti_min: c.ccti_min,
+            ccti_timer: c.ccti_timer,
+            ipd_step: c.ipd_step.unwrap_or_else(|| {
+                Duration::from_ps(line_rate.serialization_time(u64::from(frame)).as_ps() / 8)
+            }),
+        });
+        // The destination returns BECNs as CNPs, as DCQCN's notification
+        // point does (at most one per QP per interval).
+        qc.min_time_between_cnps = Some(n.cc.dcqcn.cnp_interval(roce::cc::CONNECTX_CNP_INTERVAL));
+    }
     let mut qp = Qp::new(qc);
     let psn = |id: u32| (splitmix(seed ^ 0x5053_4E00 ^ u64::from(id)) & 0xFF_FFFF) as u32;
     let mut attr = QpAttr {

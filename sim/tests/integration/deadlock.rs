@@ -19,6 +19,15 @@ fn faults_scenario(name: &str) -> Scenario {
     scenario::load(&f).unwrap()
 }
 
+/// The five ring queues a ring deadlock holds, as (node, peer).
+const RING_QUEUES: [(&str, &str); 5] = [
+    ("s0", "s1"),
+    ("s1", "s2"),
+    ("s2", "s3"),
+    ("s3", "s4"),
+    ("s4", "s0"),
+];
+
 fn ring() -> Scenario {
     faults_scenario("deadlock-ring.toml")
 }
@@ -92,16 +101,7 @@ fn ring_deadlocks_and_the_cycle_is_reported_within_a_millisecond() {
     let s = ring();
     let a = run(&s, "deadlock", Duration::from_ms(3));
     let (d, members) = one_deadlock(&a);
-    assert_eq!(
-        members,
-        [
-            ("s0", "s1"),
-            ("s1", "s2"),
-            ("s2", "s3"),
-            ("s3", "s4"),
-            ("s4", "s0")
-        ]
-    );
+    assert_eq!(members, RING_QUEUES);
     // Throughput to zero: nothing more is delivered after the report.
     let b = run(&s, "deadlock", Duration::from_ms(6));
     assert_stuck(&a, &b);
@@ -122,16 +122,7 @@ fn a_credit_loop_deadlocks_on_infiniband_and_is_reported() {
     let s = ring();
     let a = run_on(&s, "deadlock", Duration::from_ms(3), true);
     let (_, members) = one_deadlock(&a);
-    assert_eq!(
-        members,
-        [
-            ("s0", "s1"),
-            ("s1", "s2"),
-            ("s2", "s3"),
-            ("s3", "s4"),
-            ("s4", "s0")
-        ]
-    );
+    assert_eq!(members, RING_QUEUES);
     assert_eq!(a.summary.pause_frames_sent, 0);
     let b = run_on(&s, "deadlock", Duration::from_ms(6), true);
     assert_stuck(&a, &b);
