@@ -155,26 +155,36 @@ fn credits_drop_nothing_under_incast_and_permutation() {
         let i = p.infiniband.as_ref().unwrap();
         assert!(i.max_blocks_held <= i.blocks_per_lane, "{p:?}");
     }
-    let perm = run_text(
-        r#"
+    // A permutation, with per-flow ECMP and with the adaptive routing
+    // some InfiniBand switches do (the least-queued next hop per frame).
+    for lb in ["ecmp", "adaptive"] {
+        let perm = run_text(&format!(
+            r#"
 name = "ib-permutation"
 seed = 3
 duration = "100ms"
 [topology]
 name = "ft"
-defaults = { rate = "100Gbps", delay = "1us", mtu = 4096 }
-generator = { kind = "fat-tree", k = 4 }
+defaults = {{ rate = "100Gbps", delay = "1us", mtu = 4096 }}
+generator = {{ kind = "fat-tree", k = 4 }}
 [fabric]
 link_layer = "infiniband"
+load_balancing = {{ mode = "{lb}" }}
+[nic]
+retransmit = "selective-repeat"
 [[workload]]
 kind = "permutation"
 size = "4MB"
 op = "write"
 priority = 3
-"#,
-    );
-    assert_eq!(perm.summary.drops, 0);
-    assert_eq!(perm.summary.flows_completed, perm.summary.flows_total);
+"#
+        ));
+        assert_eq!(perm.summary.drops, 0, "{lb}");
+        assert_eq!(
+            perm.summary.flows_completed, perm.summary.flows_total,
+            "{lb}"
+        );
+    }
 }
 
 /// Settings the 12-bit credit counters or the link layer cannot honour are
