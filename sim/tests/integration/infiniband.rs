@@ -224,65 +224,74 @@ fn infiniband_settings_are_checked() {
     );
 }
 
+/// Lesson 21's variant `name`, run with its configuration changed by
+/// `tweak`.
+fn lesson21(
+    name: &str,
+    tweak: impl FnOnce(&mut sim::config::SimConfig),
+) -> Result<RunResult, sim::options::SimError> {
+    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/lessons/21-credits-against-pfc.toml");
+    let s = sim::scenario::load(&f).unwrap();
+    let v = s.variants.iter().find(|v| v.name == name).unwrap();
+    let t = &s.topologies[v.topology];
+    let mut cfg = v.config.clone();
+    tweak(&mut cfg);
+    sim::run::simulate(
+        t,
+        &sim::topology::Routes::compute(t),
+        &cfg,
+        &v.flows,
+        &v.run_options(),
+    )
+    .map(|r| r.0)
+}
+
+/// The FCT in microseconds of lesson 21's victim (h15 -> h1) in `r`.
+fn victim_us(r: &RunResult) -> f64 {
+    let f = r.flows.iter().find(|f| f.src == "h15").unwrap();
+    f.fct_ps.unwrap() as f64 / 1e6
+}
+
 /// The SL-to-VL map decides which credits a flow uses: lesson 21's victim
 /// on service level 1 passes the incast on its own lane; mapped onto the
 /// incast's lane 3, it waits behind it as on a shared priority.
 #[test]
 fn the_sl_to_vl_map_decides_whose_credits_a_flow_waits_for() {
-    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios/lessons/21-credits-against-pfc.toml");
-    let s = sim::scenario::load(&f).unwrap();
-    let v = s
-        .variants
-        .iter()
-        .find(|v| v.name == "infiniband-victim-own-vl")
+    let on_lane = |lane: u8| {
+        let r = lesson21("infiniband-victim-own-vl", |c| {
+            c.fabric.infiniband.sl_to_vl[1] = lane
+        })
         .unwrap();
-    let t = &s.topologies[v.topology];
-    let victim_us = |sl1_lane: u8| {
-        let mut cfg = v.config.clone();
-        cfg.fabric.infiniband.sl_to_vl[1] = sl1_lane;
-        let r = sim::run::simulate(
-            t,
-            &sim::topology::Routes::compute(t),
-            &cfg,
-            &v.flows,
-            &v.run_options(),
-        )
-        .unwrap()
-        .0;
-        let f = r.flows.iter().find(|f| f.src == "h15").unwrap();
         assert_eq!(r.summary.drops, 0);
-        f.fct_ps.unwrap() as f64 / 1e6
+        victim_us(&r)
     };
-    let own = victim_us(1);
-    let shared = victim_us(3);
+    let own = on_lane(1);
+    let shared = on_lane(3);
     assert!(own < 1000.0, "own lane: {own} us");
     assert!(
         shared > 3.0 * own,
         "lane 3 shared: {shared} us against {own}"
     );
     // A lane outside the data lanes is refused.
-    let mut cfg = v.config.clone();
-    cfg.fabric.infiniband.sl_to_vl[2] = 15;
-    let e = cfg.validate().unwrap_err().to_string();
+    let e = lesson21("infiniband-victim-own-vl", |c| {
+        c.fabric.infiniband.sl_to_vl[2] = 15
+    })
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
     assert!(e.contains("sl_to_vl") && e.contains("VL15"), "{e}");
     // A lane no arbitration entry serves would never send: refused.
-    let mut cfg = v.config.clone();
-    cfg.fabric.infiniband.arbitration = Some(sim::config::VlArbitration {
-        high: vec![],
-        low: vec![sim::config::VlWeight { vl: 3, weight: 8 }],
-        high_limit: 255,
-    });
-    let Err(e) = sim::run::simulate(
-        t,
-        &sim::topology::Routes::compute(t),
-        &cfg,
-        &v.flows,
-        &v.run_options(),
-    ) else {
-        panic!("a flow on an unserved lane was accepted");
-    };
-    let e = e.to_string();
+    let e = lesson21("infiniband-victim-own-vl", |c| {
+        c.fabric.infiniband.arbitration = Some(sim::config::VlArbitration {
+            high: vec![],
+            low: vec![sim::config::VlWeight { vl: 3, weight: 8 }],
+            high_limit: 255,
+        })
+    })
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
     assert!(e.contains("lane 1") && e.contains("never be sent"), "{e}");
 }
 
@@ -367,55 +376,35 @@ fn vl_arbitration_shares_the_link_by_weight_and_priority() {
 
 /// InfiniBand congestion control on lesson 21's shared-lane incast:
 /// leaf0 marks FECN on frames leaving a queue above 32 KB, h0 returns
-/// BECNs, and each
-/// sender's index into its delay table climbs until the fan-in fits h0's
-/// link. The congestion tree shrinks: far less PortXmitWait upstream and
-/// the victim on the incast's lane finishes much sooner.
+/// BECNs, and each sender's index into its delay table climbs until the
+/// fan-in fits h0's link. The congestion tree shrinks: far less
+/// PortXmitWait upstream and the victim on the incast's lane finishes
+/// much sooner.
 #[test]
 fn ib_congestion_control_shrinks_the_credit_tree() {
-    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios/lessons/21-credits-against-pfc.toml");
-    let s = sim::scenario::load(&f).unwrap();
-    let v = s.variants.iter().find(|v| v.name == "infiniband").unwrap();
-    let t = &s.topologies[v.topology];
     let run = |cc: bool| {
-        let mut cfg = v.config.clone();
-        if cc {
-            cfg.nic.cc.algorithm = sim::config::CcAlgorithm::IbCc;
-            // Four table steps per BECN: fourteen senders reach their
-            // share within a few hundred microseconds (one step reacts
-            // over milliseconds: the victim gains 40 %, not 6x).
-            cfg.nic.cc.ib_cc.ccti_increase = 4;
-            // FECN where a lane's egress queue passes 32 KB: credits hold
-            // a switch's queue for one port to its ingress buffers (here
-            // 2 x 64 KiB), far below Ethernet's marking thresholds.
-            cfg.fabric.ecn = vec![sim::config::EcnConfig {
-                priority: 3,
-                kmin: roce::time::Size::from_bytes(32_000),
-                kmax: roce::time::Size::from_bytes(32_000),
-                pmax: 1.0,
-            }];
-        }
-        sim::run::simulate(
-            t,
-            &sim::topology::Routes::compute(t),
-            &cfg,
-            &v.flows,
-            &v.run_options(),
-        )
+        lesson21("infiniband", |cfg| {
+            if cc {
+                cfg.nic.cc.algorithm = sim::config::CcAlgorithm::IbCc;
+                // Four table steps per BECN: fourteen senders reach their
+                // share within a few hundred microseconds (one step reacts
+                // over milliseconds: the victim gains 40 %, not 6x).
+                cfg.nic.cc.ib_cc.ccti_increase = 4;
+                // FECN where a lane's egress queue passes 32 KB: credits
+                // hold a switch's queue for one port to its ingress
+                // buffers (here 2 x 64 KiB), far below Ethernet's marking
+                // thresholds.
+                cfg.fabric.ecn = vec![sim::config::EcnConfig {
+                    priority: 3,
+                    kmin: roce::time::Size::from_bytes(32_000),
+                    kmax: roce::time::Size::from_bytes(32_000),
+                    pmax: 1.0,
+                }];
+            }
+        })
         .unwrap()
-        .0
     };
     let (off, on) = (run(false), run(true));
-    let victim = |r: &RunResult| {
-        r.flows
-            .iter()
-            .find(|f| f.src == "h15")
-            .unwrap()
-            .fct_ps
-            .unwrap() as f64
-            / 1e6
-    };
     let wait = |r: &RunResult| -> u64 {
         r.ports
             .iter()
@@ -425,8 +414,8 @@ fn ib_congestion_control_shrinks_the_credit_tree() {
     };
     eprintln!(
         "victim {} -> {} us, spine PortXmitWait {} -> {}, CNPs {}",
-        victim(&off),
-        victim(&on),
+        victim_us(&off),
+        victim_us(&on),
         wait(&off),
         wait(&on),
         on.summary.cnps_sent
@@ -435,6 +424,6 @@ fn ib_congestion_control_shrinks_the_credit_tree() {
     assert_eq!(on.summary.flows_completed, on.summary.flows_total);
     assert!(on.summary.cnps_sent > 0, "BECNs returned");
     // Measured: 5.51 ms -> 0.88 ms, and 12 times less waiting.
-    assert!(victim(&on) < 0.3 * victim(&off));
+    assert!(victim_us(&on) < 0.3 * victim_us(&off));
     assert!(wait(&on) * 5 < wait(&off));
 }
