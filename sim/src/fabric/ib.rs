@@ -45,6 +45,23 @@ impl World<'_> {
         )
     }
 
+    /// VL arbitration at port `pi` among the `eligible` lanes, when the
+    /// fabric configures it (`None`: the scheduler picks). Kept out of
+    /// line so that an Ethernet port's pick stays small.
+    #[inline(never)]
+    pub(crate) fn ib_pick(&mut self, pi: usize, eligible: u8) -> Option<usize> {
+        let arb = self.cfg.fabric.infiniband.arbitration.as_ref()?;
+        let pkts = &self.pkts;
+        let super::port::Port { queues, ib, .. } = &mut self.ports[pi];
+        let ib = ib.as_deref_mut()?;
+        let size = |l: usize| {
+            queues[l]
+                .front()
+                .map_or(4096, |&h| u64::from(pkts.get(h).wire))
+        };
+        super::credits::vl_pick(arb, ib, eligible, size)
+    }
+
     /// Port `p` has frames only on lanes short of credits: its wait
     /// (`PortXmitWait`) runs from `now`.
     pub(crate) fn ib_wait(&mut self, p: usize, now: Instant) {

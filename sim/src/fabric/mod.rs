@@ -415,19 +415,9 @@ impl World<'_> {
 
     /// Scheduler: which eligible priority goes next.
     fn pick(&mut self, pi: usize, eligible: u8) -> usize {
-        let cfg = self.cfg;
-        if let (Some(_), Some(arb)) = (self.fc_period, cfg.fabric.infiniband.arbitration.as_ref()) {
-            let pkts = &self.pkts;
-            let port::Port { queues, ib, .. } = &mut self.ports[pi];
-            if let Some(ib) = ib.as_deref_mut() {
-                let size = |l: usize| {
-                    queues[l]
-                        .front()
-                        .map_or(4096, |&h| u64::from(pkts.get(h).wire))
-                };
-                if let Some(l) = credits::vl_pick(arb, ib, eligible, size) {
-                    return l;
-                }
+        if self.fc_period.is_some() {
+            if let Some(l) = self.ib_pick(pi, eligible) {
+                return l;
             }
         }
         match &self.sched {
