@@ -1636,9 +1636,12 @@ fn posts_behind_work_in_flight_leave_together_and_without_a_poll() {
     let after = a.backend.stats();
     assert_eq!(after.tx_packets - before.tx_packets, N as u64);
     // The first post alone, the others in one or two runs; one datagram
-    // per post would make no run at all.
+    // per post would make no run at all. A posting loop descheduled past
+    // POST_HOLD (a loaded 2-core machine) lets the background thread
+    // flush what it holds once or twice more: still a handful of runs
+    // for 47 posts.
     let runs = after.tx_gso_runs - before.tx_gso_runs;
-    assert!((1..=2).contains(&runs), "{runs} GSO runs for {N} posts");
+    assert!((1..=4).contains(&runs), "{runs} GSO runs for {N} posts");
     let got = bytes(&b.mr);
     for i in 0..N {
         let v = u64::from_le_bytes(got[8 * i..8 * i + 8].try_into().unwrap());
