@@ -93,9 +93,9 @@ impl AnyCc {
 
 impl AnyCc {
     /// Whether CNPs drive the algorithm: DCQCN's and InfiniBand's (whose
-    /// BECNs the CNPs stand for). HPCC reads
-    /// telemetry and Swift and TIMELY round trips; a CNP to their QP is
-    /// ignored, as to a QP without congestion control.
+    /// BECNs the CNPs stand for). HPCC reads telemetry, Swift and TIMELY
+    /// round trips: a CNP to their QP is ignored, as to a QP without
+    /// congestion control.
     pub fn reacts_to_cnp(&self) -> bool {
         matches!(self, AnyCc::Dcqcn(_) | AnyCc::IbCc(_))
     }
@@ -104,26 +104,15 @@ impl AnyCc {
     /// ConnectX rate limiter holds a QP to. The NIC attaches a limiter at
     /// the first CNP and lets the link alone pace a QP at full speed.
     pub fn rate_below_line(&self) -> Option<Rate> {
-        match self {
-            AnyCc::None(_) => None,
-            AnyCc::Dcqcn(d) => {
-                let rc = d.current_rate();
-                (rc < d.params().line_rate).then_some(rc)
-            }
-            AnyCc::Hpcc(h) => {
-                let r = h.current_rate();
-                (r < h.params().line_rate).then_some(r)
-            }
-            AnyCc::Swift(s) => s.rate().filter(|&r| r < s.params().line_rate),
-            AnyCc::Timely(t) => {
-                let r = t.current_rate();
-                (r < t.params().line_rate).then_some(r)
-            }
-            AnyCc::IbCc(c) => {
-                let r = c.current_rate();
-                (r < c.params().line_rate).then_some(r)
-            }
-        }
+        let line = match self {
+            AnyCc::None(_) => return None,
+            AnyCc::Dcqcn(d) => d.params().line_rate,
+            AnyCc::Hpcc(h) => h.params().line_rate,
+            AnyCc::Swift(s) => s.params().line_rate,
+            AnyCc::Timely(t) => t.params().line_rate,
+            AnyCc::IbCc(c) => c.params().line_rate,
+        };
+        self.rate().filter(|&r| r < line)
     }
 }
 

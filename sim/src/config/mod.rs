@@ -222,6 +222,12 @@ impl InfinibandConfig {
         *self == InfinibandConfig::default()
     }
 
+    /// The blocks of 64 bytes `vl_buffer` holds: each port's credit limit
+    /// per lane.
+    pub fn blocks_per_lane(&self) -> u64 {
+        self.vl_buffer.bytes().div_ceil(IB_BLOCK)
+    }
+
     /// The virtual lane of service level `sl`.
     pub fn vl_of(&self, sl: u8) -> u8 {
         self.sl_to_vl[usize::from(sl & 7)]
@@ -1209,7 +1215,7 @@ fn check_fabric(f: &FabricConfig) -> Result<(), ConfigError> {
     }
     if f.link_layer == LinkLayer::Infiniband {
         let ib = &f.infiniband;
-        let blocks = ib.vl_buffer.bytes().div_ceil(IB_BLOCK);
+        let blocks = ib.blocks_per_lane();
         if ib.vl_buffer.bytes() < 4096 + 128 || blocks > IB_MAX_CREDITS {
             return Err(ConfigError::new(
                 "fabric.infiniband.vl_buffer",

@@ -194,16 +194,18 @@ impl<'a> World<'a> {
                 Some((a, b)) => (a, b),
                 None => (host_cfg(src), host_cfg(dst)),
             };
-            if let (Some(_), Some(arb)) = (
-                self.fc_period,
-                self.cfg.fabric.infiniband.arbitration.as_ref(),
-            ) {
-                let vl = self.cfg.fabric.infiniband.vl_of(f.priority);
-                if !arb.serves(vl) {
+            // InfiniBand: the flow's service level picks its lane.
+            let ib = &self.cfg.fabric.infiniband;
+            let prio = match self.fc_period {
+                Some(_) => ib.vl_of(f.priority),
+                None => f.priority,
+            };
+            if let (Some(_), Some(arb)) = (self.fc_period, ib.arbitration.as_ref()) {
+                if !arb.serves(prio) {
                     return Err(SimError::Flow {
                         id: f.id,
                         message: format!(
-                            "service level {} is lane {vl}, which no entry of \
+                            "service level {} is lane {prio}, which no entry of \
                              fabric.infiniband.arbitration serves: its frames would never be sent",
                             f.priority
                         ),
@@ -217,12 +219,7 @@ impl<'a> World<'a> {
                     src,
                     dst,
                     (f.qp_index, class),
-                    if self.fc_period.is_some() {
-                        // InfiniBand: the flow's service level picks its lane.
-                        self.cfg.fabric.infiniband.vl_of(f.priority)
-                    } else {
-                        f.priority
-                    },
+                    prio,
                     ends,
                     self.opts.seed,
                     rs,
@@ -412,12 +409,8 @@ fn build_ports(
             if cfg.fabric.link_layer == crate::config::LinkLayer::Infiniband {
                 // Credits replace PFC: every port's buffer per lane is
                 // the same, so each transmitter starts with its peer's.
-                let limit = cfg
-                    .fabric
-                    .infiniband
-                    .vl_buffer
-                    .bytes()
-                    .div_ceil(crate::config::IB_BLOCK) as u16;
+                // (at most 2,048 blocks: the configuration check).
+                let limit = cfg.fabric.infiniband.blocks_per_lane() as u16;
                 port.pfc_mask = 0;
                 port.ib = Some(Box::new(IbPort::new(limit, limit)));
             }

@@ -519,11 +519,6 @@ impl World<'_> {
         let nic = &mut self.nics[host as usize];
         let port = nic.port;
         let ib = self.fc_period.is_some();
-        if ib && nic.drain.is_none() && nic.host_side.is_none() {
-            // InfiniBand: the frame leaves the port's buffer at once.
-            self.ib_freed(port + u32::from(pkt.ingress), pkt.prio, pkt.wire, now);
-        }
-        let nic = &mut self.nics[host as usize];
         if nic.drain.is_none() {
             match nic.host_side.as_deref_mut() {
                 None => {
@@ -540,9 +535,6 @@ impl World<'_> {
                     if nic.rx.frames.is_empty() && (pkt.payload == 0 || w <= wire) {
                         if pkt.payload > 0 {
                             hs.write(u64::from(pkt.payload), now);
-                        }
-                        if ib {
-                            self.ib_freed(port + u32::from(pkt.ingress), pkt.prio, pkt.wire, now);
                         }
                         self.deliver(host, pkt, now);
                         return;
@@ -585,10 +577,6 @@ impl World<'_> {
         };
         nic.rx.bytes -= u64::from(pkt.wire);
         let port = nic.port;
-        if self.fc_period.is_some() {
-            self.ib_freed(port + u32::from(pkt.ingress), pkt.prio, pkt.wire, now);
-        }
-        let nic = &mut self.nics[host as usize];
         let below = nic.rx.bytes <= nic.rx_xon;
         match nic.rx.frames.front().copied() {
             Some(next) => {
@@ -608,8 +596,13 @@ impl World<'_> {
         self.deliver(host, pkt, now);
     }
 
-    /// Hand a received frame to its QP's engine.
+    /// Hand a received frame to its QP's engine. On InfiniBand the
+    /// frame's blocks leave the port's buffer here, as the host takes it.
     fn deliver(&mut self, host: u32, pkt: Packet, now: Instant) {
+        if self.fc_period.is_some() {
+            let rx = self.nics[host as usize].port + u32::from(pkt.ingress);
+            self.ib_freed(rx, pkt.prio, pkt.wire, now);
+        }
         let int = self.pkts.take_int(pkt.int);
         let qpn = pkt.headers.bth.dest_qp.value();
         let id = qpn.wrapping_sub(QPN_BASE);

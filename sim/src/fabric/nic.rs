@@ -563,10 +563,12 @@ fn new_qp(
         // The artifact's per-packet ACK: every packet's telemetry returns.
         qc.ack_req_every = 1;
     }
+    // Wire bytes of a full frame: Swift's window unit, the frame InfiniBand
+    // congestion control delays.
+    let frame = n.mtu.bytes() as u32 + 62;
     if n.cc.algorithm == CcAlgorithm::Swift {
         // The base RTT is the path's, set once the path is known; 10 us
         // until then.
-        let frame = n.mtu.bytes() as u32 + 62;
         qc.cc = EngineCc::Swift(n.cc.swift.params(line_rate, Duration::from_us(10), frame));
         // Every packet timed by its own ACK.
         qc.ack_req_every = 1;
@@ -579,7 +581,6 @@ fn new_qp(
     }
     if n.cc.algorithm == CcAlgorithm::IbCc {
         let c = &n.cc.ib_cc;
-        let frame = n.mtu.bytes() as u32 + 62;
         qc.cc = EngineCc::IbCc(roce::cc::IbCcParams {
             line_rate,
             frame,
