@@ -410,7 +410,7 @@ impl World<'_> {
             let (route, hops) = switch_table(routes, s.node, n_hosts);
             s.route = route;
             if let Balancer::RoundRobin(turn) = &mut s.lb {
-                *turn = vec![0; hops.len()];
+                turn.fill(0);
             }
             s.hops = hops;
         }

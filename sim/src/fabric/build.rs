@@ -489,7 +489,6 @@ fn build_switches(
             mmu.set_lossless(pi as u16, ports[base as usize + pi].pfc_mask);
         }
         let (route, hops) = switch_table(routes, ni as u32, n_hosts);
-        let hops_len = hops.len();
         if let Some(&p) = hops.iter().find(|&&p| usize::from(p) >= node.ports.len()) {
             return Err(SimError::Topology(format!(
                 "routes: switch {} via port {p}, it has {} ports",
@@ -520,7 +519,7 @@ fn build_switches(
             classify,
             fab: NONE,
             port_fab: vec![NONE; node.ports.len()],
-            lb: Balancer::new(&fab.load_balancing, hops_len),
+            lb: Balancer::new(&fab.load_balancing, n_hosts),
             trim: fab.trim.map(|t| t.priority),
         });
     }

@@ -599,7 +599,7 @@ impl World<'_> {
                 Balancer::Ecmp => hops[hashed()],
                 Balancer::Spray => hops[s.rng.gen_range(0..n)],
                 Balancer::RoundRobin(turn) => {
-                    let k = &mut turn[off as usize];
+                    let k = &mut turn[dst as usize];
                     let h = hops[usize::from(*k) % n];
                     *k = ((usize::from(*k) + 1) % n) as u16;
                     h

@@ -103,7 +103,9 @@ pub(crate) fn classify_table(maps: Vec<[u8; 8]>) -> Vec<[u8; 8]> {
 }
 
 /// One switch's forwarding table from `routes`: per destination host an
-/// (offset, count) into the flat list of egress ports.
+/// (offset, count) into the flat list of egress ports, where each distinct
+/// port set appears once (a k=32 fat tree's edge switch has 8,192
+/// destinations and three sets).
 pub(crate) fn switch_table(
     routes: &Routes,
     node: u32,
@@ -111,10 +113,23 @@ pub(crate) fn switch_table(
 ) -> (Vec<(u32, u16)>, Vec<u16>) {
     let mut route = Vec::with_capacity(n_hosts);
     let mut hops = Vec::new();
+    // The entry of each set seen, by the routes' set id.
+    let mut seen: std::collections::HashMap<u32, (u32, u16)> = Default::default();
+    let mut last = (u32::MAX, (0, 0));
     for d in 0..n_hosts as u32 {
-        let h = routes.next_hops(NodeId(node), d);
-        route.push((hops.len() as u32, h.len() as u16));
-        hops.extend_from_slice(h);
+        let id = routes.set_id(NodeId(node), d);
+        let entry = if id == last.0 {
+            last.1
+        } else {
+            *seen.entry(id).or_insert_with(|| {
+                let h = routes.next_hops(NodeId(node), d);
+                let e = (hops.len() as u32, h.len() as u16);
+                hops.extend_from_slice(h);
+                e
+            })
+        };
+        last = (id, entry);
+        route.push(entry);
     }
     (route, hops)
 }

@@ -140,8 +140,7 @@ pub(super) enum Balancer {
     Ecmp,
     /// A random next hop per frame.
     Spray,
-    /// Per route entry (by its offset into the switch's `hops`): the
-    /// next hop's turn.
+    /// Per destination host: the next hop's turn.
     RoundRobin(Vec<u16>),
     /// Per flow (source, destination, UDP source port): when its last
     /// frame passed and the position of its next hop in the route.
@@ -166,13 +165,13 @@ impl Balancer {
         }
     }
 
-    /// The state for `cfg` on a switch with `hops` route entries.
-    pub(super) fn new(cfg: &crate::config::LoadBalancingConfig, hops: usize) -> Balancer {
+    /// The state for `cfg` on a switch of a fabric with `hosts` hosts.
+    pub(super) fn new(cfg: &crate::config::LoadBalancingConfig, hosts: usize) -> Balancer {
         use crate::config::LoadBalancingConfig as L;
         match *cfg {
             L::Ecmp => Balancer::Ecmp,
             L::Spray => Balancer::Spray,
-            L::SprayRoundRobin => Balancer::RoundRobin(vec![0; hops]),
+            L::SprayRoundRobin => Balancer::RoundRobin(vec![0; hosts]),
             L::Flowlet { gap } => Balancer::Flowlet {
                 gap,
                 flows: std::collections::HashMap::new(),

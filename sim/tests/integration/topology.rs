@@ -137,6 +137,116 @@ fn fat_tree_routes_are_all_shortest_paths() {
     }
 }
 
+/// Next hops by the definition: one breadth-first search from each
+/// destination host through switches, keeping at each node every port
+/// whose neighbour is one hop closer (and forwards: a switch, or the
+/// destination itself).
+fn reference_hops(t: &Topology, down: &[bool]) -> Vec<Vec<Vec<u16>>> {
+    let n = t.nodes.len();
+    let up = |l: sim::topology::LinkId| !down.get(l.0 as usize).copied().unwrap_or(false);
+    let is_switch = |v: usize| t.nodes[v].kind == NodeKind::Switch;
+    let hosts = t.hosts();
+    let mut out = vec![vec![Vec::new(); hosts.len()]; n];
+    for (d, &dest) in hosts.iter().enumerate() {
+        let mut dist = vec![u32::MAX; n];
+        dist[dest.0 as usize] = 0;
+        let mut queue = std::collections::VecDeque::from([dest]);
+        while let Some(u) = queue.pop_front() {
+            if u != dest && !is_switch(u.0 as usize) {
+                continue;
+            }
+            for (p, &l) in t.node(u).ports.iter().enumerate() {
+                let v = t.peer(u, p as u16).node;
+                if up(l) && dist[v.0 as usize] == u32::MAX {
+                    dist[v.0 as usize] = dist[u.0 as usize] + 1;
+                    queue.push_back(v);
+                }
+            }
+        }
+        for u in 0..n {
+            let du = dist[u];
+            if du == 0 || du == u32::MAX {
+                continue;
+            }
+            let at = NodeId(u as u32);
+            for (p, &l) in t.node(at).ports.iter().enumerate() {
+                let v = t.peer(at, p as u16).node;
+                let forwards = is_switch(v.0 as usize) || v == dest;
+                if up(l) && forwards && dist[v.0 as usize] == du - 1 {
+                    out[u][d].push(p as u16);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn routes_by_attachment_class_equal_one_search_per_destination() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies");
+    let mut topos: Vec<(String, Topology)> = Vec::new();
+    for e in std::fs::read_dir(&root).unwrap() {
+        let path = e.unwrap().path();
+        let t = sim::topology::file::load(&path).unwrap();
+        if t.host_count() <= 256 {
+            topos.push((path.display().to_string(), t));
+        }
+    }
+    // Hosts linked to each other and to two switches, parallel links,
+    // a host on a switch alone: classes of one, and neighbours that are
+    // hosts.
+    let mut odd = Topology::new();
+    let h: Vec<NodeId> = (0..5)
+        .map(|i| odd.add_node(format!("h{i}"), NodeKind::Host))
+        .collect();
+    let s: Vec<NodeId> = (0..3)
+        .map(|i| odd.add_node(format!("s{i}"), NodeKind::Switch))
+        .collect();
+    for (a, b) in [
+        (h[0], s[0]),
+        (h[0], s[1]),
+        (h[1], s[0]),
+        (h[1], s[1]),
+        (h[1], s[1]),
+        (h[2], s[1]),
+        (h[2], h[3]),
+        (h[3], s[2]),
+        (h[4], s[2]),
+        (s[0], s[2]),
+        (s[1], s[2]),
+    ] {
+        odd.add_link(a, b, props()).unwrap();
+    }
+    topos.push(("hand-built".into(), odd));
+    assert!(topos.len() >= 8, "{} topologies", topos.len());
+    for (name, t) in &topos {
+        // Healthy, then with every seventh link down, from three offsets.
+        let mut downs = vec![Vec::new()];
+        for off in 0..3 {
+            downs.push(
+                (0..t.links.len())
+                    .map(|l| l % 7 == off)
+                    .collect::<Vec<bool>>(),
+            );
+        }
+        for down in &downs {
+            let r = Routes::compute_avoiding(t, down);
+            let want = reference_hops(t, down);
+            for (u, row) in want.iter().enumerate() {
+                for (d, set) in row.iter().enumerate() {
+                    assert_eq!(
+                        r.next_hops(NodeId(u as u32), d as u32),
+                        &set[..],
+                        "{name}: node {} to host {d}, {} links down",
+                        t.nodes[u].name,
+                        down.iter().filter(|&&x| x).count()
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn routes_for_a_1024_host_fat_tree_are_quick() {
     let t = fat_tree(16, props(), props()).unwrap();

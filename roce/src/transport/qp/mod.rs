@@ -275,7 +275,9 @@ pub(super) fn packet_mtu(cfg: &QpConfig, attr: &QpAttr) -> u32 {
 }
 
 impl Qp {
-    /// A new QP in RESET.
+    /// A new QP in RESET. Its queues start empty and grow with use: a
+    /// fabric of thousands of QPs pays for the work posted, not for the
+    /// limits configured.
     pub fn new(cfg: QpConfig) -> Qp {
         Qp {
             cfg,
@@ -284,9 +286,9 @@ impl Qp {
             pmtu: packet_mtu(&cfg, &QpAttr::default()),
             stats: QpStats::default(),
             cc: AnyCc::new(cfg.cc),
-            completions: VecDeque::with_capacity(64),
+            completions: VecDeque::new(),
             events: VecDeque::new(),
-            sq: VecDeque::with_capacity(cfg.max_send_wr.min(4096) as usize),
+            sq: VecDeque::new(),
             next_psn: Psn::new(0),
             comp_psn: Psn::new(0),
             send_idx: 0,
@@ -304,7 +306,7 @@ impl Qp {
             pacer_held: false,
             gap_retried: false,
             resend_owed: false,
-            rq: VecDeque::with_capacity(cfg.max_recv_wr.min(4096) as usize),
+            rq: VecDeque::new(),
             epsn: Psn::new(0),
             msn: Msn::new(0),
             nak_sent: false,
@@ -312,7 +314,7 @@ impl Qp {
             msg_start: Psn::new(0),
             resources: Vec::new(),
             res_next: 0,
-            resp_q: VecDeque::with_capacity(16),
+            resp_q: VecDeque::new(),
             cnp_pending: 0,
             last_cnp: None,
             write_len: 0,
