@@ -362,14 +362,17 @@ impl World<'_> {
         port.errors.link_down_events += 1;
         port.ctrl.clear();
         let mut lost = port.inflight.len() as u64;
-        for h in port.inflight.drain(..) {
+        while let Some(h) = self.pkts.pop_front(&mut port.inflight) {
             self.pkts.free(h);
         }
         // The longest a frame already sent can still be on its way.
         port.stale_until = now + port.rate.serialization_time(65_536) + port.delay;
         let mut resumes = Vec::new();
         for prio in 0..8 {
-            while let Some(h) = self.ports[p as usize].queues[prio].pop_front() {
+            while let Some(h) = self
+                .pkts
+                .pop_front(&mut self.ports[p as usize].queues[prio])
+            {
                 let pkt = self.pkts.take(h);
                 self.pkts.free_int(pkt.int);
                 self.ports[p as usize].qbytes[prio] -= u64::from(pkt.wire);

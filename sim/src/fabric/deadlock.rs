@@ -192,7 +192,11 @@ impl World<'_> {
             let mut any = false;
             for p in s.port_base..s.port_base + n {
                 let q = &self.ports[p as usize].queues[usize::from(h.prio)];
-                if !q.iter().any(|&f| self.pkts.get(f).ingress == h.peer_local) {
+                if !self
+                    .pkts
+                    .iter(q)
+                    .any(|f| self.pkts.get(f).ingress == h.peer_local)
+                {
                     continue;
                 }
                 any = true;

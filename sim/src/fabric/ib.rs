@@ -18,7 +18,7 @@ impl World<'_> {
         };
         let mut m = 0u8;
         for (lane, q) in port.queues.iter().enumerate() {
-            if let Some(&h) = q.front() {
+            if let Some(h) = q.front() {
                 if !ib.fits(lane, blocks(self.pkts.get(h).wire)) {
                     m |= 1 << lane;
                 }
@@ -57,7 +57,7 @@ impl World<'_> {
         let size = |l: usize| {
             queues[l]
                 .front()
-                .map_or(4096, |&h| u64::from(pkts.get(h).wire))
+                .map_or(4096, |h| u64::from(pkts.get(h).wire))
         };
         super::credits::vl_pick(arb, ib, eligible, size)
     }

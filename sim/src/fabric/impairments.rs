@@ -24,8 +24,6 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use roce::time::{Duration, Rate};
 
-use super::packet::Packet;
-
 /// The impairments of one link direction (leaving one port): the
 /// wrappers in force on it.
 #[derive(Debug, Default)]
@@ -91,8 +89,8 @@ pub enum Verdict {
 }
 
 impl Impairments {
-    /// Judge one frame about to be serialised.
-    pub fn judge(&mut self, pkt: &Packet) -> Verdict {
+    /// Judge one frame of `wire` bytes about to be serialised.
+    pub fn judge(&mut self, wire: u32) -> Verdict {
         if self.down {
             return Verdict::Down;
         }
@@ -117,7 +115,7 @@ impl Impairments {
                     false
                 }
                 Rule::Mtu { max_wire } => {
-                    if pkt.wire > *max_wire {
+                    if wire > *max_wire {
                         return Verdict::Oversize;
                     }
                     false

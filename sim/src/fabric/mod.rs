@@ -396,7 +396,7 @@ impl World<'_> {
                             // its queue, and that port started.
                             let o = &mut self.ports[out as usize];
                             o.qbytes[prio] += u64::from(wire);
-                            o.queues[prio].push_back(h);
+                            self.pkts.push_back(&mut o.queues[prio], h);
                             self.kick(out, now);
                             continue;
                         }
@@ -436,7 +436,7 @@ impl World<'_> {
                     if eligible & (1 << p) != 0 {
                         let head = port.queues[p]
                             .front()
-                            .map_or(4096, |&x| u64::from(self.pkts.get(x).wire));
+                            .map_or(4096, |x| u64::from(self.pkts.get(x).wire));
                         if port.deficit[p] >= head {
                             port.deficit[p] -= head;
                             return p;
@@ -456,7 +456,7 @@ impl World<'_> {
     /// handle.
     fn dequeue(&mut self, pi: usize, prio: usize, now: Instant) -> u32 {
         let port = &mut self.ports[pi];
-        let Some(h) = port.queues[prio].pop_front() else {
+        let Some(h) = self.pkts.pop_front(&mut port.queues[prio]) else {
             unreachable!("dequeue from an empty queue: callers check first");
         };
         let pkt = self.pkts.get_mut(h);
@@ -491,10 +491,10 @@ impl World<'_> {
 
     /// Serialise the frame of handle `h` on port `p` from `now`.
     pub(crate) fn transmit(&mut self, p: u32, h: u32, now: Instant) {
-        let pkt = self.pkts.get(h);
         if let Some(t) = self.taps.as_deref_mut() {
-            t.roce(p, pkt, now);
+            t.roce(p, &self.pkts.packet(h), now);
         }
+        let pkt = self.pkts.get(h);
         let pkt = if self.fc_period.is_some() {
             let (lane, wire) = (pkt.prio, pkt.wire);
             self.ib_sent(p as usize, lane, wire, now);
@@ -523,7 +523,7 @@ impl World<'_> {
             });
         self.q.schedule(now + ser, Ev::TxDone(p));
         if let Some(f) = &mut port.impairments {
-            let v = f.judge(pkt);
+            let v = f.judge(pkt.wire);
             if v != Verdict::Pass {
                 if self.fc_period.is_some() {
                     let (lane, wire) = (pkt.prio, pkt.wire);
@@ -534,7 +534,7 @@ impl World<'_> {
                 return;
             }
         }
-        port.inflight.push_back(h);
+        self.pkts.push_back(&mut port.inflight, h);
         self.q.schedule(now + ser + port.delay, Ev::Arrive(p));
         if let Some((int, hop)) = stamp {
             self.pkts.int_mut(int).push(hop);
@@ -543,7 +543,7 @@ impl World<'_> {
 
     /// The oldest frame on the wire leaving `p` arrives at its peer.
     fn arrive(&mut self, p: u32, now: Instant) {
-        let Some(h) = self.ports[p as usize].inflight.pop_front() else {
+        let Some(h) = self.pkts.pop_front(&mut self.ports[p as usize].inflight) else {
             return;
         };
         let pkt = self.pkts.get(h);
@@ -671,7 +671,7 @@ impl World<'_> {
         pkt.ingress = local_in;
         let o = &mut self.ports[out as usize];
         o.qbytes[usize::from(prio)] += u64::from(wire);
-        o.queues[usize::from(prio)].push_back(h);
+        self.pkts.push_back(&mut o.queues[usize::from(prio)], h);
         let tq = o.total_queued();
         o.max_queue = o.max_queue.max(tq);
         self.kick(out, now);
@@ -687,7 +687,7 @@ impl World<'_> {
             return false;
         };
         let pkt = self.pkts.get(h);
-        if pkt.payload == 0 || pkt.trimmed || !pkt.headers.bth.opcode.is_request() {
+        if pkt.payload == 0 || pkt.trimmed || !pkt.bth.opcode.is_request() {
             return false;
         }
         let cut = pkt.wire - pkt.payload - (pkt.payload.wrapping_neg() & 3);

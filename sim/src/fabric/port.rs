@@ -12,38 +12,66 @@ use roce::time::{Duration, Instant, Rate};
 
 use super::credits::IbPort;
 use super::impairments::Impairments;
+use super::packet::PktQueue;
 use crate::results::{PortErrors, PrioCounters};
 
 /// One port.
+///
+/// Laid out in declaration order (`repr(C)`): what every frame touches
+/// (state, peer, rate, the queue heads and their byte counts, pause
+/// timers) fills the first five cache lines, the counters and logs that
+/// reports read come after.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Port {
-    /// Owning node index.
-    pub node: u32,
+    /// A frame is being serialised.
+    pub busy: bool,
+    /// Priorities this port runs PFC on (sends PAUSE for, honours PAUSE
+    /// for), as a bit set.
+    pub pfc_mask: u8,
+    /// Priorities whose PAUSE the transmitter ignores (PFC watchdog storm
+    /// action `forward` or `drop`), as a bit set.
+    pub wd_ignore: u8,
+    /// Priorities whose frames are dropped at this port, queued for it or
+    /// arriving on it (watchdog action `drop`), as a bit set.
+    pub wd_drop: u8,
+    /// Priorities ever held off by a PAUSE, as a bit set: the only ones
+    /// [`Port::paused_mask`] looks at.
+    pub pause_seen: u8,
     /// Port number on the node.
     pub local: u16,
+    /// Owning node index.
+    pub node: u32,
     /// Global id of the port at the other end of the link.
     pub peer: u32,
+    /// Frames on the wire towards the peer, in arrival order (handles).
+    pub(crate) inflight: PktQueue,
     /// Link rate.
     pub rate: Rate,
     /// One-way propagation delay.
     pub delay: Duration,
-    /// Egress queues per priority (handles into the world's
-    /// [`super::packet::Packets`]).
-    pub queues: [VecDeque<u32>; 8],
+    /// Impairments (fault wrappers) on the link direction leaving this
+    /// port (`None`: healthy, the common case).
+    pub impairments: Option<Box<Impairments>>,
+    /// InfiniBand credit state (`None`: an Ethernet link).
+    pub ib: Option<Box<IbPort>>,
+    /// Frames serialised (all kinds).
+    pub frames_sent: u64,
     /// Bytes queued per priority.
     pub qbytes: [u64; 8],
-    /// PFC frames waiting: (priority, quanta).
-    pub ctrl: VecDeque<(u8, u16)>,
-    /// A frame is being serialised.
-    pub busy: bool,
-    /// Frames on the wire towards the peer, in arrival order (handles).
-    pub inflight: VecDeque<u32>,
+    /// Egress queues per priority (handles into the world's
+    /// [`super::packet::Packets`]).
+    pub(crate) queues: [PktQueue; 8],
     /// Transmitter held off for each priority until this time.
     pub paused_until: [Instant; 8],
-    /// Start of the current held-off interval, per priority.
-    pub pause_began: [Option<Instant>; 8],
+    /// PFC frames waiting: (priority, quanta).
+    pub ctrl: VecDeque<(u8, u16)>,
+    /// Largest total queue seen.
+    pub max_queue: u64,
     /// Time of the wake-up already scheduled (pause expiry), if any.
     pub wake_at: Option<Instant>,
+    /// Start of the current held-off interval, per priority.
+    pub pause_began: [Option<Instant>; 8],
     /// XOFF sent to the peer and not cleared: since when, per priority.
     pub xoff_since: [Option<Instant>; 8],
     /// Generation of the pauser state per priority (refresh events carry it).
@@ -52,12 +80,6 @@ pub struct Port {
     pub deficit: [u64; 8],
     /// DWRR position.
     pub rr: u8,
-    /// Impairments (fault wrappers) on the link direction leaving this
-    /// port (`None`: healthy, the common case).
-    pub impairments: Option<Box<Impairments>>,
-    /// Priorities this port runs PFC on (sends PAUSE for, honours PAUSE
-    /// for), as a bit set.
-    pub pfc_mask: u8,
     /// Fault counters (bad FCS, oversize, link down).
     pub errors: PortErrors,
     /// After a link-down: when the last frame lost on the wire would have
@@ -71,10 +93,6 @@ pub struct Port {
     pub fault_drops: u64,
     /// Frames marked CE on the way out.
     pub ecn_marked: u64,
-    /// Largest total queue seen.
-    pub max_queue: u64,
-    /// Frames serialised (all kinds).
-    pub frames_sent: u64,
     /// Closed held-off intervals `(priority, start_ps, end_ps)`, in the
     /// order they closed, at most `pause_log_cap` of them.
     pub pause_log: Vec<(u8, u64, u64)>,
@@ -86,14 +104,6 @@ pub struct Port {
     /// every interval (the log stops at its cap): `(bin, ps held in it)`,
     /// in the order the intervals closed (a bin may repeat).
     pub pause_bins: Vec<(u32, u32)>,
-    /// Priorities whose PAUSE the transmitter ignores (PFC watchdog storm
-    /// action `forward` or `drop`), as a bit set.
-    pub wd_ignore: u8,
-    /// Priorities whose frames are dropped at this port, queued for it or
-    /// arriving on it (watchdog action `drop`), as a bit set.
-    pub wd_drop: u8,
-    /// InfiniBand credit state (`None`: an Ethernet link).
-    pub ib: Option<Box<IbPort>>,
 }
 
 /// Width of a [`Port::pause_bins`] bin: 10 us.
@@ -112,7 +122,7 @@ impl Port {
             qbytes: [0; 8],
             ctrl: VecDeque::new(),
             busy: false,
-            inflight: VecDeque::new(),
+            inflight: PktQueue::default(),
             paused_until: [Instant::ZERO; 8],
             pause_began: [None; 8],
             wake_at: None,
@@ -122,6 +132,7 @@ impl Port {
             rr: 0,
             impairments: None,
             pfc_mask: 0,
+            pause_seen: 0,
             errors: PortErrors::default(),
             stale_until: Instant::ZERO,
             prio: Default::default(),
@@ -184,7 +195,10 @@ impl Port {
     /// Priorities whose transmitter is held off at `now`, as a bit set.
     pub fn paused_mask(&self, now: Instant) -> u8 {
         let mut m = 0;
-        for p in 0..8 {
+        let mut seen = self.pause_seen;
+        while seen != 0 {
+            let p = seen.trailing_zeros() as usize;
+            seen &= seen - 1;
             if self.paused_until[p] > now {
                 m |= 1 << p;
             }
@@ -229,6 +243,7 @@ impl Port {
                 self.pause_began[p] = Some(now);
             }
             self.paused_until[p] = now + self.quanta_time(quanta);
+            self.pause_seen |= 1 << p;
         }
     }
 

@@ -207,7 +207,10 @@ impl World<'_> {
                 self.ports[p as usize].wd_ignore |= bit;
                 self.ports[p as usize].wd_drop |= bit;
                 let mut dropped = 0;
-                while let Some(h) = self.ports[p as usize].queues[usize::from(prio)].pop_front() {
+                while let Some(h) = self
+                    .pkts
+                    .pop_front(&mut self.ports[p as usize].queues[usize::from(prio)])
+                {
                     let pkt = self.pkts.take(h);
                     self.pkts.free_int(pkt.int);
                     self.ports[p as usize].qbytes[usize::from(prio)] -= u64::from(pkt.wire);
