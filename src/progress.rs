@@ -77,7 +77,8 @@ impl Drop for RunBar {
 /// Start the bar once the run has taken two wall seconds, then move it.
 /// It counts what the run will actually do: flows finished of all flows
 /// when there are flows (a duration is only a cap), else simulated time up
-/// to the duration; it names the variant and shows an ETA.
+/// to the duration; it names the variant, the events processed per wall
+/// second so far and an ETA.
 fn draw(bar: &mut Option<ProgressBar>, p: &Progress<'_>) {
     if bar.is_none() && p.wall.as_secs_f64() > 2.0 {
         let (b, unit) = match (p.flows_total, p.end) {
@@ -91,14 +92,40 @@ fn draw(bar: &mut Option<ProgressBar>, p: &Progress<'_>) {
         if let Ok(style) = style {
             b.set_style(style);
         }
-        b.set_message(format!("variant {}", p.variant));
         *bar = Some(b);
     }
     if let Some(b) = bar {
+        b.set_message(bar_message(p));
         b.set_position(if p.flows_total > 0 {
             p.flows_done as u64
         } else {
             p.now.as_ps() / 1_000_000
         });
+    }
+}
+
+/// The bar's message: the variant and the events processed per wall
+/// second since the event loop started.
+fn bar_message(p: &Progress<'_>) -> String {
+    let rate = p.events as f64 / p.wall.as_secs_f64().max(1e-9) / 1e6;
+    format!("variant {}, {rate:.2} M events/s", p.variant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_variant_and_the_event_rate() {
+        let p = Progress {
+            variant: "lossy",
+            wall: std::time::Duration::from_millis(2500),
+            now: roce::time::Instant::ZERO,
+            end: None,
+            flows_done: 3,
+            flows_total: 10,
+            events: 4_000_000,
+        };
+        assert_eq!(bar_message(&p), "variant lossy, 1.60 M events/s");
     }
 }

@@ -27,6 +27,8 @@ pub struct Progress<'a> {
     pub flows_done: usize,
     /// Flows in the run (0 for runs driven by time alone).
     pub flows_total: usize,
+    /// Events processed so far.
+    pub events: u64,
 }
 
 /// A progress observer: called from the event loop, so it must be cheap.

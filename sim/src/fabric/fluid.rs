@@ -494,6 +494,7 @@ impl World<'_> {
                         end: end.map(Instant::from_ps),
                         flows_done: total - self.flows_open,
                         flows_total: total,
+                        events: self.q.processed() + steps,
                     });
                 }
             }

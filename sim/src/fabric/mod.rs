@@ -182,6 +182,7 @@ impl World<'_> {
                         end,
                         flows_done: total - self.flows_open,
                         flows_total: total,
+                        events: self.q.processed(),
                     });
                 }
             }
