@@ -344,19 +344,7 @@ mod tests {
             prio: 3,
             ecn: Ecn::NotEct,
             trimmed: false,
-            headers: RoceHeaders::new(BthRepr {
-                opcode: Opcode::RcSendOnly,
-                solicited: false,
-                migreq: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xFFFF,
-                fecn: false,
-                becn: false,
-                dest_qp: Qpn::new(1),
-                ack_req: false,
-                psn: Psn::new(n),
-            }),
+            headers: RoceHeaders::new(BthRepr::new(Opcode::RcSendOnly, Qpn::new(1), Psn::new(n))),
         }
     }
 

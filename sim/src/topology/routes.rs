@@ -339,21 +339,7 @@ impl Adjacency {
             dist[r as usize] = 1;
             queue.push(r);
         }
-        let mut head = 0;
-        while head < queue.len() {
-            let u = queue[head];
-            head += 1;
-            if !self.is_switch[u as usize] {
-                continue;
-            }
-            let du = dist[u as usize];
-            for &(_, v) in self.of(u as usize) {
-                if dist[v as usize] == u32::MAX {
-                    dist[v as usize] = du + 1;
-                    queue.push(v);
-                }
-            }
-        }
+        self.spread(dist, queue, None);
     }
 
     /// Breadth-first search from `root`; only switches (and the root) are
@@ -363,11 +349,17 @@ impl Adjacency {
         queue.clear();
         dist[root.0 as usize] = 0;
         queue.push(root.0);
+        self.spread(dist, queue, Some(root.0));
+    }
+
+    /// Run a search whose seeds are in `queue` with their distances:
+    /// expand switches, and `host` (the root) even though it is a host.
+    fn spread(&self, dist: &mut [u32], queue: &mut Vec<u32>, host: Option<u32>) {
         let mut head = 0;
         while head < queue.len() {
             let u = queue[head];
             head += 1;
-            if u != root.0 && !self.is_switch[u as usize] {
+            if Some(u) != host && !self.is_switch[u as usize] {
                 continue;
             }
             let du = dist[u as usize];
